@@ -1,0 +1,40 @@
+"""fungraph: JAX-like function transformations over an immutable, printable IR."""
+
+from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
+from fungraph import lax, nn
+from fungraph import numpy as numpy  # noqa: PLC0414
+from fungraph.api import ShapeDtypeStruct, eval_graph, make_graph, pure_callback
+from fungraph.core import ConcretizationError, Primitive, ShapeError
+from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, verify
+from fungraph.ir_text import ParseError, parse
+from fungraph.primitives.callback import stop_gradient
+from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConcretizationError",
+    "Eqn",
+    "Graph",
+    "Literal",
+    "ParseError",
+    "Primitive",
+    "ShapeDtypeStruct",
+    "ShapeError",
+    "ShapedArray",
+    "Var",
+    "eval_graph",
+    "lax",
+    "make_graph",
+    "nn",
+    "numpy",
+    "parse",
+    "pure_callback",
+    "register_pytree_node",
+    "stop_gradient",
+    "tree_flatten",
+    "tree_leaves",
+    "tree_map",
+    "tree_unflatten",
+    "verify",
+]

@@ -1,0 +1,274 @@
+"""The public transformations: pytree handling around the interpreters."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import Tracer, to_concrete_dtype_array
+from fungraph.interpreters.eval import eval_graph as _eval_graph
+from fungraph.interpreters.staging import stage
+from fungraph.ir import Graph, ShapedArray
+from fungraph.primitives.callback import pure_callback_p
+from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+
+
+@dataclass(frozen=True)
+class ShapeDtypeStruct:
+    """An abstract argument: tracing needs only its shape and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", dtypes.canonical(self.dtype))
+
+
+def abstractify(x: Any) -> ShapedArray:
+    """The abstract value of an argument leaf; errors name the offending type."""
+    if isinstance(x, Tracer):
+        return x.aval
+    if isinstance(x, (ShapeDtypeStruct, ShapedArray)):
+        return ShapedArray(x.shape, x.dtype)
+    try:
+        arr = to_concrete_dtype_array(x)
+    except TypeError as err:
+        raise TypeError(f"argument of type {type(x).__name__} is not an array: {err}") from None
+    if arr.dtype == object:
+        raise TypeError(f"argument of type {type(x).__name__} is not a valid array")
+    return ShapedArray(arr.shape, arr.dtype)
+
+
+def split_static(args: Sequence[Any], static_argnums: Sequence[int]) -> tuple[list[Any], dict[int, Any]]:
+    n = len(args)
+    static = {i % n: args[i] for i in static_argnums if -n <= i < n}
+    dynamic = [a for i, a in enumerate(args) if i not in static]
+    return dynamic, static
+
+
+def merge_static(dynamic: Sequence[Any], static: dict[int, Any]) -> list[Any]:
+    it = iter(dynamic)
+    return [static[i] if i in static else next(it) for i in range(len(dynamic) + len(static))]
+
+
+def flat_fun(fun: Callable[..., Any], in_tree: PyTreeDef, static: dict[int, Any],
+             out_tree_box: list[PyTreeDef]) -> Callable[..., list[Any]]:
+    """``fun`` as a function of flat leaves returning flat leaves; records its output tree."""
+
+    def flat(*leaves: Any) -> list[Any]:
+        dynamic = tree_unflatten(in_tree, leaves)
+        out = fun(*merge_static(dynamic, static))
+        out_leaves, out_tree = tree_flatten(out)
+        out_tree_box.append(out_tree)
+        return out_leaves
+
+    return flat
+
+
+def make_graph(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -> Callable[..., Graph]:
+    """``make_graph(f)(*args)`` traces ``f`` on the arguments' shapes and dtypes and returns its Graph."""
+    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+
+    @functools.wraps(fun)
+    def traced(*args: Any) -> Graph:
+        dynamic, static = split_static(args, static_argnums)
+        leaves, in_tree = tree_flatten(dynamic)
+        out_tree: list[PyTreeDef] = []
+        graph, _ = stage(flat_fun(fun, in_tree, static, out_tree), [abstractify(x) for x in leaves])
+        return graph
+
+    return traced
+
+
+def eval_graph(graph: Graph, *args: Any) -> list[Any]:
+    """Evaluate a Graph on flat arguments; returns the list of its outputs."""
+    return _eval_graph(graph, *[a if isinstance(a, Tracer) else to_concrete_dtype_array(a) for a in args])
+
+
+def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any) -> Any:
+    """Stage a host numpy function as one opaque node with the declared result shapes."""
+    from fungraph.numpy._util import asarray
+
+    res_leaves, res_tree = tree_flatten(result_shape_dtypes)
+    result_avals = tuple(ShapedArray(np.shape(r) if not hasattr(r, "shape") else r.shape, r.dtype)
+                         for r in res_leaves)
+    arg_leaves, arg_tree = tree_flatten(args)
+
+    def flat_callback(*leaves: Any) -> Any:
+        return tree_flatten(callback(*tree_unflatten(arg_tree, leaves)))[0]
+
+    flat_callback.__name__ = getattr(callback, "__name__", "callback")
+    outs = pure_callback_p.bind(*[asarray(a) for a in arg_leaves], callback=flat_callback,
+                                result_avals=result_avals)
+    return tree_unflatten(res_tree, outs)
+
+
+# --- automatic differentiation ----------------------------------------------------------
+
+
+def _check_tangent(p: Any, t: Any, i: int) -> Any:
+    pa, ta = abstractify(p), abstractify(t)
+    if pa.shape != ta.shape:
+        raise ValueError(f"jvp: primal {i} has shape {pa.shape} but its tangent has shape {ta.shape}")
+    if not dtypes.is_float(pa.dtype):
+        return None
+    if ta.dtype != pa.dtype:
+        raise TypeError(f"jvp: primal {i} has dtype {pa.dtype} but its tangent has dtype {ta.dtype}")
+    return t if isinstance(t, Tracer) else to_concrete_dtype_array(t)
+
+
+def _concrete(x: Any) -> Any:
+    return x if isinstance(x, Tracer) else to_concrete_dtype_array(x)
+
+
+def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """Forward mode: ``(fun(*primals), J @ tangents)``, both pytrees like ``fun``'s output."""
+    from fungraph.interpreters.jvp import jvp_flat
+
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp: primals and tangents must be tuples or lists of arguments")
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    t_leaves, t_tree = tree_flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise TypeError(f"jvp: primal structure {p_tree} differs from tangent structure {t_tree}")
+    ts = [_check_tangent(p, t, i) for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
+    out_tree: list[PyTreeDef] = []
+    po, to = jvp_flat(flat_fun(fun, p_tree, {}, out_tree), [_concrete(p) for p in p_leaves], ts)
+    return tree_unflatten(out_tree[0], po), tree_unflatten(out_tree[0], to)
+
+
+def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str) -> tuple[Any, ...]:
+    from fungraph.interpreters.transpose import linearize_flat
+
+    leaves, in_tree = tree_flatten(tuple(primals))
+    avals = [abstractify(x) for x in leaves]
+    diff = [dtypes.is_float(a.dtype) for a in avals]
+    out_tree: list[PyTreeDef] = []
+    outs, lin, known_t, res = linearize_flat(flat_fun(fun, in_tree, {}, out_tree),
+                                             [_concrete(x) for x in leaves], avals, diff)
+    return outs, out_tree[0], lin, known_t, res, leaves, in_tree, avals, diff
+
+
+def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` reuses the saved linearization."""
+    from fungraph.interpreters.transpose import eval_linear
+
+    outs, out_tree, lin, known_t, res, _, in_tree, avals, diff = _linearize(fun, primals, "linearize")
+
+    def f_jvp(*tangents: Any) -> Any:
+        t_leaves, t_tree = tree_flatten(tuple(tangents))
+        if t_tree != in_tree:
+            raise TypeError(f"linearize: tangent structure {t_tree} differs from primal structure {in_tree}")
+        ts = [_concrete(t) for t, d in zip(t_leaves, diff) if d]
+        return tree_unflatten(out_tree, eval_linear(lin, res, known_t, ts))
+
+    return tree_unflatten(out_tree, outs), f_jvp
+
+
+def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
+    """Reverse mode: ``(fun(*primals), f_vjp)`` with ``f_vjp(ct)`` the cotangents of each primal."""
+    from fungraph.interpreters.transpose import transpose_linear
+    from fungraph.primitives._rules import zeros
+
+    target = (lambda *a: fun(*a)[0]) if has_aux else fun
+    aux_box: list[Any] = []
+    if has_aux:
+        def target(*a: Any) -> Any:  # noqa: F811
+            out, aux = fun(*a)
+            aux_box.append(aux)
+            return out
+
+    outs, out_tree, lin, _, res, leaves, in_tree, avals, diff = _linearize(target, primals, "vjp")
+
+    def f_vjp(ct: Any) -> tuple[Any, ...]:
+        ct_leaves, ct_tree = tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"vjp: cotangent structure {ct_tree} differs from output structure {out_tree}")
+        for c, o in zip(ct_leaves, outs):
+            if abstractify(c).shape != abstractify(o).shape:
+                raise ValueError(f"vjp: cotangent of shape {abstractify(c).shape} for an output of shape "
+                                 f"{abstractify(o).shape}")
+        cts = iter(transpose_linear(lin, res, [_concrete(c) for c in ct_leaves]))
+        grads = []
+        for a, d in zip(avals, diff):
+            g = next(cts) if d else None
+            grads.append(zeros(a) if g is None else g)
+        return tuple(tree_unflatten(in_tree, grads))
+
+    primal_out = tree_unflatten(out_tree, outs)
+    if has_aux:
+        return primal_out, f_vjp, _strip_aux(aux_box[0])
+    return primal_out, f_vjp
+
+
+def _strip_aux(aux: Any) -> Any:
+    """Aux outputs were staged with the JVP; they are returned as the primal values."""
+    from fungraph.interpreters.jvp import JVPTracer
+
+    return tree_map_leaves(lambda x: x.primal if isinstance(x, JVPTracer) else x, aux)
+
+
+def tree_map_leaves(f: Callable[[Any], Any], tree: Any) -> Any:
+    leaves, treedef = tree_flatten(tree)
+    return tree_unflatten(treedef, [f(x) for x in leaves])
+
+
+def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
+    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False) -> Callable[..., Any]:
+    """``(fun(*args), gradient)`` of a scalar-valued ``fun`` with respect to ``argnums``."""
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(fun)
+    def vg(*args: Any) -> Any:
+        for i in nums:
+            if not -len(args) <= i < len(args):
+                raise ValueError(f"argnums {argnums} refers to argument {i}, but only {len(args)} were given")
+            for leaf in tree_flatten(args[i])[0]:
+                dt = abstractify(leaf).dtype
+                if not dtypes.is_float(dt):
+                    raise TypeError(f"grad requires real-valued (float) inputs, but argument {i} has dtype {dt}; "
+                                    "differentiate with respect to float arguments only (see argnums)")
+        diff_args = tuple(args[i] for i in nums)
+
+        def partial_fun(*diff: Any) -> Any:
+            full = list(args)
+            for i, d in zip(nums, diff):
+                full[i] = d
+            return fun(*full)
+
+        result = vjp(partial_fun, *diff_args, has_aux=has_aux)
+        out, f_vjp = result[0], result[1]
+        leaves = tree_flatten(out)[0]
+        if len(leaves) != 1 or abstractify(leaves[0]).shape != ():
+            shapes = [abstractify(x).shape for x in leaves]
+            raise TypeError(f"grad requires a scalar output, but the function returned shape(s) {shapes}")
+        dt = abstractify(leaves[0]).dtype
+        if not dtypes.is_float(dt):
+            raise TypeError(f"grad requires a real-valued (float) output, got dtype {dt}")
+        grads = f_vjp(tree_unflatten(tree_flatten(out)[1], [np.ones((), dt)]))
+        g = grads[0] if isinstance(argnums, int) else grads
+        return ((out, result[2]), g) if has_aux else (out, g)
+
+    return vg
+
+
+def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The gradient of a scalar-valued ``fun`` with respect to ``argnums`` (any order composes)."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def g(*args: Any) -> Any:
+        (out, grads) = vg(*args)
+        return (grads, out[1]) if has_aux else grads
+
+    return g

@@ -1,0 +1,328 @@
+"""Primitives, the trace stack and tracers: how Python calls become IR.
+
+Follows Autodidax: every operation is ``prim.bind(*args)``; ``bind`` finds the innermost
+active trace among the arguments (or the dynamic trace) and lets it interpret the call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.ir import Params, ShapedArray, aval_of
+
+
+class ShapeError(ValueError, TypeError):
+    """Operands have incompatible shapes or dtypes; the message names both and the source line."""
+
+
+class ConcretizationError(TypeError):
+    """A traced value was used where Python needs a concrete one (``if``, ``bool``, ``int``)."""
+
+
+class MissingRuleError(NotImplementedError):
+    """A primitive lacks the rule an interpreter needs."""
+
+
+class NotDifferentiable:
+    """Marker rule: the primitive has no derivative (its outputs are integer-valued or piecewise constant)."""
+
+    def __repr__(self) -> str:
+        return "NOT_DIFFERENTIABLE"
+
+
+NOT_DIFFERENTIABLE = NotDifferentiable()
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_source() -> str | None:
+    """``file:line (function)`` of the innermost stack frame outside the fungraph package."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE_DIR) and "contextlib" not in filename:
+            return f"{filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back
+    return None
+
+
+AbstractEval = Callable[..., "ShapedArray | tuple[ShapedArray, ...]"]
+
+
+@dataclass(eq=False)
+class Primitive:
+    """An operation of the IR with its rule tables; each interpreter reads one table entry.
+
+    ``jvp(primals, tangents, **params) -> (primal_out, tangent_out)``;
+    ``transpose(cts, *inputs, **params) -> cotangents per input`` (linear primitives only);
+    ``batch(args, dims, **params) -> (out, out_dim)``; ``lowerings[backend]`` for engines;
+    ``inplace`` names the inputs an engine may overwrite with the output.
+    """
+
+    name: str
+    impl: Callable[..., Any]
+    abstract_eval: AbstractEval
+    multiple_results: bool = False
+    arity: int | None = None
+    jvp: Callable[..., Any] | NotDifferentiable | None = None
+    transpose: Callable[..., Any] | None = None
+    batch: Callable[..., Any] | None = None
+    lowerings: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    inplace: tuple[int, ...] = ()
+    elementwise: bool = False
+
+    registry: ClassVar[dict[str, Primitive]] = {}
+
+    def __post_init__(self) -> None:
+        if self.name in Primitive.registry:
+            raise ValueError(f"primitive {self.name!r} is defined twice")
+        Primitive.registry[self.name] = self
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def rule(self, kind: str) -> Callable[..., Any]:
+        """The ``kind`` rule, or a clear error that it is missing."""
+        r = getattr(self, kind) if kind != "lowering" else None
+        if r is None:
+            raise MissingRuleError(f"no {kind} rule for primitive `{self.name}`")
+        if isinstance(r, NotDifferentiable):
+            raise TypeError(f"`{self.name}` is not differentiable")
+        return r
+
+    def def_jvp(self, f: Callable[..., Any]) -> Callable[..., Any]:
+        self.jvp = f
+        return f
+
+    def def_transpose(self, f: Callable[..., Any]) -> Callable[..., Any]:
+        self.transpose = f
+        return f
+
+    def def_batch(self, f: Callable[..., Any]) -> Callable[..., Any]:
+        self.batch = f
+        return f
+
+    def abstract_eval_tuple(self, avals: Sequence[ShapedArray], params: Params) -> tuple[ShapedArray, ...]:
+        out = self.abstract_eval(*avals, **params)
+        return tuple(out) if self.multiple_results else (out,)
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        """Apply the primitive under whichever trace owns the arguments."""
+        return bind(self, args, Params(params))
+
+
+def get_primitive(name: str) -> Primitive:
+    try:
+        return Primitive.registry[name]
+    except KeyError:
+        raise KeyError(f"unknown primitive `{name}`") from None
+
+
+# --- the trace stack -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class MainTrace:
+    level: int
+    trace_type: type[Trace]
+    global_data: Any
+
+
+class Trace:
+    """Interprets primitives applied to its tracers; subclasses are the interpreters."""
+
+    def __init__(self, main: MainTrace) -> None:
+        self.main = main
+
+    def pure(self, val: Any) -> Tracer:
+        raise NotImplementedError
+
+    def lift(self, val: Tracer) -> Tracer:
+        raise NotImplementedError
+
+    def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> Sequence[Any]:
+        raise NotImplementedError
+
+
+class EvalTrace(Trace):
+    """The bottom of the stack: run the numpy implementation."""
+
+    def pure(self, val: Any) -> Any:
+        return val
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> Sequence[Any]:
+        avals = [aval_of(x) for x in tracers]
+        expected = checked_abstract_eval(prim, avals, params)
+        out = prim.impl(*tracers, **params)
+        outs = out if prim.multiple_results else (out,)
+        return [_as_array(o, a) for o, a in zip(outs, expected)]
+
+
+def _as_array(x: Any, aval: ShapedArray) -> np.ndarray:
+    arr = np.asarray(x, dtype=aval.dtype)
+    if arr.shape != aval.shape:
+        raise AssertionError(f"impl gave shape {arr.shape}, shape rule {aval.shape}")
+    return arr
+
+
+trace_stack: list[MainTrace] = [MainTrace(0, EvalTrace, None)]
+_dynamic: list[MainTrace] = [trace_stack[0]]
+
+
+@contextmanager
+def new_main(trace_type: type[Trace], global_data: Any = None) -> Iterator[MainTrace]:
+    main = MainTrace(len(trace_stack), trace_type, global_data)
+    trace_stack.append(main)
+    try:
+        yield main
+    finally:
+        trace_stack.pop()
+
+
+@contextmanager
+def new_dynamic(main: MainTrace) -> Iterator[None]:
+    _dynamic.append(main)
+    try:
+        yield
+    finally:
+        _dynamic.pop()
+
+
+def checked_abstract_eval(prim: Primitive, avals: Sequence[ShapedArray], params: Params) -> tuple[ShapedArray, ...]:
+    """Run the shape rule, re-raising its complaint with the user's source line attached."""
+    try:
+        return prim.abstract_eval_tuple(avals, params)
+    except (ShapeError, TypeError, ValueError) as err:
+        if getattr(err, "_fungraph_located", False):
+            raise
+        src = user_source()
+        msg = f"{err}" + (f"\n  at {src}" if src else "")
+        new = (type(err) if isinstance(err, ShapeError) else ShapeError)(msg)
+        new._fungraph_located = True  # type: ignore[attr-defined]
+        raise new from None
+
+
+def find_top_trace(xs: Sequence[Any]) -> Trace:
+    top = _dynamic[-1]
+    for x in xs:
+        if isinstance(x, Tracer) and x._trace.main.level > top.level:
+            top = x._trace.main
+    return top.trace_type(top)
+
+
+def full_raise(trace: Trace, val: Any) -> Any:
+    if not isinstance(val, Tracer):
+        return trace.pure(val)
+    main = val._trace.main
+    if main is trace.main:
+        return val
+    if main.level < trace.main.level:
+        return trace.lift(val)
+    raise TypeError(
+        f"a traced value of type {val.aval} escaped from the transformation that created it "
+        "(was it stored in a global or returned through a side channel?)"
+    )
+
+
+def full_lower(val: Any) -> Any:
+    return val.full_lower() if isinstance(val, Tracer) else val
+
+
+def bind(prim: Primitive, args: Sequence[Any], params: Params) -> Any:
+    trace = find_top_trace(args)
+    tracers = [full_raise(trace, a) for a in args]
+    outs = [full_lower(o) for o in trace.process_primitive(prim, tracers, params)]
+    return tuple(outs) if prim.multiple_results else outs[0]
+
+
+# --- tracers ---------------------------------------------------------------------------
+
+
+class Tracer:
+    """A stand-in for an array during a transformation; operators call ``fungraph.numpy``."""
+
+    __slots__ = ("_trace",)
+    __array_priority__ = 1000
+    __array_ufunc__ = None
+    _trace: Trace
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    def full_lower(self) -> Any:
+        return self
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.aval.ndim
+
+    @property
+    def size(self) -> int:
+        return self.aval.size
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced array")
+        return self.shape[0]
+
+    def _concrete_error(self, what: str) -> ConcretizationError:
+        return ConcretizationError(
+            f"{what} needs a concrete value, but this is a traced value of type {self.aval} "
+            f"(inside a transformation such as make_graph, jit or grad). Use "
+            "fungraph.lax.cond / fungraph.numpy.where for branches and fungraph.lax.while_loop "
+            "for data-dependent loops, or mark the argument static."
+            + (f"\n  at {user_source()}" if user_source() else "")
+        )
+
+    def __bool__(self) -> bool:
+        raise self._concrete_error("bool() / an `if` or `while` on a traced value")
+
+    def __int__(self) -> int:
+        raise self._concrete_error("int()")
+
+    def __float__(self) -> float:
+        raise self._concrete_error("float()")
+
+    def __index__(self) -> int:
+        raise self._concrete_error("using a traced value as an index")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise self._concrete_error("converting a traced value to a numpy array")
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([self[i] for i in range(len(self))])
+
+    def __hash__(self) -> int:
+        raise TypeError("traced values are not hashable")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}<{self.aval}>"
+
+
+def to_concrete_dtype_array(x: Any) -> np.ndarray:
+    """A numpy array with a supported dtype (int64 for Python ints, float64 for floats)."""
+    arr = np.asarray(x)
+    dt = dtypes.canonical(arr.dtype)
+    return arr if arr.dtype == dt else arr.astype(dt)

@@ -1,0 +1,87 @@
+"""The five dtypes fungraph supports and numpy-2 (NEP 50) promotion between them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+bool_ = np.dtype(np.bool_)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+
+SUPPORTED: tuple[np.dtype, ...] = (bool_, int32, int64, float32, float64)
+
+SHORT_NAMES: dict[np.dtype, str] = {
+    bool_: "bool",
+    int32: "i32",
+    int64: "i64",
+    float32: "f32",
+    float64: "f64",
+}
+FROM_SHORT: dict[str, np.dtype] = {v: k for k, v in SHORT_NAMES.items()}
+
+# Narrow numpy dtypes are widened to the nearest supported one; anything else is refused.
+_WIDEN: dict[np.dtype, np.dtype] = {
+    np.dtype(np.int8): int32,
+    np.dtype(np.int16): int32,
+    np.dtype(np.uint8): int32,
+    np.dtype(np.uint16): int32,
+    np.dtype(np.uint32): int64,
+    np.dtype(np.float16): float32,
+}
+
+
+def canonical(dtype: Any) -> np.dtype:
+    """Map a dtype-like to one of the supported dtypes, or raise a TypeError naming it."""
+    d = np.dtype(dtype)
+    if d in SHORT_NAMES:
+        return d
+    if d in _WIDEN:
+        return _WIDEN[d]
+    raise TypeError(
+        f"fungraph does not support dtype {d}; supported dtypes are "
+        + ", ".join(str(s) for s in SUPPORTED)
+    )
+
+
+def parse_dtype(name: str) -> np.dtype:
+    """Accept a short name (``f32``) or a numpy name (``float32``)."""
+    if name in FROM_SHORT:
+        return FROM_SHORT[name]
+    return canonical(name)
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return np.issubdtype(dtype, np.floating)
+
+
+def is_int(dtype: np.dtype) -> bool:
+    return np.issubdtype(dtype, np.integer)
+
+
+def is_bool(dtype: np.dtype) -> bool:
+    return dtype == bool_
+
+
+def result_type(*args: Any) -> np.dtype:
+    """Promote like numpy 2: Python scalars are weak and never widen an array's dtype."""
+    keys: list[Any] = []
+    for a in args:
+        if isinstance(a, (bool, int, float)) and not isinstance(a, np.generic):
+            keys.append(a)
+        else:
+            keys.append(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype)
+    if all(isinstance(k, (bool, int, float)) for k in keys):
+        return canonical(np.result_type(*[np.asarray(k).dtype for k in keys]))
+    try:
+        return canonical(np.result_type(*keys))
+    except OverflowError as err:
+        raise TypeError(f"cannot promote {keys}: {err}") from None
+
+
+def float_dtype_for(dtype: np.dtype) -> np.dtype:
+    """The float dtype numpy gives transcendental functions of ``dtype`` (int -> float64)."""
+    return dtype if is_float(dtype) else float64

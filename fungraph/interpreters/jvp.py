@@ -1,0 +1,61 @@
+"""Forward-mode differentiation as a trace: each tracer carries a primal and a tangent.
+
+A tangent of ``None`` is a symbolic zero, so constants and integer values cost nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fungraph import dtypes
+from fungraph.core import NOT_DIFFERENTIABLE, Primitive, Trace, Tracer, full_raise, new_main
+from fungraph.ir import Params, ShapedArray, aval_of
+from fungraph.primitives._rules import zeros
+
+
+class JVPTracer(Tracer):
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, trace: JVPTrace, primal: Any, tangent: Any) -> None:
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self) -> ShapedArray:
+        return aval_of(self.primal)
+
+
+class JVPTrace(Trace):
+    def pure(self, val: Any) -> JVPTracer:
+        return JVPTracer(self, val, None)
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> list[JVPTracer]:
+        primals = [t.primal for t in tracers]
+        tangents = [t.tangent for t in tracers]
+        if all(t is None for t in tangents) or prim.jvp is NOT_DIFFERENTIABLE:
+            out = prim.bind(*primals, **params)
+            outs = out if prim.multiple_results else (out,)
+            return [JVPTracer(self, o, None) for o in outs]
+        primal_out, tangent_out = prim.rule("jvp")(primals, tangents, **params)
+        if not prim.multiple_results:
+            primal_out, tangent_out = (primal_out,), (tangent_out,)
+        return [JVPTracer(self, p, t if t is not None and dtypes.is_float(aval_of(p).dtype) else None)
+                for p, t in zip(primal_out, tangent_out)]
+
+
+def jvp_flat(fun: Callable[..., Sequence[Any]], primals: Sequence[Any], tangents: Sequence[Any | None],
+             instantiate: bool = True) -> tuple[list[Any], list[Any]]:
+    """Push ``tangents`` forward through ``fun``; ``None`` tangents are zeros."""
+    with new_main(JVPTrace) as main:
+        trace = JVPTrace(main)
+        ins = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        outs = [full_raise(trace, o) for o in fun(*ins)]
+        primals_out = [o.primal for o in outs]
+        tangents_out = [o.tangent for o in outs]
+    if instantiate:
+        tangents_out = [zeros(aval_of(p)) if t is None else t for p, t in zip(primals_out, tangents_out)]
+    return primals_out, tangents_out

@@ -1,0 +1,161 @@
+"""Staging: trace a Python function into a closed Graph (``make_graph``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import (
+    MainTrace,
+    Primitive,
+    Trace,
+    Tracer,
+    checked_abstract_eval,
+    new_dynamic,
+    new_main,
+    user_source,
+)
+from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var
+
+
+class GraphTracer(Tracer):
+    __slots__ = ("_aval",)
+
+    def __init__(self, trace: GraphTrace, aval: ShapedArray) -> None:
+        self._trace = trace
+        self._aval = aval
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self._aval
+
+
+class GraphBuilder:
+    """Collects equations; values from outside (concrete arrays, outer tracers) become constants."""
+
+    def __init__(self) -> None:
+        self.eqns: list[Eqn] = []
+        self.tracer_to_atom: dict[int, Atom] = {}
+        self.tracers: list[GraphTracer] = []
+        self.const_tracers: dict[int, GraphTracer] = {}
+        self.const_values: dict[Var, Any] = {}
+        self.invars: list[Var] = []
+
+    def new_tracer(self, trace: GraphTrace, aval: ShapedArray) -> tuple[GraphTracer, Var]:
+        t = GraphTracer(trace, aval)
+        v = Var(aval)
+        self.tracers.append(t)
+        self.tracer_to_atom[id(t)] = v
+        return t, v
+
+    def atom(self, t: GraphTracer) -> Atom:
+        try:
+            return self.tracer_to_atom[id(t)]
+        except KeyError:
+            raise TypeError(f"tracer {t} belongs to a different staging context") from None
+
+
+class GraphTrace(Trace):
+    """Records every primitive applied to its tracers as an equation."""
+
+    @property
+    def builder(self) -> GraphBuilder:
+        return self.main.global_data
+
+    def new_arg(self, aval: ShapedArray) -> GraphTracer:
+        t, v = self.builder.new_tracer(self, aval)
+        self.builder.invars.append(v)
+        return t
+
+    def pure(self, val: Any) -> GraphTracer:
+        key = id(val)
+        existing = self.builder.const_tracers.get(key)
+        if existing is not None:
+            return existing
+        if not isinstance(val, Tracer):
+            val = np.asarray(val)
+            val = val.astype(dtypes.canonical(val.dtype), copy=False)
+            aval = ShapedArray(val.shape, val.dtype)
+        else:
+            aval = val.aval
+        t = GraphTracer(self, aval)
+        self.builder.tracers.append(t)
+        if not isinstance(val, Tracer) and val.ndim == 0:
+            self.builder.tracer_to_atom[id(t)] = Literal(val.item(), aval)
+        else:
+            v = Var(aval)
+            self.builder.tracer_to_atom[id(t)] = v
+            self.builder.const_values[v] = val
+            self.builder.const_tracers[key] = t
+        return t
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> list[GraphTracer]:
+        avals_out = checked_abstract_eval(prim, [t.aval for t in tracers], params)
+        inputs = tuple(self.builder.atom(t) for t in tracers)
+        outs = []
+        outvars = []
+        for a in avals_out:
+            t, v = self.builder.new_tracer(self, a)
+            outs.append(t)
+            outvars.append(v)
+        self.builder.eqns.append(Eqn(prim, inputs, tuple(outvars), params, user_source()))
+        return outs
+
+
+def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]) -> tuple[Graph, list[Any]]:
+    """Trace ``fun`` (flat arrays in, flat arrays out) to a Graph.
+
+    Returns ``(graph, closure_args)``: values ``fun`` closed over that are tracers of an
+    outer transformation become extra trailing graph inputs, and must be passed after the
+    arguments when the graph is evaluated. Concrete closed-over arrays become constants.
+    """
+    builder = GraphBuilder()
+    with new_main(GraphTrace, builder) as main:
+        with new_dynamic(main):
+            trace = GraphTrace(main)
+            args = [trace.new_arg(a) for a in in_avals]
+            outs = fun(*args)
+            out_tracers = [_raise_out(trace, o) for o in outs]
+    return _build_graph(builder, out_tracers, main)
+
+
+def _raise_out(trace: GraphTrace, out: Any) -> GraphTracer:
+    from fungraph.core import full_raise
+
+    if isinstance(out, Tracer) or isinstance(out, (np.ndarray, np.generic, bool, int, float)):
+        t = full_raise(trace, out)
+        if isinstance(trace.builder.tracer_to_atom.get(id(t)), Literal):
+            return _materialise_literal(trace, t)
+        return t
+    raise TypeError(f"a traced function returned {type(out).__name__}, which is not an array")
+
+
+def _materialise_literal(trace: GraphTrace, t: GraphTracer) -> GraphTracer:
+    lit = trace.builder.tracer_to_atom[id(t)]
+    assert isinstance(lit, Literal)
+    new, v = trace.builder.new_tracer(trace, lit.aval)
+    trace.builder.const_values[v] = np.asarray(lit.value, lit.aval.dtype)
+    return new
+
+
+def _build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer], main: MainTrace) -> tuple[Graph, list[Any]]:
+    constvars: list[Var] = []
+    consts: list[np.ndarray] = []
+    closure_vars: list[Var] = []
+    closure_args: list[Any] = []
+    for v, val in builder.const_values.items():
+        if isinstance(val, Tracer):
+            closure_vars.append(v)
+            closure_args.append(val)
+        else:
+            constvars.append(v)
+            consts.append(val)
+    outvars = tuple(builder.atom(t) for t in outs)
+    graph = Graph(tuple(builder.invars) + tuple(closure_vars), tuple(constvars), tuple(consts),
+                  tuple(builder.eqns), outvars)
+    return graph, closure_args

@@ -1,0 +1,290 @@
+"""The IR: abstract values, vars, literals, equations and graphs, plus the verifier.
+
+Everything here is immutable. A :class:`Graph` is closed: its constants travel with it.
+Graphs compare and hash *structurally* (up to renaming of vars), which is what caches need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+
+from fungraph import dtypes
+
+if TYPE_CHECKING:
+    from fungraph.core import Primitive
+
+
+@dataclass(frozen=True)
+class ShapedArray:
+    """The abstract value of an array: its shape and dtype, nothing else."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", dtypes.canonical(self.dtype))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        return f"{dtypes.SHORT_NAMES[self.dtype]}[{','.join(map(str, self.shape))}]"
+
+    __repr__ = __str__
+
+
+def aval_of(x: Any) -> ShapedArray:
+    """The abstract value of a concrete array, Python scalar or anything with ``.aval``."""
+    if hasattr(x, "aval"):
+        return x.aval
+    arr = np.asarray(x)
+    return ShapedArray(arr.shape, dtypes.canonical(arr.dtype))
+
+
+@dataclass(frozen=True, eq=False)
+class Var:
+    """A value defined exactly once in a graph; identity is the name."""
+
+    aval: ShapedArray
+
+    def __repr__(self) -> str:
+        return f"Var({self.aval})"
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A scalar constant written inline in an equation."""
+
+    value: bool | int | float
+    aval: ShapedArray
+
+    def __str__(self) -> str:
+        return f"{format_scalar(self.value)}:{self.aval}"
+
+    @cached_property
+    def array(self) -> np.ndarray:
+        """The value as a 0-d numpy array of the literal's dtype."""
+        return np.asarray(self.value, dtype=self.aval.dtype)
+
+
+Atom = Union[Var, Literal]
+
+
+def format_scalar(value: bool | int | float) -> str:
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+class Params(Mapping[str, Any]):
+    """A read-only, hashable mapping of an equation's static parameters."""
+
+    __slots__ = ("_d", "_hash")
+
+    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
+        self._d: dict[str, Any] = dict(sorted((items or {}).items()))
+        self._hash: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._d[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(tuple(self._d.items()))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Params) and self._d == other._d
+
+    def __repr__(self) -> str:
+        return f"Params({self._d!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class Eqn:
+    """``outputs = primitive[params](*inputs)``; ``source`` is the user's file:line."""
+
+    primitive: Primitive
+    inputs: tuple[Atom, ...]
+    outputs: tuple[Var, ...]
+    params: Params
+    source: str | None = field(default=None, compare=False)
+
+
+def _readonly(c: Any) -> np.ndarray:
+    arr = np.array(c, copy=True)
+    arr.flags.writeable = False
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """A closed, typed program in SSA form: ``outvars = eqns(invars, consts)``."""
+
+    invars: tuple[Var, ...]
+    constvars: tuple[Var, ...]
+    consts: tuple[np.ndarray, ...]
+    eqns: tuple[Eqn, ...]
+    outvars: tuple[Atom, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("invars", "constvars", "eqns", "outvars"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        consts = tuple(c if _is_readonly(c) else _readonly(c) for c in self.consts)
+        object.__setattr__(self, "consts", consts)
+        if len(self.constvars) != len(self.consts):
+            raise ValueError(f"{len(self.constvars)} constvars but {len(self.consts)} consts")
+
+    @property
+    def in_avals(self) -> tuple[ShapedArray, ...]:
+        return tuple(v.aval for v in self.invars)
+
+    @property
+    def out_avals(self) -> tuple[ShapedArray, ...]:
+        return tuple(v.aval for v in self.outvars)
+
+    @cached_property
+    def structural_key(self) -> tuple:
+        """A key equal for two graphs exactly when they are equal up to renaming vars."""
+        ids: dict[Var, int] = {}
+
+        def ref(a: Atom) -> tuple:
+            if isinstance(a, Literal):
+                return ("lit", format_scalar(a.value), str(a.aval))
+            return ("var", ids[a])
+
+        for v in self.invars + self.constvars:
+            ids[v] = len(ids)
+        eqn_keys = []
+        for e in self.eqns:
+            ins = tuple(ref(a) for a in e.inputs)
+            for o in e.outputs:
+                ids[o] = len(ids)
+            eqn_keys.append((e.primitive.name, ins, tuple(str(o.aval) for o in e.outputs), e.params))
+        consts = tuple((c.dtype.str, c.shape, c.tobytes()) for c in self.consts)
+        return (
+            tuple(str(v.aval) for v in self.invars),
+            tuple(str(v.aval) for v in self.constvars),
+            consts,
+            tuple(eqn_keys),
+            tuple(ref(a) for a in self.outvars),
+        )
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(self.structural_key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Graph) or hash(self) != hash(other):
+            return False
+        return self.structural_key == other.structural_key
+
+    def __str__(self) -> str:
+        from fungraph.ir_text import format_graph
+
+        return format_graph(self)
+
+    def pretty(self, source: bool = False) -> str:
+        """The text form; with ``source=True`` each equation ends with its user source line."""
+        from fungraph.ir_text import format_graph
+
+        return format_graph(self, source=source)
+
+    def verify(self) -> None:
+        verify(self)
+
+
+def _is_readonly(c: Any) -> bool:
+    return isinstance(c, np.ndarray) and not c.flags.writeable
+
+
+class VerificationError(ValueError):
+    """The graph breaks an IR invariant; the message names the equation."""
+
+
+def _eqn_text(graph: Graph, index: int) -> str:
+    from fungraph.ir_text import format_eqn_in
+
+    return format_eqn_in(graph, index)
+
+
+def verify(graph: Graph) -> None:
+    """Check SSA, arity, literal shapes and that every output type follows the shape rule."""
+    defined: set[Var] = set()
+
+    def define(v: Any, where: str) -> None:
+        if not isinstance(v, Var):
+            raise VerificationError(f"{where}: expected a Var, got {v!r}")
+        if v in defined:
+            raise VerificationError(f"{where}: var {v} is defined twice (SSA)")
+        defined.add(v)
+
+    for v in graph.invars:
+        define(v, "graph inputs")
+    for v, c in zip(graph.constvars, graph.consts):
+        define(v, "graph constants")
+        if aval_of(c) != v.aval:
+            raise VerificationError(f"constant of type {aval_of(c)} bound to var of type {v.aval}")
+
+    def use(a: Any, where: str) -> None:
+        if isinstance(a, Literal):
+            if a.aval.shape != ():
+                raise VerificationError(f"{where}: literal {a} is not a scalar")
+            return
+        if not isinstance(a, Var):
+            raise VerificationError(f"{where}: {a!r} is neither a Var nor a Literal")
+        if a not in defined:
+            raise VerificationError(f"{where}: var used before it is defined")
+
+    for i, eqn in enumerate(graph.eqns):
+        where = f"eqn {i} `{_eqn_text(graph, i)}`"
+        for a in eqn.inputs:
+            use(a, where)
+        prim = eqn.primitive
+        if prim.arity is not None and len(eqn.inputs) != prim.arity:
+            raise VerificationError(f"{where}: {prim.name} takes {prim.arity} inputs, got {len(eqn.inputs)}")
+        try:
+            expected = prim.abstract_eval_tuple([a.aval for a in eqn.inputs], eqn.params)
+        except Exception as err:
+            raise VerificationError(f"{where}: shape rule rejects the inputs: {err}") from err
+        got = tuple(o.aval for o in eqn.outputs)
+        if expected != got:
+            raise VerificationError(
+                f"{where}: outputs have types {', '.join(map(str, got))} but {prim.name}'s "
+                f"shape rule gives {', '.join(map(str, expected))}"
+            )
+        for p in eqn.params.values():
+            if isinstance(p, Graph):
+                verify(p)
+        for o in eqn.outputs:
+            define(o, where)
+    for a in graph.outvars:
+        use(a, "graph outputs")

@@ -1,0 +1,336 @@
+"""The IR's text form: ``str(graph)`` prints it and :func:`parse` reads it back.
+
+    { lambda a:f32[3,4] b:f32[4] ; let
+        c:f32[3,4] = add a b
+        d:f32[3,4] = mul c 2.0:f32[]
+      in (d,) }
+
+Constants follow the inputs as ``const k:f32[2] = [1.0, 2.0]``; nested graphs appear as
+parameter values. See docs/ir.md for the grammar.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var, format_scalar
+
+_RESERVED = {"in", "let", "lambda", "const", "inf", "nan", "if", "of", "is", "as", "or", "and", "not"}
+
+
+def _names() -> Iterator[str]:
+    n = 0
+    while True:
+        s = ""
+        k = n
+        while True:
+            s = chr(ord("a") + k % 26) + s
+            k = k // 26 - 1
+            if k < 0:
+                break
+        n += 1
+        if s not in _RESERVED:
+            yield s
+
+
+class _Namer:
+    def __init__(self) -> None:
+        self.names: dict[Var, str] = {}
+        self.gen = _names()
+
+    def __call__(self, v: Var) -> str:
+        if v not in self.names:
+            self.names[v] = next(self.gen)
+        return self.names[v]
+
+
+def _format_value(v: Any, indent: int) -> str:
+    if isinstance(v, Graph):
+        return _format_graph(v, indent + 4, source=False)
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, (bool, int, float)) or v is None:
+        return "None" if v is None else format_scalar(v)
+    if isinstance(v, str):
+        return repr(v)
+    if isinstance(v, tuple):
+        inner = ", ".join(_format_value(x, indent) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, ShapedArray):
+        return f"<{v}>"
+    name = getattr(v, "__name__", type(v).__name__)
+    return f"<{name}>"
+
+
+def _format_array(arr: np.ndarray) -> str:
+    if arr.ndim == 0:
+        return format_scalar(arr.item())
+    return "[" + ", ".join(_format_array(x) for x in arr) + "]"
+
+
+def _format_eqn(eqn: Eqn, name: _Namer, indent: int, source: bool) -> str:
+    def atom(a: Atom) -> str:
+        return str(a) if isinstance(a, Literal) else name(a)
+
+    outs = " ".join(f"{name(o)}:{o.aval}" for o in eqn.outputs)
+    params = ""
+    if eqn.params:
+        params = "[" + ", ".join(f"{k}={_format_value(v, indent)}" for k, v in eqn.params.items()) + "]"
+    ins = " ".join(atom(a) for a in eqn.inputs)
+    line = f"{outs} = {eqn.primitive.name}{params} {ins}".rstrip()
+    if source and eqn.source:
+        line += f"    # {eqn.source}"
+    return line
+
+
+def _format_graph(g: Graph, indent: int, source: bool) -> str:
+    name = _Namer()
+    pad = " " * indent
+    ins = " ".join(f"{name(v)}:{v.aval}" for v in g.invars)
+    consts = "".join(
+        f"const {name(v)}:{v.aval} = {_format_array(np.asarray(c))} ; " for v, c in zip(g.constvars, g.consts)
+    )
+    lines = [f"{{ lambda {ins} ; {consts}let".replace("lambda  ;", "lambda ;")]
+    lines += [f"{pad}    {_format_eqn(e, name, indent + 4, source)}" for e in g.eqns]
+    outs = ", ".join(str(a) if isinstance(a, Literal) else name(a) for a in g.outvars)
+    lines.append(f"{pad}  in ({outs}{',' if len(g.outvars) == 1 else ''}) }}")
+    return "\n".join(lines)
+
+
+def format_graph(g: Graph, source: bool = False) -> str:
+    return _format_graph(g, 0, source)
+
+
+def format_eqn_in(g: Graph, index: int) -> str:
+    """One equation of ``g`` printed with the names ``str(g)`` would give it."""
+    name = _Namer()
+    for v in g.invars + g.constvars:
+        name(v)
+    for e in g.eqns[:index]:
+        for o in e.outputs:
+            name(o)
+    return _format_eqn(g.eqns[index], name, 0, False)
+
+
+# --- parsing ---------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<num>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\.\d+(?:[eE][-+]?\d+)?|\d+|inf\b|nan\b))
+    | (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+    | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+    | (?P<angle><[^<>]*>)
+    | (?P<comment>\#[^\n]*)
+    | (?P<punct>[{}()\[\],=;:])
+    )""",
+    re.VERBOSE,
+)
+
+
+class ParseError(ValueError):
+    """The text is not a valid graph; the message gives the position and what was expected."""
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks: list[tuple[str, str, int]] = []
+        pos = 0
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if m is None or m.end() == pos:
+                if text[pos:].strip() == "":
+                    break
+                raise ParseError(f"unexpected character {text[pos]!r} at offset {pos}")
+            kind = m.lastgroup
+            assert kind is not None
+            if kind != "comment":
+                self.toks.append((kind, m.group(kind), m.start(kind)))
+            pos = m.end()
+        self.i = 0
+
+    def peek(self) -> tuple[str, str, int] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def next(self) -> tuple[str, str, int]:
+        tok = self.peek()
+        if tok is None:
+            raise ParseError("unexpected end of text")
+        self.i += 1
+        return tok
+
+    def expect(self, value: str) -> None:
+        kind, tok, pos = self.next()
+        if tok != value:
+            raise ParseError(f"expected {value!r} at offset {pos}, found {tok!r}")
+
+    def at(self, value: str) -> bool:
+        tok = self.peek()
+        return tok is not None and tok[1] == value
+
+    def aval(self) -> ShapedArray:
+        _, dt, pos = self.next()
+        if dt not in dtypes.FROM_SHORT:
+            raise ParseError(f"unknown dtype {dt!r} at offset {pos}")
+        self.expect("[")
+        shape: list[int] = []
+        while not self.at("]"):
+            shape.append(int(self.next()[1]))
+            if self.at(","):
+                self.next()
+        self.expect("]")
+        return ShapedArray(tuple(shape), dtypes.FROM_SHORT[dt])
+
+    def binder(self, scope: dict[str, Var]) -> Var:
+        _, name, pos = self.next()
+        self.expect(":")
+        v = Var(self.aval())
+        if name in scope:
+            raise ParseError(f"var {name!r} defined twice (offset {pos})")
+        scope[name] = v
+        return v
+
+    def scalar(self, tok: str) -> bool | int | float:
+        if tok in ("True", "False"):
+            return tok == "True"
+        if re.fullmatch(r"-?\d+", tok):
+            return int(tok)
+        return float(tok)
+
+    def atom(self, scope: dict[str, Var]) -> Atom:
+        kind, tok, pos = self.next()
+        if kind == "num" or tok in ("True", "False"):
+            self.expect(":")
+            aval = self.aval()
+            value = self.scalar(tok)
+            if dtypes.is_float(aval.dtype):
+                value = float(value)
+            return Literal(value, aval)
+        if tok not in scope:
+            raise ParseError(f"undefined var {tok!r} at offset {pos}")
+        return scope[tok]
+
+    def array(self, aval: ShapedArray) -> np.ndarray:
+        def rec() -> Any:
+            if self.at("["):
+                self.next()
+                items = []
+                while not self.at("]"):
+                    items.append(rec())
+                    if self.at(","):
+                        self.next()
+                self.next()
+                return items
+            return self.scalar(self.next()[1])
+
+        return np.array(rec(), dtype=aval.dtype).reshape(aval.shape)
+
+    def value(self) -> Any:
+        kind, tok, pos = self.peek() or ("", "", 0)
+        if tok == "{":
+            return self.graph()
+        self.next()
+        if kind == "num":
+            return self.scalar(tok)
+        if kind == "str":
+            return eval(tok, {"__builtins__": {}})  # a Python string literal, nothing else
+        if tok in ("True", "False", "None"):
+            return None if tok == "None" else tok == "True"
+        if tok == "(":
+            items = []
+            while not self.at(")"):
+                items.append(self.value())
+                if self.at(","):
+                    self.next()
+            self.next()
+            return tuple(items)
+        if kind == "name":
+            try:
+                return np.dtype(tok)
+            except TypeError:
+                pass
+        if kind == "angle":
+            raise ParseError(f"parameter value {tok} at offset {pos} is an opaque Python object and cannot be parsed")
+        raise ParseError(f"unexpected {tok!r} at offset {pos} in a parameter value")
+
+    def graph(self) -> Graph:
+        from fungraph.core import get_primitive
+
+        scope: dict[str, Var] = {}
+        self.expect("{")
+        self.expect("lambda")
+        invars = []
+        while not self.at(";"):
+            invars.append(self.binder(scope))
+        self.next()
+        constvars, consts = [], []
+        while self.at("const"):
+            self.next()
+            v = self.binder(scope)
+            self.expect("=")
+            constvars.append(v)
+            consts.append(self.array(v.aval))
+            self.expect(";")
+        self.expect("let")
+        eqns = []
+        while not self.at("in"):
+            outs_scope: dict[str, Var] = {}
+            outs = []
+            while not self.at("="):
+                outs.append(self.binder(outs_scope))
+            self.next()
+            _, pname, pos = self.next()
+            try:
+                prim = get_primitive(pname)
+            except KeyError as err:
+                raise ParseError(f"{err.args[0]} at offset {pos}") from None
+            params: dict[str, Any] = {}
+            if self.at("["):
+                self.next()
+                while not self.at("]"):
+                    key = self.next()[1]
+                    self.expect("=")
+                    params[key] = self.value()
+                    if self.at(","):
+                        self.next()
+                self.next()
+            inputs = []
+            while not self._at_line_end():
+                inputs.append(self.atom(scope))
+            for k, v in outs_scope.items():
+                if k in scope:
+                    raise ParseError(f"var {k!r} defined twice")
+                scope[k] = v
+            eqns.append(Eqn(prim, tuple(inputs), tuple(outs), Params(params)))
+        self.expect("in")
+        self.expect("(")
+        outvars = []
+        while not self.at(")"):
+            outvars.append(self.atom(scope))
+            if self.at(","):
+                self.next()
+        self.next()
+        self.expect("}")
+        return Graph(tuple(invars), tuple(constvars), tuple(consts), tuple(eqns), tuple(outvars))
+
+    def _at_line_end(self) -> bool:
+        """An equation's inputs end where the next ``name:type`` binder (or ``in``) starts."""
+        tok = self.peek()
+        if tok is None or tok[1] == "in":
+            return True
+        nxt = self.toks[self.i + 1] if self.i + 1 < len(self.toks) else None
+        return tok[0] == "name" and tok[1] not in ("True", "False") and nxt is not None and nxt[1] == ":"
+
+
+def parse(text: str) -> Graph:
+    """Read a graph from its text form (the inverse of ``str(graph)``)."""
+    p = _Parser(text)
+    g = p.graph()
+    if p.peek() is not None:
+        raise ParseError(f"trailing text at offset {p.peek()[2]}")  # type: ignore[index]
+    return g

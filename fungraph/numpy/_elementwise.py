@@ -1,0 +1,163 @@
+"""Elementwise functions of ``fungraph.numpy``: promotion, then one primitive each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.numpy._util import asarray, cast, is_weak, promote
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives.callback import stop_gradient  # noqa: F401  (re-exported)
+
+
+def _float_unary(prim: Any) -> Any:
+    def f(x: Any) -> Any:
+        (x,) = promote(x, to_inexact=True)
+        return prim.bind(x)
+
+    f.__name__ = prim.name
+    return f
+
+
+sin = _float_unary(ew.sin_p)
+cos = _float_unary(ew.cos_p)
+tan = _float_unary(ew.tan_p)
+tanh = _float_unary(ew.tanh_p)
+exp = _float_unary(ew.exp_p)
+log = _float_unary(ew.log_p)
+sqrt = _float_unary(ew.sqrt_p)
+log1p = _float_unary(ew.log1p_p)
+expm1 = _float_unary(ew.expm1_p)
+arctan = _float_unary(ew.atan_p)
+sinh = _float_unary(ew.sinh_p)
+cosh = _float_unary(ew.cosh_p)
+floor = _float_unary(ew.floor_p)
+
+
+def _numeric_unary(prim: Any) -> Any:
+    def f(x: Any) -> Any:
+        return prim.bind(asarray(x))
+
+    f.__name__ = prim.name
+    return f
+
+
+negative = _numeric_unary(ew.neg_p)
+abs = _numeric_unary(ew.abs_p)  # noqa: A001
+absolute = abs
+sign = _numeric_unary(ew.sign_p)
+
+
+def square(x: Any) -> Any:
+    return ew.integer_pow(asarray(x), 2)
+
+
+def reciprocal(x: Any) -> Any:
+    (x,) = promote(x, to_inexact=True)
+    return ew.div(np.asarray(1, x.dtype), x)
+
+
+def _binary(prim: Any, to_inexact: bool = False) -> Any:
+    def f(x: Any, y: Any) -> Any:
+        x, y = promote(x, y, to_inexact=to_inexact)
+        return prim.bind(x, y)
+
+    f.__name__ = prim.name
+    return f
+
+
+add = _binary(ew.add_p)
+subtract = _binary(ew.sub_p)
+multiply = _binary(ew.mul_p)
+divide = _binary(ew.div_p, to_inexact=True)
+true_divide = divide
+maximum = _binary(ew.max_p)
+minimum = _binary(ew.min_p)
+arctan2 = _binary(ew.atan2_p, to_inexact=True)
+mod = _binary(ew.mod_p)
+remainder = mod
+floor_divide = _binary(ew.floor_divide_p)
+equal = _binary(ew.eq_p)
+not_equal = _binary(ew.ne_p)
+less = _binary(ew.lt_p)
+less_equal = _binary(ew.le_p)
+greater = _binary(ew.gt_p)
+greater_equal = _binary(ew.ge_p)
+bitwise_and = _binary(ew.and_p)
+bitwise_or = _binary(ew.or_p)
+bitwise_xor = _binary(ew.xor_p)
+
+
+def bitwise_not(x: Any) -> Any:
+    return ew.not_p.bind(asarray(x))
+
+
+invert = bitwise_not
+
+
+def logical_and(x: Any, y: Any) -> Any:
+    return ew.and_p.bind(cast(x, dtypes.bool_), cast(y, dtypes.bool_))
+
+
+def logical_or(x: Any, y: Any) -> Any:
+    return ew.or_p.bind(cast(x, dtypes.bool_), cast(y, dtypes.bool_))
+
+
+def logical_xor(x: Any, y: Any) -> Any:
+    return ew.xor_p.bind(cast(x, dtypes.bool_), cast(y, dtypes.bool_))
+
+
+def logical_not(x: Any) -> Any:
+    return ew.not_p.bind(cast(x, dtypes.bool_))
+
+
+def power(x: Any, y: Any) -> Any:
+    """``x ** y``; a Python-int exponent stays exact (``integer_pow``), as in JAX."""
+    if is_weak(y) and isinstance(y, int) and not isinstance(y, bool):
+        xa = asarray(x)
+        if y < 0 and not dtypes.is_float(xa.dtype):
+            raise ValueError("integers to negative integer powers are not allowed")
+        return ew.integer_pow(xa, y)
+    x, y = promote(x, y)
+    if dtypes.is_float(x.dtype):
+        return ew.pow_(x, y)
+    out = ew.pow_(cast(x, dtypes.float64), cast(y, dtypes.float64))
+    return cast(ew.floor(ew.add(out, np.asarray(0.5))), x.dtype)
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    if x is None or y is None:
+        raise ValueError("fungraph.numpy.where needs all three arguments (the one-argument form has a "
+                         "data-dependent shape; use numpy.nonzero on concrete arrays)")
+    x, y = promote(x, y)
+    return ew.select(cast(condition, dtypes.bool_), x, y)
+
+
+def clip(a: Any, a_min: Any = None, a_max: Any = None) -> Any:
+    out = asarray(a)
+    if a_min is not None:
+        out = maximum(out, a_min)
+    if a_max is not None:
+        out = minimum(out, a_max)
+    return out
+
+
+def isnan(x: Any) -> Any:
+    x = asarray(x)
+    return not_equal(x, x)
+
+
+def isfinite(x: Any) -> Any:
+    x = asarray(x)
+    if not dtypes.is_float(x.dtype):
+        return ew.eq(x, x)
+    return less(abs(x), np.asarray(np.inf, x.dtype))
+
+
+def isinf(x: Any) -> Any:
+    x = asarray(x)
+    if not dtypes.is_float(x.dtype):
+        return ew.ne(x, x)
+    return equal(abs(x), np.asarray(np.inf, x.dtype))

@@ -1,0 +1,77 @@
+"""Operators and array methods of tracers, so traced code reads like numpy code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fungraph.core import Tracer
+from fungraph.numpy import _creation, _elementwise, _indexing, _linalg, _reductions, _shape
+from fungraph.numpy import _elementwise as e
+
+
+def _swap(f: Any) -> Any:
+    return lambda self, other: f(other, self)
+
+
+def _reshape(self: Any, *shape: Any, order: str = "C") -> Any:
+    if order != "C":
+        raise NotImplementedError("only C order reshapes are supported")
+    return _shape.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+
+
+def _transpose(self: Any, *axes: Any) -> Any:
+    if len(axes) == 1 and not isinstance(axes[0], int):
+        axes = axes[0]
+    return _shape.transpose(self, axes or None)
+
+
+_METHODS: dict[str, Any] = {
+    "__add__": e.add, "__radd__": _swap(e.add),
+    "__sub__": e.subtract, "__rsub__": _swap(e.subtract),
+    "__mul__": e.multiply, "__rmul__": _swap(e.multiply),
+    "__truediv__": e.divide, "__rtruediv__": _swap(e.divide),
+    "__floordiv__": e.floor_divide, "__rfloordiv__": _swap(e.floor_divide),
+    "__mod__": e.mod, "__rmod__": _swap(e.mod),
+    "__pow__": e.power, "__rpow__": _swap(e.power),
+    "__matmul__": _linalg.matmul, "__rmatmul__": _swap(_linalg.matmul),
+    "__neg__": e.negative, "__pos__": lambda self: self, "__abs__": e.abs,
+    "__lt__": e.less, "__le__": e.less_equal, "__gt__": e.greater, "__ge__": e.greater_equal,
+    "__eq__": e.equal, "__ne__": e.not_equal,
+    "__and__": e.bitwise_and, "__rand__": _swap(e.bitwise_and),
+    "__or__": e.bitwise_or, "__ror__": _swap(e.bitwise_or),
+    "__xor__": e.bitwise_xor, "__rxor__": _swap(e.bitwise_xor),
+    "__invert__": e.bitwise_not,
+    "__getitem__": _indexing.getitem,
+    "T": property(lambda self: _shape.transpose(self)),
+    "mT": property(lambda self: _shape.swapaxes(self, -1, -2)),
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "astype": _shape.astype,
+    "ravel": _shape.ravel,
+    "flatten": _shape.ravel,
+    "squeeze": _shape.squeeze,
+    "swapaxes": _shape.swapaxes,
+    "sum": _reductions.sum,
+    "mean": _reductions.mean,
+    "max": _reductions.max,
+    "min": _reductions.min,
+    "prod": _reductions.prod,
+    "var": _reductions.var,
+    "std": _reductions.std,
+    "argmax": _reductions.argmax,
+    "argmin": _reductions.argmin,
+    "all": _reductions.all,
+    "any": _reductions.any,
+    "clip": _elementwise.clip,
+    "dot": _linalg.dot,
+    "take": _indexing.take,
+    "copy": lambda self: self,
+    "item": lambda self: self.__float__(),
+    "tolist": lambda self: self.__array__(),
+    "zeros_like": _creation.zeros_like,
+}
+
+
+def install() -> None:
+    for name, fn in _METHODS.items():
+        setattr(Tracer, name, fn)

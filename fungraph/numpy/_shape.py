@@ -1,0 +1,136 @@
+"""Shape manipulation in ``fungraph.numpy``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import ShapeError
+from fungraph.numpy._util import asarray, normalize_axes, promote
+from fungraph.primitives import shape as sh
+
+
+def _resolve_shape(shape: Any, size: int, src: Any) -> tuple[int, ...]:
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    unknown = [i for i, d in enumerate(shape) if d == -1]
+    if len(unknown) > 1:
+        raise ShapeError(f"reshape: can only specify one unknown dimension, got {shape}")
+    if unknown:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        if known == 0 or size % known:
+            raise ShapeError(f"reshape: cannot reshape {src} into shape {shape}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    return shape
+
+
+def reshape(a: Any, newshape: Any = None, *, shape: Any = None) -> Any:
+    x = asarray(a)
+    target = shape if shape is not None else newshape
+    if target is None:
+        raise TypeError("reshape needs a shape")
+    return sh.reshape(x, _resolve_shape(target, x.size, x.aval if hasattr(x, "aval") else x.shape))
+
+
+def ravel(a: Any) -> Any:
+    x = asarray(a)
+    return sh.reshape(x, (x.size,))
+
+
+def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
+    x = asarray(a)
+    perm = tuple(range(x.ndim))[::-1] if axes is None else normalize_axes(tuple(axes), x.ndim, "transpose")
+    if len(perm) != x.ndim:
+        raise ShapeError(f"transpose: axes {axes} do not match an array of rank {x.ndim}")
+    return sh.transpose(x, perm)
+
+
+def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
+    x = asarray(a)
+    (a1,) = normalize_axes(axis1, x.ndim, "swapaxes")
+    (a2,) = normalize_axes(axis2, x.ndim, "swapaxes")
+    perm = list(range(x.ndim))
+    perm[a1], perm[a2] = perm[a2], perm[a1]
+    return sh.transpose(x, perm)
+
+
+def moveaxis(a: Any, source: int, destination: int) -> Any:
+    x = asarray(a)
+    (src,) = normalize_axes(source, x.ndim, "moveaxis")
+    (dst,) = normalize_axes(destination, x.ndim, "moveaxis")
+    perm = [i for i in range(x.ndim) if i != src]
+    perm.insert(dst, src)
+    return sh.transpose(x, perm)
+
+
+def expand_dims(a: Any, axis: Any) -> Any:
+    x = asarray(a)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out_ndim = x.ndim + len(axes)
+    norm = normalize_axes(axes, out_ndim, "expand_dims")
+    shape = iter(x.shape)
+    return sh.reshape(x, tuple(1 if i in norm else next(shape) for i in range(out_ndim)))
+
+
+def squeeze(a: Any, axis: Any = None) -> Any:
+    x = asarray(a)
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
+    else:
+        axes = normalize_axes(axis, x.ndim, "squeeze")
+        for ax in axes:
+            if x.shape[ax] != 1:
+                raise ShapeError(f"squeeze: cannot select an axis to squeeze out which has size not equal to one "
+                                 f"(axis {ax} of shape {x.shape})")
+    return sh.reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
+def broadcast_to(a: Any, shape: Any) -> Any:
+    x = asarray(a)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    try:
+        if tuple(np.broadcast_shapes(x.shape, shape)) != shape:
+            raise ValueError
+    except ValueError:
+        raise ShapeError(f"broadcast_to: cannot broadcast an array of shape {x.shape} to {shape}") from None
+    return sh.broadcast_to(x, shape)
+
+
+def broadcast_arrays(*args: Any) -> list[Any]:
+    xs = [asarray(a) for a in args]
+    shape = tuple(np.broadcast_shapes(*(x.shape for x in xs)))
+    return [sh.broadcast_to(x, shape) for x in xs]
+
+
+def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
+    if len(arrays) == 0:
+        raise ValueError("need at least one array to concatenate")
+    xs = promote(*arrays)
+    xs = [asarray(x) for x in xs]
+    if axis is None:
+        xs = [sh.reshape(x, (x.size,)) for x in xs]
+        axis = 0
+    if any(x.ndim == 0 for x in xs):
+        raise ShapeError("zero-dimensional arrays cannot be concatenated")
+    if len({x.ndim for x in xs}) != 1:
+        raise ShapeError(f"concatenate: all inputs must have the same rank, got shapes {[x.shape for x in xs]}")
+    (ax,) = normalize_axes(axis, xs[0].ndim, "concatenate")
+    return sh.concatenate(xs, ax)
+
+
+def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+    if len(arrays) == 0:
+        raise ValueError("need at least one array to stack")
+    xs = [asarray(x) for x in promote(*arrays)]
+    shapes = {x.shape for x in xs}
+    if len(shapes) != 1:
+        raise ShapeError(f"stack: all input arrays must have the same shape, got {[x.shape for x in xs]}")
+    return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
+
+
+def astype(x: Any, dtype: Any) -> Any:
+    from fungraph.primitives.elementwise import convert
+
+    return convert(asarray(x), dtypes.canonical(dtype))

@@ -1,0 +1,11 @@
+"""The primitive set, one module per family; importing this package registers them all."""
+
+from fungraph.primitives import (  # noqa: F401
+    callback,
+    conv,
+    elementwise,
+    indexing,
+    linalg,
+    reductions,
+    shape,
+)

@@ -1,0 +1,47 @@
+"""Opaque host callbacks (Owl's ``Delay``) and ``stop_gradient``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fungraph.core import Primitive
+from fungraph.ir import ShapedArray, aval_of
+
+
+def _callback_impl(*args: Any, callback: Callable[..., Any], result_avals: tuple[ShapedArray, ...]) -> tuple:
+    outs = callback(*args)
+    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+    if len(outs) != len(result_avals):
+        raise TypeError(f"pure_callback {getattr(callback, '__name__', callback)} returned {len(outs)} results, "
+                        f"expected {len(result_avals)}")
+    result = []
+    for o, a in zip(outs, result_avals):
+        arr = np.asarray(o)
+        if aval_of(arr).shape != a.shape:
+            raise TypeError(f"pure_callback {getattr(callback, '__name__', callback)} returned shape "
+                            f"{arr.shape}, declared {a}")
+        result.append(arr.astype(a.dtype, copy=False))
+    return tuple(result)
+
+
+def _callback_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
+    name = getattr(params["callback"], "__name__", "callback")
+    raise TypeError(f"pure_callback `{name}` is opaque to differentiation; wrap it with fungraph.custom_jvp "
+                    "or fungraph.custom_vjp to give it a derivative")
+
+
+pure_callback_p = Primitive(
+    "pure_callback", impl=_callback_impl,
+    abstract_eval=lambda *avals, callback, result_avals: result_avals,
+    multiple_results=True, jvp=_callback_jvp)
+
+stop_gradient_p = Primitive("stop_gradient", impl=lambda x: np.array(x, copy=True),
+                            abstract_eval=lambda x: x, arity=1,
+                            jvp=lambda primals, tangents: (stop_gradient(primals[0]), None))
+
+
+def stop_gradient(x: Any) -> Any:
+    return stop_gradient_p.bind(x)

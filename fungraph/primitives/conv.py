@@ -1,0 +1,124 @@
+"""2-D convolution, NCHW inputs and OIHW kernels, with strides, explicit padding and
+dilation of either operand (dilations are what the transposes need, as in XLA)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import Primitive, ShapeError
+from fungraph.ir import ShapedArray
+from fungraph.primitives._rules import aval, is_undefined, require_same_dtype
+from fungraph.primitives.shape import rev, transpose
+
+Pairs = tuple[tuple[int, int], tuple[int, int]]
+
+
+def _dilate_shape(d: int, k: int) -> int:
+    return 0 if d == 0 else 1 + k * (d - 1)
+
+
+def _conv_out(in_size: int, k: int, stride: int, pad: tuple[int, int], ld: int, rd: int) -> int:
+    padded = _dilate_shape(in_size, ld) + pad[0] + pad[1]
+    return max(0, (padded - _dilate_shape(k, rd)) // stride + 1)
+
+
+def _conv_aval(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: tuple[int, int], padding: Pairs,
+               lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int]) -> ShapedArray:
+    dtype = require_same_dtype("conv", lhs, rhs)
+    if not dtypes.is_float(dtype) or lhs.ndim != 4 or rhs.ndim != 4 or lhs.shape[1] != rhs.shape[1]:
+        raise ShapeError(f"conv: need float NCHW input and OIHW kernel with equal C=I, got {lhs} and {rhs}")
+    spatial = tuple(
+        _conv_out(lhs.shape[2 + i], rhs.shape[2 + i], window_strides[i], padding[i], lhs_dilation[i], rhs_dilation[i])
+        for i in range(2)
+    )
+    return ShapedArray((lhs.shape[0], rhs.shape[0]) + spatial, dtype)
+
+
+def _dilate(x: np.ndarray, dil: tuple[int, int], axes: tuple[int, int]) -> np.ndarray:
+    if dil == (1, 1):
+        return x
+    shape = list(x.shape)
+    for d, a in zip(dil, axes):
+        shape[a] = _dilate_shape(shape[a], d)
+    out = np.zeros(shape, x.dtype)
+    idx = [slice(None)] * x.ndim
+    for d, a in zip(dil, axes):
+        idx[a] = slice(None, None, d)
+    out[tuple(idx)] = x
+    return out
+
+
+def _conv_impl(lhs: Any, rhs: Any, *, window_strides: tuple[int, int], padding: Pairs,
+               lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int]) -> np.ndarray:
+    lhs = _dilate(np.asarray(lhs), lhs_dilation, (2, 3))
+    rhs = _dilate(np.asarray(rhs), rhs_dilation, (2, 3))
+    lhs = np.pad(lhs, ((0, 0), (0, 0)) + tuple((max(lo, 0), max(hi, 0)) for lo, hi in padding))
+    (t, b), (left, right) = ((max(-lo, 0), max(-hi, 0)) for lo, hi in padding)
+    lhs = lhs[:, :, t:lhs.shape[2] - b, left:lhs.shape[3] - right]
+    kh, kw = rhs.shape[2:]
+    sh, sw = window_strides
+    oh = max(0, (lhs.shape[2] - kh) // sh + 1)
+    ow = max(0, (lhs.shape[3] - kw) // sw + 1)
+    if 0 in (oh, ow, kh, kw):
+        return np.zeros((lhs.shape[0], rhs.shape[0], oh, ow), lhs.dtype)
+    windows = np.lib.stride_tricks.sliding_window_view(lhs, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :oh, :ow]
+    out = np.tensordot(windows, rhs, axes=([1, 4, 5], [1, 2, 3]))  # N, OH, OW, O
+    return np.ascontiguousarray(np.transpose(out, (0, 3, 1, 2)))
+
+
+conv_p = Primitive("conv", impl=_conv_impl, abstract_eval=_conv_aval, arity=2)
+
+
+@conv_p.def_jvp
+def _conv_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
+    from fungraph.primitives.elementwise import add
+
+    lhs, rhs = primals
+    tl, tr = tangents
+    terms = []
+    if tl is not None:
+        terms.append(conv_p.bind(tl, rhs, **params))
+    if tr is not None:
+        terms.append(conv_p.bind(lhs, tr, **params))
+    return conv_p.bind(lhs, rhs, **params), terms[0] if len(terms) == 1 else add(*terms)
+
+
+@conv_p.def_transpose
+def _conv_transpose(ct: Any, lhs: Any, rhs: Any, *, window_strides: tuple[int, int], padding: Pairs,
+                    lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int]) -> tuple:
+    if is_undefined(lhs) and is_undefined(rhs):
+        raise TypeError("conv is not linear in both operands at once")
+    ls, rs, cs = aval(lhs).shape, aval(rhs).shape, aval(ct).shape
+    if is_undefined(lhs):
+        pads = []
+        for i in range(2):
+            ld = _dilate_shape(ls[2 + i], lhs_dilation[i])
+            rd = _dilate_shape(rs[2 + i], rhs_dilation[i])
+            od = _dilate_shape(cs[2 + i], window_strides[i])
+            before = rd - padding[i][0] - 1
+            after = ld + rd - 1 - od - before
+            pads.append((before, after))
+        kernel = transpose(rev(rhs, (2, 3)), (1, 0, 2, 3))
+        out = conv(ct, kernel, lhs_dilation, tuple(pads), window_strides, rhs_dilation)
+        return out, None
+    pads = []
+    for i in range(2):
+        ld = _dilate_shape(ls[2 + i], lhs_dilation[i])
+        rd = _dilate_shape(rs[2 + i], rhs_dilation[i])
+        od = _dilate_shape(cs[2 + i], window_strides[i])
+        lo = padding[i][0]
+        pads.append((lo, od - ld + rd - lo - 1))
+    out = conv(transpose(lhs, (1, 0, 2, 3)), transpose(ct, (1, 0, 2, 3)), rhs_dilation, tuple(pads),
+               lhs_dilation, window_strides)
+    return None, transpose(out, (1, 0, 2, 3))
+
+
+def conv(lhs: Any, rhs: Any, window_strides: tuple[int, int], padding: Any,
+         lhs_dilation: tuple[int, int] = (1, 1), rhs_dilation: tuple[int, int] = (1, 1)) -> Any:
+    return conv_p.bind(lhs, rhs, window_strides=tuple(int(s) for s in window_strides),
+                       padding=tuple((int(a), int(b)) for a, b in padding),
+                       lhs_dilation=tuple(int(d) for d in lhs_dilation),
+                       rhs_dilation=tuple(int(d) for d in rhs_dilation))

@@ -1,0 +1,387 @@
+"""Elementwise primitives. Binary ones broadcast like numpy but need equal dtypes
+(``fungraph.numpy`` promotes first). Each derivative is one line of maths beside its primitive."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
+from fungraph.ir import ShapedArray
+from fungraph.primitives._rules import (
+    aval,
+    broadcast_shapes,
+    instantiate,
+    is_undefined,
+    lit,
+    require_float,
+    require_same_dtype,
+    unbroadcast,
+)
+
+Deriv = Callable[[Any, Any], Any]
+
+
+# --- unary ------------------------------------------------------------------------------
+
+
+def _unary_aval(name: str, kind: str, x: ShapedArray) -> ShapedArray:
+    if kind == "float":
+        require_float(name, x)
+    elif kind == "numeric" and x.dtype == dtypes.bool_:
+        raise ShapeError(f"{name} is not defined for bool operands, got {x}")
+    elif kind == "logical" and dtypes.is_float(x.dtype):
+        raise ShapeError(f"{name} needs a bool or integer operand, got {x}")
+    return x
+
+
+def _unary_jvp(prim: Primitive, deriv: Deriv, primals: tuple, tangents: tuple) -> tuple:
+    (x,), (t,) = primals, tangents
+    y = prim.bind(x)
+    return y, mul(t, deriv(x, y))
+
+
+def _unary(name: str, impl: Callable[..., Any], deriv: Deriv | None, kind: str = "float") -> Primitive:
+    p = Primitive(name, impl=impl, abstract_eval=partial(_unary_aval, name, kind), arity=1,
+                  elementwise=True, inplace=(0,))
+    p.jvp = NOT_DIFFERENTIABLE if deriv is None else partial(_unary_jvp, p, deriv)
+    return p
+
+
+def _erf_impl(x: np.ndarray) -> np.ndarray:
+    return np.frompyfunc(math.erf, 1, 1)(x).astype(x.dtype)
+
+
+def _logistic_impl(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+def _one(x: Any) -> Any:
+    return lit(1, aval(x).dtype)
+
+
+sin_p = _unary("sin", np.sin, lambda x, y: cos(x))                       # sin' = cos
+cos_p = _unary("cos", np.cos, lambda x, y: neg(sin(x)))                  # cos' = -sin
+tan_p = _unary("tan", np.tan, lambda x, y: add(_one(y), mul(y, y)))      # tan' = 1 + tan^2
+tanh_p = _unary("tanh", np.tanh, lambda x, y: sub(_one(y), mul(y, y)))   # tanh' = 1 - tanh^2
+exp_p = _unary("exp", np.exp, lambda x, y: y)                            # exp' = exp
+log_p = _unary("log", np.log, lambda x, y: div(_one(x), x))              # log' = 1/x
+sqrt_p = _unary("sqrt", np.sqrt, lambda x, y: div(lit(0.5, y.dtype), y))  # sqrt' = 1/(2 sqrt)
+log1p_p = _unary("log1p", np.log1p, lambda x, y: div(_one(x), add(_one(x), x)))
+expm1_p = _unary("expm1", np.expm1, lambda x, y: add(y, _one(y)))        # expm1' = expm1 + 1
+atan_p = _unary("atan", np.arctan, lambda x, y: div(_one(x), add(_one(x), mul(x, x))))
+sinh_p = _unary("sinh", np.sinh, lambda x, y: cosh(x))
+cosh_p = _unary("cosh", np.cosh, lambda x, y: sinh(x))
+logistic_p = _unary("logistic", _logistic_impl, lambda x, y: mul(y, sub(_one(y), y)))  # s' = s(1-s)
+erf_p = _unary("erf", _erf_impl,                                          # erf' = 2/sqrt(pi) e^{-x^2}
+               lambda x, y: mul(lit(2 / math.sqrt(math.pi), y.dtype), exp(neg(mul(x, x)))))
+neg_p = _unary("neg", np.negative, None, kind="numeric")
+abs_p = _unary("abs", np.abs, lambda x, y: sign(x), kind="numeric")      # |x|' = sign(x)
+sign_p = _unary("sign", np.sign, None, kind="numeric")
+floor_p = _unary("floor", np.floor, None)
+not_p = _unary("not", np.invert, None, kind="logical")
+
+neg_p.jvp = lambda primals, tangents: (neg(primals[0]), neg(tangents[0]))
+neg_p.transpose = lambda ct, x: (neg(ct),)
+
+
+def sin(x: Any) -> Any:
+    return sin_p.bind(x)
+
+
+def cos(x: Any) -> Any:
+    return cos_p.bind(x)
+
+
+def exp(x: Any) -> Any:
+    return exp_p.bind(x)
+
+
+def sinh(x: Any) -> Any:
+    return sinh_p.bind(x)
+
+
+def cosh(x: Any) -> Any:
+    return cosh_p.bind(x)
+
+
+def neg(x: Any) -> Any:
+    return neg_p.bind(x)
+
+
+def sign(x: Any) -> Any:
+    return sign_p.bind(x)
+
+
+# --- binary -----------------------------------------------------------------------------
+
+
+def _binary_aval(name: str, kind: str, x: ShapedArray, y: ShapedArray) -> ShapedArray:
+    dtype = require_same_dtype(name, x, y)
+    shape = broadcast_shapes(name, x, y)
+    if kind == "float":
+        require_float(name, x)
+    elif kind == "numeric" and dtype == dtypes.bool_:
+        raise ShapeError(f"{name} is not defined for bool operands, got {x} and {y}")
+    elif kind == "logical" and dtypes.is_float(dtype):
+        raise ShapeError(f"{name} needs bool or integer operands, got {x} and {y}")
+    out_dtype = dtypes.bool_ if kind == "compare" else dtype
+    return ShapedArray(shape, out_dtype)
+
+
+Partial = Callable[[Any, Any, Any], Any]
+
+
+def _binary_jvp(prim: Primitive, partials: tuple[Partial, Partial], primals: tuple, tangents: tuple) -> tuple:
+    x, y = primals
+    out = prim.bind(x, y)
+    terms = [mul(t, d(x, y, out)) for t, d in zip(tangents, partials) if t is not None]
+    t_out = terms[0] if len(terms) == 1 else add(terms[0], terms[1])
+    return out, _broadcast_like(t_out, aval(out))
+
+
+def _broadcast_like(t: Any, target: ShapedArray) -> Any:
+    from fungraph.primitives.shape import broadcast_to
+
+    return t if aval(t).shape == target.shape else broadcast_to(t, target.shape)
+
+
+def _binary(name: str, impl: Callable[..., Any], partials: tuple[Partial, Partial] | None,
+            kind: str = "any") -> Primitive:
+    p = Primitive(name, impl=impl, abstract_eval=partial(_binary_aval, name, kind), arity=2,
+                  elementwise=True, inplace=(0, 1) if kind != "compare" else ())
+    p.jvp = NOT_DIFFERENTIABLE if partials is None else partial(_binary_jvp, p, partials)
+    return p
+
+
+def _max_partials(op: Callable[[Any, Any], Any]) -> tuple[Partial, Partial]:
+    """Where both operands tie, each gets half the derivative (as JAX does)."""
+
+    def part(a: Any, b: Any) -> Any:
+        dt = aval(a).dtype
+        win = convert(op(a, b), dt)
+        tie = convert(eq(a, b), dt)
+        return add(win, mul(lit(0.5, dt), tie))
+
+    return (lambda x, y, o: part(x, y), lambda x, y, o: part(y, x))
+
+
+def _pow_dy(x: Any, y: Any, out: Any) -> Any:
+    dt = aval(x).dtype
+    safe_x = select(eq(x, lit(0, dt)), _ones_like(x), x)
+    return mul(log(safe_x), out)
+
+
+def _ones_like(x: Any) -> Any:
+    from fungraph.primitives.shape import broadcast_in_dim
+
+    return broadcast_in_dim(lit(1, aval(x).dtype), aval(x).shape, ())
+
+
+add_p = _binary("add", np.add, None)
+sub_p = _binary("sub", np.subtract, None, kind="numeric")
+mul_p = _binary("mul", np.multiply, (lambda x, y, o: y, lambda x, y, o: x))          # product rule
+div_p = _binary("div", np.divide, (lambda x, y, o: div(_one(y), y), lambda x, y, o: neg(div(o, y))), kind="float")
+pow_p = _binary("pow", np.power,                                                      # d x^y
+                (lambda x, y, o: mul(y, pow_(x, sub(y, _one(y)))), _pow_dy), kind="float")
+max_p = _binary("max", np.maximum, _max_partials(lambda a, b: gt(a, b)))
+min_p = _binary("min", np.minimum, _max_partials(lambda a, b: lt(a, b)))
+atan2_p = _binary("atan2", np.arctan2, (                                             # atan2(x, y)
+    lambda x, y, o: div(y, add(mul(x, x), mul(y, y))),
+    lambda x, y, o: neg(div(x, add(mul(x, x), mul(y, y))))), kind="float")
+mod_p = _binary("mod", np.remainder,                                                  # x - floor(x/y) y
+                (lambda x, y, o: _one(x), lambda x, y, o: neg(floor(div(x, y)))), kind="numeric")
+floor_divide_p = _binary("floor_divide", np.floor_divide, None, kind="numeric")
+eq_p = _binary("eq", np.equal, None, kind="compare")
+ne_p = _binary("ne", np.not_equal, None, kind="compare")
+lt_p = _binary("lt", np.less, None, kind="compare")
+le_p = _binary("le", np.less_equal, None, kind="compare")
+gt_p = _binary("gt", np.greater, None, kind="compare")
+ge_p = _binary("ge", np.greater_equal, None, kind="compare")
+and_p = _binary("and", np.bitwise_and, None, kind="logical")
+or_p = _binary("or", np.bitwise_or, None, kind="logical")
+xor_p = _binary("xor", np.bitwise_xor, None, kind="logical")
+
+
+def _linear_binary_jvp(prim: Primitive, sign_y: int, primals: tuple, tangents: tuple) -> tuple:
+    x, y = primals
+    tx, ty = tangents
+    out = prim.bind(x, y)
+    if tx is not None and ty is not None:
+        return out, prim.bind(tx, ty)
+    t = tx if tx is not None else (ty if sign_y > 0 else neg(ty))
+    return out, _broadcast_like(t, aval(out))
+
+
+add_p.jvp = partial(_linear_binary_jvp, add_p, 1)
+sub_p.jvp = partial(_linear_binary_jvp, sub_p, -1)
+
+
+@add_p.def_transpose
+def _add_transpose(ct: Any, x: Any, y: Any) -> tuple:
+    return (unbroadcast(ct, aval(x)) if is_undefined(x) else None,
+            unbroadcast(ct, aval(y)) if is_undefined(y) else None)
+
+
+@sub_p.def_transpose
+def _sub_transpose(ct: Any, x: Any, y: Any) -> tuple:
+    return (unbroadcast(ct, aval(x)) if is_undefined(x) else None,
+            unbroadcast(neg(ct), aval(y)) if is_undefined(y) else None)
+
+
+@mul_p.def_transpose
+def _mul_transpose(ct: Any, x: Any, y: Any) -> tuple:
+    if is_undefined(x) and is_undefined(y):
+        raise TypeError("mul is not linear in both operands at once")
+    if is_undefined(x):
+        return unbroadcast(mul(ct, y), aval(x)), None
+    return None, unbroadcast(mul(x, ct), aval(y))
+
+
+@div_p.def_transpose
+def _div_transpose(ct: Any, x: Any, y: Any) -> tuple:
+    if is_undefined(y):
+        raise TypeError("div is not linear in its divisor")
+    return unbroadcast(div(ct, y), aval(x)), None
+
+
+def add(x: Any, y: Any) -> Any:
+    return add_p.bind(x, y)
+
+
+def sub(x: Any, y: Any) -> Any:
+    return sub_p.bind(x, y)
+
+
+def mul(x: Any, y: Any) -> Any:
+    return mul_p.bind(x, y)
+
+
+def div(x: Any, y: Any) -> Any:
+    return div_p.bind(x, y)
+
+
+def pow_(x: Any, y: Any) -> Any:
+    return pow_p.bind(x, y)
+
+
+def log(x: Any) -> Any:
+    return log_p.bind(x)
+
+
+def floor(x: Any) -> Any:
+    return floor_p.bind(x)
+
+
+def eq(x: Any, y: Any) -> Any:
+    return eq_p.bind(x, y)
+
+
+def gt(x: Any, y: Any) -> Any:
+    return gt_p.bind(x, y)
+
+
+def lt(x: Any, y: Any) -> Any:
+    return lt_p.bind(x, y)
+
+
+# --- select, integer_pow, convert_element_type -------------------------------------------
+
+
+def _select_aval(pred: ShapedArray, x: ShapedArray, y: ShapedArray) -> ShapedArray:
+    if pred.dtype != dtypes.bool_:
+        raise ShapeError(f"select: the predicate must be bool, got {pred}")
+    dtype = require_same_dtype("select", x, y)
+    return ShapedArray(broadcast_shapes("select", pred, x, y), dtype)
+
+
+select_p = Primitive("select", impl=np.where, abstract_eval=_select_aval, arity=3, elementwise=True,
+                     inplace=(1, 2))
+
+
+@select_p.def_jvp
+def _select_jvp(primals: tuple, tangents: tuple) -> tuple:
+    p, x, y = primals
+    _, tx, ty = tangents
+    out = select(p, x, y)
+    if tx is None and ty is None:
+        return out, None
+    return out, select(p, instantiate(tx, aval(x)), instantiate(ty, aval(y)))
+
+
+@select_p.def_transpose
+def _select_transpose(ct: Any, p: Any, x: Any, y: Any) -> tuple:
+    z = lit(0, aval(ct).dtype)
+    return (None,
+            unbroadcast(select(p, ct, z), aval(x)) if is_undefined(x) else None,
+            unbroadcast(select(p, z, ct), aval(y)) if is_undefined(y) else None)
+
+
+def select(p: Any, x: Any, y: Any) -> Any:
+    return select_p.bind(p, x, y)
+
+
+def _integer_pow_aval(x: ShapedArray, *, y: int) -> ShapedArray:
+    if x.dtype == dtypes.bool_:
+        raise ShapeError(f"integer_pow is not defined for bool, got {x}")
+    if y < 0 and not dtypes.is_float(x.dtype):
+        raise ShapeError(f"integer_pow: negative exponent {y} needs a float operand, got {x}")
+    return x
+
+
+integer_pow_p = Primitive("integer_pow", impl=lambda x, *, y: np.power(x, y), abstract_eval=_integer_pow_aval,
+                          arity=1, elementwise=True, inplace=(0,))
+
+
+@integer_pow_p.def_jvp
+def _integer_pow_jvp(primals: tuple, tangents: tuple, *, y: int) -> tuple:
+    (x,), (t,) = primals, tangents
+    out = integer_pow(x, y)
+    if y == 0:
+        return out, None
+    dt = aval(x).dtype
+    if y == 1:
+        d = _one(x)
+    elif y == 2:
+        d = add(x, x)
+    else:
+        d = mul(lit(y, dt), integer_pow(x, y - 1))                           # (x^n)' = n x^(n-1)
+    return out, mul(t, d)
+
+
+def integer_pow(x: Any, y: int) -> Any:
+    return integer_pow_p.bind(x, y=int(y))
+
+
+def _convert_aval(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
+    return ShapedArray(x.shape, new_dtype)
+
+
+convert_element_type_p = Primitive(
+    "convert_element_type", impl=lambda x, *, new_dtype: np.asarray(x).astype(new_dtype),
+    abstract_eval=_convert_aval, arity=1, elementwise=True)
+
+
+@convert_element_type_p.def_jvp
+def _convert_jvp(primals: tuple, tangents: tuple, *, new_dtype: np.dtype) -> tuple:
+    (x,), (t,) = primals, tangents
+    out = convert(x, new_dtype)
+    if not (dtypes.is_float(aval(x).dtype) and dtypes.is_float(new_dtype)):
+        return out, None
+    return out, convert(t, new_dtype)
+
+
+convert_element_type_p.transpose = lambda ct, x, *, new_dtype: (convert(ct, aval(x).dtype),)
+
+
+def convert(x: Any, dtype: np.dtype) -> Any:
+    dtype = dtypes.canonical(dtype)
+    if aval(x).dtype == dtype:
+        return x
+    return convert_element_type_p.bind(x, new_dtype=dtype)

@@ -1,0 +1,113 @@
+"""``dot_general``: contraction with batch dimensions, the one primitive behind dot, matmul,
+einsum and tensordot. Output axes are (batch, lhs free, rhs free), as in XLA and JAX."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import Primitive, ShapeError
+from fungraph.ir import ShapedArray
+from fungraph.primitives._rules import aval, is_undefined, require_same_dtype
+from fungraph.primitives.shape import transpose
+
+DimNums = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+def _free(ndim: int, *used: Sequence[int]) -> tuple[int, ...]:
+    taken = {d for u in used for d in u}
+    return tuple(d for d in range(ndim) if d not in taken)
+
+
+def _dot_aval(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: DimNums) -> ShapedArray:
+    (lc, rc), (lb, rb) = dimension_numbers
+    dtype = require_same_dtype("dot_general", lhs, rhs)
+    if dtype == dtypes.bool_:
+        raise ShapeError(f"dot_general is not defined for bool operands, got {lhs} and {rhs}")
+    ok = len(lc) == len(rc) and len(lb) == len(rb)
+    ok = ok and all(0 <= d < lhs.ndim for d in lc + lb) and all(0 <= d < rhs.ndim for d in rc + rb)
+    ok = ok and all(lhs.shape[a] == rhs.shape[b] for a, b in zip(lc + lb, rc + rb))
+    if not ok:
+        raise ShapeError(
+            f"dot_general: cannot contract {lhs} (axes {lc}, batch {lb}) with {rhs} (axes {rc}, batch {rb})"
+        )
+    shape = (tuple(lhs.shape[d] for d in lb) + tuple(lhs.shape[d] for d in _free(lhs.ndim, lc, lb))
+             + tuple(rhs.shape[d] for d in _free(rhs.ndim, rc, rb)))
+    return ShapedArray(shape, dtype)
+
+
+def _dot_impl(lhs: Any, rhs: Any, *, dimension_numbers: DimNums) -> np.ndarray:
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs, rhs = np.asarray(lhs), np.asarray(rhs)
+    lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
+    size = lambda a, ds: int(np.prod([a.shape[d] for d in ds], dtype=np.int64))  # noqa: E731
+    b, m, k, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
+    lt = np.transpose(lhs, lb + lf + lc).reshape(b, m, k)
+    rt = np.transpose(rhs, rb + rc + rf).reshape(b, k, n)
+    out = np.matmul(lt, rt)
+    shape = tuple(lhs.shape[d] for d in lb + lf) + tuple(rhs.shape[d] for d in rf)
+    return out.reshape(shape)
+
+
+dot_general_p = Primitive("dot_general", impl=_dot_impl, abstract_eval=_dot_aval, arity=2)
+
+
+@dot_general_p.def_jvp
+def _dot_jvp(primals: tuple, tangents: tuple, *, dimension_numbers: DimNums) -> tuple:
+    from fungraph.primitives.elementwise import add
+
+    lhs, rhs = primals
+    tl, tr = tangents
+    out = dot_general(lhs, rhs, dimension_numbers)
+    terms = []
+    if tl is not None:
+        terms.append(dot_general(tl, rhs, dimension_numbers))
+    if tr is not None:
+        terms.append(dot_general(lhs, tr, dimension_numbers))
+    return out, terms[0] if len(terms) == 1 else add(*terms)
+
+
+def _ranges_like(*xs: Sequence[int]) -> list[tuple[int, ...]]:
+    start = 0
+    out = []
+    for x in xs:
+        out.append(tuple(range(start, start + len(x))))
+        start += len(x)
+    return out
+
+
+def _transpose_lhs(ct: Any, x_aval: ShapedArray, y: Any, dims: DimNums, swap: bool) -> Any:
+    """Cotangent of the lhs: contract ct with y over y's free axes, then restore x's axis order."""
+    (xc, yc), (xb, yb) = dims
+    x_ndim, y_ndim = x_aval.ndim, aval(y).ndim
+    x_kept = _free(x_ndim, xc, xb)
+    y_kept = _free(y_ndim, yc, yb)
+    if swap:
+        ans_batch, ans_y, _ = _ranges_like(xb, y_kept, x_kept)
+    else:
+        ans_batch, _, ans_y = _ranges_like(xb, x_kept, y_kept)
+    new_dims = ((ans_y, y_kept), (ans_batch, yb))
+    x_contract_sorted_by_y = tuple(np.array(xc)[np.argsort(yc)]) if xc else ()
+    out_axes = np.argsort(list(xb) + list(x_kept) + list(x_contract_sorted_by_y))
+    return transpose(dot_general(ct, y, new_dims), tuple(int(a) for a in out_axes))
+
+
+@dot_general_p.def_transpose
+def _dot_transpose(ct: Any, lhs: Any, rhs: Any, *, dimension_numbers: DimNums) -> tuple:
+    (lc, rc), (lb, rb) = dimension_numbers
+    if is_undefined(lhs) and is_undefined(rhs):
+        raise TypeError("dot_general is not linear in both operands at once")
+    if is_undefined(lhs):
+        return _transpose_lhs(ct, aval(lhs), rhs, dimension_numbers, swap=False), None
+    swapped = ((rc, lc), (rb, lb))
+    return None, _transpose_lhs(ct, aval(rhs), lhs, swapped, swap=True)
+
+
+def dot_general(lhs: Any, rhs: Any, dimension_numbers: DimNums) -> Any:
+    (lc, rc), (lb, rb) = dimension_numbers
+    dims = ((tuple(map(int, lc)), tuple(map(int, rc))), (tuple(map(int, lb)), tuple(map(int, rb))))
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=dims)
+
