@@ -1,10 +1,24 @@
 """fungraph: JAX-like function transformations over an immutable, printable IR."""
 
-from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
 from fungraph import lax, nn
 from fungraph import numpy as numpy  # noqa: PLC0414
-from fungraph.api import ShapeDtypeStruct, eval_graph, make_graph, pure_callback
+from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
+from fungraph.api import (
+    ShapeDtypeStruct,
+    eval_graph,
+    grad,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    linearize,
+    make_graph,
+    pure_callback,
+    value_and_grad,
+    vjp,
+)
 from fungraph.core import ConcretizationError, Primitive, ShapeError
+from fungraph.custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, verify
 from fungraph.ir_text import ParseError, parse
 from fungraph.primitives.callback import stop_gradient
@@ -24,6 +38,18 @@ __all__ = [
     "ShapedArray",
     "Var",
     "eval_graph",
+    "grad",
+    "hessian",
+    "jacfwd",
+    "jacrev",
+    "checkpoint",
+    "custom_jvp",
+    "custom_vjp",
+    "remat",
+    "jvp",
+    "linearize",
+    "value_and_grad",
+    "vjp",
     "lax",
     "make_graph",
     "nn",

@@ -88,7 +88,13 @@ def make_graph(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()
 
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     """Evaluate a Graph on flat arguments; returns the list of its outputs."""
-    return _eval_graph(graph, *[a if isinstance(a, Tracer) else to_concrete_dtype_array(a) for a in args])
+    if len(args) != len(graph.invars):
+        raise TypeError(f"the graph takes {len(graph.invars)} inputs, got {len(args)}")
+    vals = [a if isinstance(a, Tracer) else to_concrete_dtype_array(a) for a in args]
+    for i, (v, a) in enumerate(zip(graph.invars, vals)):
+        if abstractify(a) != v.aval:
+            raise TypeError(f"graph input {i} has type {v.aval}, but the argument has type {abstractify(a)}")
+    return _eval_graph(graph, *vals)
 
 
 def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any) -> Any:
@@ -172,19 +178,17 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
 
 
 def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
-    """Reverse mode: ``(fun(*primals), f_vjp)`` with ``f_vjp(ct)`` the cotangents of each primal."""
+    """Reverse mode: ``(fun(*primals), f_vjp)`` with ``f_vjp(ct)`` the cotangents of each primal;
+    with ``has_aux`` ``fun`` returns ``(out, aux)`` and ``aux`` is returned third, undifferentiated."""
     from fungraph.interpreters.transpose import transpose_linear
     from fungraph.primitives._rules import zeros
 
-    target = (lambda *a: fun(*a)[0]) if has_aux else fun
-    aux_box: list[Any] = []
-    if has_aux:
-        def target(*a: Any) -> Any:  # noqa: F811
-            out, aux = fun(*a)
-            aux_box.append(aux)
-            return out
-
-    outs, out_tree, lin, _, res, leaves, in_tree, avals, diff = _linearize(target, primals, "vjp")
+    target = fun if has_aux else (lambda *a: (fun(*a), None))
+    outs, pair_tree, lin, _, res, _, in_tree, avals, diff = _linearize(target, primals, "vjp")
+    if pair_tree.node_type is not tuple or len(pair_tree.children) != 2:
+        raise TypeError("vjp(..., has_aux=True) needs a function returning a pair (output, aux)")
+    out_tree, aux_tree = pair_tree.children
+    n_out = out_tree.num_leaves
 
     def f_vjp(ct: Any) -> tuple[Any, ...]:
         ct_leaves, ct_tree = tree_flatten(ct)
@@ -194,29 +198,18 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
             if abstractify(c).shape != abstractify(o).shape:
                 raise ValueError(f"vjp: cotangent of shape {abstractify(c).shape} for an output of shape "
                                  f"{abstractify(o).shape}")
-        cts = iter(transpose_linear(lin, res, [_concrete(c) for c in ct_leaves]))
+        cts = [_concrete(c) for c in ct_leaves] + [None] * (len(outs) - n_out)
+        grads_iter = iter(transpose_linear(lin, res, cts))
         grads = []
         for a, d in zip(avals, diff):
-            g = next(cts) if d else None
+            g = next(grads_iter) if d else None
             grads.append(zeros(a) if g is None else g)
         return tuple(tree_unflatten(in_tree, grads))
 
-    primal_out = tree_unflatten(out_tree, outs)
+    primal_out = tree_unflatten(out_tree, outs[:n_out])
     if has_aux:
-        return primal_out, f_vjp, _strip_aux(aux_box[0])
+        return primal_out, f_vjp, tree_unflatten(aux_tree, outs[n_out:])
     return primal_out, f_vjp
-
-
-def _strip_aux(aux: Any) -> Any:
-    """Aux outputs were staged with the JVP; they are returned as the primal values."""
-    from fungraph.interpreters.jvp import JVPTracer
-
-    return tree_map_leaves(lambda x: x.primal if isinstance(x, JVPTracer) else x, aux)
-
-
-def tree_map_leaves(f: Callable[[Any], Any], tree: Any) -> Any:
-    leaves, treedef = tree_flatten(tree)
-    return tree_unflatten(treedef, [f(x) for x in leaves])
 
 
 def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
@@ -272,3 +265,112 @@ def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
         return (grads, out[1]) if has_aux else grads
 
     return g
+
+
+def _stack_jac(columns: list[list[Any]], out_shapes: list[tuple[int, ...]], in_shape: tuple[int, ...],
+               row_major_out: bool) -> list[Any]:
+    """Assemble per-basis-vector results into Jacobian blocks of shape out.shape + in.shape."""
+    from fungraph.numpy import reshape, stack
+
+    blocks = []
+    for k, oshape in enumerate(out_shapes):
+        cols = [c[k] for c in columns]
+        if not cols:
+            blocks.append(np.zeros(oshape + in_shape))
+            continue
+        stacked = stack(cols, axis=-1 if not row_major_out else 0)
+        blocks.append(reshape(stacked, oshape + in_shape))
+    return blocks
+
+
+def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """The Jacobian by forward mode: one JVP per input element; shape out.shape + in.shape."""
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(fun)
+    def jac(*args: Any) -> Any:
+        diff = [args[i] for i in nums]
+        in_leaves, in_tree = tree_flatten(diff)
+        in_leaves = [_concrete(x) for x in in_leaves]
+
+        def f_flat(*leaves: Any) -> Any:
+            full = list(args)
+            for i, d in zip(nums, tree_unflatten(in_tree, leaves)):
+                full[i] = d
+            return fun(*full)
+
+        out = f_flat(*in_leaves)
+        out_leaves, out_tree = tree_flatten(out)
+        out_shapes = [abstractify(o).shape for o in out_leaves]
+        per_input = []
+        for j, x in enumerate(in_leaves):
+            a = abstractify(x)
+            columns = []
+            for k in range(a.size):
+                tangents = [np.zeros(abstractify(y).shape, abstractify(y).dtype) for y in in_leaves]
+                basis = np.zeros(a.size, a.dtype)
+                basis[k] = 1
+                tangents[j] = basis.reshape(a.shape)
+                columns.append(tree_flatten(jvp(f_flat, tuple(in_leaves), tuple(tangents))[1])[0])
+            per_input.append(_stack_jac(columns, out_shapes, a.shape, row_major_out=False))
+        return _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
+
+    return jac
+
+
+def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """The Jacobian by reverse mode: one linearization, one VJP per output element."""
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(fun)
+    def jac(*args: Any) -> Any:
+        from fungraph.numpy import reshape, stack
+
+        diff = [args[i] for i in nums]
+        in_leaves, in_tree = tree_flatten(diff)
+
+        def f_flat(*leaves: Any) -> Any:
+            full = list(args)
+            for i, d in zip(nums, tree_unflatten(in_tree, leaves)):
+                full[i] = d
+            return fun(*full)
+
+        out, f_vjp = vjp(f_flat, *[_concrete(x) for x in in_leaves])
+        out_leaves, out_tree = tree_flatten(out)
+        out_avals = [abstractify(o) for o in out_leaves]
+        in_avals = [abstractify(x) for x in in_leaves]
+        rows: list[list[list[Any]]] = [[[] for _ in in_leaves] for _ in out_leaves]
+        for k, oa in enumerate(out_avals):
+            for m in range(oa.size):
+                cts = [np.zeros(o.shape, o.dtype) for o in out_avals]
+                basis = np.zeros(oa.size, oa.dtype)
+                basis[m] = 1
+                cts[k] = basis.reshape(oa.shape)
+                grads = f_vjp(tree_unflatten(out_tree, cts))
+                for j, g in enumerate(grads):
+                    rows[k][j].append(g)
+        per_input = []
+        for j, ia in enumerate(in_avals):
+            blocks = []
+            for k, oa in enumerate(out_avals):
+                blocks.append(reshape(stack(rows[k][j], axis=0), oa.shape + ia.shape) if rows[k][j]
+                              else np.zeros(oa.shape + ia.shape, ia.dtype))
+            per_input.append(blocks)
+        return _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
+
+    return jac
+
+
+def _assemble(per_input: list[list[Any]], out_tree: PyTreeDef, in_tree: PyTreeDef, single: bool) -> Any:
+    """Nest Jacobian blocks as JAX does: output structure outside, argument structure inside."""
+    n_out = len(per_input[0]) if per_input else 0
+    result = []
+    for k in range(n_out):
+        inner = tree_unflatten(in_tree, [per_input[j][k] for j in range(len(per_input))])
+        result.append(inner[0] if single else tuple(inner))
+    return tree_unflatten(out_tree, result)
+
+
+def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """``jacfwd(jacrev(fun))``: forward-over-reverse second derivatives."""
+    return jacfwd(jacrev(fun, argnums), argnums)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class Literal:
         return np.asarray(self.value, dtype=self.aval.dtype)
 
 
-Atom = Union[Var, Literal]
+Atom = Var | Literal
 
 
 def format_scalar(value: bool | int | float) -> str:

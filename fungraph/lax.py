@@ -13,6 +13,8 @@ from fungraph.primitives.linalg import dot_general
 
 __all__ = ["conv", "conv_general_dilated", "dot_general", "padding_pairs", "stop_gradient"]
 
+_ = (stop_gradient, dot_general)
+
 
 def padding_pairs(padding: Any, in_shape: Sequence[int], window: Sequence[int],
                   strides: Sequence[int], dilation: Sequence[int] | None = None) -> tuple[tuple[int, int], ...]:

@@ -68,6 +68,8 @@ def skyline_dfs(
     if twins is None:
         twins = np.full(n, -1, dtype=np.int64)
     floor = np.zeros(n_cols, dtype=np.int64)
+    edge = np.full(n_cols + 2, capacity, dtype=np.int64)  # floor padded with walls
+    edge[1:-1] = 0
     remaining = np.zeros(n_cols + 1, dtype=np.int64)
     np.add.at(remaining, cs, sizes)
     np.add.at(remaining, ce, -sizes)
@@ -76,11 +78,12 @@ def skyline_dfs(
     placed = np.zeros(n, dtype=bool)
     excluded_at = np.full(n, -1, dtype=np.int64)
     offsets = np.zeros(n, dtype=np.int64)
-    cover = None
-    if n * n_cols <= _MATRIX_CELLS:
-        col = np.arange(n_cols)
-        cover = (cs[:, None] <= col) & (col < ce[:, None])
-        weight = cover * sizes[:, None]
+    weight = None
+    # a column matters for the bound only if no other column is live for a superset of
+    # its buffers: some buffer must start there and some buffer must end right after it
+    peaks = np.intersect1d(cs, ce - 1)
+    if n * len(peaks) <= _MATRIX_CELLS:
+        weight = ((cs[:, None] <= peaks) & (peaks < ce[:, None])) * sizes[:, None]
     has_twin = twins >= 0
     key = cs.astype(np.int64) * n + rank  # leftmost first, then by rank
     twin_idx = np.where(has_twin, twins, 0)
@@ -103,11 +106,12 @@ def skyline_dfs(
             blocked = excluded_at == eff
             step = int(sizes[~placed].min())
             reach = np.where(free & ~blocked, eff, np.maximum(eff, level) + step)
-            if cover is not None:
+            if weight is not None:
+                # release-date bound: buffers reaching r or higher stack above r in a column
                 left = np.flatnonzero(~placed)
                 order = left[np.argsort(-reach[left], kind="stable")]
-                stack = reach[order][:, None] + np.cumsum(weight[order], axis=0)
-                need = int(np.where(cover[order], stack, 0).max())
+                stack = np.cumsum(weight[order], axis=0).max(axis=1)
+                need = int((reach[order] + stack).max())
             else:
                 low = int(reach[~placed].min())
                 need = int(np.where(remaining > 0, np.maximum(floor, low) + remaining, 0).max())
@@ -116,7 +120,15 @@ def skyline_dfs(
             cand = free & (eff == o_star) & ~blocked
             cand &= ~has_twin | placed[twin_idx]
             if cand.any():
-                c = int(np.argmin(np.where(cand, key, _BIG)))
+                ids = np.flatnonzero(cand)
+                first = ids[cs[ids] == cs[ids].min()]
+                if len(first) > 1:
+                    tops = o_star + sizes[first]
+                    snug = (tops == edge[cs[first]]).astype(np.int64)
+                    snug += tops == edge[ce[first] + 1]
+                    c = int(first[np.argmin(rank[first] - snug * n)])
+                else:
+                    c = int(first[0])
                 top = o_star + int(sizes[c])
                 if top > capacity:  # cannot sit here: only the "higher" branch remains
                     trail.append(("x", c, int(excluded_at[c])))
@@ -127,6 +139,7 @@ def skyline_dfs(
                 hit = np.flatnonzero((cs < b) & (ce > a))
                 trail.append(("p", c, floor[a:b].copy(), hit, eff[hit].copy(), level))
                 floor[a:b] = top
+                edge[a + 1 : b + 1] = top
                 eff[hit] = np.maximum(eff[hit], top)
                 remaining[a:b] -= sizes[c]
                 placed[c] = True
@@ -149,6 +162,7 @@ def skyline_dfs(
                 _, j, old_floor, hit, old_eff, level = rec
                 a, b = cs[j], ce[j]
                 floor[a:b] = old_floor
+                edge[a + 1 : b + 1] = old_floor
                 eff[hit] = old_eff
                 remaining[a:b] += sizes[j]
                 placed[j] = False

@@ -74,13 +74,9 @@ def partial_eval(graph: Graph, unknown_inputs: Sequence[bool]) -> tuple[Graph, G
 
 
 def _live_eqns(eqns: Sequence[Eqn], outs: Sequence[Atom]) -> list[Eqn]:
-    live = {a for a in outs if isinstance(a, Var)}
-    kept = []
-    for e in reversed(eqns):
-        if any(o in live for o in e.outputs):
-            kept.append(e)
-            live.update(a for a in e.inputs if isinstance(a, Var))
-    return kept[::-1]
+    from fungraph.interpreters.dce import dce
+
+    return list(dce(Graph((), (), (), tuple(eqns), tuple(a for a in outs if isinstance(a, Var)))).eqns)
 
 
 def linearize_flat(fun: Callable[..., Sequence[Any]], primals: Sequence[Any],
@@ -158,7 +154,7 @@ def backward_pass(linear: Graph, residuals: Sequence[Any], cts_out: Sequence[Any
         if prim.transpose is None:
             raise TypeError(f"cannot transpose `{prim.name}`: it is not linear (no transpose rule); "
                             "this is a bug in a jvp rule that applied it to tangents")
-        ct = [zeros(o.aval) if c is None else c for c in cts] if prim.multiple_results else cts[0]
+        ct = [zeros(o.aval) if c is None else c for o, c in zip(e.outputs, cts)] if prim.multiple_results else cts[0]
         try:
             cts_in = prim.transpose(ct, *map(read, e.inputs), **e.params)
         except Exception as err:

@@ -54,7 +54,7 @@ def _unary(name: str, impl: Callable[..., Any], deriv: Deriv | None, kind: str =
 
 
 def _erf_impl(x: np.ndarray) -> np.ndarray:
-    return np.frompyfunc(math.erf, 1, 1)(x).astype(x.dtype)
+    return np.asarray(np.frompyfunc(math.erf, 1, 1)(x)).astype(x.dtype)
 
 
 def _logistic_impl(x: np.ndarray) -> np.ndarray:

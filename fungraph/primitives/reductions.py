@@ -98,7 +98,7 @@ def _prod_jvp(primals: tuple, tangents: tuple, *, axes: tuple[int, ...]) -> tupl
 def _prod_of_others(x: Any, axes: tuple[int, ...]) -> Any:
     """For each element, the product of the other elements of its reduction group."""
     from fungraph.primitives.elementwise import mul
-    from fungraph.primitives.shape import concatenate, pad, reshape, slice_, transpose
+    from fungraph.primitives.shape import pad, reshape, slice_, transpose
 
     xa = aval(x)
     kept = _kept_dims(xa, axes)

@@ -1,0 +1,232 @@
+"""User-defined derivatives (``custom_jvp``, ``custom_vjp``) and rematerialisation
+(``checkpoint``), each a primitive holding the staged function as a sub-graph."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fungraph.api import abstractify, flat_fun
+from fungraph.core import Primitive
+from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.staging import stage
+from fungraph.interpreters.transpose import backward_pass, partial_eval
+from fungraph.ir import Graph, ShapedArray
+from fungraph.numpy._util import asarray
+from fungraph.primitives._rules import aval, instantiate
+from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+
+
+def _stage_call(fun: Callable[..., Any], args: Sequence[Any],
+                ) -> tuple[list[Any], Graph, list[Any], PyTreeDef, PyTreeDef]:
+    leaves, in_tree = tree_flatten(tuple(args))
+    leaves = [asarray(x) for x in leaves]
+    box: list[PyTreeDef] = []
+    graph, closure = stage(flat_fun(fun, in_tree, {}, box), [abstractify(x) for x in leaves])
+    return leaves, graph, closure, in_tree, box[0]
+
+
+def _call_impl(*args: Any, call: Graph, **_: Any) -> list[Any]:
+    return eval_graph(call, *args)
+
+
+def _call_aval(*avals: ShapedArray, call: Graph, **_: Any) -> tuple[ShapedArray, ...]:
+    return call.out_avals
+
+
+# --- custom_jvp -------------------------------------------------------------------------
+
+custom_jvp_call_p = Primitive("custom_jvp_call", impl=_call_impl, abstract_eval=_call_aval, multiple_results=True)
+
+
+@custom_jvp_call_p.def_jvp
+def _custom_jvp_rule(primals: tuple, tangents: tuple, *, call: Graph, jvp: Callable[..., Any],
+                     num_consts: int) -> tuple:
+    n = len(primals) - num_consts
+    ts = [instantiate(t, aval(p)) for p, t in zip(primals[:n], tangents[:n])]
+    return jvp(list(primals[:n]), ts)
+
+
+class custom_jvp:
+    """A function with a hand-written JVP: ``f.defjvp(lambda primals, tangents: (out, t_out))``."""
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
+        self.fun = fun
+        self.jvp: Callable[..., Any] | None = None
+        functools.update_wrapper(self, fun)
+
+    def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args: Any) -> Any:
+        if self.jvp is None:
+            raise AttributeError(f"no JVP defined for custom_jvp function {self.fun.__name__}; use defjvp")
+        leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
+        rule = self.jvp
+
+        def flat_jvp(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+            out, t_out = rule(tree_unflatten(in_tree, primals), tree_unflatten(in_tree, tangents))
+            out_leaves, tree1 = tree_flatten(out)
+            t_leaves, tree2 = tree_flatten(t_out)
+            if tree1 != out_tree or tree2 != out_tree:
+                raise TypeError(f"custom_jvp rule of {self.fun.__name__} returned structures {tree1} and {tree2}, "
+                                f"expected {out_tree} for both")
+            return [asarray(x) for x in out_leaves], [asarray(x) for x in t_leaves]
+
+        flat_jvp.__name__ = f"{self.fun.__name__}_jvp"
+        outs = custom_jvp_call_p.bind(*leaves, *closure, call=graph, jvp=flat_jvp, num_consts=len(closure))
+        return tree_unflatten(out_tree, outs)
+
+
+# --- custom_vjp -------------------------------------------------------------------------
+
+custom_vjp_call_p = Primitive("custom_vjp_call", impl=_call_impl, abstract_eval=_call_aval, multiple_results=True)
+
+
+def _custom_lin_impl(*args: Any, **_: Any) -> None:
+    raise TypeError("can't apply forward-mode differentiation (jvp) to a custom_vjp function; "
+                    "use grad/vjp, or define a custom_jvp")
+
+
+custom_lin_p = Primitive("custom_lin", impl=_custom_lin_impl,
+                         abstract_eval=lambda *avals, out_avals, **_: out_avals, multiple_results=True)
+
+
+@custom_vjp_call_p.def_jvp
+def _custom_vjp_rule(primals: tuple, tangents: tuple, *, call: Graph, fwd: Callable[..., Any],
+                     bwd: Callable[..., Any], num_consts: int) -> tuple:
+    n = len(primals) - num_consts
+    outs, res = fwd(list(primals[:n]))
+    ts = [instantiate(t, aval(p)) for p, t in zip(primals[:n], tangents[:n])]
+    t_outs = custom_lin_p.bind(*res, *ts, bwd=bwd, num_res=len(res), out_avals=call.out_avals)
+    return outs, t_outs
+
+
+@custom_lin_p.def_transpose
+def _custom_lin_transpose(cts: Sequence[Any], *args: Any, bwd: Callable[..., Any], num_res: int,
+                          out_avals: tuple) -> tuple:
+    return (None,) * num_res + tuple(bwd(list(args[:num_res]), list(cts)))
+
+
+class custom_vjp:
+    """A function with a hand-written VJP: ``f.defvjp(fwd, bwd)`` where ``fwd(*args) -> (out, res)``
+    and ``bwd(res, ct) -> cotangents`` (a tuple with one entry per argument)."""
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
+        self.fun = fun
+        self.fwd: Callable[..., Any] | None = None
+        self.bwd: Callable[..., Any] | None = None
+        functools.update_wrapper(self, fun)
+
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args: Any) -> Any:
+        if self.fwd is None or self.bwd is None:
+            raise AttributeError(f"no VJP defined for custom_vjp function {self.fun.__name__}; use defvjp")
+        leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
+        fwd, bwd = self.fwd, self.bwd
+        res_tree: list[PyTreeDef] = []
+
+        def flat_fwd(primals: list[Any]) -> tuple[list[Any], list[Any]]:
+            out, res = fwd(*tree_unflatten(in_tree, primals))
+            out_leaves, tree1 = tree_flatten(out)
+            if tree1 != out_tree:
+                raise TypeError(f"custom_vjp fwd of {self.fun.__name__} returned {tree1}, expected {out_tree}")
+            res_leaves, rt = tree_flatten(res)
+            res_tree.append(rt)
+            return [asarray(x) for x in out_leaves], [asarray(x) for x in res_leaves]
+
+        def flat_bwd(res: list[Any], cts: list[Any]) -> list[Any]:
+            out = bwd(tree_unflatten(res_tree[-1], res), tree_unflatten(out_tree, cts))
+            if not isinstance(out, tuple) or len(out) != len(args):
+                raise TypeError(f"custom_vjp bwd of {self.fun.__name__} must return a tuple with one cotangent "
+                                f"per argument ({len(args)}), got {type(out).__name__}")
+            ct_leaves, tree = tree_flatten(out)
+            if tree != in_tree:
+                raise TypeError(f"custom_vjp bwd of {self.fun.__name__} returned {tree}, expected {in_tree}")
+            return [asarray(x) for x in ct_leaves]
+
+        flat_fwd.__name__ = f"{self.fun.__name__}_fwd"
+        flat_bwd.__name__ = f"{self.fun.__name__}_bwd"
+        outs = custom_vjp_call_p.bind(*leaves, *closure, call=graph, fwd=flat_fwd, bwd=flat_bwd,
+                                      num_consts=len(closure))
+        return tree_unflatten(out_tree, outs)
+
+
+# --- checkpoint -------------------------------------------------------------------------
+
+remat_p = Primitive("remat", impl=_call_impl, abstract_eval=_call_aval, multiple_results=True)
+
+
+def _jvp_graph(call: Graph, differentiable: Sequence[bool]) -> Graph:
+    n = len(call.invars)
+    tan_avals = [v.aval for v, d in zip(call.invars, differentiable) if d]
+
+    def fun(*args: Any) -> list[Any]:
+        ts = iter(args[n:])
+        tangents = [next(ts) if d else None for d in differentiable]
+        p, t = jvp_flat(lambda *a: eval_graph(call, *a), args[:n], tangents)
+        return list(p) + list(t)
+
+    graph, _ = stage(fun, list(call.in_avals) + tan_avals)
+    return graph
+
+
+@remat_p.def_jvp
+def _remat_jvp(primals: tuple, tangents: tuple, *, call: Graph) -> tuple:
+    outs = remat_p.bind(*primals, call=call)
+    diff = tuple(t is not None for t in tangents)
+    jg = _jvp_graph(call, diff)
+    t_outs = remat_tangent_p.bind(*primals, *[t for t in tangents if t is not None], jvp_graph=jg,
+                                  num_primals=len(primals))
+    return outs, t_outs
+
+
+def _tangent_impl(*args: Any, jvp_graph: Graph, num_primals: int) -> list[Any]:
+    outs = eval_graph(jvp_graph, *args)
+    return outs[len(outs) // 2:]
+
+
+remat_tangent_p = Primitive(
+    "remat_tangent", impl=_tangent_impl, multiple_results=True,
+    abstract_eval=lambda *avals, jvp_graph, num_primals: jvp_graph.out_avals[len(jvp_graph.outvars) // 2:])
+
+
+@remat_tangent_p.def_transpose
+def _remat_tangent_transpose(cts: Sequence[Any], *args: Any, jvp_graph: Graph, num_primals: int) -> tuple:
+    """Recompute the forward pass from the saved inputs, then transpose its linear part."""
+    n_tan = len(args) - num_primals
+    known, linear, _, out_unknown = partial_eval(jvp_graph, [False] * num_primals + [True] * n_tan)
+    known_vals = eval_graph(known, *args[:num_primals])
+    n_out = len(jvp_graph.outvars) // 2
+    num_res = len(linear.invars) - n_tan
+    residuals = known_vals[len(known_vals) - num_res:]
+    t_cts = [c for c, u in zip(cts, out_unknown[n_out:]) if u]
+    return (None,) * num_primals + tuple(backward_pass(linear, residuals, t_cts))
+
+
+@remat_tangent_p.def_jvp
+def _remat_tangent_jvp(primals: tuple, tangents: tuple, *, jvp_graph: Graph, num_primals: int) -> tuple:
+    n_out = len(jvp_graph.outvars) // 2
+    p, t = jvp_flat(lambda *a: eval_graph(jvp_graph, *a)[n_out:], primals, tangents)
+    return p, t
+
+
+def checkpoint(fun: Callable[..., Any]) -> Callable[..., Any]:
+    """Differentiate ``fun`` by recomputing its forward pass in the backward pass instead of
+    saving its intermediates: only its inputs are kept as residuals."""
+
+    @functools.wraps(fun)
+    def wrapped(*args: Any) -> Any:
+        leaves, graph, closure, _, out_tree = _stage_call(fun, args)
+        outs = remat_p.bind(*leaves, *closure, call=graph)
+        return tree_unflatten(out_tree, outs)
+
+    return wrapped
+
+
+remat = checkpoint

@@ -1,0 +1,95 @@
+"""``check_grads``: JVPs against central differences and VJPs against JVPs, to any order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+
+
+def _as_float_arrays(args: Sequence[Any]) -> list[np.ndarray]:
+    return [np.asarray(a, dtype=np.result_type(np.asarray(a).dtype, np.float32)) for a in args]
+
+
+def _flat_out(out: Any) -> list[np.ndarray]:
+    from fungraph.tree_util import tree_leaves
+
+    return [np.asarray(x) for x in tree_leaves(out)]
+
+
+def numerical_jvp(f: Callable[..., Any], args: Sequence[np.ndarray], tangents: Sequence[np.ndarray],
+                  eps: float) -> list[np.ndarray]:
+    plus = _flat_out(f(*[a + eps * t for a, t in zip(args, tangents)]))
+    minus = _flat_out(f(*[a - eps * t for a, t in zip(args, tangents)]))
+    return [(p - m) / (2 * eps) for p, m in zip(plus, minus)]
+
+
+def _vdot(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> float:
+    return float(sum(np.sum(np.asarray(x, np.float64) * np.asarray(y, np.float64)) for x, y in zip(xs, ys)))
+
+
+def _check_close(name: str, got: Sequence[np.ndarray], want: Sequence[np.ndarray], atol: float, rtol: float) -> None:
+    for i, (g, w) in enumerate(zip(got, want)):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        if g.shape != w.shape:
+            raise AssertionError(f"{name}: output {i} has shape {g.shape}, expected {w.shape}")
+        np.testing.assert_allclose(g, w, atol=atol, rtol=rtol, err_msg=f"{name}: output {i}")
+
+
+def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, modes: Sequence[str] = ("fwd", "rev"),
+                eps: float | None = None, atol: float | None = None, rtol: float | None = None,
+                seed: int = 0) -> None:
+    """Check ``f``'s derivatives at ``args`` up to ``order``.
+
+    Forward mode: ``jvp`` must match central differences along a random direction.
+    Reverse mode: ``<ct, J t> == <J^T ct, t>`` for random ``t`` and ``ct`` (the dot-product test).
+    Higher orders apply the same checks to the derivative functions themselves.
+    """
+    from fungraph.api import jvp, vjp
+
+    args = _as_float_arrays(args)
+    is64 = all(a.dtype == dtypes.float64 for a in args)
+    eps = eps if eps is not None else (1e-6 if is64 else 1e-2)
+    atol = atol if atol is not None else (1e-5 if is64 else 5e-2)
+    rtol = rtol if rtol is not None else (1e-5 if is64 else 5e-2)
+    rng = np.random.default_rng(seed)
+    tangents = [rng.standard_normal(a.shape).astype(a.dtype) for a in args]
+
+    if "fwd" in modes:
+        _, t_out = jvp(f, tuple(args), tuple(tangents))
+        _check_close("jvp vs finite differences", _flat_out(t_out), numerical_jvp(f, args, tangents, eps), atol, rtol)
+    if "rev" in modes:
+        out, f_vjp = vjp(f, *args)
+        outs = _flat_out(out)
+        cts = [rng.standard_normal(o.shape).astype(o.dtype) for o in outs]
+        from fungraph.tree_util import tree_flatten, tree_unflatten
+
+        ct_tree = tree_unflatten(tree_flatten(out)[1], cts)
+        grads = [np.asarray(g) for g in f_vjp(ct_tree)]
+        _, t_out = jvp(f, tuple(args), tuple(tangents))
+        lhs = _vdot(cts, _flat_out(t_out))
+        rhs = _vdot(grads, tangents)
+        scale = max(1.0, abs(lhs), abs(rhs))
+        if abs(lhs - rhs) > atol * scale + rtol * scale:
+            raise AssertionError(f"vjp fails the dot-product test: <ct, J t> = {lhs!r} but <J^T ct, t> = {rhs!r}")
+
+    if order > 1:
+        def f_jvp(*primals: Any) -> Any:
+            return jvp(f, primals, tuple(tangents))[1]
+
+        if "fwd" in modes:
+            check_grads(f_jvp, args, order - 1, ("fwd",), eps, atol, rtol, seed + 1)
+        if "rev" in modes:
+            out = f(*args)
+            cts = [rng.standard_normal(o.shape).astype(o.dtype) for o in _flat_out(out)]
+            from fungraph.tree_util import tree_flatten, tree_unflatten
+
+            ct_tree = tree_unflatten(tree_flatten(out)[1], cts)
+
+            def f_vjp(*primals: Any) -> Any:
+                return vjp(f, *primals)[1](ct_tree)
+
+            check_grads(f_vjp, args, order - 1, ("rev",), eps, atol, rtol, seed + 1)

@@ -1,0 +1,195 @@
+"""Hypothesis strategies: shapes, arrays, and random well-typed programs (graphs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fungraph import dtypes
+from fungraph.ir import Graph
+
+
+def shapes(min_dims: int = 0, max_dims: int = 3, min_side: int = 1, max_side: int = 4) -> st.SearchStrategy:
+    """Array shapes with ``min_dims..max_dims`` axes of ``min_side..max_side`` each."""
+    return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(tuple)
+
+
+def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: Any,
+                 low: float = -3.0, high: float = 3.0) -> np.ndarray:
+    """A seeded array in ``[low, high)``: uniform floats, integers, or fair booleans."""
+    dtype = dtypes.canonical(dtype)
+    if dtype == dtypes.bool_:
+        return rng.random(shape) < 0.5
+    if dtypes.is_int(dtype):
+        return rng.integers(int(np.ceil(low)), int(np.ceil(high)), size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def arrays(dtype: Any, shape: Sequence[int] | st.SearchStrategy | None = None,
+           low: float = -3.0, high: float = 3.0) -> st.SearchStrategy:
+    """Arrays of ``dtype`` with values in ``[low, high)`` (hypothesis picks edge values too)."""
+    from hypothesis.extra import numpy as hnp
+
+    dtype = dtypes.canonical(dtype)
+    shape_st = shapes() if shape is None else (shape if isinstance(shape, st.SearchStrategy) else st.just(tuple(shape)))
+    if dtype == dtypes.bool_:
+        elements = st.booleans()
+    elif dtypes.is_int(dtype):
+        elements = st.integers(int(np.ceil(low)), int(np.ceil(high)) - 1)
+    else:
+        width = 32 if dtype == dtypes.float32 else 64
+        if width == 32:
+            low, high = _inside_f32(low, 1), _inside_f32(high, -1)
+        elements = st.floats(low, high, allow_nan=False, allow_infinity=False, width=width, exclude_max=True)
+    return hnp.arrays(dtype, shape_st, elements=elements)
+
+
+def _inside_f32(x: float, direction: int) -> float:
+    """The float32 nearest ``x`` that is not outside the interval (hypothesis needs exact bounds)."""
+    f = np.float32(x)
+    if (direction > 0 and float(f) < x) or (direction < 0 and float(f) > x):
+        f = np.nextafter(f, np.float32(direction * np.inf))
+    return float(f)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A random program: the Python function, its staged graph and arguments to run it on."""
+
+    fun: Callable[..., Any]
+    graph: Graph
+    args: tuple[np.ndarray, ...]
+    description: str
+
+    def __repr__(self) -> str:
+        return f"Program({self.description})"
+
+
+_UNARY = ("sin", "cos", "tanh", "neg", "abs", "square", "logistic", "exp_small")
+_BINARY = ("add", "sub", "mul", "max", "min", "where_gt", "div_safe")
+_OTHER = ("sum_keep", "mean_keep", "max_keep", "transpose", "matmul", "reshape_flat", "slice_rev", "broadcast")
+
+
+def _apply(op: str, xs: list[Any], rng_vals: dict[str, Any]) -> Any:
+    from fungraph import nn
+    from fungraph import numpy as fnp
+
+    a = xs[0]
+    if op == "sin":
+        return fnp.sin(a)
+    if op == "cos":
+        return fnp.cos(a)
+    if op == "tanh":
+        return fnp.tanh(a)
+    if op == "neg":
+        return -a
+    if op == "abs":
+        return fnp.abs(a)
+    if op == "square":
+        return a * a
+    if op == "logistic":
+        return nn.sigmoid(a)
+    if op == "exp_small":
+        return fnp.exp(fnp.tanh(a))
+    b = xs[1] if len(xs) > 1 else None
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "max":
+        return fnp.maximum(a, b)
+    if op == "min":
+        return fnp.minimum(a, b)
+    if op == "where_gt":
+        return fnp.where(a > b, a, b * 0.5)
+    if op == "div_safe":
+        return a / (1.0 + b * b)
+    axis = rng_vals.get("axis", 0)
+    if op == "sum_keep":
+        return fnp.sum(a, axis=axis, keepdims=True)
+    if op == "mean_keep":
+        return fnp.mean(a, axis=axis, keepdims=True)
+    if op == "max_keep":
+        return fnp.max(a, axis=axis, keepdims=True)
+    if op == "transpose":
+        return a.T
+    if op == "matmul":
+        return a @ fnp.swapaxes(b, -1, -2)
+    if op == "reshape_flat":
+        return fnp.reshape(fnp.reshape(a, (-1,)), a.shape)
+    if op == "slice_rev":
+        return a[..., ::-1]
+    if op == "broadcast":
+        return fnp.broadcast_to(a, (2,) + a.shape)[0]
+    raise ValueError(op)
+
+
+@st.composite
+def programs(draw: Any, max_eqns: int = 10, dtype_choices: Sequence[Any] = (dtypes.float32, dtypes.float64)) -> Program:
+    """A random well-typed program over elementwise, reduction, shape and matmul operations.
+
+    Values keep one rank (the base shape's) so that any two can be combined by broadcasting.
+    """
+    from fungraph.api import make_graph
+
+    dtype = draw(st.sampled_from(list(dtype_choices)))
+    base = draw(shapes(min_dims=1, max_dims=3, max_side=4))
+    n_in = draw(st.integers(1, 3))
+    in_shapes = [tuple(d if draw(st.booleans()) else 1 for d in base) if i else base for i in range(n_in)]
+    seed = draw(st.integers(0, 2**31 - 1))
+    n_ops = draw(st.integers(1, max_eqns))
+    steps: list[tuple[str, tuple[int, ...], dict[str, Any]]] = []
+    value_shapes = list(in_shapes)
+    for _ in range(n_ops):
+        kind = draw(st.sampled_from(("unary", "binary", "other")))
+        i = draw(st.integers(0, len(value_shapes) - 1))
+        si = value_shapes[i]
+        if kind == "unary":
+            op = draw(st.sampled_from(_UNARY))
+            steps.append((op, (i,), {}))
+            value_shapes.append(si)
+            continue
+        j = draw(st.integers(0, len(value_shapes) - 1))
+        sj = value_shapes[j]
+        if kind == "binary":
+            op = draw(st.sampled_from(_BINARY))
+            steps.append((op, (i, j), {}))
+            value_shapes.append(tuple(np.broadcast_shapes(si, sj)))
+            continue
+        op = draw(st.sampled_from(_OTHER))
+        if op in ("sum_keep", "mean_keep", "max_keep"):
+            axis = draw(st.integers(0, len(si) - 1))
+            steps.append((op, (i,), {"axis": axis}))
+            value_shapes.append(tuple(1 if k == axis else d for k, d in enumerate(si)))
+        elif op == "transpose" and len(set(si)) == 1:
+            steps.append((op, (i,), {}))
+            value_shapes.append(si[::-1])
+        elif op == "matmul" and si == sj and len(si) >= 2 and si[-1] == si[-2]:
+            steps.append((op, (i, j), {}))
+            value_shapes.append(si)
+        elif op in ("reshape_flat", "slice_rev", "broadcast"):
+            steps.append((op, (i,), {}))
+            value_shapes.append(si)
+        else:
+            steps.append(("tanh", (i,), {}))
+            value_shapes.append(si)
+    n_out = draw(st.integers(1, min(3, len(steps))))
+    outs = tuple(range(len(value_shapes) - n_out, len(value_shapes)))
+
+    def fun(*xs: Any) -> tuple[Any, ...]:
+        vals = list(xs)
+        for op, idx, extra in steps:
+            vals.append(_apply(op, [vals[k] for k in idx], extra))
+        return tuple(vals[k] for k in outs)
+
+    rng = np.random.default_rng(seed)
+    args = tuple(random_array(rng, s, dtype) for s in in_shapes)
+    graph = make_graph(fun)(*args)
+    desc = f"{dtypes.SHORT_NAMES[dtype]} inputs {in_shapes}; " + "; ".join(f"{op}{idx}" for op, idx, _ in steps)
+    return Program(fun, graph, args, desc)

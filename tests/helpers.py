@@ -1,0 +1,46 @@
+"""Drawing arguments for an op record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fungraph import dtypes
+from fungraph.testing import OpRecord, arrays
+from fungraph.testing.strategies import random_array
+
+
+def draw_args(data: st.DataObject, rec: OpRecord, dtype_choices: tuple | None = None,
+              seeded: bool = False) -> tuple[np.ndarray, ...]:
+    """Arguments for ``rec``: hypothesis-chosen values, or seeded uniform ones with ``seeded``."""
+    dtype = data.draw(st.sampled_from(dtype_choices or rec.dtypes), label="dtype")
+    shps = data.draw(rec.shapes, label="shapes")
+    seed = data.draw(st.integers(0, 2**31 - 1), label="seed") if seeded else 0
+    rng = np.random.default_rng(seed)
+    args = []
+    for i, s in enumerate(shps):
+        dt = rec.arg_dtype(i, dtype)
+        lo, hi = rec.domain(i, shps)
+        if seeded or dtypes.is_int(dt) and dt != dtype:
+            args.append(random_array(rng, s, dt, lo, hi))
+        else:
+            args.append(data.draw(arrays(dt, tuple(s), lo, hi), label=f"arg{i}"))
+    return tuple(args)
+
+
+def tolerance(rec: OpRecord, args: tuple[Any, ...]) -> float:
+    if any(np.asarray(a).dtype == np.float32 for a in args):
+        return rec.tol32
+    return rec.tol64
+
+
+def assert_matches(got: Any, want: Any, tol: float, what: str) -> None:
+    got_arr, want_arr = np.asarray(got), np.asarray(want)
+    assert got_arr.shape == want_arr.shape, f"{what}: shape {got_arr.shape} != numpy's {want_arr.shape}"
+    assert got_arr.dtype == want_arr.dtype, f"{what}: dtype {got_arr.dtype} != numpy's {want_arr.dtype}"
+    if got_arr.dtype.kind in "biu":
+        np.testing.assert_array_equal(got_arr, want_arr, err_msg=what)
+    else:
+        np.testing.assert_allclose(got_arr, want_arr, rtol=tol, atol=tol, err_msg=what)
