@@ -75,7 +75,7 @@ def make_graph(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()
     """``make_graph(f)(*args)`` traces ``f`` on the arguments' shapes and dtypes and returns its Graph."""
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
-    @functools.wraps(fun)
+    @functools.wraps(fun, updated=())
     def traced(*args: Any) -> Graph:
         dynamic, static = split_static(args, static_argnums)
         leaves, in_tree = tree_flatten(dynamic)
@@ -221,7 +221,7 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
     """``(fun(*args), gradient)`` of a scalar-valued ``fun`` with respect to ``argnums``."""
     nums = _argnums_tuple(argnums)
 
-    @functools.wraps(fun)
+    @functools.wraps(fun, updated=())
     def vg(*args: Any) -> Any:
         for i in nums:
             if not -len(args) <= i < len(args):
@@ -259,7 +259,7 @@ def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
     """The gradient of a scalar-valued ``fun`` with respect to ``argnums`` (any order composes)."""
     vg = value_and_grad(fun, argnums, has_aux)
 
-    @functools.wraps(fun)
+    @functools.wraps(fun, updated=())
     def g(*args: Any) -> Any:
         (out, grads) = vg(*args)
         return (grads, out[1]) if has_aux else grads
@@ -287,7 +287,7 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callabl
     """The Jacobian by forward mode: one JVP per input element; shape out.shape + in.shape."""
     nums = _argnums_tuple(argnums)
 
-    @functools.wraps(fun)
+    @functools.wraps(fun, updated=())
     def jac(*args: Any) -> Any:
         diff = [args[i] for i in nums]
         in_leaves, in_tree = tree_flatten(diff)
@@ -322,7 +322,7 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callabl
     """The Jacobian by reverse mode: one linearization, one VJP per output element."""
     nums = _argnums_tuple(argnums)
 
-    @functools.wraps(fun)
+    @functools.wraps(fun, updated=())
     def jac(*args: Any) -> Any:
         from fungraph.numpy import reshape, stack
 

@@ -64,6 +64,7 @@ class Primitive:
     ``jvp(primals, tangents, **params) -> (primal_out, tangent_out)``;
     ``transpose(cts, *inputs, **params) -> cotangents per input`` (linear primitives only);
     ``batch(args, dims, **params) -> (out, out_dim)``; ``lowerings[backend]`` for engines;
+    ``partial_eval(eqn, unknown_inputs)`` splits a call-like equation for reverse mode;
     ``inplace`` names the inputs an engine may overwrite with the output.
     """
 
@@ -76,6 +77,7 @@ class Primitive:
     transpose: Callable[..., Any] | None = None
     batch: Callable[..., Any] | None = None
     lowerings: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    partial_eval: Callable[..., Any] | None = None
     inplace: tuple[int, ...] = ()
     elementwise: bool = False
 

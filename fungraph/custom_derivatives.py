@@ -55,7 +55,7 @@ class custom_jvp:
     def __init__(self, fun: Callable[..., Any]) -> None:
         self.fun = fun
         self.jvp: Callable[..., Any] | None = None
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())
 
     def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
         self.jvp = jvp
@@ -119,7 +119,7 @@ class custom_vjp:
         self.fun = fun
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())
 
     def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
         self.fwd, self.bwd = fwd, bwd
@@ -220,7 +220,7 @@ def checkpoint(fun: Callable[..., Any]) -> Callable[..., Any]:
     """Differentiate ``fun`` by recomputing its forward pass in the backward pass instead of
     saving its intermediates: only its inputs are kept as residuals."""
 
-    @functools.wraps(fun)
+    @functools.wraps(fun, updated=())
     def wrapped(*args: Any) -> Any:
         leaves, graph, closure, _, out_tree = _stage_call(fun, args)
         outs = remat_p.bind(*leaves, *closure, call=graph)

@@ -129,3 +129,15 @@ def test_creation_functions() -> None:
     np.testing.assert_array_equal(fnp.ones_like(np.ones(3)), np.ones(3))
     g = fg.make_graph(lambda v: fnp.full((2, 3), v))(np.float32(2.0))
     np.testing.assert_array_equal(fg.eval_graph(g, np.float32(2.0))[0], np.full((2, 3), 2.0, np.float32))
+
+
+def test_static_argnums_are_python_values() -> None:
+    def f(x, n, mode):
+        for _ in range(n):
+            x = fnp.sin(x) if mode == "sin" else fnp.cos(x)
+        return x
+
+    g = fg.make_graph(f, static_argnums=(1, 2))(np.ones(3), 3, "sin")
+    assert [e.primitive.name for e in g.eqns] == ["sin"] * 3
+    assert len(g.invars) == 1
+    np.testing.assert_allclose(fg.eval_graph(g, np.ones(3))[0], np.sin(np.sin(np.sin(np.ones(3)))))

@@ -422,6 +422,8 @@ def plan_offsets(
             cand = _GREEDY[name](p)
             if not best_name or _arena(p, cand) < _arena(p, live):
                 best_name, live = name, cand
+            if _arena(p, live) <= p.lower_bound:
+                break
         winner = best_name
         if _arena(p, live) > p.lower_bound * (1 + AUTO_SEARCH_TRIGGER):
             total = time_budget_s

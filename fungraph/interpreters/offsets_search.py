@@ -85,7 +85,6 @@ def skyline_dfs(
     if n * len(peaks) <= _MATRIX_CELLS:
         weight = ((cs[:, None] <= peaks) & (peaks < ce[:, None])) * sizes[:, None]
     has_twin = twins >= 0
-    key = cs.astype(np.int64) * n + rank  # leftmost first, then by rank
     twin_idx = np.where(has_twin, twins, 0)
     level = 0
     n_placed = 0
@@ -216,28 +215,31 @@ def skyline_search(
     twins = _twins(cs, ce, sizes)
     rng = np.random.default_rng(seed)
     proven = int(lower_bound)  # no plan is smaller than this
-    soft = proven  # capacities below this failed at the current node limit
-    base_limit = 50 * n + 2000
-    node_limit = base_limit
+    soft = proven  # capacities below this failed with the current effort
+    close = max(1, int(lower_bound) // 2000)
+    node_limit = 2 * n + 300
+    tries = 4
     attempt = 0
-    rank = _ranks(cs, ce, sizes, attempt, rng)
     while best_arena > stop_at and best_arena > proven and time.perf_counter() < deadline:
-        if best_arena - soft <= max(1, lower_bound // 1000):
-            attempt += 1
-            rank = _ranks(cs, ce, sizes, attempt, rng)
-            soft = proven
-            if attempt % 3 == 0:
-                node_limit *= 2
+        if best_arena - soft <= close:
+            soft, tries = proven, 2 * tries  # bracket collapsed: retry lower, harder
         capacity = soft + (best_arena - 1 - soft) // 2
-        found, exhausted = skyline_dfs(
-            cs, ce, sizes, n_cols, capacity, rank,
-            node_limit=node_limit, deadline=deadline, twins=twins,
-        )  # fmt: skip
-        if found is not None:
-            best_arena = int((found + sizes).max())
-            best = found
-        elif exhausted:
-            proven = soft = capacity + 1
-        else:
-            soft = capacity + 1
+        outcome = "failed"
+        for _ in range(tries):
+            rank = _ranks(cs, ce, sizes, attempt, rng)
+            attempt += 1
+            found, exhausted = skyline_dfs(
+                cs, ce, sizes, n_cols, capacity, rank,
+                node_limit=node_limit, deadline=deadline, twins=twins,
+            )  # fmt: skip
+            if found is not None:
+                best, best_arena, outcome = found, int((found + sizes).max()), "found"
+                break
+            if exhausted:
+                proven, outcome = capacity + 1, "proven"
+                break
+            if time.perf_counter() > deadline:
+                break
+        if outcome != "found":
+            soft = max(soft, capacity + 1)
     return best

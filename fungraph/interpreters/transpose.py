@@ -45,11 +45,17 @@ def partial_eval(graph: Graph, unknown_inputs: Sequence[bool]) -> tuple[Graph, G
     known_eqns: list[Eqn] = []
     unknown_eqns: list[Eqn] = []
     for e in graph.eqns:
-        if any(is_unknown(a) for a in e.inputs):
+        mask = [is_unknown(a) for a in e.inputs]
+        if not any(mask):
+            known_eqns.append(e)
+        elif e.primitive.partial_eval is not None and not all(mask):
+            known_part, unknown_part = e.primitive.partial_eval(e, mask)
+            known_eqns.extend(known_part)
+            unknown_eqns.extend(unknown_part)
+            unknown.update(o for u in unknown_part for o in u.outputs)
+        else:
             unknown_eqns.append(e)
             unknown.update(e.outputs)
-        else:
-            known_eqns.append(e)
     residuals: list[Var] = []
     seen: set[Var] = set()
     for e in unknown_eqns:
@@ -122,11 +128,20 @@ def transpose_linear(lin: Linearized, residuals: Sequence[Any], cts: Sequence[An
     return backward_pass(lin.linear, residuals, [c for c, u in zip(cts, lin.out_unknown) if u])
 
 
-def backward_pass(linear: Graph, residuals: Sequence[Any], cts_out: Sequence[Any]) -> list[Any]:
-    """Cotangents of ``linear``'s tangent inputs given cotangents of its outputs (None = zero)."""
-    r = len(residuals)
-    env: dict[Var, Any] = dict(zip(linear.invars[:r], residuals))
-    linear_vars: set[Var] = set(linear.invars[r:])
+def backward_pass(linear: Graph, residuals: Sequence[Any], cts_out: Sequence[Any],
+                  linear_mask: Sequence[bool] | None = None) -> list[Any]:
+    """Cotangents of ``linear``'s linear inputs given cotangents of its outputs (None = zero).
+
+    By default the first ``len(residuals)`` inputs are the known residuals and the rest are
+    linear; ``linear_mask`` marks the linear inputs explicitly instead.
+    """
+    if linear_mask is None:
+        linear_mask = [False] * len(residuals) + [True] * (len(linear.invars) - len(residuals))
+    known_vars = [v for v, m in zip(linear.invars, linear_mask) if not m]
+    env: dict[Var, Any] = dict(zip(known_vars, residuals))
+    env.update(zip(linear.constvars, linear.consts))
+    lin_inputs = [v for v, m in zip(linear.invars, linear_mask) if m]
+    linear_vars: set[Var] = set(lin_inputs)
     for e in linear.eqns:
         linear_vars.update(e.outputs)
     ct_env: dict[Var, Any] = {}
@@ -162,4 +177,4 @@ def backward_pass(linear: Graph, residuals: Sequence[Any], cts_out: Sequence[Any
             raise
         for a, c in zip(e.inputs, cts_in):
             write(a, c)
-    return [ct_env.get(v) for v in linear.invars[r:]]
+    return [ct_env.get(v) for v in lin_inputs]

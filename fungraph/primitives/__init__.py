@@ -4,6 +4,7 @@ from fungraph.primitives import (  # noqa: F401
     callback,
     conv,
     elementwise,
+    fused,
     indexing,
     linalg,
     reductions,

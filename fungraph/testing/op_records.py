@@ -162,6 +162,23 @@ def _pool_ref(x: np.ndarray, k: int, s: int, op: Callable[..., Any]) -> np.ndarr
     return out
 
 
+def _same_pads(n: int, k: int, s: int) -> tuple[int, int]:
+    out = -(-n // s)
+    total = max((out - 1) * s + k - n, 0)
+    return total // 2, total - total // 2
+
+
+def _same_pool_ref(x: np.ndarray, k: int, s: int, op: Callable[..., Any], fill: float) -> np.ndarray:
+    ph, pw = _same_pads(x.shape[2], k, s), _same_pads(x.shape[3], k, s)
+    padded = np.pad(x, ((0, 0), (0, 0), ph, pw), constant_values=fill)
+    return _pool_ref(padded, k, s, op)
+
+
+def _conv_same_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    ph, pw = (w.shape[2] - 1) // 2, (w.shape[3] - 1) // 2
+    return _conv_ref(np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))), w, 1, 0)
+
+
 def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
     x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     n, c, h, wd = x.shape
@@ -275,6 +292,12 @@ OP_RECORDS: tuple[OpRecord, ...] = (
              _pool_shapes(), F),
     OpRecord("avg_pool", lambda x: nn.avg_pool(x, (2, 2), (2, 2)), lambda x: _pool_ref(x, 2, 2, np.mean),
              _pool_shapes(), F, tol32=1e-4),
+    OpRecord("max_pool_same", lambda x: nn.max_pool(x, (3, 3), (2, 2), "SAME"),
+             lambda x: _same_pool_ref(x, 3, 2, np.max, -np.inf), _pool_shapes(), F),
+    OpRecord("avg_pool_same", lambda x: nn.avg_pool(x, (2, 2), (1, 1), "SAME"),
+             lambda x: _same_pool_ref(x, 2, 1, np.mean, 0.0), _pool_shapes(), F, tol32=1e-4),
+    OpRecord("conv_same", lambda x, w: lax.conv(x, w, (1, 1), "SAME"), _conv_same_ref, _conv_shapes().filter(
+        lambda s: s[1][2] % 2 == 1 and s[1][3] % 2 == 1), F, tol32=1e-4),
     OpRecord("conv_valid", lambda x, w: lax.conv(x, w, (1, 1), "VALID"), lambda x, w: _conv_ref(x, w, 1, 0),
              _conv_shapes(), F, tol32=1e-4),
     OpRecord("conv_strided_pad", lambda x, w: lax.conv(x, w, (2, 2), [(1, 1), (1, 1)]),

@@ -1,0 +1,224 @@
+"""The CPU engine: runs a planned graph with numpy, writing each result into its planned
+arena view (``out=``), so a steady-state call allocates only its outputs.
+
+Each primitive's CPU lowering is ``fn(out, *inputs, **params)``: it writes into ``out`` and
+returns it, or, for views (``out is None``), returns a view of its input. Primitives without
+a specific lowering fall back to their numpy ``impl`` followed by a copy into ``out``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fungraph.core import Primitive
+from fungraph.interpreters.memory import MemoryPlan
+from fungraph.ir import Graph, Literal, Var
+
+Lowering = Callable[..., Any]
+
+
+def _ufunc_lowering(ufunc: np.ufunc) -> Lowering:
+    def run(out: np.ndarray, *ins: Any) -> np.ndarray:
+        return ufunc(*ins, out=out)
+
+    return run
+
+
+def _view_lowering(view: Callable[..., np.ndarray]) -> Lowering:
+    def run(out: np.ndarray | None, x: Any, **params: Any) -> np.ndarray:
+        v = view(np.asarray(x), **params)
+        if out is None:
+            return v
+        np.copyto(out, v)
+        return out
+
+    return run
+
+
+def _reduce_lowering(reducer: Callable[..., Any]) -> Lowering:
+    def run(out: np.ndarray, x: Any, *, axes: tuple[int, ...]) -> np.ndarray:
+        return reducer(x, axis=axes, out=out)
+
+    return run
+
+
+def _dot_lowering(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers: Any) -> np.ndarray:
+    (lc, rc), (lb, rb) = dimension_numbers
+    if not lb and lhs.ndim == 2 and rhs.ndim == 2 and lc == (1,) and rc == (0,):
+        return np.matmul(lhs, rhs, out=out)
+    from fungraph.primitives.linalg import _free
+
+    lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
+    size = lambda a, ds: int(np.prod([a.shape[d] for d in ds], dtype=np.int64))  # noqa: E731
+    b, m, k, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
+    lt = np.transpose(lhs, lb + lf + lc).reshape(b, m, k)
+    rt = np.transpose(rhs, rb + rc + rf).reshape(b, k, n)
+    target = out.reshape(b, m, n)
+    if not np.shares_memory(target, out):
+        target = np.empty((b, m, n), out.dtype)
+        np.matmul(lt, rt, out=target)
+        np.copyto(out, target.reshape(out.shape))
+        return out
+    np.matmul(lt, rt, out=target)
+    return out
+
+
+def _integer_pow(out: np.ndarray, x: Any, *, y: int) -> np.ndarray:
+    if y == 2:
+        return np.multiply(x, x, out=out)
+    return np.power(x, y, out=out)
+
+
+def _fma(out: np.ndarray, a: Any, b: Any, c: Any) -> np.ndarray:
+    if np.shares_memory(out, c):
+        np.add(np.multiply(a, b), c, out=out)
+        return out
+    np.multiply(a, b, out=out)
+    return np.add(out, c, out=out)
+
+
+def _convert(out: np.ndarray, x: Any, *, new_dtype: Any) -> np.ndarray:
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
+def _bid_view(x: np.ndarray, *, shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]) -> np.ndarray:
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), shape)
+
+
+def _slice_view(x: np.ndarray, *, start_indices: tuple, limit_indices: tuple, strides: tuple) -> np.ndarray:
+    return x[tuple(slice(a, b, s) for a, b, s in zip(start_indices, limit_indices, strides))]
+
+
+CPU_LOWERINGS: dict[str, Lowering] = {
+    "reshape": _view_lowering(lambda x, *, new_sizes: x.reshape(new_sizes)),
+    "transpose": _view_lowering(lambda x, *, permutation: np.transpose(x, permutation)),
+    "broadcast_in_dim": _view_lowering(_bid_view),
+    "slice": _view_lowering(_slice_view),
+    "rev": _view_lowering(lambda x, *, dimensions: np.flip(x, dimensions)),
+    "reduce_sum": _reduce_lowering(np.sum),
+    "reduce_max": _reduce_lowering(np.max),
+    "reduce_min": _reduce_lowering(np.min),
+    "reduce_prod": _reduce_lowering(np.prod),
+    "dot_general": _dot_lowering,
+    "integer_pow": _integer_pow,
+    "fma": _fma,
+    "convert_element_type": _convert,
+}
+
+
+def lowering_for(prim: Primitive) -> tuple[Lowering, bool]:
+    """The CPU lowering of ``prim`` and whether it is specific (False: impl + copy)."""
+    if "cpu" in prim.lowerings:
+        return prim.lowerings["cpu"], True
+    if prim.name in CPU_LOWERINGS:
+        return CPU_LOWERINGS[prim.name], True
+    if isinstance(prim.impl, np.ufunc) and prim.impl.nout == 1:
+        return _ufunc_lowering(prim.impl), True
+    return _fallback(prim), False
+
+
+def _fallback(prim: Primitive) -> Lowering:
+    impl = prim.impl
+
+    def run(out: Any, *ins: Any, **params: Any) -> Any:
+        res = impl(*ins, **params)
+        if prim.multiple_results:
+            for o, r in zip(out, res):
+                np.copyto(o, r, casting="unsafe")
+            return out
+        np.copyto(out, res, casting="unsafe")
+        return out
+
+    return run
+
+
+class CpuExecutable:
+    """A planned graph bound to one arena; ``run(args)`` returns fresh output arrays."""
+
+    def __init__(self, graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> None:
+        self.graph = graph
+        self.plan = plan
+        self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
+        self.arena = _aligned_bytes(plan.arena_bytes)
+        self.fallback_eqns = 0
+        self.allocations_per_call = 0
+        slot: dict[Var, int] = {}
+        self.env: list[Any] = []
+
+        def new_slot(value: Any = None) -> int:
+            self.env.append(value)
+            return len(self.env) - 1
+
+        self.input_slots = [new_slot() for _ in graph.invars]
+        slot.update(zip(graph.invars, self.input_slots))
+        for v, c in zip(graph.constvars, graph.consts):
+            slot[v] = new_slot(c)
+        outputs = {a for a in graph.outvars if isinstance(a, Var)}
+
+        def operand(a: Any) -> int:
+            return new_slot(a.array) if isinstance(a, Literal) else slot[a]
+
+        self.program: list[tuple[Callable[..., Any], tuple[int, ...], tuple[int, ...], Any, Any, dict]] = []
+        for e in graph.eqns:
+            fn, specific = lowering_for(e.primitive)
+            if not specific:
+                self.fallback_eqns += 1
+            ins = tuple(operand(a) for a in e.inputs)
+            outs = []
+            fixed = []
+            alloc = []
+            for o in e.outputs:
+                p = plan.placements[o]
+                outs.append(new_slot())
+                slot[o] = outs[-1]
+                if o in outputs or p.kind == "pinned":
+                    fixed.append(None)
+                    alloc.append((o.aval.shape, o.aval.dtype))
+                    self.allocations_per_call += 1
+                elif p.kind == "view":
+                    fixed.append(None)
+                    alloc.append(None)
+                else:
+                    fixed.append(self._arena_view(p.offset, o))
+                    alloc.append(None)
+            self.program.append((fn, ins, tuple(outs), tuple(fixed), tuple(alloc), dict(e.params)))
+        self.output_slots = [operand(a) if isinstance(a, Literal) else slot[a] for a in graph.outvars]
+        self.outputs_to_copy = [not (isinstance(a, Var) and a in outputs and _produced(graph, a))
+                                for a in graph.outvars]
+
+    def _arena_view(self, offset: int, v: Var) -> np.ndarray:
+        n = v.aval.nbytes
+        return self.arena[offset:offset + n].view(v.aval.dtype).reshape(v.aval.shape)
+
+    def run(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        env = self.env
+        for s, a in zip(self.input_slots, args):
+            env[s] = a
+        for fn, ins, outs, fixed, alloc, params in self.program:
+            if len(outs) == 1:
+                out = fixed[0] if alloc[0] is None else np.empty(*alloc[0])
+                env[outs[0]] = fn(out, *[env[i] for i in ins], **params)
+            else:
+                bufs = [f if a is None else np.empty(*a) for f, a in zip(fixed, alloc)]
+                env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
+        results = [np.array(env[s]) if copy else env[s] for s, copy in zip(self.output_slots, self.outputs_to_copy)]
+        for s in self.input_slots:
+            env[s] = None
+        return results
+
+
+def _produced(graph: Graph, v: Var) -> bool:
+    return v not in set(graph.invars) and v not in set(graph.constvars)
+
+
+def _aligned_bytes(n: int, alignment: int = 64) -> np.ndarray:
+    raw = np.empty(n + alignment, np.uint8)
+    start = (-raw.ctypes.data) % alignment
+    return raw[start:start + n]

@@ -1,0 +1,168 @@
+"""Graph-level memory planning: every intermediate gets an arena offset before execution.
+
+Values are grouped into *buffers*: an elementwise equation may write into an input's buffer
+at that input's last use (in-place), and a view (reshape, transpose, slice, broadcast, rev)
+shares its base's buffer and extends its lifetime. Inputs, constants and outputs are pinned:
+they live outside the arena and are never reused. Buffer lifetimes become intervals that the
+interval planner (``offsets.plan_offsets``) packs into one arena, 64-byte aligned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fungraph.interpreters.offsets import plan_offsets
+from fungraph.ir import Graph, Var
+
+ALIGNMENT = 64
+VIEW_PRIMITIVES = frozenset({"reshape", "transpose", "broadcast_in_dim", "slice", "rev"})
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one value lives: ``kind`` is buffer, inplace (reuses ``origin``'s buffer),
+    view (of ``origin``), or pinned (input, constant, output: outside the arena)."""
+
+    kind: str
+    offset: int
+    size: int
+    start: int
+    end: int
+    origin: Var | None = None
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    arena_bytes: int
+    lower_bound_bytes: int
+    unplanned_bytes: int
+    pinned_bytes: int
+    strategy: str
+    placements: dict[Var, Placement]
+    planning_seconds: float
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for p in self.placements.values():
+            counts[p.kind] = counts.get(p.kind, 0) + 1
+        ratio = self.arena_bytes / self.unplanned_bytes if self.unplanned_bytes else 0.0
+        return (f"arena {self.arena_bytes} B (liveness lower bound {self.lower_bound_bytes} B, "
+                f"{ratio:.1%} of the {self.unplanned_bytes} B of unplanned intermediates); "
+                f"pinned {self.pinned_bytes} B; strategy {self.strategy}; "
+                + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGNMENT) * ALIGNMENT
+
+
+def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "greedy_size",
+                inplace: bool = True) -> MemoryPlan:
+    """Plan ``graph``'s intermediates. ``donated[i]`` lets input ``i``'s buffer be reused
+    by an in-place equation (it still lives outside the arena)."""
+    import time
+
+    t0 = time.perf_counter()
+    outputs = {a for a in graph.outvars if isinstance(a, Var)}
+    donated_inputs = {v for v, d in zip(graph.invars, donated) if d}
+    last_use: dict[Var, int] = {}
+    for i, e in enumerate(graph.eqns):
+        for a in e.inputs:
+            if isinstance(a, Var):
+                last_use[a] = i
+    n = len(graph.eqns)
+    for a in outputs:
+        last_use[a] = n
+    root: dict[Var, Var] = {}
+    pinned: set[Var] = set(graph.invars) | set(graph.constvars) | outputs
+    for v in graph.invars + graph.constvars:
+        root[v] = v
+    start: dict[Var, int] = {}
+    end: dict[Var, int] = {}
+    kind: dict[Var, str] = {}
+    origin: dict[Var, Var] = {}
+    for i, e in enumerate(graph.eqns):
+        for o in e.outputs:
+            view_src = e.inputs[0] if e.primitive.name in VIEW_PRIMITIVES else None
+            if isinstance(view_src, Var) and o not in outputs:
+                r = root[view_src]
+                root[o] = r
+                kind[o] = "view"
+                origin[o] = view_src
+                end[r] = max(end.get(r, 0), last_use.get(o, i) + 1)
+                continue
+            reuse = _inplace_candidate(e, o, i, root, kind, last_use, end, pinned, donated_inputs, outputs) \
+                if inplace else None
+            if reuse is not None:
+                r = root[reuse]
+                root[o] = r
+                kind[o] = "inplace"
+                origin[o] = reuse
+                end[r] = max(end[r], last_use.get(o, i) + 1) if r in end else last_use.get(o, i) + 1
+                continue
+            root[o] = o
+            kind[o] = "pinned" if o in pinned else "buffer"
+            start[o] = i
+            end[o] = max(end.get(o, 0), last_use.get(o, i) + 1)
+    buffers = [v for v in start if kind[v] == "buffer"]
+    intervals = [(start[v], end[v], _aligned(v.aval.nbytes)) for v in buffers]
+    plan = plan_offsets(intervals, strategy=strategy, alignment=ALIGNMENT) if intervals else None
+    offsets = dict(zip(buffers, plan.offsets)) if plan else {}
+    placements: dict[Var, Placement] = {}
+    for v in list(graph.invars) + list(graph.constvars):
+        placements[v] = Placement("pinned", -1, v.aval.nbytes, -1, last_use.get(v, -1) + 1)
+    for v, k in kind.items():
+        r = root[v]
+        off = offsets.get(r, -1)
+        s = start.get(v, start.get(r, -1))
+        placements[v] = Placement(k, off, v.aval.nbytes, s, end.get(r, s + 1), origin.get(v))
+    pinned_bytes = sum(v.aval.nbytes for v in pinned)
+    unplanned = sum(o.aval.nbytes for e in graph.eqns for o in e.outputs if o not in outputs)
+    return MemoryPlan(plan.arena_bytes if plan else 0, plan.lower_bound_bytes if plan else 0, unplanned,
+                      pinned_bytes, plan.strategy if plan else "none", placements, time.perf_counter() - t0)
+
+
+def _inplace_candidate(e, o, i, root, kind, last_use, end, pinned, donated, outputs) -> Var | None:  # noqa: ANN001
+    """An input whose buffer the output may take over: elementwise, same type, last use here,
+    and a whole buffer (a view's base may be smaller or laid out differently)."""
+    if not e.primitive.inplace or o in outputs:
+        return None
+    for k in e.primitive.inplace:
+        if k >= len(e.inputs):
+            continue
+        a = e.inputs[k]
+        if not isinstance(a, Var) or a.aval != o.aval or last_use.get(a) != i:
+            continue
+        r = root.get(a)
+        if r is None or kind.get(a) == "view" or r.aval.nbytes != o.aval.nbytes:
+            continue
+        if r in pinned and r not in donated:
+            continue
+        if end.get(r, i + 1) > i + 1:
+            continue  # another alias of this buffer is still read later
+        if any(b is not a and isinstance(b, Var) and root.get(b) is r for b in e.inputs):
+            continue  # the same buffer feeds another operand with a different layout
+        return a
+    return None
+
+
+def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
+    """No two arena buffers live at the same step overlap; pinned values are never reused;
+    in-place reuse only where the primitive declares it."""
+    from fungraph.interpreters.offsets import verify_offsets
+
+    roots = [(v, p) for v, p in plan.placements.items() if p.kind == "buffer"]
+    verify_offsets([(p.start, p.end, _aligned(p.size)) for _, p in roots], [p.offset for _, p in roots])
+    for v, p in plan.placements.items():
+        if p.kind == "buffer" and p.offset + _aligned(p.size) > plan.arena_bytes:
+            raise AssertionError(f"buffer of {v.aval} at {p.offset} exceeds the arena ({plan.arena_bytes} B)")
+    producer = {o: e for e in graph.eqns for o in e.outputs}
+    for v, p in plan.placements.items():
+        if p.kind == "inplace":
+            e = producer[v]
+            if not e.primitive.inplace or p.origin not in [e.inputs[k] for k in e.primitive.inplace
+                                                           if k < len(e.inputs)]:
+                raise AssertionError(f"{e.primitive.name} does not allow in-place reuse of that input")
+        if p.kind == "pinned" and p.offset != -1:
+            raise AssertionError("a pinned value was placed in the arena")

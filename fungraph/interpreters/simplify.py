@@ -1,0 +1,171 @@
+"""Algebraic simplification as a table of rewrite rules, each with its identity beside it.
+
+A rule sees the equation (inputs already substituted) and returns the atom that replaces its
+output, or None. Rules never change an output's shape or dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from fungraph.interpreters.rewrite import Rewriter
+from fungraph.ir import Atom, Eqn, Graph, Literal
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives import shape as sh
+
+
+def _is(a: Atom, value: float) -> bool:
+    if isinstance(a, Literal):
+        return a.value == value
+    return False
+
+
+def _fits(a: Atom, e: Eqn) -> bool:
+    return a.aval == e.outputs[0].aval
+
+
+def _add_zero(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
+    if _is(y, 0) and _fits(x, e):
+        return x
+    if _is(x, 0) and _fits(y, e):
+        return y
+    return None
+
+
+def _sub_zero(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
+    return x if _is(y, 0) and _fits(x, e) else None
+
+
+def _mul_one(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
+    if _is(y, 1) and _fits(x, e):
+        return x
+    if _is(x, 1) and _fits(y, e):
+        return y
+    return None
+
+
+def _mul_zero(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
+    if not (_is(x, 0) or _is(y, 0)):
+        return None
+    out = e.outputs[0].aval
+    zero = Literal(np.zeros((), out.dtype).item(), type(out)((), out.dtype))
+    if out.shape == ():
+        return zero
+    (v,) = rw.emit(sh.broadcast_in_dim_p, [zero], {"shape": out.shape, "broadcast_dimensions": ()}, e.source)
+    return v
+
+
+def _div_one(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
+    return x if _is(y, 1) and _fits(x, e) else None
+
+
+def _neg_neg(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
+    p = rw.producer(x)
+    return p.inputs[0] if p is not None and p.primitive is ew.neg_p else None
+
+
+def _pow_small(rw: Rewriter, e: Eqn, x: Atom, *rest: Atom) -> Atom | None:
+    n = e.params["y"] if e.primitive is ew.integer_pow_p else (rest[0].value if isinstance(rest[0], Literal) else None)
+    if n == 1 and _fits(x, e):
+        return x
+    if n == 2 and _fits(x, e):
+        (v,) = rw.emit(ew.mul_p, [x, x], None, e.source)
+        return v
+    return None
+
+
+def _transpose_transpose(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
+    p = rw.producer(x)
+    if p is None or p.primitive is not sh.transpose_p:
+        return None
+    inner, outer = p.params["permutation"], e.params["permutation"]
+    perm = tuple(inner[i] for i in outer)
+    if perm == tuple(range(len(perm))):
+        return p.inputs[0]
+    (v,) = rw.emit(sh.transpose_p, [p.inputs[0]], {"permutation": perm}, e.source)
+    return v
+
+
+def _reshape_reshape(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
+    p = rw.producer(x)
+    if p is not None and p.primitive is sh.reshape_p:
+        src = p.inputs[0]
+        if src.aval == e.outputs[0].aval:
+            return src
+        (v,) = rw.emit(sh.reshape_p, [src], e.params, e.source)
+        return v
+    return x if _fits(x, e) else None
+
+
+def _drop_broadcast(rw: Rewriter, e: Eqn, *ins: Atom) -> Atom | None:
+    """An operand made by a numpy-style broadcast_in_dim can feed the broadcasting op directly."""
+    new = list(ins)
+    changed = False
+    for i, a in enumerate(ins):
+        p = rw.producer(a)
+        if p is None or p.primitive is not sh.broadcast_in_dim_p:
+            continue
+        src = p.inputs[0]
+        out_rank = len(p.params["shape"])
+        if p.params["broadcast_dimensions"] != tuple(range(out_rank - src.aval.ndim, out_rank)):
+            continue
+        trial = new[:i] + [src] + new[i + 1:]
+        try:
+            shape = tuple(np.broadcast_shapes(*(t.aval.shape for t in trial)))
+        except ValueError:
+            continue
+        if shape == e.outputs[0].aval.shape:
+            new = trial
+            changed = True
+    if not changed:
+        return None
+    (v,) = rw.emit(e.primitive, new, e.params, e.source)
+    return v
+
+
+@dataclass(frozen=True)
+class Rule:
+    primitive: str
+    identity: str
+    apply: Callable[..., Atom | None]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("add", "x + 0 = 0 + x = x", _add_zero),
+    Rule("sub", "x - 0 = x", _sub_zero),
+    Rule("mul", "x * 1 = 1 * x = x", _mul_one),
+    Rule("mul", "x * 0 = 0 (broadcast to the output shape)", _mul_zero),
+    Rule("div", "x / 1 = x", _div_one),
+    Rule("neg", "-(-x) = x", _neg_neg),
+    Rule("integer_pow", "x ** 1 = x,  x ** 2 = x * x", _pow_small),
+    Rule("pow", "x ** 1.0 = x,  x ** 2.0 = x * x", _pow_small),
+    Rule("transpose", "transpose(transpose(x, p), q) = transpose(x, p o q)", _transpose_transpose),
+    Rule("reshape", "reshape(reshape(x)) = reshape(x)", _reshape_reshape),
+    *(Rule(name, f"{name}(x, broadcast(y)) = {name}(x, y) when {name} broadcasts", _drop_broadcast)
+      for name in ("add", "sub", "mul", "div", "max", "min", "select", "fma")),
+)
+
+_BY_PRIM: dict[str, tuple[Rule, ...]] = {}
+for _r in RULES:
+    _BY_PRIM[_r.primitive] = _BY_PRIM.get(_r.primitive, ()) + (_r,)
+
+
+def simplify(graph: Graph) -> Graph:
+    rw = Rewriter(graph)
+    for e in graph.eqns:
+        ins = rw.inputs(e)
+        rules = _BY_PRIM.get(e.primitive.name, ())
+        replacement = None
+        if len(e.outputs) == 1:
+            for rule in rules:
+                replacement = rule.apply(rw, e, *ins)
+                if replacement is not None:
+                    break
+        if replacement is None:
+            rw.keep(e)
+        else:
+            rw.replace(e.outputs[0], replacement)
+    return rw.finish()

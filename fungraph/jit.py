@@ -1,0 +1,320 @@
+"""``jit``: stage once per input signature, optimise, plan memory, run on an engine.
+
+A jitted function is a ``jit_call`` equation holding its staged graph, so every other
+interpreter sees through it: its jvp is a ``jit_call`` of the JVP graph, reverse mode splits
+it into a forward and a backward ``jit_call`` (both compiled), and ``jit`` inside ``jit`` is
+inlined. Compiled plans are cached by signature per function, and across functions by the
+graph's structural hash, so a re-created closure that traces to the same graph reuses the
+optimised, planned result.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fungraph.api import abstractify, flat_fun, split_static
+from fungraph.backends.cpu import CpuExecutable
+from fungraph.core import Primitive, Tracer, to_concrete_dtype_array
+from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.memory import MemoryPlan, plan_memory
+from fungraph.interpreters.optimize import PassStat, format_stats, optimize
+from fungraph.interpreters.staging import stage
+from fungraph.interpreters.transpose import backward_pass, partial_eval
+from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
+from fungraph.primitives._rules import is_undefined, zeros
+from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+
+BACKENDS = ("cpu",)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A staged graph after optimisation and planning, bound to an executable."""
+
+    staged: Graph
+    graph: Graph
+    stats: tuple[PassStat, ...]
+    plan: MemoryPlan
+    executable: CpuExecutable
+    seconds: dict[str, float]
+
+
+_COMPILED: dict[tuple[Graph, str, tuple[bool, ...]], Compiled] = {}
+_TRANSFORMED: dict[tuple[str, Graph, tuple[bool, ...]], Any] = {}
+
+
+def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = ()) -> Compiled:
+    """Optimise and plan ``graph`` once; later calls with an equal graph hit the cache."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+    key = (graph, backend, tuple(donated))
+    hit = _COMPILED.get(key)
+    if hit is not None:
+        return hit
+    t0 = time.perf_counter()
+    optimised, stats = optimize(graph)
+    t1 = time.perf_counter()
+    plan = plan_memory(optimised, donated)
+    t2 = time.perf_counter()
+    exe = CpuExecutable(optimised, plan, donated)
+    t3 = time.perf_counter()
+    compiled = Compiled(graph, optimised, stats, plan, exe,
+                        {"optimise": t1 - t0, "plan": t2 - t1, "prepare": t3 - t2})
+    _COMPILED[key] = compiled
+    return compiled
+
+
+def clear_caches() -> None:
+    _COMPILED.clear()
+    _TRANSFORMED.clear()
+
+
+def _cached(kind: str, graph: Graph, mask: tuple[bool, ...], build: Callable[[], Any]) -> Any:
+    key = (kind, graph, mask)
+    if key not in _TRANSFORMED:
+        _TRANSFORMED[key] = build()
+    return _TRANSFORMED[key]
+
+
+# --- the jit_call primitive --------------------------------------------------------------
+
+
+def _jit_call_impl(*args: Any, call: Graph, name: str, backend: str) -> list[np.ndarray]:
+    return compile_graph(call, backend).executable.run([to_concrete_dtype_array(a) for a in args])
+
+
+jit_call_p = Primitive("jit_call", impl=_jit_call_impl, multiple_results=True,
+                       abstract_eval=lambda *avals, call, name, backend: call.out_avals)
+
+
+def jvp_graph(call: Graph, differentiable: tuple[bool, ...]) -> Graph:
+    """The graph of ``(primals, tangents) -> (outputs, output tangents)`` (cached)."""
+
+    def build() -> Graph:
+        n = len(call.invars)
+        tan_avals = [v.aval for v, d in zip(call.invars, differentiable) if d]
+
+        def fun(*args: Any) -> list[Any]:
+            ts = iter(args[n:])
+            tangents = [next(ts) if d else None for d in differentiable]
+            p, t = jvp_flat(lambda *a: eval_graph(call, *a), args[:n], tangents)
+            return list(p) + list(t)
+
+        return stage(fun, list(call.in_avals) + tan_avals)[0]
+
+    return _cached("jvp", call, differentiable, build)
+
+
+@jit_call_p.def_jvp
+def _jit_call_jvp(primals: tuple, tangents: tuple, *, call: Graph, name: str, backend: str) -> tuple:
+    diff = tuple(t is not None for t in tangents)
+    jg = jvp_graph(call, diff)
+    outs = jit_call_p.bind(*primals, *[t for t in tangents if t is not None], call=jg, name=f"jvp({name})",
+                           backend=backend)
+    n = len(call.outvars)
+    return outs[:n], outs[n:]
+
+
+def _jit_call_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
+    """Split a jit_call with some unknown inputs into a known and an unknown jit_call."""
+    call = eqn.params["call"]
+    known_g, lin_g, r, out_unknown = _cached("pe", call, tuple(unknown), lambda: partial_eval(call, unknown))
+    res = [Var(v.aval) for v in lin_g.invars[:r]]
+    known_outs = [o for o, u in zip(eqn.outputs, out_unknown) if not u]
+    name, backend = eqn.params["name"], eqn.params["backend"]
+    known_eqn = Eqn(jit_call_p, tuple(a for a, u in zip(eqn.inputs, unknown) if not u),
+                    tuple(known_outs) + tuple(res), Params({"call": known_g, "name": f"{name}.known",
+                                                             "backend": backend}), eqn.source)
+    unknown_eqn = Eqn(jit_call_p, tuple(res) + tuple(a for a, u in zip(eqn.inputs, unknown) if u),
+                      tuple(o for o, u in zip(eqn.outputs, out_unknown) if u),
+                      Params({"call": lin_g, "name": f"{name}.linear", "backend": backend}), eqn.source)
+    return [known_eqn], [unknown_eqn]
+
+
+jit_call_p.partial_eval = _jit_call_partial_eval
+
+
+def transpose_graph(call: Graph, linear_mask: tuple[bool, ...]) -> Graph:
+    """The graph of ``(known inputs, output cotangents) -> cotangents of the linear inputs``."""
+
+    def build() -> Graph:
+        known_avals = [v.aval for v, m in zip(call.invars, linear_mask) if not m]
+        k = len(known_avals)
+
+        def fun(*args: Any) -> list[Any]:
+            cts = backward_pass(call, args[:k], args[k:], linear_mask)
+            lin_avals = [v.aval for v, m in zip(call.invars, linear_mask) if m]
+            return [zeros(a) if c is None else c for c, a in zip(cts, lin_avals)]
+
+        return stage(fun, known_avals + list(call.out_avals))[0]
+
+    return _cached("transpose", call, linear_mask, build)
+
+
+@jit_call_p.def_transpose
+def _jit_call_transpose(cts: Sequence[Any], *args: Any, call: Graph, name: str, backend: str) -> tuple:
+    mask = tuple(is_undefined(a) for a in args)
+    tg = transpose_graph(call, mask)
+    known = [a for a in args if not is_undefined(a)]
+    ct_vals = [zeros(v.aval) if c is None else c for c, v in zip(cts, call.outvars)]
+    outs = iter(jit_call_p.bind(*known, *ct_vals, call=tg, name=f"transpose({name})", backend=backend))
+    return tuple(next(outs) if m else None for m in mask)
+
+
+
+
+# --- the user-facing jit -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """What ``jit(f).lower(*args)`` shows: the optimised graph, pass statistics, memory plan."""
+
+    compiled: Compiled
+
+    @property
+    def graph(self) -> Graph:
+        return self.compiled.graph
+
+    @property
+    def staged(self) -> Graph:
+        return self.compiled.staged
+
+    @property
+    def stats(self) -> tuple[PassStat, ...]:
+        return self.compiled.stats
+
+    @property
+    def plan(self) -> MemoryPlan:
+        return self.compiled.plan
+
+    @property
+    def text(self) -> str:
+        return (f"{self.graph}\n\n{format_stats(self.stats)}\n\nmemory plan: {self.plan.summary()}")
+
+    def as_dot(self) -> str:
+        from fungraph.viz import to_dot
+
+        return to_dot(self.graph, self.plan)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    graph: Graph
+    out_tree: PyTreeDef
+    compiled: Compiled | None
+
+
+class Jitted:
+    """A function staged and compiled once per input signature."""
+
+    def __init__(self, fun: Callable[..., Any], static_argnums: Sequence[int], donate_argnums: Sequence[int],
+                 backend: str, incremental: bool) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+        self.fun = fun
+        self.static_argnums = tuple(static_argnums)
+        self.donate_argnums = tuple(donate_argnums)
+        self.backend = backend
+        self.incremental = incremental
+        self._cache: dict[Hashable, _Entry] = {}
+        self._incremental: dict[Hashable, Any] = {}
+        functools.update_wrapper(self, fun, updated=())
+
+    def _signature(self, args: Sequence[Any]) -> tuple[list[Any], PyTreeDef, dict[int, Any], Hashable]:
+        dynamic, static = split_static(args, self.static_argnums)
+        leaves, in_tree = tree_flatten(dynamic)
+        try:
+            static_key = tuple(sorted(static.items()))
+            hash(static_key)
+        except TypeError:
+            raise TypeError(f"static arguments of jit({self.__name__}) must be hashable, got "
+                            f"{[type(v).__name__ for v in static.values()]}") from None
+        avals = tuple(abstractify(x) for x in leaves)
+        return leaves, in_tree, static, (in_tree, static_key, avals)
+
+    def _stage(self, in_tree: PyTreeDef, static: dict[int, Any], avals: Sequence[ShapedArray]) -> tuple:
+        box: list[PyTreeDef] = []
+        graph, closure = stage(flat_fun(self.fun, in_tree, static, box), list(avals))
+        return graph, closure, box[0]
+
+    def _donated_mask(self, args: Sequence[Any], n_leaves: int) -> tuple[bool, ...]:
+        if not self.donate_argnums:
+            return (False,) * n_leaves
+        mask: list[bool] = []
+        for i, a in enumerate(args):
+            if i in self.static_argnums:
+                continue
+            mask += [i in self.donate_argnums] * len(tree_flatten(a)[0])
+        return tuple(mask)
+
+    def __call__(self, *args: Any) -> Any:
+        leaves, in_tree, static, key = self._signature(args)
+        if any(isinstance(x, Tracer) for x in leaves):
+            graph, closure, out_tree = self._stage(in_tree, static, key[2])
+            outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
+            return tree_unflatten(out_tree, outs)
+        entry = self._cache.get(key)
+        if entry is None:
+            graph, closure, out_tree = self._stage(in_tree, static, key[2])
+            if closure:
+                outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
+                return tree_unflatten(out_tree, outs)
+            donated = self._donated_mask(args, len(leaves))
+            compiled = None if self.incremental else compile_graph(graph, self.backend, donated)
+            entry = _Entry(graph, out_tree, compiled)
+            self._cache[key] = entry
+        arrays = self._prepare(leaves, entry)
+        if entry.compiled is None:
+            outs = self._run_incremental(key, entry.graph, arrays)
+        else:
+            outs = entry.compiled.executable.run(arrays)
+        return tree_unflatten(entry.out_tree, outs)
+
+    def _prepare(self, leaves: Sequence[Any], entry: _Entry) -> list[np.ndarray]:
+        arrays = [to_concrete_dtype_array(x) for x in leaves]
+        if entry.compiled is not None and any(entry.compiled.executable.donated):
+            for i, d in enumerate(entry.compiled.executable.donated):
+                a = arrays[i]
+                shared = any(j != i and np.shares_memory(a, b) for j, b in enumerate(arrays))
+                if d and (not a.flags.writeable or not a.flags.c_contiguous or shared):
+                    arrays[i] = np.array(a, copy=True)
+        return arrays
+
+    def _run_incremental(self, key: Hashable, graph: Graph, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        from fungraph.backends.incremental import IncrementalExecutable
+
+        exe = self._incremental.get(key)
+        if exe is None:
+            exe = self._incremental[key] = IncrementalExecutable(optimize(graph)[0])
+        return exe.run(arrays)
+
+    def lower(self, *args: Any) -> Lowered:
+        leaves, in_tree, static, key = self._signature(args)
+        graph, closure, _ = self._stage(in_tree, static, key[2])
+        if closure:
+            raise TypeError(f"jit({self.__name__}).lower: the function closes over traced values")
+        return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves))))
+
+    def last_incremental(self) -> Any:
+        """The incremental executable of the most recent signature (for inspection in tests)."""
+        return next(reversed(self._incremental.values()), None)
+
+
+def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
+        donate_argnums: int | Sequence[int] = (), backend: str = "cpu", incremental: bool = False) -> Any:
+    """Compile ``fun``: trace it once per input signature, optimise, plan memory and execute."""
+    sa = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    da = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+    if fun is None:
+        return lambda f: Jitted(f, sa, da, backend, incremental)
+    return Jitted(fun, sa, da, backend, incremental)
+
+

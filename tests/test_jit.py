@@ -1,0 +1,258 @@
+"""jit: differential tests against eager, composition, passes, cache, engine, donation, incremental."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph import dtypes
+from fungraph.interpreters.cse import cse
+from fungraph.interpreters.dce import dce
+from fungraph.interpreters.fold import fold_constants
+from fungraph.interpreters.fuse import fuse_adagrad, fuse_fma
+from fungraph.interpreters.memory import plan_memory, verify_plan
+from fungraph.interpreters.optimize import DEFAULT_PASSES, optimize
+from fungraph.interpreters.simplify import RULES, simplify
+from fungraph.jit import compile_graph
+from fungraph.primitives.fused import adagrad_reference
+from fungraph.testing import OP_RECORDS, Program, programs
+from tests.helpers import assert_matches, draw_args, tolerance
+
+RECORDS = {r.name: r for r in OP_RECORDS}
+DIFFERENTIABLE = [r.name for r in OP_RECORDS if r.differentiable]
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+@settings(max_examples=10)
+@given(data=st.data())
+def test_every_op_under_jit_matches_eager(name: str, data: st.DataObject) -> None:
+    rec = RECORDS[name]
+    args = draw_args(data, rec)
+    with np.errstate(all="ignore"):
+        want = rec.fun(*args)
+        got = fg.jit(rec.fun)(*args)
+    assert_matches(got, want, tolerance(rec, args), f"jit({name})")
+
+
+def _float_wrapper(rec, args):
+    pos = [i for i, a in enumerate(args) if np.asarray(a).dtype.kind == "f"]
+
+    def scalar_loss(*fargs):
+        full = list(args)
+        for i, a in zip(pos, fargs):
+            full[i] = a
+        out = rec.fun(*full)
+        return fnp.sum(fnp.sin(out))
+
+    return scalar_loss, [args[i] for i in pos]
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+@settings(max_examples=5)
+@given(data=st.data())
+def test_grad_of_jit_and_jit_of_grad_match_eager(name: str, data: st.DataObject) -> None:
+    rec = RECORDS[name]
+    args = draw_args(data, rec, dtype_choices=(dtypes.float64,), seeded=True)
+    f, fargs = _float_wrapper(rec, args)
+    argnums = tuple(range(len(fargs)))
+    want = fg.grad(f, argnums)(*fargs)
+    for label, g in (("grad(jit)", fg.grad(fg.jit(f), argnums)), ("jit(grad)", fg.jit(fg.grad(f, argnums)))):
+        got = g(*fargs)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=f"{label} of {name}")
+
+
+def test_compositions_agree() -> None:
+    f = lambda x: fnp.sum(fnp.tanh(x) ** 3)
+    x = np.linspace(-1, 1, 7)
+    want = fg.grad(f)(x)
+    for g in (fg.grad(fg.jit(f)), fg.jit(fg.grad(f)), fg.jit(fg.jit(fg.grad(f))), fg.grad(fg.jit(fg.jit(f))),
+              fg.jit(fg.grad(fg.jit(f)))):
+        np.testing.assert_allclose(g(x), want, rtol=1e-12, atol=1e-14)
+    h = fg.hessian(fg.jit(f))(x)
+    np.testing.assert_allclose(h, fg.hessian(f)(x), rtol=1e-12, atol=1e-14)
+
+
+def test_jit_closing_over_a_tracer() -> None:
+    g = fg.grad(lambda a: fg.jit(lambda y: fnp.sin(a * y))(2.0))(0.5)
+    assert g == pytest.approx(2 * np.cos(1.0))
+
+
+@settings(max_examples=60)
+@given(prog=programs())
+def test_every_pass_preserves_meaning_and_validity(prog: Program) -> None:
+    want = fg.eval_graph(prog.graph, *prog.args)
+    g = prog.graph
+    for name, p in DEFAULT_PASSES:
+        g = p(g)
+        g.verify()
+        got = fg.eval_graph(g, *prog.args)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5 if a.dtype == np.float32 else 1e-12, atol=1e-6,
+                                       err_msg=f"after {name}: {prog}")
+
+
+@settings(max_examples=60)
+@given(prog=programs(), inplace=st.booleans())
+def test_planned_execution_equals_unplanned_bit_for_bit(prog: Program, inplace: bool) -> None:
+    g, _ = optimize(prog.graph)
+    plan = plan_memory(g, inplace=inplace)
+    verify_plan(g, plan)
+    assert plan.arena_bytes >= plan.lower_bound_bytes
+    from fungraph.backends.cpu import CpuExecutable
+
+    got = CpuExecutable(g, plan).run(list(prog.args))
+    want = fg.eval_graph(g, *prog.args)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_dce_cse_fold() -> None:
+    def f(x):
+        unused = fnp.exp(x) * 3
+        a = fnp.sin(x) + fnp.sin(x)
+        c = np.arange(4.0) * 2 + 1
+        return a * c, unused * 0 if False else a
+
+    g = fg.make_graph(f)(np.ones(4))
+    assert len(dce(g).eqns) < len(g.eqns)
+    names = [e.primitive.name for e in cse(dce(g)).eqns]
+    assert names.count("sin") == 1
+    folded = fold_constants(g)
+    assert not any(e.primitive.name == "mul" and all(not isinstance(a, fg.Var) or a in folded.constvars
+                                                      for a in e.inputs) for e in folded.eqns)
+    np.testing.assert_array_equal(fg.eval_graph(folded, np.ones(4))[0], f(np.ones(4))[0])
+
+
+@pytest.mark.parametrize("expr, expected", [
+    (lambda x: x + 0.0, []), (lambda x: 0.0 + x, []), (lambda x: x - 0.0, []), (lambda x: x * 1.0, []),
+    (lambda x: 1.0 * x, []), (lambda x: x / 1.0, []), (lambda x: -(-x), []), (lambda x: x ** 1, []),
+    (lambda x: x ** 2, ["mul"]), (lambda x: x * 0.0, ["broadcast_in_dim"]),
+    (lambda x: fnp.transpose(fnp.transpose(x)), []),
+    (lambda x: fnp.reshape(fnp.reshape(x, (-1,)), (2, 3)), []),
+    (lambda x: x + fnp.broadcast_to(fnp.ones(3), (2, 3)), ["add"]),
+])
+def test_simplification_rules(expr, expected) -> None:
+    x = np.arange(6.0).reshape(2, 3) + 1
+    g = fg.make_graph(expr)(x)
+    s = dce(simplify(g))
+    s.verify()
+    assert [e.primitive.name for e in s.eqns] == expected, str(s)
+    np.testing.assert_array_equal(fg.eval_graph(s, x)[0], fg.eval_graph(g, x)[0])
+    assert all(r.identity for r in RULES)
+
+
+def test_fma_and_adagrad_fusion() -> None:
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    g = fuse_fma(fg.make_graph(lambda a, b, c: a * b + c)(x, x, x))
+    assert [e.primitive.name for e in g.eqns] == ["fma"]
+    g2 = fuse_fma(fg.make_graph(lambda a, b: (a * b) + (a * b) * 2.0)(x, x))
+    g2.verify()
+    w, acc, grad = x, np.abs(x), x * 0.5
+    staged = fg.make_graph(lambda w, acc, g: adagrad_reference(w, acc, g, np.asarray(0.1), np.asarray(1e-8)))(
+        w, acc, grad)
+    fused = fuse_adagrad(staged)
+    fused.verify()
+    assert [e.primitive.name for e in fused.eqns] == ["adagrad"]
+    for a, b in zip(fg.eval_graph(fused, w, acc, grad), fg.eval_graph(staged, w, acc, grad)):
+        np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+def test_lower_exposes_graph_stats_plan_and_dot() -> None:
+    f = fg.jit(lambda x, w: fnp.tanh(x @ w) * 2.0 + 1.0)
+    low = f.lower(np.ones((8, 4)), np.ones((4, 3)))
+    assert [e.primitive.name for e in low.graph.eqns] == ["dot_general", "tanh", "fma"]
+    assert [s.name for s in low.stats][0] == "inline"
+    assert "fuse_fma" in low.text and "memory plan" in low.text
+    assert low.plan.arena_bytes >= low.plan.lower_bound_bytes > 0
+    assert low.plan.unplanned_bytes == 2 * 8 * 3 * 8
+    dot = low.as_dot()
+    assert dot.startswith('digraph "fungraph"') and "block @" in dot and "pinned" in dot
+
+
+def test_signature_cache_traces_once_and_structural_cache_shares_plans() -> None:
+    traces = []
+
+    def f(x):
+        traces.append(1)
+        return fnp.sin(x) * 2.0
+
+    jf = fg.jit(f)
+    x = np.ones(5)
+    jf(x)
+    jf(x + 1)
+    assert len(traces) == 1
+    jf(np.ones(6))
+    assert len(traces) == 2
+    a = fg.jit(lambda x: fnp.sin(x) * 2.0).lower(x).compiled
+    b = fg.jit(lambda y: fnp.sin(y) * 2.0).lower(x).compiled
+    assert a is b
+
+
+def test_outputs_never_alias_later_calls_and_inputs_are_untouched() -> None:
+    f = fg.jit(lambda x: fnp.exp(fnp.sin(x) + 1.0) * 3.0)
+    x1, x2 = np.linspace(0, 1, 10), np.linspace(1, 2, 10)
+    c1 = x1.copy()
+    r1 = f(x1)
+    r1_copy = r1.copy()
+    f(x2)
+    np.testing.assert_array_equal(r1, r1_copy)
+    np.testing.assert_array_equal(x1, c1)
+
+
+def test_steady_state_allocates_only_outputs() -> None:
+    f = fg.jit(lambda x: fnp.tanh(fnp.sin(x) * 2.0 + fnp.cos(x)) - x)
+    low = f.lower(np.ones(1000))
+    exe = low.compiled.executable
+    assert exe.allocations_per_call == 1
+    assert exe.fallback_eqns == 0
+    assert low.plan.arena_bytes == low.plan.lower_bound_bytes == 2 * 8000  # sin(x) and cos(x) live together
+
+
+def test_donation_updates_in_place() -> None:
+    def sgd(w, g):
+        return w - 0.1 * g
+
+    step = fg.jit(sgd, donate_argnums=0)
+    low = step.lower(np.ones(4), np.ones(4))
+    w = np.ones(4)
+    g = np.full(4, 2.0)
+    out = step(w, g)
+    np.testing.assert_allclose(out, 0.8)
+    assert low.plan is not None
+    plain = fg.jit(sgd)
+    w2 = np.ones(4)
+    plain(w2, g)
+    np.testing.assert_array_equal(w2, np.ones(4))
+
+
+def test_incremental_recomputes_only_what_changed() -> None:
+    def f(a, b):
+        x = fnp.sin(a) @ fnp.cos(a)
+        return fnp.sum(x) + fnp.sum(fnp.exp(b))
+
+    jf = fg.jit(f, incremental=True)
+    a, b = np.ones((3, 3)), np.ones(3)
+    first = jf(a, b)
+    exe = jf.last_incremental()
+    total = exe.recomputed
+    again = jf(a, b + 1.0)
+    assert exe.recomputed < total
+    np.testing.assert_allclose(again, f(a, b + 1.0))
+    jf(a, b + 1.0)
+    assert exe.recomputed == 0
+    np.testing.assert_allclose(first, f(a, b))
+
+
+def test_static_argnums_and_errors() -> None:
+    f = fg.jit(lambda x, n: x * n, static_argnums=1)
+    assert f(np.ones(2), 3)[0] == 3.0
+    with pytest.raises(TypeError, match="hashable"):
+        f(np.ones(2), [1])
+    with pytest.raises(ValueError, match="unknown backend"):
+        fg.jit(lambda x: x, backend="tpu")
+    assert compile_graph(fg.make_graph(lambda x: x + 1)(np.ones(2))).plan is not None
