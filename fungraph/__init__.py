@@ -20,8 +20,8 @@ from fungraph.api import (
 from fungraph.core import ConcretizationError, Primitive, ShapeError
 from fungraph.custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, verify
-from fungraph.jit import jit
 from fungraph.ir_text import ParseError, parse
+from fungraph.jit import jit
 from fungraph.primitives.callback import stop_gradient
 from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
