@@ -43,13 +43,39 @@ NOT_DIFFERENTIABLE = NotDifferentiable()
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+_INTERNAL_FILES: dict[str, bool] = {}
+
+
+def _is_internal(filename: str) -> bool:
+    internal = _INTERNAL_FILES.get(filename)
+    if internal is None:
+        internal = os.path.abspath(filename).startswith(_PACKAGE_DIR) or "contextlib" in filename
+        _INTERNAL_FILES[filename] = internal
+    return internal
+
+
+_source_override: list[str | None] = [None]
+
+
+@contextmanager
+def source_of(source: str | None) -> Iterator[None]:
+    """Attribute equations staged inside to ``source`` (an interpreter re-binding an equation)."""
+    _source_override.append(source)
+    try:
+        yield
+    finally:
+        _source_override.pop()
+
+
 def user_source() -> str | None:
     """``file:line (function)`` of the innermost stack frame outside the fungraph package."""
+    if _source_override[-1] is not None:
+        return _source_override[-1]
     frame = sys._getframe(1)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR) and "contextlib" not in filename:
-            return f"{filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+        code = frame.f_code
+        if not _is_internal(code.co_filename):
+            return f"{code.co_filename}:{frame.f_lineno} ({code.co_name})"
         frame = frame.f_back
     return None
 
@@ -116,7 +142,7 @@ class Primitive:
         return f
 
     def abstract_eval_tuple(self, avals: Sequence[ShapedArray], params: Params) -> tuple[ShapedArray, ...]:
-        out = self.abstract_eval(*avals, **params)
+        out = self.abstract_eval(*avals, **params.kwargs())
         return tuple(out) if self.multiple_results else (out,)
 
     def bind(self, *args: Any, **params: Any) -> Any:
@@ -168,7 +194,7 @@ class EvalTrace(Trace):
     def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> Sequence[Any]:
         avals = [aval_of(x) for x in tracers]
         expected = checked_abstract_eval(prim, avals, params)
-        out = prim.impl(*tracers, **params)
+        out = prim.impl(*tracers, **params.kwargs())
         outs = out if prim.multiple_results else (out,)
         return [_as_array(o, a) for o, a in zip(outs, expected)]
 

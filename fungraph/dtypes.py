@@ -55,11 +55,11 @@ def parse_dtype(name: str) -> np.dtype:
 
 
 def is_float(dtype: np.dtype) -> bool:
-    return np.issubdtype(dtype, np.floating)
+    return np.dtype(dtype).kind == "f"
 
 
 def is_int(dtype: np.dtype) -> bool:
-    return np.issubdtype(dtype, np.integer)
+    return np.dtype(dtype).kind in "iu"
 
 
 def is_bool(dtype: np.dtype) -> bool:
@@ -68,6 +68,9 @@ def is_bool(dtype: np.dtype) -> bool:
 
 def result_type(*args: Any) -> np.dtype:
     """Promote like numpy 2: Python scalars are weak and never widen an array's dtype."""
+    first = getattr(args[0], "dtype", None) if args else None
+    if first is not None and first in SHORT_NAMES and all(getattr(a, "dtype", None) == first for a in args):
+        return first
     keys: list[Any] = []
     for a in args:
         if isinstance(a, (bool, int, float)) and not isinstance(a, np.generic):

@@ -6,6 +6,7 @@ Graphs compare and hash *structurally* (up to renaming of vars), which is what c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -34,11 +35,11 @@ class ShapedArray:
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
+    @cached_property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
@@ -104,6 +105,10 @@ class Params(Mapping[str, Any]):
 
     def __getitem__(self, key: str) -> Any:
         return self._d[key]
+
+    def kwargs(self) -> dict[str, Any]:
+        """The parameters as a plain dict for ``**`` unpacking (do not mutate)."""
+        return self._d
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._d)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fungraph.core import _source_override
 from fungraph.ir import Atom, Graph, Literal, Var
 
 
@@ -23,7 +24,11 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     env.update(zip(graph.constvars, graph.consts))
     for i, eqn in enumerate(graph.eqns):
         try:
-            outs = eqn.primitive.bind(*map(read, eqn.inputs), **eqn.params)
+            _source_override.append(eqn.source)
+            try:
+                outs = eqn.primitive.bind(*map(read, eqn.inputs), **eqn.params.kwargs())
+            finally:
+                _source_override.pop()
         except Exception as err:
             add_eqn_note(err, graph, i)
             raise

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fungraph.core import source_of
 from fungraph.interpreters.eval import add_eqn_note, eval_graph
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
@@ -171,7 +172,8 @@ def backward_pass(linear: Graph, residuals: Sequence[Any], cts_out: Sequence[Any
                             "this is a bug in a jvp rule that applied it to tangents")
         ct = [zeros(o.aval) if c is None else c for o, c in zip(e.outputs, cts)] if prim.multiple_results else cts[0]
         try:
-            cts_in = prim.transpose(ct, *map(read, e.inputs), **e.params)
+            with source_of(e.source):
+                cts_in = prim.transpose(ct, *map(read, e.inputs), **e.params.kwargs())
         except Exception as err:
             add_eqn_note(err, linear, i)
             raise

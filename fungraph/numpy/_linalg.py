@@ -33,6 +33,8 @@ def dot(a: Any, b: Any) -> Any:
 
 def matmul(a: Any, b: Any) -> Any:
     x, y = _pair(a, b)
+    if x.ndim == 2 and y.ndim == 2 and x.shape[1] == y.shape[0]:
+        return dot_general(x, y, (((1,), (0,)), ((), ())))
     if x.ndim == 0 or y.ndim == 0:
         raise ShapeError(f"matmul: input operand does not have enough dimensions (shapes {x.shape} and {y.shape})")
     x2 = sh.reshape(x, (1,) + x.shape) if x.ndim == 1 else x

@@ -44,6 +44,9 @@ def instantiate(t: Any, primal_aval: ShapedArray) -> Any:
 
 def broadcast_shapes(name: str, *avals: ShapedArray) -> tuple[int, ...]:
     """numpy broadcasting of the operands' shapes, or an error naming all of them."""
+    first = avals[0].shape
+    if all(a.shape == first for a in avals):
+        return first
     try:
         return tuple(np.broadcast_shapes(*(a.shape for a in avals)))
     except ValueError:
