@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph import dtypes
 from fungraph.api import abstractify, flat_fun, split_static
 from fungraph.backends.cpu import CpuExecutable
 from fungraph.core import Primitive, Tracer, to_concrete_dtype_array
@@ -29,7 +30,7 @@ from fungraph.interpreters.staging import stage
 from fungraph.interpreters.transpose import backward_pass, partial_eval
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.primitives._rules import is_undefined, zeros
-from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
 
 BACKENDS = ("cpu",)
 
@@ -225,6 +226,7 @@ class Jitted:
         self.backend = backend
         self.incremental = incremental
         self._cache: dict[Hashable, _Entry] = {}
+        self._fast: dict[tuple, _Entry] = {}
         self._incremental: dict[Hashable, Any] = {}
         functools.update_wrapper(self, fun, updated=())
 
@@ -256,6 +258,12 @@ class Jitted:
         return tuple(mask)
 
     def __call__(self, *args: Any) -> Any:
+        fast_key = _fast_key(args) if not self.static_argnums else None
+        if fast_key is not None:
+            entry = self._fast.get(fast_key)
+            if entry is not None and entry.compiled is not None and not self.donate_argnums:
+                outs = entry.compiled.executable.run(args)
+                return outs[0] if entry.out_tree is LEAF else tree_unflatten(entry.out_tree, outs)
         leaves, in_tree, static, key = self._signature(args)
         if any(isinstance(x, Tracer) for x in leaves):
             graph, closure, out_tree = self._stage(in_tree, static, key[2])
@@ -271,6 +279,8 @@ class Jitted:
             compiled = None if self.incremental else compile_graph(graph, self.backend, donated)
             entry = _Entry(graph, out_tree, compiled)
             self._cache[key] = entry
+            if fast_key is not None:
+                self._fast[fast_key] = entry
         arrays = self._prepare(leaves, entry)
         if entry.compiled is None:
             outs = self._run_incremental(key, entry.graph, arrays)
@@ -306,6 +316,16 @@ class Jitted:
     def last_incremental(self) -> Any:
         """The incremental executable of the most recent signature (for inspection in tests)."""
         return next(reversed(self._incremental.values()), None)
+
+
+def _fast_key(args: Sequence[Any]) -> tuple | None:
+    """A cache key for the common call with only numpy arrays of supported dtypes, else None."""
+    key = []
+    for a in args:
+        if type(a) is not np.ndarray or a.dtype not in dtypes.SHORT_NAMES:
+            return None
+        key.append((a.shape, a.dtype))
+    return tuple(key)
 
 
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),

@@ -47,8 +47,10 @@ def _reduce_lowering(reducer: Callable[..., Any]) -> Lowering:
 
 def _dot_lowering(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers: Any) -> np.ndarray:
     (lc, rc), (lb, rb) = dimension_numbers
-    if not lb and lhs.ndim == 2 and rhs.ndim == 2 and lc == (1,) and rc == (0,):
-        return np.matmul(lhs, rhs, out=out)
+    if not lb and lhs.ndim == 2 and rhs.ndim == 2 and len(lc) == 1:
+        a = lhs if lc == (1,) else lhs.T
+        b = rhs if rc == (0,) else rhs.T
+        return np.matmul(a, b, out=out)
     from fungraph.primitives.linalg import _free
 
     lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
@@ -204,7 +206,10 @@ class CpuExecutable:
         for fn, ins, outs, fixed, alloc, params in self.program:
             if len(outs) == 1:
                 out = fixed[0] if alloc[0] is None else np.empty(*alloc[0])
-                env[outs[0]] = fn(out, *[env[i] for i in ins], **params)
+                if params:
+                    env[outs[0]] = fn(out, *[env[i] for i in ins], **params)
+                else:
+                    env[outs[0]] = fn(out, *[env[i] for i in ins])
             else:
                 bufs = [f if a is None else np.empty(*a) for f, a in zip(fixed, alloc)]
                 env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)

@@ -89,6 +89,19 @@ def _transpose_transpose(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
     return v
 
 
+def _transpose_dot(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
+    """A transposed 2-D product is the product of the operands in the other order."""
+    p = rw.producer(x)
+    if p is None or p.primitive.name != "dot_general" or e.params["permutation"] != (1, 0):
+        return None
+    (lc, rc), (lb, rb) = p.params["dimension_numbers"]
+    lhs, rhs = p.inputs
+    if lb or lhs.aval.ndim != 2 or rhs.aval.ndim != 2:
+        return None
+    (v,) = rw.emit(p.primitive, [rhs, lhs], {"dimension_numbers": ((rc, lc), ((), ()))}, e.source)
+    return v
+
+
 def _reshape_reshape(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
     p = rw.producer(x)
     if p is not None and p.primitive is sh.reshape_p:
@@ -143,6 +156,7 @@ RULES: tuple[Rule, ...] = (
     Rule("integer_pow", "x ** 1 = x,  x ** 2 = x * x", _pow_small),
     Rule("pow", "x ** 1.0 = x,  x ** 2.0 = x * x", _pow_small),
     Rule("transpose", "transpose(transpose(x, p), q) = transpose(x, p o q)", _transpose_transpose),
+    Rule("transpose", "transpose(dot(a, b)) = dot(b, a)   (AB)^T = B^T A^T", _transpose_dot),
     Rule("reshape", "reshape(reshape(x)) = reshape(x)", _reshape_reshape),
     *(Rule(name, f"{name}(x, broadcast(y)) = {name}(x, y) when {name} broadcasts", _drop_broadcast)
       for name in ("add", "sub", "mul", "div", "max", "min", "select", "fma")),
