@@ -18,9 +18,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
+
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
-from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
 from fungraph import nn  # noqa: E402
 from fungraph.jit import clear_caches, compile_graph  # noqa: E402
 
@@ -225,7 +226,7 @@ def bench_compile(quick: bool, jax) -> list[list[str]]:
         t_hit = time.perf_counter() - t0
         t_key = t_hit - 0
         assert hit is c
-        rows.append([f"  re-created closure: trace + cache hit", "", f"{t_hit:.2f}", "", "", "", f"{t_hit:.2f}",
+        rows.append(["  re-created closure: trace + cache hit", "", f"{t_hit:.2f}", "", "", "", f"{t_hit:.2f}",
                      f"optimise+plan / hit = {(c.seconds['optimise'] + c.seconds['plan']) / max(t_key, 1e-9):.1f}x"])
     return rows
 

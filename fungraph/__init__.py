@@ -16,6 +16,7 @@ from fungraph.api import (
     pure_callback,
     value_and_grad,
     vjp,
+    vmap,
 )
 from fungraph.core import ConcretizationError, Primitive, ShapeError
 from fungraph.custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat
@@ -52,6 +53,7 @@ __all__ = [
     "linearize",
     "value_and_grad",
     "vjp",
+    "vmap",
     "lax",
     "make_graph",
     "nn",

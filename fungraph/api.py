@@ -267,95 +267,76 @@ def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
     return g
 
 
-def _stack_jac(columns: list[list[Any]], out_shapes: list[tuple[int, ...]], in_shape: tuple[int, ...],
-               row_major_out: bool) -> list[Any]:
-    """Assemble per-basis-vector results into Jacobian blocks of shape out.shape + in.shape."""
-    from fungraph.numpy import reshape, stack
+def _flat_args_fun(fun: Callable[..., Any], args: Sequence[Any], nums: tuple[int, ...]) -> tuple:
+    """``fun`` as a function of the flat leaves of the differentiated arguments."""
+    in_leaves, in_tree = tree_flatten([args[i] for i in nums])
 
-    blocks = []
-    for k, oshape in enumerate(out_shapes):
-        cols = [c[k] for c in columns]
-        if not cols:
-            blocks.append(np.zeros(oshape + in_shape))
-            continue
-        stacked = stack(cols, axis=-1 if not row_major_out else 0)
-        blocks.append(reshape(stacked, oshape + in_shape))
-    return blocks
+    def f_flat(*leaves: Any) -> Any:
+        full = list(args)
+        for i, d in zip(nums, tree_unflatten(in_tree, leaves)):
+            full[i] = d
+        return fun(*full)
+
+    return f_flat, [_concrete(x) for x in in_leaves], in_tree
+
+
+def _basis(a: ShapedArray) -> np.ndarray:
+    return np.eye(a.size, dtype=a.dtype).reshape((a.size,) + a.shape)
 
 
 def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
-    """The Jacobian by forward mode: one JVP per input element; shape out.shape + in.shape."""
+    """The Jacobian by forward mode: a JVP per input element, batched with vmap; shape
+    out.shape + in.shape."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
     def jac(*args: Any) -> Any:
-        diff = [args[i] for i in nums]
-        in_leaves, in_tree = tree_flatten(diff)
-        in_leaves = [_concrete(x) for x in in_leaves]
+        from fungraph.numpy import moveaxis, reshape
 
-        def f_flat(*leaves: Any) -> Any:
-            full = list(args)
-            for i, d in zip(nums, tree_unflatten(in_tree, leaves)):
-                full[i] = d
-            return fun(*full)
-
-        out = f_flat(*in_leaves)
-        out_leaves, out_tree = tree_flatten(out)
-        out_shapes = [abstractify(o).shape for o in out_leaves]
+        f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
+        zeros_like = [np.zeros(abstractify(x).shape, abstractify(x).dtype) for x in in_leaves]
         per_input = []
+        out_tree = None
         for j, x in enumerate(in_leaves):
             a = abstractify(x)
-            columns = []
-            for k in range(a.size):
-                tangents = [np.zeros(abstractify(y).shape, abstractify(y).dtype) for y in in_leaves]
-                basis = np.zeros(a.size, a.dtype)
-                basis[k] = 1
-                tangents[j] = basis.reshape(a.shape)
-                columns.append(tree_flatten(jvp(f_flat, tuple(in_leaves), tuple(tangents))[1])[0])
-            per_input.append(_stack_jac(columns, out_shapes, a.shape, row_major_out=False))
+
+            def push(t: Any, j: int = j) -> Any:
+                tangents = list(zeros_like)
+                tangents[j] = t
+                return jvp(f_flat, tuple(in_leaves), tuple(tangents))[1]
+
+            cols = vmap(push)(_basis(a))
+            col_leaves, out_tree = tree_flatten(cols)
+            per_input.append([reshape(moveaxis(c, 0, -1), abstractify(c).shape[1:] + a.shape) for c in col_leaves])
         return _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
 
     return jac
 
 
 def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
-    """The Jacobian by reverse mode: one linearization, one VJP per output element."""
+    """The Jacobian by reverse mode: one linearization, a VJP per output element batched with vmap."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
     def jac(*args: Any) -> Any:
-        from fungraph.numpy import reshape, stack
+        from fungraph.numpy import reshape
 
-        diff = [args[i] for i in nums]
-        in_leaves, in_tree = tree_flatten(diff)
-
-        def f_flat(*leaves: Any) -> Any:
-            full = list(args)
-            for i, d in zip(nums, tree_unflatten(in_tree, leaves)):
-                full[i] = d
-            return fun(*full)
-
-        out, f_vjp = vjp(f_flat, *[_concrete(x) for x in in_leaves])
+        f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
+        out, f_vjp = vjp(f_flat, *in_leaves)
         out_leaves, out_tree = tree_flatten(out)
         out_avals = [abstractify(o) for o in out_leaves]
         in_avals = [abstractify(x) for x in in_leaves]
-        rows: list[list[list[Any]]] = [[[] for _ in in_leaves] for _ in out_leaves]
+        rows: list[list[Any]] = []
         for k, oa in enumerate(out_avals):
-            for m in range(oa.size):
+
+            def pull(c: Any, k: int = k) -> Any:
                 cts = [np.zeros(o.shape, o.dtype) for o in out_avals]
-                basis = np.zeros(oa.size, oa.dtype)
-                basis[m] = 1
-                cts[k] = basis.reshape(oa.shape)
-                grads = f_vjp(tree_unflatten(out_tree, cts))
-                for j, g in enumerate(grads):
-                    rows[k][j].append(g)
-        per_input = []
-        for j, ia in enumerate(in_avals):
-            blocks = []
-            for k, oa in enumerate(out_avals):
-                blocks.append(reshape(stack(rows[k][j], axis=0), oa.shape + ia.shape) if rows[k][j]
-                              else np.zeros(oa.shape + ia.shape, ia.dtype))
-            per_input.append(blocks)
+                cts[k] = c
+                return f_vjp(tree_unflatten(out_tree, cts))
+
+            grads = vmap(pull)(_basis(oa))
+            rows.append([reshape(g, oa.shape + ia.shape) for g, ia in zip(grads, in_avals)])
+        per_input = [[rows[k][j] for k in range(len(out_avals))] for j in range(len(in_avals))]
         return _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
 
     return jac
@@ -374,3 +355,68 @@ def _assemble(per_input: list[list[Any]], out_tree: PyTreeDef, in_tree: PyTreeDe
 def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
     """``jacfwd(jacrev(fun))``: forward-over-reverse second derivatives."""
     return jacfwd(jacrev(fun, argnums), argnums)
+
+
+# --- vmap --------------------------------------------------------------------------------
+
+
+def _broadcast_prefix(prefix: Any, tree: Any, what: str) -> list[Any]:
+    """One axis spec per leaf of ``tree``, from a spec that is a prefix of its structure."""
+    if prefix is None or isinstance(prefix, int):
+        return [prefix] * len(tree_flatten(tree)[0])
+    p_leaves, p_tree = tree_flatten(prefix, is_leaf=lambda x: x is None)
+    t_flat = tree_flatten(tree)[1]
+    if p_tree == t_flat:
+        return p_leaves
+    if isinstance(prefix, (tuple, list)) and isinstance(tree, (tuple, list)) and len(prefix) == len(tree):
+        return [a for p, t in zip(prefix, tree) for a in _broadcast_prefix(p, t, what)]
+    if isinstance(prefix, dict) and isinstance(tree, dict) and set(prefix) == set(tree):
+        return [a for k in sorted(tree) for a in _broadcast_prefix(prefix[k], tree[k], what)]
+    raise ValueError(f"vmap {what} specification {prefix!r} does not match the structure {t_flat}")
+
+
+def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None) -> Callable:
+    """Map ``fun`` over an axis of its arguments, with JAX's ``in_axes``/``out_axes`` rules."""
+    from fungraph.interpreters.batching import vmap_flat
+
+    @functools.wraps(fun, updated=())
+    def mapped(*args: Any) -> Any:
+        axes = in_axes
+        if isinstance(axes, list):
+            axes = tuple(axes)
+        if isinstance(axes, tuple) and len(axes) != len(args):
+            raise ValueError(f"vmap in_axes has {len(axes)} entries but the function got {len(args)} arguments")
+        spec = axes if isinstance(axes, tuple) else (axes,) * len(args)
+        leaves, in_tree = tree_flatten(args)
+        dims = _broadcast_prefix(spec, args, "in_axes")
+        sizes = {}
+        norm_dims = []
+        for i, (x, d) in enumerate(zip(leaves, dims)):
+            if d is None:
+                norm_dims.append(None)
+                continue
+            a = abstractify(x)
+            if not -a.ndim <= d < a.ndim:
+                raise ValueError(f"vmap: in_axes {d} is out of range for argument leaf {i} of shape {a.shape}")
+            norm_dims.append(d % a.ndim)
+            sizes[i] = a.shape[d % a.ndim]
+        if len(set(sizes.values())) > 1:
+            detail = ", ".join(f"leaf {i}: size {n}" for i, n in sizes.items())
+            raise ValueError(f"vmap got inconsistent sizes for the mapped axis: {detail}")
+        if not sizes and axis_size is None:
+            raise ValueError("vmap needs at least one mapped argument (or axis_size)")
+        size = next(iter(sizes.values())) if sizes else axis_size
+        out_box: list[PyTreeDef] = []
+
+        def flat(*xs: Any) -> list[Any]:
+            out_leaves, out_tree = tree_flatten(fun(*tree_unflatten(in_tree, xs)))
+            out_box.append(out_tree)
+            return out_leaves
+
+        def out_dims(outs: list[Any]) -> list[Any]:
+            return _broadcast_prefix(out_axes, tree_unflatten(out_box[-1], outs), "out_axes")
+
+        outs = vmap_flat(flat, [_concrete(x) for x in leaves], norm_dims, out_dims, size)
+        return tree_unflatten(out_box[-1], outs)
+
+    return mapped

@@ -230,3 +230,29 @@ def checkpoint(fun: Callable[..., Any]) -> Callable[..., Any]:
 
 
 remat = checkpoint
+
+
+def _inline_batch(args: Sequence[Any], dims: Sequence[Any], *, call: Graph, **_: Any) -> tuple:
+    """Batch a call-like primitive by mapping its graph's equations (the custom rule is not
+    kept under an outer transformation of the batched function; see docs/vmap.md)."""
+    from fungraph.interpreters.batching import vmap_flat
+    from fungraph.primitives._batching import batch_size
+
+    size = batch_size(args, dims)
+    outs = vmap_flat(lambda *a: eval_graph(call, *a), args, dims, [0] * len(call.outvars), size)
+    return outs, [0] * len(outs)
+
+
+def _tangent_batch(args: Sequence[Any], dims: Sequence[Any], *, jvp_graph: Graph, num_primals: int) -> tuple:
+    from fungraph.interpreters.batching import vmap_flat
+    from fungraph.primitives._batching import batch_size
+
+    n_out = len(jvp_graph.outvars) // 2
+    size = batch_size(args, dims)
+    outs = vmap_flat(lambda *a: eval_graph(jvp_graph, *a)[n_out:], args, dims, [0] * n_out, size)
+    return outs, [0] * n_out
+
+
+for _p in (custom_jvp_call_p, custom_vjp_call_p, remat_p):
+    _p.batch = _inline_batch
+remat_tangent_p.batch = _tangent_batch

@@ -171,6 +171,29 @@ def _jit_call_transpose(cts: Sequence[Any], *args: Any, call: Graph, name: str, 
 
 
 
+def batched_graph(call: Graph, in_dims: tuple[int | None, ...], size: int, in_avals: tuple) -> Graph:
+    """The graph of ``call`` mapped over ``in_dims`` (outputs batched along axis 0), cached."""
+    from fungraph.interpreters.batching import vmap_flat
+
+    def build() -> Graph:
+        n_out = len(call.outvars)
+        return stage(lambda *a: vmap_flat(lambda *b: eval_graph(call, *b), a, in_dims, [0] * n_out, size),
+                     list(in_avals))[0]
+
+    return _cached("batch", call, (in_dims, size, in_avals), build)
+
+
+@jit_call_p.def_batch
+def _jit_call_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Graph, name: str,
+                    backend: str) -> tuple:
+    from fungraph.primitives._batching import batch_size
+
+    size = batch_size(args, dims)
+    bg = batched_graph(call, tuple(dims), size, tuple(abstractify(a) for a in args))
+    outs = jit_call_p.bind(*args, call=bg, name=f"vmap({name})", backend=backend)
+    return outs, [0] * len(outs)
+
+
 # --- the user-facing jit -----------------------------------------------------------------
 
 

@@ -135,6 +135,7 @@ def test_dce_cse_fold() -> None:
     (lambda x: fnp.transpose(fnp.transpose(x)), []),
     (lambda x: fnp.reshape(fnp.reshape(x, (-1,)), (2, 3)), []),
     (lambda x: x + fnp.broadcast_to(fnp.ones(3), (2, 3)), ["add"]),
+    (lambda x: fnp.transpose(x @ x.T), ["transpose", "dot_general"]),
 ])
 def test_simplification_rules(expr, expected) -> None:
     x = np.arange(6.0).reshape(2, 3) + 1

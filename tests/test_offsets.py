@@ -57,10 +57,7 @@ def interval_sets(draw):
 @settings(max_examples=60)
 @given(intervals=interval_sets(), alignment=st.sampled_from([1, 4, 16]))
 def test_every_strategy_is_valid(intervals, alignment):
-    plans = {
-        name: plan_offsets(intervals, name, alignment=alignment, time_budget_s=0.05)
-        for name in STRATEGIES
-    }
+    plans = {name: plan_offsets(intervals, name, alignment=alignment, time_budget_s=0.05) for name in STRATEGIES}
     bound = lower_bound_bytes(intervals, alignment=alignment)
     for name, plan in plans.items():
         assert isinstance(plan, OffsetPlan)

@@ -162,9 +162,7 @@ def verify_offsets(intervals: Sequence[Sequence[int]], offsets: Sequence[int]) -
         if v is None or v < 0:
             raise ValueError(f"offset {i} ({o!r}) is not a non-negative integer")
         offs.append(v)
-    order = sorted(
-        (i for i, (s, e, z) in enumerate(triples) if z > 0 and e > s), key=lambda i: triples[i][0]
-    )
+    order = sorted((i for i, (s, e, z) in enumerate(triples) if z > 0 and e > s), key=lambda i: triples[i][0])
     expiry: list[tuple[int, int]] = []  # (end, index) heap of live intervals
     live_offsets: list[tuple[int, int]] = []  # sorted (offset, index) of live intervals
 
@@ -196,9 +194,7 @@ def verify_offsets(intervals: Sequence[Sequence[int]], offsets: Sequence[int]) -
 # ------------------------------------------------------------- greedy placement
 
 
-def place_best_fit(
-    starts: np.ndarray, ends: np.ndarray, sizes: np.ndarray, order: np.ndarray
-) -> np.ndarray:
+def place_best_fit(starts: np.ndarray, ends: np.ndarray, sizes: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Place buffers in ``order``, each in the smallest free gap among time-overlapping placed ones.
 
     When no gap between placed buffers fits, the buffer goes just above the highest of them.
@@ -279,9 +275,7 @@ def _order_by_interference(p: _Problem) -> np.ndarray:
     """
     n = len(p.sizes)
     s_sorted, e_sorted = np.sort(p.starts), np.sort(p.ends)
-    degree = (
-        np.searchsorted(s_sorted, p.ends, "left") - np.searchsorted(e_sorted, p.starts, "right") - 1
-    )
+    degree = np.searchsorted(s_sorted, p.ends, "left") - np.searchsorted(e_sorted, p.starts, "right") - 1
     unassigned = np.ones(n, dtype=bool)
     by_size = np.lexsort((np.arange(n), -p.sizes))
     order = np.empty(n, dtype=np.int64)
@@ -363,9 +357,7 @@ def _arena(p: _Problem, offsets: np.ndarray) -> int:
     return int((offsets + p.sizes).max()) if len(offsets) else 0
 
 
-def _search(
-    p: _Problem, budget_s: float, seed: int, good_enough: int, initial: np.ndarray
-) -> np.ndarray:
+def _search(p: _Problem, budget_s: float, seed: int, good_enough: int, initial: np.ndarray) -> np.ndarray:
     """Run the skyline search, starting from ``initial`` as the incumbent."""
     return skyline_search(
         p.starts,
@@ -392,11 +384,13 @@ def plan_offsets(
     ``end`` is exclusive.  Sizes are rounded up to ``alignment`` (so offsets are multiples
     of it); zero-size or never-live intervals get offset 0 and are ignored.
 
-    ``time_budget_s`` bounds the ``search`` phase.  Defaults: ``search`` alone gets 30 s
-    (2 s above 2,000 intervals) and stops early at the lower bound or when it proves
-    the incumbent optimal.  ``auto`` runs the four cheap strategies and, if the best
-    is more than 0.5% above the bound, searches until the whole call has used 30 s
-    (1.5 s above 2,000 intervals) or a plan within 0.1% of the bound is found.
+    ``search`` starts from the better of ``greedy_size``/``greedy_breadth`` and searches
+    for ``time_budget_s`` (default 30 s; 2 s above 2,000 intervals), stopping early at
+    the lower bound or when it proves the incumbent optimal.  ``auto`` runs the four
+    cheap strategies and, if the best is more than 0.5% above the bound, searches until
+    the whole call has used ``time_budget_s`` (default 30 s; 1.5 s above 2,000
+    intervals) or a plan within 0.1% of the bound is found.  ``seed`` fixes the
+    restarts' randomness; results can still vary with machine speed near the deadline.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; expected one of {STRATEGIES}")
@@ -415,7 +409,8 @@ def plan_offsets(
         budget = time_budget_s
         if budget is None:
             budget = SEARCH_BUDGET_LARGE_S if large else SEARCH_BUDGET_S
-        live = _search(p, budget, seed, p.lower_bound, _GREEDY["greedy_size"](p))
+        start = min((_GREEDY[name](p) for name in ("greedy_size", "greedy_breadth")), key=lambda o: _arena(p, o))
+        live = _search(p, budget, seed, p.lower_bound, start)
     else:  # auto
         best_name, live = "", np.zeros(0, dtype=np.int64)
         for name in ("greedy_size", "greedy_breadth", "interference", "owl_blocks"):

@@ -1,15 +1,16 @@
 """Skyline branch-and-bound search for offset planning (used by ``offsets.plan_offsets``).
 
 The search enumerates *canonical* plans: buffers are placed in non-decreasing offset
-order, each resting on the highest buffer below it (or at 0).  Every plan can be pushed
-down into such a form without growing, so nothing is lost.  At each node the lowest
-reachable offset ``o*`` is computed; the branches are "the preferred buffer that can sit
-at ``o*`` goes there" or "it goes higher" (and when every buffer that reaches ``o*`` is
-excluded, the floor rises to the next reachable offset).  A node is pruned when, for
-some time column, its unavoidable floor plus the sizes still to place there exceeds the
-arena capacity being tried.  The outer loop bisects that capacity between the lower
-bound and the incumbent, restarting with other orderings and larger node limits.  The
-idea follows MiniMalloc (Moffitt, ASPLOS'23); the code here is independent.
+order, each resting on the highest buffer below it (or at 0).  Any plan can be pushed
+down into that form without growing, so nothing is lost.  At each node ``o*`` is the
+lowest offset a buffer can rest at; the leftmost such buffer (ties: one whose top is
+flush with a neighbouring floor, then the restart's ranking) either goes there or is
+excluded from ``o*``; when all are excluded the level rises to the next resting offset.
+A node is pruned when some time column cannot hold what is still to be placed there:
+for every threshold ``r``, the buffers that cannot rest below ``r`` must stack above it.
+The outer loop bisects the capacity between the lower bound and the incumbent with
+short, randomly re-ranked dives (restarts).  The idea follows MiniMalloc (Moffitt,
+ASPLOS'23: canonical solutions plus spatial inference); the code here is independent.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def skyline_dfs(
         excluded_at[c] = o_star
 
 
-def _ranks(cs: np.ndarray, ce: np.ndarray, sizes: np.ndarray, attempt: int, rng) -> np.ndarray:
+def _ranks(cs: np.ndarray, ce: np.ndarray, sizes: np.ndarray, attempt: int, rng: np.random.Generator) -> np.ndarray:
     """Tie-break ranks for one restart: a base heuristic, with noise after the first rounds."""
     width = (ce - cs).astype(np.float64)
     size = sizes.astype(np.float64)

@@ -43,5 +43,26 @@ stop_gradient_p = Primitive("stop_gradient", impl=lambda x: np.array(x, copy=Tru
                             jvp=lambda primals, tangents: (stop_gradient(primals[0]), None))
 
 
+def _callback_batch(args: Any, dims: Any, *, callback: Any, result_avals: tuple) -> tuple:
+    """The host function is called once per example, on the host (named in docs/vmap.md)."""
+    from fungraph.primitives._batching import batch_size, broadcast_batch
+
+    size = batch_size(args, dims)
+    stacked = [broadcast_batch(a, d, size) for a, d in zip(args, dims)]
+
+    def per_example(*xs: Any) -> tuple:
+        results = [callback(*[x[i] for x in xs]) for i in range(size)]
+        results = [r if isinstance(r, (tuple, list)) else (r,) for r in results]
+        return tuple(np.stack([np.asarray(r[k]) for r in results]) for k in range(len(result_avals)))
+
+    per_example.__name__ = f"vmap({getattr(callback, '__name__', 'callback')})"
+    batched = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in result_avals)
+    return pure_callback_p.bind(*stacked, callback=per_example, result_avals=batched), [0] * len(result_avals)
+
+
+pure_callback_p.batch = _callback_batch
+stop_gradient_p.batch = lambda args, dims: (stop_gradient(args[0]), dims[0])
+
+
 def stop_gradient(x: Any) -> Any:
     return stop_gradient_p.bind(x)

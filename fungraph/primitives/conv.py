@@ -122,3 +122,47 @@ def conv(lhs: Any, rhs: Any, window_strides: tuple[int, int], padding: Any,
                        padding=tuple((int(a), int(b)) for a, b in padding),
                        lhs_dilation=tuple(int(d) for d in lhs_dilation),
                        rhs_dilation=tuple(int(d) for d in rhs_dilation))
+
+
+def _patches_conv(lhs: Any, rhs: Any, window_strides: tuple[int, int], padding: Pairs,
+                  lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int]) -> Any:
+    """conv of a batch of inputs (B, N, C, H, W) with a batch of kernels (B, O, C, KH, KW),
+    as one gather of input windows and one batched contraction."""
+    from fungraph.primitives.indexing import take
+    from fungraph.primitives.linalg import dot_general
+    from fungraph.primitives.shape import pad, reshape, slice_
+
+    b, n, c, h, w = aval(lhs).shape
+    o, kh, kw = aval(rhs).shape[1], aval(rhs).shape[3], aval(rhs).shape[4]
+    config = [(0, 0, 0)] * 3 + [(max(lo, 0), max(hi, 0), d - 1) for (lo, hi), d in zip(padding, lhs_dilation)]
+    x = pad(lhs, np.asarray(0, aval(lhs).dtype), config)
+    hp, wp = aval(x).shape[3:]
+    crop_lo = [max(-lo, 0) for lo, _ in padding]
+    crop_hi = [max(-hi, 0) for _, hi in padding]
+    x = slice_(x, (0, 0, 0, crop_lo[0], crop_lo[1]), (b, n, c, hp - crop_hi[0], wp - crop_hi[1]), None)
+    hp, wp = aval(x).shape[3:]
+    oh = (hp - _dilate_shape(kh, rhs_dilation[0])) // window_strides[0] + 1
+    ow = (wp - _dilate_shape(kw, rhs_dilation[1])) // window_strides[1] + 1
+    rows = (np.arange(oh) * window_strides[0])[:, None, None, None] + (np.arange(kh) * rhs_dilation[0])[None, None, :, None]
+    cols = (np.arange(ow) * window_strides[1])[None, :, None, None] + (np.arange(kw) * rhs_dilation[1])[None, None, None, :]
+    idx = (rows * wp + cols).reshape(oh, ow, kh * kw).astype(np.int64)
+    patches = take(reshape(x, (b, n, c, hp * wp)), idx, 3)                     # B N C OH OW K
+    kernel = reshape(rhs, (b, o, c, kh * kw))                                 # B O C K
+    out = dot_general(patches, kernel, (((2, 5), (2, 3)), ((0,), (0,))))      # B N OH OW O
+    return transpose(out, (0, 1, 4, 2, 3))
+
+
+@conv_p.def_batch
+def _conv_batch(args: Any, dims: Any, **params: Any) -> tuple[Any, int]:
+    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
+    from fungraph.primitives.shape import reshape
+
+    lhs, rhs = args
+    dl, dr = dims
+    if dr is None:
+        x = to_front(lhs, dl)
+        b, n = aval(x).shape[:2]
+        out = conv_p.bind(reshape(x, (b * n,) + aval(x).shape[2:]), rhs, **params)
+        return reshape(out, (b, n) + aval(out).shape[1:]), 0
+    size = batch_size(args, dims)
+    return _patches_conv(broadcast_batch(lhs, dl, size), broadcast_batch(rhs, dr, size), **params), 0

@@ -13,6 +13,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
 from fungraph.ir import ShapedArray
+from fungraph.primitives._batching import elementwise_batch
 from fungraph.primitives._rules import (
     aval,
     broadcast_shapes,
@@ -50,6 +51,7 @@ def _unary(name: str, impl: Callable[..., Any], deriv: Deriv | None, kind: str =
     p = Primitive(name, impl=impl, abstract_eval=partial(_unary_aval, name, kind), arity=1,
                   elementwise=True, inplace=(0,))
     p.jvp = NOT_DIFFERENTIABLE if deriv is None else partial(_unary_jvp, p, deriv)
+    p.batch = elementwise_batch(p)
     return p
 
 
@@ -157,6 +159,7 @@ def _binary(name: str, impl: Callable[..., Any], partials: tuple[Partial, Partia
     p = Primitive(name, impl=impl, abstract_eval=partial(_binary_aval, name, kind), arity=2,
                   elementwise=True, inplace=(0, 1) if kind != "compare" else ())
     p.jvp = NOT_DIFFERENTIABLE if partials is None else partial(_binary_jvp, p, partials)
+    p.batch = elementwise_batch(p)
     return p
 
 
@@ -323,6 +326,9 @@ def _select_transpose(ct: Any, p: Any, x: Any, y: Any) -> tuple:
             unbroadcast(select(p, z, ct), aval(y)) if is_undefined(y) else None)
 
 
+select_p.batch = elementwise_batch(select_p)
+
+
 def select(p: Any, x: Any, y: Any) -> Any:
     return select_p.bind(p, x, y)
 
@@ -355,6 +361,9 @@ def _integer_pow_jvp(primals: tuple, tangents: tuple, *, y: int) -> tuple:
     return out, mul(t, d)
 
 
+integer_pow_p.batch = elementwise_batch(integer_pow_p)
+
+
 def integer_pow(x: Any, y: int) -> Any:
     return integer_pow_p.bind(x, y=int(y))
 
@@ -378,6 +387,7 @@ def _convert_jvp(primals: tuple, tangents: tuple, *, new_dtype: np.dtype) -> tup
 
 
 convert_element_type_p.transpose = lambda ct, x, *, new_dtype: (convert(ct, aval(x).dtype),)
+convert_element_type_p.batch = elementwise_batch(convert_element_type_p)
 
 
 def convert(x: Any, dtype: np.dtype) -> Any:

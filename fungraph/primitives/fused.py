@@ -12,6 +12,7 @@ import numpy as np
 
 from fungraph.core import Primitive
 from fungraph.ir import ShapedArray
+from fungraph.primitives._batching import elementwise_batch
 from fungraph.primitives._rules import aval, broadcast_shapes, require_float, require_same_dtype
 from fungraph.primitives.elementwise import add, div, mul, sqrt_p, sub
 
@@ -42,6 +43,9 @@ def _fma_jvp(primals: tuple, tangents: tuple) -> tuple:
     return out, t if aval(t).shape == aval(out).shape else broadcast_to(t, aval(out).shape)
 
 
+fma_p.batch = elementwise_batch(fma_p)
+
+
 def fma(a: Any, b: Any, c: Any) -> Any:
     """``a * b + c`` in one operation."""
     return fma_p.bind(a, b, c)
@@ -70,6 +74,9 @@ def _adagrad_jvp(primals: tuple, tangents: tuple) -> tuple:
     from fungraph.interpreters.jvp import jvp_flat
 
     return tuple(jvp_flat(lambda *a: adagrad_reference(*a), primals, tangents, instantiate=False))
+
+
+adagrad_p.batch = elementwise_batch(adagrad_p)
 
 
 def adagrad_reference(w: Any, acc: Any, g: Any, lr: Any, eps: Any) -> tuple[Any, Any]:

@@ -86,3 +86,75 @@ scatter_add_p.transpose = lambda ct, upd, idx, *, axis, shape: (take(ct, idx, ax
 
 def scatter_add(upd: Any, idx: Any, axis: int, shape: tuple[int, ...]) -> Any:
     return scatter_add_p.bind(upd, idx, axis=int(axis), shape=tuple(int(d) for d in shape))
+
+
+# batching rules -------------------------------------------------------------------------
+
+
+def _normalize_traced(idx: Any, n: int) -> Any:
+    from fungraph.primitives.elementwise import add, convert, lt, max_p, min_p, select
+
+    idx = convert(idx, dtypes.int64)
+    zero = np.asarray(0, np.int64)
+    wrapped = select(lt(idx, zero), add(idx, np.asarray(n, np.int64)), idx)
+    return min_p.bind(max_p.bind(wrapped, zero), np.asarray(max(n - 1, 0), np.int64))
+
+
+def _offsets(size: int, n: int, rank: int) -> np.ndarray:
+    return (np.arange(size, dtype=np.int64) * n).reshape((size,) + (1,) * rank)
+
+
+def _batch_take(args: Any, dims: Any, *, axis: int) -> tuple[Any, int]:
+    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
+    from fungraph.primitives.elementwise import add
+    from fungraph.primitives.shape import reshape, transpose
+
+    x, idx = args
+    dx, di = dims
+    if di is None:
+        return take(to_front(x, dx), idx, axis + 1), 0
+    size = batch_size(args, dims)
+    xb = broadcast_batch(x, dx, size)
+    ib = to_front(idx, di)
+    xs = aval(xb).shape
+    n = xs[axis + 1]
+    moved = transpose(xb, (0, axis + 1) + tuple(i for i in range(1, len(xs)) if i != axis + 1))
+    rest = xs[1:axis + 1] + xs[axis + 2:]
+    flat = reshape(moved, (size * n,) + rest)
+    k = aval(ib).ndim - 1
+    fi = add(_normalize_traced(ib, n), _offsets(size, n, k))
+    out = take(flat, fi, 0)
+    perm = (0,) + tuple(range(k + 1, k + 1 + axis)) + tuple(range(1, k + 1)) + tuple(
+        range(k + 1 + axis, aval(out).ndim))
+    return transpose(out, perm), 0
+
+
+def _batch_scatter(args: Any, dims: Any, *, axis: int, shape: tuple[int, ...]) -> tuple[Any, int]:
+    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
+    from fungraph.primitives.elementwise import add
+    from fungraph.primitives.shape import reshape, transpose
+
+    upd, idx = args
+    du, di = dims
+    size = batch_size(args, dims)
+    if di is None:
+        return scatter_add(broadcast_batch(upd, du, size), idx, axis + 1, (size,) + shape), 0
+    ub = broadcast_batch(upd, du, size)
+    ib = to_front(idx, di)
+    k = aval(ib).ndim - 1
+    n = shape[axis]
+    nd = aval(ub).ndim
+    # updates are (B, pre, idx..., post): bring the index axes right after the batch axis
+    perm = (0,) + tuple(range(1 + axis, 1 + axis + k)) + tuple(range(1, 1 + axis)) + tuple(range(1 + axis + k, nd))
+    moved = transpose(ub, perm)
+    rest = shape[:axis] + shape[axis + 1:]
+    fi = add(_normalize_traced(ib, n), _offsets(size, n, k))
+    flat = scatter_add(moved, fi, 0, (size * n,) + rest)
+    out = reshape(flat, (size, n) + rest)
+    r = len(rest)
+    back = (0,) + tuple(range(2, 2 + axis)) + (1,) + tuple(range(2 + axis, 2 + r))
+    return transpose(out, back), 0
+
+
+take_p.batch = _batch_take
+scatter_add_p.batch = _batch_scatter

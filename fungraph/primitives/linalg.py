@@ -111,3 +111,23 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: DimNums) -> Any:
     dims = ((tuple(map(int, lc)), tuple(map(int, rc))), (tuple(map(int, lb)), tuple(map(int, rb))))
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dims)
 
+
+
+def _shift(t: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d + 1 for d in t)
+
+
+@dot_general_p.def_batch
+def _dot_batch(args: Any, dims: Any, *, dimension_numbers: DimNums) -> tuple[Any, int]:
+    from fungraph.primitives._batching import to_front
+
+    lhs, rhs = args
+    dl, dr = dims
+    (lc, rc), (lb, rb) = dimension_numbers
+    if dl is not None and dr is not None:
+        dn = ((_shift(lc), _shift(rc)), ((0,) + _shift(lb), (0,) + _shift(rb)))
+        return dot_general(to_front(lhs, dl), to_front(rhs, dr), dn), 0
+    if dl is not None:
+        return dot_general(to_front(lhs, dl), rhs, ((_shift(lc), rc), (_shift(lb), rb))), len(lb)
+    n_lhs_free = aval(lhs).ndim - len(lc) - len(lb)
+    return dot_general(lhs, to_front(rhs, dr), ((lc, _shift(rc)), (lb, _shift(rb)))), len(lb) + n_lhs_free

@@ -10,6 +10,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
 from fungraph.ir import ShapedArray
+from fungraph.primitives._batching import unary_params_batch
 from fungraph.primitives._rules import aval, lit, normalize_axis
 from fungraph.primitives.shape import broadcast_in_dim
 
@@ -152,6 +153,10 @@ def _arg_aval(name: str, x: ShapedArray, axis: int, index_dtype: np.dtype) -> Sh
     return ShapedArray(tuple(d for i, d in enumerate(x.shape) if i != axis), index_dtype)
 
 
+for _p in (reduce_sum_p, reduce_max_p, reduce_min_p, reduce_prod_p):
+    _p.batch = unary_params_batch(_p, ("axes",))
+
+
 argmax_p = Primitive(
     "argmax", impl=lambda x, *, axis, index_dtype: np.argmax(x, axis=axis).astype(index_dtype),
     abstract_eval=lambda x, *, axis, index_dtype: _arg_aval("argmax", x, axis, index_dtype), arity=1,
@@ -160,3 +165,5 @@ argmin_p = Primitive(
     "argmin", impl=lambda x, *, axis, index_dtype: np.argmin(x, axis=axis).astype(index_dtype),
     abstract_eval=lambda x, *, axis, index_dtype: _arg_aval("argmin", x, axis, index_dtype), arity=1,
     jvp=NOT_DIFFERENTIABLE)
+argmax_p.batch = unary_params_batch(argmax_p, ("axis",))
+argmin_p.batch = unary_params_batch(argmin_p, ("axis",))

@@ -11,6 +11,7 @@ import numpy as np
 
 from fungraph.core import Primitive, ShapeError
 from fungraph.ir import ShapedArray
+from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
 from fungraph.primitives._rules import aval, instantiate, is_undefined, normalize_axis, require_same_dtype
 
 
@@ -272,3 +273,65 @@ rev_p.transpose = lambda ct, x, *, dimensions: (rev(ct, dimensions),)
 def rev(x: Any, dims: Sequence[int]) -> Any:
     dims = tuple(int(d) for d in dims)
     return rev_p.bind(x, dimensions=dims) if dims else x
+
+
+# batching rules -------------------------------------------------------------------------
+
+
+def _batch_reshape(args: Any, dims: Any, *, new_sizes: tuple[int, ...]) -> tuple[Any, int]:
+    x = to_front(args[0], dims[0])
+    return reshape(x, (aval(x).shape[0],) + new_sizes), 0
+
+
+def _batch_transpose(args: Any, dims: Any, *, permutation: tuple[int, ...]) -> tuple[Any, int]:
+    x = to_front(args[0], dims[0])
+    return transpose(x, (0,) + tuple(p + 1 for p in permutation)), 0
+
+
+def _batch_bid(args: Any, dims: Any, *, shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]) -> tuple:
+    x = to_front(args[0], dims[0])
+    b = aval(x).shape[0]
+    return broadcast_in_dim(x, (b,) + shape, (0,) + tuple(d + 1 for d in broadcast_dimensions)), 0
+
+
+def _batch_concat(args: Any, dims: Any, *, axis: int) -> tuple[Any, int]:
+    size = batch_size(args, dims)
+    return concatenate([broadcast_batch(x, d, size) for x, d in zip(args, dims)], axis + 1), 0
+
+
+def _batch_slice(args: Any, dims: Any, *, start_indices: tuple, limit_indices: tuple, strides: tuple) -> tuple:
+    x = to_front(args[0], dims[0])
+    b = aval(x).shape[0]
+    return slice_(x, (0,) + start_indices, (b,) + limit_indices, (1,) + strides), 0
+
+
+def _batch_pad(args: Any, dims: Any, *, padding_config: tuple) -> tuple[Any, int]:
+    from fungraph.primitives.elementwise import select
+
+    x, v = args
+    dx, dv = dims
+    size = batch_size(args, dims)
+    xb = broadcast_batch(x, dx, size)
+    config = ((0, 0, 0),) + tuple(padding_config)
+    if dv is None:
+        return pad(xb, v, config), 0
+    zero = np.asarray(0, aval(x).dtype)
+    padded = pad(xb, zero, config)
+    inside = pad(np.ones(aval(xb).shape, np.bool_), np.asarray(False), config)
+    vb = to_front(v, dv)
+    out_shape = aval(padded).shape
+    return select(inside, padded, broadcast_in_dim(vb, out_shape, (0,))), 0
+
+
+def _batch_rev(args: Any, dims: Any, *, dimensions: tuple[int, ...]) -> tuple[Any, int]:
+    x = to_front(args[0], dims[0])
+    return rev(x, tuple(d + 1 for d in dimensions)), 0
+
+
+reshape_p.batch = _batch_reshape
+transpose_p.batch = _batch_transpose
+broadcast_in_dim_p.batch = _batch_bid
+concatenate_p.batch = _batch_concat
+slice_p.batch = _batch_slice
+pad_p.batch = _batch_pad
+rev_p.batch = _batch_rev
