@@ -179,8 +179,9 @@ def bench_mlp(quick: bool, jax) -> list[list[str]]:
         run_jax()
         t_j = median_time(run_jax, repeat=reps)
         rows.append(["jax jit", f"{t_j * 1e3:.1f} ms", f"{t_np / t_j:.2f}", "-"])
-    rows.append(["plan of the jit step", f"arena {plan.arena_bytes / 2**20:.1f} MiB",
-                 f"bound {plan.lower_bound_bytes / 2**20:.1f} MiB", f"unplanned {plan.unplanned_bytes / 2**20:.1f} MiB"])
+    mib = 2**20
+    rows.append(["plan of the jit step", f"arena {plan.arena_bytes / mib:.1f} MiB",
+                 f"bound {plan.lower_bound_bytes / mib:.1f} MiB", f"unplanned {plan.unplanned_bytes / mib:.1f} MiB"])
     return rows
 
 
@@ -290,7 +291,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     jax = try_jax()
-    print(f"jax: {'%s' % jax.__version__ if jax else 'not installed'}\n")
+    print(f"jax: {jax.__version__ if jax else 'not installed'}\n")
     print("== dispatch of a cached jit(lambda x: x * 2 + 1) on 10 float32")
     print(table(bench_dispatch(jax), ["what", "per call", "ratio to numpy"]))
     n = 1_000_000 if args.quick else 10_000_000

@@ -413,7 +413,7 @@ def plan_offsets(
         live = _search(p, budget, seed, p.lower_bound, start)
     else:  # auto
         best_name, live = "", np.zeros(0, dtype=np.int64)
-        for name in ("greedy_size", "greedy_breadth", "interference", "owl_blocks"):
+        for name in ("greedy_breadth", "greedy_size", "interference", "owl_blocks"):
             cand = _GREEDY[name](p)
             if not best_name or _arena(p, cand) < _arena(p, live):
                 best_name, live = name, cand

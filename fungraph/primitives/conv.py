@@ -143,8 +143,10 @@ def _patches_conv(lhs: Any, rhs: Any, window_strides: tuple[int, int], padding: 
     hp, wp = aval(x).shape[3:]
     oh = (hp - _dilate_shape(kh, rhs_dilation[0])) // window_strides[0] + 1
     ow = (wp - _dilate_shape(kw, rhs_dilation[1])) // window_strides[1] + 1
-    rows = (np.arange(oh) * window_strides[0])[:, None, None, None] + (np.arange(kh) * rhs_dilation[0])[None, None, :, None]
-    cols = (np.arange(ow) * window_strides[1])[None, :, None, None] + (np.arange(kw) * rhs_dilation[1])[None, None, None, :]
+    rows = (np.arange(oh) * window_strides[0])[:, None, None, None] \
+        + (np.arange(kh) * rhs_dilation[0])[None, None, :, None]
+    cols = (np.arange(ow) * window_strides[1])[None, :, None, None] \
+        + (np.arange(kw) * rhs_dilation[1])[None, None, None, :]
     idx = (rows * wp + cols).reshape(oh, ow, kh * kw).astype(np.int64)
     patches = take(reshape(x, (b, n, c, hp * wp)), idx, 3)                     # B N C OH OW K
     kernel = reshape(rhs, (b, o, c, kh * kw))                                 # B O C K
