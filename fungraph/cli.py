@@ -165,7 +165,7 @@ def _check_output_path(path: Path | None, option: str, allowed: Sequence[str], n
     if path is None:
         return
     if path.suffix.lower() not in allowed:
-        raise CliError(f"{option} {path}: use a {' or '.join(allowed)} suffix", USAGE_ERROR)
+        raise CliError(f"{option} {path}: the file name must end in {', '.join(allowed)}", USAGE_ERROR)
     if needs_dot and path.suffix.lower() not in (".dot", ".gv") and not viz.graphviz_available():
         raise CliError(f"{option} {path} needs Graphviz's `dot` program, which is not on PATH: {viz.INSTALL_HINT}; "
                        f"or give a .dot path to write the Graphviz text", FAILURE)
@@ -259,31 +259,38 @@ def mlp_loss(params: list[dict[str, Any]], x: Any, y: Any) -> Any:
 
 
 class Progress:
-    """A single updating line on a terminal; a plain line every tenth of the run otherwise."""
+    """A single updating line on a terminal; a plain line every tenth of the run otherwise.
+    Rates leave out the first step, which traces and compiles."""
 
     def __init__(self, total: int, tty: bool) -> None:
         self.total = total
         self.tty = tty
-        self.t0 = time.perf_counter()
+        self.width = len(str(total))
+        self.t_first = 0.0
         self.last_draw = 0.0
         self.every = max(total // 10, 1)
 
+    def rate(self, done: int, now: float) -> str:
+        if done < 2 or now <= self.t_first:
+            return "compiled"
+        return f"{(done - 1) / (now - self.t_first):.0f} steps/s"
+
     def update(self, done: int, loss: float) -> None:
         now = time.perf_counter()
-        rate = done / max(now - self.t0, 1e-9)
+        if done == 1:
+            self.t_first = now
+        last = done == self.total
         if self.tty:
-            if now - self.last_draw < 0.1 and done != self.total:
+            if now - self.last_draw < 0.1 and not last and done != 1:
                 return
             self.last_draw = now
             filled = round(24 * done / self.total)
             bar = "#" * filled + "-" * (24 - filled)
-            sys.stdout.write(f"\r[{bar}] {done:>{len(str(self.total))}}/{self.total}  {rate:7.1f} steps/s  "
-                             f"loss {loss:.4f}")
+            line = f"[{bar}] {done:>{self.width}}/{self.total}  {self.rate(done, now):>14}  loss {loss:.4f}"
+            sys.stdout.write("\r" + line + ("\n" if last else ""))
             sys.stdout.flush()
-            if done == self.total:
-                sys.stdout.write("\n")
-        elif done % self.every == 0 or done == self.total or done == 1:
-            print(f"step {done:>{len(str(self.total))}}/{self.total}  loss {loss:.4f}  {rate:.1f} steps/s", flush=True)
+        elif done == 1 or done % self.every == 0 or last:
+            print(f"step {done:>{self.width}}/{self.total}  loss {loss:.4f}  {self.rate(done, now)}", flush=True)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -306,11 +313,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         last = float(loss)
         if i == 0:
             first = last
+            compile_seconds = time.perf_counter() - t0
         progress.update(i + 1, last)
     seconds = time.perf_counter() - t0
     accuracy = float(np.mean(np.argmax(fg.jit(mlp)(params, x), axis=1) == np.argmax(y, axis=1)))
-    print(f"trained {args.steps} steps in {seconds:.2f} s ({args.steps / seconds:.0f} steps/s, first call "
-          f"compiles): loss {first:.4f} -> {last:.4f}, training accuracy {accuracy:.1%}")
+    print(f"trained {args.steps} steps in {seconds:.2f} s (the first, which traces and compiles, "
+          f"{compile_seconds:.2f} s): loss {first:.4f} -> {last:.4f}, training accuracy {accuracy:.1%}")
 
     lowered = step.lower(params, x, y)
     print(f"\n== graph: {len(lowered.staged.eqns)} equations staged, {len(lowered.graph.eqns)} after optimisation")

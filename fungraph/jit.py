@@ -22,12 +22,16 @@ from fungraph import dtypes
 from fungraph.api import abstractify, flat_fun, split_static
 from fungraph.backends.cpu import CpuExecutable
 from fungraph.core import Primitive, Tracer, to_concrete_dtype_array
-from fungraph.interpreters.eval import eval_graph
-from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.graph_transforms import (
+    batched_graph,
+    clear_transform_cache,
+    jvp_graph,
+    partial_eval_graph,
+    transpose_graph,
+)
 from fungraph.interpreters.memory import MemoryPlan, plan_memory
 from fungraph.interpreters.optimize import PassStat, format_stats, optimize
 from fungraph.interpreters.staging import stage
-from fungraph.interpreters.transpose import backward_pass, partial_eval
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.primitives._rules import is_undefined, zeros
 from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
@@ -48,7 +52,6 @@ class Compiled:
 
 
 _COMPILED: dict[tuple[Graph, str, tuple[bool, ...]], Compiled] = {}
-_TRANSFORMED: dict[tuple[str, Graph, tuple[bool, ...]], Any] = {}
 
 
 def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = ()) -> Compiled:
@@ -74,14 +77,7 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
 
 def clear_caches() -> None:
     _COMPILED.clear()
-    _TRANSFORMED.clear()
-
-
-def _cached(kind: str, graph: Graph, mask: tuple[bool, ...], build: Callable[[], Any]) -> Any:
-    key = (kind, graph, mask)
-    if key not in _TRANSFORMED:
-        _TRANSFORMED[key] = build()
-    return _TRANSFORMED[key]
+    clear_transform_cache()
 
 
 # --- the jit_call primitive --------------------------------------------------------------
@@ -93,24 +89,6 @@ def _jit_call_impl(*args: Any, call: Graph, name: str, backend: str) -> list[np.
 
 jit_call_p = Primitive("jit_call", impl=_jit_call_impl, multiple_results=True,
                        abstract_eval=lambda *avals, call, name, backend: call.out_avals)
-
-
-def jvp_graph(call: Graph, differentiable: tuple[bool, ...]) -> Graph:
-    """The graph of ``(primals, tangents) -> (outputs, output tangents)`` (cached)."""
-
-    def build() -> Graph:
-        n = len(call.invars)
-        tan_avals = [v.aval for v, d in zip(call.invars, differentiable) if d]
-
-        def fun(*args: Any) -> list[Any]:
-            ts = iter(args[n:])
-            tangents = [next(ts) if d else None for d in differentiable]
-            p, t = jvp_flat(lambda *a: eval_graph(call, *a), args[:n], tangents)
-            return list(p) + list(t)
-
-        return stage(fun, list(call.in_avals) + tan_avals)[0]
-
-    return _cached("jvp", call, differentiable, build)
 
 
 @jit_call_p.def_jvp
@@ -126,7 +104,7 @@ def _jit_call_jvp(primals: tuple, tangents: tuple, *, call: Graph, name: str, ba
 def _jit_call_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
     """Split a jit_call with some unknown inputs into a known and an unknown jit_call."""
     call = eqn.params["call"]
-    known_g, lin_g, r, out_unknown = _cached("pe", call, tuple(unknown), lambda: partial_eval(call, unknown))
+    known_g, lin_g, r, out_unknown = partial_eval_graph(call, tuple(unknown))
     res = [Var(v.aval) for v in lin_g.invars[:r]]
     known_outs = [o for o, u in zip(eqn.outputs, out_unknown) if not u]
     name, backend = eqn.params["name"], eqn.params["backend"]
@@ -142,23 +120,6 @@ def _jit_call_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn]
 jit_call_p.partial_eval = _jit_call_partial_eval
 
 
-def transpose_graph(call: Graph, linear_mask: tuple[bool, ...]) -> Graph:
-    """The graph of ``(known inputs, output cotangents) -> cotangents of the linear inputs``."""
-
-    def build() -> Graph:
-        known_avals = [v.aval for v, m in zip(call.invars, linear_mask) if not m]
-        k = len(known_avals)
-
-        def fun(*args: Any) -> list[Any]:
-            cts = backward_pass(call, args[:k], args[k:], linear_mask)
-            lin_avals = [v.aval for v, m in zip(call.invars, linear_mask) if m]
-            return [zeros(a) if c is None else c for c, a in zip(cts, lin_avals)]
-
-        return stage(fun, known_avals + list(call.out_avals))[0]
-
-    return _cached("transpose", call, linear_mask, build)
-
-
 @jit_call_p.def_transpose
 def _jit_call_transpose(cts: Sequence[Any], *args: Any, call: Graph, name: str, backend: str) -> tuple:
     mask = tuple(is_undefined(a) for a in args)
@@ -169,18 +130,6 @@ def _jit_call_transpose(cts: Sequence[Any], *args: Any, call: Graph, name: str, 
     return tuple(next(outs) if m else None for m in mask)
 
 
-
-
-def batched_graph(call: Graph, in_dims: tuple[int | None, ...], size: int, in_avals: tuple) -> Graph:
-    """The graph of ``call`` mapped over ``in_dims`` (outputs batched along axis 0), cached."""
-    from fungraph.interpreters.batching import vmap_flat
-
-    def build() -> Graph:
-        n_out = len(call.outvars)
-        return stage(lambda *a: vmap_flat(lambda *b: eval_graph(call, *b), a, in_dims, [0] * n_out, size),
-                     list(in_avals))[0]
-
-    return _cached("batch", call, (in_dims, size, in_avals), build)
 
 
 @jit_call_p.def_batch
