@@ -228,7 +228,8 @@ def bench_compile(quick: bool, jax) -> list[list[str]]:
         t_key = t_hit - 0
         assert hit is c
         rows.append(["  re-created closure: trace + cache hit", "", f"{t_hit:.2f}", "", "", "", f"{t_hit:.2f}",
-                     f"optimise+plan / hit = {(c.seconds['optimise'] + c.seconds['plan']) / max(t_key, 1e-9):.1f}x"])
+                     f"optimise+plan / hit = {(c.seconds['optimise'] + c.seconds['plan']) / max(t_key, 1e-9):.1f}x"]
+                    + [""] * (len(row) - 8))
     return rows
 
 

@@ -173,6 +173,7 @@ def _check_output_path(path: Path | None, option: str, allowed: Sequence[str], n
 
 def _write(path: Path, what: str, write: Callable[[Path], object]) -> None:
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         write(path)
     except (OSError, RuntimeError, ValueError) as err:
         raise CliError(f"writing {path} failed: {_one_line(err)}") from None

@@ -91,7 +91,8 @@ class Primitive:
     ``transpose(cts, *inputs, **params) -> cotangents per input`` (linear primitives only);
     ``batch(args, dims, **params) -> (out, out_dim)``; ``lowerings[backend]`` for engines;
     ``partial_eval(eqn, unknown_inputs)`` splits a call-like equation for reverse mode;
-    ``inplace`` names the inputs an engine may overwrite with the output.
+    ``inplace`` names the inputs an engine may overwrite with the output; ``effectful``
+    primitives are never merged, folded or removed by the optimiser.
     """
 
     name: str
@@ -106,6 +107,7 @@ class Primitive:
     partial_eval: Callable[..., Any] | None = None
     inplace: tuple[int, ...] = ()
     elementwise: bool = False
+    effectful: bool = False
 
     registry: ClassVar[dict[str, Primitive]] = {}
 

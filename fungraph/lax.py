@@ -5,13 +5,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from fungraph.core import ShapeError
+from fungraph.ir import ShapedArray
 from fungraph.numpy._util import asarray, promote
 from fungraph.primitives import conv as _conv
 from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.linalg import dot_general
 
-__all__ = ["conv", "conv_general_dilated", "dot_general", "padding_pairs", "stop_gradient"]
+__all__ = [
+    "cond",
+    "conv",
+    "conv_general_dilated",
+    "dot_general",
+    "fori_loop",
+    "padding_pairs",
+    "scan",
+    "stop_gradient",
+    "switch",
+    "while_loop",
+]
 
 _ = (stop_gradient, dot_general)
 
@@ -56,3 +70,143 @@ def conv(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any) -> Any
     return conv_general_dilated(lhs, rhs, window_strides, padding)
 
 
+
+
+# --- control flow ------------------------------------------------------------------------
+
+
+def _stage_fn(fun: Any, in_tree: Any, avals: Sequence[Any], what: str) -> tuple[Any, list[Any], Any]:
+    from fungraph.api import flat_fun
+    from fungraph.interpreters.staging import stage
+
+    box: list[Any] = []
+    graph, closure = stage(flat_fun(fun, in_tree, {}, box), list(avals))
+    return graph, closure, box[0]
+
+
+def _leaves(tree: Any) -> tuple[list[Any], Any, list[Any]]:
+    from fungraph.api import abstractify
+    from fungraph.tree_util import tree_flatten
+
+    leaves, td = tree_flatten(tree)
+    leaves = [asarray(x) for x in leaves]
+    return leaves, td, [abstractify(x) for x in leaves]
+
+
+def switch(index: Any, branches: Sequence[Any], *operands: Any) -> Any:
+    """Apply ``branches[index]`` to ``operands``; the index is clamped to the valid range."""
+    from fungraph.primitives.control_flow import cond_p
+    from fungraph.primitives.elementwise import convert
+    from fungraph.primitives.graph_utils import insert_unused_inputs
+    from fungraph.tree_util import tree_unflatten
+
+    if not branches:
+        raise ValueError("switch needs at least one branch")
+    leaves, in_tree, avals = _leaves(tuple(operands))
+    staged = [_stage_fn(b, in_tree, avals, f"branch {k}") for k, b in enumerate(branches)]
+    out_trees = [s[2] for s in staged]
+    for k, t in enumerate(out_trees):
+        if t != out_trees[0]:
+            raise TypeError(f"switch/cond branches must return the same structure: branch 0 returns {out_trees[0]}, "
+                            f"branch {k} returns {t}")
+    closure_avals = [[v.aval for v in g.invars[len(avals):]] for g, _, _ in staged]
+    graphs = []
+    for k, (g, _, _) in enumerate(staged):
+        before = [a for c in closure_avals[:k] for a in c]
+        after = [a for c in closure_avals[k + 1:] for a in c]
+        g = insert_unused_inputs(g, len(avals), before)
+        graphs.append(insert_unused_inputs(g, len(g.invars), after))
+    closures = [c for _, cl, _ in staged for c in cl]
+    idx = asarray(index)
+    if idx.shape != ():
+        raise TypeError(f"switch/cond index must be a scalar, got shape {idx.shape}")
+    idx = convert(idx, np.dtype(np.int32))
+    outs = cond_p.bind(idx, *leaves, *closures, branches=tuple(graphs))
+    return tree_unflatten(out_trees[0], outs)
+
+
+def cond(pred: Any, true_fun: Any, false_fun: Any, *operands: Any) -> Any:
+    """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, staged as one ``cond``."""
+    p = asarray(pred)
+    if p.shape != ():
+        raise TypeError(f"cond predicate must be a scalar, got shape {p.shape}")
+    return switch(p, [false_fun, true_fun], *operands)
+
+
+def while_loop(cond_fun: Any, body_fun: Any, init_val: Any, *, checkpoint: str = "all") -> Any:
+    """Repeat ``body_fun`` while ``cond_fun`` holds. Unlike JAX, reverse-mode differentiation
+    works (trip count found at run time); ``checkpoint`` is "all", "sqrt" or "every:K"."""
+    from fungraph.primitives.while_loop import _policy, while_p
+    from fungraph.tree_util import tree_unflatten
+
+    _policy(checkpoint)
+    leaves, tree, avals = _leaves(init_val)
+    cgraph, cclosure, ctree = _stage_fn(lambda c: cond_fun(c), _single(tree), avals, "cond_fun")
+    if cgraph.out_avals != (ShapedArray((), np.dtype(np.bool_)),):
+        raise TypeError(f"while_loop cond_fun must return a bool scalar, got {list(map(str, cgraph.out_avals))}")
+    bgraph, bclosure, btree = _stage_fn(lambda c: body_fun(c), _single(tree), avals, "body_fun")
+    if btree != tree or bgraph.out_avals != tuple(avals):
+        raise TypeError(f"while_loop body_fun must return the carry's structure and types: carry {tree} "
+                        f"{list(map(str, avals))}, body returned {btree} {list(map(str, bgraph.out_avals))}")
+    outs = while_p.bind(*cclosure, *bclosure, *leaves, cond_graph=cgraph, body_graph=bgraph, n_cc=len(cclosure),
+                        n_bc=len(bclosure), policy=checkpoint)
+    return tree_unflatten(tree, outs)
+
+
+def _single(tree: Any) -> Any:
+    """The in-tree of a one-argument function whose argument has structure ``tree``."""
+    from fungraph.tree_util import PyTreeDef
+
+    return PyTreeDef(tuple, None, (tree,))
+
+
+def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
+    """``jax.lax.scan``: ``carry, y = f(carry, x)`` over the leading axis of ``xs``; returns
+    the final carry and the stacked ``y``."""
+    from fungraph.primitives.scan import scan_p
+    from fungraph.tree_util import PyTreeDef, tree_unflatten
+
+    c_leaves, c_tree, c_avals = _leaves(init)
+    x_leaves, x_tree, x_avals = _leaves(xs)
+    lengths = {a.shape[0] for a in x_avals if a.shape}
+    if any(not a.shape for a in x_avals):
+        raise ValueError("scan: every xs leaf needs a leading axis to scan over")
+    if length is None:
+        if len(lengths) != 1:
+            raise ValueError(f"scan: xs leaves have different leading sizes {sorted(lengths)} (or none; pass length)")
+        length = lengths.pop()
+    elif lengths and lengths != {length}:
+        raise ValueError(f"scan: length={length} but xs have leading sizes {sorted(lengths)}")
+    slice_avals = [ShapedArray(a.shape[1:], a.dtype) for a in x_avals]
+    in_tree = PyTreeDef(tuple, None, (c_tree, x_tree))
+    graph, closure, out_tree = _stage_fn(f, in_tree, c_avals + slice_avals, "scan body")
+    if out_tree.node_type not in (tuple, list) or len(out_tree.children) != 2:
+        raise TypeError(f"scan body must return a pair (carry, y), got {out_tree}")
+    carry_tree, y_tree = out_tree.children
+    nc = len(c_leaves)
+    if carry_tree != c_tree or graph.out_avals[:nc] != tuple(c_avals):
+        raise TypeError(f"scan body must return a carry with the input carry's structure and types: "
+                        f"{c_tree} {list(map(str, c_avals))} vs {carry_tree} {list(map(str, graph.out_avals[:nc]))}")
+    outs = scan_p.bind(*c_leaves, *x_leaves, *closure, body=graph, length=int(length), reverse=bool(reverse),
+                       num_carry=nc, num_xs=len(x_leaves))
+    return tree_unflatten(carry_tree, outs[:nc]), tree_unflatten(y_tree, outs[nc:])
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Any, init_val: Any) -> Any:
+    """``for i in range(lower, upper): val = body_fun(i, val)``: a ``scan`` when the bounds are
+    concrete (so reverse mode is pure IR), a ``while_loop`` otherwise."""
+    from fungraph.core import Tracer
+
+    if not isinstance(lower, Tracer) and not isinstance(upper, Tracer):
+        lo, hi = int(lower), int(upper)
+        dt = np.dtype(np.int64)
+
+        def step(carry: Any, _: Any) -> Any:
+            i, val = carry
+            return (i + np.asarray(1, dt), body_fun(i, val)), None
+
+        (_, out), _ = scan(step, (np.asarray(lo, dt), init_val), None, length=max(hi - lo, 0))
+        return out
+    lo, hi = asarray(lower), asarray(upper)
+    out = while_loop(lambda c: c[0] < c[1], lambda c: (c[0] + 1, c[1], body_fun(c[0], c[2])), (lo, hi, init_val))
+    return out[2]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -61,8 +61,8 @@ def _param_text(key: str, value: object) -> str:
     return f"{key}=<{getattr(value, '__name__', type(value).__name__)}>"
 
 
-def _params_text(params: object, limit: int = 48) -> str:
-    parts = [_param_text(k, v) for k, v in params.items()]  # type: ignore[attr-defined]
+def _params_text(params: Mapping[str, object], limit: int = 48) -> str:
+    parts = [_param_text(k, v) for k, v in params.items()]
     text = ", ".join(parts)
     if not text:
         return ""
@@ -148,8 +148,8 @@ class _DotWriter:
                 self.lines.append(f"{indent}{ids[a]} -> {out_id};")
         return written
 
-    def _clusters(self, params: object, owner: str, indent: str) -> None:
-        for key, value in params.items():  # type: ignore[attr-defined]
+    def _clusters(self, params: Mapping[str, object], owner: str, indent: str) -> None:
+        for key, value in params.items():
             if not isinstance(value, Graph):
                 continue
             cluster = f"cluster_{owner}_{key}"
@@ -356,7 +356,11 @@ def memory_timeline_svg(plan: MemoryPlan, graph: Graph | None = None, title: str
     return "\n".join(out)
 
 
-def _axes(steps: int, y_limit: float, x, y, left: int, top: int, plot_w: int, plot_h: int) -> list[str]:  # noqa: ANN001
+Scale = Callable[[float], float]
+
+
+def _axes(steps: int, y_limit: float, x: Scale, y: Scale, left: int, top: int, plot_w: int,
+          plot_h: int) -> list[str]:
     bottom_y = top + plot_h
     out = [f'<g class="axes" stroke="#000000" stroke-width="1">'
            f'<line x1="{left}" y1="{bottom_y}" x2="{left + plot_w}" y2="{bottom_y}"/>'
@@ -380,7 +384,7 @@ def _axes(steps: int, y_limit: float, x, y, left: int, top: int, plot_w: int, pl
     return out
 
 
-def _limit_lines(plan: MemoryPlan, x, y, steps: int) -> list[str]:  # noqa: ANN001
+def _limit_lines(plan: MemoryPlan, x: Scale, y: Scale, steps: int) -> list[str]:
     x0, x1 = x(0), x(steps)
     ya, yb = y(plan.arena_bytes), y(plan.lower_bound_bytes)
     arena_label = f"arena {format_bytes(plan.arena_bytes)}"

@@ -167,7 +167,11 @@ class CpuExecutable:
         def operand(a: Any) -> int:
             return new_slot(a.array) if isinstance(a, Literal) else slot[a]
 
-        self.program: list[tuple[Callable[..., Any], tuple[int, ...], tuple[int, ...], Any, Any, dict]] = []
+        self.program: list[tuple[Callable[..., Any], tuple[int, ...], tuple[int, ...], Any, Any, dict, bool]] = []
+        out_index: dict[Var, int] = {}
+        for j, a in enumerate(graph.outvars):
+            if isinstance(a, Var) and a in outputs and _produced(graph, a):
+                out_index.setdefault(a, j)
         for e in graph.eqns:
             fn, specific = lowering_for(e.primitive)
             if not specific:
@@ -180,9 +184,13 @@ class CpuExecutable:
                 p = plan.placements[o]
                 outs.append(new_slot())
                 slot[o] = outs[-1]
-                if o in outputs or p.kind == "pinned":
+                if o in out_index:
                     fixed.append(None)
-                    alloc.append((o.aval.shape, o.aval.dtype))
+                    alloc.append((out_index[o], o.aval.shape, o.aval.dtype))
+                    self.allocations_per_call += 1
+                elif p.kind == "pinned":
+                    fixed.append(None)
+                    alloc.append((-1, o.aval.shape, o.aval.dtype))
                     self.allocations_per_call += 1
                 elif p.kind == "view":
                     fixed.append(None)
@@ -190,30 +198,39 @@ class CpuExecutable:
                 else:
                     fixed.append(self._arena_view(p.offset, o))
                     alloc.append(None)
-            self.program.append((fn, ins, tuple(outs), tuple(fixed), tuple(alloc), dict(e.params)))
+            self.program.append((fn, ins, tuple(outs), tuple(fixed), tuple(alloc), dict(e.params),
+                                 e.primitive.multiple_results))
         self.output_slots = [operand(a) if isinstance(a, Literal) else slot[a] for a in graph.outvars]
-        self.outputs_to_copy = [not (isinstance(a, Var) and a in outputs and _produced(graph, a))
-                                for a in graph.outvars]
+        self.outputs_to_copy = [not (isinstance(a, Var) and out_index.get(a) == j) for j, a in enumerate(graph.outvars)]
+        self.passthrough_outputs = sum(self.outputs_to_copy)
 
     def _arena_view(self, offset: int, v: Var) -> np.ndarray:
         n = v.aval.nbytes
         return self.arena[offset:offset + n].view(v.aval.dtype).reshape(v.aval.shape)
 
-    def run(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def run(self, args: Sequence[np.ndarray], into: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+        """Run on ``args``; outputs go to fresh arrays, or into the arrays ``into`` (then no
+        output is allocated: what loop lowerings use to alternate carry buffers)."""
         env = self.env
         for s, a in zip(self.input_slots, args):
             env[s] = a
-        for fn, ins, outs, fixed, alloc, params in self.program:
-            if len(outs) == 1:
-                out = fixed[0] if alloc[0] is None else np.empty(*alloc[0])
+        for fn, ins, outs, fixed, alloc, params, multi in self.program:
+            bufs = [f if a is None else (into[a[0]] if into is not None and a[0] >= 0 else np.empty(a[1], a[2]))
+                    for f, a in zip(fixed, alloc)]
+            if not multi:
                 if params:
-                    env[outs[0]] = fn(out, *[env[i] for i in ins], **params)
+                    env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
                 else:
-                    env[outs[0]] = fn(out, *[env[i] for i in ins])
+                    env[outs[0]] = fn(bufs[0], *[env[i] for i in ins])
             else:
-                bufs = [f if a is None else np.empty(*a) for f, a in zip(fixed, alloc)]
                 env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
-        results = [np.array(env[s]) if copy else env[s] for s, copy in zip(self.output_slots, self.outputs_to_copy)]
+        if into is None:
+            results = [np.array(env[s]) if copy else env[s] for s, copy in zip(self.output_slots, self.outputs_to_copy)]
+        else:
+            for s, copy, target in zip(self.output_slots, self.outputs_to_copy, into):
+                if copy:
+                    np.copyto(target, env[s])
+            results = list(into)
         for s in self.input_slots:
             env[s] = None
         return results

@@ -22,7 +22,8 @@ VIEW_PRIMITIVES = frozenset({"reshape", "transpose", "broadcast_in_dim", "slice"
 @dataclass(frozen=True)
 class Placement:
     """Where one value lives: ``kind`` is buffer, inplace (reuses ``origin``'s buffer),
-    view (of ``origin``), or pinned (input, constant, output: outside the arena)."""
+    view (of ``origin``), or pinned (input, constant, output: outside the arena). ``start`` is
+    the step that defines the value and ``end`` the step after its buffer's last use."""
 
     kind: str
     offset: int
@@ -82,8 +83,10 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
     end: dict[Var, int] = {}
     kind: dict[Var, str] = {}
     origin: dict[Var, Var] = {}
+    defined_at: dict[Var, int] = {}
     for i, e in enumerate(graph.eqns):
         for o in e.outputs:
+            defined_at[o] = i
             view_src = e.inputs[0] if e.primitive.name in VIEW_PRIMITIVES else None
             if isinstance(view_src, Var) and o not in outputs:
                 r = root[view_src]
@@ -115,7 +118,7 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
     for v, k in kind.items():
         r = root[v]
         off = offsets.get(r, -1)
-        s = start.get(v, start.get(r, -1))
+        s = defined_at[v]
         placements[v] = Placement(k, off, v.aval.nbytes, s, end.get(r, s + 1), origin.get(v))
     pinned_bytes = sum(v.aval.nbytes for v in pinned)
     unplanned = sum(o.aval.nbytes for e in graph.eqns for o in e.outputs if o not in outputs)

@@ -167,7 +167,18 @@ for _r in RULES:
     _BY_PRIM[_r.primitive] = _BY_PRIM.get(_r.primitive, ()) + (_r,)
 
 
-def simplify(graph: Graph) -> Graph:
+def simplify(graph: Graph, max_rounds: int = 4) -> Graph:
+    """Apply the rules until nothing changes (a rewrite can expose another, e.g. dropping a
+    broadcast of 1.0 leaves ``x * 1.0``)."""
+    for _ in range(max_rounds):
+        new = _simplify_once(graph)
+        if new.eqns == graph.eqns:
+            return new
+        graph = new
+    return graph
+
+
+def _simplify_once(graph: Graph) -> Graph:
     rw = Rewriter(graph)
     for e in graph.eqns:
         ins = rw.inputs(e)

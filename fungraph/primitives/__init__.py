@@ -2,11 +2,14 @@
 
 from fungraph.primitives import (  # noqa: F401
     callback,
+    control_flow,
     conv,
     elementwise,
     fused,
     indexing,
     linalg,
     reductions,
+    scan,
     shape,
+    while_loop,
 )

@@ -1,0 +1,326 @@
+"""``while``: a loop whose trip count is found at run time. Inputs ``(*cond_consts,
+*body_consts, *init)``; ``cond_graph`` maps ``(carry, cond_consts)`` to a bool scalar and
+``body_graph`` maps ``(carry, body_consts)`` to the next carry.
+
+Reverse mode (which JAX refuses): the forward loop ``while_fwd`` records what the linear body
+needs on a host-side *tape* and returns its handle and the trip count; ``while_lin`` is the
+linear loop over tangents and ``while_bwd`` its transpose, which runs the transposed body that
+many times backwards. Checkpoint policies trade memory for recomputation: ``"all"`` keeps every
+iteration's residuals, ``"every:k"`` keeps every k-th carry, ``"sqrt"`` keeps O(sqrt(n)) carries
+by thinning as the loop runs, and both recompute one segment's residuals at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import Primitive, ShapeError
+from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
+from fungraph.primitives._rules import aval, instantiate, is_undefined, zeros
+from fungraph.primitives.graph_utils import force_unknown
+
+_I64 = ShapedArray((), np.dtype(np.int64))
+
+
+def _run(graph: Graph, args: Sequence[Any]) -> list[np.ndarray]:
+    from fungraph.jit import compile_graph
+
+    return compile_graph(graph).executable.run([np.asarray(a) for a in args])
+
+
+LOOP_STATS = {"iterations": 0, "carry_copies": 0}
+
+
+def _while_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int,
+                policy: str = "all") -> list[Any]:
+    """Two views of the carry alternate (libnnc's multi-view tensors with k = 2): iteration i
+    reads view i % 2 and writes view (i + 1) % 2, so no carry is ever copied."""
+    from fungraph.jit import compile_graph
+
+    cc, bc = [np.asarray(a) for a in args[:n_cc]], [np.asarray(a) for a in args[n_cc:n_cc + n_bc]]
+    carry = [np.asarray(a) for a in args[n_cc + n_bc:]]
+    cond_exe = compile_graph(cond_graph).executable
+    body_exe = compile_graph(body_graph).executable
+    pred = [np.empty((), np.bool_)]
+    views = [[np.empty(a.shape, a.dtype) for a in body_graph.out_avals] for _ in range(2)]
+    k = 0
+    while cond_exe.run(carry + cc, pred)[0]:
+        carry = body_exe.run(carry + bc, views[k % 2])
+        k += 1
+    LOOP_STATS["iterations"] += k
+    LOOP_STATS["carry_copies"] += k * body_exe.passthrough_outputs
+    return [np.array(c) for c in carry] if k == 1 else carry
+
+
+def _while_aval(*avals: ShapedArray, cond_graph: Graph, body_graph: Graph, n_cc: int,
+                n_bc: int, policy: str = "all") -> tuple[ShapedArray, ...]:
+    cc, bc, carry = avals[:n_cc], avals[n_cc:n_cc + n_bc], avals[n_cc + n_bc:]
+    if cond_graph.in_avals != tuple(carry) + tuple(cc):
+        raise ShapeError(f"while_loop cond takes {list(map(str, cond_graph.in_avals))}, got "
+                         f"{list(map(str, tuple(carry) + tuple(cc)))}")
+    if cond_graph.out_avals != (ShapedArray((), dtypes.bool_),):
+        raise ShapeError(f"while_loop cond_fun must return a bool scalar, got {list(map(str, cond_graph.out_avals))}")
+    if body_graph.in_avals != tuple(carry) + tuple(bc) or body_graph.out_avals != tuple(carry):
+        raise ShapeError(f"while_loop body_fun must map the carry {list(map(str, carry))} to itself, got "
+                         f"{list(map(str, body_graph.in_avals[:len(carry)]))} -> "
+                         f"{list(map(str, body_graph.out_avals))}")
+    return tuple(carry)
+
+
+while_p = Primitive("while", impl=_while_impl, abstract_eval=_while_aval, multiple_results=True)
+
+
+def _stage(fun: Any, avals: Sequence[ShapedArray]) -> Graph:
+    from fungraph.interpreters.staging import stage
+
+    return stage(fun, list(avals))[0]
+
+
+@while_p.def_jvp
+def _while_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph: Graph, n_cc: int,
+               n_bc: int, policy: str = "all") -> tuple:
+    from fungraph.interpreters.eval import eval_graph
+    from fungraph.interpreters.jvp import jvp_flat
+
+    cc, bc, carry = primals[:n_cc], primals[n_cc:n_cc + n_bc], primals[n_cc + n_bc:]
+    t_bc, t_carry = tangents[n_cc:n_cc + n_bc], tangents[n_cc + n_bc:]
+    nc = len(carry)
+    t_carry = [instantiate(t, aval(c)) if dtypes.is_float(aval(c).dtype) else None for c, t in zip(carry, t_carry)]
+    c_mask = [t is not None for t in t_carry]
+    k_mask = [t is not None for t in t_bc]
+    n_tc, n_tk = sum(c_mask), sum(k_mask)
+    c_av = [aval(c) for c in carry]
+
+    def body(*args: Any) -> list[Any]:
+        c, tc, k, tk = args[:nc], iter(args[nc:nc + n_tc]), args[nc + n_tc:nc + n_tc + n_bc], iter(args[nc + n_tc + n_bc:])
+        p, t = jvp_flat(lambda *a: eval_graph(body_graph, *a), list(c) + list(k),
+                        [next(tc) if m else None for m in c_mask] + [next(tk) if m else None for m in k_mask])
+        return list(p) + [tt for tt, m in zip(t, c_mask) if m]
+
+    tc_av = [a for a, m in zip(c_av, c_mask) if m]
+    tk_av = [aval(k) for k, m in zip(bc, k_mask) if m]
+    jb = _stage(body, c_av + tc_av + [aval(k) for k in bc] + tk_av)
+    jc = _stage(lambda *a: eval_graph(cond_graph, *a[:nc], *a[nc + n_tc:]), c_av + tc_av + [aval(c) for c in cc])
+    outs = while_p.bind(*cc, *bc, *[t for t in t_bc if t is not None], *carry, *[t for t in t_carry if t is not None],
+                        cond_graph=jc, body_graph=jb, n_cc=n_cc, n_bc=n_bc + n_tk, policy=policy)
+    t_out = iter(outs[nc:])
+    return outs[:nc], [next(t_out) if m else None for m in c_mask]
+
+
+@while_p.def_batch
+def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: Graph, body_graph: Graph,
+                 n_cc: int, n_bc: int, policy: str = "all") -> tuple:
+    """All carries are batched; the loop runs while any lane's predicate holds, and lanes whose
+    predicate is false keep their carry (masked with select)."""
+    from fungraph.interpreters.batching import vmap_flat
+    from fungraph.interpreters.eval import eval_graph
+    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
+    from fungraph.primitives.elementwise import select
+    from fungraph.primitives.reductions import reduce_max_p
+    from fungraph.primitives.shape import reshape
+
+    size = batch_size(args, dims)
+    cc, bc, carry = args[:n_cc], args[n_cc:n_cc + n_bc], args[n_cc + n_bc:]
+    dcc, dbc = dims[:n_cc], dims[n_cc:n_cc + n_bc]
+    carry_b = [broadcast_batch(c, d, size) for c, d in zip(carry, dims[n_cc + n_bc:])]
+    cc_b = [to_front(c, d) for c, d in zip(cc, dcc)]
+    bc_b = [to_front(b, d) for b, d in zip(bc, dbc)]
+    kdc = [None if d is None else 0 for d in dcc]
+    kdb = [None if d is None else 0 for d in dbc]
+    nc = len(carry)
+
+    def preds(c: Sequence[Any], k: Sequence[Any]) -> Any:
+        return vmap_flat(lambda *a: eval_graph(cond_graph, *a), list(c) + list(k), [0] * nc + kdc, [0], size)[0]
+
+    def cond(*a: Any) -> list[Any]:
+        return [reduce_max_p.bind(preds(a[:nc], a[nc:]), axes=(0,))]
+
+    def body(*a: Any) -> list[Any]:
+        c, k_c, k_b = a[:nc], a[nc:nc + n_cc], a[nc + n_cc:]
+        p = preds(c, k_c)
+        new = vmap_flat(lambda *x: eval_graph(body_graph, *x), list(c) + list(k_b), [0] * nc + kdb, [0] * nc, size)
+        return [select(reshape(p, (size,) + (1,) * (aval(o).ndim - 1)), o, old) for o, old in zip(new, c)]
+
+    c_av = [aval(c) for c in carry_b]
+    bcond = _stage(cond, c_av + [aval(c) for c in cc_b])
+    bbody = _stage(body, c_av + [aval(c) for c in cc_b] + [aval(b) for b in bc_b])
+    outs = while_p.bind(*cc_b, *cc_b, *bc_b, *carry_b, cond_graph=bcond, body_graph=bbody, n_cc=n_cc,
+                        n_bc=n_cc + n_bc, policy=policy)
+    return outs, [0] * nc
+
+
+# --- reverse mode: the tape -------------------------------------------------------------
+
+
+@dataclass
+class Tape:
+    """What the backward loop needs: per-iteration residuals, or checkpointed carries plus the
+    means to recompute a segment's residuals."""
+
+    known_body: Graph
+    body_consts: list[Any]
+    num_carry: int
+    policy: str
+    stride: int = 1
+    count: int = 0
+    residuals: list[list[np.ndarray]] = field(default_factory=list)
+    checkpoints: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    segment: tuple[int, list[list[np.ndarray]]] | None = None
+    peak_stored: int = 0
+
+    def record(self, carry: list[np.ndarray], residuals: list[np.ndarray]) -> None:
+        """Called before running iteration ``count`` from ``carry``; ``residuals`` are its own."""
+        if self.policy == "all":
+            self.residuals.append(residuals)
+        else:
+            if self.count % self.stride == 0:
+                self.checkpoints[self.count] = carry
+            if self.policy == "sqrt" and len(self.checkpoints) > 2 * self.stride:
+                self.stride *= 2
+                self.checkpoints = {k: v for k, v in self.checkpoints.items() if k % self.stride == 0}
+        self.count += 1
+        self.peak_stored = max(self.peak_stored, len(self.residuals) + len(self.checkpoints))
+
+    def residuals_at(self, i: int) -> list[np.ndarray]:
+        if self.policy == "all":
+            return self.residuals[i]
+        start = (i // self.stride) * self.stride
+        if self.segment is None or self.segment[0] != start:
+            carry = self.checkpoints[start]
+            seg = []
+            for _ in range(start, min(start + self.stride, self.count)):
+                outs = _run(self.known_body, carry + self.body_consts)
+                carry = outs[:self.num_carry]
+                seg.append(outs[self.num_carry:])
+            self.segment = (start, seg)
+        return self.segment[1][i - start]
+
+
+_TAPES: dict[int, Tape] = {}
+_HANDLES = itertools.count(1)
+
+
+def tape_count() -> int:
+    """Tapes recorded and not yet consumed by a backward loop (for tests and leak checks)."""
+    return len(_TAPES)
+
+
+def _policy(policy: str) -> tuple[str, int]:
+    if policy in ("all", "sqrt"):
+        return policy, 1
+    if policy.startswith("every:"):
+        return "every", max(1, int(policy.split(":")[1]))
+    raise ValueError(f"unknown while_loop checkpoint policy {policy!r}; use 'all', 'sqrt' or 'every:K'")
+
+
+def _while_fwd_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int, num_res: int,
+                    policy: str) -> list[Any]:
+    cc, bc, carry = list(args[:n_cc]), list(args[n_cc:n_cc + n_bc]), [np.asarray(a) for a in args[n_cc + n_bc:]]
+    nc = len(carry)
+    kind, stride = _policy(policy)
+    tape = Tape(body_graph, bc, nc, kind, stride)
+    while bool(_run(cond_graph, carry + cc)[0]):
+        outs = _run(body_graph, carry + bc)
+        tape.record(carry, outs[nc:])
+        carry = outs[:nc]
+    handle = next(_HANDLES)
+    _TAPES[handle] = tape
+    return carry + [np.asarray(tape.count, np.int64), np.asarray(handle, np.int64)]
+
+
+while_fwd_p = Primitive(
+    "while_fwd", impl=_while_fwd_impl, multiple_results=True, effectful=True,
+    abstract_eval=lambda *avals, cond_graph, body_graph, n_cc, n_bc, num_res, policy:
+    tuple(body_graph.out_avals[:len(body_graph.out_avals) - num_res]) + (_I64, _I64))
+
+
+def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_bcu: int) -> list[Any]:
+    tape = _TAPES[int(handle)]
+    tk, tc = list(args[:n_bcu]), [np.asarray(a) for a in args[n_bcu:]]
+    for i in range(int(n)):
+        tc = _run(lin_body, tape.residuals_at(i) + tc + tk)
+    return tc
+
+
+while_lin_p = Primitive("while_lin", impl=_lin_impl, multiple_results=True,
+                        abstract_eval=lambda n, h, *avals, lin_body, num_res, n_bcu: tuple(avals[n_bcu:]))
+
+
+@while_lin_p.def_transpose
+def _while_lin_transpose(cts: Sequence[Any], n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int,
+                         n_bcu: int) -> tuple:
+    tk, tc = args[:n_bcu], args[n_bcu:]
+    ct_vals = [zeros(aval(c)) if ct is None else ct for ct, c in zip(cts, tc)]
+    outs = while_bwd_p.bind(n, handle, *ct_vals, lin_body=lin_body, num_res=num_res,
+                            k_avals=tuple(aval(k) for k in tk))
+    n_k = len(tk)
+    return (None, None) + tuple(outs[len(tc):len(tc) + n_k]) + tuple(outs[:len(tc)])
+
+
+def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_avals: tuple) -> list[Any]:
+    from fungraph.interpreters.graph_transforms import transpose_graph
+
+    tape = _TAPES.pop(int(handle))
+    nc = len(cts)
+    mask = tuple([False] * num_res + [True] * (nc + len(k_avals)))
+    tg = transpose_graph(lin_body, mask)
+    ct_c = [np.asarray(c) for c in cts]
+    ct_k = [np.zeros(a.shape, a.dtype) for a in k_avals]
+    for i in range(int(n) - 1, -1, -1):
+        outs = _run(tg, tape.residuals_at(i) + ct_c)
+        ct_c = outs[:nc]
+        ct_k = [a + b for a, b in zip(ct_k, outs[nc:])]
+    return ct_c + ct_k
+
+
+while_bwd_p = Primitive("while_bwd", impl=_bwd_impl, multiple_results=True, effectful=True,
+                        abstract_eval=lambda n, h, *cts, lin_body, num_res, k_avals: tuple(cts) + tuple(k_avals))
+
+
+def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
+    from fungraph.interpreters.graph_transforms import partial_eval_graph
+
+    p = eqn.params
+    n_cc, n_bc, policy = p["n_cc"], p["n_bc"], p.get("policy", "all")
+    body, cond = p["body_graph"], p["cond_graph"]
+    cc_unk, bc_unk, c_unk = unknown[:n_cc], list(unknown[n_cc:n_cc + n_bc]), list(unknown[n_cc + n_bc:])
+    if any(cc_unk):
+        raise TypeError("while_loop: the predicate cannot depend on a differentiated value")
+    nc = len(c_unk)
+    while True:
+        known_b, lin_b, r, out_unk = partial_eval_graph(body, tuple(c_unk + bc_unk))
+        grown = [a or b for a, b in zip(c_unk, out_unk)]
+        if grown == c_unk:
+            break
+        c_unk = grown
+    known_b, lin_b, r, out_unk = force_unknown(known_b, lin_b, r, out_unk, c_unk)
+    used = {a for e in cond.eqns for a in e.inputs} | set(cond.outvars)
+    if any(u and v in used for v, u in zip(cond.invars[:nc], c_unk)):
+        raise TypeError("while_loop: the predicate cannot depend on a differentiated carry")
+    keep = [i for i, u in enumerate(c_unk) if not u] + list(range(nc, len(cond.invars)))
+    cond_k = Graph(tuple(cond.invars[i] for i in keep), cond.constvars, cond.consts, cond.eqns, cond.outvars)
+    ins = eqn.inputs
+    cc_in, bc_in, c_in = ins[:n_cc], ins[n_cc:n_cc + n_bc], ins[n_cc + n_bc:]
+    n_var, h_var = Var(_I64), Var(_I64)
+    known_eqn = Eqn(while_fwd_p,
+                    tuple(cc_in) + tuple(a for a, u in zip(bc_in, bc_unk) if not u)
+                    + tuple(a for a, u in zip(c_in, c_unk) if not u),
+                    tuple(o for o, u in zip(eqn.outputs, c_unk) if not u) + (n_var, h_var),
+                    Params({"cond_graph": cond_k, "body_graph": known_b, "n_cc": n_cc,
+                            "n_bc": sum(not u for u in bc_unk), "num_res": r, "policy": policy}), eqn.source)
+    n_bcu = sum(bc_unk)
+    # lin_b invars: (residuals, carry_u, bc_u) -> the loop passes (residuals, carry_u, bc_u)
+    lin_eqn = Eqn(while_lin_p,
+                  (n_var, h_var) + tuple(a for a, u in zip(bc_in, bc_unk) if u) + tuple(a for a, u in zip(c_in, c_unk) if u),
+                  tuple(o for o, u in zip(eqn.outputs, c_unk) if u),
+                  Params({"lin_body": lin_b, "num_res": r, "n_bcu": n_bcu}), eqn.source)
+    return [known_eqn], [lin_eqn]
+
+
+while_p.partial_eval = _while_partial_eval
