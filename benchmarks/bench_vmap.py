@@ -14,9 +14,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _util import median_time, table, try_jax  # noqa: E402
+
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
-from _util import median_time, table, try_jax  # noqa: E402
 from fungraph import nn  # noqa: E402
 
 

@@ -88,8 +88,8 @@ def _cond_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], li
 
 
 def _pad_residual_outputs(known: Graph, r: int, before: list[ShapedArray], after: list[ShapedArray]) -> Graph:
-    from fungraph.interpreters.staging import stage
     from fungraph.interpreters.eval import eval_graph
+    from fungraph.interpreters.staging import stage
 
     n_out = len(known.outvars) - r
 

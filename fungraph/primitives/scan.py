@@ -140,8 +140,8 @@ def _scan_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], li
     known_eqn = Eqn(scan_p,
                     tuple(a for a, u in zip(c_in, carry_unk) if not u) + tuple(a for a, u in zip(x_in, xs_unk) if not u)
                     + tuple(k_known_atoms),
-                    tuple(o for o, u in zip(outs_c, carry_unk) if not u) + tuple(o for o, u in zip(outs_y, y_unk) if not u)
-                    + tuple(stacked_vars),
+                    tuple(o for o, u in zip(outs_c, carry_unk) if not u)
+                    + tuple(o for o, u in zip(outs_y, y_unk) if not u) + tuple(stacked_vars),
                     Params({"body": known_b, "length": length, "reverse": p["reverse"], "num_carry": n_ck,
                             "num_xs": sum(not u for u in xs_unk)}), eqn.source)
     # linear body invars: (residuals..., carry_u, xs_u, consts_u) -> (carry_u, stacked res, xs_u, hoisted, consts_u)

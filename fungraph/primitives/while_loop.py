@@ -22,7 +22,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
-from fungraph.primitives._rules import aval, instantiate, is_undefined, zeros
+from fungraph.primitives._rules import aval, instantiate, zeros
 from fungraph.primitives.graph_utils import force_unknown
 
 _I64 = ShapedArray((), np.dtype(np.int64))
@@ -98,7 +98,8 @@ def _while_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph
     c_av = [aval(c) for c in carry]
 
     def body(*args: Any) -> list[Any]:
-        c, tc, k, tk = args[:nc], iter(args[nc:nc + n_tc]), args[nc + n_tc:nc + n_tc + n_bc], iter(args[nc + n_tc + n_bc:])
+        c, tc = args[:nc], iter(args[nc:nc + n_tc])
+        k, tk = args[nc + n_tc:nc + n_tc + n_bc], iter(args[nc + n_tc + n_bc:])
         p, t = jvp_flat(lambda *a: eval_graph(body_graph, *a), list(c) + list(k),
                         [next(tc) if m else None for m in c_mask] + [next(tk) if m else None for m in k_mask])
         return list(p) + [tt for tt, m in zip(t, c_mask) if m]
@@ -317,7 +318,8 @@ def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], l
     n_bcu = sum(bc_unk)
     # lin_b invars: (residuals, carry_u, bc_u) -> the loop passes (residuals, carry_u, bc_u)
     lin_eqn = Eqn(while_lin_p,
-                  (n_var, h_var) + tuple(a for a, u in zip(bc_in, bc_unk) if u) + tuple(a for a, u in zip(c_in, c_unk) if u),
+                  (n_var, h_var) + tuple(a for a, u in zip(bc_in, bc_unk) if u)
+                  + tuple(a for a, u in zip(c_in, c_unk) if u),
                   tuple(o for o, u in zip(eqn.outputs, c_unk) if u),
                   Params({"lin_body": lin_b, "num_res": r, "n_bcu": n_bcu}), eqn.source)
     return [known_eqn], [lin_eqn]
