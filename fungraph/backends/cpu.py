@@ -19,6 +19,8 @@ from fungraph.ir import Graph, Literal, Var
 
 Lowering = Callable[..., Any]
 
+ENGINE_STATS = {"output_allocations": 0}
+
 
 def _ufunc_lowering(ufunc: np.ufunc) -> Lowering:
     def run(out: np.ndarray, *ins: Any) -> np.ndarray:
@@ -214,6 +216,8 @@ class CpuExecutable:
         env = self.env
         for s, a in zip(self.input_slots, args):
             env[s] = a
+        if into is None:
+            ENGINE_STATS["output_allocations"] += self.allocations_per_call
         for fn, ins, outs, fixed, alloc, params, multi in self.program:
             bufs = [f if a is None else (into[a[0]] if into is not None and a[0] >= 0 else np.empty(a[1], a[2]))
                     for f, a in zip(fixed, alloc)]

@@ -34,7 +34,7 @@ def _run(graph: Graph, args: Sequence[Any]) -> list[np.ndarray]:
     return compile_graph(graph).executable.run([np.asarray(a) for a in args])
 
 
-LOOP_STATS = {"iterations": 0, "carry_copies": 0}
+LOOP_STATS = {"iterations": 0, "carry_copies": 0, "last_tape_peak": 0, "last_tape_length": 0}
 
 
 def _while_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int,
@@ -268,6 +268,8 @@ def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_a
     from fungraph.interpreters.graph_transforms import transpose_graph
 
     tape = _TAPES.pop(int(handle))
+    LOOP_STATS["last_tape_peak"] = tape.peak_stored
+    LOOP_STATS["last_tape_length"] = tape.count
     nc = len(cts)
     mask = tuple([False] * num_res + [True] * (nc + len(k_avals)))
     tg = transpose_graph(lin_body, mask)

@@ -1,0 +1,245 @@
+"""Control flow: values, jvp, grad, vmap, jit and the IR of cond/switch, while_loop, fori_loop
+and scan against Python-unrolled equivalents; reverse mode through data-dependent loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph import lax
+from fungraph.backends.cpu import ENGINE_STATS
+from fungraph.primitives.while_loop import LOOP_STATS, tape_count
+from fungraph.testing import check_grads
+
+XS = np.array([-1.3, -0.2, 0.4, 1.7])
+
+
+def branchy(x):
+    return lax.cond(x > 0, lambda y: fnp.sin(y) * y, lambda y: fnp.cos(y) - y, x)
+
+
+def branchy_py(x):
+    return np.sin(x) * x if x > 0 else np.cos(x) - x
+
+
+def three_way(i, x):
+    return lax.switch(i, [lambda v: v * 2.0, lambda v: fnp.exp(v), lambda v: -v], x)
+
+
+def scanned(x):
+    def body(c, xi):
+        return c * xi + fnp.sin(c), {"y": c * 2.0, "z": xi}
+
+    c, ys = lax.scan(body, x, np.arange(1.0, 4.0))
+    return c + fnp.sum(ys["y"]) + fnp.sum(ys["z"])
+
+
+def scanned_py(x):
+    c, total = x, 0.0
+    for xi in np.arange(1.0, 4.0):
+        total += c * 2.0 + xi
+        c = c * xi + np.sin(c)
+    return c + total
+
+
+def looped(x):
+    return lax.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, fnp.sin(c[1]) * x), (0, x))[1]
+
+
+def looped_py(x):
+    c = x
+    for _ in range(4):
+        c = np.sin(c) * x
+    return c
+
+
+def nested(x):
+    def wbody(c):
+        i, v = c
+
+        def sbody(s, xi):
+            return lax.cond(s > 0.5, lambda t: t * xi, lambda t: fnp.sin(t) + xi, s), s
+
+        s, _ = lax.scan(sbody, v, np.array([0.3, 0.9]))
+        return i + 1, s * x
+
+    return lax.while_loop(lambda c: c[0] < 3, wbody, (0, x))[1]
+
+
+def nested_py(x):
+    v = x
+    for _ in range(3):
+        s = v
+        for xi in (0.3, 0.9):
+            s = s * xi if s > 0.5 else np.sin(s) + xi
+        v = s * x
+    return v
+
+
+CASES = [(branchy, branchy_py), (scanned, scanned_py), (looped, looped_py), (nested, nested_py)]
+
+
+def _fd(f, x, eps=1e-6):
+    return (f(x + eps) - f(x - eps)) / (2 * eps)
+
+
+@pytest.mark.parametrize("f, ref", CASES, ids=["cond", "scan", "while", "nested"])
+def test_value_jvp_grad_jit_vmap_against_python(f, ref) -> None:
+    for x in XS:
+        np.testing.assert_allclose(f(x), ref(x), rtol=1e-12)
+        np.testing.assert_allclose(fg.jit(f)(x), ref(x), rtol=1e-12)
+        d = _fd(ref, x)
+        np.testing.assert_allclose(fg.jvp(f, (x,), (1.0,))[1], d, rtol=1e-6, atol=1e-8)
+        for g in (fg.grad(f), fg.jit(fg.grad(f)), fg.grad(fg.jit(f))):
+            np.testing.assert_allclose(g(x), d, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(fg.vmap(f)(XS), [ref(x) for x in XS], rtol=1e-12)
+
+
+@pytest.mark.parametrize("f", [branchy, scanned], ids=["cond", "scan"])
+def test_second_order_and_vmap_of_grad(f) -> None:
+    for x in XS:
+        check_grads(f, [x], order=2)
+    np.testing.assert_allclose(fg.vmap(fg.grad(f))(XS), [fg.grad(f)(x) for x in XS], rtol=1e-12)
+
+
+def test_switch_clamps_and_batches_the_index() -> None:
+    for i, want in ((-5, 1.0), (0, 1.0), (1, np.exp(0.5)), (2, -0.5), (9, -0.5)):
+        assert three_way(i, 0.5) == pytest.approx(want)
+    idx = np.array([0, 1, 2, 7])
+    got = fg.vmap(three_way)(idx, XS)
+    np.testing.assert_allclose(got, [three_way(int(i), x) for i, x in zip(idx, XS)])
+    g = fg.grad(lambda x: three_way(1, x))(0.3)
+    assert g == pytest.approx(np.exp(0.3))
+
+
+def test_fori_loop_concrete_and_traced_bounds() -> None:
+    body = lambda i, v: v * 0.5 + i
+    assert lax.fori_loop(0, 5, body, 1.0) == pytest.approx(_py_fori(0, 5, 1.0))
+    n = np.int64(5)
+    traced = fg.jit(lambda n, v: lax.fori_loop(0, n, body, v))
+    assert traced(n, 1.0) == pytest.approx(_py_fori(0, 5, 1.0))
+    g = fg.grad(lambda v: lax.fori_loop(0, 5, lambda i, v: fnp.sin(v) * 1.5, v))(0.3)
+    ref = lambda v: _py_loop(v, 5)
+    assert g == pytest.approx(_fd(ref, 0.3), rel=1e-6)
+
+
+def _py_fori(lo, hi, v):
+    for i in range(lo, hi):
+        v = v * 0.5 + i
+    return v
+
+
+def _py_loop(v, n):
+    for _ in range(n):
+        v = np.sin(v) * 1.5
+    return v
+
+
+def test_scan_reverse_pytrees_and_length() -> None:
+    xs = {"a": np.arange(4.0), "b": np.ones((4, 2))}
+    c, ys = lax.scan(lambda c, x: (c + x["a"], x["b"] * c), 0.0, xs, reverse=True)
+    want_c, want = 0.0, []
+    for i in range(3, -1, -1):
+        want.insert(0, xs["b"][i] * want_c)
+        want_c += xs["a"][i]
+    assert c == pytest.approx(want_c)
+    np.testing.assert_allclose(ys, np.stack(want))
+    c2, ys2 = lax.scan(lambda c, _: (c * 2.0, c), 1.0, None, length=3)
+    assert c2 == 8.0
+    np.testing.assert_allclose(ys2, [1.0, 2.0, 4.0])
+
+
+def test_newton_while_loop_gradient_is_the_implicit_derivative() -> None:
+    """x(theta) solves x^3 + theta x - 1 = 0; dx/dtheta = -x / (3 x^2 + theta)."""
+
+    def solve(theta):
+        def body(c):
+            x, _ = c
+            step = (x ** 3 + theta * x - 1.0) / (3 * x ** 2 + theta)
+            return x - step, fnp.abs(step)
+
+        return lax.while_loop(lambda c: c[1] > 1e-14, body, (1.0, 1.0))[0]
+
+    for theta in (0.5, 1.0, 3.0):
+        x = solve(theta)
+        assert x ** 3 + theta * x - 1.0 == pytest.approx(0.0, abs=1e-12)
+        implicit = -x / (3 * x ** 2 + theta)
+        assert abs(fg.grad(solve)(theta) - implicit) < 1e-10
+        assert abs(fg.jit(fg.grad(solve))(theta) - implicit) < 1e-10
+    np.testing.assert_allclose(fg.vmap(solve)(np.array([0.5, 1.0, 3.0])), [solve(t) for t in (0.5, 1.0, 3.0)])
+    assert tape_count() == 0
+
+
+@pytest.mark.parametrize("policy", ["sqrt", "every:7"])
+def test_checkpoint_policies_match_and_bound_the_tape(policy: str) -> None:
+    n = 2500
+
+    def f(x, checkpoint):
+        body = lambda c: (c[0] + 1, fnp.sin(c[1]) * 0.5 + x)
+        return lax.while_loop(lambda c: c[0] < n, body, (0, x), checkpoint=checkpoint)[1]
+
+    full = fg.grad(lambda x: f(x, "all"))(0.3)
+    assert LOOP_STATS["last_tape_length"] == n and LOOP_STATS["last_tape_peak"] == n
+    g = fg.grad(lambda x: f(x, policy))(0.3)
+    assert g == pytest.approx(full, rel=1e-12)
+    bound = 3 * int(np.sqrt(n)) + 2 if policy == "sqrt" else n // 7 + 2
+    assert LOOP_STATS["last_tape_peak"] <= bound
+
+
+def test_loop_lowering_copies_no_carry_and_allocates_nothing_per_iteration() -> None:
+    def run(n):
+        return fg.jit(lambda x: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 0.999 + 0.001),
+                                               (0, x))[1])
+
+    x = np.ones(10_000)
+    costs = []
+    for n in (10, 1000):
+        f = run(n)
+        f(x)
+        before = (ENGINE_STATS["output_allocations"], LOOP_STATS["carry_copies"], LOOP_STATS["iterations"])
+        f(x)
+        after = (ENGINE_STATS["output_allocations"], LOOP_STATS["carry_copies"], LOOP_STATS["iterations"])
+        assert after[2] - before[2] == n
+        assert after[1] == before[1], "a carry was copied"
+        costs.append(after[0] - before[0])
+    assert costs[0] == costs[1], f"allocations grew with the trip count: {costs}"
+
+
+def test_control_flow_ir_prints_parses_and_verifies() -> None:
+    for f, x in ((branchy, 0.5), (scanned, 0.5), (looped, 0.5), (nested, 0.5), (fg.grad(scanned), 0.5),
+                 (lambda x: three_way(1, x), 0.5)):
+        g = fg.make_graph(f)(x)
+        g.verify()
+        back = fg.parse(str(g))
+        assert back == g
+        np.testing.assert_allclose(fg.eval_graph(back, x)[0], fg.eval_graph(g, x)[0])
+    text = str(fg.make_graph(branchy)(0.5))
+    assert "cond[branches=({ lambda" in text and "\n            b:f64[] = cos a" in text
+
+
+def test_vmap_of_while_with_batched_predicate_masks_finished_lanes() -> None:
+    def countdown(x):
+        return lax.while_loop(lambda c: c[0] > 1.0, lambda c: (c[0] / 2.0, c[1] + 1), (x, 0))
+
+    xs = np.array([1.0, 3.0, 100.0])
+    vals, steps = fg.vmap(countdown)(xs)
+    want = [countdown(x) for x in xs]
+    np.testing.assert_allclose(vals, [w[0] for w in want])
+    np.testing.assert_array_equal(steps, [w[1] for w in want])
+
+
+def test_errors() -> None:
+    with pytest.raises(TypeError, match="carry's structure and types"):
+        lax.while_loop(lambda c: c < 3, lambda c: (c, c), 0)
+    with pytest.raises(TypeError, match="bool scalar"):
+        lax.while_loop(lambda c: c, lambda c: c, 0.0)
+    with pytest.raises(TypeError, match="same structure"):
+        lax.cond(True, lambda x: (x, x), lambda x: x, 1.0)
+    with pytest.raises(TypeError, match="scalar"):
+        lax.cond(np.array([True, False]), lambda x: x, lambda x: x, 1.0)
+    with pytest.raises(TypeError, match="pair"):
+        lax.scan(lambda c, x: c, 0.0, np.ones(3))
+    with pytest.raises(ValueError, match="checkpoint policy"):
+        lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0, checkpoint="most")
