@@ -62,7 +62,7 @@ def _format_value(v: Any, indent: int) -> str:
         inner = ", ".join(_format_value(x, indent) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
     if isinstance(v, ShapedArray):
-        return f"<{v}>"
+        return str(v)
     name = getattr(v, "__name__", type(v).__name__)
     return f"<{name}>"
 
@@ -249,6 +249,9 @@ class _Parser:
                     self.next()
             self.next()
             return tuple(items)
+        if kind == "name" and tok in dtypes.FROM_SHORT and self.at("["):
+            self.i -= 1
+            return self.aval()
         if kind == "name":
             try:
                 return np.dtype(tok)

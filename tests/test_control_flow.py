@@ -209,6 +209,7 @@ def test_loop_lowering_copies_no_carry_and_allocates_nothing_per_iteration() -> 
 
 def test_control_flow_ir_prints_parses_and_verifies() -> None:
     for f, x in ((branchy, 0.5), (scanned, 0.5), (looped, 0.5), (nested, 0.5), (fg.grad(scanned), 0.5),
+                 (fg.grad(looped), 0.5),
                  (lambda x: three_way(1, x), 0.5)):
         g = fg.make_graph(f)(x)
         g.verify()

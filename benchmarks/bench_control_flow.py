@@ -1,0 +1,86 @@
+"""Loops under jit: time and engine allocations per iteration of a while_loop, and the
+gradient through a 10,000-iteration while_loop with and without checkpointing.
+
+    python benchmarks/bench_control_flow.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fungraph as fg  # noqa: E402
+import fungraph.numpy as fnp  # noqa: E402
+from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
+from fungraph import lax  # noqa: E402
+from fungraph.backends.cpu import ENGINE_STATS  # noqa: E402
+from fungraph.primitives.while_loop import LOOP_STATS  # noqa: E402
+
+
+def bench_loop(n: int, size: int, jax) -> list[list[str]]:
+    f = fg.jit(lambda x: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.5 + 0.1),
+                                        (0, x))[1])
+    x = np.linspace(-1, 1, size)
+    f(x)
+    a0, c0 = ENGINE_STATS["output_allocations"], LOOP_STATS["carry_copies"]
+    t = median_time(lambda: f(x), repeat=5)
+    calls = 6
+    per_call_allocs = (ENGINE_STATS["output_allocations"] - a0) / calls
+    copies = LOOP_STATS["carry_copies"] - c0
+    py = lambda v: [v := np.tanh(v) * 0.5 + 0.1 for _ in range(n)][-1]  # noqa: E731
+    t_np = median_time(lambda: py(x), repeat=5)
+    rows = [["numpy python loop", f"{t_np / n * 1e6:.1f} us", "-", "-"],
+            ["fungraph jit while_loop", f"{t / n * 1e6:.1f} us", f"{per_call_allocs:.0f} per call, 0 per iteration",
+             str(copies)]]
+    if jax is not None:
+        jf = jax.jit(lambda x: jax.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, jax.numpy.tanh(c[1]) * 0.5
+                                                                                  + 0.1), (0, x))[1])
+        jax.block_until_ready(jf(x))
+        tj = median_time(lambda: jax.block_until_ready(jf(x)), repeat=5)
+        rows.append(["jax jit while_loop", f"{tj / n * 1e6:.1f} us", "-", "-"])
+    return rows
+
+
+def bench_grad(n: int) -> list[list[str]]:
+    def loss(x, policy):
+        body = lambda c: (c[0] + 1, fnp.sin(c[1]) * 0.5 + x)
+        return fnp.sum(lax.while_loop(lambda c: c[0] < n, body, (0, x), checkpoint=policy)[1])
+
+    x = np.linspace(0.1, 0.5, 256)
+    rows = []
+    ref = None
+    for policy in ("all", "sqrt", "every:100"):
+        g = fg.jit(fg.grad(lambda x, p=policy: loss(x, p)))
+        g(x)
+        t0 = time.perf_counter()
+        out = g(x)
+        t = time.perf_counter() - t0
+        peak = peak_traced_bytes(lambda: g(x))
+        ref = out if ref is None else ref
+        rows.append([policy, f"{t:.2f} s", f"{peak / 2**20:.2f} MiB", str(LOOP_STATS["last_tape_peak"]),
+                     f"{float(np.max(np.abs(out - ref))):.1e}"])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    jax = try_jax()
+    n = 200 if args.quick else 1000
+    print(f"== while_loop of {n} iterations, carry of 1,000 float64 (tanh(x) * 0.5 + 0.1)")
+    print(table(bench_loop(n, 1000, jax), ["what", "per iteration", "engine allocations", "carry copies"]))
+    m = 1000 if args.quick else 10_000
+    print(f"\n== gradient through a {m:,}-iteration while_loop (data-dependent trip count), 256 float64 lanes")
+    print(table(bench_grad(m), ["checkpoint policy", "time", "peak traced memory", "stored tape entries",
+                                "max |diff| vs all"]))
+
+
+if __name__ == "__main__":
+    main()
