@@ -18,6 +18,7 @@ from fungraph.api import (
     vjp,
     vmap,
 )
+from fungraph.array import Array
 from fungraph.core import ConcretizationError, Primitive, ShapeError
 from fungraph.custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, verify
@@ -29,6 +30,7 @@ from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Array",
     "ConcretizationError",
     "Eqn",
     "Graph",

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.array import Array
 from fungraph.core import Tracer, to_concrete_dtype_array
 from fungraph.interpreters.eval import eval_graph as _eval_graph
 from fungraph.interpreters.staging import stage
@@ -36,6 +37,8 @@ def abstractify(x: Any) -> ShapedArray:
         return x.aval
     if isinstance(x, (ShapeDtypeStruct, ShapedArray)):
         return ShapedArray(x.shape, x.dtype)
+    if isinstance(x, Array):
+        return x.aval
     try:
         arr = to_concrete_dtype_array(x)
     except TypeError as err:

@@ -20,7 +20,8 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.api import abstractify, flat_fun, split_static
-from fungraph.backends.cpu import CpuExecutable
+from fungraph.array import Array
+from fungraph.backends import backend_factory, known_backends
 from fungraph.core import Primitive, Tracer, to_concrete_dtype_array
 from fungraph.interpreters.graph_transforms import (
     batched_graph,
@@ -36,8 +37,6 @@ from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.primitives._rules import is_undefined, zeros
 from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
 
-BACKENDS = ("cpu",)
-
 
 @dataclass(frozen=True)
 class Compiled:
@@ -47,7 +46,7 @@ class Compiled:
     graph: Graph
     stats: tuple[PassStat, ...]
     plan: MemoryPlan
-    executable: CpuExecutable
+    executable: Any
     seconds: dict[str, float]
 
 
@@ -56,8 +55,7 @@ _COMPILED: dict[tuple[Graph, str, tuple[bool, ...]], Compiled] = {}
 
 def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = ()) -> Compiled:
     """Optimise and plan ``graph`` once; later calls with an equal graph hit the cache."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+    factory = backend_factory(backend)
     key = (graph, backend, tuple(donated))
     hit = _COMPILED.get(key)
     if hit is not None:
@@ -67,7 +65,7 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
     t1 = time.perf_counter()
     plan = plan_memory(optimised, donated)
     t2 = time.perf_counter()
-    exe = CpuExecutable(optimised, plan, donated)
+    exe = factory(optimised, plan, donated)
     t3 = time.perf_counter()
     compiled = Compiled(graph, optimised, stats, plan, exe,
                         {"optimise": t1 - t0, "plan": t2 - t1, "prepare": t3 - t2})
@@ -84,7 +82,7 @@ def clear_caches() -> None:
 
 
 def _jit_call_impl(*args: Any, call: Graph, name: str, backend: str) -> list[np.ndarray]:
-    return compile_graph(call, backend).executable.run([to_concrete_dtype_array(a) for a in args])
+    return compile_graph(call, backend).executable.run([_as_input(a) for a in args])
 
 
 jit_call_p = Primitive("jit_call", impl=_jit_call_impl, multiple_results=True,
@@ -190,8 +188,8 @@ class Jitted:
 
     def __init__(self, fun: Callable[..., Any], static_argnums: Sequence[int], donate_argnums: Sequence[int],
                  backend: str, incremental: bool) -> None:
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+        if backend not in known_backends():
+            raise ValueError(f"unknown backend {backend!r}; available: {', '.join(known_backends())}")
         self.fun = fun
         self.static_argnums = tuple(static_argnums)
         self.donate_argnums = tuple(donate_argnums)
@@ -260,12 +258,15 @@ class Jitted:
             outs = entry.compiled.executable.run(arrays)
         return tree_unflatten(entry.out_tree, outs)
 
-    def _prepare(self, leaves: Sequence[Any], entry: _Entry) -> list[np.ndarray]:
-        arrays = [to_concrete_dtype_array(x) for x in leaves]
+    def _prepare(self, leaves: Sequence[Any], entry: _Entry) -> list[Any]:
+        arrays = [_as_input(x) for x in leaves]
         if entry.compiled is not None and any(entry.compiled.executable.donated):
             for i, d in enumerate(entry.compiled.executable.donated):
                 a = arrays[i]
-                shared = any(j != i and np.shares_memory(a, b) for j, b in enumerate(arrays))
+                if isinstance(a, Array):
+                    continue
+                shared = any(j != i and isinstance(b, np.ndarray) and np.shares_memory(a, b)
+                             for j, b in enumerate(arrays))
                 if d and (not a.flags.writeable or not a.flags.c_contiguous or shared):
                     arrays[i] = np.array(a, copy=True)
         return arrays
@@ -288,6 +289,11 @@ class Jitted:
     def last_incremental(self) -> Any:
         """The incremental executable of the most recent signature (for inspection in tests)."""
         return next(reversed(self._incremental.values()), None)
+
+
+def _as_input(x: Any) -> Any:
+    """Device arrays pass through untouched; everything else becomes a numpy array."""
+    return x if isinstance(x, Array) else to_concrete_dtype_array(x)
 
 
 def _fast_key(args: Sequence[Any]) -> tuple | None:

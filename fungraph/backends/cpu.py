@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph.backends import register_backend
 from fungraph.core import Primitive
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.ir import Graph, Literal, Var
@@ -248,3 +249,10 @@ def _aligned_bytes(n: int, alignment: int = 64) -> np.ndarray:
     raw = np.empty(n + alignment, np.uint8)
     start = (-raw.ctypes.data) % alignment
     return raw[start:start + n]
+
+
+def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> CpuExecutable:
+    return CpuExecutable(graph, plan, donated)
+
+
+register_backend("cpu", _make_cpu)

@@ -1,0 +1,49 @@
+"""``fungraph.Array``: the base class of device-resident arrays returned by a backend.
+
+Passing an Array to a function jitted for the same backend costs no transfer; numpy sees it
+through ``__array__`` (one copy to the host, on demand).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fungraph.ir import ShapedArray
+
+
+class Array:
+    """A device array: ``shape``, ``dtype``, ``aval``, ``numpy()`` and ``np.asarray(x)``."""
+
+    backend: str = "?"
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.aval.ndim
+
+    @property
+    def size(self) -> int:
+        return self.aval.size
+
+    def numpy(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"fungraph.Array({self.numpy()!r}, backend={self.backend!r})"
