@@ -32,3 +32,41 @@ def test_demo_runs(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monke
     out = capsys.readouterr().out
     assert "round trip equal: True" in out
     assert "max |staged - eager| = 0.00e+00" in out
+
+
+def test_quickstart(capsys: pytest.CaptureFixture[str]) -> None:
+    import quickstart
+
+    quickstart.main()
+    assert "grad(jit(f)) == jit(grad(f)): True" in capsys.readouterr().out
+
+
+def test_per_example_gradients() -> None:
+    import per_example_gradients
+
+    assert per_example_gradients.main(batch=4).shape == (4, 3)
+
+
+def test_newton_gradient_matches_the_implicit_function_theorem() -> None:
+    import newton
+
+    dx, implicit = newton.main()
+    assert abs(dx - implicit) < 1e-10
+
+
+def test_cnn_jit_matches_eager() -> None:
+    import cnn
+
+    assert cnn.main(batch=4) < 1e-5
+
+
+def test_custom_pass_example() -> None:
+    import custom_pass
+
+    assert [e.primitive.name for e in custom_pass.main().eqns] == ["mul"]
+
+
+def test_property_testing_example() -> None:
+    import property_testing
+
+    property_testing.main()
