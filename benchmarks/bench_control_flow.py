@@ -15,9 +15,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
+
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
-from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
 from fungraph import lax  # noqa: E402
 from fungraph.backends.cpu import ENGINE_STATS  # noqa: E402
 from fungraph.primitives.while_loop import LOOP_STATS  # noqa: E402

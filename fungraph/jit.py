@@ -63,7 +63,7 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
     t0 = time.perf_counter()
     optimised, stats = optimize(graph)
     t1 = time.perf_counter()
-    plan = plan_memory(optimised, donated)
+    optimised, plan = best_schedule(optimised, donated)
     t2 = time.perf_counter()
     exe = factory(optimised, plan, donated)
     t3 = time.perf_counter()
@@ -71,6 +71,27 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
                         {"optimise": t1 - t0, "plan": t2 - t1, "prepare": t3 - t2})
     _COMPILED[key] = compiled
     return compiled
+
+
+MAX_SCHEDULE_SEARCH_EQNS = 3000
+
+
+def best_schedule(graph: Graph, donated: Sequence[bool] = ()) -> tuple[Graph, MemoryPlan]:
+    """Plan the graph under each execution order (traced, Owl's post-order DFS, memory-aware
+    greedy) and keep the smallest arena; large graphs keep the traced order."""
+    from fungraph.interpreters.schedule import SCHEDULES
+
+    best = (graph, plan_memory(graph, donated))
+    if len(graph.eqns) > MAX_SCHEDULE_SEARCH_EQNS:
+        return best
+    for name, order in SCHEDULES.items():
+        if name == "given":
+            continue
+        candidate = order(graph)
+        plan = plan_memory(candidate, donated)
+        if plan.arena_bytes < best[1].arena_bytes:
+            best = (candidate, plan)
+    return best
 
 
 def clear_caches() -> None:

@@ -257,3 +257,41 @@ def test_static_argnums_and_errors() -> None:
     with pytest.raises(ValueError, match="unknown backend"):
         fg.jit(lambda x: x, backend="tpu")
     assert compile_graph(fg.make_graph(lambda x: x + 1)(np.ones(2))).plan is not None
+
+
+@settings(max_examples=40)
+@given(prog=programs())
+def test_every_schedule_is_valid_and_equal(prog: Program) -> None:
+    from fungraph.interpreters.schedule import SCHEDULES
+
+    want = fg.eval_graph(prog.graph, *prog.args)
+    for name, order in SCHEDULES.items():
+        g = order(prog.graph)
+        g.verify()
+        assert sorted(map(id, g.eqns)) == sorted(map(id, prog.graph.eqns)), name
+        for a, b in zip(fg.eval_graph(g, *prog.args), want):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_schedule_search_never_worse_than_the_traced_order() -> None:
+    from fungraph.jit import best_schedule
+
+    def f(x):
+        parts = [fnp.sin(x * i) for i in range(1, 6)]
+        return sum(fnp.sum(p) for p in parts)
+
+    g, _ = optimize(fg.make_graph(f)(np.ones(1000)))
+    _, plan = best_schedule(g)
+    assert plan.arena_bytes <= plan_memory(g).arena_bytes
+
+
+def test_jit_inside_lax_bodies() -> None:
+    from fungraph import lax
+
+    body = fg.jit(lambda c, x: (c * 0.5 + x, fnp.sin(c)))
+    c, ys = lax.scan(body, 1.0, np.arange(4.0))
+    c2, ys2 = lax.scan(lambda c, x: (c * 0.5 + x, fnp.sin(c)), 1.0, np.arange(4.0))
+    assert c == pytest.approx(c2)
+    np.testing.assert_allclose(ys, ys2)
+    g = fg.grad(lambda v: lax.scan(body, v, np.arange(4.0))[0])(1.0)
+    assert g == pytest.approx(0.5 ** 4)
