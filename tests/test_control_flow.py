@@ -244,3 +244,19 @@ def test_errors() -> None:
         lax.scan(lambda c, x: c, 0.0, np.ones(3))
     with pytest.raises(ValueError, match="checkpoint policy"):
         lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0, checkpoint="most")
+
+
+def test_vmap_of_grad_through_while_masks_lanes_with_different_trip_counts() -> None:
+    def solve(theta):
+        def body(c):
+            x, _ = c
+            step = (x ** 3 + theta * x - 1.0) / (3 * x ** 2 + theta)
+            return x - step, fnp.abs(step)
+
+        return lax.while_loop(lambda c: c[1] > 1e-14, body, (1.0, 1.0))[0]
+
+    ts = np.array([0.5, 1.0, 3.0, 10.0])
+    want = [fg.grad(solve)(t) for t in ts]
+    np.testing.assert_allclose(fg.vmap(fg.grad(solve))(ts), want, rtol=1e-12)
+    np.testing.assert_allclose(fg.jit(fg.vmap(fg.grad(solve)))(ts), want, rtol=1e-12)
+    assert tape_count() == 0

@@ -174,6 +174,7 @@ class Tape:
     checkpoints: dict[int, list[np.ndarray]] = field(default_factory=dict)
     segment: tuple[int, list[list[np.ndarray]]] | None = None
     peak_stored: int = 0
+    active: list[np.ndarray] = field(default_factory=list)
 
     def record(self, carry: list[np.ndarray], residuals: list[np.ndarray]) -> None:
         """Called before running iteration ``count`` from ``carry``; ``residuals`` are its own."""
@@ -221,14 +222,23 @@ def _policy(policy: str) -> tuple[str, int]:
 
 
 def _while_fwd_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int, num_res: int,
-                    policy: str) -> list[Any]:
+                    policy: str, batched: bool = False) -> list[Any]:
+    """With ``batched``, the graphs map a batch (axis 0): the loop runs while any lane's
+    predicate holds, finished lanes keep their carry, and the tape records which lanes ran."""
     cc, bc, carry = list(args[:n_cc]), list(args[n_cc:n_cc + n_bc]), [np.asarray(a) for a in args[n_cc + n_bc:]]
     nc = len(carry)
     kind, stride = _policy(policy)
-    tape = Tape(body_graph, bc, nc, kind, stride)
-    while bool(_run(cond_graph, carry + cc)[0]):
+    tape = Tape(body_graph, bc, nc, "all" if batched else kind, stride)
+    while True:
+        pred = np.asarray(_run(cond_graph, carry + cc)[0])
+        if not pred.any():
+            break
         outs = _run(body_graph, carry + bc)
         tape.record(carry, outs[nc:])
+        if batched:
+            tape.active.append(pred)
+            outs[:nc] = [np.where(pred.reshape(pred.shape + (1,) * (o.ndim - 1)), o, c)
+                         for o, c in zip(outs[:nc], carry)]
         carry = outs[:nc]
     handle = next(_HANDLES)
     _TAPES[handle] = tape
@@ -237,34 +247,44 @@ def _while_fwd_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int,
 
 while_fwd_p = Primitive(
     "while_fwd", impl=_while_fwd_impl, multiple_results=True, effectful=True,
-    abstract_eval=lambda *avals, cond_graph, body_graph, n_cc, n_bc, num_res, policy:
+    abstract_eval=lambda *avals, cond_graph, body_graph, n_cc, n_bc, num_res, policy, batched=False:
     tuple(body_graph.out_avals[:len(body_graph.out_avals) - num_res]) + (_I64, _I64))
 
 
-def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_bcu: int) -> list[Any]:
+def _masked(active: np.ndarray | None, new: list[np.ndarray], old: list[np.ndarray]) -> list[np.ndarray]:
+    if active is None:
+        return new
+    return [np.where(active.reshape(active.shape + (1,) * (n.ndim - 1)), n, o) for n, o in zip(new, old)]
+
+
+def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_bcu: int,
+              batched: bool = False) -> list[Any]:
     tape = _TAPES[int(handle)]
     tk, tc = list(args[:n_bcu]), [np.asarray(a) for a in args[n_bcu:]]
     for i in range(int(n)):
-        tc = _run(lin_body, tape.residuals_at(i) + tc + tk)
+        new = _run(lin_body, tape.residuals_at(i) + tc + tk)
+        tc = _masked(tape.active[i] if batched else None, new, tc)
     return tc
 
 
 while_lin_p = Primitive("while_lin", impl=_lin_impl, multiple_results=True,
-                        abstract_eval=lambda n, h, *avals, lin_body, num_res, n_bcu: tuple(avals[n_bcu:]))
+                        abstract_eval=lambda n, h, *avals, lin_body, num_res, n_bcu, batched=False:
+                        tuple(avals[n_bcu:]))
 
 
 @while_lin_p.def_transpose
 def _while_lin_transpose(cts: Sequence[Any], n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int,
-                         n_bcu: int) -> tuple:
+                         n_bcu: int, batched: bool = False) -> tuple:
     tk, tc = args[:n_bcu], args[n_bcu:]
     ct_vals = [zeros(aval(c)) if ct is None else ct for ct, c in zip(cts, tc)]
     outs = while_bwd_p.bind(n, handle, *ct_vals, lin_body=lin_body, num_res=num_res,
-                            k_avals=tuple(aval(k) for k in tk))
+                            k_avals=tuple(aval(k) for k in tk), batched=batched)
     n_k = len(tk)
     return (None, None) + tuple(outs[len(tc):len(tc) + n_k]) + tuple(outs[:len(tc)])
 
 
-def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_avals: tuple) -> list[Any]:
+def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_avals: tuple,
+              batched: bool = False) -> list[Any]:
     from fungraph.interpreters.graph_transforms import transpose_graph
 
     tape = _TAPES.pop(int(handle))
@@ -277,13 +297,15 @@ def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_a
     ct_k = [np.zeros(a.shape, a.dtype) for a in k_avals]
     for i in range(int(n) - 1, -1, -1):
         outs = _run(tg, tape.residuals_at(i) + ct_c)
-        ct_c = outs[:nc]
-        ct_k = [a + b for a, b in zip(ct_k, outs[nc:])]
+        active = tape.active[i] if batched else None
+        ct_c = _masked(active, outs[:nc], ct_c)
+        ct_k = [a + b for a, b in zip(ct_k, _masked(active, outs[nc:], [np.zeros_like(o) for o in outs[nc:]]))]
     return ct_c + ct_k
 
 
 while_bwd_p = Primitive("while_bwd", impl=_bwd_impl, multiple_results=True, effectful=True,
-                        abstract_eval=lambda n, h, *cts, lin_body, num_res, k_avals: tuple(cts) + tuple(k_avals))
+                        abstract_eval=lambda n, h, *cts, lin_body, num_res, k_avals, batched=False:
+                        tuple(cts) + tuple(k_avals))
 
 
 def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
@@ -328,3 +350,74 @@ def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], l
 
 
 while_p.partial_eval = _while_partial_eval
+
+
+# --- batching the tape primitives: every lane in one masked loop ---------------------------
+
+
+@while_fwd_p.def_batch
+def _fwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: Graph, body_graph: Graph,
+               n_cc: int, n_bc: int, num_res: int, policy: str, batched: bool = False) -> tuple:
+    from fungraph.interpreters.graph_transforms import batched_graph
+    from fungraph.primitives._batching import batch_size, broadcast_batch
+
+    if batched:
+        raise NotImplementedError("vmap of an already batched while_loop tape (nested vmap of grad)")
+    size = batch_size(args, dims)
+    full = [broadcast_batch(a, d, size) for a, d in zip(args, dims)]
+    cc, bc, carry = full[:n_cc], full[n_cc:n_cc + n_bc], full[n_cc + n_bc:]
+    c_dims = tuple([0] * (len(carry) + len(cc)))
+    bcond = batched_graph(cond_graph, c_dims, size, tuple(aval(a) for a in carry + cc))
+    bbody = batched_graph(body_graph, tuple([0] * (len(carry) + len(bc))), size, tuple(aval(a) for a in carry + bc))
+    outs = while_fwd_p.bind(*full, cond_graph=bcond, body_graph=bbody, n_cc=n_cc, n_bc=n_bc, num_res=num_res,
+                            policy=policy, batched=True)
+    # the handle is repeated per lane so that whatever consumes the tape is batched too
+    handle = broadcast_batch(outs[-1], None, size)
+    return list(outs[:-1]) + [handle], [0] * (len(outs) - 2) + [None, 0]
+
+
+def _scalar_handle(h: Any, d: int | None) -> Any:
+    from fungraph.primitives.shape import reshape, slice_
+
+    if d is None:
+        return h
+    from fungraph.primitives._batching import to_front
+
+    h = to_front(h, d)
+    return reshape(slice_(h, (0,), (1,), None), ())
+
+
+@while_lin_p.def_batch
+def _lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, n_bcu: int,
+               batched: bool = False) -> tuple:
+    from fungraph.interpreters.graph_transforms import batched_graph
+    from fungraph.primitives._batching import batch_size, broadcast_batch
+
+    if dims[0] is not None:
+        raise NotImplementedError("while_lin: a batched trip count")
+    size = batch_size(args, dims)
+    rest = [broadcast_batch(a, d, size) for a, d in zip(args[2:], dims[2:])]
+    handle = _scalar_handle(args[1], dims[1])
+    tk, tc = rest[:n_bcu], rest[n_bcu:]
+    res_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[:num_res])
+    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size,
+                         res_avals + tuple(aval(a) for a in tc + tk))
+    outs = while_lin_p.bind(args[0], handle, *tk, *tc, lin_body=blin, num_res=num_res, n_bcu=n_bcu, batched=True)
+    return outs, [0] * len(outs)
+
+
+@while_bwd_p.def_batch
+def _bwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, k_avals: tuple,
+               batched: bool = False) -> tuple:
+    from fungraph.interpreters.graph_transforms import batched_graph
+    from fungraph.primitives._batching import batch_size, broadcast_batch
+
+    size = batch_size(args, dims)
+    cts = [broadcast_batch(a, d, size) for a, d in zip(args[2:], dims[2:])]
+    res_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[:num_res])
+    lin_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[num_res:])
+    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size, res_avals + lin_avals)
+    bk = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in k_avals)
+    handle = _scalar_handle(args[1], dims[1])
+    outs = while_bwd_p.bind(args[0], handle, *cts, lin_body=blin, num_res=num_res, k_avals=bk, batched=True)
+    return outs, [0] * len(outs)

@@ -1,0 +1,322 @@
+"""Matrix decompositions and solves over the last two axes (leading axes are a batch), each
+with its matrix-calculus jvp written from other primitives. Tangent rules only multiply
+tangents by primal values (and ``solve`` with a primal matrix, which is linear in its
+right-hand side and has a transpose rule), so reverse mode comes from transposing them.
+
+``cholesky`` and ``eigh`` assume a symmetric tangent: ``fungraph.numpy.linalg`` builds their
+operand from its lower triangle, as LAPACK reads it, so that holds for every input."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fungraph.core import Primitive, ShapeError
+from fungraph.ir import ShapedArray
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives._batching import batch_size, broadcast_batch
+from fungraph.primitives._rules import aval, is_undefined, lit, require_float, require_same_dtype
+from fungraph.primitives.linalg import dot_general
+from fungraph.primitives.reductions import reduce_sum
+from fungraph.primitives.shape import reshape, transpose
+
+# --- helpers over the last two axes --------------------------------------------------------
+
+
+def mm(a: Any, b: Any) -> Any:
+    """Matrix product over the last two axes of operands with equal leading (batch) axes."""
+    nd = aval(a).ndim
+    batch = tuple(range(nd - 2))
+    return dot_general(a, b, (((nd - 1,), (nd - 2,)), (batch, batch)))
+
+
+def mT(x: Any) -> Any:
+    nd = aval(x).ndim
+    return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _eye(n: int, m: int, dtype: np.dtype, k: int = 0) -> np.ndarray:
+    return np.eye(n, m, k, dtype=dtype)
+
+
+def diag_part(x: Any) -> Any:
+    """The main diagonals of a stack of matrices: (..., n, m) -> (..., min(n, m))."""
+    shape = aval(x).shape
+    n, m = shape[-2:]
+    k = min(n, m)
+    from fungraph.primitives.shape import slice_
+
+    sq = slice_(x, (0,) * len(shape), shape[:-2] + (k, k), None)
+    return reduce_sum(ew.mul(sq, _eye(k, k, aval(x).dtype)), (len(shape) - 1,))
+
+
+def diag_embed(v: Any) -> Any:
+    """Diagonal matrices from a stack of vectors: (..., n) -> (..., n, n)."""
+    shape = aval(v).shape
+    n = shape[-1]
+    return ew.mul(reshape(v, shape[:-1] + (1, n)), _eye(n, n, aval(v).dtype))
+
+
+def tril(x: Any, k: int = 0) -> Any:
+    n, m = aval(x).shape[-2:]
+    return ew.select(np.tri(n, m, k, dtype=bool), x, lit(0, aval(x).dtype))
+
+
+def trace(x: Any) -> Any:
+    return reduce_sum(diag_part(x), (aval(x).ndim - 2,))
+
+
+def _add(*terms: Any) -> Any:
+    live = [t for t in terms if t is not None]
+    out = live[0]
+    for t in live[1:]:
+        out = ew.add(out, t)
+    return out
+
+
+def _square(name: str, a: ShapedArray) -> int:
+    require_float(name, a)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"{name}: needs a stack of square matrices (..., n, n), got {a}")
+    return a.shape[-1]
+
+
+def _matrix(name: str, a: ShapedArray) -> tuple[int, int]:
+    require_float(name, a)
+    if a.ndim < 2:
+        raise ShapeError(f"{name}: needs a stack of matrices (..., m, n), got {a}")
+    return a.shape[-2], a.shape[-1]
+
+
+def _leading_batch(prim: Primitive) -> Any:
+    """Batch a primitive that already maps over leading axes: put every batch axis first."""
+
+    def rule(args: Sequence[Any], dims: Sequence[int | None], **params: Any) -> tuple[Any, Any]:
+        size = batch_size(args, dims)
+        out = prim.bind(*[broadcast_batch(x, d, size) for x, d in zip(args, dims)], **params)
+        return (out, [0] * len(out)) if prim.multiple_results else (out, 0)
+
+    return rule
+
+
+# --- solve ----------------------------------------------------------------------------------
+
+
+def _solve_aval(a: ShapedArray, b: ShapedArray) -> ShapedArray:
+    n = _square("solve", a)
+    require_same_dtype("solve", a, b)
+    if b.ndim != a.ndim or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != n:
+        raise ShapeError(f"solve: right-hand side {b} does not fit the matrices {a} (expected (..., {n}, k))")
+    return b
+
+
+solve_p = Primitive("solve", impl=lambda a, b: np.linalg.solve(a, b), abstract_eval=_solve_aval, arity=2)
+
+
+@solve_p.def_jvp
+def _solve_jvp(primals: tuple, tangents: tuple) -> tuple:
+    a, b = primals
+    ta, tb = tangents
+    x = solve(a, b)
+    rhs = _add(tb, None if ta is None else ew.neg(mm(ta, x)))           # A dx = db - dA x
+    return x, solve(a, rhs)
+
+
+@solve_p.def_transpose
+def _solve_transpose(ct: Any, a: Any, b: Any) -> tuple:
+    if is_undefined(a):
+        raise TypeError("solve is linear in its right-hand side only")
+    return None, solve(mT(a), ct)                                        # (A^-1)^T = A^-T
+
+
+solve_p.batch = _leading_batch(solve_p)
+
+
+def solve(a: Any, b: Any) -> Any:
+    return solve_p.bind(a, b)
+
+
+# --- det and slogdet --------------------------------------------------------------------------
+
+
+def _det_aval(a: ShapedArray) -> ShapedArray:
+    _square("det", a)
+    return ShapedArray(a.shape[:-2], a.dtype)
+
+
+det_p = Primitive("det", impl=lambda a: np.linalg.det(a), abstract_eval=_det_aval, arity=1)
+
+
+@det_p.def_jvp
+def _det_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (a,), (ta,) = primals, tangents
+    d = det(a)
+    return d, ew.mul(d, trace(solve(a, ta)))                              # d det = det tr(A^-1 dA)
+
+
+det_p.batch = _leading_batch(det_p)
+
+
+def det(a: Any) -> Any:
+    return det_p.bind(a)
+
+
+slogdet_p = Primitive("slogdet", impl=lambda a: tuple(np.linalg.slogdet(a)),
+                      abstract_eval=lambda a: (_det_aval(a), _det_aval(a)), arity=1, multiple_results=True)
+
+
+@slogdet_p.def_jvp
+def _slogdet_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (a,), (ta,) = primals, tangents
+    sign, logdet = slogdet_p.bind(a)
+    return (sign, logdet), (None, trace(solve(a, ta)))                     # d log|det| = tr(A^-1 dA)
+
+
+slogdet_p.batch = _leading_batch(slogdet_p)
+
+
+# --- cholesky ----------------------------------------------------------------------------------
+
+
+def _cholesky_aval(a: ShapedArray) -> ShapedArray:
+    _square("cholesky", a)
+    return a
+
+
+cholesky_p = Primitive("cholesky", impl=lambda a: np.linalg.cholesky(a), abstract_eval=_cholesky_aval, arity=1)
+
+
+@cholesky_p.def_jvp
+def _cholesky_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """dL = L Phi(L^-1 dA L^-T), Phi: the lower triangle with the diagonal halved."""
+    (a,), (ta,) = primals, tangents
+    low = cholesky(a)
+    n = aval(a).shape[-1]
+    inner = mT(solve(low, mT(solve(low, ta))))
+    phi = ew.mul(tril(inner), np.asarray(np.eye(n) * -0.5 + 1, aval(a).dtype))
+    return low, mm(low, phi)
+
+
+cholesky_p.batch = _leading_batch(cholesky_p)
+
+
+def cholesky(a: Any) -> Any:
+    return cholesky_p.bind(a)
+
+
+# --- eigh ---------------------------------------------------------------------------------------
+
+
+def _eigh_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray]:
+    n = _square("eigh", a)
+    return ShapedArray(a.shape[:-2] + (n,), a.dtype), a
+
+
+eigh_p = Primitive("eigh", impl=lambda a: tuple(np.linalg.eigh(a)), abstract_eval=_eigh_aval, arity=1,
+                   multiple_results=True)
+
+
+def _inverse_gaps(w: Any, plus: bool = False) -> Any:
+    """F[i, j] = 1 / (w_j - w_i) off the diagonal (``plus``: 1 / ((w_j + w_i)(w_j - w_i))), 0 on it."""
+    shape = aval(w).shape
+    n = shape[-1]
+    row = reshape(w, shape[:-1] + (1, n))
+    col = reshape(w, shape[:-1] + (n, 1))
+    gaps = ew.sub(row, col)
+    if plus:
+        gaps = ew.mul(gaps, ew.add(row, col))
+    eye = _eye(n, n, aval(w).dtype)
+    return ew.sub(ew.div(lit(1, aval(w).dtype), ew.add(gaps, eye)), eye)
+
+
+@eigh_p.def_jvp
+def _eigh_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """dw = diag(V^T dA V), dV = V (F * (V^T dA V)) with F[i, j] = 1 / (w_j - w_i)."""
+    (a,), (ta,) = primals, tangents
+    w, v = eigh_p.bind(a)
+    vt_da_v = mm(mT(v), mm(ta, v))
+    return (w, v), (diag_part(vt_da_v), mm(v, ew.mul(_inverse_gaps(w), vt_da_v)))
+
+
+eigh_p.batch = _leading_batch(eigh_p)
+
+
+# --- svd ------------------------------------------------------------------------------------------
+
+
+def _svd_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray, ShapedArray]:
+    m, n = _matrix("svd", a)
+    k = min(m, n)
+    lead = a.shape[:-2]
+    return (ShapedArray(lead + (m, k), a.dtype), ShapedArray(lead + (k,), a.dtype),
+            ShapedArray(lead + (k, n), a.dtype))
+
+
+svd_p = Primitive("svd", impl=lambda a: tuple(np.linalg.svd(a, full_matrices=False)), abstract_eval=_svd_aval,
+                  arity=1, multiple_results=True)
+
+
+@svd_p.def_jvp
+def _svd_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """The thin SVD's derivative (as in JAX): with dS = U^T dA V and F[i, j] = 1/(s_j^2 - s_i^2),
+    ds = diag(dS), dU = U (F * (dS s + s dS^T)) (+ the part outside U's span when m > n),
+    dV = V (F * (s dS + dS^T s)) (+ the part outside V's span when n > m)."""
+    (a,), (ta,) = primals, tangents
+    u, s, vt = svd_p.bind(a)
+    m, n = aval(a).shape[-2:]
+    shape = aval(s).shape
+    k = shape[-1]
+    v = mT(vt)
+    ds_mat = mm(mT(u), mm(ta, v))
+    f = _inverse_gaps(s, plus=True)
+    s_row = reshape(s, shape[:-1] + (1, k))
+    s_col = reshape(s, shape[:-1] + (k, 1))
+    dss = ew.mul(ds_mat, s_row)
+    sds = ew.mul(s_col, ds_mat)
+    du = mm(u, ew.mul(f, ew.add(dss, mT(dss))))
+    dv = mm(v, ew.mul(f, ew.add(sds, mT(sds))))
+    if m > n:
+        dav = mm(ta, v)
+        du = ew.add(du, ew.div(ew.sub(dav, mm(u, mm(mT(u), dav))), s_row))
+    if n > m:
+        dau = mm(mT(ta), u)
+        dv = ew.add(dv, ew.div(ew.sub(dau, mm(v, mm(vt, dau))), s_row))
+    return (u, s, vt), (du, diag_part(ds_mat), mT(dv))
+
+
+svd_p.batch = _leading_batch(svd_p)
+
+
+# --- qr ------------------------------------------------------------------------------------------
+
+
+def _qr_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray]:
+    m, n = _matrix("qr", a)
+    k = min(m, n)
+    lead = a.shape[:-2]
+    return ShapedArray(lead + (m, k), a.dtype), ShapedArray(lead + (k, n), a.dtype)
+
+
+qr_p = Primitive("qr", impl=lambda a: tuple(np.linalg.qr(a, mode="reduced")), abstract_eval=_qr_aval, arity=1,
+                 multiple_results=True)
+
+
+@qr_p.def_jvp
+def _qr_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """For m >= n (as in JAX): with C = Q^T dA R^-1 and O = tril(C, -1) - tril(C, -1)^T,
+    dQ = Q (O - C) + dA R^-1 and dR = (C - O) R."""
+    (a,), (ta,) = primals, tangents
+    q, r = qr_p.bind(a)
+    m, n = aval(a).shape[-2:]
+    if m < n:
+        raise NotImplementedError(f"qr is differentiable only for m >= n, got a matrix of shape {(m, n)}")
+    da_rinv = mT(solve(mT(r), mT(ta)))
+    c = mm(mT(q), da_rinv)
+    low = tril(c, -1)
+    o = ew.sub(low, mT(low))
+    return (q, r), (ew.add(mm(q, ew.sub(o, c)), da_rinv), mm(ew.sub(c, o), r))
+
+
+qr_p.batch = _leading_batch(qr_p)
