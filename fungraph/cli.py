@@ -359,7 +359,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise CliError("bench is only available from a source checkout of fungraph (no benchmarks/ folder next "
                        "to the fungraph package)")
     scripts = sorted(folder.glob("bench_*.py"))
-    if args.names:
+    summary = folder / "bench_summary.py"
+    if not args.names and summary.exists():
+        scripts = [summary]
+    elif args.names == ["all"]:
+        pass
+    elif args.names:
         chosen = [s for s in scripts if any(n in s.stem for n in args.names)]
         if not chosen:
             known = ", ".join(s.stem for s in scripts)
@@ -432,7 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run the benchmark scripts of a source checkout",
                            description="Run benchmarks/bench_*.py with this interpreter and print their output.")
     bench.add_argument("--quick", action="store_true", help="pass --quick to each script (smaller sizes)")
-    bench.add_argument("names", nargs="*", metavar="NAME", help="only the scripts whose name contains NAME")
+    bench.add_argument("names", nargs="*", metavar="NAME",
+                       help="only the scripts whose name contains NAME; 'all' runs every script; by default "
+                            "bench_summary.py prints one table across engines")
     bench.set_defaults(run=cmd_bench)
     return parser
 

@@ -24,6 +24,8 @@ def backend_factory(name: str) -> Callable[..., Any]:
         if name not in _MODULES:
             raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(_MODULES))}")
         importlib.import_module(_MODULES[name])
+    if name not in _FACTORIES:
+        raise RuntimeError(f"backend {name!r} is not available: {_MODULES[name]} did not register it")
     return _FACTORIES[name]
 
 

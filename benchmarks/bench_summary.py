@@ -1,0 +1,116 @@
+"""One table across engines: each workload's median time and peak traced memory for numpy
+eager, fungraph eager, fungraph jit (CPU), fungraph jit (OpenCL) and JAX when installed.
+
+    python benchmarks/bench_summary.py [--quick]
+
+OpenCL times include copying the result back to the host; peak memory is tracemalloc's
+(host allocations through Python; device memory is not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fungraph as fg  # noqa: E402
+import fungraph.numpy as fnp  # noqa: E402
+from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
+from bench_jit import _mlp_params, chain20, numpy_step, sgd_step  # noqa: E402
+
+
+def _opencl_jit(f: Callable[..., Any]) -> Callable[..., Any] | None:
+    try:
+        jf = fg.jit(f, backend="opencl")
+    except Exception:
+        return None
+    return lambda *a: fg.tree_map(np.asarray, jf(*a))
+
+
+def workloads(quick: bool) -> list[tuple[str, Callable[..., Any], Callable[..., Any], tuple, Any]]:
+    rng = np.random.default_rng(0)
+    n = 1_000_000 if quick else 10_000_000
+    x = rng.standard_normal(n).astype(np.float32)
+    a, b = np.float32(0.99), np.float32(0.01)
+    sizes, batch = ([784, 256, 256, 10], 64) if quick else ([784, 1024, 1024, 10], 256)
+    params = _mlp_params(sizes)
+    xb = rng.standard_normal((batch, 784)).astype(np.float32)
+    yb = np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]
+    m = rng.standard_normal((512, 512) if quick else (1024, 1024)).astype(np.float32)
+    return [
+        (f"20-op multiply/add chain, {n:,} f32", chain20, chain20, (x, a, b), "chain"),
+        (f"sum of {n:,} f32", lambda v: fnp.sum(v), lambda v: np.sum(v), (x,), "sum"),
+        (f"matmul {m.shape[0]}x{m.shape[0]} f32", lambda p, q: p @ q, lambda p, q: p @ q, (m, m), "matmul"),
+        (f"MLP {'-'.join(map(str, sizes))} SGD step, batch {batch}", sgd_step, numpy_step, (params, xb, yb), "mlp"),
+    ]
+
+
+def _jax_fn(jax: Any, key: str) -> Callable[..., Any] | None:
+    if jax is None:
+        return None
+    import jax.numpy as jnp
+
+    if key == "chain":
+        f = jax.jit(chain20)
+    elif key == "sum":
+        f = jax.jit(jnp.sum)
+    elif key == "matmul":
+        f = jax.jit(lambda p, q: p @ q)
+    else:
+        def jloss(params, x, y):
+            h = x
+            for layer in params[:-1]:
+                h = jax.nn.relu(h @ layer["w"] + layer["b"])
+            logits = h @ params[-1]["w"] + params[-1]["b"]
+            return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(logits), axis=-1))
+
+        def step(params, x, y):
+            loss, grads = jax.value_and_grad(jloss)(params, x, y)
+            return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
+
+        f = jax.jit(step)
+    return lambda *a: jax.block_until_ready(f(*a))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    jax = try_jax()
+    rows = []
+    for label, fun, ref, fargs, key in workloads(args.quick):
+        engines: list[tuple[str, Callable[..., Any] | None]] = [
+            ("numpy eager", ref),
+            ("fungraph eager", fun),
+            ("fungraph jit cpu", fg.jit(fun)),
+            ("fungraph jit opencl", _opencl_jit(fun)),
+            ("jax jit", _jax_fn(jax, key)),
+        ]
+        base = None
+        for name, f in engines:
+            if f is None:
+                rows.append([label, name, "n/a", "", ""])
+                label = ""
+                continue
+            try:
+                reps = 2 if name == "fungraph eager" and key == "mlp" else 5
+                t = median_time(lambda f=f: f(*fargs), repeat=reps)
+                peak = peak_traced_bytes(lambda f=f: f(*fargs))
+            except Exception as err:  # report, don't hide, a failing engine
+                rows.append([label, name, f"error: {type(err).__name__}", "", ""])
+                label = ""
+                continue
+            base = t if base is None else base
+            rows.append([label, name, f"{t * 1e3:.2f} ms", f"{peak / 2**20:.1f} MiB", f"{base / t:.2f}x"])
+            label = ""
+    print(table(rows, ["workload", "engine", "median", "peak traced memory", "speed vs numpy"]))
+
+
+if __name__ == "__main__":
+    main()

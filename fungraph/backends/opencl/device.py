@@ -1,0 +1,197 @@
+"""The OpenCL device: selection, limits, transfers and ``OpenCLArray``.
+
+One context and one in-order queue per process. ``FUNGRAPH_OPENCL_DEVICE`` picks a device by
+a substring of its device or platform name; otherwise the first device of the first
+platform is used. Every host<->device copy goes through :func:`upload` / :func:`download`
+so :data:`TRANSFER_STATS` counts them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.array import Array
+from fungraph.ir import ShapedArray
+
+TRANSFER_STATS = {"to_device": 0, "to_host": 0, "bytes_to_device": 0, "bytes_to_host": 0,
+                  "host_round_trips": 0}
+
+
+class OpenCLUnavailable(RuntimeError):
+    """No OpenCL platform or device could be found."""
+
+
+INSTALL_HINT = ("install pyopencl and an OpenCL driver; on a CPU-only Debian/Ubuntu machine: "
+                "`pip install pyopencl` and `apt-get install pocl-opencl-icd` (PoCL)")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the code generator needs to know about the device."""
+
+    name: str
+    platform: str
+    is_cpu: bool
+    max_work_group_size: int
+    local_mem_size: int
+    fp64: bool
+    correctly_rounded_sqrt: bool
+
+
+class Device:
+    """The process-wide context, queue and device limits."""
+
+    def __init__(self) -> None:
+        try:
+            import pyopencl as cl
+        except ImportError as err:
+            raise OpenCLUnavailable(f"pyopencl is not installed; {INSTALL_HINT}") from err
+        self.cl = cl
+        try:
+            platforms = cl.get_platforms()
+        except cl.Error as err:
+            raise OpenCLUnavailable(f"no OpenCL platform found ({err}); {INSTALL_HINT}") from err
+        candidates = [(p, d) for p in platforms for d in _devices(cl, p)]
+        if not candidates:
+            raise OpenCLUnavailable(f"no OpenCL device found; {INSTALL_HINT}")
+        wanted = os.environ.get("FUNGRAPH_OPENCL_DEVICE")
+        if wanted:
+            chosen = [(p, d) for p, d in candidates if wanted.lower() in d.name.lower()
+                      or wanted.lower() in p.name.lower()]
+            if not chosen:
+                names = ", ".join(f"{d.name!r} ({p.name})" for p, d in candidates)
+                raise OpenCLUnavailable(f"FUNGRAPH_OPENCL_DEVICE={wanted!r} matches none of: {names}")
+            candidates = chosen
+        platform, dev = candidates[0]
+        self.device = dev
+        self.context = cl.Context([dev])
+        self.queue = cl.CommandQueue(self.context)
+        fp64 = bool(dev.double_fp_config) or "cl_khr_fp64" in dev.extensions
+        crs = bool(dev.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT)
+        self.info = DeviceInfo(dev.name.strip(), platform.name.strip(), bool(dev.type & cl.device_type.CPU),
+                               int(dev.max_work_group_size), int(dev.local_mem_size), fp64, crs)
+
+    def alloc(self, nbytes: int) -> Any:
+        """A device buffer of at least one byte (OpenCL refuses empty buffers)."""
+        return self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE, max(int(nbytes), 1))
+
+    def check_dtype(self, aval: ShapedArray, what: str) -> None:
+        if aval.dtype == dtypes.float64 and not self.info.fp64:
+            raise TypeError(f"{what} uses float64 but the OpenCL device {self.info.name!r} ({self.info.platform}) "
+                            "has no fp64 support (no double_fp_config / cl_khr_fp64); use float32")
+
+
+def _devices(cl: Any, platform: Any) -> list[Any]:
+    try:
+        return list(platform.get_devices())
+    except cl.Error:
+        return []
+
+
+_DEVICE: list[Device] = []
+
+
+def get_device() -> Device:
+    """The process-wide device, created on first use (raises :class:`OpenCLUnavailable`)."""
+    if not _DEVICE:
+        _DEVICE.append(Device())
+    return _DEVICE[0]
+
+
+def available() -> bool:
+    try:
+        get_device()
+    except OpenCLUnavailable:
+        return False
+    return True
+
+
+# --- transfers --------------------------------------------------------------------------
+
+
+def upload(dev: Device, host: np.ndarray, buffer: Any = None, byte_offset: int = 0) -> Any:
+    """Copy ``host`` to the device (into ``buffer`` at ``byte_offset``, or a new buffer)."""
+    host = np.ascontiguousarray(host)
+    if buffer is None:
+        buffer = dev.alloc(host.nbytes)
+    if host.nbytes:
+        dev.cl.enqueue_copy(dev.queue, buffer, host, dst_offset=byte_offset, is_blocking=False)
+        TRANSFER_STATS["to_device"] += 1
+        TRANSFER_STATS["bytes_to_device"] += host.nbytes
+    return buffer
+
+
+def download(dev: Device, buffer: Any, aval: ShapedArray, elem_offset: int = 0,
+             strides: tuple[int, ...] | None = None) -> np.ndarray:
+    """Copy a (possibly strided) device array to a fresh host array; blocks until done."""
+    shape = aval.shape
+    if strides is None:
+        strides = contiguous_strides(shape)
+    if aval.size == 0:
+        return np.zeros(shape, aval.dtype)
+    lo = elem_offset + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
+    hi = elem_offset + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + 1
+    span = np.empty(hi - lo, aval.dtype)
+    dev.cl.enqueue_copy(dev.queue, span, buffer, src_offset=lo * aval.dtype.itemsize, is_blocking=True)
+    TRANSFER_STATS["to_host"] += 1
+    TRANSFER_STATS["bytes_to_host"] += span.nbytes
+    item = aval.dtype.itemsize
+    view = np.lib.stride_tricks.as_strided(span[elem_offset - lo:], shape, tuple(s * item for s in strides))
+    if tuple(strides) == contiguous_strides(shape) and elem_offset == lo:
+        return span.reshape(shape)
+    return np.array(view)
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def reset_transfer_stats() -> None:
+    for k in TRANSFER_STATS:
+        TRANSFER_STATS[k] = 0
+
+
+# --- the device array --------------------------------------------------------------------
+
+
+class OpenCLArray(Array):
+    """A contiguous array in a device buffer at ``offset`` elements. It stays on the device:
+    passing it to an OpenCL-jitted function costs no transfer; ``numpy()`` copies to the host."""
+
+    backend = "opencl"
+    __slots__ = ("_aval", "buffer", "offset", "_host")
+
+    def __init__(self, buffer: Any, aval: ShapedArray, offset: int = 0) -> None:
+        self.buffer = buffer
+        self._aval = aval
+        self.offset = offset
+        self._host: np.ndarray | None = None
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self._aval
+
+    def numpy(self) -> np.ndarray:
+        """The values on the host (copied once, then cached: device arrays are immutable)."""
+        if self._host is None:
+            host = download(get_device(), self.buffer, self._aval, self.offset)
+            host.flags.writeable = False
+            self._host = host
+        return self._host
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = np.array(self.numpy(), copy=True)
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"OpenCLArray({self.numpy()!r})"

@@ -1,0 +1,372 @@
+"""More elementwise functions of ``fungraph.numpy``, each a composition of existing primitives
+chosen to stay accurate (so derivatives and batching come from the primitives' rules)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.numpy._util import asarray, cast, promote
+from fungraph.primitives import elementwise as ew
+
+
+def _f(x: Any) -> Any:
+    (x,) = promote(x, to_inexact=True)
+    return x
+
+
+def _c(value: float, like: Any) -> np.ndarray:
+    return np.asarray(value, like.dtype)
+
+
+def _where_neg(x: Any, f: Any) -> Any:
+    """An odd function from its accurate half: ``f(x)`` for x >= 0, ``-f(-x)`` below."""
+    return ew.select(ew.lt(x, _c(0, x)), ew.neg(f(ew.neg(x))), f(x))
+
+
+# --- inverse trigonometric and hyperbolic ------------------------------------------------------
+
+
+def _one_minus_sq(x: Any) -> Any:
+    return ew.mul(ew.sub(_c(1, x), x), ew.add(_c(1, x), x))             # (1 - x)(1 + x), exact near |x| = 1
+
+
+def arcsin(x: Any) -> Any:
+    x = _f(x)
+    return ew.atan2_p.bind(x, ew.sqrt_p.bind(_one_minus_sq(x)))
+
+
+def arccos(x: Any) -> Any:
+    x = _f(x)
+    return ew.atan2_p.bind(ew.sqrt_p.bind(_one_minus_sq(x)), x)
+
+
+def _asinh_pos(x: Any) -> Any:
+    sq = ew.mul(x, x)                                                    # log1p(x + x^2 / (1 + sqrt(1 + x^2)))
+    return ew.log1p_p.bind(ew.add(x, ew.div(sq, ew.add(_c(1, x), ew.sqrt_p.bind(ew.add(_c(1, x), sq))))))
+
+
+def arcsinh(x: Any) -> Any:
+    return _where_neg(_f(x), _asinh_pos)
+
+
+def arccosh(x: Any) -> Any:
+    x = _f(x)
+    y = ew.sub(x, _c(1, x))                                              # log1p(y + sqrt(y (y + 2))), y = x - 1
+    return ew.log1p_p.bind(ew.add(y, ew.sqrt_p.bind(ew.mul(y, ew.add(y, _c(2, x))))))
+
+
+def arctanh(x: Any) -> Any:
+    x = _f(x)                                                            # log1p(2x / (1 - x)) / 2
+    return ew.mul(_c(0.5, x), ew.log1p_p.bind(ew.div(ew.add(x, x), ew.sub(_c(1, x), x))))
+
+asin = arcsin
+acos = arccos
+asinh = arcsinh
+acosh = arccosh
+atanh = arctanh
+
+
+# --- exponentials and logarithms ----------------------------------------------------------------
+
+
+def exp2(x: Any) -> Any:
+    x = _f(x)
+    return ew.pow_(_c(2, x), x)
+
+
+def log2(x: Any) -> Any:
+    x = _f(x)
+    return ew.div(ew.log(x), _c(math.log(2), x))
+
+
+def log10(x: Any) -> Any:
+    x = _f(x)
+    return ew.div(ew.log(x), _c(math.log(10), x))
+
+
+def logaddexp(x1: Any, x2: Any) -> Any:
+    """log(e^a + e^b) = max + log1p(e^-|a - b|); ties (also both infinite) give a + log 2."""
+    a, b = promote(x1, x2, to_inexact=True)
+    delta = ew.sub(a, b)
+    amax = ew.max_p.bind(a, b)
+    tail = ew.log1p_p.bind(ew.exp(ew.neg(ew.abs_p.bind(delta))))
+    return ew.select(ew.ne(delta, delta), ew.add(a, b), ew.add(amax, tail))
+
+
+def logaddexp2(x1: Any, x2: Any) -> Any:
+    a, b = promote(x1, x2, to_inexact=True)
+    delta = ew.sub(a, b)
+    amax = ew.max_p.bind(a, b)
+    tail = ew.div(ew.log1p_p.bind(ew.pow_(_c(2, a), ew.neg(ew.abs_p.bind(delta)))), _c(math.log(2), a))
+    return ew.select(ew.ne(delta, delta), ew.add(a, b), ew.add(amax, tail))
+
+
+def hypot(x1: Any, x2: Any) -> Any:
+    """sqrt(a^2 + b^2) scaled by the larger magnitude so it neither overflows nor underflows."""
+    a, b = promote(x1, x2, to_inexact=True)
+    big = ew.max_p.bind(ew.abs_p.bind(a), ew.abs_p.bind(b))
+    small = ew.min_p.bind(ew.abs_p.bind(a), ew.abs_p.bind(b))
+    zero = ew.eq(big, _c(0, big))
+    safe = ew.select(zero, _c(1, big), big)
+    ratio = ew.div(small, safe)
+    out = ew.mul(big, ew.sqrt_p.bind(ew.add(_c(1, big), ew.mul(ratio, ratio))))
+    inf = ew.eq(big, _c(np.inf, big))
+    return ew.select(inf, big, out)
+
+
+def sinc(x: Any) -> Any:
+    """sin(pi x) / (pi x), with its limit 1 at 0."""
+    x = _f(x)
+    zero = ew.eq(x, _c(0, x))
+    px = ew.mul(_c(math.pi, x), ew.select(zero, _c(1, x), x))
+    return ew.select(zero, _c(1, x), ew.div(ew.sin(px), px))
+
+
+def cbrt(x: Any) -> Any:
+    x = _f(x)
+    return _where_neg(x, lambda y: ew.pow_(y, _c(1 / 3, y)))
+
+
+def deg2rad(x: Any) -> Any:
+    x = _f(x)
+    return ew.mul(x, _c(math.pi / 180, x))
+
+
+def rad2deg(x: Any) -> Any:
+    x = _f(x)
+    return ew.mul(x, _c(180 / math.pi, x))
+
+
+radians = deg2rad
+degrees = rad2deg
+
+
+def fabs(x: Any) -> Any:
+    return ew.abs_p.bind(_f(x))
+
+
+def positive(x: Any) -> Any:
+    return asarray(x)
+
+
+def float_power(x1: Any, x2: Any) -> Any:
+    a, b = promote(x1, x2)
+    return ew.pow_(cast(a, dtypes.float64), cast(b, dtypes.float64))
+
+
+def copysign(x1: Any, x2: Any) -> Any:
+    a, b = promote(x1, x2, to_inexact=True)
+    return ew.select(signbit(b), ew.neg(ew.abs_p.bind(a)), ew.abs_p.bind(a))
+
+
+def signbit(x: Any) -> Any:
+    """True for negative values and -0.0 (1/x is -inf there)."""
+    x = asarray(x)
+    if not dtypes.is_float(x.dtype):
+        return ew.lt(x, np.asarray(0, x.dtype))
+    neg_zero = ew.lt(ew.div(_c(1, x), x), _c(0, x))
+    return ew.select(ew.eq(x, _c(0, x)), neg_zero, ew.lt(x, _c(0, x)))
+
+
+def heaviside(x1: Any, x2: Any) -> Any:
+    """0 below zero, ``x2`` at zero, 1 above (NaN stays NaN)."""
+    a, b = promote(x1, x2, to_inexact=True)
+    out = ew.select(ew.lt(a, _c(0, a)), _c(0, a), ew.select(ew.eq(a, _c(0, a)), b, _c(1, a)))
+    return ew.select(_isnan(a), a, out)
+
+
+# --- rounding (piecewise constant: zero derivatives) ---------------------------------------------
+
+
+def ceil(x: Any) -> Any:
+    x = _f(x)
+    return ew.neg(ew.floor(ew.neg(x)))
+
+
+def trunc(x: Any) -> Any:
+    x = _f(x)
+    return ew.select(ew.lt(x, _c(0, x)), ceil(x), ew.floor(x))
+
+
+fix = trunc
+
+
+def _rint(x: Any) -> Any:
+    """Round half to even: floor, then up when the fraction is above 1/2 or is 1/2 on an odd floor."""
+    fl = ew.floor(x)
+    frac = ew.sub(x, fl)                                                # exact for floats
+    half = _c(0.5, x)
+    odd = ew.eq(ew.mod_p.bind(fl, _c(2, x)), _c(1, x))
+    up = ew.or_p.bind(ew.gt(frac, half), ew.and_p.bind(ew.eq(frac, half), odd))
+    out = ew.select(up, ew.add(fl, _c(1, x)), fl)
+    return ew.select(ew.eq(frac, frac), out, x)                         # inf and nan pass through
+
+
+def rint(x: Any) -> Any:
+    return _rint(_f(x))
+
+
+def round(a: Any, decimals: int = 0) -> Any:  # noqa: A001
+    """numpy's round: half to even after scaling by 10**decimals."""
+    x = asarray(a)
+    if not dtypes.is_float(x.dtype):
+        if decimals >= 0:
+            return x
+        scale = np.asarray(10 ** -decimals, x.dtype)
+        return ew.mul(cast(_rint(ew.div(cast(x, dtypes.float64), cast(scale, dtypes.float64))), x.dtype), scale)
+    if decimals == 0:
+        return _rint(x)
+    if decimals > 0:
+        scale = _c(10.0 ** decimals, x)
+        return ew.div(_rint(ew.mul(x, scale)), scale)
+    scale = _c(10.0 ** -decimals, x)
+    return ew.mul(_rint(ew.div(x, scale)), scale)
+
+
+around = round
+round_ = round
+
+
+# --- NaN-aware and comparisons --------------------------------------------------------------------
+
+
+def _isnan(x: Any) -> Any:
+    return ew.ne(x, x)
+
+
+def fmax(x1: Any, x2: Any) -> Any:
+    """The larger value, ignoring a NaN operand (NaN only when both are)."""
+    a, b = promote(x1, x2)
+    if not dtypes.is_float(a.dtype):
+        return ew.max_p.bind(a, b)
+    return ew.select(_isnan(b), a, ew.select(_isnan(a), b, ew.max_p.bind(a, b)))
+
+
+def fmin(x1: Any, x2: Any) -> Any:
+    a, b = promote(x1, x2)
+    if not dtypes.is_float(a.dtype):
+        return ew.min_p.bind(a, b)
+    return ew.select(_isnan(b), a, ew.select(_isnan(a), b, ew.min_p.bind(a, b)))
+
+
+def fmod(x1: Any, x2: Any) -> Any:
+    """Remainder with the sign of the dividend (C's fmod)."""
+    a, b = promote(x1, x2)
+    r = ew.mod_p.bind(a, b)
+    zero = np.asarray(0, a.dtype)
+    fix_sign = ew.and_p.bind(ew.ne(r, zero), ew.ne(ew.lt(a, zero), ew.lt(b, zero)))
+    return ew.select(fix_sign, ew.sub(r, b), r)
+
+
+def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Any:
+    x = asarray(x)
+    if not dtypes.is_float(x.dtype):
+        return x
+    info = np.finfo(x.dtype)
+    hi = _c(info.max if posinf is None else posinf, x)
+    lo = _c(info.min if neginf is None else neginf, x)
+    out = ew.select(_isnan(x), _c(nan, x), x)
+    out = ew.select(ew.eq(x, _c(np.inf, x)), hi, out)
+    return ew.select(ew.eq(x, _c(-np.inf, x)), lo, out)
+
+
+def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:
+    """|a - b| <= atol + rtol |b| for finite values; infinities must be equal."""
+    x, y = promote(a, b, to_inexact=True)
+    finite = ew.and_p.bind(_finite(x), _finite(y))
+    close = ew.le(ew.abs_p.bind(ew.sub(x, y)), ew.add(_c(atol, x), ew.mul(_c(rtol, x), ew.abs_p.bind(y))))
+    out = ew.select(finite, close, ew.eq(x, y))
+    if equal_nan:
+        out = ew.or_p.bind(out, ew.and_p.bind(_isnan(x), _isnan(y)))
+    return out
+
+
+def _finite(x: Any) -> Any:
+    return ew.lt(ew.abs_p.bind(x), _c(np.inf, x))
+
+
+def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:
+    from fungraph.numpy._reductions import all as all_
+
+    return all_(isclose(a, b, rtol, atol, equal_nan))
+
+
+def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
+    from fungraph.numpy._reductions import all as all_
+
+    x, y = asarray(a1), asarray(a2)
+    if x.shape != y.shape:
+        return np.asarray(False)
+    x, y = promote(x, y)
+    eq = ew.eq(x, y)
+    if equal_nan and dtypes.is_float(x.dtype):
+        eq = ew.or_p.bind(eq, ew.and_p.bind(_isnan(x), _isnan(y)))
+    return all_(eq)
+
+
+def array_equiv(a1: Any, a2: Any) -> Any:
+    from fungraph.numpy._reductions import all as all_
+
+    x, y = promote(a1, a2)
+    try:
+        np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        return np.asarray(False)
+    return all_(ew.eq(x, y))
+
+
+def isneginf(x: Any) -> Any:
+    x = _f(x)
+    return ew.eq(x, _c(-np.inf, x))
+
+
+def isposinf(x: Any) -> Any:
+    x = _f(x)
+    return ew.eq(x, _c(np.inf, x))
+
+
+def isreal(x: Any) -> Any:
+    x = asarray(x)
+    return np.ones(x.shape, bool)
+
+
+def iscomplex(x: Any) -> Any:
+    x = asarray(x)
+    return np.zeros(x.shape, bool)
+
+
+def real(x: Any) -> Any:
+    return asarray(x)
+
+
+def imag(x: Any) -> Any:
+    x = asarray(x)
+    return np.zeros(x.shape, x.dtype)
+
+
+def conjugate(x: Any) -> Any:
+    return asarray(x)
+
+
+conj = conjugate
+
+
+def ldexp(x1: Any, x2: Any) -> Any:
+    (a,) = promote(x1, to_inexact=True)
+    return ew.mul(a, ew.pow_(_c(2, a), cast(x2, a.dtype)))
+
+
+def divmod_(x1: Any, x2: Any) -> tuple[Any, Any]:
+    a, b = promote(x1, x2)
+    return ew.floor_divide_p.bind(a, b), ew.mod_p.bind(a, b)
+
+
+def modf(x: Any) -> tuple[Any, Any]:
+    x = _f(x)
+    whole = trunc(x)
+    return ew.sub(x, whole), whole
