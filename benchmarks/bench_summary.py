@@ -19,10 +19,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fungraph as fg  # noqa: E402
-import fungraph.numpy as fnp  # noqa: E402
 from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
 from bench_jit import _mlp_params, chain20, numpy_step, sgd_step  # noqa: E402
+
+import fungraph as fg  # noqa: E402
+import fungraph.numpy as fnp  # noqa: E402
 
 
 def _opencl_jit(f: Callable[..., Any]) -> Callable[..., Any] | None:
