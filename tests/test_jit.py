@@ -295,3 +295,14 @@ def test_jit_inside_lax_bodies() -> None:
     np.testing.assert_allclose(ys, ys2)
     g = fg.grad(lambda v: lax.scan(body, v, np.arange(4.0))[0])(1.0)
     assert g == pytest.approx(0.5 ** 4)
+
+
+def test_donated_input_reused_in_place_by_an_intermediate() -> None:
+    f = fg.jit(lambda x: fnp.sum(fnp.exp(x) * 2.0), donate_argnums=0)
+    x = np.ones(1000, np.float32)
+    assert f(x) == pytest.approx(np.sum(np.exp(np.ones(1000, np.float32)) * 2.0), rel=1e-6)
+    low = f.lower(np.ones(1000, np.float32))
+    verify_plan(low.graph, low.plan, donated=(True,))
+    assert any(p.kind == "inplace" and p.offset < 0 for p in low.plan.placements.values())
+    with pytest.raises(AssertionError, match="non-donated"):
+        verify_plan(low.graph, low.plan)

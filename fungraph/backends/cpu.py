@@ -195,6 +195,9 @@ class CpuExecutable:
                     fixed.append(None)
                     alloc.append((-1, o.aval.shape, o.aval.dtype))
                     self.allocations_per_call += 1
+                elif p.kind == "inplace" and p.offset < 0:
+                    fixed.append(None)
+                    alloc.append(("donated", slot[_root(plan, o)]))
                 elif p.kind == "view":
                     fixed.append(None)
                     alloc.append(None)
@@ -206,6 +209,13 @@ class CpuExecutable:
         self.output_slots = [operand(a) if isinstance(a, Literal) else slot[a] for a in graph.outvars]
         self.outputs_to_copy = [not (isinstance(a, Var) and out_index.get(a) == j) for j, a in enumerate(graph.outvars)]
         self.passthrough_outputs = sum(self.outputs_to_copy)
+
+    def _buffer(self, a: tuple, into: Sequence[np.ndarray] | None) -> np.ndarray:
+        if a[0] == "donated":
+            return self.env[a[1]]
+        if into is not None and a[0] >= 0:
+            return into[a[0]]
+        return np.empty(a[1], a[2])
 
     def _arena_view(self, offset: int, v: Var) -> np.ndarray:
         n = v.aval.nbytes
@@ -220,8 +230,7 @@ class CpuExecutable:
         if into is None:
             ENGINE_STATS["output_allocations"] += self.allocations_per_call
         for fn, ins, outs, fixed, alloc, params, multi in self.program:
-            bufs = [f if a is None else (into[a[0]] if into is not None and a[0] >= 0 else np.empty(a[1], a[2]))
-                    for f, a in zip(fixed, alloc)]
+            bufs = [f if a is None else self._buffer(a, into) for f, a in zip(fixed, alloc)]
             if not multi:
                 if params:
                     env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
@@ -239,6 +248,13 @@ class CpuExecutable:
         for s in self.input_slots:
             env[s] = None
         return results
+
+
+def _root(plan: MemoryPlan, v: Var) -> Var:
+    """The value whose storage ``v`` reuses (following in-place chains to a donated input)."""
+    while plan.placements[v].kind == "inplace":
+        v = plan.placements[v].origin
+    return v
 
 
 def _produced(graph: Graph, v: Var) -> bool:

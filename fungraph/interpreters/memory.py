@@ -150,7 +150,7 @@ def _inplace_candidate(e, o, i, root, kind, last_use, end, pinned, donated, outp
     return None
 
 
-def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
+def verify_plan(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> None:
     """No two arena buffers live at the same step overlap; pinned values are never reused;
     in-place reuse only where the primitive declares it."""
     from fungraph.interpreters.offsets import verify_offsets
@@ -169,3 +169,11 @@ def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
                 raise AssertionError(f"{e.primitive.name} does not allow in-place reuse of that input")
         if p.kind == "pinned" and p.offset != -1:
             raise AssertionError("a pinned value was placed in the arena")
+    donated_inputs = {v for v, d in zip(graph.invars, donated) if d}
+    for v, p in plan.placements.items():
+        if p.kind == "inplace" and p.offset < 0:
+            root = v
+            while plan.placements[root].kind == "inplace":
+                root = plan.placements[root].origin
+            if root not in donated_inputs:
+                raise AssertionError(f"a value of type {v.aval} reuses the storage of a pinned, non-donated value")

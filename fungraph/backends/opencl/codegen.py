@@ -1,0 +1,525 @@
+"""OpenCL C from the IR: types, literals, one C expression per elementwise primitive, and
+the :class:`Emitter` that evaluates a fused region at a multi-index.
+
+Values are read through an :class:`Access`: a storage slot plus an affine map (element
+offset and one stride per axis), so reshape/transpose/broadcast/slice/rev of a stored value
+are free. Inside a fused region an equation's value at index ``idx`` is a C temporary; the
+emitter caches ``(var, idx)`` pairs so each distinct evaluation happens once per work-item.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.ir import Eqn, Literal, ShapedArray, Var
+
+CTYPES = {dtypes.bool_: "uchar", dtypes.int32: "int", dtypes.int64: "long",
+          dtypes.float32: "float", dtypes.float64: "double"}
+
+VIEW_OPS = frozenset({"reshape", "transpose", "broadcast_in_dim", "slice", "rev", "stop_gradient"})
+INDEX_OPS = VIEW_OPS | {"pad", "concatenate", "take"}
+
+
+def ctype(dtype: np.dtype) -> str:
+    return CTYPES[dtypes.canonical(dtype)]
+
+
+def c_literal(value: object, dtype: np.dtype) -> str:
+    """An exact C literal of ``dtype`` (hex floats round-trip every bit)."""
+    dtype = dtypes.canonical(dtype)
+    if dtype == dtypes.bool_:
+        return "(uchar)1" if bool(value) else "(uchar)0"
+    if dtypes.is_int(dtype):
+        v = int(np.asarray(value).astype(dtype))
+        suffix = "L" if dtype == dtypes.int64 else ""
+        if v == np.iinfo(dtype).min:
+            return f"({v + 1}{suffix}-1{suffix})"
+        return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
+    v = float(np.asarray(value).astype(dtype))
+    cast = "(double)" if dtype == dtypes.float64 else ""
+    if math.isnan(v):
+        return f"{cast}NAN"
+    if math.isinf(v):
+        return f"({'-' if v < 0 else ''}{cast}INFINITY)"
+    text = v.hex()
+    return f"({text})" if dtype == dtypes.float64 else f"({text}f)"
+
+
+# --- preamble: numpy's integer and float division semantics ------------------------------
+
+
+_FLOAT_HELPERS = """
+static inline T fg_mod_T(T a, T b) {
+  T mod = fmod(a, b);
+  if (b == (T)0) return mod;
+  if (mod != (T)0) { if ((b < (T)0) != (mod < (T)0)) mod += b; }
+  else mod = copysign((T)0, b);
+  return mod;
+}
+static inline T fg_fdiv_T(T a, T b) {
+  if (b == (T)0) return a / b;
+  T mod = fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != (T)0) { if ((b < (T)0) != (mod < (T)0)) div -= (T)1; }
+  T fd;
+  if (div != (T)0) { fd = floor(div); if (div - fd > (T)0.5) fd += (T)1; }
+  else fd = copysign((T)0, a / b);
+  return fd;
+}
+static inline T fg_logistic_T(T x) {
+  T e = exp(-fabs(x));
+  return x >= (T)0 ? (T)1 / ((T)1 + e) : e / ((T)1 + e);
+}
+"""
+
+_INT_HELPERS = """
+static inline T fg_mod_T(T a, T b) {
+  if (b == 0 || b == -1) return 0;
+  T r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+static inline T fg_fdiv_T(T a, T b) {
+  if (b == 0) return 0;
+  if (b == -1) return a == MINV ? a : -a;
+  T q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+  return q;
+}
+"""
+
+
+def preamble(used: set[np.dtype]) -> str:
+    parts = ["#pragma OPENCL FP_CONTRACT OFF"]
+    if dtypes.float64 in used:
+        parts.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    for dt in (dtypes.float32, dtypes.float64):
+        if dt in used:
+            parts.append(_FLOAT_HELPERS.replace("T", ctype(dt)).replace("fg_mod_" + ctype(dt), f"fg_mod_{ctype(dt)}"))
+    for dt, minv in ((dtypes.int32, "INT_MIN"), (dtypes.int64, "LONG_MIN")):
+        if dt in used:
+            parts.append(_INT_HELPERS.replace("MINV", minv).replace("T", ctype(dt)))
+    return "\n".join(parts)
+
+
+# --- one C expression per elementwise primitive --------------------------------------------
+
+Rule = Callable[[np.dtype, np.dtype, Sequence[str], dict], str]
+
+_UNARY_FLOAT = {"sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh", "exp": "exp", "log": "log",
+                "sqrt": "sqrt", "log1p": "log1p", "expm1": "expm1", "atan": "atan", "sinh": "sinh",
+                "cosh": "cosh", "erf": "erf", "floor": "floor"}
+
+
+def _is_bool(dt: np.dtype) -> bool:
+    return dt == dtypes.bool_
+
+
+def _neg(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    return f"(-{a[0]})"
+
+
+def _abs(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    return f"fabs({a[0]})" if dtypes.is_float(i) else f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
+
+
+def _sign(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    t, x = ctype(i), a[0]
+    if dtypes.is_float(i):
+        return f"({x} > ({t})0 ? ({t})1 : ({x} < ({t})0 ? ({t})-1 : {x}))"
+    return f"(({t})({x} > 0) - ({t})({x} < 0))"
+
+
+def _not(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    return f"(uchar)({a[0]} ^ 1)" if _is_bool(i) else f"(~{a[0]})"
+
+
+def _add(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    return f"({a[0]} | {a[1]})" if _is_bool(i) else f"({a[0]} + {a[1]})"
+
+
+def _mul(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    return f"({a[0]} & {a[1]})" if _is_bool(i) else f"({a[0]} * {a[1]})"
+
+
+def _extremum(op: str) -> Rule:
+    def rule(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+        x, y = a
+        if dtypes.is_float(i):   # numpy propagates NaN from either side
+            return f"(({x} {op} {y} || isnan({x})) ? {x} : {y})"
+        return f"({x} {op} {y} ? {x} : {y})"
+
+    return rule
+
+
+def _compare(op: str) -> Rule:
+    return lambda i, o, a, p: f"(uchar)({a[0]} {op} {a[1]})"
+
+
+def _infix(op: str) -> Rule:
+    return lambda i, o, a, p: f"({a[0]} {op} {a[1]})"
+
+
+def _call(fn: str) -> Rule:
+    return lambda i, o, a, p: f"{fn}({', '.join(a)})"
+
+
+def _typed_call(fn: str) -> Rule:
+    return lambda i, o, a, p: f"{fn}_{ctype(i)}({', '.join(a)})"
+
+
+def _select(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    return f"({a[0]} ? {a[1]} : {a[2]})"
+
+
+def _fma(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    if _is_bool(i):
+        return f"(({a[0]} & {a[1]}) | {a[2]})"
+    return f"({a[0]} * {a[1]} + {a[2]})"
+
+
+def _convert(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    if _is_bool(o):
+        return f"(uchar)({a[0]} != 0)"
+    return f"({ctype(o)})({a[0]})"
+
+
+def integer_pow_expr(x: str, y: int, dtype: np.dtype, fresh: Callable[[str, str], str]) -> str:
+    """``x ** y`` by repeated squaring at generation time (exact for integers)."""
+    t = ctype(dtype)
+    if y == 0:
+        return f"({t})1"
+    n = abs(y)
+    result = None
+    base = x
+    while n:
+        if n & 1:
+            result = base if result is None else fresh(t, f"{result} * {base}")
+        n >>= 1
+        if n:
+            base = fresh(t, f"{base} * {base}")
+    return f"(({t})1 / {result})" if y < 0 else result
+
+
+ELEMENTWISE_RULES: dict[str, Rule] = {name: _call(fn) for name, fn in _UNARY_FLOAT.items()}
+ELEMENTWISE_RULES.update({
+    "neg": _neg, "abs": _abs, "sign": _sign, "not": _not, "logistic": _typed_call("fg_logistic"),
+    "add": _add, "sub": _infix("-"), "mul": _mul, "div": _infix("/"), "pow": _call("pow"),
+    "max": _extremum(">"), "min": _extremum("<"), "atan2": _call("atan2"),
+    "mod": _typed_call("fg_mod"), "floor_divide": _typed_call("fg_fdiv"),
+    "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
+    "gt": _compare(">"), "ge": _compare(">="),
+    "and": _infix("&"), "or": _infix("|"), "xor": _infix("^"),
+    "select": _select, "fma": _fma, "convert_element_type": _convert,
+})
+
+#: Rough cost of one evaluation in byte-equivalents of memory traffic (the fusion cost model).
+OP_COST = {name: 16.0 for name in ("sin", "cos", "tan", "log", "log1p", "expm1", "atan", "sinh", "cosh", "erf",
+                                   "pow", "atan2", "mod", "floor_divide")}
+OP_COST.update({name: 4.0 for name in ("exp", "tanh", "sqrt", "logistic", "div", "integer_pow", "adagrad")})
+
+
+def op_cost(name: str) -> float:
+    if name in VIEW_OPS:
+        return 0.0
+    return OP_COST.get(name, 0.5)
+
+
+def is_fusible(e: Eqn) -> bool:
+    """Elementwise and index-map equations a fused kernel can evaluate at any index."""
+    name = e.primitive.name
+    if name in INDEX_OPS:
+        return True
+    if name == "integer_pow" or name == "adagrad":
+        return True
+    return e.primitive.elementwise and name in ELEMENTWISE_RULES
+
+
+# --- accesses: affine views of stored values -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Access:
+    """Element ``idx`` of the value lives at ``base(slot) + offset + sum(idx[k] * strides[k])``."""
+
+    slot: int
+    aval: ShapedArray
+    offset: int
+    strides: tuple[int, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+    def is_contiguous(self) -> bool:
+        return _compact(self.shape, self.strides) == _compact(self.shape, contiguous(self.shape))
+
+
+def contiguous(shape: Sequence[int]) -> tuple[int, ...]:
+    out = []
+    acc = 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def _compact(shape: Sequence[int], strides: Sequence[int]) -> tuple:
+    return tuple((n, s) for n, s in zip(shape, strides) if n != 1)
+
+
+def view_access(e: Eqn, a: Access) -> Access | None:
+    """The access of a view equation's output given its input's access, or None when the
+    view is not affine in memory (a reshape of a non-contiguous value)."""
+    name, p = e.primitive.name, e.params
+    out = e.outputs[0].aval
+    if name == "stop_gradient":
+        return Access(a.slot, out, a.offset, a.strides)
+    if name == "transpose":
+        perm = p["permutation"]
+        return Access(a.slot, out, a.offset, tuple(a.strides[k] for k in perm))
+    if name == "broadcast_in_dim":
+        strides = [0] * len(p["shape"])
+        for j, d in enumerate(p["broadcast_dimensions"]):
+            strides[d] = a.strides[j] if a.shape[j] != 1 else 0
+        return Access(a.slot, out, a.offset, tuple(strides))
+    if name == "slice":
+        off = a.offset + sum(lo * s for lo, s in zip(p["start_indices"], a.strides))
+        return Access(a.slot, out, off, tuple(s * st for s, st in zip(a.strides, p["strides"])))
+    if name == "rev":
+        off = a.offset
+        strides = list(a.strides)
+        for d in p["dimensions"]:
+            off += (a.shape[d] - 1) * strides[d]
+            strides[d] = -strides[d]
+        return Access(a.slot, out, off, tuple(strides))
+    if name == "reshape":
+        if a.is_contiguous():
+            return Access(a.slot, out, a.offset, contiguous(out.shape))
+        inner = [s for n, s in zip(a.shape, a.strides) if n != 1]
+        outer = [n for n in out.shape if n != 1]
+        if [n for n in a.shape if n != 1] == outer:      # only size-1 axes added or removed
+            it = iter(inner)
+            return Access(a.slot, out, a.offset, tuple(next(it) if n != 1 else 0 for n in out.shape))
+        return None
+    return None
+
+
+# --- the emitter ----------------------------------------------------------------------------
+
+
+class Emitter:
+    """Builds the body of one kernel. ``value(var, idx)`` returns a C expression for ``var``
+    at the multi-index ``idx`` (C integer expressions), emitting temporaries as needed.
+    ``region`` maps a var to the equation computing it inside this kernel; any other var is
+    read through ``access_of(var)`` (the engine's storage), a literal or a constant."""
+
+    def __init__(self, idx_type: str, region: dict[Var, Eqn], access_of: Callable[[Var], Access | None],
+                 param_of: Callable[[int, np.dtype], tuple[str, str]]) -> None:
+        self.idx_type = idx_type
+        self.region = region
+        self.access_of = access_of
+        self.param_of = param_of
+        self.lines: list[str] = []
+        self.cache: dict[tuple, str] = {}
+        self.counter = 0
+        self.flat = "gid"
+        self.base: tuple[str, ...] = ()
+        self.base_shape: tuple[int, ...] = ()
+
+    def fresh(self, ctype_: str, expr: str) -> str:
+        name = f"t{self.counter}"
+        self.counter += 1
+        self.lines.append(f"  {ctype_} {name} = {expr};")
+        return name
+
+    def unravel(self, flat: str, shape: Sequence[int], prefix: str = "i") -> tuple[str, ...]:
+        """Index names for each axis of ``shape`` from the flat index ``flat`` (row-major)."""
+        names = []
+        rest = flat
+        it = self.idx_type
+        for k in range(len(shape) - 1, -1, -1):
+            n = shape[k]
+            name = f"{prefix}{k}"
+            if n == 1:
+                self.lines.append(f"  const {it} {name} = 0;")
+            elif k == 0:
+                self.lines.append(f"  const {it} {name} = {rest};")
+            else:
+                self.lines.append(f"  const {it} {name} = {rest} % {n};")
+                rest_name = f"{prefix}r{k}"
+                self.lines.append(f"  const {it} {rest_name} = {rest} / {n};")
+                rest = rest_name
+            names.append(name)
+        return tuple(reversed(names))
+
+    def set_base(self, flat: str, shape: Sequence[int]) -> tuple[str, ...]:
+        self.flat = flat
+        self.base_shape = tuple(shape)
+        self.base = self.unravel(flat, shape)
+        return self.base
+
+    # loads ---------------------------------------------------------------------------
+
+    def address(self, a: Access, idx: Sequence[str]) -> str:
+        _, off_name = self.param_of(a.slot, a.aval.dtype)
+        if tuple(idx) == self.base and a.shape == self.base_shape and a.is_contiguous():
+            terms = [self.flat]
+        else:
+            terms = [f"{i}*{s}" if s != 1 else i for i, n, s in zip(idx, a.shape, a.strides) if n != 1 and s != 0]
+        if a.offset:
+            terms.append(str(a.offset))
+        return " + ".join([off_name] + terms)
+
+    def load(self, a: Access, idx: Sequence[str]) -> str:
+        key = ("load", a, tuple(idx))
+        hit = self.cache.get(key)
+        if hit is None:
+            ptr, _ = self.param_of(a.slot, a.aval.dtype)
+            hit = self.fresh(ctype(a.aval.dtype), f"{ptr}[{self.address(a, idx)}]")
+            self.cache[key] = hit
+        return hit
+
+    def value(self, atom: Var | Literal, idx: Sequence[str]) -> str:
+        if isinstance(atom, Literal):
+            return c_literal(atom.value, atom.aval.dtype)
+        key = (atom, tuple(idx))
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        a = self.access_of(atom)
+        if a is not None:
+            out = self.load(a, idx)
+        else:
+            e = self.region[atom]
+            out = self.emit_eqn(e, e.outputs.index(atom), idx)
+        self.cache[key] = out
+        return out
+
+    # equations -------------------------------------------------------------------------
+
+    def operand(self, x: Var | Literal, out_shape: Sequence[int], idx: Sequence[str]) -> str:
+        """``x`` at ``idx`` of the output, with numpy broadcasting."""
+        xs = x.aval.shape
+        lead = len(out_shape) - len(xs)
+        sub = tuple("0" if n == 1 else idx[lead + j] for j, n in enumerate(xs))
+        return self.value(x, sub)
+
+    def emit_eqn(self, e: Eqn, k: int, idx: Sequence[str]) -> str:
+        name = e.primitive.name
+        out = e.outputs[k].aval
+        p = e.params
+        if name in INDEX_OPS:
+            return self.emit_index_op(e, idx)
+        if name == "integer_pow":
+            x = self.operand(e.inputs[0], out.shape, idx)
+            return self.fresh(ctype(out.dtype), integer_pow_expr(x, p["y"], out.dtype, self.fresh))
+        if name == "adagrad":
+            return self.emit_adagrad(e, k, idx)
+        args = [self.operand(a, out.shape, idx) for a in e.inputs]
+        in_dtype = e.inputs[-1].aval.dtype
+        expr = ELEMENTWISE_RULES[name](in_dtype, out.dtype, args, p)
+        return self.fresh(ctype(out.dtype), expr)
+
+    def emit_adagrad(self, e: Eqn, k: int, idx: Sequence[str]) -> str:
+        out = e.outputs[k].aval
+        t = ctype(out.dtype)
+        w, acc, g, lr, eps = e.inputs
+        acc_v = self.operand(acc, out.shape, idx)
+        g_v = self.operand(g, out.shape, idx)
+        new_acc = self.fresh(t, f"{acc_v} + {g_v} * {g_v}")
+        if k == 1:
+            return new_acc
+        w_v = self.operand(w, out.shape, idx)
+        lr_v = self.operand(lr, out.shape, idx)
+        eps_v = self.operand(eps, out.shape, idx)
+        return self.fresh(t, f"{w_v} - {lr_v} * ({g_v} / sqrt({new_acc} + {eps_v}))")
+
+    def emit_index_op(self, e: Eqn, idx: Sequence[str]) -> str:
+        name, p = e.primitive.name, e.params
+        x = e.inputs[0]
+        xs = x.aval.shape
+        out = e.outputs[0].aval
+        it = self.idx_type
+        if name == "stop_gradient":
+            return self.value(x, idx)
+        if name == "transpose":
+            sub = [""] * len(xs)
+            for k, axis in enumerate(p["permutation"]):
+                sub[axis] = idx[k]
+            return self.value(x, sub)
+        if name == "broadcast_in_dim":
+            sub = tuple("0" if xs[j] == 1 else idx[d] for j, d in enumerate(p["broadcast_dimensions"]))
+            return self.value(x, sub)
+        if name == "slice":
+            sub = tuple(f"({lo} + {i}*{st})" if (lo or st != 1) else i
+                        for i, lo, st in zip(idx, p["start_indices"], p["strides"]))
+            return self.value(x, sub)
+        if name == "rev":
+            sub = tuple(f"({xs[d] - 1} - {i})" if d in p["dimensions"] else i for d, i in enumerate(idx))
+            return self.value(x, sub)
+        if name == "reshape":
+            terms = [f"{i}*{s}" for i, n, s in zip(idx, out.shape, contiguous(out.shape)) if n != 1]
+            flat = self.fresh(it, " + ".join(terms) if terms else "0")
+            prefix = f"r{self.counter}_"
+            return self.value(x, self.unravel(flat, xs, prefix))
+        if name == "pad":
+            return self.emit_pad(e, idx)
+        if name == "concatenate":
+            return self.emit_concat(e, idx)
+        if name == "take":
+            return self.emit_take(e, idx)
+        raise NotImplementedError(name)
+
+    def emit_pad(self, e: Eqn, idx: Sequence[str]) -> str:
+        x, pv = e.inputs
+        xs = x.aval.shape
+        it = self.idx_type
+        conds, sub = [], []
+        for i, n, (lo, _, interior) in zip(idx, xs, e.params["padding_config"]):
+            step = interior + 1
+            t = self.fresh(it, f"{i} - ({lo})")
+            q = self.fresh(it, f"{t} / {step}" if step != 1 else t)
+            ok = f"({t} >= 0 && {q} < {n}" + (f" && {t} % {step} == 0)" if step != 1 else ")")
+            c = self.fresh("int", ok)
+            conds.append(c)
+            sub.append(self.fresh(it, f"{c} ? {q} : 0"))
+        inside = " && ".join(conds) if conds else "1"
+        v = self.value(x, sub) if x.aval.size else c_literal(0, x.aval.dtype)
+        pad_v = self.value(pv, ())
+        return self.fresh(ctype(x.aval.dtype), f"({inside}) ? {v} : {pad_v}")
+
+    def emit_concat(self, e: Eqn, idx: Sequence[str]) -> str:
+        axis = e.params["axis"]
+        it = self.idx_type
+        i = idx[axis]
+        start = 0
+        parts = []
+        for x in e.inputs:
+            n = x.aval.shape[axis]
+            if n:
+                local = self.fresh(it, f"clamp({i} - {start}, ({it})0, ({it}){n - 1})")
+                sub = list(idx)
+                sub[axis] = local
+                parts.append((start + n, self.value(x, sub)))
+            start += n
+        expr = parts[-1][1]
+        for end, v in reversed(parts[:-1]):
+            expr = f"({i} < {end} ? {v} : {expr})"
+        return self.fresh(ctype(e.outputs[0].aval.dtype), expr)
+
+    def emit_take(self, e: Eqn, idx: Sequence[str]) -> str:
+        x, ind = e.inputs
+        axis = e.params["axis"]
+        n = x.aval.shape[axis]
+        k = ind.aval.ndim
+        raw = self.value(ind, tuple(idx[axis:axis + k]))
+        t = self.fresh("long", f"(long){raw}")
+        norm = self.fresh("long", f"clamp({t} < 0 ? {t} + {n}L : {t}, 0L, {max(n - 1, 0)}L)")
+        sub = tuple(idx[:axis]) + (f"({self.idx_type}){norm}",) + tuple(idx[axis + k:])
+        return self.value(x, sub)

@@ -1,0 +1,383 @@
+"""``fungraph.numpy.linalg``: numpy.linalg over stacks of matrices (leading axes are a batch),
+differentiable through the decomposition primitives of ``fungraph.primitives.linalg_ops``.
+
+Real dtypes only, so ``eig``/``eigvals`` of non-symmetric matrices (complex in general) are
+left out; ``eigh``, ``eigvalsh`` and ``cholesky`` read the lower triangle, as numpy does."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import ShapeError
+from fungraph.numpy import _reductions as red
+from fungraph.numpy._linalg import matmul, outer, tensordot
+from fungraph.numpy._manip import cross as _cross
+from fungraph.numpy._manip import diagonal as _diagonal
+from fungraph.numpy._shape import swapaxes
+from fungraph.numpy._util import asarray, normalize_axes, promote
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives import linalg_ops as ops
+from fungraph.primitives import shape as sh
+
+LinAlgError = np.linalg.LinAlgError
+
+__all__ = [
+    "LinAlgError", "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
+    "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer",
+    "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace",
+    "vecdot", "vector_norm",
+]
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class SVDResult(NamedTuple):
+    U: Any
+    S: Any
+    Vh: Any
+
+
+class QRResult(NamedTuple):
+    Q: Any
+    R: Any
+
+
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
+
+
+def _float_matrix(a: Any, name: str, square: bool = True) -> Any:
+    (x,) = promote(a, to_inexact=True)
+    if x.ndim < 2:
+        raise LinAlgError(f"{x.ndim}-dimensional array given. Array must be at least two-dimensional")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise LinAlgError("Last 2 dimensions of the array must be square")
+    return x
+
+
+def _sym_lower(x: Any) -> Any:
+    """The symmetric matrix whose lower triangle is x's (what LAPACK's 'L' routines see)."""
+    low = ops.tril(x)
+    return ew.add(low, ops.mT(ops.tril(x, -1)))
+
+
+def _broadcast_lead(a: Any, b: Any) -> tuple[Any, Any]:
+    lead = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    return sh.broadcast_to(a, lead + a.shape[-2:]), sh.broadcast_to(b, lead + b.shape[-2:])
+
+
+# --- solves and inverses -------------------------------------------------------------------------
+
+
+def solve(a: Any, b: Any) -> Any:
+    """``b`` is one vector when 1-d, otherwise a stack of (n, k) right-hand sides (numpy 2 rules)."""
+    x, y = promote(a, b, to_inexact=True)
+    x = _float_matrix(x, "solve")
+    if y.ndim == 1:
+        if y.shape[0] != x.shape[-1]:
+            raise ShapeError(f"solve: b of shape {y.shape} does not match a of shape {x.shape}")
+        xb = x
+        yb = sh.broadcast_to(sh.reshape(y, (y.shape[0], 1)), x.shape[:-2] + (y.shape[0], 1))
+        out = ops.solve(xb, yb)
+        return sh.reshape(out, out.shape[:-1])
+    xb, yb = _broadcast_lead(x, y)
+    return ops.solve(xb, yb)
+
+
+def inv(a: Any) -> Any:
+    x = _float_matrix(a, "inv")
+    n = x.shape[-1]
+    return ops.solve(x, sh.broadcast_to(np.eye(n, dtype=x.dtype), x.shape))
+
+
+def det(a: Any) -> Any:
+    return ops.det(_float_matrix(a, "det"))
+
+
+def slogdet(a: Any) -> SlogdetResult:
+    sign, logdet = ops.slogdet_p.bind(_float_matrix(a, "slogdet"))
+    return SlogdetResult(sign, logdet)
+
+
+def matrix_power(a: Any, n: int) -> Any:
+    x = asarray(a)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise LinAlgError("matrix_power: needs a stack of square matrices")
+    if n < 0:
+        x = inv(x)
+        n = -n
+    if n == 0:
+        return sh.broadcast_to(np.eye(x.shape[-1], dtype=x.dtype), x.shape)
+    result = None
+    base = x
+    while n:
+        if n & 1:
+            result = base if result is None else matmul(result, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return result
+
+
+def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
+    """V diag(1/s) U^T with singular values below ``rcond * max(s)`` dropped (numpy's rule)."""
+    x = _float_matrix(a, "pinv", square=False)
+    if rcond is None:
+        rcond = 1e-15 if rtol is None else rtol
+    u, s, vt = ops.svd_p.bind(x)
+    cutoff = ew.mul(np.asarray(rcond, x.dtype), red.max(s, axis=-1, keepdims=True))
+    large = ew.gt(s, cutoff)
+    safe = ew.select(large, s, np.asarray(1, x.dtype))
+    s_inv = ew.select(large, ew.div(np.asarray(1, x.dtype), safe), np.asarray(0, x.dtype))
+    k = s.shape[-1]
+    return ops.mm(ops.mT(vt), ew.mul(sh.reshape(s_inv, s.shape[:-1] + (k, 1)), ops.mT(u)))
+
+
+def lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[Any, Any, Any, Any]:
+    """Least squares through the pseudo-inverse: (x, residuals, rank, singular values)."""
+    x = _float_matrix(a, "lstsq", square=False)
+    (y,) = promote(b, to_inexact=True)
+    if x.ndim != 2:
+        raise LinAlgError("lstsq: a must be two-dimensional")
+    m, n = x.shape
+    eps_cut = np.finfo(x.dtype).eps * max(m, n) if rcond is None else rcond
+    sol = matmul(pinv(x, rcond=eps_cut), y)
+    s = svdvals(x)
+    rank = matrix_rank(x, tol=None if rcond is None else rcond * red.max(s))
+    if m > n and not _is_concrete_rank_deficient(rank, n):
+        r = ew.sub(matmul(x, sol), y)
+        resid = red.sum(ew.mul(r, r), axis=0)
+        resid = sh.reshape(resid, (1,)) if y.ndim == 1 else resid
+    else:
+        resid = np.zeros((0,), x.dtype)
+    return sol, resid, rank, s
+
+
+def _is_concrete_rank_deficient(rank: Any, n: int) -> bool:
+    return isinstance(rank, np.ndarray) and int(rank) < n
+
+
+def tensorsolve(a: Any, b: Any, axes: Any = None) -> Any:
+    x = asarray(a)
+    y = asarray(b)
+    if axes is not None:
+        moved = normalize_axes(tuple(axes), x.ndim, "tensorsolve")
+        rest = [i for i in range(x.ndim) if i not in moved]
+        x = sh.transpose(x, rest + list(moved))
+    out_shape = x.shape[y.ndim:]
+    n = int(np.prod(out_shape, dtype=np.int64))
+    mat = sh.reshape(x, (int(np.prod(x.shape[:y.ndim], dtype=np.int64)), n))
+    sol = solve(mat, sh.reshape(y, (y.size,)))
+    return sh.reshape(sol, out_shape)
+
+
+def tensorinv(a: Any, ind: int = 2) -> Any:
+    x = asarray(a)
+    out_shape = x.shape[ind:] + x.shape[:ind]
+    rows = int(np.prod(x.shape[:ind], dtype=np.int64))
+    return sh.reshape(inv(sh.reshape(x, (rows, x.size // max(rows, 1)))), out_shape)
+
+
+# --- decompositions -------------------------------------------------------------------------------
+
+
+def cholesky(a: Any, *, upper: bool = False) -> Any:
+    low = ops.cholesky(_sym_lower(_float_matrix(a, "cholesky")))
+    return ops.mT(low) if upper else low
+
+
+def eigh(a: Any, UPLO: str = "L") -> EighResult:
+    x = _float_matrix(a, "eigh")
+    x = _sym_lower(x) if UPLO == "L" else _sym_lower(ops.mT(x))
+    w, v = ops.eigh_p.bind(x)
+    return EighResult(w, v)
+
+
+def eigvalsh(a: Any, UPLO: str = "L") -> Any:
+    return eigh(a, UPLO).eigenvalues
+
+
+def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
+    """The SVD; ``full_matrices=True`` (numpy's default) is supported for square inputs, where it
+    equals the thin one (a full basis of the larger space has no unique derivative)."""
+    x = _float_matrix(a, "svd", square=False)
+    u, s, vt = ops.svd_p.bind(x)
+    if not compute_uv:
+        return s
+    m, n = x.shape[-2:]
+    if full_matrices and m != n:
+        if isinstance(x, np.ndarray):
+            return SVDResult(*np.linalg.svd(x, full_matrices=True))
+        raise NotImplementedError("svd(full_matrices=True) of a non-square traced matrix: pass full_matrices=False")
+    return SVDResult(u, s, vt)
+
+
+def svdvals(x: Any) -> Any:
+    return ops.svd_p.bind(_float_matrix(x, "svdvals", square=False))[1]
+
+
+def qr(a: Any, mode: str = "reduced") -> Any:
+    x = _float_matrix(a, "qr", square=False)
+    m, n = x.shape[-2:]
+    if mode == "complete" and m > n:
+        if isinstance(x, np.ndarray):
+            return QRResult(*np.linalg.qr(x, mode="complete"))
+        raise NotImplementedError("qr(mode='complete') of a tall traced matrix is not supported")
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr: unrecognized mode {mode!r}")
+    q, r = ops.qr_p.bind(x)
+    return r if mode == "r" else QRResult(q, r)
+
+
+# --- norms and ranks ----------------------------------------------------------------------------------
+
+
+def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:  # noqa: A002
+    (v,) = promote(x, to_inexact=True)
+    if axis is None:
+        flat = sh.reshape(v, (v.size,))
+        out = _vector_norm(flat, (0,), ord, False)
+        return sh.reshape(out, (1,) * v.ndim) if keepdims else out
+    axes = normalize_axes(axis, v.ndim, "vector_norm")
+    return _vector_norm(v, axes, ord, keepdims)
+
+
+def _vector_norm(v: Any, axes: tuple[int, ...], ord: Any, keepdims: bool) -> Any:  # noqa: A002
+    absx = ew.abs_p.bind(v)
+    if ord is None or ord == 2:
+        return ew.sqrt_p.bind(red.sum(ew.mul(v, v), axis=axes, keepdims=keepdims))
+    if ord == np.inf:
+        return red.max(absx, axis=axes, keepdims=keepdims)
+    if ord == -np.inf:
+        return red.min(absx, axis=axes, keepdims=keepdims)
+    if ord == 0:
+        nz = ew.convert(ew.ne(v, np.asarray(0, v.dtype)), v.dtype)
+        return red.sum(nz, axis=axes, keepdims=keepdims)
+    if ord == 1:
+        return red.sum(absx, axis=axes, keepdims=keepdims)
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    p = np.asarray(ord, v.dtype)
+    total = red.sum(ew.pow_(absx, p), axis=axes, keepdims=keepdims)
+    return ew.pow_(total, ew.div(np.asarray(1, v.dtype), p))
+
+
+def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
+    (m,) = promote(x, to_inexact=True)
+    return _matrix_norm(m, (m.ndim - 2, m.ndim - 1), ord, keepdims)
+
+
+def _matrix_norm(m: Any, axes: tuple[int, int], ord: Any, keepdims: bool) -> Any:  # noqa: A002
+    r, c = axes
+    if r == c:
+        raise ValueError("Duplicate axes given.")
+    if ord in (None, "fro", "f"):
+        out = ew.sqrt_p.bind(red.sum(ew.mul(m, m), axis=axes))
+    elif ord in (2, -2, "nuc"):
+        s = svdvals(_to_last_two(m, r, c))
+        out = red.max(s, axis=-1) if ord == 2 else red.min(s, axis=-1) if ord == -2 else red.sum(s, axis=-1)
+    elif ord in (1, -1, np.inf, -np.inf):
+        absm = ew.abs_p.bind(m)
+        summed_axis, reduce_axis = (r, c) if ord in (1, -1) else (c, r)
+        sums = red.sum(absm, axis=summed_axis, keepdims=True)
+        pick = red.max if ord in (1, np.inf) else red.min
+        out = sh.reshape(pick(sums, axis=reduce_axis, keepdims=True),
+                         tuple(d for i, d in enumerate(m.shape) if i not in axes))
+    else:
+        raise ValueError(f"Invalid norm order {ord!r} for matrices")
+    if keepdims:
+        out = sh.reshape(out, tuple(1 if i in axes else d for i, d in enumerate(m.shape)))
+    return out
+
+
+def _to_last_two(m: Any, r: int, c: int) -> Any:
+    rest = [i for i in range(m.ndim) if i not in (r, c)]
+    return sh.transpose(m, rest + [r, c])
+
+
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A002
+    (v,) = promote(x, to_inexact=True)
+    if axis is None:
+        if ord is None or (ord in ("fro", "f") and v.ndim == 2):
+            return vector_norm(v, keepdims=keepdims)
+        if v.ndim == 1:
+            return _vector_norm(v, (0,), ord, keepdims)
+        if v.ndim == 2:
+            return _matrix_norm(v, (0, 1), ord, keepdims)
+        raise ValueError("Improper number of dimensions to norm.")
+    axes = normalize_axes(axis, v.ndim, "norm")
+    if len(axes) == 1:
+        return _vector_norm(v, axes, ord, keepdims)
+    if len(axes) == 2:
+        return _matrix_norm(v, (axes[0], axes[1]), ord, keepdims)
+    raise ValueError("Improper number of dimensions to norm.")
+
+
+def cond(x: Any, p: Any = None) -> Any:
+    m = _float_matrix(x, "cond", square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        s = svdvals(m)
+        big, small = red.max(s, axis=-1), red.min(s, axis=-1)
+        return ew.div(big, small) if p != -2 else ew.div(small, big)
+    return ew.mul(norm(m, p, axis=(-2, -1)), norm(inv(m), p, axis=(-2, -1)))
+
+
+def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
+    m = asarray(A)
+    (m,) = promote(m, to_inexact=True)
+    if m.ndim < 2:
+        return ew.convert(red.any(ew.ne(m, np.asarray(0, m.dtype))), dtypes.int64)
+    s = svdvals(m)
+    smax = red.max(s, axis=-1, keepdims=True)
+    if tol is None:
+        factor = max(m.shape[-2:]) * np.finfo(m.dtype).eps if rtol is None else rtol
+        thresh = ew.mul(smax, np.asarray(factor, m.dtype))
+    else:
+        thresh = ew.convert(asarray(tol), m.dtype)
+        if thresh.ndim:
+            thresh = sh.reshape(thresh, thresh.shape + (1,))
+    return red.sum(ew.convert(ew.gt(s, thresh), dtypes.int64), axis=-1)
+
+
+# --- products and views ------------------------------------------------------------------------------
+
+
+def multi_dot(arrays: Any, *, out: Any = None) -> Any:
+    xs = [asarray(a) for a in arrays]
+    if len(xs) < 2:
+        raise ValueError("Expecting at least two arrays.")
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = matmul(acc, x)
+    return acc
+
+
+def matrix_transpose(x: Any, /) -> Any:
+    v = asarray(x)
+    if v.ndim < 2:
+        raise ValueError("matrix_transpose: input must be at least 2-d")
+    return swapaxes(v, -1, -2)
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    a, b = promote(x1, x2)
+    return red.sum(ew.mul(a, b), axis=axis)
+
+
+def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
+    return red.sum(_diagonal(x, offset, -2, -1), axis=-1, dtype=dtype)
+
+
+def diagonal(x: Any, /, *, offset: int = 0) -> Any:
+    return _diagonal(x, offset, -2, -1)
+
+
+def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    return _cross(x1, x2, axis=axis)
