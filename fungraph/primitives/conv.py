@@ -25,6 +25,10 @@ def _conv_out(in_size: int, k: int, stride: int, pad: tuple[int, int], ld: int, 
     return max(0, (padded - _dilate_shape(k, rd)) // stride + 1)
 
 
+def _conv_lowering(out: np.ndarray, lhs: Any, rhs: Any, **params: Any) -> np.ndarray:
+    return _conv_impl(lhs, rhs, out=out, **params)
+
+
 def _conv_aval(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: tuple[int, int], padding: Pairs,
                lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int]) -> ShapedArray:
     dtype = require_same_dtype("conv", lhs, rhs)
@@ -52,24 +56,43 @@ def _dilate(x: np.ndarray, dil: tuple[int, int], axes: tuple[int, int]) -> np.nd
 
 
 def _conv_impl(lhs: Any, rhs: Any, *, window_strides: tuple[int, int], padding: Pairs,
-               lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int]) -> np.ndarray:
+               lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int],
+               out: np.ndarray | None = None) -> np.ndarray:
+    """Tap by tap: for each kernel position, one (O, C) x (C, N*OH*OW) product accumulated into
+    the output, so the largest temporary is one strided slice of the input (1/(KH*KW) of an
+    im2col matrix); a 1x1 unstrided convolution needs no copy at all."""
     lhs = _dilate(np.asarray(lhs), lhs_dilation, (2, 3))
     rhs = _dilate(np.asarray(rhs), rhs_dilation, (2, 3))
-    lhs = np.pad(lhs, ((0, 0), (0, 0)) + tuple((max(lo, 0), max(hi, 0)) for lo, hi in padding))
-    (t, b), (left, right) = ((max(-lo, 0), max(-hi, 0)) for lo, hi in padding)
-    lhs = lhs[:, :, t:lhs.shape[2] - b, left:lhs.shape[3] - right]
-    kh, kw = rhs.shape[2:]
+    if any(p != (0, 0) for p in padding):
+        lhs = np.pad(lhs, ((0, 0), (0, 0)) + tuple((max(lo, 0), max(hi, 0)) for lo, hi in padding))
+        (t, b), (left, right) = ((max(-lo, 0), max(-hi, 0)) for lo, hi in padding)
+        lhs = lhs[:, :, t:lhs.shape[2] - b, left:lhs.shape[3] - right]
+    n, c = lhs.shape[:2]
+    o, _, kh, kw = rhs.shape
     sh, sw = window_strides
     oh = max(0, (lhs.shape[2] - kh) // sh + 1)
     ow = max(0, (lhs.shape[3] - kw) // sw + 1)
-    if 0 in (oh, ow, kh, kw):
-        return np.zeros((lhs.shape[0], rhs.shape[0], oh, ow), lhs.dtype)
-    windows = np.lib.stride_tricks.sliding_window_view(lhs, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :oh, :ow]
-    out = np.tensordot(windows, rhs, axes=([1, 4, 5], [1, 2, 3]))  # N, OH, OW, O
-    return np.ascontiguousarray(np.transpose(out, (0, 3, 1, 2)))
+    if out is None:
+        out = np.empty((n, o, oh, ow), lhs.dtype)
+    if 0 in (oh, ow, n, o) or c == 0 or kh == 0 or kw == 0:
+        out[...] = 0
+        return out
+    flat_out = out.reshape(n, o, oh * ow)
+    tmp = None
+    for i in range(kh):
+        for j in range(kw):
+            tap = lhs[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw].reshape(n, c, oh * ow)
+            w = rhs[:, :, i, j]
+            if tmp is None:
+                np.matmul(w, tap, out=flat_out)
+                tmp = np.empty_like(flat_out) if kh * kw > 1 else None
+            else:
+                np.matmul(w, tap, out=tmp)
+                flat_out += tmp
+    return out
 
 
-conv_p = Primitive("conv", impl=_conv_impl, abstract_eval=_conv_aval, arity=2)
+conv_p = Primitive("conv", impl=_conv_impl, abstract_eval=_conv_aval, arity=2, lowerings={"cpu": _conv_lowering})
 
 
 @conv_p.def_jvp
