@@ -13,11 +13,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from datasets import spirals  # noqa: E402
 
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
 from fungraph import nn  # noqa: E402
+from fungraph.datasets import spirals  # noqa: E402
 
 
 def init_params(sizes: list[int], seed: int = 0) -> list[dict[str, np.ndarray]]:

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.ir import ShapedArray
+from fungraph.ir import HasAval, ShapedArray
 
 
-class Array:
+class Array(HasAval):
     """A device array: ``shape``, ``dtype``, ``aval``, ``numpy()`` and ``np.asarray(x)``."""
 
     backend: str = "?"
@@ -21,22 +21,6 @@ class Array:
     @property
     def aval(self) -> ShapedArray:
         raise NotImplementedError
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.aval.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.aval.dtype
-
-    @property
-    def ndim(self) -> int:
-        return self.aval.ndim
-
-    @property
-    def size(self) -> int:
-        return self.aval.size
 
     def numpy(self) -> np.ndarray:
         raise NotImplementedError

@@ -32,6 +32,7 @@ import numpy as np
 
 import fungraph as fg
 from fungraph import dtypes, viz
+from fungraph.datasets import spirals
 
 USAGE_ERROR = 2
 FAILURE = 1
@@ -229,18 +230,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 # --- demo --------------------------------------------------------------------------------
 # The MLP of examples/mlp_training.py, defined here so the installed command needs no checkout.
-
-
-def spirals(n_per_class: int = 100, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Interleaved 2-D spirals: inputs (N, 2) and one-hot labels (N, classes)."""
-    rng = np.random.default_rng(seed)
-    xs, ys = [], []
-    for c in range(classes):
-        r = np.linspace(0.05, 1.0, n_per_class)
-        t = np.linspace(c * 4.0, (c + 1) * 4.0, n_per_class) + rng.normal(0, 0.15, n_per_class)
-        xs.append(np.stack([r * np.sin(t), r * np.cos(t)], axis=1))
-        ys.append(np.full(n_per_class, c))
-    return np.concatenate(xs), np.eye(classes)[np.concatenate(ys)]
 
 
 def init_mlp(sizes: Sequence[int], seed: int = 0) -> list[dict[str, np.ndarray]]:

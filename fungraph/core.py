@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.ir import Params, ShapedArray, aval_of
+from fungraph.ir import HasAval, Params, ShapedArray, aval_of
 
 
 class ShapeError(ValueError, TypeError):
@@ -281,7 +281,7 @@ def bind(prim: Primitive, args: Sequence[Any], params: Params) -> Any:
 # --- tracers ---------------------------------------------------------------------------
 
 
-class Tracer:
+class Tracer(HasAval):
     """A stand-in for an array during a transformation; operators call ``fungraph.numpy``."""
 
     __slots__ = ("_trace",)
@@ -295,22 +295,6 @@ class Tracer:
 
     def full_lower(self) -> Any:
         return self
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.aval.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.aval.dtype
-
-    @property
-    def ndim(self) -> int:
-        return self.aval.ndim
-
-    @property
-    def size(self) -> int:
-        return self.aval.size
 
     def __len__(self) -> int:
         if not self.shape:

@@ -10,6 +10,7 @@ from typing import Any
 from fungraph.api import abstractify, flat_fun
 from fungraph.core import Primitive
 from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.graph_transforms import jvp_graph
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
 from fungraph.interpreters.transpose import backward_pass, partial_eval
@@ -162,25 +163,11 @@ class custom_vjp:
 remat_p = Primitive("remat", impl=_call_impl, abstract_eval=_call_aval, multiple_results=True)
 
 
-def _jvp_graph(call: Graph, differentiable: Sequence[bool]) -> Graph:
-    n = len(call.invars)
-    tan_avals = [v.aval for v, d in zip(call.invars, differentiable) if d]
-
-    def fun(*args: Any) -> list[Any]:
-        ts = iter(args[n:])
-        tangents = [next(ts) if d else None for d in differentiable]
-        p, t = jvp_flat(lambda *a: eval_graph(call, *a), args[:n], tangents)
-        return list(p) + list(t)
-
-    graph, _ = stage(fun, list(call.in_avals) + tan_avals)
-    return graph
-
-
 @remat_p.def_jvp
 def _remat_jvp(primals: tuple, tangents: tuple, *, call: Graph) -> tuple:
     outs = remat_p.bind(*primals, call=call)
     diff = tuple(t is not None for t in tangents)
-    jg = _jvp_graph(call, diff)
+    jg = jvp_graph(call, diff)
     t_outs = remat_tangent_p.bind(*primals, *[t for t in tangents if t is not None], jvp_graph=jg,
                                   num_primals=len(primals))
     return outs, t_outs

@@ -49,6 +49,32 @@ class ShapedArray:
     __repr__ = __str__
 
 
+class HasAval:
+    """``shape``, ``dtype``, ``ndim`` and ``size`` of anything that has an ``aval``."""
+
+    __slots__ = ()
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.aval.ndim
+
+    @property
+    def size(self) -> int:
+        return self.aval.size
+
+
 def aval_of(x: Any) -> ShapedArray:
     """The abstract value of a concrete array, Python scalar or anything with ``.aval``."""
     if hasattr(x, "aval"):

@@ -44,3 +44,16 @@ def assert_matches(got: Any, want: Any, tol: float, what: str) -> None:
         np.testing.assert_array_equal(got_arr, want_arr, err_msg=what)
     else:
         np.testing.assert_allclose(got_arr, want_arr, rtol=tol, atol=tol, err_msg=what)
+
+
+def with_float_args(fun: Any, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+    """``fun`` as a function of its floating-point arguments only (the others held fixed)."""
+    pos = [i for i, a in enumerate(args) if np.asarray(a).dtype.kind == "f"]
+
+    def f(*float_args: Any) -> Any:
+        full = list(args)
+        for i, a in zip(pos, float_args):
+            full[i] = a
+        return fun(*full)
+
+    return f, [args[i] for i in pos]

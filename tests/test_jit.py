@@ -20,7 +20,7 @@ from fungraph.interpreters.simplify import RULES, simplify
 from fungraph.jit import compile_graph
 from fungraph.primitives.fused import adagrad_reference
 from fungraph.testing import OP_RECORDS, Program, programs
-from tests.helpers import assert_matches, draw_args, tolerance
+from tests.helpers import assert_matches, draw_args, tolerance, with_float_args
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 DIFFERENTIABLE = [r.name for r in OP_RECORDS if r.differentiable]
@@ -39,16 +39,8 @@ def test_every_op_under_jit_matches_eager(name: str, data: st.DataObject) -> Non
 
 
 def _float_wrapper(rec, args):
-    pos = [i for i, a in enumerate(args) if np.asarray(a).dtype.kind == "f"]
-
-    def scalar_loss(*fargs):
-        full = list(args)
-        for i, a in zip(pos, fargs):
-            full[i] = a
-        out = rec.fun(*full)
-        return fnp.sum(fnp.sin(out))
-
-    return scalar_loss, [args[i] for i in pos]
+    f, fargs = with_float_args(rec.fun, args)
+    return lambda *a: fnp.sum(fnp.sin(f(*a))), fargs
 
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)

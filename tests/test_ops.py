@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import fungraph as fg
 from fungraph import dtypes
 from fungraph.testing import OP_RECORDS, check_grads
-from tests.helpers import assert_matches, draw_args, tolerance
+from tests.helpers import assert_matches, draw_args, tolerance, with_float_args
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 DIFFERENTIABLE = [r.name for r in OP_RECORDS if r.differentiable]
@@ -34,25 +34,13 @@ def test_matches_numpy_eager_and_staged(name: str, data: st.DataObject) -> None:
     assert_matches(staged, want, tol, f"{name} via eval_graph(make_graph)")
 
 
-def _diff_wrapper(rec, args):
-    float_pos = [i for i, a in enumerate(args) if np.asarray(a).dtype.kind == "f"]
-
-    def f(*float_args):
-        full = list(args)
-        for i, a in zip(float_pos, float_args):
-            full[i] = a
-        return rec.fun(*full)
-
-    return f, [args[i] for i in float_pos]
-
-
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
 @settings(max_examples=8)
 @given(data=st.data())
 def test_derivatives_match_finite_differences(name: str, data: st.DataObject) -> None:
     rec = RECORDS[name]
     args = draw_args(data, rec, dtype_choices=(dtypes.float64,), seeded=True)
-    f, float_args = _diff_wrapper(rec, args)
+    f, float_args = with_float_args(rec.fun, args)
     check_grads(f, float_args, order=rec.grad_order)
 
 
@@ -62,6 +50,6 @@ def test_derivatives_match_finite_differences(name: str, data: st.DataObject) ->
 def test_non_differentiable_ops_have_zero_tangents(name: str, data: st.DataObject) -> None:
     rec = RECORDS[name]
     args = draw_args(data, rec, dtype_choices=(dtypes.float64,), seeded=True)
-    f, float_args = _diff_wrapper(rec, args)
+    f, float_args = with_float_args(rec.fun, args)
     out, t_out = fg.jvp(f, tuple(float_args), tuple(np.ones_like(a) for a in float_args))
     np.testing.assert_array_equal(np.asarray(t_out), np.zeros(np.shape(out), np.asarray(t_out).dtype))

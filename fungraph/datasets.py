@@ -1,4 +1,4 @@
-"""A synthetic classification dataset generated on the spot (no downloads)."""
+"""Small synthetic datasets generated on the spot (no downloads), for examples and the demo."""
 
 from __future__ import annotations
 
