@@ -141,3 +141,10 @@ def test_static_argnums_are_python_values() -> None:
     assert [e.primitive.name for e in g.eqns] == ["sin"] * 3
     assert len(g.invars) == 1
     np.testing.assert_allclose(fg.eval_graph(g, np.ones(3))[0], np.sin(np.sin(np.sin(np.ones(3)))))
+
+
+def test_isinf_isnan_isfinite_on_integers() -> None:
+    ints = np.arange(3)
+    np.testing.assert_array_equal(fnp.isinf(ints), np.isinf(ints))
+    np.testing.assert_array_equal(fnp.isnan(ints), np.isnan(ints))
+    np.testing.assert_array_equal(fnp.isfinite(ints), np.isfinite(ints))

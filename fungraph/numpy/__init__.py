@@ -4,7 +4,7 @@ Outside any transformation the functions run eagerly and return numpy arrays.
 """
 
 from fungraph.dtypes import bool_, float32, float64, int32, int64
-from fungraph.numpy import _methods
+from fungraph.numpy import _methods, fft, linalg
 from fungraph.numpy._creation import (
     arange,
     array,
@@ -74,6 +74,144 @@ from fungraph.numpy._elementwise import (
 )
 from fungraph.numpy._indexing import take, take_along_axis
 from fungraph.numpy._linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from fungraph.numpy._manip import (
+    append,
+    array_split,
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    column_stack,
+    cross,
+    delete,
+    diag,
+    diagflat,
+    diagonal,
+    diff,
+    dsplit,
+    dstack,
+    ediff1d,
+    flip,
+    fliplr,
+    flipud,
+    gradient,
+    hsplit,
+    hstack,
+    insert,
+    kron,
+    meshgrid,
+    pad,
+    repeat,
+    resize,
+    roll,
+    rollaxis,
+    rot90,
+    row_stack,
+    select,
+    split,
+    tile,
+    trace,
+    tril,
+    triu,
+    vsplit,
+    vstack,
+)
+from fungraph.numpy._math import (
+    acos,
+    acosh,
+    allclose,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
+    arctanh,
+    around,
+    array_equal,
+    array_equiv,
+    asin,
+    asinh,
+    atanh,
+    cbrt,
+    ceil,
+    conj,
+    conjugate,
+    copysign,
+    deg2rad,
+    degrees,
+    exp2,
+    fabs,
+    fix,
+    float_power,
+    fmax,
+    fmin,
+    fmod,
+    heaviside,
+    hypot,
+    imag,
+    isclose,
+    iscomplex,
+    isneginf,
+    isposinf,
+    isreal,
+    ldexp,
+    log2,
+    log10,
+    logaddexp,
+    logaddexp2,
+    modf,
+    nan_to_num,
+    positive,
+    rad2deg,
+    radians,
+    real,
+    rint,
+    round,
+    round_,
+    signbit,
+    sinc,
+    trunc,
+)
+from fungraph.numpy._math import divmod_ as divmod
+from fungraph.numpy._more import (
+    bartlett,
+    blackman,
+    broadcast_shapes,
+    can_cast,
+    copy,
+    diag_indices,
+    diag_indices_from,
+    dtype,
+    empty,
+    empty_like,
+    finfo,
+    float_,
+    geomspace,
+    hamming,
+    hanning,
+    iinfo,
+    indices,
+    int_,
+    iscomplexobj,
+    isdtype,
+    isin,
+    isrealobj,
+    isscalar,
+    issubdtype,
+    iterable,
+    ix_,
+    logspace,
+    matvec,
+    ndarray,
+    ndim,
+    ravel_multi_index,
+    result_type,
+    shape,
+    size,
+    tri,
+    tril_indices,
+    triu_indices,
+    unravel_index,
+    vecmat,
+)
 from fungraph.numpy._reductions import all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum, var
 from fungraph.numpy._shape import (
     astype,
@@ -89,6 +227,51 @@ from fungraph.numpy._shape import (
     swapaxes,
     transpose,
 )
+from fungraph.numpy._stats import (
+    argpartition,
+    argsort,
+    average,
+    convolve,
+    corrcoef,
+    correlate,
+    count_nonzero,
+    cov,
+    cumprod,
+    cumsum,
+    cumulative_prod,
+    cumulative_sum,
+    digitize,
+    interp,
+    median,
+    nanargmax,
+    nanargmin,
+    nancumprod,
+    nancumsum,
+    nanmax,
+    nanmean,
+    nanmin,
+    nanprod,
+    nanstd,
+    nansum,
+    nanvar,
+    partition,
+    percentile,
+    polyval,
+    ptp,
+    quantile,
+    searchsorted,
+    sort,
+    trapezoid,
+    vander,
+)
+from fungraph.numpy.linalg import matrix_transpose, vecdot
+
+atan = arctan
+atan2 = arctan2
+bitwise_invert = bitwise_not
+concat = concatenate
+permute_dims = transpose
+pow = power  # noqa: A001
 
 _methods.install()
 
@@ -97,5 +280,8 @@ e = 2.718281828459045
 inf = float("inf")
 nan = float("nan")
 newaxis = None
+euler_gamma = 0.5772156649015329
+PINF = inf
+NINF = -inf
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -159,5 +159,5 @@ def isfinite(x: Any) -> Any:
 def isinf(x: Any) -> Any:
     x = asarray(x)
     if not dtypes.is_float(x.dtype):
-        return ew.ne(x, x)
+        return ew.ne_p.bind(x, x)
     return equal(abs(x), np.asarray(np.inf, x.dtype))

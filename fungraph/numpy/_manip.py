@@ -149,6 +149,8 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
     with index vectors numpy computes, so they stay linear in the array)."""
     x = asarray(array)
     widths = _pad_widths(pad_width, x.ndim)
+    if x.ndim == 0:
+        return x
     if mode == "constant":
         values = np.broadcast_to(np.asarray(constant_values), (x.ndim, 2)) if not isinstance(
             constant_values, Tracer) else None
@@ -474,7 +476,7 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
     for _ in range(n):
         m = x.shape[ax]
         hi, lo = _slice_axis(x, ax, 1, m), _slice_axis(x, ax, 0, max(m - 1, 0))
-        x = ew.ne(hi, lo) if x.dtype == np.bool_ else ew.sub(hi, lo)
+        x = ew.ne_p.bind(hi, lo) if x.dtype == np.bool_ else ew.sub(hi, lo)
     return x
 
 
@@ -489,11 +491,12 @@ def _broadcast_edge(v: Any, x: Any, ax: int) -> Any:
 def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
     x = asarray(ary)
     d = diff(sh.reshape(x, (x.size,)))
-    parts = [asarray(t).reshape(-1) if not isinstance(t, Tracer) else sh.reshape(t, (t.size,))
-             for t in (to_begin,) if t is not None] + [d]
-    if to_end is not None:
-        t = asarray(to_end)
-        parts.append(sh.reshape(t, (t.size,)))
+    parts = [d]
+    for t, front in ((to_begin, True), (to_end, False)):
+        if t is not None:
+            t = ew.convert(asarray(t), d.dtype)
+            t = sh.reshape(t, (t.size,))
+            parts = [t] + parts if front else parts + [t]
     return concatenate(parts, axis=0) if len(parts) > 1 else d
 
 

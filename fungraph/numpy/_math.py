@@ -94,7 +94,7 @@ def logaddexp(x1: Any, x2: Any) -> Any:
     delta = ew.sub(a, b)
     amax = ew.max_p.bind(a, b)
     tail = ew.log1p_p.bind(ew.exp(ew.neg(ew.abs_p.bind(delta))))
-    return ew.select(ew.ne(delta, delta), ew.add(a, b), ew.add(amax, tail))
+    return ew.select(ew.ne_p.bind(delta, delta), ew.add(a, b), ew.add(amax, tail))
 
 
 def logaddexp2(x1: Any, x2: Any) -> Any:
@@ -102,7 +102,7 @@ def logaddexp2(x1: Any, x2: Any) -> Any:
     delta = ew.sub(a, b)
     amax = ew.max_p.bind(a, b)
     tail = ew.div(ew.log1p_p.bind(ew.pow_(_c(2, a), ew.neg(ew.abs_p.bind(delta)))), _c(math.log(2), a))
-    return ew.select(ew.ne(delta, delta), ew.add(a, b), ew.add(amax, tail))
+    return ew.select(ew.ne_p.bind(delta, delta), ew.add(a, b), ew.add(amax, tail))
 
 
 def hypot(x1: Any, x2: Any) -> Any:
@@ -235,7 +235,7 @@ round_ = round
 
 
 def _isnan(x: Any) -> Any:
-    return ew.ne(x, x)
+    return ew.ne_p.bind(x, x)
 
 
 def fmax(x1: Any, x2: Any) -> Any:
@@ -258,7 +258,7 @@ def fmod(x1: Any, x2: Any) -> Any:
     a, b = promote(x1, x2)
     r = ew.mod_p.bind(a, b)
     zero = np.asarray(0, a.dtype)
-    fix_sign = ew.and_p.bind(ew.ne(r, zero), ew.ne(ew.lt(a, zero), ew.lt(b, zero)))
+    fix_sign = ew.and_p.bind(ew.ne_p.bind(r, zero), ew.ne_p.bind(ew.lt(a, zero), ew.lt(b, zero)))
     return ew.select(fix_sign, ew.sub(r, b), r)
 
 
@@ -279,7 +279,7 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan:
     """|a - b| <= atol + rtol |b| for finite values; infinities must be equal."""
     x, y = promote(a, b, to_inexact=True)
     finite = ew.and_p.bind(_finite(x), _finite(y))
-    close = ew.le(ew.abs_p.bind(ew.sub(x, y)), ew.add(_c(atol, x), ew.mul(_c(rtol, x), ew.abs_p.bind(y))))
+    close = ew.le_p.bind(ew.abs_p.bind(ew.sub(x, y)), ew.add(_c(atol, x), ew.mul(_c(rtol, x), ew.abs_p.bind(y))))
     out = ew.select(finite, close, ew.eq(x, y))
     if equal_nan:
         out = ew.or_p.bind(out, ew.and_p.bind(_isnan(x), _isnan(y)))

@@ -74,7 +74,7 @@ def _with_initial(out: Any, axis: int, value: int) -> Any:
 def _nan_to(x: Any, value: float) -> Any:
     if not dtypes.is_float(x.dtype):
         return x
-    return ew.select(ew.ne(x, x), np.asarray(value, x.dtype), x)
+    return ew.select(ew.ne_p.bind(x, x), np.asarray(value, x.dtype), x)
 
 
 def nancumsum(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
@@ -121,7 +121,7 @@ def _take_static(x: Any, i: int, axis: int) -> Any:
 
 
 def _any_nan(x: Any, axes: tuple[int, ...]) -> Any:
-    return red.any(ew.ne(x, x), axis=axes)
+    return red.any(ew.ne_p.bind(x, x), axis=axes)
 
 
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
@@ -132,6 +132,8 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     if isinstance(q, Tracer):
         raise TypeError("quantile: q must be concrete")
     (x,) = promote(a, to_inexact=True)
+    if not isinstance(q, (int, float)):
+        x = cast(x, dtypes.result_type(x, np.asarray(q, np.float64)))
     axes = normalize_axes(axis, x.ndim, "quantile")
     rest = [i for i in range(x.ndim) if i not in axes]
     moved = sh.transpose(x, rest + list(axes))
@@ -164,7 +166,8 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
 
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
                method: str = "linear", keepdims: bool = False) -> Any:
-    return quantile(a, np.asarray(q, np.float64) / 100, axis, method=method, keepdims=keepdims)
+    scaled = q / 100 if isinstance(q, (int, float)) else np.asarray(q, np.float64) / 100
+    return quantile(a, scaled, axis, method=method, keepdims=keepdims)
 
 
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Any:
@@ -216,7 +219,7 @@ def _nan_extremum(reducer: Any, fill: float) -> Any:
         if not dtypes.is_float(x.dtype):
             return reducer(x, axis=axis, keepdims=keepdims)
         out = reducer(_nan_to(x, fill), axis=axis, keepdims=keepdims)
-        all_nan = red.all(ew.ne(x, x), axis=axis, keepdims=keepdims)
+        all_nan = red.all(ew.ne_p.bind(x, x), axis=axis, keepdims=keepdims)
         return ew.select(all_nan, np.asarray(np.nan, x.dtype), out)
 
     return f
@@ -236,12 +239,6 @@ def nanargmin(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
     return red.argmin(_nan_to(x, np.inf), axis=axis, keepdims=keepdims)
 
 
-def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-              keepdims: bool = False) -> Any:
-    raise NotImplementedError("nanmedian has a data-dependent number of valid values per slice; "
-                              "use quantile on data without NaNs")
-
-
 # --- other statistics ------------------------------------------------------------------------------
 
 
@@ -252,7 +249,7 @@ def ptp(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
 
 def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
     x = asarray(a)
-    nz = ew.ne(x, np.asarray(0, x.dtype))
+    nz = ew.ne_p.bind(x, np.asarray(0, x.dtype))
     return red.sum(ew.convert(nz, dtypes.int64), axis=axis, keepdims=keepdims)
 
 
@@ -281,16 +278,13 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     from fungraph.numpy._linalg import matmul
     from fungraph.numpy._manip import atleast_2d
 
-    (x,) = promote(m, to_inexact=True)
-    x = atleast_2d(x)
+    x = atleast_2d(cast(asarray(m), dtypes.float64))
     if not rowvar and x.shape[0] != 1:
         x = sh.transpose(x, (1, 0))
     if y is not None:
-        (yy,) = promote(y, to_inexact=True)
-        yy = atleast_2d(yy)
+        yy = atleast_2d(cast(asarray(y), dtypes.float64))
         if not rowvar and yy.shape[0] != 1:
             yy = sh.transpose(yy, (1, 0))
-        x, yy = promote(x, yy)
         x = sh.concatenate([x, yy], 0)
     n = x.shape[1]
     ddof = (0 if bias else 1) if ddof is None else ddof
@@ -322,7 +316,7 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
     if x.ndim != 1:
         raise ValueError("searchsorted: a must be 1-d")
     vv = sh.reshape(vals, vals.shape + (1,))
-    below = ew.lt(x, vv) if side == "left" else ew.le(x, vv)
+    below = ew.lt(x, vv) if side == "left" else ew.le_p.bind(x, vv)
     return red.sum(ew.convert(below, dtypes.int64), axis=-1)
 
 
@@ -392,6 +386,7 @@ def polyval(p: Any, x: Any) -> Any:
 
 def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:
     xs = asarray(x)
+    xs = cast(xs, dtypes.result_type(xs, np.zeros((), np.int64)))
     n = xs.shape[0] if N is None else int(N)
     powers = range(n) if increasing else range(n - 1, -1, -1)
     cols = [ew.integer_pow(xs, k) for k in powers]

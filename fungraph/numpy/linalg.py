@@ -258,7 +258,7 @@ def _vector_norm(v: Any, axes: tuple[int, ...], ord: Any, keepdims: bool) -> Any
     if ord == -np.inf:
         return red.min(absx, axis=axes, keepdims=keepdims)
     if ord == 0:
-        nz = ew.convert(ew.ne(v, np.asarray(0, v.dtype)), v.dtype)
+        nz = ew.convert(ew.ne_p.bind(v, np.asarray(0, v.dtype)), v.dtype)
         return red.sum(nz, axis=axes, keepdims=keepdims)
     if ord == 1:
         return red.sum(absx, axis=axes, keepdims=keepdims)
@@ -333,7 +333,7 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
     m = asarray(A)
     (m,) = promote(m, to_inexact=True)
     if m.ndim < 2:
-        return ew.convert(red.any(ew.ne(m, np.asarray(0, m.dtype))), dtypes.int64)
+        return ew.convert(red.any(ew.ne_p.bind(m, np.asarray(0, m.dtype))), dtypes.int64)
     s = svdvals(m)
     smax = red.max(s, axis=-1, keepdims=True)
     if tol is None:
@@ -368,7 +368,7 @@ def matrix_transpose(x: Any, /) -> Any:
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     a, b = promote(x1, x2)
-    return red.sum(ew.mul(a, b), axis=axis)
+    return red.sum(ew.mul(a, b), axis=axis, dtype=a.dtype)
 
 
 def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:

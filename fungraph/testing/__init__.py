@@ -7,6 +7,7 @@
 
 from fungraph.testing.grads import check_grads, numerical_jvp
 from fungraph.testing.op_records import OP_RECORDS, OpRecord
+from fungraph.testing.op_records_more import MORE_RECORDS
 from fungraph.testing.strategies import Program, arrays, programs, shapes
 
-__all__ = ["OP_RECORDS", "OpRecord", "Program", "arrays", "check_grads", "numerical_jvp", "programs", "shapes"]
+__all__ = ["MORE_RECORDS", "OP_RECORDS", "OpRecord", "Program", "arrays", "check_grads", "numerical_jvp", "programs", "shapes"]
