@@ -10,4 +10,14 @@ from fungraph.testing.op_records import OP_RECORDS, OpRecord
 from fungraph.testing.op_records_more import MORE_RECORDS
 from fungraph.testing.strategies import Program, arrays, programs, shapes
 
-__all__ = ["MORE_RECORDS", "OP_RECORDS", "OpRecord", "Program", "arrays", "check_grads", "numerical_jvp", "programs", "shapes"]
+__all__ = [
+    "MORE_RECORDS",
+    "OP_RECORDS",
+    "OpRecord",
+    "Program",
+    "arrays",
+    "check_grads",
+    "numerical_jvp",
+    "programs",
+    "shapes",
+]
