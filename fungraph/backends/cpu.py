@@ -59,6 +59,12 @@ def _dot_lowering(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, dimensio
     lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
     size = lambda a, ds: int(np.prod([a.shape[d] for d in ds], dtype=np.int64))  # noqa: E731
     b, m, k, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
+    if k == 1:
+        # an outer product per batch element: a broadcast multiply, no BLAS call
+        lt = np.transpose(lhs, lb + lf + lc).reshape(b, m, 1)
+        rt = np.transpose(rhs, rb + rc + rf).reshape(b, 1, n)
+        np.multiply(lt, rt, out=out.reshape(b, m, n))
+        return out
     lt = np.transpose(lhs, lb + lf + lc).reshape(b, m, k)
     rt = np.transpose(rhs, rb + rc + rf).reshape(b, k, n)
     target = out.reshape(b, m, n)

@@ -90,15 +90,20 @@ def _transpose_transpose(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
 
 
 def _transpose_dot(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
-    """A transposed 2-D product is the product of the operands in the other order."""
+    """A product whose two free axes are swapped is the product of the operands in the other
+    order, batch axes included: (AB)^T = B^T A^T."""
     p = rw.producer(x)
-    if p is None or p.primitive.name != "dot_general" or e.params["permutation"] != (1, 0):
+    if p is None or p.primitive.name != "dot_general":
         return None
     (lc, rc), (lb, rb) = p.params["dimension_numbers"]
     lhs, rhs = p.inputs
-    if lb or lhs.aval.ndim != 2 or rhs.aval.ndim != 2:
+    nb = len(lb)
+    swapped = tuple(range(nb)) + (nb + 1, nb)
+    if e.params["permutation"] != swapped:
         return None
-    (v,) = rw.emit(p.primitive, [rhs, lhs], {"dimension_numbers": ((rc, lc), ((), ()))}, e.source)
+    if lhs.aval.ndim - len(lc) - nb != 1 or rhs.aval.ndim - len(rc) - nb != 1:
+        return None
+    (v,) = rw.emit(p.primitive, [rhs, lhs], {"dimension_numbers": ((rc, lc), (rb, lb))}, e.source)
     return v
 
 
