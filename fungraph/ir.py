@@ -202,23 +202,23 @@ class Graph:
         """A key equal for two graphs exactly when they are equal up to renaming vars."""
         ids: dict[Var, int] = {}
 
-        def ref(a: Atom) -> tuple:
+        def ref(a: Atom) -> Any:
             if isinstance(a, Literal):
-                return ("lit", format_scalar(a.value), str(a.aval))
-            return ("var", ids[a])
+                return ("lit", format_scalar(a.value), a.aval)
+            return ids[a]
 
         for v in self.invars + self.constvars:
             ids[v] = len(ids)
         eqn_keys = []
         for e in self.eqns:
-            ins = tuple(ref(a) for a in e.inputs)
+            ins = tuple([ref(a) for a in e.inputs])
             for o in e.outputs:
                 ids[o] = len(ids)
-            eqn_keys.append((e.primitive.name, ins, tuple(str(o.aval) for o in e.outputs), e.params))
+            eqn_keys.append((e.primitive.name, ins, tuple([o.aval for o in e.outputs]), e.params))
         consts = tuple((c.dtype.str, c.shape, c.tobytes()) for c in self.consts)
         return (
-            tuple(str(v.aval) for v in self.invars),
-            tuple(str(v.aval) for v in self.constvars),
+            tuple(v.aval for v in self.invars),
+            tuple(v.aval for v in self.constvars),
             consts,
             tuple(eqn_keys),
             tuple(ref(a) for a in self.outvars),

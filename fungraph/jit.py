@@ -189,7 +189,9 @@ class Lowered:
 
     @property
     def text(self) -> str:
-        return (f"{self.graph}\n\n{format_stats(self.stats)}\n\nmemory plan: {self.plan.summary()}")
+        text = f"{self.graph}\n\n{format_stats(self.stats)}\n\nmemory plan: {self.plan.summary()}"
+        describe = getattr(self.compiled.executable, "describe", None)
+        return text + (f"\n\n{describe()}" if describe is not None else "")
 
     def as_dot(self) -> str:
         from fungraph.viz import to_dot
@@ -321,6 +323,9 @@ def _fast_key(args: Sequence[Any]) -> tuple | None:
     """A cache key for the common call with only numpy arrays of supported dtypes, else None."""
     key = []
     for a in args:
+        if isinstance(a, Array):
+            key.append((type(a), a.shape, a.dtype))
+            continue
         if type(a) is not np.ndarray or a.dtype not in dtypes.SHORT_NAMES:
             return None
         key.append((a.shape, a.dtype))

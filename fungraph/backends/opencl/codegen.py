@@ -10,6 +10,7 @@ emitter caches ``(var, idx)`` pairs so each distinct evaluation happens once per
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -71,6 +72,16 @@ static inline T fg_fdiv_T(T a, T b) {
   else fd = copysign((T)0, a / b);
   return fd;
 }
+static inline T fg_tanh_T(T x) {
+  /* Cephes tanhf: a polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above; PoCL's tanh is
+     ~10x slower than its exp. Both branches are computed so the code stays vectorisable. */
+  T z = fabs(x);
+  T s = x * x;
+  T small = (((((T)-5.70498872745e-3 * s + (T)2.06390887954e-2) * s - (T)5.37397155531e-2) * s
+              + (T)1.33314422036e-1) * s - (T)3.33332819422e-1) * s * x + x;
+  T big = copysign((T)1 - (T)2 / (exp((T)2 * z) + (T)1), x);
+  return z < (T)0.625 ? small : big;
+}
 static inline T fg_logistic_T(T x) {
   T e = exp(-fabs(x));
   return x >= (T)0 ? (T)1 / ((T)1 + e) : e / ((T)1 + e);
@@ -100,10 +111,10 @@ def preamble(used: set[np.dtype]) -> str:
         parts.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
     for dt in (dtypes.float32, dtypes.float64):
         if dt in used:
-            parts.append(_FLOAT_HELPERS.replace("T", ctype(dt)).replace("fg_mod_" + ctype(dt), f"fg_mod_{ctype(dt)}"))
+            parts.append(_FLOAT_HELPERS.replace("T", ctype(dt)))
     for dt, minv in ((dtypes.int32, "INT_MIN"), (dtypes.int64, "LONG_MIN")):
         if dt in used:
-            parts.append(_INT_HELPERS.replace("MINV", minv).replace("T", ctype(dt)))
+            parts.append(_INT_HELPERS.replace("T", ctype(dt)).replace("MINV", minv))
     return "\n".join(parts)
 
 
@@ -206,7 +217,27 @@ def integer_pow_expr(x: str, y: int, dtype: np.dtype, fresh: Callable[[str, str]
     return f"(({t})1 / {result})" if y < 0 else result
 
 
-ELEMENTWISE_RULES: dict[str, Rule] = {name: _call(fn) for name, fn in _UNARY_FLOAT.items()}
+NATIVE = ("sin", "cos", "exp", "log")
+
+
+def native_math() -> bool:
+    """``FUNGRAPH_OPENCL_NATIVE_MATH=1`` uses ``native_sin/cos/exp/log`` for float32 (several
+    times faster on PoCL, accuracy implementation-defined); read when a graph is compiled."""
+    return os.environ.get("FUNGRAPH_OPENCL_NATIVE_MATH", "") not in ("", "0")
+
+
+def _unary_float(fn: str) -> Rule:
+    def rule(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+        if i == dtypes.float32 and fn == "tanh":
+            return f"fg_tanh_float({a[0]})"
+        if i == dtypes.float32 and fn in NATIVE and native_math():
+            return f"native_{fn}({a[0]})"
+        return f"{fn}({a[0]})"
+
+    return rule
+
+
+ELEMENTWISE_RULES: dict[str, Rule] = {name: _unary_float(fn) for name, fn in _UNARY_FLOAT.items()}
 ELEMENTWISE_RULES.update({
     "neg": _neg, "abs": _abs, "sign": _sign, "not": _not, "logistic": _typed_call("fg_logistic"),
     "add": _add, "sub": _infix("-"), "mul": _mul, "div": _infix("/"), "pow": _call("pow"),

@@ -1,0 +1,34 @@
+"""The OpenCL backend: ``fungraph.jit(f, backend="opencl")``.
+
+``device`` picks the device and moves data (``OpenCLArray``, ``TRANSFER_STATS``); ``codegen``
+turns equations into C expressions; ``fusion`` chooses fused regions; ``kernels`` writes
+kernel sources; ``engine`` builds one program and one arena per executable and runs it.
+See docs/backends.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fungraph.backends import register_backend
+from fungraph.backends.opencl.device import (
+    TRANSFER_STATS,
+    OpenCLArray,
+    OpenCLUnavailable,
+    available,
+    get_device,
+    reset_transfer_stats,
+)
+from fungraph.backends.opencl.engine import ENGINE_STATS, OpenCLExecutable
+from fungraph.interpreters.memory import MemoryPlan
+from fungraph.ir import Graph
+
+__all__ = ["ENGINE_STATS", "TRANSFER_STATS", "OpenCLArray", "OpenCLExecutable", "OpenCLUnavailable", "available",
+           "get_device", "reset_transfer_stats"]
+
+
+def _factory(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> OpenCLExecutable:
+    return OpenCLExecutable(graph, plan, donated)
+
+
+register_backend("opencl", _factory)

@@ -1,0 +1,467 @@
+"""Kernel source generators: fused elementwise regions, reductions (with a fused elementwise
+prologue), dot_general (register-blocked), direct convolution, scatter_add and copies.
+
+Every generator returns a :class:`KernelSpec`: the source of one ``__kernel`` function, the
+storage slots it takes as ``(__global T* p<slot>, long o<slot>)`` argument pairs, and its
+launches. Launches use exact grids (PoCL vectorises a work-group loop only without a bounds
+guard): the bulk of ``n`` work-items in work-groups of 256/128/64 and the remainder as one
+small work-group at a global offset.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.backends.opencl.codegen import VIEW_OPS, Access, Emitter, c_literal, contiguous, ctype, view_access
+from fungraph.backends.opencl.device import DeviceInfo
+from fungraph.ir import Eqn, Graph, ShapedArray, Var
+
+Launch = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]   # global, local, offset
+
+
+@dataclass
+class KernelSpec:
+    name: str
+    source: str
+    slots: list[tuple[int, np.dtype]]
+    launches: list[Launch]
+    eqns: list[int] = field(default_factory=list)
+    kind: str = "elementwise"
+    note: str = ""
+
+
+class Params:
+    """Collects the slots a kernel reads or writes, in first-use order."""
+
+    def __init__(self) -> None:
+        self.slots: list[tuple[int, np.dtype]] = []
+
+    def __call__(self, slot: int, dtype: np.dtype) -> tuple[str, str]:
+        if all(s != slot for s, _ in self.slots):
+            self.slots.append((slot, dtypes.canonical(dtype)))
+        return f"p{slot}", f"o{slot}"
+
+    def signature(self) -> str:
+        return ", ".join(f"__global {ctype(dt)}* restrict_not p{s}, long o{s}".replace(" restrict_not", "")
+                         for s, dt in self.slots)
+
+
+def exact_launches(n: int, info: DeviceInfo) -> list[Launch]:
+    """A bulk launch with a work-group size of 256, 128 or 64 dividing it, plus a tail."""
+    if n == 0:
+        return []
+    cap = min(256, info.max_work_group_size)
+    for local in (256, 128, 64):
+        if local <= cap and n >= local:
+            bulk = n - n % local
+            out: list[Launch] = [((bulk,), (local,), None)]
+            if n - bulk:
+                out.append(((n - bulk,), (n - bulk,), (bulk,)))
+            return out
+    return [((n,), (n,) if n <= cap else None, None)]
+
+
+def _kernel(name: str, params: Params, body: Sequence[str]) -> str:
+    return f"__kernel void {name}({params.signature()}) {{\n" + "\n".join(body) + "\n}\n"
+
+
+def _prod(shape: Sequence[int]) -> int:
+    return int(math.prod(shape))
+
+
+# --- fused elementwise regions -------------------------------------------------------------
+
+
+class RegionEmitter(Emitter):
+    """An emitter that reads views of stored values through composed accesses."""
+
+    def value(self, atom, idx):  # noqa: ANN001, ANN201
+        if isinstance(atom, Var) and atom in self.region:
+            a = self.composed(atom)
+            if a is not None:
+                key = (atom, tuple(idx))
+                if key not in self.cache:
+                    self.cache[key] = self.load(a, idx)
+                return self.cache[key]
+        return super().value(atom, idx)
+
+    def composed(self, v: Var) -> Access | None:
+        e = self.region.get(v)
+        if e is None:
+            return self.access_of(v)
+        if e.primitive.name not in VIEW_OPS or not isinstance(e.inputs[0], Var):
+            return None
+        a = self.composed(e.inputs[0])
+        return view_access(e, a) if a is not None else None
+
+
+def region_emitter(idx_type: str, members: dict[Var, Eqn], access_of: Callable[[Var], Access | None],
+                   params: Params) -> RegionEmitter:
+    def leaf(v: Var) -> Access | None:
+        return None if v in members else access_of(v)
+
+    return RegionEmitter(idx_type, members, leaf, params)
+
+
+def elementwise_kernel(name: str, shape: tuple[int, ...], outputs: Sequence[tuple[Var, Access]],
+                       members: dict[Var, Eqn], access_of: Callable[[Var], Access | None], idx_type: str,
+                       info: DeviceInfo, values: Sequence[Var] | None = None) -> KernelSpec:
+    """One kernel computing ``outputs`` (each at the iteration ``shape``) from ``members``."""
+    params = Params()
+    em = region_emitter(idx_type, members, access_of, params)
+    em.lines.append(f"  const {idx_type} gid = get_global_id(0);")
+    base = em.set_base("gid", shape)
+    stores = []
+    for k, (v, out) in enumerate(outputs):
+        src = values[k] if values is not None else v
+        val = em.value(src, base)
+        p, o = params(out.slot, out.aval.dtype)
+        stores.append(f"  {p}[{o} + {out.offset} + gid] = {val};")
+    return KernelSpec(name, _kernel(name, params, em.lines + stores), params.slots,
+                      exact_launches(_prod(shape), info))
+
+
+# --- reductions --------------------------------------------------------------------------------
+
+_IDENTITY = {"reduce_sum": 0, "reduce_prod": 1}
+
+
+def _init(op: str, dt: np.dtype) -> str:
+    if op in _IDENTITY:
+        return c_literal(_IDENTITY[op], dt)
+    big = op in ("reduce_min", "argmin")
+    if dtypes.is_float(dt):
+        return c_literal(math.inf if big else -math.inf, dt)
+    if dt == dtypes.bool_:
+        return c_literal(big, dt)
+    info = np.iinfo(dt)
+    return c_literal(info.max if big else info.min, dt)
+
+
+def _combine(op: str, dt: np.dtype, acc: str, v: str) -> str:
+    if op == "reduce_sum":
+        return f"{acc} | {v}" if dt == dtypes.bool_ else f"{acc} + {v}"
+    if op == "reduce_prod":
+        return f"{acc} & {v}" if dt == dtypes.bool_ else f"{acc} * {v}"
+    cmp = ">" if op == "reduce_max" else "<"
+    nan = f" || isnan({v})" if dtypes.is_float(dt) else ""
+    return f"(({v} {cmp} {acc}){nan}) ? {v} : {acc}"
+
+
+def _better(op: str, dt: np.dtype, v: str, best: str) -> str:
+    """``v`` replaces ``best`` in argmax/argmin (first NaN wins, as numpy)."""
+    cmp = ">" if op == "argmax" else "<"
+    if dtypes.is_float(dt):
+        return f"(({v} {cmp} {best}) || (isnan({v}) && !isnan({best})))"
+    return f"({v} {cmp} {best})"
+
+
+def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callable[[Var], Access | None],
+                   out: Access, scratch: Callable[[ShapedArray], Access], idx_type: str,
+                   info: DeviceInfo) -> list[KernelSpec]:
+    """``out = op(x, axes)`` as one or two passes: pass 1 gives each of ``chunks`` work-items
+    per output row a contiguous chunk (CPU) or an interleaved share (GPU) of the row; pass 2
+    combines the chunk results per row. ``x`` may be computed in-kernel by ``members``."""
+    op = e.primitive.name
+    x = e.inputs[0]
+    xs = x.aval.shape
+    dt = x.aval.dtype
+    axes = tuple(e.params["axes"]) if "axes" in e.params else (e.params["axis"],)
+    kept = tuple(d for d in range(len(xs)) if d not in axes)
+    m = _prod([xs[d] for d in kept])
+    k = _prod([xs[d] for d in axes])
+    is_arg = op in ("argmax", "argmin")
+    target = 128 if info.is_cpu else 16384
+    chunks = 1
+    if m < target and k >= 8192:
+        chunks = max(1, min(-(-target // m), k // 2048))
+    ch = -(-k // chunks) if chunks else 0
+    it = idx_type
+    t = ctype(dt)
+    params = Params()
+    em = region_emitter(it, members, access_of, params)
+    partial = scratch(ShapedArray((m * chunks,), dt)) if chunks > 1 else None
+    pidx = scratch(ShapedArray((m * chunks,), dtypes.int64)) if chunks > 1 and is_arg else None
+    lines = [f"  const {it} gid = get_global_id(0);",
+             f"  const {it} row = gid / {chunks};" if chunks > 1 else f"  const {it} row = gid;",
+             f"  const {it} c = gid % {chunks};" if chunks > 1 else f"  const {it} c = 0;"]
+    em.lines = lines
+    kept_idx = em.unravel("row", [xs[d] for d in kept], "q")
+    lo, hi = f"c * {ch}", f"min(({it})(c * {ch} + {ch}), ({it}){k})"
+    leaf = em.composed(x) if isinstance(x, Var) else None
+    vector = (info.is_cpu and op == "reduce_sum" and dtypes.is_float(dt) and leaf is not None
+              and leaf.is_contiguous() and axes == tuple(range(len(xs) - len(axes), len(xs))) and k >= 64)
+    lines.append(f"  {t} acc = {_init(op, dt)};")
+    if is_arg:
+        lines.append("  long bi = -1;")
+    if vector:
+        p, o = params(leaf.slot, dt)
+        lines += [f"  __global const {t}* base = {p} + {o} + {leaf.offset} + (long)row * {k} + {lo};",
+                  f"  const {it} n = {hi} - ({lo});",
+                  f"  {t}16 s = ({t}16)(0);",
+                  f"  {it} j = 0;",
+                  "  for (; j + 16 <= n; j += 16) s += vload16(0, base + j);",
+                  "  for (; j < n; ++j) acc += base[j];",
+                  f"  {t}8 h = s.lo + s.hi; {t}4 g = h.lo + h.hi; {t}2 f = g.lo + g.hi;",
+                  "  acc += f.x + f.y;"]
+    else:
+        loop = (f"  for ({it} kk = {lo}; kk < {hi}; ++kk) {{" if info.is_cpu or chunks == 1
+                else f"  for ({it} kk = c; kk < {k}; kk += {chunks}) {{")
+        lines.append(loop)
+        outer = em.lines
+        em.lines = []
+        red_idx = em.unravel("kk", [xs[d] for d in axes], "w")
+        full = [""] * len(xs)
+        for d, i in zip(kept, kept_idx):
+            full[d] = i
+        for d, i in zip(axes, red_idx):
+            full[d] = i
+        v = em.value(x, tuple(full))
+        body = em.lines
+        em.lines = outer
+        lines = outer + ["  " + b for b in body]
+        if is_arg:
+            lines.append(f"    if (bi < 0 || {_better(op, dt, v, 'acc')}) {{ acc = {v}; bi = kk; }}")
+        else:
+            lines.append(f"    acc = {_combine(op, dt, 'acc', v)};")
+        lines.append("  }")
+    specs = []
+    if chunks == 1:
+        po, oo = params(out.slot, out.aval.dtype)
+        res = f"({ctype(out.aval.dtype)})bi" if is_arg else "acc"
+        lines.append(f"  {po}[{oo} + {out.offset} + gid] = {res};")
+        specs.append(KernelSpec(name, _kernel(name, params, lines), params.slots, exact_launches(m, info),
+                                kind="reduce"))
+        return specs
+    pp, po_ = params(partial.slot, dt)
+    lines.append(f"  {pp}[{po_} + {partial.offset} + gid] = acc;")
+    if is_arg:
+        ip, io = params(pidx.slot, dtypes.int64)
+        lines.append(f"  {ip}[{io} + {pidx.offset} + gid] = bi;")
+    specs.append(KernelSpec(name, _kernel(name, params, lines), params.slots, exact_launches(m * chunks, info),
+                            kind="reduce", note=f"pass 1: {chunks} chunks per row"))
+    p2 = Params()
+    pp, po_ = p2(partial.slot, dt)
+    lines2 = [f"  const {it} gid = get_global_id(0);", f"  {t} acc = {_init(op, dt)};"]
+    if is_arg:
+        ip, io = p2(pidx.slot, dtypes.int64)
+        lines2 += ["  long bi = -1;",
+                   f"  for ({it} c = 0; c < {chunks}; ++c) {{",
+                   f"    {t} v = {pp}[{po_} + {partial.offset} + gid * {chunks} + c];",
+                   f"    long i = {ip}[{io} + {pidx.offset} + gid * {chunks} + c];",
+                   "    if (i < 0) continue;",
+                   f"    if (bi < 0 || {_better(op, dt, 'v', 'acc')} || ((v == acc || "
+                   f"({'isnan(v) && isnan(acc)' if dtypes.is_float(dt) else '0'})) && i < bi)) {{ acc = v; bi = i; }}",
+                   "  }"]
+    else:
+        lines2 += [f"  for ({it} c = 0; c < {chunks}; ++c) {{",
+                   f"    {t} v = {pp}[{po_} + {partial.offset} + gid * {chunks} + c];",
+                   f"    acc = {_combine(op, dt, 'acc', 'v')};",
+                   "  }"]
+    po, oo = p2(out.slot, out.aval.dtype)
+    res = f"({ctype(out.aval.dtype)})bi" if is_arg else "acc"
+    lines2.append(f"  {po}[{oo} + {out.offset} + gid] = {res};")
+    specs.append(KernelSpec(name + "_pass2", _kernel(name + "_pass2", p2, lines2), p2.slots,
+                            exact_launches(m, info), kind="reduce", note="pass 2"))
+    return specs
+
+
+# --- dot_general ---------------------------------------------------------------------------------
+
+
+def merged_stride(a: Access, dims: Sequence[int]) -> int | None:
+    """One stride for the axes ``dims`` (in that order) when they merge in memory, else None."""
+    live = [d for d in dims if a.shape[d] != 1]
+    if not live:
+        return 0
+    for d0, d1 in zip(live, live[1:]):
+        if a.strides[d0] != a.strides[d1] * a.shape[d1]:
+            return None
+    return a.strides[live[-1]]
+
+
+def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, info: DeviceInfo,
+                idx_type: str) -> list[KernelSpec] | None:
+    """``out[b, m, n] = sum_k lhs[b, m, k] rhs[b, k, n]`` when each operand's batch, free and
+    contracting axes merge into one stride each (else None: the engine copies first).
+    A 4x16 register-blocked kernel (16-wide vector loads of ``rhs`` rows) covers the bulk
+    when ``rhs`` rows are contiguous; a scalar kernel covers the edges."""
+    (lc, rc), (lb, rb) = dims
+    lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
+    rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
+    strides = [merged_stride(lhs, lb), merged_stride(lhs, lf), merged_stride(lhs, lc),
+               merged_stride(rhs, rb), merged_stride(rhs, rc), merged_stride(rhs, rf)]
+    if any(s is None for s in strides):
+        return None
+    sab, sam, sak, sbb, sbk, sbn = strides
+    b = _prod([lhs.shape[d] for d in lb])
+    m = _prod([lhs.shape[d] for d in lf])
+    k = _prod([lhs.shape[d] for d in lc])
+    n = _prod([rhs.shape[d] for d in rf])
+    if b * m * n == 0:
+        return []
+    dt = out.aval.dtype
+    t = ctype(dt)
+    it = idx_type
+    specs = []
+    m4, n16 = m - m % 4, n - n % 16
+    blocked = sbn == 1 and m4 > 0 and n16 > 0 and k > 0
+    kdot = not blocked and sak == 1 and sbk == 1 and k >= 16
+
+    def common(params: Params) -> tuple[str, str, str, str, str, str]:
+        pa, oa = params(lhs.slot, dt)
+        pb, ob = params(rhs.slot, dt)
+        pc, oc = params(out.slot, dt)
+        return pa, f"{oa} + {lhs.offset}", pb, f"{ob} + {rhs.offset}", pc, f"{oc} + {out.offset}"
+
+    if blocked:
+        params = Params()
+        pa, oa, pb, ob, pc, oc = common(params)
+        rows = range(4)
+        fma = (lambda a, v, c: f"fma(({t}16)({a}), {v}, {c})") if dtypes.is_float(dt) else \
+            (lambda a, v, c: f"{c} + ({a}) * {v}")
+        body = [f"  const {it} n0 = get_global_id(0) * 16;", f"  const {it} m0 = get_global_id(1) * 4;",
+                f"  const {it} bb = get_global_id(2);",
+                f"  const long abase = {oa} + (long)bb * {sab};", f"  const long bbase = {ob} + (long)bb * {sbb} + n0;"]
+        body += [f"  {t}16 c{r} = ({t}16)(0);" for r in rows]
+        body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{",
+                 f"    const {t}16 bv = vload16(0, {pb} + bbase + (long)kk * {sbk});"]
+        body += [f"    c{r} = {fma(f'{pa}[abase + (long)(m0 + {r}) * {sam} + (long)kk * {sak}]', 'bv', f'c{r}')};"
+                 for r in rows]
+        body += ["  }"]
+        body += [f"  vstore16(c{r}, 0, {pc} + {oc} + (long)bb * {m * n} + (long)(m0 + {r}) * {n} + n0);" for r in rows]
+        g0 = n16 // 16
+        l0 = max(d for d in (16, 8, 4, 2, 1) if g0 % d == 0)
+        specs.append(KernelSpec(name + "_blk", _kernel(name + "_blk", params, body), params.slots,
+                                [((g0, m4 // 4, b), (l0, 1, 1), None)], kind="dot", note="4x16 register-blocked"))
+    if kdot:
+        params = Params()
+        pa, oa, pb, ob, pc, oc = common(params)
+        k16 = k - k % 16
+        body = [f"  const {it} nn = get_global_id(0);", f"  const {it} mm = get_global_id(1);",
+                f"  const {it} bb = get_global_id(2);",
+                f"  __global const {t}* ar = {pa} + {oa} + (long)bb * {sab} + (long)mm * {sam};",
+                f"  __global const {t}* br = {pb} + {ob} + (long)bb * {sbb} + (long)nn * {sbn};",
+                f"  {t}16 s = ({t}16)(0);",
+                f"  for ({it} kk = 0; kk < {k16}; kk += 16) s += vload16(0, ar + kk) * vload16(0, br + kk);",
+                f"  {t}8 h = s.lo + s.hi; {t}4 g = h.lo + h.hi; {t}2 f = g.lo + g.hi;",
+                f"  {t} acc = f.x + f.y;",
+                f"  for ({it} kk = {k16}; kk < {k}; ++kk) acc += ar[kk] * br[kk];",
+                f"  {pc}[{oc} + (long)bb * {m * n} + (long)mm * {n} + nn] = acc;"]
+        specs.append(KernelSpec(name, _kernel(name, params, body), params.slots, [((n, m, b), None, None)],
+                                kind="dot", note="16-wide dot products along k"))
+        return specs
+    params = Params()
+    pa, oa, pb, ob, pc, oc = common(params)
+    body = [f"  const {it} nn = get_global_id(0);", f"  const {it} mm = get_global_id(1);",
+            f"  const {it} bb = get_global_id(2);", f"  {t} acc = {c_literal(0, dt)};",
+            f"  for ({it} kk = 0; kk < {k}; ++kk)",
+            f"    acc += {pa}[{oa} + (long)bb * {sab} + (long)mm * {sam} + (long)kk * {sak}] * "
+            f"{pb}[{ob} + (long)bb * {sbb} + (long)kk * {sbk} + (long)nn * {sbn}];",
+            f"  {pc}[{oc} + (long)bb * {m * n} + (long)mm * {n} + nn] = acc;"]
+    launches: list[Launch] = []
+    if blocked:
+        if m - m4:
+            launches.append(((n, m - m4, b), None, (0, m4, 0)))
+        if n - n16:
+            launches.append(((n - n16, m4, b), None, (n16, 0, 0)))
+    else:
+        launches.append(((n, m, b), None, None))
+    if launches:
+        specs.append(KernelSpec(name, _kernel(name, params, body), params.slots, launches, kind="dot",
+                                note="scalar edges" if blocked else "scalar"))
+    return specs
+
+
+# --- convolution ----------------------------------------------------------------------------------
+
+
+def conv_kernel(name: str, lhs: Access, rhs: Access, out: Access, p: dict, info: DeviceInfo,
+                idx_type: str) -> KernelSpec:
+    """Direct convolution: one work-item per output element loops over (c, kh, kw); input
+    dilation and padding become index tests, so nothing is materialised."""
+    params = Params()
+    dt = out.aval.dtype
+    t = ctype(dt)
+    it = idx_type
+    _, c, h, w = lhs.shape
+    _, _, kh, kw = rhs.shape
+    (sh, sw), ((plh, _), (plw, _)) = p["window_strides"], p["padding"]
+    (ldh, ldw), (rdh, rdw) = p["lhs_dilation"], p["rhs_dilation"]
+    em = Emitter(it, {}, lambda v: None, params)
+    em.lines.append(f"  const {it} gid = get_global_id(0);")
+    ni, oi, ohi, owi = em.set_base("gid", out.shape)
+    pa, oa = params(lhs.slot, dt)
+    pb, ob = params(rhs.slot, dt)
+    pc, oc = params(out.slot, dt)
+    sa, sb = lhs.strides, rhs.strides
+    body = em.lines + [
+        f"  {t} acc = {c_literal(0, dt)};",
+        f"  for ({it} ky = 0; ky < {kh}; ++ky) {{",
+        f"    const {it} py = {ohi} * {sh} + ky * {rdh} - ({plh});",
+        f"    if (py < 0 || py % {ldh} != 0 || py / {ldh} >= {h}) continue;",
+        f"    for ({it} kx = 0; kx < {kw}; ++kx) {{",
+        f"      const {it} px = {owi} * {sw} + kx * {rdw} - ({plw});",
+        f"      if (px < 0 || px % {ldw} != 0 || px / {ldw} >= {w}) continue;",
+        f"      for ({it} cc = 0; cc < {c}; ++cc)",
+        f"        acc += {pa}[{oa} + {lhs.offset} + (long){ni} * {sa[0]} + (long)cc * {sa[1]} + "
+        f"(long)(py / {ldh}) * {sa[2]} + (long)(px / {ldw}) * {sa[3]}] * "
+        f"{pb}[{ob} + {rhs.offset} + (long){oi} * {sb[0]} + (long)cc * {sb[1]} + (long)ky * {sb[2]} + "
+        f"(long)kx * {sb[3]}];",
+        "    }",
+        "  }",
+        f"  {pc}[{oc} + {out.offset} + gid] = acc;"]
+    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(out.aval.size, info),
+                      kind="conv", note="direct")
+
+
+# --- scatter_add ------------------------------------------------------------------------------------
+
+
+def scatter_kernel(name: str, upd: Access, idx: Access, out: Access, axis: int, info: DeviceInfo,
+                   idx_type: str) -> KernelSpec:
+    """Deterministic scatter-add: one work-item per output element scans every index and sums
+    the matching updates in index order (no atomics; O(output size x number of indices))."""
+    params = Params()
+    dt = out.aval.dtype
+    it = idx_type
+    em = Emitter(it, {}, lambda v: None, params)
+    em.lines.append(f"  const {it} gid = get_global_id(0);")
+    oidx = em.set_base("gid", out.shape)
+    n = out.shape[axis]
+    nidx = idx.aval.size
+    pre = em.lines
+    em.lines = []
+    ii = em.unravel("s", idx.shape, "z")
+    raw = em.load(idx, ii)
+    uidx = tuple(oidx[:axis]) + ii + tuple(oidx[axis + 1:])
+    u = em.load(upd, uidx)
+    inner = em.lines
+    norm = f"clamp((long){raw} < 0 ? (long){raw} + {n}L : (long){raw}, 0L, {max(n - 1, 0)}L)"
+    pc, oc = params(out.slot, dt)
+    acc_init = c_literal(0, dt)
+    combine = "acc | " if dt == dtypes.bool_ else "acc + "
+    body = pre + [f"  {ctype(dt)} acc = {acc_init};", f"  for ({it} s = 0; s < {nidx}; ++s) {{"]
+    body += ["  " + line for line in inner]
+    body += [f"    if ({norm} == (long){oidx[axis]}) acc = {combine}{u};", "  }",
+             f"  {pc}[{oc} + {out.offset} + gid] = acc;"]
+    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(out.aval.size, info),
+                      kind="scatter", note="deterministic scan")
+
+
+def canonical_copy_access(a: Access, order: Sequence[int], slot: int, offset: int) -> tuple[Access, Access]:
+    """(source view permuted to ``order``, contiguous destination) for a layout copy."""
+    shape = tuple(a.shape[d] for d in order)
+    src = Access(a.slot, ShapedArray(shape, a.aval.dtype), a.offset, tuple(a.strides[d] for d in order))
+    dst = Access(slot, ShapedArray(shape, a.aval.dtype), offset, contiguous(shape))
+    return src, dst
+
+
+def graph_has_dtype(graph: Graph, dtype: np.dtype) -> bool:
+    return any(v.aval.dtype == dtype for v in graph.invars + graph.constvars) or any(
+        o.aval.dtype == dtype for e in graph.eqns for o in e.outputs)
