@@ -288,7 +288,7 @@ class Jitted:
                 a = arrays[i]
                 if isinstance(a, Array):
                     continue
-                shared = any(j != i and isinstance(b, np.ndarray) and np.shares_memory(a, b)
+                shared = any(j != i and isinstance(b, np.ndarray) and np.may_share_memory(a, b)
                              for j, b in enumerate(arrays))
                 if d and (not a.flags.writeable or not a.flags.c_contiguous or shared):
                     arrays[i] = np.array(a, copy=True)

@@ -20,8 +20,10 @@ from fungraph.primitives.indexing import take
 
 
 def relu(x: Any) -> Any:
+    """max(x, 0), written as a select so its derivative is one select (relu'(0) = 0, as in JAX)."""
     x = asarray(x)
-    return fnp.maximum(x, np.asarray(0, x.dtype))
+    zero = np.asarray(0, x.dtype)
+    return ew.select(ew.gt(x, zero), x, zero)
 
 
 def sigmoid(x: Any) -> Any:

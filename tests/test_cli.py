@@ -81,8 +81,8 @@ def test_show_grad_jit_prints_graphs_passes_plan_and_writes_files(
 def test_show_without_jit_prints_only_the_staged_graph(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", f"{SHOW_ME}:predict", "--arg", "f32[3,2]", "--arg", "f32[4,3]", "--source"]) == 0
     out = capsys.readouterr().out
-    assert "staged graph of predict(f32[3,2], f32[4,3]): 3 equations" in out
-    assert "c:f32[4,2] = dot_general" in out and "e:f32[] = reduce_sum" in out
+    assert "staged graph of predict(f32[3,2], f32[4,3]): 4 equations" in out
+    assert "c:f32[4,2] = dot_general" in out and "f:f32[] = reduce_sum" in out
     assert "show_me.py:" in out  # --source ends each equation with the user's line
     assert "optimised" not in out and "memory plan" not in out
 

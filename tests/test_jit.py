@@ -298,3 +298,15 @@ def test_donated_input_reused_in_place_by_an_intermediate() -> None:
     assert any(p.kind == "inplace" and p.offset < 0 for p in low.plan.placements.values())
     with pytest.raises(AssertionError, match="non-donated"):
         verify_plan(low.graph, low.plan)
+
+
+def test_select_lowering_is_bit_exact_for_special_values() -> None:
+    x = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, -2.5, 3.0], np.float32)
+    p = np.array([False, True, False, True, False, True, False])
+    for y in (0.0, -0.0, 7.0):
+        f = lambda x, p: fnp.where(p, x, np.float32(y))
+        got = fg.jit(f)(x, p)
+        want = np.where(p, x, np.float32(y))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    g = fg.jit(lambda x: fg.nn.relu(x) * 1.0)(x)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(np.where(x > 0, x, 0)))

@@ -60,7 +60,7 @@ def test_plan_verifies_and_is_bounded(built: tuple) -> None:
     spec, fn, args, jitted = built
     low = jitted.lower(*args)
     plan = low.plan
-    verify_plan(low.graph, plan)
+    verify_plan(low.graph, plan, donated=low.compiled.executable.donated)
     assert plan.lower_bound_bytes <= plan.arena_bytes <= plan.unplanned_bytes
     assert plan.arena_bytes < plan.unplanned_bytes / 3  # reuse matters on every model
 

@@ -91,6 +91,34 @@ def _fma(out: np.ndarray, a: Any, b: Any, c: Any) -> np.ndarray:
     return np.add(out, c, out=out)
 
 
+def _is_positive_zero(v: Any) -> bool:
+    return isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind == "f" and v == 0 and not np.signbit(v)
+
+
+def _select(out: np.ndarray, pred: Any, x: Any, y: Any) -> np.ndarray:
+    """``where(pred, x, y)`` into ``out``, which may be ``x``'s or ``y``'s buffer (in place).
+    ``where(pred, x, +0.0)`` (a relu and its gradient) ANDs x's bits with an all-ones or
+    all-zeros mask: bit-exact for nan, inf and -0.0, and ~8x faster than numpy's where here."""
+    if _is_positive_zero(y) and isinstance(x, np.ndarray) and x.dtype == out.dtype and x.shape == out.shape:
+        ut = np.dtype(f"u{out.dtype.itemsize}")
+        mask = np.multiply(pred, ut.type(np.iinfo(ut).max), dtype=ut)
+        np.bitwise_and(x.view(ut), mask, out=out.view(ut))
+        return out
+    if np.may_share_memory(out, x):
+        if not (isinstance(x, np.ndarray) and x.shape == out.shape):
+            np.copyto(out, np.where(pred, x, y))
+            return out
+        np.copyto(out, y, where=np.logical_not(pred))
+        return out
+    if not np.may_share_memory(out, y):
+        np.copyto(out, y)
+    elif not (isinstance(y, np.ndarray) and y.shape == out.shape):
+        np.copyto(out, np.where(pred, x, y))
+        return out
+    np.copyto(out, x, where=pred)
+    return out
+
+
 def _convert(out: np.ndarray, x: Any, *, new_dtype: Any) -> np.ndarray:
     np.copyto(out, x, casting="unsafe")
     return out
@@ -121,6 +149,7 @@ CPU_LOWERINGS: dict[str, Lowering] = {
     "integer_pow": _integer_pow,
     "fma": _fma,
     "convert_element_type": _convert,
+    "select": _select,
 }
 
 
@@ -193,7 +222,10 @@ class CpuExecutable:
                 p = plan.placements[o]
                 outs.append(new_slot())
                 slot[o] = outs[-1]
-                if o in out_index:
+                if p.kind == "inplace" and p.offset < 0:
+                    fixed.append(None)
+                    alloc.append(("donated", slot[_root(plan, o)]))
+                elif o in out_index:
                     fixed.append(None)
                     alloc.append((out_index[o], o.aval.shape, o.aval.dtype))
                     self.allocations_per_call += 1
@@ -201,9 +233,6 @@ class CpuExecutable:
                     fixed.append(None)
                     alloc.append((-1, o.aval.shape, o.aval.dtype))
                     self.allocations_per_call += 1
-                elif p.kind == "inplace" and p.offset < 0:
-                    fixed.append(None)
-                    alloc.append(("donated", slot[_root(plan, o)]))
                 elif p.kind == "view":
                     fixed.append(None)
                     alloc.append(None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from fungraph.interpreters.rewrite import Rewriter, use_counts
-from fungraph.ir import Atom, Eqn, Graph, Var
+from fungraph.ir import Atom, Eqn, Graph, Literal, Var
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives.fused import adagrad_p, fma_p
 
@@ -19,11 +19,24 @@ def _single_use_producer(rw: Rewriter, a: Atom, uses: Counter[Var], prim: object
 
 
 def fuse_fma(graph: Graph) -> Graph:
-    """``add(mul(a, b), c)`` -> ``fma(a, b, c)`` (either add operand), same output type."""
+    """``add(mul(a, b), c)`` -> ``fma(a, b, c)`` (either add operand), and ``c - k * b`` with a
+    literal ``k`` -> ``fma(-k, b, c)``; the output type is unchanged."""
     uses = use_counts(graph)
     rw = Rewriter(graph)
     for e in graph.eqns:
         ins = rw.inputs(e)
+        if e.primitive is ew.sub_p:
+            p = _single_use_producer(rw, ins[1], uses, ew.mul_p)
+            lits = [a for a in p.inputs if isinstance(a, Literal)] if p is not None else []
+            if lits:
+                k = lits[0]
+                other = p.inputs[1] if p.inputs[0] is k else p.inputs[0]
+                neg_k = Literal(-k.value, k.aval)
+                try:
+                    rw.emit(fma_p, [neg_k, other, ins[0]], None, e.source, outputs=e.outputs)
+                    continue
+                except (TypeError, ValueError):
+                    pass
         if e.primitive is ew.add_p:
             for k in (0, 1):
                 p = _single_use_producer(rw, ins[k], uses, ew.mul_p)

@@ -97,6 +97,9 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
                 continue
             reuse = _inplace_candidate(e, o, i, root, kind, last_use, end, pinned, donated_inputs, outputs) \
                 if inplace else None
+            if reuse is not None and o in outputs and root[reuse] in donated_inputs and \
+                    sum(1 for a in graph.outvars if a is o) > 1:
+                reuse = None
             if reuse is not None:
                 r = root[reuse]
                 root[o] = r
@@ -128,8 +131,9 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
 
 def _inplace_candidate(e, o, i, root, kind, last_use, end, pinned, donated, outputs) -> Var | None:  # noqa: ANN001
     """An input whose buffer the output may take over: elementwise, same type, last use here,
-    and a whole buffer (a view's base may be smaller or laid out differently)."""
-    if not e.primitive.inplace or o in outputs:
+    and a whole buffer (a view's base may be smaller or laid out differently). A graph output
+    may only take over a donated input (Owl's update edges: ``w = w - lr * g`` in place)."""
+    if not e.primitive.inplace:
         return None
     for k in e.primitive.inplace:
         if k >= len(e.inputs):
@@ -141,6 +145,8 @@ def _inplace_candidate(e, o, i, root, kind, last_use, end, pinned, donated, outp
         if r is None or kind.get(a) == "view" or r.aval.nbytes != o.aval.nbytes:
             continue
         if r in pinned and r not in donated:
+            continue
+        if o in outputs and r not in donated:
             continue
         if end.get(r, i + 1) > i + 1:
             continue  # another alias of this buffer is still read later
