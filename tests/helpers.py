@@ -57,3 +57,28 @@ def with_float_args(fun: Any, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
         return fun(*full)
 
     return f, [args[i] for i in pos]
+
+
+def draw_batched(data: st.DataObject, rec: OpRecord, dtype_choices: tuple | None = None) -> tuple:
+    """Arguments for ``rec`` stacked along random axes (argument 0 always mapped, the others
+    mapped or broadcast), with the in_axes and the per-example argument tuples."""
+    dtype = data.draw(st.sampled_from(dtype_choices or rec.dtypes), label="dtype")
+    shps = data.draw(rec.shapes, label="shapes")
+    size = data.draw(st.integers(1, 3), label="batch")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    batched, axes, examples = [], [], []
+    for i, s in enumerate(shps):
+        dt = rec.arg_dtype(i, dtype)
+        lo, hi = rec.domain(i, shps)
+        if i and not data.draw(st.booleans(), label=f"mapped{i}"):
+            a = random_array(rng, s, dt, lo, hi)
+            batched.append(a)
+            axes.append(None)
+            examples.append([a] * size)
+            continue
+        axis = data.draw(st.integers(-(len(s) + 1), len(s)), label=f"axis{i}")
+        per = [random_array(rng, s, dt, lo, hi) for _ in range(size)]
+        batched.append(np.stack(per, axis=axis))
+        axes.append(axis)
+        examples.append(per)
+    return batched, tuple(axes), [tuple(e[k] for e in examples) for k in range(size)]

@@ -15,7 +15,7 @@ from fungraph import dtypes
 from fungraph.testing import check_grads
 from fungraph.testing.op_records_more import MORE_RECORDS
 from fungraph.testing.strategies import random_array
-from tests.helpers import assert_matches, draw_args, tolerance
+from tests.helpers import assert_matches, draw_args, draw_batched, tolerance, with_float_args
 
 RECORDS = {r.name: r for r in MORE_RECORDS}
 DIFFERENTIABLE = [r.name for r in MORE_RECORDS if r.differentiable and "no_grad" not in r.tags]
@@ -48,25 +48,13 @@ def test_matches_numpy_eager_and_staged(name: str, data: st.DataObject) -> None:
     _assert_tree_matches(staged, want, tol, f"{name} via eval_graph(make_graph)")
 
 
-def _float_args(rec, args):
-    pos = [i for i, a in enumerate(args) if np.asarray(a).dtype.kind == "f"]
-
-    def f(*float_args):
-        full = list(args)
-        for i, a in zip(pos, float_args):
-            full[i] = a
-        return rec.fun(*full)
-
-    return f, [args[i] for i in pos]
-
-
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
 @settings(max_examples=4)
 @given(data=st.data())
 def test_derivatives_match_finite_differences(name: str, data: st.DataObject) -> None:
     rec = RECORDS[name]
     args = draw_args(data, rec, dtype_choices=(dtypes.float64,), seeded=True)
-    f, float_args = _float_args(rec, args)
+    f, float_args = with_float_args(rec.fun, args)
     order = 1 if "grad1" in rec.tags else rec.grad_order
     check_grads(f, float_args, order=order)
 
@@ -77,7 +65,7 @@ def test_derivatives_match_finite_differences(name: str, data: st.DataObject) ->
 def test_non_differentiable_rows_have_zero_tangents(name: str, data: st.DataObject) -> None:
     rec = RECORDS[name]
     args = draw_args(data, rec, dtype_choices=(dtypes.float64,), seeded=True)
-    f, float_args = _float_args(rec, args)
+    f, float_args = with_float_args(rec.fun, args)
     if not float_args:
         return
     out, t_out = fg.jvp(f, tuple(float_args), tuple(np.ones_like(a) for a in float_args))
@@ -96,35 +84,12 @@ def test_jit_matches_eager(name: str, data: st.DataObject) -> None:
     _assert_tree_matches(got, want, tolerance(rec, args), f"jit({name})")
 
 
-def _draw_batched(data: st.DataObject, rec):
-    dtype = data.draw(st.sampled_from(rec.dtypes), label="dtype")
-    shps = data.draw(rec.shapes, label="shapes")
-    size = data.draw(st.integers(1, 3), label="batch")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1), label="seed"))
-    batched, axes, examples = [], [], []
-    for i, s in enumerate(shps):
-        dt = rec.arg_dtype(i, dtype)
-        lo, hi = rec.domain(i, shps)
-        if i and not data.draw(st.booleans(), label=f"mapped{i}"):
-            a = random_array(rng, s, dt, lo, hi)
-            batched.append(a)
-            axes.append(None)
-            examples.append([a] * size)
-            continue
-        axis = data.draw(st.integers(-(len(s) + 1), len(s)), label=f"axis{i}")
-        per = [random_array(rng, s, dt, lo, hi) for _ in range(size)]
-        batched.append(np.stack(per, axis=axis))
-        axes.append(axis)
-        examples.append(per)
-    return batched, tuple(axes), [tuple(e[k] for e in examples) for k in range(size)]
-
-
 @pytest.mark.parametrize("name", list(RECORDS))
 @settings(max_examples=8)
 @given(data=st.data())
 def test_vmap_matches_a_python_loop(name: str, data: st.DataObject) -> None:
     rec = RECORDS[name]
-    batched, axes, per_example = _draw_batched(data, rec)
+    batched, axes, per_example = draw_batched(data, rec)
     out_axis = data.draw(st.integers(-1, 0), label="out_axis")
     with np.errstate(all="ignore"):
         got = fg.vmap(rec.fun, in_axes=axes, out_axes=out_axis)(*batched)

@@ -11,34 +11,9 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import dtypes, nn
 from fungraph.testing import OP_RECORDS
-from fungraph.testing.strategies import random_array
-from tests.helpers import assert_matches, tolerance
+from tests.helpers import assert_matches, draw_batched, tolerance
 
 RECORDS = {r.name: r for r in OP_RECORDS}
-
-
-def _draw_batched(data: st.DataObject, rec, dtype_choices=None):
-    dtype = data.draw(st.sampled_from(dtype_choices or rec.dtypes), label="dtype")
-    shps = data.draw(rec.shapes, label="shapes")
-    size = data.draw(st.integers(1, 3), label="batch")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1), label="seed"))
-    batched, axes, examples = [], [], []
-    for i, s in enumerate(shps):
-        dt = rec.arg_dtype(i, dtype)
-        lo, hi = rec.domain(i, shps)
-        mapped = data.draw(st.booleans(), label=f"mapped{i}") or i == 0
-        if not mapped:
-            a = random_array(rng, s, dt, lo, hi)
-            batched.append(a)
-            axes.append(None)
-            examples.append([a] * size)
-            continue
-        axis = data.draw(st.integers(-(len(s) + 1), len(s)), label=f"axis{i}")
-        per = [random_array(rng, s, dt, lo, hi) for _ in range(size)]
-        batched.append(np.stack(per, axis=axis))
-        axes.append(axis)
-        examples.append(per)
-    return batched, tuple(axes), [tuple(e[k] for e in examples) for k in range(size)]
 
 
 @pytest.mark.parametrize("name", list(RECORDS))
@@ -46,7 +21,7 @@ def _draw_batched(data: st.DataObject, rec, dtype_choices=None):
 @given(data=st.data())
 def test_vmap_matches_a_python_loop(name: str, data: st.DataObject) -> None:
     rec = RECORDS[name]
-    batched, axes, per_example = _draw_batched(data, rec)
+    batched, axes, per_example = draw_batched(data, rec)
     out_axis = data.draw(st.integers(-1, 0), label="out_axis")
     with np.errstate(all="ignore"):
         got = fg.vmap(rec.fun, in_axes=axes, out_axes=out_axis)(*batched)
@@ -59,7 +34,7 @@ def test_vmap_matches_a_python_loop(name: str, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_per_example_gradients(name: str, data: st.DataObject) -> None:
     rec = RECORDS[name]
-    batched, axes, per_example = _draw_batched(data, rec, (dtypes.float64,))
+    batched, axes, per_example = draw_batched(data, rec, (dtypes.float64,))
     if np.asarray(batched[0]).dtype.kind != "f":
         return
     rest = per_example[0][1:]
