@@ -63,7 +63,7 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
     t0 = time.perf_counter()
     optimised, stats = optimize(graph)
     t1 = time.perf_counter()
-    optimised, plan = best_schedule(optimised, donated)
+    optimised, plan = best_schedule(optimised, donated, getattr(factory, "scratch_bytes", None))
     t2 = time.perf_counter()
     exe = factory(optimised, plan, donated)
     t3 = time.perf_counter()
@@ -76,19 +76,20 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
 MAX_SCHEDULE_SEARCH_EQNS = 3000
 
 
-def best_schedule(graph: Graph, donated: Sequence[bool] = ()) -> tuple[Graph, MemoryPlan]:
+def best_schedule(graph: Graph, donated: Sequence[bool] = (),
+                  scratch_bytes: Callable[[Eqn], int] | None = None) -> tuple[Graph, MemoryPlan]:
     """Plan the graph under each execution order (traced, Owl's post-order DFS, memory-aware
     greedy) and keep the smallest arena; large graphs keep the traced order."""
     from fungraph.interpreters.schedule import SCHEDULES
 
-    best = (graph, plan_memory(graph, donated))
+    best = (graph, plan_memory(graph, donated, scratch_bytes=scratch_bytes))
     if len(graph.eqns) > MAX_SCHEDULE_SEARCH_EQNS:
         return best
     for name, order in SCHEDULES.items():
         if name == "given":
             continue
         candidate = order(graph)
-        plan = plan_memory(candidate, donated)
+        plan = plan_memory(candidate, donated, scratch_bytes=scratch_bytes)
         if plan.arena_bytes < best[1].arena_bytes:
             best = (candidate, plan)
     return best

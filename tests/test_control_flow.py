@@ -260,3 +260,37 @@ def test_vmap_of_grad_through_while_masks_lanes_with_different_trip_counts() -> 
     np.testing.assert_allclose(fg.vmap(fg.grad(solve))(ts), want, rtol=1e-12)
     np.testing.assert_allclose(fg.jit(fg.vmap(fg.grad(solve)))(ts), want, rtol=1e-12)
     assert tape_count() == 0
+
+
+def test_sub_graphs_are_planned_into_one_scratch_block_of_the_parent() -> None:
+    from fungraph.backends.cpu import subgraph_scratch_bytes
+    from fungraph.interpreters.memory import verify_plan
+    from fungraph.jit import compile_graph
+
+    x = np.linspace(0, 1, 256)
+    g = fg.jit(lambda p, x: lax.cond(p > 0, lambda v: fnp.sin(v) * 3 + fnp.exp(v), lambda v: fnp.cos(v) - 2, x))
+    low = g.lower(1.0, x)
+    verify_plan(low.graph, low.plan)
+    (index, block), = low.plan.scratch.items()
+    eqn = low.graph.eqns[index]
+    arenas = [compile_graph(b).plan.arena_bytes for b in eqn.params["branches"]]
+    assert block.size == max(arenas) == subgraph_scratch_bytes(eqn)  # the branches share one block
+    assert low.compiled.executable.fallback_eqns == 0
+    np.testing.assert_allclose(g(1.0, x), np.sin(x) * 3 + np.exp(x))
+    np.testing.assert_allclose(g(-1.0, x), np.cos(x) - 2)
+
+
+@pytest.mark.parametrize("n", [0, 1, 4, 7])
+def test_jitted_loops_are_right_for_every_trip_count_parity(n: int) -> None:
+    x = np.linspace(0.1, 0.9, 64)
+    f = fg.jit(lambda x: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, fnp.sin(c[1]) * 1.5), (0, x))[1])
+    s = fg.jit(lambda x: lax.scan(lambda c, _: (fnp.sin(c) * 1.5, c), x, None, length=n))
+    want = x.copy()
+    for _ in range(n):
+        want = np.sin(want) * 1.5
+    before = LOOP_STATS["final_copies"]
+    np.testing.assert_allclose(f(x), want, rtol=1e-14)
+    assert LOOP_STATS["final_copies"] - before == (1 if n % 2 == 0 else 0)
+    c, ys = s(x)
+    np.testing.assert_allclose(c, want, rtol=1e-14)
+    assert ys.shape == (n, 64)

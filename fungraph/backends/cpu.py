@@ -182,11 +182,13 @@ def _fallback(prim: Primitive) -> Lowering:
 class CpuExecutable:
     """A planned graph bound to one arena; ``run(args)`` returns fresh output arrays."""
 
-    def __init__(self, graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> None:
+    def __init__(self, graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = (),
+                 arena: np.ndarray | None = None) -> None:
+        """``arena``: run inside this byte block (a parent's scratch block) instead of a new one."""
         self.graph = graph
         self.plan = plan
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
-        self.arena = _aligned_bytes(plan.arena_bytes)
+        self.arena = _aligned_bytes(plan.arena_bytes) if arena is None else arena[:plan.arena_bytes]
         self.fallback_eqns = 0
         self.allocations_per_call = 0
         slot: dict[Var, int] = {}
@@ -210,8 +212,12 @@ class CpuExecutable:
         for j, a in enumerate(graph.outvars):
             if isinstance(a, Var) and a in outputs and _produced(graph, a):
                 out_index.setdefault(a, j)
-        for e in graph.eqns:
-            fn, specific = lowering_for(e.primitive)
+        for index, e in enumerate(graph.eqns):
+            if index in plan.scratch and e.primitive.name in SUBGRAPH_LOWERINGS:
+                block = self.arena[plan.scratch[index].offset:plan.scratch[index].offset + plan.scratch[index].size]
+                fn, specific = SUBGRAPH_LOWERINGS[e.primitive.name](e, block), True
+            else:
+                fn, specific = lowering_for(e.primitive)
             if not specific:
                 self.fallback_eqns += 1
             ins = tuple(operand(a) for a in e.inputs)
@@ -302,8 +308,118 @@ def _aligned_bytes(n: int, alignment: int = 64) -> np.ndarray:
     return raw[start:start + n]
 
 
+# --- control flow: sub-graphs planned recursively into one scratch block of the parent ------
+
+
+def _compiled(graph: Graph) -> Any:
+    from fungraph.jit import compile_graph
+
+    return compile_graph(graph, "cpu")
+
+
+def _views(block: np.ndarray, offset: int, avals: Sequence[Any]) -> tuple[list[np.ndarray], int]:
+    views = []
+    for a in avals:
+        views.append(block[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape))
+        offset += -(-a.nbytes // 64) * 64
+    return views, offset
+
+
+def _carry_bytes(avals: Sequence[Any]) -> int:
+    return sum(-(-a.nbytes // 64) * 64 for a in avals)
+
+
+def subgraph_scratch_bytes(eqn: Any) -> int:
+    """The block a control-flow equation needs: its sub-graphs' arenas (branches and the loop's
+    cond and body share one region, as only one runs at a time) plus a second carry view."""
+    p = eqn.params
+    name = eqn.primitive.name
+    if name == "cond":
+        return max(_compiled(b).plan.arena_bytes for b in p["branches"])
+    if name == "while":
+        sub = max(_compiled(p["cond_graph"]).plan.arena_bytes, _compiled(p["body_graph"]).plan.arena_bytes)
+        return -(-sub // 64) * 64 + _carry_bytes(p["body_graph"].out_avals)
+    if name == "scan":
+        sub = _compiled(p["body"]).plan.arena_bytes
+        return -(-sub // 64) * 64 + _carry_bytes(p["body"].out_avals[:p["num_carry"]])
+    return 0
+
+
+def _lower_cond(eqn: Any, block: np.ndarray) -> Lowering:
+    exes = [CpuExecutable(c.graph, c.plan, arena=block) for c in map(_compiled, eqn.params["branches"])]
+
+    def run(outs: list[np.ndarray], index: Any, *args: Any, **_: Any) -> list[np.ndarray]:
+        return exes[int(np.clip(int(index), 0, len(exes) - 1))].run(list(args), into=outs)
+
+    return run
+
+
+def _lower_while(eqn: Any, block: np.ndarray) -> Lowering:
+    """Iteration k writes the carry into view k % 2: the equation's planned outputs and a
+    second view in the block (libnnc's multi-view, k = 2); no carry is copied between
+    iterations, and one copy at the end when the loop ends on the second view."""
+    from fungraph.primitives.while_loop import LOOP_STATS
+
+    p = eqn.params
+    n_cc, n_bc = p["n_cc"], p["n_bc"]
+    cond_c, body_c = _compiled(p["cond_graph"]), _compiled(p["body_graph"])
+    cond_exe = CpuExecutable(cond_c.graph, cond_c.plan, arena=block)
+    body_exe = CpuExecutable(body_c.graph, body_c.plan, arena=block)
+    sub = -(-max(cond_c.plan.arena_bytes, body_c.plan.arena_bytes) // 64) * 64
+    second, _ = _views(block, sub, p["body_graph"].out_avals)
+    pred = [np.empty((), np.bool_)]
+
+    def run(outs: list[np.ndarray], *args: Any, **_: Any) -> list[np.ndarray]:
+        cc, bc, carry = list(args[:n_cc]), list(args[n_cc:n_cc + n_bc]), list(args[n_cc + n_bc:])
+        views = (outs, second)
+        k = 0
+        while cond_exe.run(carry + cc, pred)[0]:
+            carry = body_exe.run(carry + bc, views[k % 2])
+            k += 1
+        if k == 0 or k % 2 == 0:
+            for o, c in zip(outs, carry):
+                np.copyto(o, c)
+            LOOP_STATS["final_copies"] += 1
+        LOOP_STATS["iterations"] += k
+        LOOP_STATS["carry_copies"] += k * body_exe.passthrough_outputs
+        return outs
+
+    return run
+
+
+def _lower_scan(eqn: Any, block: np.ndarray) -> Lowering:
+    p = eqn.params
+    nc, nx, length, reverse = p["num_carry"], p["num_xs"], p["length"], p["reverse"]
+    body_c = _compiled(p["body"])
+    exe = CpuExecutable(body_c.graph, body_c.plan, arena=block)
+    sub = -(-body_c.plan.arena_bytes // 64) * 64
+    second, _ = _views(block, sub, p["body"].out_avals[:nc])
+
+    def run(outs: list[np.ndarray], *args: Any, **_: Any) -> list[np.ndarray]:
+        carry, xs, consts = list(args[:nc]), args[nc:nc + nx], list(args[nc + nx:])
+        ys = outs[nc:]
+        views = (outs[:nc], second)
+        order = range(length - 1, -1, -1) if reverse else range(length)
+        for k, i in enumerate(order):
+            res = exe.run(carry + [x[i] for x in xs] + consts, list(views[k % 2]) + [y[i, ...] for y in ys])
+            carry = res[:nc]
+        if length == 0 or length % 2 == 0:
+            for o, c in zip(outs[:nc], carry):
+                np.copyto(o, c)
+        return outs
+
+    return run
+
+
+SUBGRAPH_LOWERINGS: dict[str, Callable[[Any, np.ndarray], Lowering]] = {
+    "cond": _lower_cond, "while": _lower_while, "scan": _lower_scan}
+
+
 def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> CpuExecutable:
     return CpuExecutable(graph, plan, donated)
+
+
+_make_cpu.scratch_bytes = subgraph_scratch_bytes  # type: ignore[attr-defined]
 
 
 register_backend("cpu", _make_cpu)

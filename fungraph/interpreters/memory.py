@@ -9,11 +9,11 @@ interval planner (``offsets.plan_offsets``) packs into one arena, 64-byte aligne
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from fungraph.interpreters.offsets import plan_offsets
-from fungraph.ir import Graph, Var
+from fungraph.ir import Eqn, Graph, Var
 
 ALIGNMENT = 64
 VIEW_PRIMITIVES = frozenset({"reshape", "transpose", "broadcast_in_dim", "slice", "rev"})
@@ -42,6 +42,7 @@ class MemoryPlan:
     strategy: str
     placements: dict[Var, Placement]
     planning_seconds: float
+    scratch: dict[int, Placement] = field(default_factory=dict)
 
     def summary(self) -> str:
         counts: dict[str, int] = {}
@@ -59,9 +60,11 @@ def _aligned(n: int) -> int:
 
 
 def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "greedy_size",
-                inplace: bool = True) -> MemoryPlan:
+                inplace: bool = True, scratch_bytes: Callable[[Eqn], int] | None = None) -> MemoryPlan:
     """Plan ``graph``'s intermediates. ``donated[i]`` lets input ``i``'s buffer be reused
-    by an in-place equation (it still lives outside the arena)."""
+    by an in-place equation (it still lives outside the arena). ``scratch_bytes(eqn)`` asks
+    for a block live only while that equation runs: where a backend runs a sub-graph (a cond
+    branch, a loop body) from its own plan, so sub-graph memory is planned recursively."""
     import time
 
     t0 = time.perf_counter()
@@ -113,8 +116,13 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
             end[o] = max(end.get(o, 0), last_use.get(o, i) + 1)
     buffers = [v for v in start if kind[v] == "buffer"]
     intervals = [(start[v], end[v], _aligned(v.aval.nbytes)) for v in buffers]
+    scratch_sizes = {i: scratch_bytes(e) for i, e in enumerate(graph.eqns)} if scratch_bytes else {}
+    scratch_sizes = {i: n for i, n in scratch_sizes.items() if n > 0}
+    intervals += [(i, i + 1, _aligned(n)) for i, n in scratch_sizes.items()]
     plan = plan_offsets(intervals, strategy=strategy, alignment=ALIGNMENT) if intervals else None
     offsets = dict(zip(buffers, plan.offsets)) if plan else {}
+    scratch = {i: Placement("scratch", off, n, i, i + 1)
+               for (i, n), off in zip(scratch_sizes.items(), plan.offsets[len(buffers):] if plan else ())}
     placements: dict[Var, Placement] = {}
     for v in list(graph.invars) + list(graph.constvars):
         placements[v] = Placement("pinned", -1, v.aval.nbytes, -1, last_use.get(v, -1) + 1)
@@ -126,7 +134,8 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
     pinned_bytes = sum(v.aval.nbytes for v in pinned)
     unplanned = sum(o.aval.nbytes for e in graph.eqns for o in e.outputs if o not in outputs)
     return MemoryPlan(plan.arena_bytes if plan else 0, plan.lower_bound_bytes if plan else 0, unplanned,
-                      pinned_bytes, plan.strategy if plan else "none", placements, time.perf_counter() - t0)
+                      pinned_bytes, plan.strategy if plan else "none", placements, time.perf_counter() - t0,
+                      scratch)
 
 
 def _inplace_candidate(e, o, i, root, kind, last_use, end, pinned, donated, outputs) -> Var | None:  # noqa: ANN001
@@ -161,8 +170,8 @@ def verify_plan(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) ->
     in-place reuse only where the primitive declares it."""
     from fungraph.interpreters.offsets import verify_offsets
 
-    roots = [(v, p) for v, p in plan.placements.items() if p.kind == "buffer"]
-    verify_offsets([(p.start, p.end, _aligned(p.size)) for _, p in roots], [p.offset for _, p in roots])
+    roots = [p for p in plan.placements.values() if p.kind == "buffer"] + list(plan.scratch.values())
+    verify_offsets([(p.start, p.end, _aligned(p.size)) for p in roots], [p.offset for p in roots])
     for v, p in plan.placements.items():
         if p.kind == "buffer" and p.offset + _aligned(p.size) > plan.arena_bytes:
             raise AssertionError(f"buffer of {v.aval} at {p.offset} exceeds the arena ({plan.arena_bytes} B)")

@@ -34,7 +34,7 @@ def _run(graph: Graph, args: Sequence[Any]) -> list[np.ndarray]:
     return compile_graph(graph).executable.run([np.asarray(a) for a in args])
 
 
-LOOP_STATS = {"iterations": 0, "carry_copies": 0, "last_tape_peak": 0, "last_tape_length": 0}
+LOOP_STATS = {"iterations": 0, "carry_copies": 0, "final_copies": 0, "last_tape_peak": 0, "last_tape_length": 0}
 
 
 def _while_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int,
