@@ -313,8 +313,9 @@ def verify(graph: Graph) -> None:
                 f"shape rule gives {', '.join(map(str, expected))}"
             )
         for p in eqn.params.values():
-            if isinstance(p, Graph):
-                verify(p)
+            for sub in (p if isinstance(p, tuple) else (p,)):
+                if isinstance(sub, Graph):
+                    verify(sub)
         for o in eqn.outputs:
             define(o, where)
     for a in graph.outvars:

@@ -294,3 +294,24 @@ def test_jitted_loops_are_right_for_every_trip_count_parity(n: int) -> None:
     c, ys = s(x)
     np.testing.assert_allclose(c, want, rtol=1e-14)
     assert ys.shape == (n, 64)
+
+
+def test_verifier_descends_into_every_branch() -> None:
+    from fungraph.ir import Eqn, Graph, Var, VerificationError
+
+    g = fg.make_graph(branchy)(0.5)
+    cond_eqn = next(e for e in g.eqns if e.primitive.name == "cond")
+    good, other = cond_eqn.params["branches"]
+    inner = other.eqns[0]
+    bad_out = Var(fg.ShapedArray((2,), np.float64))
+    broken = Graph(other.invars, other.constvars, other.consts,
+                   (Eqn(inner.primitive, inner.inputs, (bad_out,), inner.params),), (bad_out,))
+    params = dict(cond_eqn.params)
+    params["branches"] = (good, broken)
+    from fungraph.ir import Params
+
+    bad = Graph(g.invars, g.constvars, g.consts,
+                tuple(Eqn(e.primitive, e.inputs, e.outputs, Params(params)) if e is cond_eqn else e for e in g.eqns),
+                g.outvars)
+    with pytest.raises(VerificationError):
+        bad.verify()

@@ -133,6 +133,7 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
         placements[v] = Placement(k, off, v.aval.nbytes, s, end.get(r, s + 1), origin.get(v))
     pinned_bytes = sum(v.aval.nbytes for v in pinned)
     unplanned = sum(o.aval.nbytes for e in graph.eqns for o in e.outputs if o not in outputs)
+    unplanned += sum(scratch_sizes.values())
     return MemoryPlan(plan.arena_bytes if plan else 0, plan.lower_bound_bytes if plan else 0, unplanned,
                       pinned_bytes, plan.strategy if plan else "none", placements, time.perf_counter() - t0,
                       scratch)
