@@ -27,7 +27,6 @@ __all__ = [
     "while_loop",
 ]
 
-_ = (stop_gradient, dot_general)
 
 
 def padding_pairs(padding: Any, in_shape: Sequence[int], window: Sequence[int],

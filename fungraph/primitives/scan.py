@@ -123,7 +123,6 @@ def _scan_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], li
     n_known_out = len(known_b.outvars) - r
     res_vars = list(known_b.outvars[n_known_out:])
     const_invars = [v for v, u in zip(body.invars[nc + nx:], k_unk) if not u]
-    known_in_vars = list(known_b.invars)
     hoisted = [i for i, v in enumerate(res_vars) if v in const_invars]
     stacked = [i for i in range(r) if i not in hoisted]
     known_b = Graph(known_b.invars, known_b.constvars, known_b.consts, known_b.eqns,
@@ -156,7 +155,6 @@ def _scan_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], li
                   tuple(o for o, u in zip(outs_c, carry_unk) if u) + tuple(o for o, u in zip(outs_y, y_unk) if u),
                   Params({"body": lin_body, "length": length, "reverse": p["reverse"], "num_carry": n_cu,
                           "num_xs": len(stacked) + n_xu}), eqn.source)
-    _ = known_in_vars
     return [known_eqn], [lin_eqn]
 
 
