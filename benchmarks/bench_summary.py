@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
-from bench_jit import _mlp_params, chain20, numpy_step, sgd_step  # noqa: E402
+from bench_jit import _mlp_params, chain20, jax_sgd_step, numpy_step, sgd_step  # noqa: E402
 
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
@@ -64,18 +64,7 @@ def _jax_fn(jax: Any, key: str) -> Callable[..., Any] | None:
     elif key == "matmul":
         f = jax.jit(lambda p, q: p @ q)
     else:
-        def jloss(params, x, y):
-            h = x
-            for layer in params[:-1]:
-                h = jax.nn.relu(h @ layer["w"] + layer["b"])
-            logits = h @ params[-1]["w"] + params[-1]["b"]
-            return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(logits), axis=-1))
-
-        def step(params, x, y):
-            loss, grads = jax.value_and_grad(jloss)(params, x, y)
-            return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
-
-        f = jax.jit(step)
+        f = jax.jit(jax_sgd_step(jax))
     return lambda *a: jax.block_until_ready(f(*a))
 
 

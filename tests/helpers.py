@@ -82,3 +82,61 @@ def draw_batched(data: st.DataObject, rec: OpRecord, dtype_choices: tuple | None
         axes.append(axis)
         examples.append(per)
     return batched, tuple(axes), [tuple(e[k] for e in examples) for k in range(size)]
+
+
+def assert_tree_matches(got: Any, want: Any, tol: float, what: str) -> None:
+    """``assert_matches`` leaf by leaf for tuple/list results (e.g. linalg's namedtuples)."""
+    if isinstance(want, (tuple, list)):
+        assert len(got) == len(want), what
+        for g, w in zip(got, want):
+            assert_tree_matches(g, w, tol, what)
+        return
+    assert_matches(got, want, tol, what)
+
+
+def check_values(data: st.DataObject, rec: OpRecord) -> None:
+    """``rec.fun`` equals numpy's reference eagerly and via ``eval_graph(make_graph(...))``."""
+    import fungraph as fg
+
+    args = draw_args(data, rec)
+    tol = tolerance(rec, args)
+    with np.errstate(all="ignore"):
+        want = rec.ref(*args)
+        assert_tree_matches(rec.fun(*args), want, tol, f"{rec.name} eager")
+        graph = fg.make_graph(rec.fun)(*args)
+        graph.verify()
+        (staged,) = fg.eval_graph(graph, *args)
+    assert_tree_matches(staged, want, tol, f"{rec.name} via eval_graph(make_graph)")
+
+
+def check_derivatives(data: st.DataObject, rec: OpRecord, order: int) -> None:
+    """Forward and reverse derivatives against finite differences, in float64."""
+    from fungraph.testing import check_grads
+
+    args = draw_args(data, rec, dtype_choices=(dtypes.float64,), seeded=True)
+    f, float_args = with_float_args(rec.fun, args)
+    check_grads(f, float_args, order=order)
+
+
+def check_zero_tangents(data: st.DataObject, rec: OpRecord) -> None:
+    """A non-differentiable function pushes every tangent to exactly zero."""
+    import fungraph as fg
+
+    args = draw_args(data, rec, dtype_choices=(dtypes.float64,), seeded=True)
+    f, float_args = with_float_args(rec.fun, args)
+    if not float_args:
+        return
+    out, t_out = fg.jvp(f, tuple(float_args), tuple(np.ones_like(a) for a in float_args))
+    np.testing.assert_array_equal(np.asarray(t_out), np.zeros(np.shape(out), np.asarray(t_out).dtype))
+
+
+def check_vmap_against_loop(data: st.DataObject, rec: OpRecord) -> None:
+    """``vmap`` along random axes equals stacking a Python loop over the examples."""
+    import fungraph as fg
+
+    batched, axes, per_example = draw_batched(data, rec)
+    out_axis = data.draw(st.integers(-1, 0), label="out_axis")
+    with np.errstate(all="ignore"):
+        got = fg.vmap(rec.fun, in_axes=axes, out_axes=out_axis)(*batched)
+        want = np.stack([np.asarray(rec.fun(*ex)) for ex in per_example], axis=out_axis)
+    assert_matches(got, want, tolerance(rec, batched), f"vmap({rec.name}) in_axes={axes}")

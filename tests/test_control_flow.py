@@ -78,6 +78,17 @@ def nested_py(x):
     return v
 
 
+def newton_solve(theta):
+    """The root x of x^3 + theta x - 1 = 0, by Newton steps until the step is tiny."""
+
+    def body(c):
+        x, _ = c
+        step = (x ** 3 + theta * x - 1.0) / (3 * x ** 2 + theta)
+        return x - step, fnp.abs(step)
+
+    return lax.while_loop(lambda c: c[1] > 1e-14, body, (1.0, 1.0))[0]
+
+
 CASES = [(branchy, branchy_py), (scanned, scanned_py), (looped, looped_py), (nested, nested_py)]
 
 
@@ -154,21 +165,14 @@ def test_scan_reverse_pytrees_and_length() -> None:
 def test_newton_while_loop_gradient_is_the_implicit_derivative() -> None:
     """x(theta) solves x^3 + theta x - 1 = 0; dx/dtheta = -x / (3 x^2 + theta)."""
 
-    def solve(theta):
-        def body(c):
-            x, _ = c
-            step = (x ** 3 + theta * x - 1.0) / (3 * x ** 2 + theta)
-            return x - step, fnp.abs(step)
-
-        return lax.while_loop(lambda c: c[1] > 1e-14, body, (1.0, 1.0))[0]
-
     for theta in (0.5, 1.0, 3.0):
-        x = solve(theta)
+        x = newton_solve(theta)
         assert x ** 3 + theta * x - 1.0 == pytest.approx(0.0, abs=1e-12)
         implicit = -x / (3 * x ** 2 + theta)
-        assert abs(fg.grad(solve)(theta) - implicit) < 1e-10
-        assert abs(fg.jit(fg.grad(solve))(theta) - implicit) < 1e-10
-    np.testing.assert_allclose(fg.vmap(solve)(np.array([0.5, 1.0, 3.0])), [solve(t) for t in (0.5, 1.0, 3.0)])
+        assert abs(fg.grad(newton_solve)(theta) - implicit) < 1e-10
+        assert abs(fg.jit(fg.grad(newton_solve))(theta) - implicit) < 1e-10
+    thetas = np.array([0.5, 1.0, 3.0])
+    np.testing.assert_allclose(fg.vmap(newton_solve)(thetas), [newton_solve(t) for t in thetas])
     assert tape_count() == 0
 
 
@@ -247,18 +251,10 @@ def test_errors() -> None:
 
 
 def test_vmap_of_grad_through_while_masks_lanes_with_different_trip_counts() -> None:
-    def solve(theta):
-        def body(c):
-            x, _ = c
-            step = (x ** 3 + theta * x - 1.0) / (3 * x ** 2 + theta)
-            return x - step, fnp.abs(step)
-
-        return lax.while_loop(lambda c: c[1] > 1e-14, body, (1.0, 1.0))[0]
-
     ts = np.array([0.5, 1.0, 3.0, 10.0])
-    want = [fg.grad(solve)(t) for t in ts]
-    np.testing.assert_allclose(fg.vmap(fg.grad(solve))(ts), want, rtol=1e-12)
-    np.testing.assert_allclose(fg.jit(fg.vmap(fg.grad(solve)))(ts), want, rtol=1e-12)
+    want = [fg.grad(newton_solve)(t) for t in ts]
+    np.testing.assert_allclose(fg.vmap(fg.grad(newton_solve))(ts), want, rtol=1e-12)
+    np.testing.assert_allclose(fg.jit(fg.vmap(fg.grad(newton_solve)))(ts), want, rtol=1e-12)
     assert tape_count() == 0
 
 

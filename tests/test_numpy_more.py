@@ -12,10 +12,17 @@ from hypothesis import strategies as st
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import dtypes
-from fungraph.testing import check_grads
 from fungraph.testing.op_records_more import MORE_RECORDS
 from fungraph.testing.strategies import random_array
-from tests.helpers import assert_matches, draw_args, draw_batched, tolerance, with_float_args
+from tests.helpers import (
+    assert_tree_matches,
+    check_derivatives,
+    check_values,
+    check_vmap_against_loop,
+    check_zero_tangents,
+    draw_args,
+    tolerance,
+)
 
 RECORDS = {r.name: r for r in MORE_RECORDS}
 DIFFERENTIABLE = [r.name for r in MORE_RECORDS if r.differentiable and "no_grad" not in r.tags]
@@ -23,29 +30,11 @@ NON_DIFFERENTIABLE = [r.name for r in MORE_RECORDS
                       if not r.differentiable and any(dtypes.is_float(d) for d in r.dtypes)]
 
 
-def _assert_tree_matches(got, want, tol: float, what: str) -> None:
-    if isinstance(want, (tuple, list)):
-        assert len(got) == len(want), what
-        for g, w in zip(got, want):
-            _assert_tree_matches(g, w, tol, what)
-        return
-    assert_matches(got, want, tol, what)
-
-
 @pytest.mark.parametrize("name", list(RECORDS))
 @settings(max_examples=10)
 @given(data=st.data())
 def test_matches_numpy_eager_and_staged(name: str, data: st.DataObject) -> None:
-    rec = RECORDS[name]
-    args = draw_args(data, rec)
-    with np.errstate(all="ignore"):
-        want = rec.ref(*args)
-        tol = tolerance(rec, args)
-        _assert_tree_matches(rec.fun(*args), want, tol, f"{name} eager")
-        graph = fg.make_graph(rec.fun)(*args)
-        graph.verify()
-        (staged,) = fg.eval_graph(graph, *args)
-    _assert_tree_matches(staged, want, tol, f"{name} via eval_graph(make_graph)")
+    check_values(data, RECORDS[name])
 
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
@@ -53,23 +42,14 @@ def test_matches_numpy_eager_and_staged(name: str, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_derivatives_match_finite_differences(name: str, data: st.DataObject) -> None:
     rec = RECORDS[name]
-    args = draw_args(data, rec, dtype_choices=(dtypes.float64,), seeded=True)
-    f, float_args = with_float_args(rec.fun, args)
-    order = 1 if "grad1" in rec.tags else rec.grad_order
-    check_grads(f, float_args, order=order)
+    check_derivatives(data, rec, 1 if "grad1" in rec.tags else rec.grad_order)
 
 
 @pytest.mark.parametrize("name", NON_DIFFERENTIABLE)
 @settings(max_examples=2)
 @given(data=st.data())
 def test_non_differentiable_rows_have_zero_tangents(name: str, data: st.DataObject) -> None:
-    rec = RECORDS[name]
-    args = draw_args(data, rec, dtype_choices=(dtypes.float64,), seeded=True)
-    f, float_args = with_float_args(rec.fun, args)
-    if not float_args:
-        return
-    out, t_out = fg.jvp(f, tuple(float_args), tuple(np.ones_like(a) for a in float_args))
-    np.testing.assert_array_equal(np.asarray(t_out), np.zeros(np.shape(out), np.asarray(t_out).dtype))
+    check_zero_tangents(data, RECORDS[name])
 
 
 @pytest.mark.parametrize("name", list(RECORDS))
@@ -81,20 +61,14 @@ def test_jit_matches_eager(name: str, data: st.DataObject) -> None:
     with np.errstate(all="ignore"):
         want = rec.fun(*args)
         got = fg.jit(rec.fun)(*args)
-    _assert_tree_matches(got, want, tolerance(rec, args), f"jit({name})")
+    assert_tree_matches(got, want, tolerance(rec, args), f"jit({name})")
 
 
 @pytest.mark.parametrize("name", list(RECORDS))
 @settings(max_examples=8)
 @given(data=st.data())
 def test_vmap_matches_a_python_loop(name: str, data: st.DataObject) -> None:
-    rec = RECORDS[name]
-    batched, axes, per_example = draw_batched(data, rec)
-    out_axis = data.draw(st.integers(-1, 0), label="out_axis")
-    with np.errstate(all="ignore"):
-        got = fg.vmap(rec.fun, in_axes=axes, out_axes=out_axis)(*batched)
-        want = np.stack([np.asarray(rec.fun(*ex)) for ex in per_example], axis=out_axis)
-    assert_matches(got, want, tolerance(rec, batched), f"vmap({name}) in_axes={axes}")
+    check_vmap_against_loop(data, RECORDS[name])
 
 
 @pytest.mark.parametrize("name", ["sort", "cumsum", "cumprod", "eigh", "svd", "inv", "cholesky", "qr", "pad_reflect"])

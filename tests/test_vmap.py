@@ -11,7 +11,7 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import dtypes, nn
 from fungraph.testing import OP_RECORDS
-from tests.helpers import assert_matches, draw_batched, tolerance
+from tests.helpers import check_vmap_against_loop, draw_batched
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 
@@ -20,13 +20,7 @@ RECORDS = {r.name: r for r in OP_RECORDS}
 @settings(max_examples=12)
 @given(data=st.data())
 def test_vmap_matches_a_python_loop(name: str, data: st.DataObject) -> None:
-    rec = RECORDS[name]
-    batched, axes, per_example = draw_batched(data, rec)
-    out_axis = data.draw(st.integers(-1, 0), label="out_axis")
-    with np.errstate(all="ignore"):
-        got = fg.vmap(rec.fun, in_axes=axes, out_axes=out_axis)(*batched)
-        want = np.stack([np.asarray(rec.fun(*ex)) for ex in per_example], axis=out_axis)
-    assert_matches(got, want, tolerance(rec, batched), f"vmap({name}) in_axes={axes}")
+    check_vmap_against_loop(data, RECORDS[name])
 
 
 @pytest.mark.parametrize("name", [r.name for r in OP_RECORDS if r.differentiable])
