@@ -44,10 +44,25 @@ def bench_dispatch(jax) -> list[list[str]]:
     return rows
 
 
-def chain20(x, a, b):
-    for i in range(10):
+def muladd_chain(x, a, b, pairs=10):
+    """``2 * pairs`` alternating multiplies and adds (any numpy-like ``x``)."""
+    for i in range(pairs):
         x = x * a + b if i % 2 == 0 else x * b + a
     return x
+
+
+def numpy_muladd_out(x, a, b, out, pairs=10):
+    """``muladd_chain`` in numpy with one preallocated output (``out=``)."""
+    np.multiply(x, a, out=out)
+    np.add(out, b, out=out)
+    for i in range(1, pairs):
+        np.multiply(out, b if i % 2 else a, out=out)
+        np.add(out, a if i % 2 else b, out=out)
+    return out
+
+
+def chain20(x, a, b):
+    return muladd_chain(x, a, b, 10)
 
 
 def bench_chain(n: int, jax) -> list[list[str]]:
@@ -57,12 +72,7 @@ def bench_chain(n: int, jax) -> list[list[str]]:
     out = np.empty_like(x)
 
     def numpy_out():
-        np.multiply(x, a, out=out)
-        np.add(out, b, out=out)
-        for i in range(1, 10):
-            np.multiply(out, b if i % 2 else a, out=out)
-            np.add(out, a if i % 2 else b, out=out)
-        return out
+        return numpy_muladd_out(x, a, b, out, 10)
 
     f = fg.jit(chain20)
     f(x, a, b)

@@ -23,7 +23,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import median_time, table  # noqa: E402
-from bench_jit import _mlp_params, numpy_step, sgd_step  # noqa: E402
+from bench_jit import _mlp_params, muladd_chain, numpy_step, sgd_step  # noqa: E402
+from bench_jit import numpy_muladd_out as numpy_muladd_out_n  # noqa: E402
 
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
@@ -52,9 +53,7 @@ def resident(*xs):
 
 
 def chain_muladd(x, a, b):
-    for i in range(5):
-        x = x * a + b if i % 2 == 0 else x * b + a
-    return x
+    return muladd_chain(x, a, b, 5)
 
 
 def chain_transcendental(x, a, b):
@@ -66,12 +65,7 @@ def chain_transcendental(x, a, b):
 
 
 def numpy_muladd_out(x, a, b, out):
-    np.multiply(x, a, out=out)
-    np.add(out, b, out=out)
-    for i in range(1, 5):
-        np.multiply(out, b if i % 2 else a, out=out)
-        np.add(out, a if i % 2 else b, out=out)
-    return out
+    return numpy_muladd_out_n(x, a, b, out, 5)
 
 
 def numpy_transcendental_out(x, a, b, out):
