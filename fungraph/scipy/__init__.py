@@ -1,0 +1,16 @@
+"""``fungraph.scipy``: the parts of SciPy that numerical code ported from numpy reaches for
+(``special``, ``stats``, ``signal``, ``integrate``), differentiable and batchable like
+``jax.scipy``. Submodules are imported on first use so ``import fungraph`` stays cheap."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = ["integrate", "signal", "special", "stats"]
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in __all__:
+        return importlib.import_module(f"fungraph.scipy.{name}")
+    raise AttributeError(f"module 'fungraph.scipy' has no attribute {name!r}")
