@@ -97,7 +97,7 @@ class Var:
 class Literal:
     """A scalar constant written inline in an equation."""
 
-    value: bool | int | float
+    value: bool | int | float | complex
     aval: ShapedArray
 
     def __str__(self) -> str:
@@ -112,11 +112,14 @@ class Literal:
 Atom = Var | Literal
 
 
-def format_scalar(value: bool | int | float) -> str:
+def format_scalar(value: bool | int | float | complex) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, complex):
+        sign = "-" if math.copysign(1.0, value.imag) < 0 else "+"
+        return f"{value.real!r}{sign}{abs(value.imag)!r}j"
     return repr(float(value))
 
 
@@ -164,6 +167,30 @@ class Eqn:
     params: Params
     source: str | None = field(default=None, compare=False)
 
+    @cached_property
+    def signature(self) -> int:
+        """A small int naming (primitive, output types, params): equal for equal equations."""
+        return intern_signature((self.primitive.name, tuple([o.aval for o in self.outputs]), self.params))
+
+
+# Structural keys refer to atoms by small ints: eqn outputs count up from 0 in order, graph
+# inputs are -1, -2, ..., constants start at CONST_REF, literals at LITERAL_REF.
+CONST_REF = -(1 << 40)
+LITERAL_REF = -(1 << 50)
+_SIGNATURES: dict[Any, int] = {}
+
+
+def intern_signature(key: Any) -> int:
+    """The process-wide id of ``key``; ids are never reused, so equal ids mean equal keys."""
+    sid = _SIGNATURES.get(key)
+    if sid is None:
+        sid = _SIGNATURES[key] = len(_SIGNATURES)
+    return sid
+
+
+def literal_ref(lit: Literal) -> int:
+    return LITERAL_REF - intern_signature(("lit", format_scalar(lit.value), lit.aval))
+
 
 def _readonly(c: Any) -> np.ndarray:
     arr = np.array(c, copy=True)
@@ -199,30 +226,29 @@ class Graph:
 
     @cached_property
     def structural_key(self) -> tuple:
-        """A key equal for two graphs exactly when they are equal up to renaming vars."""
-        ids: dict[Var, int] = {}
+        """A key equal for two graphs exactly when they are equal up to renaming vars.
 
-        def ref(a: Atom) -> Any:
-            if isinstance(a, Literal):
-                return ("lit", format_scalar(a.value), a.aval)
-            return ids[a]
-
-        for v in self.invars + self.constvars:
-            ids[v] = len(ids)
-        eqn_keys = []
+        Equations appear as ``(signature, *input refs)`` tuples of ints, so hashing and
+        comparing keys runs at C speed; staging builds the key while it traces."""
+        ids: dict[Atom, int] = {v: -1 - i for i, v in enumerate(self.invars)}
+        ids.update({v: CONST_REF - k for k, v in enumerate(self.constvars)})
+        rows = []
+        n = 0
         for e in self.eqns:
-            ins = tuple([ref(a) for a in e.inputs])
+            row = [e.signature]
+            for a in e.inputs:
+                r = ids.get(a)
+                row.append(literal_ref(a) if r is None else r)
+            rows.append(tuple(row))
             for o in e.outputs:
-                ids[o] = len(ids)
-            eqn_keys.append((e.primitive.name, ins, tuple([o.aval for o in e.outputs]), e.params))
+                ids[o] = n
+                n += 1
+        outs = tuple(literal_ref(a) if isinstance(a, Literal) else ids[a] for a in self.outvars)
+        return self.key_from_rows(tuple(rows), outs)
+
+    def key_from_rows(self, rows: tuple[tuple[int, ...], ...], outs: tuple[int, ...]) -> tuple:
         consts = tuple((c.dtype.str, c.shape, c.tobytes()) for c in self.consts)
-        return (
-            tuple(v.aval for v in self.invars),
-            tuple(v.aval for v in self.constvars),
-            consts,
-            tuple(eqn_keys),
-            tuple(ref(a) for a in self.outvars),
-        )
+        return (tuple(v.aval for v in self.invars), tuple(v.aval for v in self.constvars), consts, rows, outs)
 
     @cached_property
     def _hash(self) -> int:

@@ -131,6 +131,37 @@ def test_random_programs_print_parse_verify_and_evaluate(prog: Program) -> None:
         np.testing.assert_array_equal(np.asarray(o), np.asarray(w))
 
 
+def _rebuilt_key(g: Graph) -> tuple:
+    return Graph(g.invars, g.constvars, g.consts, g.eqns, g.outvars).structural_key
+
+
+@settings(max_examples=40)
+@given(prog=programs())
+def test_key_built_while_staging_equals_the_recomputed_key(prog: Program) -> None:
+    assert "structural_key" in prog.graph.__dict__
+    assert prog.graph.structural_key == _rebuilt_key(prog.graph)
+
+
+def test_staged_key_with_constants_literals_and_closed_over_tracers() -> None:
+    c = np.arange(6.0).reshape(2, 3)
+    seen = []
+
+    def outer(y):
+        def inner(x):
+            return fnp.sin(x) * y + c * 2.0 + 1.0, x
+
+        g, closure = fg.interpreters.staging.stage(lambda x: list(inner(x)), [ShapedArray((2, 3), np.float64)])
+        seen.append(g)
+        return fnp.sum(fg.eval_graph(g, np.ones((2, 3)), *closure)[0])
+
+    fg.grad(outer)(np.ones((2, 3)))
+    g = seen[0]
+    assert len(g.invars) == 2 and len(g.constvars) >= 1
+    assert g.structural_key == _rebuilt_key(g)
+    other = fg.make_graph(lambda x: fnp.sin(x) * 2.0)(np.ones((2, 3)))
+    assert other.structural_key == _rebuilt_key(other) and other != g
+
+
 def test_eval_graph_checks_argument_types() -> None:
     g = fg.make_graph(lambda x: x + 1.0)(np.ones(3))
     with pytest.raises(TypeError, match=r"input 0 has type f64\[3\], but the argument has type f64\[4\]"):

@@ -18,7 +18,7 @@ from fungraph.core import (
     new_main,
     user_source,
 )
-from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var
+from fungraph.ir import CONST_REF, Atom, Eqn, Graph, Literal, Params, ShapedArray, Var, literal_ref
 
 
 class GraphTracer(Tracer):
@@ -43,6 +43,16 @@ class GraphBuilder:
         self.const_tracers: dict[int, GraphTracer] = {}
         self.const_values: dict[Var, Any] = {}
         self.invars: list[Var] = []
+        # The graph's structural key, built while tracing (see Graph.structural_key).
+        self.refs: dict[Var, int] = {}
+        self.rows: list[tuple[int, ...]] = []
+        self.n_concrete = 0
+        self.n_outs = 0
+        self.n_closure = 0
+        self.n_args_at_first_closure: int | None = None
+
+    def ref(self, a: Atom) -> int:
+        return self.refs[a] if isinstance(a, Var) else literal_ref(a)
 
     def new_tracer(self, trace: GraphTrace, aval: ShapedArray) -> tuple[GraphTracer, Var]:
         t = GraphTracer(trace, aval)
@@ -66,8 +76,10 @@ class GraphTrace(Trace):
         return self.main.global_data
 
     def new_arg(self, aval: ShapedArray) -> GraphTracer:
-        t, v = self.builder.new_tracer(self, aval)
-        self.builder.invars.append(v)
+        b = self.builder
+        t, v = b.new_tracer(self, aval)
+        b.refs[v] = -1 - len(b.invars)
+        b.invars.append(v)
         return t
 
     def pure(self, val: Any) -> GraphTracer:
@@ -88,22 +100,41 @@ class GraphTrace(Trace):
         else:
             v = Var(aval)
             self.builder.tracer_to_atom[id(t)] = v
-            self.builder.const_values[v] = val
+            self._add_const(v, val)
             self.builder.const_tracers[key] = t
         return t
+
+    def _add_const(self, v: Var, val: Any) -> None:
+        b = self.builder
+        b.const_values[v] = val
+        if isinstance(val, Tracer):
+            if b.n_args_at_first_closure is None:
+                b.n_args_at_first_closure = len(b.invars)
+            b.refs[v] = -1 - b.n_args_at_first_closure - b.n_closure
+            b.n_closure += 1
+        else:
+            b.refs[v] = CONST_REF - b.n_concrete
+            b.n_concrete += 1
 
     lift = pure
 
     def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> list[GraphTracer]:
         avals_out = checked_abstract_eval(prim, [t.aval for t in tracers], params)
-        inputs = tuple(self.builder.atom(t) for t in tracers)
+        b = self.builder
+        inputs = tuple(b.atom(t) for t in tracers)
         outs = []
         outvars = []
+        refs = b.refs
         for a in avals_out:
-            t, v = self.builder.new_tracer(self, a)
+            t, v = b.new_tracer(self, a)
             outs.append(t)
             outvars.append(v)
-        self.builder.eqns.append(Eqn(prim, inputs, tuple(outvars), params, user_source()))
+        eqn = Eqn(prim, inputs, tuple(outvars), params, user_source())
+        b.rows.append((eqn.signature, *[b.ref(a) for a in inputs]))
+        for v in outvars:
+            refs[v] = b.n_outs
+            b.n_outs += 1
+        b.eqns.append(eqn)
         return outs
 
 
@@ -139,7 +170,7 @@ def _materialise_literal(trace: GraphTrace, t: GraphTracer) -> GraphTracer:
     lit = trace.builder.tracer_to_atom[id(t)]
     assert isinstance(lit, Literal)
     new, v = trace.builder.new_tracer(trace, lit.aval)
-    trace.builder.const_values[v] = np.asarray(lit.value, lit.aval.dtype)
+    trace._add_const(v, np.asarray(lit.value, lit.aval.dtype))
     return new
 
 
@@ -158,4 +189,7 @@ def _build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer], main: MainT
     outvars = tuple(builder.atom(t) for t in outs)
     graph = Graph(tuple(builder.invars) + tuple(closure_vars), tuple(constvars), tuple(consts),
                   tuple(builder.eqns), outvars)
+    if builder.n_args_at_first_closure in (None, len(builder.invars)):
+        key = graph.key_from_rows(tuple(builder.rows), tuple(builder.ref(a) for a in outvars))
+        graph.__dict__["structural_key"] = key
     return graph, closure_args
