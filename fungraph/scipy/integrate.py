@@ -24,7 +24,7 @@ from fungraph.core import Tracer
 from fungraph.custom_derivatives import custom_vjp
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.staging import stage
-from fungraph.lax import scan, while_loop
+from fungraph.lax import scan, stop_gradient, while_loop
 from fungraph.numpy._util import asarray, cast
 from fungraph.tree_util import tree_flatten, tree_unflatten
 
@@ -92,12 +92,16 @@ def _scaled_error(err: Any, y0: Any, y1: Any, opts: _Options) -> Any:
 
 def _initial_step(fun: Dynamics, y0: Any, f0: Any, t0: Any, opts: _Options) -> Any:
     """A first step size from the sizes of ``y0``, ``f0`` and a finite-difference estimate of
-    the second derivative (Hairer, Nørsett & Wanner, II.4)."""
+    the second derivative (Hairer, Nørsett & Wanner, II.4). Step sizes are control, not
+    values: they carry no derivative, so differentiating *through* the solver (what ``grad`` of
+    a ``vmap`` of ``odeint`` does, see the docs) gives the derivative of the discrete solution at
+    fixed steps, with no ``sqrt``-at-zero NaN from the error norms."""
+    y0, f0 = stop_gradient(y0), stop_gradient(f0)
     scale = opts.atol + fnp.abs(y0) * opts.rtol
     d0 = _rms(y0 / scale)
     d1 = _rms(f0 / scale)
     h0 = fnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / fnp.maximum(d1, 1e-300))
-    f1 = fun(y0 + h0 * f0, t0 + h0)
+    f1 = stop_gradient(fun(y0 + h0 * f0, stop_gradient(t0) + h0))
     d2 = _rms((f1 - f0) / scale) / h0
     biggest = fnp.maximum(d1, d2)
     h1 = fnp.where(biggest <= 1e-15, fnp.maximum(1e-6, h0 * 1e-3),
@@ -123,10 +127,11 @@ def _advance(fun: Dynamics, y: Any, f0: Any, t: Any, target: Any, dt: Any, opts:
         last = dt_ >= target - t_
         h = fnp.where(last, target - t_, dt_)
         y_new, f_new, err = _rk_step(fun, y_, f_, t_, h)
-        ratio = _scaled_error(err, y_, y_new, opts)
+        # Step-size control carries no derivative (see _initial_step).
+        ratio = _scaled_error(*(stop_gradient(v) for v in (err, y_, y_new)), opts)
         ok = ratio <= 1.0
         factor = fnp.clip(_SAFETY * (ratio + 1e-30) ** (-1 / 5), _MIN_FACTOR, _MAX_FACTOR)
-        proposed = h * factor
+        proposed = stop_gradient(h) * factor
         # A step shortened to land on ``target`` says little about the natural step size.
         proposed = fnp.where(ok & last, fnp.maximum(proposed, dt_), proposed)
         proposed = fnp.minimum(proposed, opts.hmax)
