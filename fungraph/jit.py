@@ -31,7 +31,8 @@ from fungraph.interpreters.graph_transforms import (
     transpose_graph,
 )
 from fungraph.interpreters.memory import MemoryPlan, plan_memory
-from fungraph.interpreters.optimize import PassStat, format_stats, optimize
+from fungraph.interpreters.optimize import DEFAULT_PASSES, Pass, PassStat, format_stats, optimize
+from fungraph.interpreters.regions import fuse_regions
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.primitives._rules import is_undefined, zeros
@@ -61,7 +62,7 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
     if hit is not None:
         return hit
     t0 = time.perf_counter()
-    optimised, stats = optimize(graph)
+    optimised, stats = optimize(graph, backend_passes(factory))
     t1 = time.perf_counter()
     optimised, plan = best_schedule(optimised, donated, getattr(factory, "scratch_bytes", None))
     t2 = time.perf_counter()
@@ -71,6 +72,15 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
                         {"optimise": t1 - t0, "plan": t2 - t1, "prepare": t3 - t2})
     _COMPILED[key] = compiled
     return compiled
+
+
+def backend_passes(factory: Any) -> tuple[tuple[str, Pass], ...]:
+    """The default passes, then elementwise regions for a backend that runs them as units
+    (it names the smallest region worth fusing, in bytes of its shape)."""
+    region_bytes = getattr(factory, "region_bytes", None)
+    if region_bytes is None:
+        return DEFAULT_PASSES
+    return DEFAULT_PASSES + (("fuse_regions", functools.partial(fuse_regions, min_bytes=region_bytes)),)
 
 
 MAX_SCHEDULE_SEARCH_EQNS = 3000

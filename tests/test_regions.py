@@ -1,0 +1,176 @@
+"""Elementwise fusion regions: the grouping pass, the CPU engine's chunked lowering, and the
+engine's recycling of dropped output buffers."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fungraph as fg
+import fungraph.backends.cpu_regions as cpu_regions
+import fungraph.numpy as fnp
+from fungraph.backends import backend_factory
+from fungraph.backends.cpu import ENGINE_STATS, CpuExecutable
+from fungraph.interpreters.memory import plan_memory, verify_plan
+from fungraph.interpreters.optimize import optimize
+from fungraph.interpreters.regions import find_regions, fuse_regions
+from fungraph.jit import backend_passes, clear_caches, compile_graph
+from fungraph.testing import Program, programs
+
+
+@pytest.fixture
+def tiny_chunks() -> Iterator[None]:
+    """Fuse every region and split it into chunks of a few rows, so small test arrays
+    exercise the chunked path (whole chunks, a tail chunk, broadcast inputs)."""
+    factory = backend_factory("cpu")
+    old = factory.region_bytes, cpu_regions.CHUNK_BYTES
+    factory.region_bytes, cpu_regions.CHUNK_BYTES = 0, 24
+    clear_caches()
+    cpu_regions._chunk_body.cache_clear()
+    yield
+    factory.region_bytes, cpu_regions.CHUNK_BYTES = old
+    clear_caches()
+    cpu_regions._chunk_body.cache_clear()
+
+
+def _fusions(g: fg.Graph) -> list[fg.Eqn]:
+    return [e for e in g.eqns if e.primitive.name == "fusion"]
+
+
+@settings(max_examples=60)
+@given(prog=programs())
+def test_regions_preserve_meaning_and_validity(prog: Program) -> None:
+    g, _ = optimize(prog.graph)
+    fused = fuse_regions(g)
+    fused.verify()
+    assert fg.parse(str(fused)) == fused
+    covered = sum(len(e.params["call"].eqns) - 1 for e in _fusions(fused))
+    assert len(fused.eqns) == len(g.eqns) - covered
+    for e in _fusions(fused):
+        body = e.params["call"]
+        assert len(body.eqns) >= 2
+        assert all(b.primitive.elementwise for b in body.eqns)
+        assert {o.aval.shape for b in body.eqns for o in b.outputs} == {body.outvars[0].aval.shape}
+    for a, b in zip(fg.eval_graph(fused, *prog.args), fg.eval_graph(g, *prog.args)):
+        np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prog=programs())
+def test_chunked_regions_equal_unfused_execution_bit_for_bit(tiny_chunks: None, prog: Program) -> None:
+    c = compile_graph(prog.graph)
+    verify_plan(c.graph, c.plan)
+    want = fg.eval_graph(c.staged, *prog.args)
+    for a, b in zip(c.executable.run(list(prog.args)), want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_value_that_depends_on_the_region_from_outside_starts_a_new_region() -> None:
+    def f(x, y):
+        a = x * 2.0 + y
+        total = fnp.sum(a)
+        return fnp.tanh(a) * total - 1.0, a
+
+    g = fg.make_graph(f)(np.ones((4, 3)), np.ones((4, 3)))
+    assert [[g.eqns[i].primitive.name for i in r] for r in find_regions(g)] == [["mul", "add", "tanh"],
+                                                                                ["mul", "sub"]]
+    fused = fuse_regions(g)
+    assert [e.primitive.name for e in fused.eqns] == ["fusion", "reduce_sum", "fusion"]
+    x, y = np.random.default_rng(0).standard_normal((2, 4, 3))
+    for a, b in zip(fg.eval_graph(fused, x, y), f(x, y)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_small_regions_are_left_alone_on_cpu() -> None:
+    tiny = fg.jit(lambda x: x * 2.0 + 1.0).lower(np.ones(10, np.float32))
+    assert not _fusions(tiny.graph)
+    big = fg.jit(lambda x: fnp.tanh(x * 2.0 + 1.0)).lower(np.ones(1 << 20, np.float32))
+    assert len(_fusions(big.graph)) == 1 and "fusion" in big.text
+    assert [s.name for s in big.stats][-1] == "fuse_regions"
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64])
+def test_chunked_region_with_broadcast_inputs_and_a_tail(tiny_chunks: None, rows: int) -> None:
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 5))
+    col, row, s = rng.standard_normal((rows, 1)), rng.standard_normal(5), np.float64(0.5)
+
+    def f(x, col, row, s):
+        y = fnp.sin(x * col + row) * s
+        return fnp.maximum(y, 0.1) - x, y > 0
+
+    got = fg.jit(f)(x, col, row, s)
+    want = f(x, col, row, s)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    body = _fusions(fg.jit(f).lower(x, col, row, s).graph)[0].params["call"]
+    assert cpu_regions.chunk_rows(body) == max(1, min(rows, 24 // (5 * 8)))
+
+
+def test_regions_compose_with_grad_and_vmap(tiny_chunks: None) -> None:
+    def f(x, w):
+        return fnp.sum(fnp.tanh(x * w + 1.0) * x)
+
+    x, w = np.random.default_rng(1).standard_normal((2, 6, 3))
+    g = fg.make_graph(f)(x, w)
+    fused = fuse_regions(optimize(g)[0])
+    assert _fusions(fused)
+
+    def via_fused(x, w):
+        return fg.eval_graph(fused, x, w)[0]
+
+    np.testing.assert_allclose(fg.grad(via_fused, argnums=(0, 1))(x, w), fg.grad(f, argnums=(0, 1))(x, w),
+                               rtol=1e-12)
+    xs, ws = np.random.default_rng(2).standard_normal((2, 4, 6, 3))
+    np.testing.assert_allclose(fg.vmap(via_fused)(xs, ws), [f(a, b) for a, b in zip(xs, ws)], rtol=1e-12)
+    np.testing.assert_allclose(fg.jit(fg.grad(f))(x, w), fg.grad(f)(x, w), rtol=1e-12)
+
+
+def test_backend_passes_add_regions_only_where_the_backend_asks() -> None:
+    assert [n for n, _ in backend_passes(backend_factory("cpu"))][-1] == "fuse_regions"
+    assert "fuse_regions" not in [n for n, _ in backend_passes(object())]
+
+
+@given(n=st.integers(1, 40))
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_region_plan_includes_its_chunk_scratch(tiny_chunks: None, n: int) -> None:
+    g = fuse_regions(fg.make_graph(lambda x: fnp.exp(fnp.sin(x) * 2.0) + x)(np.ones((n, 3))))
+    plan = plan_memory(g, scratch_bytes=backend_factory("cpu").scratch_bytes)
+    verify_plan(g, plan)
+    assert list(plan.scratch) == [0] and plan.scratch[0].size >= 64
+
+
+def test_dropped_outputs_are_recycled_and_held_outputs_never_are() -> None:
+    f = fg.jit(lambda x: x * 2.0 + 1.0)
+    x = np.arange(1 << 18, dtype=np.float64)
+    held = f(x)
+    second = f(x)
+    assert not np.shares_memory(held, second)
+    view = second[::3]
+    del second
+    third = f(x)
+    assert not np.shares_memory(third, view) and not np.shares_memory(third, held)
+    del third, view
+    gc.collect()
+    f(x)
+    before = ENGINE_STATS["output_allocations"]
+    for _ in range(5):
+        out = f(x)
+        np.testing.assert_array_equal(out, x * 2 + 1)
+        del out
+    assert ENGINE_STATS["output_allocations"] == before
+    np.testing.assert_array_equal(held, x * 2 + 1)
+
+
+def test_small_outputs_are_always_fresh() -> None:
+    g = fg.make_graph(lambda x: x * 2.0)(np.ones(4))
+    exe = CpuExecutable(g, plan_memory(g))
+    before = ENGINE_STATS["output_allocations"]
+    exe.run([np.ones(4)])
+    exe.run([np.ones(4)])
+    assert ENGINE_STATS["output_allocations"] == before + 2
