@@ -125,7 +125,7 @@ def _check_tangent(p: Any, t: Any, i: int) -> Any:
     pa, ta = abstractify(p), abstractify(t)
     if pa.shape != ta.shape:
         raise ValueError(f"jvp: primal {i} has shape {pa.shape} but its tangent has shape {ta.shape}")
-    if not dtypes.is_float(pa.dtype):
+    if not dtypes.is_inexact(pa.dtype):
         return None
     if ta.dtype != pa.dtype:
         raise TypeError(f"jvp: primal {i} has dtype {pa.dtype} but its tangent has dtype {ta.dtype}")
@@ -157,7 +157,7 @@ def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str) -> tu
 
     leaves, in_tree = tree_flatten(tuple(primals))
     avals = [abstractify(x) for x in leaves]
-    diff = [dtypes.is_float(a.dtype) for a in avals]
+    diff = [dtypes.is_inexact(a.dtype) for a in avals]
     out_tree: list[PyTreeDef] = []
     outs, lin, known_t, res = linearize_flat(flat_fun(fun, in_tree, {}, out_tree),
                                              [_concrete(x) for x in leaves], avals, diff)
@@ -220,8 +220,12 @@ def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False) -> Callable[..., Any]:
-    """``(fun(*args), gradient)`` of a scalar-valued ``fun`` with respect to ``argnums``."""
+                   has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
+    """``(fun(*args), gradient)`` of a scalar-valued ``fun`` with respect to ``argnums``.
+
+    Complex inputs follow JAX: for a real-valued ``fun`` of ``z = x + iy`` the gradient is
+    ``df/dx - i df/dy``; a complex-valued ``fun`` needs ``holomorphic=True`` (and complex
+    inputs), and then the gradient is ``f'(z)``."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
@@ -231,8 +235,11 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
                 raise ValueError(f"argnums {argnums} refers to argument {i}, but only {len(args)} were given")
             for leaf in tree_flatten(args[i])[0]:
                 dt = abstractify(leaf).dtype
-                if not dtypes.is_float(dt):
-                    raise TypeError(f"grad requires real-valued (float) inputs, but argument {i} has dtype {dt}; "
+                if holomorphic and not dtypes.is_complex(dt):
+                    raise TypeError(f"grad with holomorphic=True requires complex inputs, but argument {i} "
+                                    f"has dtype {dt}")
+                if not dtypes.is_inexact(dt):
+                    raise TypeError(f"grad requires float or complex inputs, but argument {i} has dtype {dt}; "
                                     "differentiate with respect to float arguments only (see argnums)")
         diff_args = tuple(args[i] for i in nums)
 
@@ -249,7 +256,13 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
             shapes = [abstractify(x).shape for x in leaves]
             raise TypeError(f"grad requires a scalar output, but the function returned shape(s) {shapes}")
         dt = abstractify(leaves[0]).dtype
-        if not dtypes.is_float(dt):
+        if holomorphic and not dtypes.is_complex(dt):
+            raise TypeError(f"grad with holomorphic=True requires a complex output, got dtype {dt}")
+        if dtypes.is_complex(dt) and not holomorphic:
+            raise TypeError(f"grad requires a real-valued output, got dtype {dt}; for holomorphic functions "
+                            "use grad(f, holomorphic=True), or differentiate a real function of the output "
+                            "(e.g. its real part or abs)")
+        if not dtypes.is_inexact(dt):
             raise TypeError(f"grad requires a real-valued (float) output, got dtype {dt}")
         grads = f_vjp(tree_unflatten(tree_flatten(out)[1], [np.ones((), dt)]))
         g = grads[0] if isinstance(argnums, int) else grads
@@ -258,9 +271,11 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
     return vg
 
 
-def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
-    """The gradient of a scalar-valued ``fun`` with respect to ``argnums`` (any order composes)."""
-    vg = value_and_grad(fun, argnums, has_aux)
+def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Callable[..., Any]:
+    """The gradient of a scalar-valued ``fun`` with respect to ``argnums`` (any order composes);
+    complex arguments as in ``value_and_grad``."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     @functools.wraps(fun, updated=())
     def g(*args: Any) -> Any:

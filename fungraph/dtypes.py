@@ -1,4 +1,5 @@
-"""The five dtypes fungraph supports and numpy-2 (NEP 50) promotion between them."""
+"""The dtypes fungraph supports (bool, int32, int64, float32, float64, complex64, complex128)
+and numpy-2 (NEP 50) promotion between them."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
+complex64 = np.dtype(np.complex64)
+complex128 = np.dtype(np.complex128)
 
-SUPPORTED: tuple[np.dtype, ...] = (bool_, int32, int64, float32, float64)
+SUPPORTED: tuple[np.dtype, ...] = (bool_, int32, int64, float32, float64, complex64, complex128)
 
 SHORT_NAMES: dict[np.dtype, str] = {
     bool_: "bool",
@@ -20,6 +23,8 @@ SHORT_NAMES: dict[np.dtype, str] = {
     int64: "i64",
     float32: "f32",
     float64: "f64",
+    complex64: "c64",
+    complex128: "c128",
 }
 FROM_SHORT: dict[str, np.dtype] = {v: k for k, v in SHORT_NAMES.items()}
 
@@ -58,6 +63,26 @@ def is_float(dtype: np.dtype) -> bool:
     return np.dtype(dtype).kind == "f"
 
 
+def is_complex(dtype: np.dtype) -> bool:
+    return np.dtype(dtype).kind == "c"
+
+
+def is_inexact(dtype: np.dtype) -> bool:
+    """Float or complex: the dtypes that carry tangents."""
+    return np.dtype(dtype).kind in "fc"
+
+
+def complex_for(dtype: np.dtype) -> np.dtype:
+    """The complex dtype with ``dtype``'s precision (float32 -> complex64, else complex128)."""
+    return complex64 if np.dtype(dtype) in (float32, complex64) else complex128
+
+
+def real_for(dtype: np.dtype) -> np.dtype:
+    """The real dtype of a complex dtype's parts (complex64 -> float32); others unchanged."""
+    d = np.dtype(dtype)
+    return {complex64: float32, complex128: float64}.get(d, d)
+
+
 def is_int(dtype: np.dtype) -> bool:
     return np.dtype(dtype).kind in "iu"
 
@@ -69,15 +94,16 @@ def is_bool(dtype: np.dtype) -> bool:
 def result_type(*args: Any) -> np.dtype:
     """Promote like numpy 2: Python scalars are weak and never widen an array's dtype."""
     first = getattr(args[0], "dtype", None) if args else None
-    if first is not None and first in SHORT_NAMES and all(getattr(a, "dtype", None) == first for a in args):
+    if first is not None and first in SHORT_NAMES and all(
+            getattr(a, "dtype", None) is not None and a.dtype == first for a in args):  # dtype(None) is f64
         return first
     keys: list[Any] = []
     for a in args:
-        if isinstance(a, (bool, int, float)) and not isinstance(a, np.generic):
+        if isinstance(a, (bool, int, float, complex)) and not isinstance(a, np.generic):
             keys.append(a)
         else:
             keys.append(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype)
-    if all(isinstance(k, (bool, int, float)) for k in keys):
+    if all(isinstance(k, (bool, int, float, complex)) for k in keys):
         return canonical(np.result_type(*[np.asarray(k).dtype for k in keys]))
     try:
         return canonical(np.result_type(*keys))
@@ -86,5 +112,6 @@ def result_type(*args: Any) -> np.dtype:
 
 
 def float_dtype_for(dtype: np.dtype) -> np.dtype:
-    """The float dtype numpy gives transcendental functions of ``dtype`` (int -> float64)."""
-    return dtype if is_float(dtype) else float64
+    """The inexact dtype numpy gives transcendental functions of ``dtype`` (int -> float64;
+    float and complex dtypes are kept)."""
+    return dtype if is_inexact(dtype) else float64

@@ -119,9 +119,11 @@ def format_eqn_in(g: Graph, index: int) -> str:
 
 # --- parsing ---------------------------------------------------------------------------
 
+_REAL = r"(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\.\d+(?:[eE][-+]?\d+)?|\d+|inf|nan)"
 _TOKEN = re.compile(
     r"""\s*(?:
-      (?P<num>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\.\d+(?:[eE][-+]?\d+)?|\d+|inf\b|nan\b))
+      (?P<cnum>-?""" + _REAL + "[-+]" + _REAL + r"""j)
+    | (?P<num>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\.\d+(?:[eE][-+]?\d+)?|\d+|inf\b|nan\b))
     | (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
     | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
     | (?P<angle><[^<>]*>)
@@ -195,7 +197,9 @@ class _Parser:
         scope[name] = v
         return v
 
-    def scalar(self, tok: str) -> bool | int | float:
+    def scalar(self, tok: str) -> bool | int | float | complex:
+        if tok.endswith("j"):
+            return complex(tok)
         if tok in ("True", "False"):
             return tok == "True"
         if re.fullmatch(r"-?\d+", tok):
@@ -204,11 +208,13 @@ class _Parser:
 
     def atom(self, scope: dict[str, Var]) -> Atom:
         kind, tok, pos = self.next()
-        if kind == "num" or tok in ("True", "False"):
+        if kind in ("num", "cnum") or tok in ("True", "False"):
             self.expect(":")
             aval = self.aval()
             value = self.scalar(tok)
-            if dtypes.is_float(aval.dtype):
+            if dtypes.is_complex(aval.dtype):
+                value = complex(value)
+            elif dtypes.is_float(aval.dtype):
                 value = float(value)
             return Literal(value, aval)
         if tok not in scope:

@@ -43,7 +43,7 @@ class JVPTrace(Trace):
         primal_out, tangent_out = prim.rule("jvp")(primals, tangents, **params)
         if not prim.multiple_results:
             primal_out, tangent_out = (primal_out,), (tangent_out,)
-        return [JVPTracer(self, p, t if t is not None and dtypes.is_float(aval_of(p).dtype) else None)
+        return [JVPTracer(self, p, t if t is not None and dtypes.is_inexact(aval_of(p).dtype) else None)
                 for p, t in zip(primal_out, tangent_out)]
 
 

@@ -47,7 +47,17 @@ def _numeric_unary(prim: Any) -> Any:
 negative = _numeric_unary(ew.neg_p)
 abs = _numeric_unary(ew.abs_p)  # noqa: A001
 absolute = abs
-sign = _numeric_unary(ew.sign_p)
+
+
+def sign(x: Any) -> Any:
+    """numpy 2's sign; of a complex number ``z / |z|`` (0 at 0), a composition so it has a derivative."""
+    x = asarray(x)
+    if not dtypes.is_complex(x.dtype):
+        return ew.sign_p.bind(x)
+    mag = ew.abs_p.bind(x)
+    zero = ew.eq(mag, np.zeros((), mag.dtype))
+    safe = ew.select(zero, np.ones((), mag.dtype), mag)
+    return ew.select(zero, np.zeros((), x.dtype), ew.div(x, ew.convert(safe, x.dtype)))
 
 
 def square(x: Any) -> Any:
@@ -117,11 +127,11 @@ def power(x: Any, y: Any) -> Any:
     """``x ** y``; a Python-int exponent stays exact (``integer_pow``), as in JAX."""
     if is_weak(y) and isinstance(y, int) and not isinstance(y, bool):
         xa = asarray(x)
-        if y < 0 and not dtypes.is_float(xa.dtype):
+        if y < 0 and not dtypes.is_inexact(xa.dtype):
             raise ValueError("integers to negative integer powers are not allowed")
         return ew.integer_pow(xa, y)
     x, y = promote(x, y)
-    if dtypes.is_float(x.dtype):
+    if dtypes.is_inexact(x.dtype):
         return ew.pow_(x, y)
     out = ew.pow_(cast(x, dtypes.float64), cast(y, dtypes.float64))
     return cast(ew.floor(ew.add(out, np.asarray(0.5))), x.dtype)
@@ -149,8 +159,19 @@ def isnan(x: Any) -> Any:
     return not_equal(x, x)
 
 
+def _parts(name: str, x: Any) -> Any:
+    """``name`` of a complex array from its real and imaginary parts, or None for other dtypes."""
+    if not dtypes.is_complex(x.dtype):
+        return None
+    combine = ew.and_p if name == "isfinite" else ew.or_p
+    test = isfinite if name == "isfinite" else isinf
+    return combine.bind(test(ew.real(x)), test(ew.imag(x)))
+
+
 def isfinite(x: Any) -> Any:
     x = asarray(x)
+    if dtypes.is_complex(x.dtype):
+        return _parts("isfinite", x)
     if not dtypes.is_float(x.dtype):
         return ew.eq(x, x)
     return less(abs(x), np.asarray(np.inf, x.dtype))
@@ -158,6 +179,8 @@ def isfinite(x: Any) -> Any:
 
 def isinf(x: Any) -> Any:
     x = asarray(x)
+    if dtypes.is_complex(x.dtype):
+        return _parts("isinf", x)
     if not dtypes.is_float(x.dtype):
         return ew.ne_p.bind(x, x)
     return equal(abs(x), np.asarray(np.inf, x.dtype))

@@ -332,25 +332,45 @@ def isposinf(x: Any) -> Any:
 
 def isreal(x: Any) -> Any:
     x = asarray(x)
+    if dtypes.is_complex(x.dtype):
+        return ew.eq(ew.imag(x), _c(0, ew.imag(x)))
     return np.ones(x.shape, bool)
 
 
 def iscomplex(x: Any) -> Any:
     x = asarray(x)
+    if dtypes.is_complex(x.dtype):
+        return ew.ne_p.bind(ew.imag(x), _c(0, ew.imag(x)))
     return np.zeros(x.shape, bool)
 
 
 def real(x: Any) -> Any:
-    return asarray(x)
+    x = asarray(x)
+    return ew.real(x) if dtypes.is_complex(x.dtype) else x
 
 
 def imag(x: Any) -> Any:
     x = asarray(x)
+    if dtypes.is_complex(x.dtype):
+        return ew.imag(x)
     return np.zeros(x.shape, x.dtype)
 
 
 def conjugate(x: Any) -> Any:
-    return asarray(x)
+    x = asarray(x)
+    return ew.conj(x) if dtypes.is_complex(x.dtype) else x
+
+
+def angle(z: Any, deg: bool = False) -> Any:
+    """The argument of ``z``: ``atan2(imag, real)`` (0 or pi for real input, as numpy)."""
+    z = asarray(z)
+    if dtypes.is_complex(z.dtype):
+        re, im = ew.real(z), ew.imag(z)
+    else:
+        (re,) = promote(z, to_inexact=True)
+        im = np.zeros((), re.dtype)
+    out = ew.atan2_p.bind(im, re)
+    return ew.mul(out, _c(180 / math.pi, out)) if deg else out
 
 
 conj = conjugate

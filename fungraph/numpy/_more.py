@@ -52,15 +52,15 @@ def isscalar(element: Any) -> bool:
 
 
 def iscomplexobj(x: Any) -> bool:
-    return False
+    return dtypes.is_complex(x.dtype if hasattr(x, "dtype") else asarray(x).dtype)
 
 
 def isrealobj(x: Any) -> bool:
-    return True
+    return not iscomplexobj(x)
 
 
 def result_type(*arrays_and_dtypes: Any) -> np.dtype:
-    args = [a if isinstance(a, (Tracer, bool, int, float)) else
+    args = [a if isinstance(a, (Tracer, bool, int, float, complex)) else
             (np.zeros((), dtypes.canonical(a)) if _is_dtype_like(a) else asarray(a)) for a in arrays_and_dtypes]
     return dtypes.result_type(*args)
 

@@ -63,7 +63,7 @@ def _count(x: Any, axes: tuple[int, ...]) -> int:
 def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     x = asarray(a)
     out_dtype = dtypes.canonical(dtype) if dtype is not None else (
-        x.dtype if dtypes.is_float(x.dtype) else dtypes.float64)
+        x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
     x = cast(x, out_dtype)
     axes = normalize_axes(axis, x.ndim, "mean")
     total = red.reduce_sum(x, axes)

@@ -11,7 +11,7 @@ from fungraph.core import Tracer, to_concrete_dtype_array
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives.elementwise import convert
 
-_SCALARS = (bool, int, float)
+_SCALARS = (bool, int, float, complex)
 
 
 def is_weak(x: Any) -> bool:
@@ -43,7 +43,7 @@ def promote(*args: Any, to_inexact: bool = False) -> list[Any]:
     """Bring operands to one dtype the numpy-2 way; ``to_inexact`` makes ints float64."""
     args = tuple(a if is_weak(a) or isinstance(a, Tracer) else asarray(a) for a in args)
     dtype = dtypes.result_type(*args)
-    if to_inexact and not dtypes.is_float(dtype):
+    if to_inexact and not dtypes.is_inexact(dtype):
         dtype = dtypes.float64
     return [cast(a, dtype) for a in args]
 

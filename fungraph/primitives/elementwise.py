@@ -1,5 +1,10 @@
 """Elementwise primitives. Binary ones broadcast like numpy but need equal dtypes
-(``fungraph.numpy`` promotes first). Each derivative is one line of maths beside its primitive."""
+(``fungraph.numpy`` promotes first). Each derivative is one line of maths beside its primitive.
+
+Complex operands: the holomorphic functions (arithmetic, exp, log, sqrt, trigonometric and
+hyperbolic functions, powers) take them with the same one-line rules, since ``t * f'(z)`` is
+their tangent; ``abs`` maps them to reals; ``real``, ``imag``, ``conj`` and ``complex`` convert
+between the two. Linear rules transpose without conjugating, as in JAX (see autodiff.md)."""
 
 from __future__ import annotations
 
@@ -31,13 +36,32 @@ Deriv = Callable[[Any, Any], Any]
 # --- unary ------------------------------------------------------------------------------
 
 
+def refuse_complex(name: str, *avals: ShapedArray) -> None:
+    """The TypeError (a ShapeError) for operations numpy does not define on complex numbers."""
+    for a in avals:
+        if dtypes.is_complex(a.dtype):
+            raise ShapeError(f"{name} is not defined for complex dtype {a.dtype}, got {a}")
+
+
+def require_inexact(name: str, a: ShapedArray) -> None:
+    if not dtypes.is_inexact(a.dtype):
+        raise ShapeError(f"{name} requires a floating-point or complex operand, got {a}")
+
+
 def _unary_aval(name: str, kind: str, x: ShapedArray) -> ShapedArray:
+    """Kinds: ``float`` (real floats), ``inexact`` (floats and complex), ``numeric`` (not bool),
+    ``real`` (not bool, not complex), ``logical`` (bool and integers)."""
     if kind == "float":
+        refuse_complex(name, x)
         require_float(name, x)
-    elif kind == "numeric" and x.dtype == dtypes.bool_:
+    elif kind == "inexact":
+        require_inexact(name, x)
+    elif kind in ("numeric", "real") and x.dtype == dtypes.bool_:
         raise ShapeError(f"{name} is not defined for bool operands, got {x}")
-    elif kind == "logical" and dtypes.is_float(x.dtype):
+    elif kind == "logical" and dtypes.is_inexact(x.dtype):
         raise ShapeError(f"{name} needs a bool or integer operand, got {x}")
+    if kind == "real":
+        refuse_complex(name, x)
     return x
 
 
@@ -47,7 +71,7 @@ def _unary_jvp(prim: Primitive, deriv: Deriv, primals: tuple, tangents: tuple) -
     return y, mul(t, deriv(x, y))
 
 
-def _unary(name: str, impl: Callable[..., Any], deriv: Deriv | None, kind: str = "float") -> Primitive:
+def _unary(name: str, impl: Callable[..., Any], deriv: Deriv | None, kind: str = "inexact") -> Primitive:
     p = Primitive(name, impl=impl, abstract_eval=partial(_unary_aval, name, kind), arity=1,
                   elementwise=True, inplace=(0,))
     p.jvp = NOT_DIFFERENTIABLE if deriv is None else partial(_unary_jvp, p, deriv)
@@ -80,17 +104,36 @@ expm1_p = _unary("expm1", np.expm1, lambda x, y: add(y, _one(y)))        # expm1
 atan_p = _unary("atan", np.arctan, lambda x, y: div(_one(x), add(_one(x), mul(x, x))))
 sinh_p = _unary("sinh", np.sinh, lambda x, y: cosh(x))
 cosh_p = _unary("cosh", np.cosh, lambda x, y: sinh(x))
-logistic_p = _unary("logistic", _logistic_impl, lambda x, y: mul(y, sub(_one(y), y)))  # s' = s(1-s)
+logistic_p = _unary("logistic", _logistic_impl, lambda x, y: mul(y, sub(_one(y), y)),  # s' = s(1-s)
+                    kind="float")
 erf_p = _unary("erf", _erf_impl,                                          # erf' = 2/sqrt(pi) e^{-x^2}
-               lambda x, y: mul(lit(2 / math.sqrt(math.pi), y.dtype), exp(neg(mul(x, x)))))
+               lambda x, y: mul(lit(2 / math.sqrt(math.pi), y.dtype), exp(neg(mul(x, x)))), kind="float")
 neg_p = _unary("neg", np.negative, None, kind="numeric")
 abs_p = _unary("abs", np.abs, lambda x, y: sign(x), kind="numeric")      # |x|' = sign(x)
-sign_p = _unary("sign", np.sign, None, kind="numeric")
-floor_p = _unary("floor", np.floor, None)
+sign_p = _unary("sign", np.sign, None, kind="real")
+floor_p = _unary("floor", np.floor, None, kind="float")
 not_p = _unary("not", np.invert, None, kind="logical")
 
 neg_p.jvp = lambda primals, tangents: (neg(primals[0]), neg(tangents[0]))
 neg_p.transpose = lambda ct, x: (neg(ct),)
+
+
+def _abs_aval(x: ShapedArray) -> ShapedArray:
+    _unary_aval("abs", "numeric", x)
+    return ShapedArray(x.shape, dtypes.real_for(x.dtype))
+
+
+abs_p.abstract_eval = _abs_aval
+
+
+@abs_p.def_jvp
+def _abs_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (x,), (t,) = primals, tangents
+    y = abs_p.bind(x)
+    if not dtypes.is_complex(aval(x).dtype):
+        return y, mul(t, sign(x))                                        # |x|' = sign(x)
+    safe = select(eq(y, lit(0, y.dtype)), _one(y), y)
+    return y, real(mul(t, div(conj(x), convert(safe, aval(x).dtype))))   # d|z| = Re(conj(z) dz) / |z|
 
 
 def sin(x: Any) -> Any:
@@ -124,14 +167,16 @@ def sign(x: Any) -> Any:
 # --- binary -----------------------------------------------------------------------------
 
 
-def _binary_aval(name: str, kind: str, x: ShapedArray, y: ShapedArray) -> ShapedArray:
+def _binary_aval(name: str, kind: str, complex_ok: bool, x: ShapedArray, y: ShapedArray) -> ShapedArray:
     dtype = require_same_dtype(name, x, y)
     shape = broadcast_shapes(name, x, y)
+    if not complex_ok:
+        refuse_complex(name, x)
     if kind == "float":
-        require_float(name, x)
+        require_inexact(name, x)
     elif kind == "numeric" and dtype == dtypes.bool_:
         raise ShapeError(f"{name} is not defined for bool operands, got {x} and {y}")
-    elif kind == "logical" and dtypes.is_float(dtype):
+    elif kind == "logical" and dtypes.is_inexact(dtype):
         raise ShapeError(f"{name} needs bool or integer operands, got {x} and {y}")
     out_dtype = dtypes.bool_ if kind == "compare" else dtype
     return ShapedArray(shape, out_dtype)
@@ -155,8 +200,8 @@ def _broadcast_like(t: Any, target: ShapedArray) -> Any:
 
 
 def _binary(name: str, impl: Callable[..., Any], partials: tuple[Partial, Partial] | None,
-            kind: str = "any") -> Primitive:
-    p = Primitive(name, impl=impl, abstract_eval=partial(_binary_aval, name, kind), arity=2,
+            kind: str = "any", complex_ok: bool = True) -> Primitive:
+    p = Primitive(name, impl=impl, abstract_eval=partial(_binary_aval, name, kind, complex_ok), arity=2,
                   elementwise=True, inplace=(0, 1) if kind != "compare" else ())
     p.jvp = NOT_DIFFERENTIABLE if partials is None else partial(_binary_jvp, p, partials)
     p.batch = elementwise_batch(p)
@@ -193,20 +238,21 @@ mul_p = _binary("mul", np.multiply, (lambda x, y, o: y, lambda x, y, o: x))     
 div_p = _binary("div", np.divide, (lambda x, y, o: div(_one(y), y), lambda x, y, o: neg(div(o, y))), kind="float")
 pow_p = _binary("pow", np.power,                                                      # d x^y
                 (lambda x, y, o: mul(y, pow_(x, sub(y, _one(y)))), _pow_dy), kind="float")
-max_p = _binary("max", np.maximum, _max_partials(lambda a, b: gt(a, b)))
-min_p = _binary("min", np.minimum, _max_partials(lambda a, b: lt(a, b)))
+max_p = _binary("max", np.maximum, _max_partials(lambda a, b: gt(a, b)), complex_ok=False)
+min_p = _binary("min", np.minimum, _max_partials(lambda a, b: lt(a, b)), complex_ok=False)
 atan2_p = _binary("atan2", np.arctan2, (                                             # atan2(x, y)
     lambda x, y, o: div(y, add(mul(x, x), mul(y, y))),
-    lambda x, y, o: neg(div(x, add(mul(x, x), mul(y, y))))), kind="float")
+    lambda x, y, o: neg(div(x, add(mul(x, x), mul(y, y))))), kind="float", complex_ok=False)
 mod_p = _binary("mod", np.remainder,                                                  # x - floor(x/y) y
-                (lambda x, y, o: _one(x), lambda x, y, o: neg(floor(div(x, y)))), kind="numeric")
-floor_divide_p = _binary("floor_divide", np.floor_divide, None, kind="numeric")
+                (lambda x, y, o: _one(x), lambda x, y, o: neg(floor(div(x, y)))), kind="numeric",
+                complex_ok=False)
+floor_divide_p = _binary("floor_divide", np.floor_divide, None, kind="numeric", complex_ok=False)
 eq_p = _binary("eq", np.equal, None, kind="compare")
 ne_p = _binary("ne", np.not_equal, None, kind="compare")
-lt_p = _binary("lt", np.less, None, kind="compare")
-le_p = _binary("le", np.less_equal, None, kind="compare")
-gt_p = _binary("gt", np.greater, None, kind="compare")
-ge_p = _binary("ge", np.greater_equal, None, kind="compare")
+lt_p = _binary("lt", np.less, None, kind="compare", complex_ok=False)
+le_p = _binary("le", np.less_equal, None, kind="compare", complex_ok=False)
+gt_p = _binary("gt", np.greater, None, kind="compare", complex_ok=False)
+ge_p = _binary("ge", np.greater_equal, None, kind="compare", complex_ok=False)
 and_p = _binary("and", np.bitwise_and, None, kind="logical")
 or_p = _binary("or", np.bitwise_or, None, kind="logical")
 xor_p = _binary("xor", np.bitwise_xor, None, kind="logical")
@@ -336,7 +382,7 @@ def select(p: Any, x: Any, y: Any) -> Any:
 def _integer_pow_aval(x: ShapedArray, *, y: int) -> ShapedArray:
     if x.dtype == dtypes.bool_:
         raise ShapeError(f"integer_pow is not defined for bool, got {x}")
-    if y < 0 and not dtypes.is_float(x.dtype):
+    if y < 0 and not dtypes.is_inexact(x.dtype):
         raise ShapeError(f"integer_pow: negative exponent {y} needs a float operand, got {x}")
     return x
 
@@ -372,16 +418,22 @@ def _convert_aval(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
     return ShapedArray(x.shape, new_dtype)
 
 
+def _convert_impl(x: Any, *, new_dtype: np.dtype) -> np.ndarray:
+    x = np.asarray(x)
+    if dtypes.is_complex(x.dtype) and not dtypes.is_complex(new_dtype):
+        x = x.real                                                       # complex -> real keeps the real part
+    return x.astype(new_dtype)
+
+
 convert_element_type_p = Primitive(
-    "convert_element_type", impl=lambda x, *, new_dtype: np.asarray(x).astype(new_dtype),
-    abstract_eval=_convert_aval, arity=1, elementwise=True)
+    "convert_element_type", impl=_convert_impl, abstract_eval=_convert_aval, arity=1, elementwise=True)
 
 
 @convert_element_type_p.def_jvp
 def _convert_jvp(primals: tuple, tangents: tuple, *, new_dtype: np.dtype) -> tuple:
     (x,), (t,) = primals, tangents
     out = convert(x, new_dtype)
-    if not (dtypes.is_float(aval(x).dtype) and dtypes.is_float(new_dtype)):
+    if not (dtypes.is_inexact(aval(x).dtype) and dtypes.is_inexact(new_dtype)):
         return out, None
     return out, convert(t, new_dtype)
 
@@ -395,3 +447,90 @@ def convert(x: Any, dtype: np.dtype) -> Any:
     if aval(x).dtype == dtype:
         return x
     return convert_element_type_p.bind(x, new_dtype=dtype)
+
+
+# --- real, imag, conj, complex ---------------------------------------------------------------
+# Transposes pair a cotangent c with a tangent t by Re(c * t) (no conjugation, as in JAX):
+# real^T c = c + 0i, imag^T c = -i c, conj^T c = conj(c), complex^T c = (Re c, -Im c).
+
+
+def _part_aval(name: str, x: ShapedArray) -> ShapedArray:
+    if not dtypes.is_complex(x.dtype):
+        raise ShapeError(f"{name} needs a complex operand, got {x}")
+    return ShapedArray(x.shape, dtypes.real_for(x.dtype))
+
+
+def _conj_aval(x: ShapedArray) -> ShapedArray:
+    _part_aval("conj", x)
+    return x
+
+
+def _linear_unary(name: str, impl: Callable[..., Any], abstract_eval: Callable[..., Any]) -> Primitive:
+    p = Primitive(name, impl=impl, abstract_eval=abstract_eval, arity=1, elementwise=True)
+    p.jvp = lambda primals, tangents: (p.bind(primals[0]), p.bind(tangents[0]))
+    p.batch = elementwise_batch(p)
+    return p
+
+
+real_p = _linear_unary("real", np.real, partial(_part_aval, "real"))
+imag_p = _linear_unary("imag", np.imag, partial(_part_aval, "imag"))
+conj_p = _linear_unary("conj", np.conj, _conj_aval)
+real_p.transpose = lambda ct, x: (complex_(ct, _zeros_like(ct)),)
+imag_p.transpose = lambda ct, x: (complex_(_zeros_like(ct), neg(ct)),)
+conj_p.transpose = lambda ct, x: (conj(ct),)
+
+
+def _complex_aval(x: ShapedArray, y: ShapedArray) -> ShapedArray:
+    require_same_dtype("complex", x, y)
+    require_float("complex", x)
+    return ShapedArray(broadcast_shapes("complex", x, y), dtypes.complex_for(x.dtype))
+
+
+def _complex_impl(x: Any, y: Any) -> np.ndarray:
+    x, y = np.asarray(x), np.asarray(y)
+    out = np.empty(np.broadcast_shapes(x.shape, y.shape), dtypes.complex_for(x.dtype))
+    out.real = x
+    out.imag = y
+    return out
+
+
+complex_p = Primitive("complex", impl=_complex_impl, abstract_eval=_complex_aval, arity=2, elementwise=True)
+
+
+@complex_p.def_jvp
+def _complex_jvp(primals: tuple, tangents: tuple) -> tuple:
+    x, y = primals
+    tx, ty = tangents
+    out = complex_(x, y)
+    return out, _broadcast_like(complex_(instantiate(tx, aval(x)), instantiate(ty, aval(y))), aval(out))
+
+
+@complex_p.def_transpose
+def _complex_transpose(ct: Any, x: Any, y: Any) -> tuple:
+    return (unbroadcast(real(ct), aval(x)) if is_undefined(x) else None,
+            unbroadcast(neg(imag(ct)), aval(y)) if is_undefined(y) else None)
+
+
+complex_p.batch = elementwise_batch(complex_p)
+
+
+def _zeros_like(x: Any) -> Any:
+    from fungraph.primitives.shape import broadcast_in_dim
+
+    return broadcast_in_dim(lit(0, aval(x).dtype), aval(x).shape, ())
+
+
+def real(x: Any) -> Any:
+    return real_p.bind(x)
+
+
+def imag(x: Any) -> Any:
+    return imag_p.bind(x)
+
+
+def conj(x: Any) -> Any:
+    return conj_p.bind(x)
+
+
+def complex_(x: Any, y: Any) -> Any:
+    return complex_p.bind(x, y)

@@ -24,10 +24,13 @@ def _reduce_aval(name: str, x: ShapedArray, axes: tuple[int, ...]) -> ShapedArra
     return ShapedArray(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
 
 
-def _reduction(name: str, impl: Callable[..., Any], numeric: bool = False) -> Primitive:
+def _reduction(name: str, impl: Callable[..., Any], numeric: bool = False, ordered: bool = False) -> Primitive:
     def abstract_eval(x: ShapedArray, *, axes: tuple[int, ...]) -> ShapedArray:
         if numeric and x.dtype == dtypes.bool_:
             raise ShapeError(f"{name} is not defined for bool, got {x}")
+        if ordered and dtypes.is_complex(x.dtype):
+            raise ShapeError(f"{name} is not defined for complex dtype {x.dtype} (complex numbers are "
+                             f"not ordered), got {x}")
         if name in ("reduce_max", "reduce_min") and x.size == 0 and any(x.shape[a] == 0 for a in axes):
             raise ShapeError(f"{name}: zero-size reduction over axes {axes} of {x} has no identity")
         return _reduce_aval(name, x, axes)
@@ -46,8 +49,8 @@ def _prod_impl(x: Any, axis: tuple[int, ...]) -> np.ndarray:
 
 
 reduce_sum_p = _reduction("reduce_sum", _sum_impl)
-reduce_max_p = _reduction("reduce_max", np.max)
-reduce_min_p = _reduction("reduce_min", np.min)
+reduce_max_p = _reduction("reduce_max", np.max, ordered=True)
+reduce_min_p = _reduction("reduce_min", np.min, ordered=True)
 reduce_prod_p = _reduction("reduce_prod", _prod_impl, numeric=True)
 
 

@@ -1,4 +1,8 @@
-"""``check_grads``: JVPs against central differences and VJPs against JVPs, to any order."""
+"""``check_grads``: JVPs against central differences and VJPs against JVPs, to any order.
+
+Complex arguments get complex directions (so real and imaginary parts are both perturbed), and
+the dot-product test pairs values by ``Re(sum(a * b))``, the pairing under which fungraph's
+(JAX's) non-conjugating transposes are adjoints."""
 
 from __future__ import annotations
 
@@ -28,12 +32,21 @@ def numerical_jvp(f: Callable[..., Any], args: Sequence[np.ndarray], tangents: S
 
 
 def _vdot(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> float:
-    return float(sum(np.sum(np.asarray(x, np.float64) * np.asarray(y, np.float64)) for x, y in zip(xs, ys)))
+    return float(sum(np.real(np.sum(np.asarray(x, np.complex128) * np.asarray(y, np.complex128)))
+                     for x, y in zip(xs, ys)))
+
+
+def _random_like(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:
+    """A standard normal array of ``a``'s shape and dtype (complex: both parts random)."""
+    if dtypes.is_complex(a.dtype):
+        return (rng.standard_normal(a.shape) + 1j * rng.standard_normal(a.shape)).astype(a.dtype)
+    return rng.standard_normal(a.shape).astype(a.dtype)
 
 
 def _check_close(name: str, got: Sequence[np.ndarray], want: Sequence[np.ndarray], atol: float, rtol: float) -> None:
     for i, (g, w) in enumerate(zip(got, want)):
-        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        wide = np.complex128 if np.iscomplexobj(g) or np.iscomplexobj(w) else np.float64
+        g, w = np.asarray(g, wide), np.asarray(w, wide)
         if g.shape != w.shape:
             raise AssertionError(f"{name}: output {i} has shape {g.shape}, expected {w.shape}")
         np.testing.assert_allclose(g, w, atol=atol, rtol=rtol, err_msg=f"{name}: output {i}")
@@ -51,12 +64,12 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
     from fungraph.api import jvp, vjp
 
     args = _as_float_arrays(args)
-    is64 = all(a.dtype == dtypes.float64 for a in args)
+    is64 = all(a.dtype in (dtypes.float64, dtypes.complex128) for a in args)
     eps = eps if eps is not None else (1e-6 if is64 else 1e-2)
     atol = atol if atol is not None else (1e-5 if is64 else 5e-2)
     rtol = rtol if rtol is not None else (1e-5 if is64 else 5e-2)
     rng = np.random.default_rng(seed)
-    tangents = [rng.standard_normal(a.shape).astype(a.dtype) for a in args]
+    tangents = [_random_like(rng, a) for a in args]
 
     if "fwd" in modes:
         _, t_out = jvp(f, tuple(args), tuple(tangents))
@@ -64,7 +77,7 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
     if "rev" in modes:
         out, f_vjp = vjp(f, *args)
         outs = _flat_out(out)
-        cts = [rng.standard_normal(o.shape).astype(o.dtype) for o in outs]
+        cts = [_random_like(rng, o) for o in outs]
         from fungraph.tree_util import tree_flatten, tree_unflatten
 
         ct_tree = tree_unflatten(tree_flatten(out)[1], cts)
@@ -84,7 +97,7 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
             check_grads(f_jvp, args, order - 1, ("fwd",), eps, atol, rtol, seed + 1)
         if "rev" in modes:
             out = f(*args)
-            cts = [rng.standard_normal(o.shape).astype(o.dtype) for o in _flat_out(out)]
+            cts = [_random_like(rng, o) for o in _flat_out(out)]
             from fungraph.tree_util import tree_flatten, tree_unflatten
 
             ct_tree = tree_unflatten(tree_flatten(out)[1], cts)

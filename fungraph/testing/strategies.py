@@ -20,8 +20,12 @@ def shapes(min_dims: int = 0, max_dims: int = 3, min_side: int = 1, max_side: in
 
 def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: Any,
                  low: float = -3.0, high: float = 3.0) -> np.ndarray:
-    """A seeded array in ``[low, high)``: uniform floats, integers, or fair booleans."""
+    """A seeded array in ``[low, high)``: uniform floats, integers, or fair booleans; complex
+    arrays have both parts in ``[low, high)``."""
     dtype = dtypes.canonical(dtype)
+    if dtypes.is_complex(dtype):
+        parts = rng.uniform(low, high, size=(2, *shape))
+        return (parts[0] + 1j * parts[1]).astype(dtype)
     if dtype == dtypes.bool_:
         return rng.random(shape) < 0.5
     if dtypes.is_int(dtype):
@@ -31,7 +35,8 @@ def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: Any,
 
 def arrays(dtype: Any, shape: Sequence[int] | st.SearchStrategy | None = None,
            low: float = -3.0, high: float = 3.0) -> st.SearchStrategy:
-    """Arrays of ``dtype`` with values in ``[low, high)`` (hypothesis picks edge values too)."""
+    """Arrays of ``dtype`` with values in ``[low, high)`` (hypothesis picks edge values too);
+    complex arrays have both parts in ``[low, high)``."""
     from hypothesis.extra import numpy as hnp
 
     dtype = dtypes.canonical(dtype)
@@ -41,10 +46,12 @@ def arrays(dtype: Any, shape: Sequence[int] | st.SearchStrategy | None = None,
     elif dtypes.is_int(dtype):
         elements = st.integers(int(np.ceil(low)), int(np.ceil(high)) - 1)
     else:
-        width = 32 if dtype == dtypes.float32 else 64
+        width = 32 if dtypes.real_for(dtype) == dtypes.float32 else 64
         if width == 32:
             low, high = _inside_f32(low, 1), _inside_f32(high, -1)
         elements = st.floats(low, high, allow_nan=False, allow_infinity=False, width=width, exclude_max=True)
+        if dtypes.is_complex(dtype):
+            elements = st.builds(complex, elements, elements)
     return hnp.arrays(dtype, shape_st, elements=elements)
 
 

@@ -1,0 +1,308 @@
+"""Complex dtypes: promotion, values against numpy, derivatives against finite differences and
+against JAX (its convention for complex derivatives), jit, vmap, and the text format."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph import dtypes
+from fungraph.ir_text import parse
+from fungraph.primitives.elementwise import complex_
+from fungraph.testing import arrays, check_grads, shapes
+from fungraph.testing.strategies import random_array
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_platforms", "cpu")
+
+CX = (dtypes.complex64, dtypes.complex128)
+ALL = (dtypes.bool_, dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64) + CX
+TOL = {dtypes.complex64: 2e-5, dtypes.complex128: 1e-12}
+
+
+def _z(shape: tuple[int, ...], dtype: np.dtype = dtypes.complex128, seed: int = 0, low: float = -2.0,
+       high: float = 2.0) -> np.ndarray:
+    return random_array(np.random.default_rng(seed), shape, dtype, low, high)
+
+
+def _close(got: object, want: object, tol: float) -> None:
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)
+
+
+# --- dtypes, promotion, the text format -----------------------------------------------------------
+
+
+def test_dtype_names_and_predicates() -> None:
+    assert dtypes.SHORT_NAMES[dtypes.complex64] == "c64"
+    assert dtypes.parse_dtype("c128") == dtypes.complex128
+    assert dtypes.parse_dtype("complex64") == dtypes.complex64
+    assert dtypes.is_complex(dtypes.complex64) and not dtypes.is_complex(dtypes.float64)
+    assert not dtypes.is_float(dtypes.complex128) and dtypes.is_inexact(dtypes.complex128)
+    assert dtypes.complex_for(dtypes.float32) == dtypes.complex64
+    assert dtypes.real_for(dtypes.complex128) == dtypes.float64
+
+
+@pytest.mark.parametrize("a", ALL)
+@pytest.mark.parametrize("b", CX)
+def test_promotion_matches_numpy(a: np.dtype, b: np.dtype) -> None:
+    x, y = np.ones(2, a), np.ones(2, b)
+    assert fnp.add(x, y).dtype == np.add(x, y).dtype
+    assert dtypes.result_type(x, y) == np.result_type(x, y)
+
+
+@pytest.mark.parametrize("d", ALL)
+def test_python_complex_scalars_are_weak(d: np.dtype) -> None:
+    x = np.ones(2, d)
+    assert fnp.multiply(x, 2j).dtype == np.multiply(x, 2j).dtype
+    assert fnp.multiply(np.ones(2, dtypes.complex64), 1.5).dtype == dtypes.complex64
+    assert dtypes.result_type(1j, 2.0) == dtypes.complex128
+
+
+def test_text_format_round_trips_complex_types_and_literals() -> None:
+    z = _z((2, 3), dtypes.complex64)
+
+    def f(z: object) -> object:
+        w = fnp.multiply(z, 1.5 - 2j) + fnp.asarray([[1j, -0.0 - 0.0j, 2.0 + 0.5j]])
+        return fnp.abs(w) + fnp.real(fnp.conj(w) * fnp.asarray(z, dtypes.complex128))
+
+    g = fg.make_graph(f)(z)
+    text = str(g)
+    assert "c64[2,3]" in text and "c128" in text and "1.5-2.0j:c64[]" in text
+    g2 = parse(text)
+    assert str(g2) == text
+    _close(fg.eval_graph(g2, z)[0], f(z), 1e-6)
+
+
+# --- values against numpy -----------------------------------------------------------------------
+
+UNARY = {
+    "sin": (fnp.sin, np.sin, jnp.sin),
+    "cos": (fnp.cos, np.cos, jnp.cos),
+    "tan": (fnp.tan, np.tan, jnp.tan),
+    "tanh": (fnp.tanh, np.tanh, jnp.tanh),
+    "sinh": (fnp.sinh, np.sinh, jnp.sinh),
+    "cosh": (fnp.cosh, np.cosh, jnp.cosh),
+    "exp": (fnp.exp, np.exp, jnp.exp),
+    "log": (fnp.log, np.log, jnp.log),
+    "sqrt": (fnp.sqrt, np.sqrt, jnp.sqrt),
+    "square": (fnp.square, np.square, jnp.square),
+    "reciprocal": (fnp.reciprocal, np.reciprocal, jnp.reciprocal),
+    "negative": (fnp.negative, np.negative, jnp.negative),
+    "conj": (fnp.conj, np.conj, jnp.conj),
+    "real": (fnp.real, np.real, jnp.real),
+    "imag": (fnp.imag, np.imag, jnp.imag),
+    "abs": (fnp.abs, np.abs, jnp.abs),
+    "angle": (fnp.angle, np.angle, jnp.angle),
+    "sign": (fnp.sign, np.sign, lambda z: z / jnp.abs(z)),
+    "cube": (lambda z: fnp.power(z, 3), lambda z: np.power(z, 3), lambda z: z**3),
+}
+# functions with a branch cut on the negative real axis: derivatives are taken away from it
+CUT = {"log", "sqrt", "angle"}
+BINARY = {
+    "add": (fnp.add, np.add, jnp.add),
+    "subtract": (fnp.subtract, np.subtract, jnp.subtract),
+    "multiply": (fnp.multiply, np.multiply, jnp.multiply),
+    "divide": (fnp.divide, np.divide, jnp.divide),
+    "power": (fnp.power, np.power, jnp.power),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@settings(max_examples=8)
+@given(data=st.data())
+def test_unary_values_match_numpy(name: str, data: st.DataObject) -> None:
+    dtype = data.draw(st.sampled_from(CX))
+    x = data.draw(arrays(dtype, shapes(max_dims=2), low=-2.0, high=2.0))
+    fun, ref, _ = UNARY[name]
+    out, want = np.asarray(fun(x)), ref(x)
+    assert out.dtype == want.dtype and out.shape == want.shape
+    _close(out, want, 20 * TOL[dtype])
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@settings(max_examples=8)
+@given(data=st.data())
+def test_binary_values_match_numpy(name: str, data: st.DataObject) -> None:
+    dtype = data.draw(st.sampled_from(CX))
+    shape = data.draw(shapes(max_dims=2))
+    x = data.draw(arrays(dtype, shape, low=0.5, high=2.0))
+    y = data.draw(arrays(data.draw(st.sampled_from((dtype, dtypes.float32, dtypes.float64))), shape[1:],
+                         low=0.5, high=2.0))
+    fun, ref, _ = BINARY[name]
+    out, want = np.asarray(fun(x, y)), ref(x, y)
+    assert out.dtype == want.dtype and out.shape == want.shape
+    _close(out, want, 20 * TOL[out.dtype])
+
+
+@pytest.mark.parametrize("dtype", CX)
+def test_reductions_dot_and_shapes_match_numpy(dtype: np.dtype) -> None:
+    a, b = _z((3, 4), dtype, 1), _z((4, 2), dtype, 2)
+    tol = 20 * TOL[dtype]
+    for fun, ref in [(fnp.sum, np.sum), (fnp.prod, np.prod), (fnp.mean, np.mean)]:
+        for axis in (None, 0, 1):
+            got = fun(a, axis=axis)
+            assert got.dtype == dtype
+            _close(got, ref(a, axis=axis), tol)
+    _close(fnp.matmul(a, b), a @ b, tol)
+    _close(fnp.dot(a, b), np.dot(a, b), tol)
+    _close(fnp.einsum("ij,jk->ki", a, b), np.einsum("ij,jk->ki", a, b), tol)
+    _close(fnp.concatenate([a, a[:, ::-1]], axis=0), np.concatenate([a, a[:, ::-1]], axis=0), 0)
+    _close(fnp.transpose(fnp.reshape(a, (2, 6)))[1:, :], a.reshape(2, 6).T[1:, :], 0)
+    _close(fnp.where(a.real > 0, a, 1j), np.where(a.real > 0, a, 1j), 0)
+    assert np.array_equal(fnp.equal(a, a[:, ::-1]), a == a[:, ::-1])
+    assert np.array_equal(fnp.not_equal(a, a[0]), a != a[0])
+    assert np.array_equal(fnp.isfinite(np.array([1j, np.inf + 0j, complex(0, np.nan)], dtype)), [True, False, False])
+    assert np.array_equal(fnp.iscomplex(np.array([1j, 2], dtype)), [True, False])
+    assert fnp.iscomplexobj(a) and not fnp.isrealobj(a) and fnp.isrealobj(a.real)
+    assert fnp.complex64 == dtypes.complex64
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum", "less", "greater_equal", "floor_divide", "mod", "arctan2"])
+def test_unordered_binary_ops_refuse_complex(name: str) -> None:
+    with pytest.raises(TypeError, match="complex"):
+        getattr(fnp, name)(_z((2,)), _z((2,)))
+
+
+@pytest.mark.parametrize("name", ["floor", "max", "min", "ceil"])
+def test_unordered_unary_ops_refuse_complex(name: str) -> None:
+    with pytest.raises(TypeError, match="complex128"):
+        getattr(fnp, name)(_z((2,)))
+
+
+# --- derivatives: finite differences, and JAX's convention ---------------------------------------
+
+
+def _point(name: str, shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.ndarray:
+    z = _z(shape, dtype, seed, 0.4, 1.6)
+    return z if name in CUT else z * np.exp(1j * np.arange(z.size).reshape(shape)).astype(dtype)
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_derivatives_match_finite_differences(name: str) -> None:
+    fun = UNARY[name][0]
+    check_grads(fun, [_point(name, (3,), dtypes.complex128)], order=2)
+    check_grads(fun, [_point(name, (2,), dtypes.complex64)], order=1, eps=1e-3, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_derivatives_match_finite_differences(name: str) -> None:
+    fun = BINARY[name][0]
+    z, w = _point("log", (3,), dtypes.complex128, 1), _point("log", (3,), dtypes.complex128, 2)
+    check_grads(fun, [z, w], order=2)
+    check_grads(lambda x: fun(z, x), [w.real], order=1)       # a real argument promoted to complex
+
+
+def test_real_imag_complex_and_reductions_derivatives() -> None:
+    x, y = _z((2, 3), dtypes.float64, 3), _z((2, 3), dtypes.float64, 4)
+    check_grads(lambda x, y: complex_(x, y) * (2 - 1j), [x, y], order=2)
+    check_grads(lambda x, y: fnp.abs(complex_(x, y[0])), [x, y], order=2)
+    z = _z((2, 3), dtypes.complex128, 5)
+    check_grads(lambda z: fnp.prod(z, axis=1), [z], order=2)
+    check_grads(lambda z: fnp.mean(z * z, axis=0) @ fnp.conj(z).T, [z], order=2)
+    check_grads(lambda z: fnp.sum(fnp.real(z) * fnp.imag(z)), [z], order=2)
+
+
+def _real_loss(mod: object, name: str) -> object:
+    table = UNARY if name in UNARY else BINARY
+    f = table[name][0] if mod is fnp else table[name][2]
+
+    def loss(*zs: object) -> object:
+        out = f(*zs)
+        return mod.sum(mod.abs(out) ** 2 + mod.real(out) * 0.5 - mod.imag(out) ** 3)
+
+    return loss
+
+
+@pytest.mark.parametrize("name", sorted(UNARY) + sorted(BINARY))
+def test_grad_of_real_valued_functions_matches_jax(name: str) -> None:
+    nargs = 2 if name in BINARY else 1
+    zs = [_point("log" if nargs == 2 else name, (3,), dtypes.complex128, s) for s in range(nargs)]
+    argnums = tuple(range(nargs))
+    got = fg.grad(_real_loss(fnp, name), argnums=argnums)(*zs)
+    want = jax.grad(_real_loss(jnp, name), argnums=argnums)(*zs)
+    for g, w in zip(got, want):
+        _close(g, w, 1e-10)
+
+
+@pytest.mark.parametrize("name", ["sin", "exp", "log", "square", "reciprocal", "conj", "real", "abs"])
+def test_jvp_and_vjp_match_jax(name: str) -> None:
+    fun, _, jfun = UNARY[name]
+    z, t = _point(name, (4,), dtypes.complex128, 0), _z((4,), dtypes.complex128, 9)
+    out, t_out = fg.jvp(fun, (z,), (t,))
+    j_out, j_t_out = jax.jvp(jfun, (z,), (t,))
+    _close(out, j_out, 1e-12)
+    _close(t_out, j_t_out, 1e-10)
+    ct = _z(np.shape(out), np.asarray(out).dtype, 11)
+    _close(fg.vjp(fun, z)[1](ct)[0], jax.vjp(jfun, z)[1](ct)[0], 1e-10)
+
+
+def test_grad_convention_examples() -> None:
+    z = np.complex128(1.5 - 0.5j)
+    _close(fg.grad(lambda z: fnp.abs(z) ** 2)(z), 2 * np.conj(z), 1e-12)
+    _close(fg.grad(lambda z: fnp.real(z))(z), 1.0, 0)
+    _close(fg.grad(lambda z: fnp.imag(z))(z), -1j, 0)
+    x = np.float64(0.7)
+    _close(fg.grad(lambda x: fnp.abs(fnp.exp(1j * x) * 3))(x), 0.0, 1e-12)
+    _close(fg.grad(lambda x: fnp.real(fnp.exp(1j * x)))(x), -np.sin(x), 1e-12)
+
+
+def test_holomorphic_grad() -> None:
+    z = np.complex128(0.3 + 0.8j)
+    for name in ("sin", "exp", "log", "square", "reciprocal", "tanh"):
+        fun, _, jfun = UNARY[name]
+        _close(fg.grad(fun, holomorphic=True)(z), jax.grad(jfun, holomorphic=True)(z), 1e-12)
+    with pytest.raises(TypeError, match="holomorphic=True"):
+        fg.grad(fnp.sin)(z)
+    with pytest.raises(TypeError, match="complex inputs"):
+        fg.grad(fnp.sin, holomorphic=True)(0.5)
+    with pytest.raises(TypeError, match="complex output"):
+        fg.grad(fnp.abs, holomorphic=True)(z)
+
+
+def test_hessian_vector_product_of_a_real_loss_matches_jax() -> None:
+    z, v = _point("sin", (3,), dtypes.complex128, 1), _z((3,), dtypes.complex128, 2)
+
+    def loss(mod: object) -> object:
+        return lambda z: mod.sum(mod.abs(mod.sin(z) * z) ** 2)
+
+    got = fg.jvp(fg.grad(loss(fnp)), (z,), (v,))[1]
+    want = jax.jvp(jax.grad(loss(jnp)), (z,), (v,))[1]
+    _close(got, want, 1e-10)
+
+
+# --- jit and vmap ---------------------------------------------------------------------------------
+
+
+def _program(z: object, w: object) -> object:
+    u = fnp.exp(z) * fnp.conj(w[0]) + fnp.sqrt(z * z + 1j) / (w[1] + 2)
+    v = fnp.where(fnp.real(u) > 0, u, fnp.abs(u).astype(u.dtype))
+    return fnp.sum(v @ fnp.transpose(w), axis=0), fnp.angle(v) + fnp.imag(v)
+
+
+@pytest.mark.parametrize("dtype", CX)
+def test_jit_matches_eager(dtype: np.dtype) -> None:
+    z, w = _z((3, 4), dtype, 1), _z((2, 4), dtype, 2)
+    for got, want in zip(fg.jit(_program)(z, w), _program(z, w)):
+        assert got.dtype == want.dtype
+        _close(got, want, 100 * TOL[dtype])
+    loss = lambda z, w: fnp.sum(fnp.abs(_program(z, w)[0]))  # noqa: E731
+    g_jit, g_eager = fg.jit(fg.grad(loss, argnums=(0, 1)))(z, w), fg.grad(loss, argnums=(0, 1))(z, w)
+    for a, b in zip(g_jit, g_eager):
+        _close(a, b, 100 * TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", CX)
+def test_vmap_matches_a_loop(dtype: np.dtype) -> None:
+    zs, w = _z((5, 3, 4), dtype, 1), _z((2, 4), dtype, 2)
+    got = fg.vmap(_program, in_axes=(0, None))(zs, w)
+    for i in range(5):
+        for g, want in zip(got, _program(zs[i], w)):
+            _close(g[i], want, 100 * TOL[dtype])
+    parts = fg.vmap(lambda x, y: complex_(x, y), in_axes=(1, None))(zs.real, zs.imag[0, 0])
+    _close(parts, np.moveaxis(zs.real, 1, 0) + 1j * zs.imag[0, 0], 0)
