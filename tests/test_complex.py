@@ -306,3 +306,73 @@ def test_vmap_matches_a_loop(dtype: np.dtype) -> None:
             _close(g[i], want, 100 * TOL[dtype])
     parts = fg.vmap(lambda x, y: complex_(x, y), in_axes=(1, None))(zs.real, zs.imag[0, 0])
     _close(parts, np.moveaxis(zs.real, 1, 0) + 1j * zs.imag[0, 0], 0)
+
+
+# --- fft ------------------------------------------------------------------------------------------
+
+C2C = ("fft", "ifft", "fft2", "ifft2", "fftn", "ifftn")
+R2C = ("rfft", "rfft2", "rfftn")
+C2R = ("irfft", "irfft2", "irfftn")
+
+
+def _fft_kwargs(name: str, ndim: int, data: st.DataObject) -> dict:
+    kw: dict = {"norm": data.draw(st.sampled_from((None, "backward", "ortho", "forward")))}
+    if name.endswith("fft"):                                  # one axis: n and axis
+        kw["axis"] = data.draw(st.integers(-ndim, ndim - 1))
+        kw["n"] = data.draw(st.sampled_from((None, 1, 3, 4, 6)))
+    else:
+        k = 2 if name.endswith("2") else data.draw(st.integers(1, ndim))
+        axes = tuple(data.draw(st.permutations(range(ndim)))[:k])
+        kw["axes"] = axes
+        if data.draw(st.booleans()):
+            kw["s"] = tuple(data.draw(st.integers(1, 5)) for _ in axes)
+    return kw
+
+
+@pytest.mark.parametrize("name", C2C + R2C + C2R)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_fft_values_match_numpy(name: str, data: st.DataObject) -> None:
+    real_in = name in R2C
+    dtype = data.draw(st.sampled_from((dtypes.float32, dtypes.float64) if real_in else CX))
+    x = data.draw(arrays(dtype, shapes(min_dims=2 if "2" in name else 1, max_dims=3, min_side=2)))
+    kw = _fft_kwargs(name, x.ndim, data)
+    got, want = getattr(fnp.fft, name)(x, **kw), getattr(np.fft, name)(x, **kw)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = 1e-4 if dtype in (dtypes.float32, dtypes.complex64) else 1e-11
+    _close(got, want, tol * max(1.0, float(np.abs(want).max(initial=0))))
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("fft", {}), ("ifft", {"n": 6, "norm": "ortho"}), ("fft2", {"s": (3, 5)}), ("ifftn", {"axes": (0, 2)}),
+    ("rfft", {"n": 5}), ("rfft2", {"norm": "forward"}), ("rfftn", {"s": (2, 3, 6)}),
+    ("irfft", {}), ("irfft", {"n": 7}), ("irfft2", {"s": (3, 4), "norm": "ortho"}), ("irfftn", {"axes": (2, 0)}),
+])
+def test_fft_derivatives(name: str, kw: dict) -> None:
+    real_in = name in R2C
+    x = _z((2, 3, 4), dtypes.float64 if real_in else dtypes.complex128, 7)
+    x = x.real if real_in else x
+    fun = lambda x: getattr(fnp.fft, name)(x, **kw)  # noqa: E731
+    check_grads(fun, [x], order=2)
+    loss = lambda mod: lambda x: mod.sum(mod.abs(getattr(mod.fft, name)(x, **kw) * (1 + 2j)) ** 2)  # noqa: E731
+    _close(fg.grad(loss(fnp))(x), jax.grad(loss(jnp))(x), 1e-9)
+    ct = _z(np.shape(fun(x)), np.asarray(fun(x)).dtype, 8)
+    _close(fg.vjp(fun, x)[1](ct)[0], jax.vjp(lambda x: getattr(jnp.fft, name)(x, **kw), x)[1](ct)[0], 1e-9)
+
+
+def test_fft_shift_jit_and_vmap() -> None:
+    z = _z((4, 3, 6), dtypes.complex64, 2)
+
+    def f(z: object) -> object:
+        spec = fnp.fft.fftshift(fnp.fft.fft2(z), axes=(-2, -1))
+        return fnp.fft.irfft(fnp.fft.ifftshift(spec, axes=-1), n=6), fnp.fft.rfftn(fnp.real(z), axes=(0, -1))
+
+    for got, want in zip(fg.jit(f)(z), f(z)):
+        _close(got, want, 1e-4)
+    got = fg.vmap(lambda z: fnp.fft.irfft2(fnp.fft.fft(z, axis=0), s=(3, 4)), in_axes=1)(z)
+    for i in range(z.shape[1]):
+        _close(got[i], np.fft.irfft2(np.fft.fft(z[:, i], axis=0), s=(3, 4)), 1e-4)
+    with pytest.raises(TypeError, match="real input"):
+        fnp.fft.rfft(z)
+    with pytest.raises(ValueError, match="norm"):
+        fnp.fft.fft(z, norm="both")

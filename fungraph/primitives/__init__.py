@@ -6,6 +6,7 @@ from fungraph.primitives import (  # noqa: F401
     conv,
     cumulative,
     elementwise,
+    fft,
     fused,
     indexing,
     linalg,
