@@ -15,5 +15,6 @@ from fungraph.primitives import (  # noqa: F401
     scan,
     shape,
     sorting,
+    special,
     while_loop,
 )

@@ -1,0 +1,186 @@
+"""``fungraph.scipy.special``: the special functions of ``scipy.special`` that statistical code
+reaches for, differentiable and batchable like ``jax.scipy.special``.
+
+Functions with their own primitive (``fungraph/primitives/special.py``) carry exact derivative
+rules; the others are compositions. Integer inputs compute in float64, float32 stays float32.
+See docs/scipy.md for the derivative status of every function and the differences from SciPy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fungraph import numpy as fnp
+from fungraph.nn import log_softmax, softmax
+from fungraph.numpy._util import cast, normalize_axes, promote
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives import special as sp
+from fungraph.primitives.callback import stop_gradient
+
+__all__ = [
+    "beta", "betainc", "betaln", "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gamma", "gammainc",
+    "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e", "log_ndtr", "log_softmax", "logit", "logsumexp",
+    "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "softmax", "stdtr", "xlog1py", "xlogy",
+]
+
+
+def _c(value: float, x: Any) -> np.ndarray:
+    return np.asarray(value, dtype=x.dtype)
+
+
+def _unary(prim: Any, name: str, doc: str) -> Any:
+    def f(x: Any) -> Any:
+        (x,) = promote(x, to_inexact=True)
+        return prim.bind(x)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+erf = _unary(ew.erf_p, "erf", "The error function 2/sqrt(pi) int_0^x e^{-t^2} dt.")
+erfc = _unary(sp.erfc_p, "erfc", "1 - erf(x), accurate where erf(x) is close to 1.")
+erfinv = _unary(sp.erf_inv_p, "erfinv", "The inverse of erf on (-1, 1); +-inf at +-1, nan outside.")
+expit = _unary(ew.logistic_p, "expit", "The logistic sigmoid 1 / (1 + e^-x).")
+gamma = _unary(sp.gamma_p, "gamma", "Gamma(x); +-inf at +-0, nan at the negative integers.")
+gammaln = _unary(sp.lgamma_p, "gammaln", "log|Gamma(x)|; +inf at the poles.")
+digamma = _unary(sp.digamma_p, "digamma", "psi(x) = d/dx log Gamma(x).")
+psi = digamma
+i0 = _unary(sp.bessel_i0_p, "i0", "The modified Bessel function of the first kind of order 0.")
+i1 = _unary(sp.bessel_i1_p, "i1", "The modified Bessel function of the first kind of order 1.")
+i0e = _unary(sp.bessel_i0e_p, "i0e", "exp(-|x|) i0(x).")
+i1e = _unary(sp.bessel_i1e_p, "i1e", "exp(-|x|) i1(x).")
+ndtri = _unary(sp.ndtri_p, "ndtri", "The standard normal quantile (inverse of ndtr).")
+log_ndtr = _unary(sp.log_ndtr_p, "log_ndtr", "log of the standard normal cdf, accurate far into both tails.")
+
+
+def logit(p: Any) -> Any:
+    """log(p / (1 - p)); -inf at 0, +inf at 1, nan outside [0, 1]."""
+    (p,) = promote(p, to_inexact=True)
+    return ew.sub(ew.log(p), ew.log1p_p.bind(ew.neg(p)))
+
+
+def ndtr(x: Any) -> Any:
+    """The standard normal cdf erfc(-x / sqrt 2) / 2."""
+    (x,) = promote(x, to_inexact=True)
+    return ew.mul(_c(0.5, x), sp.erfc_p.bind(ew.mul(x, _c(-1 / math.sqrt(2), x))))
+
+
+def polygamma(n: Any, x: Any) -> Any:
+    """The n-th derivative of digamma (n a non-negative integer; nan otherwise)."""
+    (x,) = promote(x, to_inexact=True)
+    return sp.polygamma_p.bind(cast(n, x.dtype), x)
+
+
+def gammainc(a: Any, x: Any) -> Any:
+    """The regularised lower incomplete gamma function P(a, x); differentiable in x only."""
+    a, x = promote(a, x, to_inexact=True)
+    return sp.igamma_p.bind(a, x)
+
+
+def gammaincc(a: Any, x: Any) -> Any:
+    """The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x); differentiable in x only."""
+    a, x = promote(a, x, to_inexact=True)
+    return sp.igammac_p.bind(a, x)
+
+
+def betainc(a: Any, b: Any, x: Any) -> Any:
+    """The regularised incomplete beta function I_x(a, b); differentiable in x only."""
+    a, b, x = promote(a, b, x, to_inexact=True)
+    return sp.betainc_p.bind(a, b, x)
+
+
+def stdtr(df: Any, t: Any) -> Any:
+    """Student's t cdf with ``df`` degrees of freedom; differentiable in t only."""
+    df, t = promote(df, t, to_inexact=True)
+    return sp.stdtr_p.bind(df, t)
+
+
+def betaln(a: Any, b: Any) -> Any:
+    """log|B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    a, b = promote(a, b, to_inexact=True)
+    return ew.sub(ew.add(sp.lgamma_p.bind(a), sp.lgamma_p.bind(b)), sp.lgamma_p.bind(ew.add(a, b)))
+
+
+def _gamma_sign(x: Any) -> Any:
+    """The sign of Gamma(x): +1 for x > 0, alternating between the negative poles."""
+    even = fnp.equal(fnp.mod(ew.floor(x), _c(2, x)), _c(0, x))
+    return fnp.where(fnp.logical_or(x > 0, even), _c(1, x), _c(-1, x))
+
+
+def beta(a: Any, b: Any) -> Any:
+    """B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b), as sign * exp(betaln) so it does not overflow early."""
+    a, b = promote(a, b, to_inexact=True)
+    sign = ew.mul(ew.mul(_gamma_sign(a), _gamma_sign(b)), _gamma_sign(ew.add(a, b)))
+    return ew.mul(sign, ew.exp(betaln(a, b)))
+
+
+def multigammaln(a: Any, d: int) -> Any:
+    """log of the multivariate gamma function of dimension ``d`` (a concrete integer).
+
+    Unlike SciPy it does not check ``a > (d - 1) / 2`` (the value may be traced)."""
+    (a,) = promote(a, to_inexact=True)
+    d = int(d)
+    out = fnp.full_like(a, d * (d - 1) / 4 * math.log(math.pi))
+    for j in range(d):
+        out = ew.add(out, sp.lgamma_p.bind(ew.sub(a, _c(j / 2, a))))
+    return out
+
+
+def _x_times(x: Any, log_term: Any, y: Any, low: float) -> Any:
+    """x * log_term(y), with 0 where x == 0 even if the log is infinite or undefined (y <= low or
+    y = inf; nan y stays nan). The derivative in x at x == 0 is log_term(y) where that is finite."""
+    outside = fnp.logical_not(fnp.logical_and(y > low, y < np.inf))
+    masked = fnp.logical_and(fnp.equal(x, _c(0, x)), fnp.logical_and(outside, fnp.logical_not(fnp.isnan(y))))
+    safe_y = fnp.where(masked, _c(1, y), y)
+    return fnp.where(masked, _c(0, x), ew.mul(x, log_term(safe_y)))
+
+
+def xlogy(x: Any, y: Any) -> Any:
+    """x * log(y), 0 where x == 0."""
+    x, y = promote(x, y, to_inexact=True)
+    return _x_times(x, ew.log, y, 0.0)
+
+
+def xlog1py(x: Any, y: Any) -> Any:
+    """x * log1p(y), 0 where x == 0."""
+    x, y = promote(x, y, to_inexact=True)
+    return _x_times(x, ew.log1p_p.bind, y, -1.0)
+
+
+def entr(x: Any) -> Any:
+    """-x log x for x > 0, 0 at 0, -inf for x < 0."""
+    (x,) = promote(x, to_inexact=True)
+    negative = x < 0
+    xs = fnp.where(negative, _c(1, x), x)  # keeps the unused branch (and its derivative) finite
+    return fnp.where(negative, _c(-np.inf, x), ew.sub(_c(0, x), xlogy(xs, xs)))
+
+
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False) -> Any:
+    """log(sum(b * exp(a))) over ``axis``, shifted by the maximum so it neither overflows nor
+    underflows. A negative sum gives nan unless ``return_sign``, which returns ``(log|sum|, sign)``."""
+    if b is None:
+        (a,) = promote(a, to_inexact=True)
+    else:
+        a, b = promote(a, b, to_inexact=True)
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a, b = fnp.broadcast_to(a, shape), fnp.broadcast_to(b, shape)
+    axes = normalize_axes(axis, a.ndim, "logsumexp")
+    live = a if b is None else fnp.where(fnp.not_equal(b, _c(0, b)), a, _c(-np.inf, a))
+    m = stop_gradient(fnp.max(live, axis=axes, keepdims=True))
+    m = fnp.where(fnp.isfinite(m), m, _c(0, m))
+    terms = ew.exp(ew.sub(a, m))
+    if b is not None:
+        terms = ew.mul(b, terms)
+    total = fnp.sum(terms, axis=axes, keepdims=True)
+    sign = fnp.sign(total)
+    out = ew.add(ew.log(fnp.abs(total)), m)
+    if not keepdims:
+        out = fnp.squeeze(out, axis=axes)
+        sign = fnp.squeeze(sign, axis=axes)
+    if return_sign:
+        return out, sign
+    return fnp.where(sign < 0, _c(np.nan, out), out)

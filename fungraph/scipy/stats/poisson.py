@@ -1,0 +1,46 @@
+"""The Poisson distribution with mean ``mu``, shifted by the integer ``loc``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fungraph import numpy as fnp
+from fungraph.scipy import special
+from fungraph.scipy.stats._util import const, floats
+
+
+def logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    """-inf where k - loc is negative or not an integer; differentiable in mu."""
+    k, mu, loc = floats(k, mu, loc)
+    k = fnp.subtract(k, loc)
+    valid = fnp.logical_and(fnp.greater_equal(k, const(0, k)), fnp.equal(k, fnp.floor(k)))
+    ks = fnp.where(valid, k, const(0, k))
+    val = fnp.subtract(fnp.subtract(special.xlogy(ks, mu), mu), special.gammaln(fnp.add(ks, const(1, ks))))
+    return fnp.where(valid, val, const(-np.inf, val))
+
+
+def pmf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    return fnp.exp(logpmf(k, mu, loc))
+
+
+def cdf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    """P(K <= k) = Q(floor(k - loc) + 1, mu); differentiable in mu."""
+    k, mu, loc = floats(k, mu, loc)
+    k = fnp.floor(fnp.subtract(k, loc))
+    nonneg = fnp.greater_equal(k, const(0, k))
+    shape = fnp.add(fnp.where(nonneg, k, const(0, k)), const(1, k))
+    return fnp.where(nonneg, special.gammaincc(shape, mu), const(0, mu))
+
+
+def logcdf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    return fnp.log(cdf(k, mu, loc))
+
+
+def sf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    k, mu, loc = floats(k, mu, loc)
+    k = fnp.floor(fnp.subtract(k, loc))
+    nonneg = fnp.greater_equal(k, const(0, k))
+    shape = fnp.add(fnp.where(nonneg, k, const(0, k)), const(1, k))
+    return fnp.where(nonneg, special.gammainc(shape, mu), const(1, mu))
