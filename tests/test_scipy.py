@@ -194,6 +194,8 @@ def test_logsumexp_options_like_scipy() -> None:
             want = ss.logsumexp(x, axis=-1, b=b, keepdims=keepdims, return_sign=True)
             assert_tree_matches(got, tuple(np.asarray(w) for w in want), 1e-13, "logsumexp return_sign")
         assert np.isnan(fs.logsumexp(np.array([0.0, 1.0]), b=np.array([1.0, -2.0])))
+        ignored = (np.array([np.inf, 1.0]), np.array([0.0, 1.0]))  # b == 0 drops even an infinite term
+        np.testing.assert_array_equal(fs.logsumexp(ignored[0], b=ignored[1]), ss.logsumexp(ignored[0], b=ignored[1]))
     x = np.array([0.3, -1.2, 2.0])
     np.testing.assert_allclose(fg.grad(fs.logsumexp)(x), np.exp(x) / np.exp(x).sum(), rtol=1e-14)
 

@@ -174,7 +174,7 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     m = fnp.where(fnp.isfinite(m), m, _c(0, m))
     terms = ew.exp(ew.sub(a, m))
     if b is not None:
-        terms = ew.mul(b, terms)
+        terms = fnp.where(fnp.not_equal(b, _c(0, b)), ew.mul(b, terms), _c(0, terms))
     total = fnp.sum(terms, axis=axes, keepdims=True)
     sign = fnp.sign(total)
     out = ew.add(ew.log(fnp.abs(total)), m)
