@@ -376,3 +376,42 @@ def test_fft_shift_jit_and_vmap() -> None:
         fnp.fft.rfft(z)
     with pytest.raises(ValueError, match="norm"):
         fnp.fft.fft(z, norm="both")
+
+
+# --- eig ------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=10)
+@given(data=st.data())
+def test_eig_values_and_vectors(data: st.DataObject) -> None:
+    dtype = data.draw(st.sampled_from((dtypes.float32, dtypes.float64) + CX))
+    n = data.draw(st.integers(1, 4))
+    shape = data.draw(st.sampled_from([(n, n), (2, n, n)]))
+    a = random_array(np.random.default_rng(data.draw(st.integers(0, 2**16))), shape, dtype)   # well conditioned
+    w, v = fnp.linalg.eig(a)
+    assert w.dtype == v.dtype == dtypes.complex_for(dtype) and v.shape == a.shape
+    tol = 1e-3 if dtype in (dtypes.float32, dtypes.complex64) else 1e-9
+    _close(np.sort_complex(w.reshape(-1, n)), np.sort_complex(np.linalg.eigvals(a).reshape(-1, n)), tol * 10)
+    _close(a @ v, v * w[..., None, :], tol * 10)
+    _close(fnp.linalg.eigvals(a), w, 0)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float64, dtypes.complex128])
+def test_eig_derivatives(dtype: np.dtype) -> None:
+    a = _z((2, 4, 4), dtype, 3)
+    a = a.real if dtype == dtypes.float64 else a
+    check_grads(fnp.linalg.eigvals, [a], order=2)
+    check_grads(lambda a: fnp.abs(fnp.linalg.eig(a).eigenvectors) ** 2, [a], order=1)   # phase-invariant
+
+    def jax_loss(a: object) -> object:
+        w, v = jax.lax.linalg.eig(a, compute_left_eigenvectors=False, enable_eigvec_derivs=True)
+        return jnp.sum(jnp.abs(w) ** 3 + jnp.real(w)) + jnp.sum(jnp.abs(v) ** 4)
+
+    def loss(a: object) -> object:
+        w, v = fnp.linalg.eig(a)
+        return fnp.sum(fnp.abs(w) ** 3 + fnp.real(w)) + fnp.sum(fnp.abs(v) ** 4)
+
+    _close(fg.grad(loss)(a), jax.grad(jax_loss)(a), 1e-9)
+    got = fg.vmap(fnp.linalg.eigvals)(a)
+    _close(got, np.stack([np.linalg.eigvals(m) for m in a]), 1e-12)
+    _close(fg.jit(fnp.linalg.eigvals)(a), np.linalg.eigvals(a), 1e-12)

@@ -57,7 +57,8 @@ def sign(x: Any) -> Any:
     mag = ew.abs_p.bind(x)
     zero = ew.eq(mag, np.zeros((), mag.dtype))
     safe = ew.select(zero, np.ones((), mag.dtype), mag)
-    return ew.select(zero, np.zeros((), x.dtype), ew.div(x, ew.convert(safe, x.dtype)))
+    unit = ew.complex_(ew.div(ew.real(x), safe), ew.div(ew.imag(x), safe))  # part by part: exact for subnormals
+    return ew.select(zero, np.zeros((), x.dtype), unit)
 
 
 def square(x: Any) -> Any:

@@ -1,8 +1,9 @@
 """``fungraph.numpy.linalg``: numpy.linalg over stacks of matrices (leading axes are a batch),
 differentiable through the decomposition primitives of ``fungraph.primitives.linalg_ops``.
 
-Real dtypes only, so ``eig``/``eigvals`` of non-symmetric matrices (complex in general) are
-left out; ``eigh``, ``eigvalsh`` and ``cholesky`` read the lower triangle, as numpy does."""
+``eig``/``eigvals`` take real or complex matrices and, like JAX, always return complex arrays
+(numpy returns real ones when every eigenvalue of a real matrix is real); the other routines
+take real matrices. ``eigh``, ``eigvalsh`` and ``cholesky`` read the lower triangle, as numpy does."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from fungraph.primitives import shape as sh
 LinAlgError = np.linalg.LinAlgError
 
 __all__ = [
-    "LinAlgError", "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
+    "LinAlgError", "cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq",
     "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer",
     "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace",
     "vecdot", "vector_norm",
@@ -202,6 +203,22 @@ def eigh(a: Any, UPLO: str = "L") -> EighResult:
 
 def eigvalsh(a: Any, UPLO: str = "L") -> Any:
     return eigh(a, UPLO).eigenvalues
+
+
+class EigResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+def eig(a: Any) -> EigResult:
+    """Eigenvalues and unit right eigenvectors (complex, as in JAX). Derivatives assume distinct
+    eigenvalues; eigenvectors' derivatives are meaningful only for phase-invariant functions."""
+    w, v = ops.eig_p.bind(_float_matrix(a, "eig"))
+    return EigResult(w, v)
+
+
+def eigvals(a: Any) -> Any:
+    return eig(a).eigenvalues
 
 
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:

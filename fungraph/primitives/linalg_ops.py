@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
 from fungraph.ir import ShapedArray
 from fungraph.primitives import elementwise as ew
@@ -76,8 +77,11 @@ def _add(*terms: Any) -> Any:
     return out
 
 
-def _square(name: str, a: ShapedArray) -> int:
-    require_float(name, a)
+def _square(name: str, a: ShapedArray, allow_complex: bool = False) -> int:
+    if allow_complex and dtypes.is_complex(a.dtype):
+        pass
+    else:
+        require_float(name, a)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ShapeError(f"{name}: needs a stack of square matrices (..., n, n), got {a}")
     return a.shape[-1]
@@ -105,7 +109,7 @@ def _leading_batch(prim: Primitive) -> Any:
 
 
 def _solve_aval(a: ShapedArray, b: ShapedArray) -> ShapedArray:
-    n = _square("solve", a)
+    n = _square("solve", a, allow_complex=True)
     require_same_dtype("solve", a, b)
     if b.ndim != a.ndim or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != n:
         raise ShapeError(f"solve: right-hand side {b} does not fit the matrices {a} (expected (..., {n}, k))")
@@ -320,3 +324,42 @@ def _qr_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 
 qr_p.batch = _leading_batch(qr_p)
+
+
+# --- eig ------------------------------------------------------------------------------------------
+
+
+def _eig_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray]:
+    n = _square("eig", a, allow_complex=True)
+    c = dtypes.complex_for(a.dtype)
+    return ShapedArray(a.shape[:-2] + (n,), c), ShapedArray(a.shape, c)
+
+
+def _eig_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    w, v = np.linalg.eig(a)
+    c = dtypes.complex_for(a.dtype)
+    return w.astype(c), v.astype(c)
+
+
+eig_p = Primitive("eig", impl=_eig_impl, abstract_eval=_eig_aval, arity=1, multiple_results=True)
+
+
+@eig_p.def_jvp
+def _eig_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """JAX's rule for distinct eigenvalues: with M = V^-1 dA V, dw = diag(M) and
+    dV = V (F * M) with F[i, j] = 1 / (w_j - w_i), less V Re(diag(V^H dV)) so the columns stay unit
+    length. (An eigenvector's phase is arbitrary: only phase-invariant functions of V have
+    meaningful derivatives.)"""
+    (a,), (ta,) = primals, tangents
+    w, v = eig_p.bind(a)
+    c = aval(w).dtype
+    m = solve(v, mm(ew.convert(ta, c), v))
+    du = mm(v, ew.mul(_inverse_gaps(w), m))
+    nd = aval(v).ndim
+    shape = aval(w).shape
+    stretch = ew.real(reduce_sum(ew.mul(ew.conj(v), du), (nd - 2,)))
+    dv = ew.sub(du, ew.mul(v, reshape(ew.convert(stretch, c), shape[:-1] + (1, shape[-1]))))
+    return (w, v), (diag_part(m), dv)
+
+
+eig_p.batch = _leading_batch(eig_p)
