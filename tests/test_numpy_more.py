@@ -193,3 +193,40 @@ def test_qr_of_wide_matrix_has_values_but_no_derivative() -> None:
 def test_fft_frequency_helpers() -> None:
     np.testing.assert_array_equal(fnp.fft.fftfreq(5, 0.1), np.fft.fftfreq(5, 0.1))
     np.testing.assert_array_equal(fnp.fft.rfftfreq(6), np.fft.rfftfreq(6))
+
+
+R_C_CASES = [
+    lambda m, a, b, M: m.r_[a, b],
+    lambda m, a, b, M: m.r_[a, 0, 0, b],
+    lambda m, a, b, M: m.r_[-1:1:6j, [0.0] * 3, 5, 6],
+    lambda m, a, b, M: m.r_[1:5:2, a],
+    lambda m, a, b, M: m.c_[a, b],
+    lambda m, a, b, M: m.c_[M, M],
+    lambda m, a, b, M: m.c_[a, 0:3],
+    lambda m, a, b, M: m.r_["-1", M, M],
+    lambda m, a, b, M: m.r_["0,2", a, b],
+    lambda m, a, b, M: m.r_["0,2,0", a, b],
+    lambda m, a, b, M: m.r_["1,2,0", a, b],
+]
+
+
+@pytest.mark.parametrize("case", range(len(R_C_CASES)))
+def test_r_and_c_match_numpy_eagerly_and_under_jit(case: int) -> None:
+    rng = np.random.default_rng(case)
+    a, b = rng.standard_normal((2, 3))
+    M = rng.standard_normal((2, 3)).astype(np.float32)
+    fun = R_C_CASES[case]
+    want = fun(np, a, b, M)
+    for got in (fun(fnp, a, b, M), fg.jit(lambda a, b, M: fun(fnp, a, b, M))(a, b, M)):
+        got = np.asarray(got)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_r_is_differentiable_and_rejects_matrix_directives() -> None:
+    x = np.arange(3.0)
+    np.testing.assert_allclose(fg.grad(lambda x: fnp.sum(fnp.r_[x, 2.0 * x] ** 2))(x), 10 * x)
+    with pytest.raises(ValueError, match="matrix directive 'r'"):
+        fnp.r_["r", x]
+    with pytest.raises(ValueError, match="unknown directive 'x'"):
+        fnp.r_["x", x]
