@@ -19,7 +19,7 @@ from fungraph.array import Array
 from fungraph.ir import ShapedArray
 
 TRANSFER_STATS = {"to_device": 0, "to_host": 0, "bytes_to_device": 0, "bytes_to_host": 0,
-                  "host_round_trips": 0}
+                  "scalar_reads": 0, "host_round_trips": 0}
 ALLOC_STATS = {"buffers_created": 0, "buffers_reused": 0}
 
 
@@ -106,6 +106,11 @@ class Device:
             self._free_bytes += nbytes
 
     def check_dtype(self, aval: ShapedArray, what: str) -> None:
+        """Raise a TypeError naming the dtype and the device for what this device cannot run."""
+        if dtypes.is_complex(aval.dtype):
+            raise TypeError(f"{what} uses {aval.dtype} ({aval}) but the OpenCL backend has no complex kernels "
+                            f"(device {self.info.name!r}, {self.info.platform}); use backend='cpu' for complex "
+                            "values")
         if aval.dtype == dtypes.float64 and not self.info.fp64:
             raise TypeError(f"{what} uses float64 but the OpenCL device {self.info.name!r} ({self.info.platform}) "
                             "has no fp64 support (no double_fp_config / cl_khr_fp64); use float32")
@@ -170,6 +175,16 @@ def download(dev: Device, buffer: Any, aval: ShapedArray, elem_offset: int = 0,
     if tuple(strides) == contiguous_strides(shape) and elem_offset == lo:
         return span.reshape(shape)
     return np.array(view)
+
+
+def read_scalar(dev: Device, buffer: Any, dtype: np.dtype, elem_offset: int) -> Any:
+    """Read one element (a ``cond`` index or a ``while`` predicate); waits for the queue.
+    Counted in ``TRANSFER_STATS["scalar_reads"]``, not as an array copy."""
+    host = np.empty(1, dtype)
+    dev.cl.enqueue_copy(dev.queue, host, buffer, src_offset=elem_offset * host.itemsize, is_blocking=True)
+    TRANSFER_STATS["scalar_reads"] += 1
+    TRANSFER_STATS["bytes_to_host"] += host.itemsize
+    return host[0]
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

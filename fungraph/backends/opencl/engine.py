@@ -1,16 +1,20 @@
 """The OpenCL executable: a planned graph turned into one program of generated kernels, one
-arena buffer, and a flat list of launches (and host round-trips) run back to back.
+arena buffer, and a tree of steps (kernel launches, host round-trips, and device-resident
+control flow) run back to back.
 
 Compile time: choose fused regions (``fusion.plan_fusion``), give every value that must be
-stored a *slot* (an input, a constant, an arena range, a fresh output, or kernel scratch),
-generate one kernel per region or primitive, pack the arena slots with the interval planner
-(``offsets.plan_offsets``, 64-byte aligned, at kernel granularity: fusion changes which
-values exist and when they die, so the per-equation plan of the jit is not reused), build
-the program once and launch every kernel once to warm PoCL's work-group compilation.
+stored a *slot* (an input, a constant, an arena range, a fresh output, kernel scratch, or a
+*window*: a per-iteration slice of another slot), generate one kernel per region or
+primitive, lower ``cond``/``while``/``scan`` sub-graphs into the same program and arena
+(``control.py``), pack the arena slots with the interval planner (``offsets.plan_offsets``,
+64-byte aligned, at kernel granularity: fusion changes which values exist and when they die,
+so the per-equation plan of the jit is not reused), build the program once and launch every
+kernel once to warm PoCL's work-group compilation.
 
 Call time: bind the inputs (device arrays as they are, numpy arrays copied into per-input
 staging buffers), allocate one fresh buffer per output, set the changing kernel arguments
-and enqueue everything; nothing waits until the caller reads a result.
+and enqueue everything; the only waits are the scalar reads of a ``cond`` index or a
+``while`` predicate, and the caller reading a result.
 """
 
 from __future__ import annotations
@@ -18,28 +22,30 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.backends.opencl.codegen import Access, contiguous, preamble
+from fungraph.backends.opencl import control
+from fungraph.backends.opencl.codegen import Access, contiguous, preamble, view_access
 from fungraph.backends.opencl.device import (
     TRANSFER_STATS,
     OpenCLArray,
     download,
     get_device,
+    read_scalar,
     upload,
 )
-from fungraph.backends.opencl.fusion import FusionPlan, plan_fusion
+from fungraph.backends.opencl.fusion import FusionPlan, Region, plan_fusion
 from fungraph.backends.opencl.kernels import (
     KernelSpec,
     canonical_copy_access,
     conv_kernel,
     dot_kernels,
     elementwise_kernel,
-    graph_has_dtype,
+    graph_avals,
     merged_stride,
     reduce_kernels,
     scatter_kernel,
@@ -49,26 +55,45 @@ from fungraph.interpreters.offsets import plan_offsets
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 ALIGNMENT = 64
-ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0}
+ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0,
+                "loop_iterations": 0}
+DEVICE_SLOTS = ("arena", "scratch", "const")
 
 
 @dataclass
 class Slot:
-    kind: str                      # input, const, arena, scratch, output
+    kind: str                      # input, const, arena, scratch, output, window
     aval: ShapedArray
     index: int = -1                # input or output position
-    first: int = 0                 # first step that touches it
-    last: int = 0                  # last step that touches it
+    first: int = 0                 # first clock tick that touches it
+    last: int = 0                  # last clock tick that touches it
     byte_offset: int = 0
+    parent: int = -1               # window: the slot it slices
+
+
+@dataclass
+class Window:
+    """Slot ``slot`` is ``parent`` at element offset ``base + i * stride`` in iteration ``i``."""
+
+    slot: int
+    parent: int
+    base: int
+    stride: int
 
 
 @dataclass
 class Step:
-    kind: str                      # "kernels" or "host"
-    eqns: list[int] = field(default_factory=list)
+    kind: str                      # kernels, host, cond, while, scan
+    eqns: list[Eqn] = field(default_factory=list)
     specs: list[KernelSpec] = field(default_factory=list)
     host_inputs: list[Access | Literal] = field(default_factory=list)
     host_outputs: list[int] = field(default_factory=list)
+    blocks: list[list[Step]] = field(default_factory=list)   # cond: branches; while: cond, body, odd tail; scan: body
+    index: Access | None = None    # cond: the branch index (None: chosen at compile time); while: the predicate
+    swap: dict[int, int] = field(default_factory=dict)       # carry slots exchanged on odd iterations
+    windows: list[Window] = field(default_factory=list)
+    length: int = 0
+    reverse: bool = False
 
 
 class OpenCLExecutable:
@@ -81,14 +106,19 @@ class OpenCLExecutable:
         self.graph = graph
         self.plan = plan
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
-        if graph_has_dtype(graph, dtypes.float64):
-            self.dev.check_dtype(ShapedArray((), dtypes.float64), "this graph")
-        sizes = [v.aval.size for v in graph.invars] + [o.aval.size for e in graph.eqns for o in e.outputs]
-        self.idx_type = "long" if max(sizes, default=0) >= 2**31 - 1 else "int"
+        avals = graph_avals(graph)
+        for a in avals:
+            self.dev.check_dtype(a, "this graph")
+        self.idx_type = "long" if max((a.size for a in avals), default=0) >= 2**31 - 1 else "int"
+        self._fuse = fuse
         self.fusion: FusionPlan = plan_fusion(graph, fuse)
         self.slots: list[Slot] = []
         self.access: dict[Var, Access] = {}
         self.steps: list[Step] = []
+        self._block = self.steps
+        self._dest: dict[Var, Access] = {}
+        self._depth = 0
+        self._clock = 0
         self.const_host: dict[int, np.ndarray] = {}
         self._n_kernels = 0
         self._lower()
@@ -97,16 +127,39 @@ class OpenCLExecutable:
         self.compile_seconds = time.perf_counter() - t0
         ENGINE_STATS["executables"] += 1
 
-    # --- lowering the graph to steps ---------------------------------------------------
+    # --- slots and the clock ------------------------------------------------------------
 
-    def _slot(self, kind: str, aval: ShapedArray, index: int = -1) -> int:
-        step = len(self.steps)
-        self.slots.append(Slot(kind, aval, index, step, step))
+    def _slot(self, kind: str, aval: ShapedArray, index: int = -1, parent: int = -1) -> int:
+        self.slots.append(Slot(kind, aval, index, self._clock, self._clock, parent=parent))
         return len(self.slots) - 1
 
+    def _touch(self, s: int) -> None:
+        """``s`` (and the slots a window slices) is used at the current clock tick."""
+        while s >= 0:
+            slot = self.slots[s]
+            slot.last = max(slot.last, self._clock)
+            s = slot.parent
+
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock - 1
+
+    def extend_lifetimes(self, start: int, end: int) -> None:
+        """A loop runs its body many times: every slot alive when the loop starts (carries,
+        stacked outputs, values the body reads) stays alive until the loop ends."""
+        for slot in self.slots:
+            if slot.first <= start <= slot.last:
+                slot.last = max(slot.last, end)
+
     def _store(self, v: Var) -> Access:
-        """A contiguous slot for a value computed by the step being built."""
-        j = self._out_index.get(v)
+        """A contiguous slot for a value computed by the step being built: the destination a
+        sub-graph's caller chose for it, a graph output, or an arena range."""
+        dest = self._dest.pop(v, None)
+        if dest is not None:
+            self.access[v] = dest
+            self._touch(dest.slot)
+            return dest
+        j = self._out_index.get(v) if self._depth == 0 else None
         if j is not None and j not in self._out_taken:
             self._out_taken.add(j)
             s = self._slot("output", v.aval, j)
@@ -117,8 +170,16 @@ class OpenCLExecutable:
         self.access[v] = a
         return a
 
+    def arena_access(self, aval: ShapedArray) -> Access:
+        return Access(self._slot("arena", aval), aval, 0, contiguous(aval.shape))
+
     def _scratch(self, aval: ShapedArray) -> Access:
         return Access(self._slot("scratch", aval), aval, 0, contiguous(aval.shape))
+
+    def window(self, parent: Access, aval: ShapedArray, stride: int, strides: tuple[int, ...]) -> tuple[Window, Access]:
+        """A per-iteration slice ``parent[i]`` (a scan's ``xs[i]`` or ``ys[i]``)."""
+        s = self._slot("window", aval, parent=parent.slot)
+        return Window(s, parent.slot, parent.offset, stride), Access(s, aval, 0, strides)
 
     def _const(self, value: np.ndarray) -> Access:
         arr = np.ascontiguousarray(value)
@@ -127,12 +188,14 @@ class OpenCLExecutable:
         self.const_host[s] = arr
         return Access(s, aval, 0, contiguous(arr.shape))
 
-    def _atom_access(self, a: Var | Literal) -> Access:
+    def atom_access(self, a: Var | Literal) -> Access:
         return self._const(a.array) if isinstance(a, Literal) else self.access[a]
 
     def _name(self, what: str) -> str:
         self._n_kernels += 1
         return f"k{self._n_kernels}_{what}"
+
+    # --- lowering the graph to steps ---------------------------------------------------
 
     def _lower(self) -> None:
         g = self.graph
@@ -148,63 +211,102 @@ class OpenCLExecutable:
             self.access[v] = Access(s, v.aval, 0, contiguous(v.aval.shape))
         for v, c in zip(g.constvars, g.consts):
             self.access[v] = self._const(c)
-        fusion = self.fusion
-        for i, e in enumerate(g.eqns):
-            region = fusion.region_of.get(i)
-            if i in fusion.aliases:
-                from fungraph.backends.opencl.codegen import view_access
-
-                self.access[e.outputs[0]] = view_access(e, self.access[e.inputs[0]])
-            elif region is not None and region.root == i:
-                self._lower_region(region)
-            elif region is not None:
-                continue
-            elif e.primitive.name == "dot_general":
-                self._lower_dot(i, e)
-            elif e.primitive.name == "conv":
-                self._lower_kernel_step(i, [conv_kernel(self._name("conv"), self._atom_access(e.inputs[0]),
-                                                        self._atom_access(e.inputs[1]), self._store(e.outputs[0]),
-                                                        e.params, self.info, self.idx_type)])
-            elif e.primitive.name == "scatter_add":
-                upd, idx = (self._atom_access(a) for a in e.inputs)
-                spec = scatter_kernel(self._name("scatter_add"), upd, idx, self._store(e.outputs[0]),
-                                      e.params["axis"], self.info, self.idx_type)
-                self._lower_kernel_step(i, [spec])
-            else:
-                self._lower_host(i, e)
+        self._lower_eqns(g, self.fusion)
         self._lower_outputs()
 
-    def _lower_kernel_step(self, i: int | list[int], specs: list[KernelSpec]) -> None:
-        eqns = i if isinstance(i, list) else [i]
-        step = Step("kernels", eqns, specs)
+    def _lower_eqns(self, g: Graph, fusion: FusionPlan) -> None:
+        for i, e in enumerate(g.eqns):
+            region = fusion.region_of.get(i)
+            name = e.primitive.name
+            if i in fusion.aliases:
+                self.access[e.outputs[0]] = view_access(e, self.access[e.inputs[0]])
+            elif region is not None and region.root == i:
+                self._lower_region(g, region)
+            elif region is not None:
+                continue
+            elif name == "dot_general":
+                self._lower_dot(e)
+            elif name == "conv":
+                self.add_kernels([e], [conv_kernel(self._name("conv"), self.atom_access(e.inputs[0]),
+                                                   self.atom_access(e.inputs[1]), self._store(e.outputs[0]),
+                                                   e.params, self.info, self.idx_type)])
+            elif name == "scatter_add":
+                upd, idx = (self.atom_access(a) for a in e.inputs)
+                spec = scatter_kernel(self._name("scatter_add"), upd, idx, self._store(e.outputs[0]),
+                                      e.params["axis"], self.info, self.idx_type)
+                self.add_kernels([e], [spec])
+            elif name in control.LOWERINGS:
+                control.LOWERINGS[name](self, e)
+            else:
+                self._lower_host(e)
+
+    def lower_subgraph(self, g: Graph, ins: Sequence[Access], dests: Sequence[Access]) -> list[Step]:
+        """Lower a closed sub-graph (a branch, a loop body or condition) with its inputs read
+        from ``ins`` and its outputs written into ``dests``; returns its steps."""
+        saved = (self.access, self._block, self._dest)
+        self.access = dict(zip(g.invars, ins))
+        for v, c in zip(g.constvars, g.consts):
+            self.access[v] = self._const(c)
+        self._block = []
+        self._dest = {}
+        for v, d in zip(g.outvars, dests):
+            if isinstance(v, Var) and v not in self.access and v not in self._dest:
+                self._dest[v] = d
+        self._depth += 1
+        self._lower_eqns(g, plan_fusion(g, self._fuse))
+        for v, d in zip(g.outvars, dests):
+            src = v if isinstance(v, Literal) else self.access[v]
+            if src != d:
+                self.copy_into(d, src)
+        self._depth -= 1
+        block = self._block
+        self.access, self._block, self._dest = saved
+        return block
+
+    def add_step(self, step: Step) -> None:
+        self._block.append(step)
+
+    def add_kernels(self, eqns: list[Eqn], specs: list[KernelSpec]) -> None:
         for spec in specs:
             spec.eqns = eqns
             for s, _ in spec.slots:
-                self.slots[s].last = len(self.steps)
-        self.steps.append(step)
+                self._touch(s)
+        self._block.append(Step("kernels", eqns, specs))
+        self._tick()
 
-    def _lower_region(self, region: Any) -> None:
-        g = self.graph
+    def copy_into(self, dst: Access, src: Access | Literal) -> None:
+        """One kernel writing ``src`` (an access or a literal) into the contiguous ``dst``."""
+        tmp = Var(dst.aval)
+        if isinstance(src, Literal):
+            spec = elementwise_kernel(self._name("fill"), dst.shape, [(tmp, dst)], {}, lambda v: None,
+                                      self.idx_type, self.info, values=[src])
+        else:
+            spec = elementwise_kernel(self._name("copy"), dst.shape, [(tmp, dst)], {},
+                                      lambda v: src if v is tmp else None, self.idx_type, self.info)
+        spec.kind = "copy"
+        self.add_kernels([], [spec])
+
+    def _lower_region(self, g: Graph, region: Region) -> None:
         members = {o: g.eqns[m] for m in region.members for o in g.eqns[m].outputs}
-        eqns = sorted(region.members)
+        eqns = [g.eqns[m] for m in sorted(region.members)]
         if region.kind == "reduce":
             e = g.eqns[region.root]
             inner = {v: m for v, m in members.items() if m is not e}
             out = self._store(e.outputs[0])
             specs = reduce_kernels(self._name(e.primitive.name), e, inner, self.access.get, out, self._scratch,
                                    self.idx_type, self.info)
-            self._lower_kernel_step(eqns, specs)
+            self.add_kernels(eqns, specs)
             return
         outs = [(v, self._store(v)) for v in region.outputs]
         spec = elementwise_kernel(self._name("fused" if len(eqns) > 1 else g.eqns[region.root].primitive.name),
                                   region.shape, outs, members, self.access.get, self.idx_type, self.info)
-        self._lower_kernel_step(eqns, [spec])
+        self.add_kernels(eqns, [spec])
 
-    def _lower_dot(self, i: int, e: Eqn) -> None:
+    def _lower_dot(self, e: Eqn) -> None:
         """Pick a dot kernel and copy operands into the layout it needs: the register-blocked
         kernel wants rows of ``rhs`` contiguous (n >= 16, m >= 4); otherwise, for k >= 16, the
         dot-product kernel wants both operands contiguous along k; else the scalar kernel."""
-        lhs, rhs = (self._atom_access(a) for a in e.inputs)
+        lhs, rhs = (self.atom_access(a) for a in e.inputs)
         (lc, rc), (lb, rb) = e.params["dimension_numbers"]
         lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
         rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
@@ -240,7 +342,7 @@ class OpenCLExecutable:
                 rb, rc, rf = _ranges(len(rb), len(rc), len(rf))
         dims = ((lc, rc), (lb, rb))
         specs += dot_kernels(self._name("dot_general"), lhs, rhs, out, dims, self.info, self.idx_type) or []
-        self._lower_kernel_step(i, specs)
+        self.add_kernels([e], specs)
 
     def _copy_canonical(self, a: Access, order: tuple[int, ...]) -> tuple[Access, KernelSpec]:
         shape = tuple(a.shape[d] for d in order)
@@ -252,18 +354,18 @@ class OpenCLExecutable:
         spec.kind = "copy"
         return dst, spec
 
-    def _lower_host(self, i: int, e: Eqn) -> None:
+    def _lower_host(self, e: Eqn) -> None:
         ins = [a if isinstance(a, Literal) else self.access[a] for a in e.inputs]
         outs = [self._store(o).slot for o in e.outputs]
-        step = Step("host", [i], host_inputs=ins, host_outputs=outs)
         for a in ins:
             if isinstance(a, Access):
-                self.slots[a.slot].last = len(self.steps)
-        self.steps.append(step)
+                self._touch(a.slot)
+        self.add_step(Step("host", [e], host_inputs=ins, host_outputs=outs))
+        self._tick()
 
     def _lower_outputs(self) -> None:
-        """Outputs that no step writes (inputs, constants, literals, aliases) are copied into
-        their fresh output buffers by one last kernel each, on the device."""
+        """Outputs that no step writes (inputs, constants, literals, aliases, loop carries) are
+        copied into their fresh output buffers by one last kernel each, on the device."""
         for j, a in enumerate(self.graph.outvars):
             if j in self._out_slot:
                 continue
@@ -271,18 +373,8 @@ class OpenCLExecutable:
                 continue
             s = self._slot("output", a.aval, j)
             self._out_slot[j] = s
-            dst = Access(s, a.aval, 0, contiguous(a.aval.shape))
-            tmp = Var(a.aval)
-            if isinstance(a, Literal):
-                spec = elementwise_kernel(self._name("fill"), a.aval.shape, [(tmp, dst)], {}, lambda v: None,
-                                          self.idx_type, self.info, values=[a])
-            else:
-                src = self.access[a]
-                spec = elementwise_kernel(self._name("copy"), a.aval.shape, [(tmp, dst)], {},
-                                          lambda v, src=src, tmp=tmp: src if v is tmp else None,
-                                          self.idx_type, self.info)
-            spec.kind = "copy"
-            self._lower_kernel_step([], [spec])
+            self.copy_into(Access(s, a.aval, 0, contiguous(a.aval.shape)), a if isinstance(a, Literal)
+                           else self.access[a])
         self.output_plan: list[int] = []
         for j, a in enumerate(self.graph.outvars):
             if isinstance(a, Var) and a in self._out_index:
@@ -304,7 +396,7 @@ class OpenCLExecutable:
         else:
             self.arena_bytes = 0
 
-    # --- building and binding --------------------------------------------------------------
+    # --- building: kernel instances per carry binding --------------------------------------
 
     def _build(self) -> None:
         dev, cl = self.dev, self.dev.cl
@@ -322,7 +414,8 @@ class OpenCLExecutable:
                 self.staging[s.index] = dev.alloc(s.aval.nbytes)
         self.input_slots = [k for k, s in enumerate(self.slots) if s.kind == "input"]
         self.output_slots = [k for k, s in enumerate(self.slots) if s.kind == "output"]
-        specs = [spec for st in self.steps if st.kind == "kernels" for spec in st.specs]
+        self.window_slots = [k for k, s in enumerate(self.slots) if s.kind == "window"]
+        specs = list(_specs(self.steps))
         used = {dtypes.canonical(dt) for spec in specs for _, dt in spec.slots}
         self.source = preamble(used) + "\n" + "\n".join(spec.source for spec in specs)
         t0 = time.perf_counter()
@@ -335,28 +428,62 @@ class OpenCLExecutable:
         self.build_seconds = time.perf_counter() - t0
         ENGINE_STATS["kernels_built"] += len(specs)
         ENGINE_STATS["build_seconds"] += self.build_seconds
-        self.program_steps: list[tuple] = []
-        for st in self.steps:
-            if st.kind == "host":
-                self.program_steps.append(("host", st))
-                continue
-            for spec in st.specs:
-                kernel = cl.Kernel(self.program, spec.name)
-                dyn = []
-                for a, (s, _) in enumerate(spec.slots):
-                    if self.slots[s].kind in ("input", "output"):
-                        dyn.append((2 * a, s))
-                    else:
-                        kernel.set_arg(2 * a, self.buf[s])
-                        kernel.set_arg(2 * a + 1, np.int64(self.off[s]))
-                launches = [lc for lc in spec.launches if all(d > 0 for d in lc[0])]
-                if launches:
-                    self.program_steps.append(("kernel", kernel, tuple(dyn), tuple(launches)))
+        self._call_args: list[tuple[Any, int, int]] = []
+        self._instances: list[tuple] = []
+        self.ops = self._ops(self.steps, {})
         self._warm()
 
+    def _ops(self, steps: list[Step], remap: dict[int, int]) -> list[tuple]:
+        """Executable ops for ``steps`` with carry slots bound through ``remap`` (a loop body
+        is instantiated twice: even iterations read carries A and write B, odd ones the
+        reverse, so no carry is ever copied)."""
+        ops: list[tuple] = []
+        for st in steps:
+            if st.kind == "kernels":
+                ops += [op for op in (self._instance(spec, remap) for spec in st.specs) if op is not None]
+            elif st.kind == "host":
+                ins = [a if isinstance(a, Literal) else replace(a, slot=remap.get(a.slot, a.slot))
+                       for a in st.host_inputs]
+                ops.append(("host", st.eqns[0], ins, [remap.get(s, s) for s in st.host_outputs]))
+            elif st.kind == "cond":
+                idx = None if st.index is None else _scalar_ref(st.index, remap)
+                ops.append(("cond", idx, [self._ops(b, remap) for b in st.blocks]))
+            elif st.kind == "while":
+                odd = _swapped(remap, st.swap)
+                cond, body, tail = st.blocks
+                ops.append(("while", _scalar_ref(st.index, remap), (self._ops(cond, remap), self._ops(cond, odd)),
+                            (self._ops(body, remap), self._ops(body, odd)), self._ops(tail, remap)))
+            else:
+                odd = _swapped(remap, st.swap)
+                wins = tuple((w.slot, remap.get(w.parent, w.parent), w.base, w.stride) for w in st.windows)
+                ops.append(("scan", st.length, st.reverse, wins,
+                            (self._ops(st.blocks[0], remap), self._ops(st.blocks[0], odd))))
+        return ops
+
+    def _instance(self, spec: KernelSpec, remap: dict[int, int]) -> tuple | None:
+        launches = tuple(lc for lc in spec.launches if all(d > 0 for d in lc[0]))
+        if not launches:
+            return None
+        kernel = self.dev.cl.Kernel(self.program, spec.name)
+        per_iteration = []
+        for a, (s, _) in enumerate(spec.slots):
+            s = remap.get(s, s)
+            kind = self.slots[s].kind
+            if kind in ("input", "output"):
+                self._call_args.append((kernel, 2 * a, s))
+            elif kind == "window":
+                per_iteration.append((2 * a, s))
+            else:
+                kernel.set_arg(2 * a, self.buf[s])
+                kernel.set_arg(2 * a + 1, np.int64(self.off[s]))
+        op = ("kernel", kernel, tuple(per_iteration), launches)
+        self._instances.append(op)
+        return op
+
     def _warm(self) -> None:
-        """Launch every kernel once (inputs: staging buffers, outputs: one dummy buffer) so
-        PoCL compiles its work-group functions now rather than on the first call."""
+        """Launch every kernel instance once (inputs: staging buffers, outputs: one dummy
+        buffer, windows at iteration 0) so PoCL compiles its work-group functions now rather
+        than on the first call."""
         nbytes = max([self.slots[s].aval.nbytes for s in self.output_slots], default=1)
         dummy = self.dev.alloc(nbytes)
         for s in self.input_slots:
@@ -365,20 +492,28 @@ class OpenCLExecutable:
         for s in self.output_slots:
             self.buf[s] = dummy
             self.off[s] = 0
+        for s in self.window_slots:
+            parent = self.slots[s].parent
+            self.buf[s] = self.buf[parent]
+            self.off[s] = self.off[parent]
+        self._bind_call_args()
         t0 = time.perf_counter()
-        self._enqueue_kernels_only()
+        for op in self._instances:
+            self._launch(op)
         self.dev.queue.finish()
         self.warm_seconds = time.perf_counter() - t0
+        self._release()
 
-    def _enqueue_kernels_only(self) -> None:
-        for item in self.program_steps:
-            if item[0] == "kernel":
-                self._launch(item)
-
-    def _launch(self, item: tuple) -> None:
-        _, kernel, dyn, launches = item
+    def _bind_call_args(self) -> None:
         buf, off = self.buf, self.off
-        for a, s in dyn:
+        for kernel, a, s in self._call_args:
+            kernel.set_arg(a, buf[s])
+            kernel.set_arg(a + 1, np.int64(off[s]))
+
+    def _launch(self, op: tuple) -> None:
+        _, kernel, per_iteration, launches = op
+        buf, off = self.buf, self.off
+        for a, s in per_iteration:
             kernel.set_arg(a, buf[s])
             kernel.set_arg(a + 1, np.int64(off[s]))
         q = self.dev.queue
@@ -412,31 +547,78 @@ class OpenCLExecutable:
                 self.off[s] = 0
         if into is None:
             ENGINE_STATS["output_allocations"] += len(self.output_slots)
-        for item in self.program_steps:
-            if item[0] == "kernel":
-                self._launch(item)
-            else:
-                self._run_host(item[1])
+        self._bind_call_args()
+        self._exec(self.ops)
         dev.queue.flush()
         pooled = into is None
         arrays = {s: OpenCLArray(self.buf[s], self.slots[s].aval, self.off[s], pooled) for s in self.output_slots}
         outs = [arrays[s] for s in self.output_plan]
-        for s in self.input_slots + self.output_slots:
-            self.buf[s] = None
+        self._release()
         return list(into) if into is not None else outs
 
-    def _run_host(self, step: Step) -> None:
+    def _release(self) -> None:
+        for s in self.input_slots + self.output_slots + self.window_slots:
+            self.buf[s] = None
+
+    def _exec(self, ops: list[tuple]) -> None:
+        for op in ops:
+            tag = op[0]
+            if tag == "kernel":
+                self._launch(op)
+            elif tag == "host":
+                self._run_host(op)
+            elif tag == "cond":
+                _, idx, branches = op
+                k = 0 if idx is None else int(np.clip(self._scalar(idx), 0, len(branches) - 1))
+                self._exec(branches[k])
+            elif tag == "while":
+                self._run_while(op)
+            else:
+                self._run_scan(op)
+
+    def _run_while(self, op: tuple) -> None:
+        """Only the predicate is read back, once per evaluation; even iterations read carries
+        A and write B, odd ones the reverse; an odd trip count ends with one copy B -> A."""
+        _, pred, conds, bodies, tail = op
+        k = 0
+        while True:
+            self._exec(conds[k & 1])
+            if not self._scalar(pred):
+                break
+            self._exec(bodies[k & 1])
+            k += 1
+        if k & 1:
+            self._exec(tail)
+        ENGINE_STATS["loop_iterations"] += k
+
+    def _run_scan(self, op: tuple) -> None:
+        """A static trip count: nothing is read back; windows move over ``xs`` and ``ys``."""
+        _, length, reverse, windows, bodies = op
+        buf, off = self.buf, self.off
+        for k in range(length):
+            i = length - 1 - k if reverse else k
+            for w, parent, base, stride in windows:
+                buf[w] = buf[parent]
+                off[w] = off[parent] + base + i * stride
+            self._exec(bodies[k & 1])
+        ENGINE_STATS["loop_iterations"] += length
+
+    def _scalar(self, ref: tuple[int, int, np.dtype]) -> Any:
+        s, offset, dtype = ref
+        return read_scalar(self.dev, self.buf[s], dtype, self.off[s] + offset)
+
+    def _run_host(self, op: tuple) -> None:
         """Copy the inputs to the host, run the primitive's numpy impl, copy the results back."""
-        e = self.graph.eqns[step.eqns[0]]
+        _, e, host_inputs, host_outputs = op
         ins = []
-        for a in step.host_inputs:
+        for a in host_inputs:
             if isinstance(a, Literal):
                 ins.append(a.array)
             else:
                 ins.append(download(self.dev, self.buf[a.slot], a.aval, self.off[a.slot] + a.offset, a.strides))
         res = e.primitive.impl(*ins, **e.params.kwargs())
         outs = res if e.primitive.multiple_results else [res]
-        for s, r in zip(step.host_outputs, outs):
+        for s, r in zip(host_outputs, outs):
             slot = self.slots[s]
             arr = np.asarray(r, dtype=slot.aval.dtype).reshape(slot.aval.shape)
             upload(self.dev, arr, self.buf[s], self.off[s] * slot.aval.dtype.itemsize)
@@ -446,38 +628,78 @@ class OpenCLExecutable:
 
     @property
     def kernel_count(self) -> int:
-        return sum(len(st.specs) for st in self.steps if st.kind == "kernels")
+        return sum(1 for _ in _specs(self.steps))
 
     @property
     def host_steps(self) -> int:
-        return sum(1 for st in self.steps if st.kind == "host")
+        return sum(1 for st in _walk(self.steps) if st.kind == "host")
 
     def describe(self) -> str:
-        """Each kernel (and host round-trip) with the equations it covers, in launch order."""
+        """Each kernel, host round-trip and control-flow step with the equations it covers,
+        in launch order (loop bodies and branches indented)."""
         from fungraph.ir_text import _format_eqn, _Namer
 
         namer = _Namer()
         for v in self.graph.invars + self.graph.constvars:
             namer(v)
-        text: dict[int, str] = {}
-        for i, e in enumerate(self.graph.eqns):
-            text[i] = _format_eqn(e, namer, 0, False).strip()
         lines = [f"OpenCL executable on {self.info.name!r}: {self.kernel_count} kernels, {self.host_steps} host "
                  f"round-trips, {len(self.fusion.aliases)} free views; arena {self.arena_bytes} B "
                  f"(jit plan {self.plan.arena_bytes} B); build {self.build_seconds * 1e3:.0f} ms, "
                  f"warm-up {self.warm_seconds * 1e3:.0f} ms"]
-        for st in self.steps:
-            if st.kind == "host":
-                lines.append(f"host round-trip ({self.graph.eqns[st.eqns[0]].primitive.name}):")
-                lines.append(f"    {text[st.eqns[0]]}")
-                continue
-            for spec in st.specs:
-                grid = ", ".join(f"{g}/{lsz}" + (f"@{o}" if o else "") for g, lsz, o in spec.launches)
-                note = f", {spec.note}" if spec.note else ""
-                lines.append(f"kernel {spec.name} [{spec.kind}{note}] launches {grid or '-'}; "
-                             f"{len(spec.eqns)} eqns:")
-                lines += [f"    {text[i]}" for i in spec.eqns]
+
+        def eqn_text(e: Eqn) -> str:
+            if e.primitive.name in control.LOWERINGS:
+                outs = " ".join(f"{namer(o)}:{o.aval}" for o in e.outputs)
+                ins = " ".join(str(a) if isinstance(a, Literal) else namer(a) for a in e.inputs)
+                return f"{outs} = {e.primitive.name} {ins}"
+            return _format_eqn(e, namer, 0, False).strip()
+
+        def show(steps: list[Step], pad: str) -> None:
+            for st in steps:
+                if st.kind == "host":
+                    lines.append(f"{pad}host round-trip ({st.eqns[0].primitive.name}):")
+                    lines.append(f"{pad}    {eqn_text(st.eqns[0])}")
+                elif st.kind == "kernels":
+                    for spec in st.specs:
+                        grid = ", ".join(f"{g}/{lsz}" + (f"@{o}" if o else "") for g, lsz, o in spec.launches)
+                        note = f", {spec.note}" if spec.note else ""
+                        lines.append(f"{pad}kernel {spec.name} [{spec.kind}{note}] launches {grid or '-'}; "
+                                     f"{len(spec.eqns)} eqns:")
+                        lines.extend(f"{pad}    {eqn_text(e)}" for e in spec.eqns)
+                else:
+                    lines.append(f"{pad}{control.header(st)}:")
+                    lines.append(f"{pad}    {eqn_text(st.eqns[0])}")
+                    for label, block in zip(control.block_labels(st), st.blocks):
+                        lines.append(f"{pad}  {label}:")
+                        show(block, pad + "    ")
+
+        show(self.steps, "")
         return "\n".join(lines)
+
+
+def _walk(steps: list[Step]) -> Any:
+    for st in steps:
+        yield st
+        for block in st.blocks:
+            yield from _walk(block)
+
+
+def _specs(steps: list[Step]) -> Any:
+    for st in _walk(steps):
+        if st.kind == "kernels":
+            yield from st.specs
+
+
+def _scalar_ref(a: Access, remap: dict[int, int]) -> tuple[int, int, np.dtype]:
+    return remap.get(a.slot, a.slot), a.offset, a.aval.dtype
+
+
+def _swapped(remap: dict[int, int], swap: dict[int, int]) -> dict[int, int]:
+    """The binding of an odd iteration: this loop's carries swapped, then the enclosing binding."""
+    out = dict(remap)
+    for a, b in swap.items():
+        out[a] = remap.get(b, b)
+    return out
 
 
 def _ranges(*sizes: int) -> list[tuple[int, ...]]:

@@ -1,0 +1,155 @@
+"""Control flow on the device: ``cond``, ``while`` and ``scan`` lowered into the executable's
+own program and arena, so their sub-graphs run as generated kernels like the rest of the graph.
+
+- ``cond``: every branch is lowered with the same operands and writes its results into the
+  same output slots; at run time the branch index (one scalar) is read back and only that
+  branch's kernels are enqueued. A literal index picks the branch at compile time.
+- ``while``: the carries live in two arena slots each, A and B. The condition and the body
+  are lowered once (reading A, writing B) and instantiated twice: even iterations bind
+  (A, B), odd ones (B, A), so no carry is copied between iterations. Per iteration the only
+  transfer is the predicate (one scalar read); after an odd trip count one device-side copy
+  per carry moves B back to A, where the loop's results live. Carries the body passes through
+  unchanged keep one slot and are neither swapped nor copied.
+- ``scan``: the same carries, and no readback at all: the trip count is static, so the slot
+  holding each final carry is known at compile time. ``xs[i]`` and ``ys[i]`` are *windows*:
+  slots whose element offset moves by one row per iteration (set as a kernel argument).
+
+Lifetimes: each loop takes a clock tick before its body; every slot alive at that tick (the
+carries, the stacked ``ys``, outer values the body reads) is kept alive until the loop ends,
+so the interval planner never lets a body temporary overwrite them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fungraph.backends.opencl.codegen import Access, contiguous
+from fungraph.ir import Eqn, Literal, ShapedArray
+
+if TYPE_CHECKING:
+    from fungraph.backends.opencl.engine import OpenCLExecutable, Step
+
+
+def _carries(exe: OpenCLExecutable, init: list[Access], passthrough: list[bool]) -> tuple[list[Access], list[Access]]:
+    """Slots A (initialised from ``init`` by a device copy) and B for each carry; a carry the
+    body passes through unchanged uses A for both."""
+    a_slots, b_slots = [], []
+    for x, same in zip(init, passthrough):
+        a = exe.arena_access(x.aval)
+        exe.copy_into(a, x)
+        a_slots.append(a)
+        b_slots.append(a if same else exe.arena_access(x.aval))
+    return a_slots, b_slots
+
+
+def _swap(a_slots: list[Access], b_slots: list[Access]) -> dict[int, int]:
+    swap = {}
+    for a, b in zip(a_slots, b_slots):
+        if a.slot != b.slot:
+            swap[a.slot] = b.slot
+            swap[b.slot] = a.slot
+    return swap
+
+
+def lower_cond(exe: OpenCLExecutable, e: Eqn) -> None:
+    from fungraph.backends.opencl.engine import Step
+
+    branches = e.params["branches"]
+    index = e.inputs[0]
+    ops = [exe.atom_access(a) for a in e.inputs[1:]]
+    dests = [exe._store(o) for o in e.outputs]
+    if isinstance(index, Literal):
+        k = int(np.clip(int(index.value), 0, len(branches) - 1))
+        chosen, idx = [branches[k]], None
+    else:
+        chosen, idx = list(branches), exe.access[index]
+        exe._touch(idx.slot)
+    step = Step("cond", [e], index=idx)
+    exe._tick()
+    step.blocks = [exe.lower_subgraph(b, ops, dests) for b in chosen]
+    exe.add_step(step)
+    exe._tick()
+
+
+def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
+    from fungraph.backends.opencl.engine import Step
+
+    p = e.params
+    cg, bg, n_cc, n_bc = p["cond_graph"], p["body_graph"], p["n_cc"], p["n_bc"]
+    ins = [exe.atom_access(a) for a in e.inputs]
+    cc, bc, init = ins[:n_cc], ins[n_cc:n_cc + n_bc], ins[n_cc + n_bc:]
+    passthrough = [bg.outvars[j] is bg.invars[j] for j in range(len(init))]
+    a_slots, b_slots = _carries(exe, init, passthrough)
+    pred = exe.arena_access(ShapedArray((), np.dtype(np.bool_)))
+    start = exe._tick()
+    cond = exe.lower_subgraph(cg, a_slots + cc, [pred])
+    body = exe.lower_subgraph(bg, a_slots + bc, b_slots)
+    saved = exe._block
+    exe._block = []
+    for a, b in zip(a_slots, b_slots):
+        if a.slot != b.slot:
+            exe.copy_into(a, b)
+    tail = exe._block
+    exe._block = saved
+    exe.extend_lifetimes(start, exe._clock)
+    exe.add_step(Step("while", [e], blocks=[cond, body, tail], index=pred, swap=_swap(a_slots, b_slots)))
+    exe._tick()
+    for o, a in zip(e.outputs, a_slots):
+        exe.access[o] = a
+
+
+def lower_scan(exe: OpenCLExecutable, e: Eqn) -> None:
+    from fungraph.backends.opencl.engine import Step
+
+    p = e.params
+    body, length, reverse, nc, nx = p["body"], p["length"], p["reverse"], p["num_carry"], p["num_xs"]
+    ins = [exe.atom_access(a) for a in e.inputs]
+    init, xs, consts = ins[:nc], ins[nc:nc + nx], ins[nc + nx:]
+    passthrough = [body.outvars[j] is body.invars[j] for j in range(nc)]
+    a_slots, b_slots = _carries(exe, init, passthrough)
+    windows, x_in, y_out = [], [], []
+    for x, v in zip(xs, body.invars[nc:nc + nx]):
+        w, acc = exe.window(x, v.aval, x.strides[0], x.strides[1:])
+        windows.append(w)
+        x_in.append(acc)
+    for o, v in zip(e.outputs[nc:], body.outvars[nc:]):
+        ys = exe._store(o)
+        w, acc = exe.window(ys, v.aval, int(np.prod(o.aval.shape[1:], dtype=np.int64)), contiguous(v.aval.shape))
+        windows.append(w)
+        y_out.append(acc)
+    start = exe._tick()
+    block = exe.lower_subgraph(body, a_slots + x_in + consts, b_slots + y_out)
+    exe.extend_lifetimes(start, exe._clock)
+    exe.add_step(Step("scan", [e], blocks=[block], swap=_swap(a_slots, b_slots), windows=windows,
+                      length=length, reverse=reverse))
+    exe._tick()
+    final = b_slots if length % 2 else a_slots
+    for o, a in zip(e.outputs[:nc], final):
+        exe.access[o] = a
+
+
+LOWERINGS: dict[str, Callable[[OpenCLExecutable, Eqn], None]] = {
+    "cond": lower_cond, "while": lower_while, "scan": lower_scan}
+
+
+def header(st: Step) -> str:
+    if st.kind == "cond":
+        how = "index chosen at compile time" if st.index is None else "index read back (1 scalar)"
+        return f"cond, {len(st.blocks)} branches, {how}"
+    if st.kind == "while":
+        return f"while on the device, predicate read back per iteration, {len(st.swap) // 2} double-buffered carries"
+    order = "reversed, " if st.reverse else ""
+    return (f"scan of length {st.length}, {order}no readback, {len(st.swap) // 2} double-buffered carries, "
+            f"{len(st.windows)} windows")
+
+
+def block_labels(st: Step) -> list[str]:
+    if st.kind == "cond":
+        return [f"branch {k}" for k in range(len(st.blocks))]
+    if st.kind == "while":
+        return ["condition", "body", "after an odd trip count"]
+    return ["body"]
+
