@@ -5,8 +5,9 @@
 For each model (``benchmarks/models.py``; ``--quick``: the reduced configurations) prints:
 
 1. the graph and its plan: equations staged and after optimisation, the sum of all
-   intermediates (what a run without reuse allocates), the arena, the liveness lower bound
-   and the pinned bytes (inputs, weights, outputs), in MB (10^6 bytes);
+   intermediates (what a run without reuse allocates), the largest scratch block (a conv's
+   gathered taps and product), the arena, the liveness lower bound (scratch included) and
+   the pinned bytes (inputs, weights, outputs), in MB (10^6 bytes);
 2. first-call compile time per phase: trace, optimise, plan, prepare (seconds);
 3. evaluation: eager (the function called on numpy arrays, op by op) against jit (medians of
    7 calls each, timed alternately), and peak memory measured with ``tracemalloc``: eager, a
@@ -15,7 +16,8 @@ For each model (``benchmarks/models.py``; ``--quick``: the reduced configuration
 4. the arena and the liveness bound under each execution order ``jit`` tries (the traced
    order, Owl's post-order DFS, memory-aware greedy list scheduling; ``jit`` keeps the best);
 5. the arena over the lower bound when the jitted graph's intervals are re-planned with
-   each interval strategy (``plan_memory(graph, strategy=s)``), with the planning time.
+   each interval strategy (``plan_memory(graph, strategy=s)``, with the CPU engine's
+   scratch rule, as ``jit`` plans), with the planning time.
 
 ``--svg PATH`` writes the memory timeline of the MNIST CNN training step's plan.
 """
@@ -38,7 +40,7 @@ from _util import peak_traced_bytes, table  # noqa: E402
 from models import MODELS, ModelSpec  # noqa: E402
 
 import fungraph as fg  # noqa: E402
-from fungraph.backends.cpu import CpuExecutable  # noqa: E402
+from fungraph.backends.cpu import CpuExecutable, scratch_bytes  # noqa: E402
 from fungraph.interpreters.memory import MemoryPlan, plan_memory, verify_plan  # noqa: E402
 from fungraph.jit import Lowered, clear_caches  # noqa: E402
 
@@ -63,9 +65,10 @@ def _bytes(n: float) -> str:
 
 
 def _no_reuse_bytes(plan: MemoryPlan) -> int:
-    """Bytes of the intermediates that need storage of their own without reuse: every value
-    produced in the arena (buffers and in-place results), views excluded."""
-    return sum(p.size for p in plan.placements.values() if p.kind in ("buffer", "inplace"))
+    """Bytes that need storage of their own without reuse: every value produced in the arena
+    (buffers and in-place results; views excluded) and every scratch block."""
+    own = sum(p.size for p in plan.placements.values() if p.kind in ("buffer", "inplace"))
+    return own + sum(p.size for p in plan.scratch.values())
 
 
 def _interleaved_medians(a: Callable[[], object], b: Callable[[], object], repeat: int) -> tuple[float, float]:
@@ -98,7 +101,7 @@ class Result:
         t0 = time.perf_counter()
         self.lowered: Lowered = self.jitted.lower(*self.args)
         self.lower_seconds = time.perf_counter() - t0
-        verify_plan(self.lowered.graph, self.lowered.plan)
+        verify_plan(self.lowered.graph, self.lowered.plan, self.lowered.compiled.executable.donated)
 
     # -- compile ----------------------------------------------------------------------
     def compile_row(self) -> list[str]:
@@ -112,7 +115,8 @@ class Result:
         plan = low.plan
         own = _no_reuse_bytes(plan)
         return [self.spec.name, _config(self.spec, self.quick), str(len(low.staged.eqns)), str(len(low.graph.eqns)),
-                str(_n_buffers(plan)), _bytes(plan.unplanned_bytes), _bytes(own), _bytes(plan.arena_bytes),
+                str(_n_buffers(plan)), _bytes(plan.unplanned_bytes), _bytes(own), _bytes(plan.scratch_bytes),
+                _bytes(plan.arena_bytes),
                 _bytes(plan.lower_bound_bytes), f"{plan.arena_bytes / plan.unplanned_bytes:.3f}",
                 f"{own / plan.arena_bytes:.1f}x", _bytes(plan.pinned_bytes),
                 f"{(own + plan.pinned_bytes) / (plan.arena_bytes + plan.pinned_bytes):.2f}x"]
@@ -153,7 +157,7 @@ class Result:
         donated = self.jitted._donated_mask(self.args, len(fg.tree_leaves(self.args)))
         cells = []
         for order in SCHEDULES.values():
-            plan = plan_memory(order(graph), donated)
+            plan = plan_memory(order(graph), donated, scratch_bytes=scratch_bytes)
             cells += [_bytes(plan.arena_bytes), _bytes(plan.lower_bound_bytes)]
         chosen = self.lowered.plan.arena_bytes
         return [self.spec.name, *cells, _bytes(chosen)]
@@ -165,8 +169,8 @@ class Result:
         cells = []
         winner = ""
         for s in STRATEGIES:
-            plan = plan_memory(graph, donated, strategy=s)
-            verify_plan(graph, plan)
+            plan = plan_memory(graph, donated, strategy=s, scratch_bytes=scratch_bytes)
+            verify_plan(graph, plan, donated)
             over = 100.0 * (plan.arena_bytes / plan.lower_bound_bytes - 1) if plan.lower_bound_bytes else 0.0
             cells.append(f"+{over:.2f}% ({plan.planning_seconds:.2f}s)")
             if s == "auto":
@@ -198,10 +202,12 @@ def main() -> None:
     for spec in MODELS:
         results.append(Result(spec, args.quick))
     print("== graph and memory plan (MB = 10^6 B)")
-    print("   unplanned = every equation output, views included (MemoryPlan.unplanned_bytes); no-reuse = the")
-    print("   values that need storage of their own (views excluded); pinned = inputs, weights and outputs")
+    print("   unplanned = every equation output, views included, and every scratch block (MemoryPlan.unplanned_bytes);")
+    print("   no-reuse = values with storage of their own (views excluded) and scratch blocks; scratch = the largest")
+    print("   scratch block; bound = liveness lower bound, scratch included; pinned = inputs, weights, outputs")
     print(table([r.plan_row() for r in results],
-                ["model", "config", "eqns staged", "eqns opt", "buffers", "unplanned MB", "no-reuse MB", "arena MB",
+                ["model", "config", "eqns staged", "eqns opt", "buffers", "unplanned MB", "no-reuse MB", "scratch MB",
+                 "arena MB",
                  "bound MB", "arena/unplanned", "no-reuse/arena", "pinned MB", "(no-reuse+pinned)/(arena+pinned)"]))
     print("\n== first call: trace + optimise + plan + prepare (seconds)")
     print(table([r.compile_row() for r in results], ["model", "trace", "optimise", "plan", "prepare", "total"]))

@@ -1,6 +1,7 @@
 """The benchmark models (benchmarks/models.py) on reduced configurations: jit agrees with
-eager, every memory plan verifies and sits between the liveness bound and no reuse, and
-the MNIST CNN training step under jit with donated parameters matches the eager step."""
+eager, every memory plan verifies and sits between the liveness bound and no reuse, a
+steady-state jitted call peaks far below an eager call, and the MNIST CNN training step
+under jit with donated parameters matches the eager step."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 import fungraph as fg
+from fungraph.backends.cpu import lowering_for
 from fungraph.interpreters.memory import plan_memory, verify_plan
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -101,20 +103,28 @@ def test_mnist_step_with_donation_matches_eager_and_trains() -> None:
     assert losses[-1] < losses[0]
 
 
-def test_mnist_step_jit_peak_is_at_most_half_of_eager() -> None:
-    """tracemalloc peak of one call: the jit arena is allocated when the step is compiled,
-    so it is not part of a call's peak (the benchmark reports it separately)."""
-    step, (params, x, labels) = models.make_mnist_train_step(0, batch=8)
-    jitted = fg.jit(step, donate_argnums=0)
-    state = {"p": jitted(_copy(params), x, labels)[0]}
+def test_jit_call_peak_is_a_small_fraction_of_eager(built: tuple) -> None:
+    """tracemalloc peak of one steady-state call against one eager call: the arena is
+    allocated when the function is compiled, and every temporary of conv, pooling and the
+    pooling gradient is planned in it (scratch), so no equation falls back to its allocating
+    numpy impl and a call allocates little more than its outputs and numpy's constant ufunc
+    buffers (the reduced models are small, so those constants weigh: the full models'
+    ratios are in docs/memory.md)."""
+    spec, fn, args, jitted = built
+    exe = jitted.lower(*args).compiled.executable
+    graph = exe.graph
+    assert {e.primitive.name for e in graph.eqns if not lowering_for(e.primitive)[1]} <= {"stop_gradient"}
+    state = {"args": _copy(args)}
 
     def run_jit() -> None:
-        state["p"] = jitted(state["p"], x, labels)[0]
+        out = jitted(*state["args"])
+        if spec.donate_argnums:  # a training step: feed the new (donated) params back in
+            state["args"] = (out[0], *state["args"][1:])
 
     run_jit()
-    eager = peak_traced_bytes(lambda: step(params, x, labels))
+    eager = peak_traced_bytes(lambda: fn(*args))
     jit = peak_traced_bytes(run_jit)
-    assert jit <= eager / 2, (jit, eager)
+    assert 2.5 * jit <= eager, (jit, eager)
 
 
 @pytest.mark.parametrize("name, count", [("resnet50", 25_557_032), ("mobilenet_v2", 3_504_872),

@@ -3,8 +3,11 @@
 Values are grouped into *buffers*: an elementwise equation may write into an input's buffer
 at that input's last use (in-place), and a view (reshape, transpose, slice, broadcast, rev)
 shares its base's buffer and extends its lifetime. Inputs, constants and outputs are pinned:
-they live outside the arena and are never reused. Buffer lifetimes become intervals that the
-interval planner (``offsets.plan_offsets``) packs into one arena, 64-byte aligned.
+they live outside the arena and are never reused. An equation may also declare *scratch*
+(``scratch_bytes(eqn)``, a backend's rule: a conv's gathered taps, a loop's sub-arena): a
+block live only during that equation. Buffer lifetimes and scratch blocks become intervals
+that the interval planner (``offsets.plan_offsets``) packs into one arena, 64-byte aligned;
+the liveness lower bound is taken over the same intervals, so it counts scratch too.
 """
 
 from __future__ import annotations
@@ -44,14 +47,21 @@ class MemoryPlan:
     planning_seconds: float
     scratch: dict[int, Placement] = field(default_factory=dict)
 
+    @property
+    def scratch_bytes(self) -> int:
+        """The largest scratch block (blocks live one equation each, so never two at once)."""
+        return max((p.size for p in self.scratch.values()), default=0)
+
     def summary(self) -> str:
         counts: dict[str, int] = {}
         for p in self.placements.values():
             counts[p.kind] = counts.get(p.kind, 0) + 1
+        if self.scratch:
+            counts["scratch"] = len(self.scratch)
         ratio = self.arena_bytes / self.unplanned_bytes if self.unplanned_bytes else 0.0
         return (f"arena {self.arena_bytes} B (liveness lower bound {self.lower_bound_bytes} B, "
-                f"{ratio:.1%} of the {self.unplanned_bytes} B of unplanned intermediates); "
-                f"pinned {self.pinned_bytes} B; strategy {self.strategy}; "
+                f"{ratio:.1%} of the {self.unplanned_bytes} B of unplanned intermediates and scratch); "
+                f"pinned {self.pinned_bytes} B; largest scratch {self.scratch_bytes} B; strategy {self.strategy}; "
                 + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
 
 
@@ -63,8 +73,11 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
                 inplace: bool = True, scratch_bytes: Callable[[Eqn], int] | None = None) -> MemoryPlan:
     """Plan ``graph``'s intermediates. ``donated[i]`` lets input ``i``'s buffer be reused
     by an in-place equation (it still lives outside the arena). ``scratch_bytes(eqn)`` asks
-    for a block live only while that equation runs: where a backend runs a sub-graph (a cond
-    branch, a loop body) from its own plan, so sub-graph memory is planned recursively."""
+    for a block live only while that equation runs (the interval ``[i, i + 1)``, packed and
+    counted in the lower bound like any buffer): the temporaries of a backend's lowering
+    (a conv's gathered taps and per-tap product) and, where a backend runs a sub-graph (a
+    cond branch, a loop body) from its own plan, that plan's arena, so sub-graph memory is
+    planned recursively."""
     import time
 
     t0 = time.perf_counter()
@@ -167,8 +180,9 @@ def _inplace_candidate(e, o, i, root, kind, last_use, end, pinned, donated, outp
 
 
 def verify_plan(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> None:
-    """No two arena buffers live at the same step overlap; pinned values are never reused;
-    in-place reuse only where the primitive declares it."""
+    """No two arena buffers or scratch blocks live at the same step overlap, and all fit in
+    the arena; a scratch block lives exactly during its equation; pinned values are never
+    reused; in-place reuse only where the primitive declares it."""
     from fungraph.interpreters.offsets import verify_offsets
 
     roots = [p for p in plan.placements.values() if p.kind == "buffer"] + list(plan.scratch.values())
@@ -176,6 +190,12 @@ def verify_plan(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) ->
     for v, p in plan.placements.items():
         if p.kind == "buffer" and p.offset + _aligned(p.size) > plan.arena_bytes:
             raise AssertionError(f"buffer of {v.aval} at {p.offset} exceeds the arena ({plan.arena_bytes} B)")
+    for i, p in plan.scratch.items():
+        if not 0 <= i < len(graph.eqns) or (p.kind, p.start, p.end) != ("scratch", i, i + 1):
+            raise AssertionError(f"scratch of equation {i} must be kind scratch over [{i}, {i + 1}), got {p}")
+        if p.offset < 0 or p.offset % ALIGNMENT or p.offset + _aligned(p.size) > plan.arena_bytes:
+            raise AssertionError(f"scratch of equation {i} ({graph.eqns[i].primitive.name}) at {p.offset} "
+                                 f"is misaligned or exceeds the arena ({plan.arena_bytes} B)")
     producer = {o: e for e in graph.eqns for o in e.outputs}
     for v, p in plan.placements.items():
         if p.kind == "inplace":

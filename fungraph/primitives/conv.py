@@ -3,13 +3,17 @@ dilation of either operand (dilations are what the transposes need, as in XLA)."
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
-from fungraph.ir import ShapedArray
+from fungraph.interpreters.memory import ALIGNMENT
+from fungraph.ir import Eqn, ShapedArray
 from fungraph.primitives._rules import aval, is_undefined, require_same_dtype
 from fungraph.primitives.shape import rev, transpose
 
@@ -25,10 +29,6 @@ def _conv_out(in_size: int, k: int, stride: int, pad: tuple[int, int], ld: int, 
     return max(0, (padded - _dilate_shape(k, rd)) // stride + 1)
 
 
-def _conv_lowering(out: np.ndarray, lhs: Any, rhs: Any, **params: Any) -> np.ndarray:
-    return _conv_impl(lhs, rhs, out=out, **params)
-
-
 def _conv_aval(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: tuple[int, int], padding: Pairs,
                lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int]) -> ShapedArray:
     dtype = require_same_dtype("conv", lhs, rhs)
@@ -41,55 +41,171 @@ def _conv_aval(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: tuple[int,
     return ShapedArray((lhs.shape[0], rhs.shape[0]) + spatial, dtype)
 
 
-def _dilate(x: np.ndarray, dil: tuple[int, int], axes: tuple[int, int]) -> np.ndarray:
-    if dil == (1, 1):
-        return x
-    shape = list(x.shape)
-    for d, a in zip(dil, axes):
-        shape[a] = _dilate_shape(shape[a], d)
-    out = np.zeros(shape, x.dtype)
-    idx = [slice(None)] * x.ndim
-    for d, a in zip(dil, axes):
-        idx[a] = slice(None, None, d)
-    out[tuple(idx)] = x
-    return out
+# --- execution: tap by tap, every temporary in two buffers the caller provides ------------
 
 
-def _conv_impl(lhs: Any, rhs: Any, *, window_strides: tuple[int, int], padding: Pairs,
-               lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int],
-               out: np.ndarray | None = None) -> np.ndarray:
-    """Tap by tap: for each kernel position, one (O, C) x (C, N*OH*OW) product accumulated into
-    the output, so the largest temporary is one strided slice of the input (1/(KH*KW) of an
-    im2col matrix); a 1x1 unstrided convolution needs no copy at all."""
-    lhs = _dilate(np.asarray(lhs), lhs_dilation, (2, 3))
-    rhs = _dilate(np.asarray(rhs), rhs_dilation, (2, 3))
-    if any(p != (0, 0) for p in padding):
-        lhs = np.pad(lhs, ((0, 0), (0, 0)) + tuple((max(lo, 0), max(hi, 0)) for lo, hi in padding))
-        (t, b), (left, right) = ((max(-lo, 0), max(-hi, 0)) for lo, hi in padding)
-        lhs = lhs[:, :, t:lhs.shape[2] - b, left:lhs.shape[3] - right]
-    n, c = lhs.shape[:2]
-    o, _, kh, kw = rhs.shape
-    sh, sw = window_strides
-    oh = max(0, (lhs.shape[2] - kh) // sh + 1)
-    ow = max(0, (lhs.shape[3] - kw) // sw + 1)
-    if out is None:
-        out = np.empty((n, o, oh, ow), lhs.dtype)
-    if 0 in (oh, ow, n, o) or c == 0 or kh == 0 or kw == 0:
-        out[...] = 0
+@dataclass(frozen=True)
+class _AxisTap:
+    """Kernel position ``k`` along one axis: the output positions ``dst`` it reaches inside
+    the (dilated) input, and the input positions ``src`` it reads there; ``full`` when it
+    reaches every output position (no padding or dilation zero falls under it)."""
+
+    k: int
+    dst: slice
+    src: slice
+    full: bool
+    whole: bool  # src is the whole input axis, unstrided
+
+
+@functools.lru_cache(maxsize=1024)
+def _axis_taps(in_size: int, out_size: int, k: int, stride: int, lo: int, ld: int, rd: int) -> tuple[_AxisTap, ...]:
+    """Output position ``o`` of kernel position ``i`` sits at ``p = o*stride + i*rd - lo`` of the
+    dilated input, an input element when ``0 <= p <= (in_size-1)*ld`` and ``ld`` divides ``p``.
+    Those ``o`` form an arithmetic progression (a range intersected with a congruence class),
+    and so do their input indices ``p // ld``: two slices. Taps that reach no element are left out."""
+    taps = []
+    for i in range(k):
+        hits = [(o, (o * stride + i * rd - lo) // ld) for o in range(out_size)
+                if 0 <= o * stride + i * rd - lo <= (in_size - 1) * ld and (o * stride + i * rd - lo) % ld == 0]
+        if not hits:
+            continue
+        (o0, s0), n = hits[0], len(hits)
+        step_o = hits[1][0] - o0 if n > 1 else 1
+        step_s = hits[1][1] - s0 if n > 1 else 1
+        dst = slice(o0, o0 + step_o * (n - 1) + 1, step_o)
+        src = slice(s0, s0 + step_s * (n - 1) + 1, step_s)
+        taps.append(_AxisTap(i, dst, src, n == out_size, s0 == 0 and n == in_size and step_s == 1))
+    return tuple(taps)
+
+
+@dataclass(frozen=True)
+class _ConvSchedule:
+    """What one convolution executes: its taps (pairs of axis taps) and the two scratch
+    buffers it needs, as element counts: ``tap`` (one gathered input window, N*C*OH*OW;
+    0 when every tap is a plain view of the input) and ``prod`` (one tap's product, the
+    output's size; 0 for a single tap, which writes straight into the output)."""
+
+    out_shape: tuple[int, int, int, int]
+    taps: tuple[tuple[_AxisTap, _AxisTap], ...]
+    tap: int
+    prod: int
+
+
+def _direct(rows: _AxisTap, cols: _AxisTap) -> bool:
+    """A tap that is the input itself, rows cropped: reshaping it to (N, C, OH*OW) is a view."""
+    return rows.full and cols.full and rows.src.step == 1 and cols.whole
+
+
+def _schedule(lhs_shape: tuple[int, ...], rhs_shape: tuple[int, ...], *, window_strides: tuple[int, int],
+              padding: Pairs, lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int]) -> _ConvSchedule:
+    n, c, h, w = lhs_shape
+    o, _, kh, kw = rhs_shape
+    oh, ow = (_conv_out((h, w)[a], (kh, kw)[a], window_strides[a], padding[a], lhs_dilation[a], rhs_dilation[a])
+              for a in range(2))
+    taps: tuple[tuple[_AxisTap, _AxisTap], ...] = ()
+    if 0 not in (n, c, o, oh, ow):
+        rows = _axis_taps(h, oh, kh, window_strides[0], padding[0][0], lhs_dilation[0], rhs_dilation[0])
+        cols = _axis_taps(w, ow, kw, window_strides[1], padding[1][0], lhs_dilation[1], rhs_dilation[1])
+        taps = tuple((r, q) for r in rows for q in cols)
+    tap = 0 if all(_direct(*t) for t in taps) else n * c * oh * ow
+    prod = n * o * oh * ow if len(taps) > 1 else 0
+    return _ConvSchedule((n, o, oh, ow), taps, tap, prod)
+
+
+def _schedule_of(lhs_shape: tuple[int, ...], rhs_shape: tuple[int, ...], params: dict) -> _ConvSchedule:
+    return _schedule(tuple(lhs_shape), tuple(rhs_shape), **params)
+
+
+def _run_conv(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, sched: _ConvSchedule,
+              tap_buf: np.ndarray | None, prod_buf: np.ndarray | None) -> np.ndarray:
+    """``out = conv(lhs, rhs)`` tap by tap: for each kernel position, one (O, C) x (C, N*OH*OW)
+    product accumulated into ``out``. A tap that is not a view of the input is gathered into
+    ``tap_buf`` (zeros where it falls on padding or dilation); products after the first go
+    to ``prod_buf`` and are added in place. Nothing else is allocated."""
+    n, o, oh, ow = sched.out_shape
+    if not sched.taps:
+        out.fill(0)
         return out
+    c = lhs.shape[1]
     flat_out = out.reshape(n, o, oh * ow)
-    tmp = None
-    for i in range(kh):
-        for j in range(kw):
-            tap = lhs[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw].reshape(n, c, oh * ow)
-            w = rhs[:, :, i, j]
-            if tmp is None:
-                np.matmul(w, tap, out=flat_out)
-                tmp = np.empty_like(flat_out) if kh * kw > 1 else None
+    for index, (rows, cols) in enumerate(sched.taps):
+        window = lhs[:, :, rows.src, cols.src]
+        cols_mat = None
+        if _direct(rows, cols):
+            try:
+                cols_mat = window.reshape(n, c, oh * ow, copy=False)
+            except ValueError:  # an input view whose rows are not contiguous
+                cols_mat = None
+        if cols_mat is None:
+            if tap_buf is None:
+                cols_mat = window.reshape(n, c, oh * ow)  # copies: only a direct tap of a strided view
             else:
-                np.matmul(w, tap, out=tmp)
-                flat_out += tmp
+                gathered = tap_buf.reshape(n, c, oh, ow)
+                if not (rows.full and cols.full):
+                    tap_buf.fill(0)
+                np.copyto(gathered[:, :, rows.dst, cols.dst], window)
+                cols_mat = tap_buf.reshape(n, c, oh * ow)
+        kernel = rhs[:, :, rows.k, cols.k]
+        if index == 0:
+            np.matmul(kernel, cols_mat, out=flat_out)
+        else:
+            np.matmul(kernel, cols_mat, out=prod_buf)
+            np.add(flat_out, prod_buf, out=flat_out)
     return out
+
+
+def _conv_impl(lhs: Any, rhs: Any, **params: Any) -> np.ndarray:
+    """Eager convolution: the engine's algorithm with freshly allocated scratch."""
+    lhs, rhs = np.asarray(lhs), np.asarray(rhs)
+    sched = _schedule_of(lhs.shape, rhs.shape, params)
+    n, o, oh, ow = sched.out_shape
+    tap_buf = np.empty((n, lhs.shape[1], oh * ow), lhs.dtype) if sched.tap else None
+    prod_buf = np.empty((n, o, oh * ow), lhs.dtype) if sched.prod else None
+    return _run_conv(np.empty(sched.out_shape, lhs.dtype), lhs, rhs, sched, tap_buf, prod_buf)
+
+
+def _conv_lowering(out: np.ndarray, lhs: Any, rhs: Any, **params: Any) -> np.ndarray:
+    """The CPU lowering when the plan reserved no scratch: temporaries are allocated."""
+    lhs, rhs = np.asarray(lhs), np.asarray(rhs)
+    sched = _schedule_of(lhs.shape, rhs.shape, params)
+    n, o, oh, ow = sched.out_shape
+    tap_buf = np.empty((n, lhs.shape[1], oh * ow), lhs.dtype) if sched.tap else None
+    prod_buf = np.empty((n, o, oh * ow), lhs.dtype) if sched.prod else None
+    return _run_conv(out, lhs, rhs, sched, tap_buf, prod_buf)
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // ALIGNMENT) * ALIGNMENT
+
+
+def conv_scratch_bytes(eqn: Eqn) -> int:
+    """The scratch a planned conv needs on the CPU: its tap buffer and its product buffer
+    (``_ConvSchedule``), each 64-byte aligned; 0 for a single unstrided, unpadded tap."""
+    lhs, rhs = (a.aval for a in eqn.inputs)
+    sched = _schedule_of(lhs.shape, rhs.shape, dict(eqn.params))
+    item = lhs.dtype.itemsize
+    return (_aligned(sched.tap * item) if sched.tap else 0) + sched.prod * item
+
+
+def conv_scratch_lowering(eqn: Eqn, block: np.ndarray) -> Callable[..., np.ndarray]:
+    """The CPU lowering of a conv whose plan reserved ``block`` (``conv_scratch_bytes``):
+    the schedule is fixed here, and a call writes only into ``out`` and the block."""
+    lhs, rhs = (a.aval for a in eqn.inputs)
+    sched = _schedule_of(lhs.shape, rhs.shape, dict(eqn.params))
+    n, o, oh, ow = sched.out_shape
+    dtype = np.dtype(lhs.dtype)
+    offset = 0
+    tap_buf = prod_buf = None
+    if sched.tap:
+        tap_buf = block[:sched.tap * dtype.itemsize].view(dtype).reshape(n, lhs.shape[1], oh * ow)
+        offset = _aligned(sched.tap * dtype.itemsize)
+    if sched.prod:
+        prod_buf = block[offset:offset + sched.prod * dtype.itemsize].view(dtype).reshape(n, o, oh * ow)
+
+    def run(out: np.ndarray, x: Any, w: Any, **_: Any) -> np.ndarray:
+        return _run_conv(out, x, w, sched, tap_buf, prod_buf)
+
+    return run
 
 
 conv_p = Primitive("conv", impl=_conv_impl, abstract_eval=_conv_aval, arity=2, lowerings={"cpu": _conv_lowering})
