@@ -141,6 +141,22 @@ def test_binary_values_match_numpy(name: str, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("dtype", CX)
+def test_variance_family_is_real_and_matches_numpy(dtype: np.dtype) -> None:
+    a = _z((3, 4), dtype, 3)
+    holes = a.copy()
+    holes[0, 1] = np.nan
+    tol = 20 * TOL[dtype]
+    for name, x, kw in [("var", a, {}), ("std", a, {"ddof": 1}), ("nanvar", holes, {}), ("nanstd", holes, {}),
+                        ("nanmean", holes, {}), ("nansum", holes, {}), ("nanprod", holes, {})]:
+        for axis in (None, 0, 1):
+            got, want = getattr(fnp, name)(x, axis=axis, **kw), getattr(np, name)(x, axis=axis, **kw)
+            assert got.dtype == want.dtype, (name, axis)
+            _close(got, want, tol)
+    z = a.astype(np.complex128)
+    np.testing.assert_allclose(fg.grad(fnp.var)(z), jax.grad(jnp.var)(z), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", CX)
 def test_reductions_dot_and_shapes_match_numpy(dtype: np.dtype) -> None:
     a, b = _z((3, 4), dtype, 1), _z((4, 2), dtype, 2)
     tol = 20 * TOL[dtype]

@@ -72,9 +72,9 @@ from fungraph.numpy._elementwise import (
     true_divide,
     where,
 )
+from fungraph.numpy._index_tricks import c_, r_
 from fungraph.numpy._indexing import take, take_along_axis
 from fungraph.numpy._linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
-from fungraph.numpy._index_tricks import c_, r_
 from fungraph.numpy._manip import (
     append,
     array_split,

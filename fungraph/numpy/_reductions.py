@@ -72,16 +72,24 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
     return _keep(out, x, axes, keepdims)
 
 
+def abs_squared(x: Any) -> Any:
+    """``|x|**2``, real for complex ``x`` (what var and std average)."""
+    if not dtypes.is_complex(x.dtype):
+        return ew.mul(x, x)
+    re, im = ew.real_p.bind(x), ew.imag_p.bind(x)
+    return ew.add(ew.mul(re, re), ew.mul(im, im))
+
+
 def var(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
     x = asarray(a)
-    out_dtype = dtypes.canonical(dtype) if dtype is not None else (
-        x.dtype if dtypes.is_float(x.dtype) else dtypes.float64)
-    x = cast(x, out_dtype)
+    in_dtype = dtypes.canonical(dtype) if dtype is not None else (
+        x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
+    x = cast(x, in_dtype)
     axes = normalize_axes(axis, x.ndim, "var")
     centered = ew.sub(x, mean(x, axis=axes, keepdims=True))
-    ss = red.reduce_sum(ew.mul(centered, centered), axes)
+    ss = red.reduce_sum(abs_squared(centered), axes)
     n = _count(x, axes) - ddof
-    out = ew.div(ss, np.asarray(n if n > 0 else np.nan, out_dtype))
+    out = ew.div(ss, np.asarray(n if n > 0 else np.nan, dtypes.real_for(in_dtype)))
     return _keep(out, x, axes, keepdims)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import Tracer
 from fungraph.numpy import _reductions as red
+from fungraph.numpy._reductions import abs_squared
 from fungraph.numpy._shape import moveaxis
 from fungraph.numpy._util import asarray, cast, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
@@ -72,7 +73,7 @@ def _with_initial(out: Any, axis: int, value: int) -> Any:
 
 
 def _nan_to(x: Any, value: float) -> Any:
-    if not dtypes.is_float(x.dtype):
+    if not dtypes.is_inexact(x.dtype):
         return x
     return ew.select(ew.ne_p.bind(x, x), np.asarray(value, x.dtype), x)
 
@@ -185,8 +186,8 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False)
     return red.prod(_nan_to(asarray(a), 1), axis=axis, dtype=dtype, keepdims=keepdims)
 
 
-def _count_valid(x: Any, axis: Any, keepdims: bool) -> Any:
-    valid = ew.convert(ew.eq(x, x), x.dtype)
+def _count_valid(x: Any, axis: Any, keepdims: bool, dtype: Any = None) -> Any:
+    valid = ew.convert(ew.eq(x, x), x.dtype if dtype is None else dtype)
     return red.sum(valid, axis=axis, keepdims=keepdims)
 
 
@@ -203,9 +204,10 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims:
     if dtype is not None:
         x = cast(x, dtypes.canonical(dtype))
     centered = ew.sub(x, nanmean(x, axis=axis, keepdims=True))
-    ss = red.sum(_nan_to(ew.mul(centered, centered), 0), axis=axis, keepdims=keepdims)
-    n = ew.sub(_count_valid(x, axis, keepdims), np.asarray(ddof, x.dtype))
-    n = ew.max_p.bind(n, np.asarray(0, x.dtype))
+    ss = red.sum(_nan_to(abs_squared(centered), 0), axis=axis, keepdims=keepdims)
+    real = dtypes.real_for(x.dtype)
+    n = ew.sub(_count_valid(x, axis, keepdims, real), np.asarray(ddof, real))
+    n = ew.max_p.bind(n, np.asarray(0, real))
     return ew.div(ss, n)
 
 
