@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fungraph.backends import register_backend
+from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.core import Primitive
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.ir import Graph, Literal, Var
@@ -173,7 +174,7 @@ def _take_scratch_lowering(eqn: Any, block: np.ndarray) -> Lowering:
 
 
 def _convert(out: np.ndarray, x: Any, *, new_dtype: Any) -> np.ndarray:
-    np.copyto(out, x, casting="unsafe")
+    np.copyto(out, np.real(x) if np.iscomplexobj(x) and out.dtype.kind != "c" else x, casting="unsafe")
     return out
 
 
@@ -496,6 +497,7 @@ SCRATCH_LOWERINGS: dict[str, tuple[Callable[[Any], int], Callable[[Any, np.ndarr
     "scan": (subgraph_scratch_bytes, _lower_scan),
     "conv": (conv_scratch_bytes, conv_scratch_lowering),
     "take": (_take_scratch_bytes, _take_scratch_lowering),
+    "fusion": (fusion_scratch_bytes, lower_fusion),
 }
 
 
@@ -510,6 +512,7 @@ def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> C
 
 
 _make_cpu.scratch_bytes = scratch_bytes  # type: ignore[attr-defined]
+_make_cpu.region_bytes = 2 * CHUNK_BYTES  # type: ignore[attr-defined]
 
 
 register_backend("cpu", _make_cpu)
