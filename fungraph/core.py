@@ -106,6 +106,9 @@ class Primitive:
     lowerings: dict[str, Callable[..., Any]] = field(default_factory=dict)
     partial_eval: Callable[..., Any] | None = None
     inplace: tuple[int, ...] = ()
+    #: Which inputs output ``j`` of ``eqn`` may overwrite, when that depends on the equation
+    #: (a fusion region's body); ``inplace_rule(eqn, j)`` overrides ``inplace``.
+    inplace_rule: Callable[[Any, int], tuple[int, ...]] | None = None
     elementwise: bool = False
     effectful: bool = False
 

@@ -174,3 +174,27 @@ def test_small_outputs_are_always_fresh() -> None:
     exe.run([np.ones(4)])
     exe.run([np.ones(4)])
     assert ENGINE_STATS["output_allocations"] == before + 2
+
+
+def test_a_region_output_takes_over_an_input_only_when_no_later_body_eqn_reads_it() -> None:
+    from fungraph.interpreters.memory import inplace_inputs
+
+    x = np.ones((8, 3))
+    safe = fuse_regions(optimize(fg.make_graph(lambda x: fnp.tanh(fnp.sin(x) * 2.0))(x))[0])
+    def two_outputs(x):
+        y = fnp.sin(x) * 2.0
+        return y, y + x
+
+    unsafe = fuse_regions(fg.make_graph(two_outputs)(x))
+    (e_safe,) = _fusions(safe)
+    assert inplace_inputs(e_safe, 0) == (0,)
+    (e_unsafe,) = _fusions(unsafe)
+    assert len(e_unsafe.outputs) == 2
+    assert inplace_inputs(e_unsafe, 0) == () and inplace_inputs(e_unsafe, 1) == (0,)
+
+    g = fg.make_graph(lambda x: fnp.sum(fnp.tanh(fnp.exp(x * 2.0) + 1.0)))(x)
+    fused = fuse_regions(g)
+    plan = plan_memory(fused, scratch_bytes=backend_factory("cpu").scratch_bytes)
+    verify_plan(fused, plan)
+    kinds = [plan.placements[o].kind for e in _fusions(fused) for o in e.outputs]
+    assert kinds == ["buffer"]  # the input is a pinned graph input: never overwritten

@@ -152,13 +152,17 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
                       scratch)
 
 
+def inplace_inputs(e: Eqn, j: int) -> tuple[int, ...]:
+    """The inputs of ``e`` whose buffer its output ``j`` may take over."""
+    rule = e.primitive.inplace_rule
+    return rule(e, j) if rule is not None else e.primitive.inplace
+
+
 def _inplace_candidate(e, o, i, root, kind, last_use, end, pinned, donated, outputs) -> Var | None:  # noqa: ANN001
     """An input whose buffer the output may take over: elementwise, same type, last use here,
     and a whole buffer (a view's base may be smaller or laid out differently). A graph output
     may only take over a donated input (Owl's update edges: ``w = w - lr * g`` in place)."""
-    if not e.primitive.inplace:
-        return None
-    for k in e.primitive.inplace:
+    for k in inplace_inputs(e, e.outputs.index(o)):
         if k >= len(e.inputs):
             continue
         a = e.inputs[k]
@@ -200,8 +204,8 @@ def verify_plan(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) ->
     for v, p in plan.placements.items():
         if p.kind == "inplace":
             e = producer[v]
-            if not e.primitive.inplace or p.origin not in [e.inputs[k] for k in e.primitive.inplace
-                                                           if k < len(e.inputs)]:
+            allowed = inplace_inputs(e, e.outputs.index(v))
+            if p.origin not in [e.inputs[k] for k in allowed if k < len(e.inputs)]:
                 raise AssertionError(f"{e.primitive.name} does not allow in-place reuse of that input")
         if p.kind == "pinned" and p.offset != -1:
             raise AssertionError("a pinned value was placed in the arena")

@@ -27,7 +27,19 @@ def _fusion_aval(*avals: ShapedArray, call: Graph) -> tuple[ShapedArray, ...]:
     return call.out_avals
 
 
-fusion_p = Primitive("fusion", impl=_fusion_impl, abstract_eval=_fusion_aval, multiple_results=True)
+def _fusion_inplace(eqn: Eqn, j: int) -> tuple[int, ...]:
+    """Output ``j`` may overwrite an input of its type that no equation of the body reads after
+    the one producing ``j``: a chunk of the input is then dead once that chunk of the output is
+    written (the body runs chunk by chunk, the same rows of both)."""
+    body: Graph = eqn.params["call"]
+    out = body.outvars[j]
+    producer = next(i for i, e in enumerate(body.eqns) if out in e.outputs)
+    read_later = {a for e in body.eqns[producer + 1:] for a in e.inputs if isinstance(a, Var)}
+    return tuple(k for k, v in enumerate(body.invars) if v.aval == out.aval and v not in read_later)
+
+
+fusion_p = Primitive("fusion", impl=_fusion_impl, abstract_eval=_fusion_aval, multiple_results=True,
+                     inplace_rule=_fusion_inplace)
 
 
 @fusion_p.def_jvp
