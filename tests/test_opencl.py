@@ -224,6 +224,20 @@ def test_large_reductions_and_matmul() -> None:
         np.testing.assert_allclose(np.asarray(fg.jit(f, backend="opencl")(a, b)), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape", [(1, 64, 16, 16), (3, 150, 33, 40), (2, 67, 9, 83), (1, 200, 1, 35), (2, 63, 20, 48)])
+def test_packed_register_blocked_matmul_and_its_edges(shape) -> None:
+    """Row blocks in work-groups of 16 plus a leftover group, 16-column panels plus scalar
+    edge kernels for the last rows and columns; rhs packed (m >= 64) or read in place."""
+    b, m, k, n = shape
+    rng = np.random.default_rng(m)
+    x = rng.standard_normal((b, m, k)).astype(np.float32)
+    y = rng.standard_normal((b, k, n)).astype(np.float32)
+    jf = fg.jit(lambda x, y: fnp.matmul(x, fnp.transpose(fnp.transpose(y, (0, 2, 1)), (0, 2, 1))), backend="opencl")
+    np.testing.assert_allclose(np.asarray(jf(x, y)), x @ y, rtol=1e-4, atol=1e-4)
+    text = jf.lower(x, y).compiled.executable.describe()
+    assert ("rhs packed" in text) == (m >= 64), text
+
+
 def test_arena_is_reused_by_intermediates() -> None:
     def f(x, w):
         for _ in range(4):

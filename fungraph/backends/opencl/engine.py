@@ -40,10 +40,13 @@ from fungraph.backends.opencl.device import (
 )
 from fungraph.backends.opencl.fusion import FusionPlan, Region, plan_fusion
 from fungraph.backends.opencl.kernels import (
+    DOT_COLS,
+    PACK_MIN_ROWS,
     KernelSpec,
     canonical_copy_access,
     conv_kernel,
     dot_kernels,
+    dot_panels,
     elementwise_kernel,
     graph_avals,
     merged_stride,
@@ -314,11 +317,12 @@ class OpenCLExecutable:
         m, k, n = size(lhs, lf), size(lhs, lc), size(rhs, rf)
         out = self._store(e.outputs[0])
         specs: list[KernelSpec] = []
+        pack = n >= DOT_COLS and m >= PACK_MIN_ROWS and k > 0
         if n >= 16 and m >= 4:
             lhs_order, rhs_order = lb + lf + lc, rb + rc + rf
             lhs_ok = all(merged_stride(lhs, g) is not None for g in (lb, lf, lc))
             rhs_ok = merged_stride(rhs, rb) is not None and merged_stride(rhs, rc) is not None \
-                and merged_stride(rhs, rf) == 1
+                and (pack or merged_stride(rhs, rf) == 1)
         elif k >= 16:
             lhs_order, rhs_order = lb + lf + lc, rb + rf + rc
             lhs_ok = merged_stride(lhs, lb) is not None and merged_stride(lhs, lf) is not None \
@@ -341,18 +345,29 @@ class OpenCLExecutable:
             else:
                 rb, rc, rf = _ranges(len(rb), len(rc), len(rf))
         dims = ((lc, rc), (lb, rb))
-        specs += dot_kernels(self._name("dot_general"), lhs, rhs, out, dims, self.info, self.idx_type) or []
+        panels = None
+        if pack:
+            b = int(np.prod([rhs.shape[d] for d in rb], dtype=np.int64))
+            scratch = self._scratch(ShapedArray((b, n // DOT_COLS, k, DOT_COLS), rhs.aval.dtype))
+            view, panels = dot_panels(rhs, dims, scratch.slot)
+            specs.append(self._relayout(view, panels, "pack"))
+        specs += dot_kernels(self._name("dot_general"), lhs, rhs, out, dims, self.info, self.idx_type,
+                             panels) or []
         self.add_kernels([e], specs)
 
     def _copy_canonical(self, a: Access, order: tuple[int, ...]) -> tuple[Access, KernelSpec]:
         shape = tuple(a.shape[d] for d in order)
         dst_scratch = self._scratch(ShapedArray(shape, a.aval.dtype))
         src, dst = canonical_copy_access(a, order, dst_scratch.slot, 0)
+        return dst, self._relayout(src, dst, "relayout")
+
+    def _relayout(self, src: Access, dst: Access, what: str) -> KernelSpec:
+        """A copy kernel from the strided view ``src`` into the contiguous ``dst``."""
         tmp = Var(src.aval)
-        spec = elementwise_kernel(self._name("relayout"), shape, [(tmp, dst)], {},
+        spec = elementwise_kernel(self._name(what), src.shape, [(tmp, dst)], {},
                                   lambda v: src if v is tmp else None, self.idx_type, self.info)
         spec.kind = "copy"
-        return dst, spec
+        return spec
 
     def _lower_host(self, e: Eqn) -> None:
         ins = [a if isinstance(a, Literal) else self.access[a] for a in e.inputs]

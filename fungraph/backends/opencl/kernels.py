@@ -285,12 +285,37 @@ def merged_stride(a: Access, dims: Sequence[int]) -> int | None:
     return a.strides[live[-1]]
 
 
+#: Rows and columns of ``out`` one work-item of the register-blocked matmul computes: four
+#: 16-wide accumulators (8 of AVX2's 16 vector registers; 6 or 8 rows spilled on PoCL).
+DOT_ROWS, DOT_COLS = 4, 16
+#: Pack ``rhs`` into panels when ``m`` is at least this: packing costs one pass over ``rhs``.
+PACK_MIN_ROWS = 64
+
+
+def dot_panels(rhs: Access, dims: tuple, slot: int) -> tuple[Access, Access] | None:
+    """(a strided view of ``rhs`` as ``[b, n // 16, k, 16]``, its contiguous packed copy):
+    the panel layout the packed kernel streams through (one cache line per ``k``, no 4 KiB
+    stride between rows of a panel)."""
+    (_, rc), (_, rb) = dims
+    rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
+    sbb, sbk, sbn = merged_stride(rhs, rb), merged_stride(rhs, rc), merged_stride(rhs, rf)
+    if sbb is None or sbk is None or sbn is None:
+        return None
+    b, k, n = (_prod([rhs.shape[d] for d in ds]) for ds in (rb, rc, rf))
+    shape = (b, n // DOT_COLS, k, DOT_COLS)
+    aval = ShapedArray(shape, rhs.aval.dtype)
+    view = Access(rhs.slot, aval, rhs.offset, (sbb, DOT_COLS * sbn, sbk, sbn))
+    return view, Access(slot, aval, 0, contiguous(shape))
+
+
 def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, info: DeviceInfo,
-                idx_type: str) -> list[KernelSpec] | None:
+                idx_type: str, panels: Access | None = None) -> list[KernelSpec] | None:
     """``out[b, m, n] = sum_k lhs[b, m, k] rhs[b, k, n]`` when each operand's batch, free and
     contracting axes merge into one stride each (else None: the engine copies first).
-    A 4x16 register-blocked kernel (16-wide vector loads of ``rhs`` rows) covers the bulk
-    when ``rhs`` rows are contiguous; a scalar kernel covers the edges."""
+    A 4x16 register-blocked kernel covers the bulk: with ``panels`` (``rhs`` packed by
+    :func:`dot_panels`) work-items of one work-group share a panel and walk down ``m``;
+    without, it needs ``rhs`` rows contiguous. A scalar kernel covers the edges, so no
+    kernel has a bounds test."""
     (lc, rc), (lb, rb) = dims
     lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
     rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
@@ -310,7 +335,7 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     it = idx_type
     specs = []
     m4, n16 = m - m % 4, n - n % 16
-    blocked = sbn == 1 and m4 > 0 and n16 > 0 and k > 0
+    blocked = (sbn == 1 or panels is not None) and m4 > 0 and n16 > 0 and k > 0
     kdot = not blocked and sak == 1 and sbk == 1 and k >= 16
 
     def common(params: Params) -> tuple[str, str, str, str, str, str]:
@@ -319,10 +344,39 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
         pc, oc = params(out.slot, dt)
         return pa, f"{oa} + {lhs.offset}", pb, f"{ob} + {rhs.offset}", pc, f"{oc} + {out.offset}"
 
-    if blocked:
+    if blocked and panels is not None:
+        params = Params()
+        pa, oa, _, _, pc, oc = common(params)
+        pp, op = params(panels.slot, dt)
+        rows = range(DOT_ROWS)
+        fma = (lambda a, v, c: f"fma(({t}16)({a}), {v}, {c})") if dtypes.is_float(dt) else \
+            (lambda a, v, c: f"{c} + ({a}) * {v}")
+        body = [f"  const {it} m0 = get_global_id(0) * {DOT_ROWS};", f"  const {it} p = get_global_id(1);",
+                f"  const {it} bb = get_global_id(2);",
+                f"  __global const {t}* bq = {pp} + {op} + {panels.offset} + (long)bb * {n16 * k} "
+                f"+ (long)p * {k * 16};"]
+        body += [f"  __global const {t}* a{r} = {pa} + {oa} + (long)bb * {sab} + (long)(m0 + {r}) * {sam};"
+                 for r in rows]
+        body += [f"  {t}16 c{r} = ({t}16)(0);" for r in rows]
+        body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t}16 bv = vload16(kk, bq);"]
+        body += [f"    c{r} = {fma(f'a{r}[(long)kk * {sak}]', 'bv', f'c{r}')};" for r in rows]
+        body += ["  }"]
+        body += [f"  vstore16(c{r}, 0, {pc} + {oc} + (long)bb * {m * n} + (long)(m0 + {r}) * {n} + p * 16);"
+                 for r in rows]
+        # work-groups of 16 row blocks sharing one panel, and the leftover row blocks as one
+        # smaller work-group at a global offset (a prime count would make PoCL pick 1)
+        g0 = m4 // DOT_ROWS
+        l0 = min(16, info.max_work_group_size)
+        bulk = g0 - g0 % l0
+        grid: list[Launch] = [((bulk, n16 // 16, b), (l0, 1, 1), None)] if bulk else []
+        if g0 - bulk:
+            grid.append(((g0 - bulk, n16 // 16, b), (g0 - bulk, 1, 1), (bulk, 0, 0)))
+        specs.append(KernelSpec(name + "_blk", _kernel(name + "_blk", params, body), params.slots, grid, kind="dot",
+                                note="4x16 register-blocked, rhs packed in 16-column panels"))
+    elif blocked:
         params = Params()
         pa, oa, pb, ob, pc, oc = common(params)
-        rows = range(4)
+        rows = range(DOT_ROWS)
         fma = (lambda a, v, c: f"fma(({t}16)({a}), {v}, {c})") if dtypes.is_float(dt) else \
             (lambda a, v, c: f"{c} + ({a}) * {v}")
         body = [f"  const {it} n0 = get_global_id(0) * 16;", f"  const {it} m0 = get_global_id(1) * 4;",
@@ -336,7 +390,8 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
         body += ["  }"]
         body += [f"  vstore16(c{r}, 0, {pc} + {oc} + (long)bb * {m * n} + (long)(m0 + {r}) * {n} + n0);" for r in rows]
         g0 = n16 // 16
-        l0 = max(d for d in (16, 8, 4, 2, 1) if g0 % d == 0)
+        cap = min(16, info.max_work_group_size)
+        l0 = max(d for d in (16, 8, 4, 2, 1) if g0 % d == 0 and d <= cap)
         specs.append(KernelSpec(name + "_blk", _kernel(name + "_blk", params, body), params.slots,
                                 [((g0, m4 // 4, b), (l0, 1, 1), None)], kind="dot", note="4x16 register-blocked"))
     if kdot:
