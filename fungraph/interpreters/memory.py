@@ -69,6 +69,12 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
+#: When the default greedy packing is above the liveness bound on a graph of at most this many
+#: buffers, ``auto`` (the other greedies, then the search) gets this many seconds to close it.
+REPAIR_MAX_INTERVALS = 2000
+REPAIR_BUDGET_S = 0.2
+
+
 def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "greedy_size",
                 inplace: bool = True, scratch_bytes: Callable[[Eqn], int] | None = None) -> MemoryPlan:
     """Plan ``graph``'s intermediates. ``donated[i]`` lets input ``i``'s buffer be reused
@@ -133,6 +139,10 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
     scratch_sizes = {i: n for i, n in scratch_sizes.items() if n > 0}
     intervals += [(i, i + 1, _aligned(n)) for i, n in scratch_sizes.items()]
     plan = plan_offsets(intervals, strategy=strategy, alignment=ALIGNMENT) if intervals else None
+    if strategy == "greedy_size" and plan is not None and plan.arena_bytes > plan.lower_bound_bytes \
+            and len(intervals) <= REPAIR_MAX_INTERVALS:
+        repaired = plan_offsets(intervals, strategy="auto", alignment=ALIGNMENT, time_budget_s=REPAIR_BUDGET_S)
+        plan = repaired if repaired.arena_bytes < plan.arena_bytes else plan
     offsets = dict(zip(buffers, plan.offsets)) if plan else {}
     scratch = {i: Placement("scratch", off, n, i, i + 1)
                for (i, n), off in zip(scratch_sizes.items(), plan.offsets[len(buffers):] if plan else ())}
