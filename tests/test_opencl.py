@@ -302,17 +302,53 @@ def damped(x, n):
     return lax.while_loop(lambda c: c[0] < n, body, (0, x, fnp.mean(x)))
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 7])
-def test_while_loop_reads_only_its_predicate(n: int) -> None:
+@pytest.mark.parametrize("speculate", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 40])
+def test_while_loop_reads_only_its_predicate(n: int, speculate: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fungraph.jit import clear_caches
+
+    monkeypatch.setenv("FUNGRAPH_OPENCL_SPECULATE", "1" if speculate else "0")
+    clear_caches()
     x = np.random.default_rng(n).standard_normal((4, 33)).astype(np.float32)
     jf = fg.jit(damped, backend="opencl")
     xr, nr = _resident(x, np.int64(n))
     jf(xr, nr)
+    text = jf.lower(xr, nr).compiled.executable.describe()
+    assert ("masked iteration" in text) == speculate, text
     out, stats = _counting(jf, xr, nr)
-    assert stats["scalar_reads"] == n + 1                       # one predicate per evaluation
+    clear_caches()
+    if speculate:   # batches of 1, 2, 4, ... masked iterations per predicate read
+        assert 1 + (n + 1).bit_length() - 1 <= stats["scalar_reads"] <= n + 1
+        if n == 40:
+            assert stats["scalar_reads"] < 20
+    else:           # one predicate per evaluation
+        assert stats["scalar_reads"] == n + 1
     assert stats["to_device"] == 0 and stats["to_host"] == 0 and stats["host_round_trips"] == 0
     assert all(isinstance(o, _cl().OpenCLArray) for o in out)
     _assert_close_trees(out, fg.jit(damped)(x, n), 1e-5, f"while_loop, {n} iterations")
+
+
+def test_while_loop_with_a_callback_in_its_body_is_not_run_ahead() -> None:
+    calls = []
+
+    def log(a):
+        calls.append(1)
+        return a
+
+    def f(x):
+        def body(c):
+            y = fg.pure_callback(log, fg.ShapedArray(c[1].shape, c[1].dtype), c[1] * 2.0)
+            return c[0] + 1, y
+
+        return lax.while_loop(lambda c: c[0] < 5, body, (0, x))[1]
+
+    x = np.ones(3, np.float32)
+    jf = fg.jit(f, backend="opencl")
+    jf(x)
+    calls.clear()
+    out, stats = _counting(jf, x)
+    np.testing.assert_allclose(np.asarray(out), 32.0)
+    assert len(calls) == 5 and stats["scalar_reads"] == 6 and stats["host_round_trips"] == 5
 
 
 @settings(max_examples=3, deadline=None)

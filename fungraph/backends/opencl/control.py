@@ -21,13 +21,18 @@ so the interval planner never lets a body temporary overwrite them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fungraph.backends.opencl.codegen import Access, contiguous
-from fungraph.ir import Eqn, Literal, ShapedArray
+from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
+from fungraph.backends.opencl.fusion import REDUCTIONS
+from fungraph.ir import Eqn, Graph, Literal, ShapedArray
+
+#: Primitives with their own kernels (besides fused elementwise regions and reductions).
+KERNEL_PRIMITIVES = frozenset({"dot_general", "conv", "scatter_add"})
 
 if TYPE_CHECKING:
     from fungraph.backends.opencl.engine import OpenCLExecutable, Step
@@ -74,6 +79,44 @@ def lower_cond(exe: OpenCLExecutable, e: Eqn) -> None:
     exe._tick()
 
 
+def speculate() -> bool:
+    """``FUNGRAPH_OPENCL_SPECULATE=0`` (read at compile time) turns off batched while loops."""
+    return os.environ.get("FUNGRAPH_OPENCL_SPECULATE", "1") not in ("", "0")
+
+
+def device_only(g: Graph) -> bool:
+    """Whether ``g`` lowers to kernels only: no host round-trip and no readback inside."""
+    for e in g.eqns:
+        name = e.primitive.name
+        if name == "scan":
+            if not device_only(e.params["body"]):
+                return False
+        elif not (name in KERNEL_PRIMITIVES or name in REDUCTIONS or is_fusible(e)):
+            return False
+    return True
+
+
+def masked_step(cg: Graph, bg: Graph, n_cc: int, n_bc: int) -> Graph:
+    """``(carry, cc, bc) -> (pred, pred ? body(carry) : carry)`` with ``pred = cond(carry)``:
+    one iteration that is the identity once the loop is over, so iterations can be enqueued
+    ahead of the predicate's readback (ping-pong keeps the extra ones harmless)."""
+    from fungraph.interpreters.eval import eval_graph
+    from fungraph.interpreters.staging import stage
+    from fungraph.primitives.elementwise import select
+
+    nc = len(bg.outvars)
+    passthrough = [bg.outvars[j] is bg.invars[j] for j in range(nc)]
+
+    def fun(*args: Any) -> list[Any]:
+        c, cc, bc = args[:nc], args[nc:nc + n_cc], args[nc + n_cc:]
+        (pred,) = eval_graph(cg, *c, *cc)
+        new = eval_graph(bg, *c, *bc)
+        return [pred] + [old if same else select(pred, n, old) for n, old, same in zip(new, c, passthrough)]
+
+    avals = list(bg.in_avals[:nc]) + list(cg.in_avals[nc:]) + list(bg.in_avals[nc:])
+    return stage(fun, avals)[0]
+
+
 def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
     from fungraph.backends.opencl.engine import Step
 
@@ -85,8 +128,12 @@ def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
     a_slots, b_slots = _carries(exe, init, passthrough)
     pred = exe.arena_access(ShapedArray((), np.dtype(np.bool_)))
     start = exe._tick()
-    cond = exe.lower_subgraph(cg, a_slots + cc, [pred])
-    body = exe.lower_subgraph(bg, a_slots + bc, b_slots)
+    if speculate() and device_only(cg) and device_only(bg):
+        step = exe.lower_subgraph(masked_step(cg, bg, n_cc, n_bc), a_slots + cc + bc, [pred] + b_slots)
+        cond, body = step, []
+    else:
+        cond = exe.lower_subgraph(cg, a_slots + cc, [pred])
+        body = exe.lower_subgraph(bg, a_slots + bc, b_slots)
     saved = exe._block
     exe._block = []
     for a, b in zip(a_slots, b_slots):
@@ -95,7 +142,8 @@ def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
     tail = exe._block
     exe._block = saved
     exe.extend_lifetimes(start, exe._clock)
-    exe.add_step(Step("while", [e], blocks=[cond, body, tail], index=pred, swap=_swap(a_slots, b_slots)))
+    exe.add_step(Step("while", [e], blocks=[cond, body, tail], index=pred, swap=_swap(a_slots, b_slots),
+                      speculative=not body))
     exe._tick()
     for o, a in zip(e.outputs, a_slots):
         exe.access[o] = a
@@ -131,6 +179,11 @@ def lower_scan(exe: OpenCLExecutable, e: Eqn) -> None:
         exe.access[o] = a
 
 
+#: The largest batch of masked iterations enqueued per readback, and the time per iteration
+#: above which batches stop growing (the readback is then a small part of an iteration).
+SPECULATE_MAX = 32
+SPECULATE_BUDGET_S = 200e-6
+
 LOWERINGS: dict[str, Callable[[OpenCLExecutable, Eqn], None]] = {
     "cond": lower_cond, "while": lower_while, "scan": lower_scan}
 
@@ -139,6 +192,9 @@ def header(st: Step) -> str:
     if st.kind == "cond":
         how = "index chosen at compile time" if st.index is None else "index read back (1 scalar)"
         return f"cond, {len(st.blocks)} branches, {how}"
+    if st.kind == "while" and st.speculative:
+        return (f"while on the device, masked iterations in batches of 1, 2, 4, ... {SPECULATE_MAX} per predicate "
+                f"readback, {len(st.swap) // 2} double-buffered carries")
     if st.kind == "while":
         return f"while on the device, predicate read back per iteration, {len(st.swap) // 2} double-buffered carries"
     order = "reversed, " if st.reverse else ""
@@ -149,6 +205,8 @@ def header(st: Step) -> str:
 def block_labels(st: Step) -> list[str]:
     if st.kind == "cond":
         return [f"branch {k}" for k in range(len(st.blocks))]
+    if st.kind == "while" and st.speculative:
+        return ["masked iteration (pred = cond(c); c = pred ? body(c) : c)", "", "after an odd number of iterations"]
     if st.kind == "while":
         return ["condition", "body", "after an odd trip count"]
     return ["body"]

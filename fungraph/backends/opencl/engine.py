@@ -97,6 +97,7 @@ class Step:
     windows: list[Window] = field(default_factory=list)
     length: int = 0
     reverse: bool = False
+    speculative: bool = False      # while: masked iterations enqueued in batches per readback
 
 
 class OpenCLExecutable:
@@ -463,6 +464,11 @@ class OpenCLExecutable:
             elif st.kind == "cond":
                 idx = None if st.index is None else _scalar_ref(st.index, remap)
                 ops.append(("cond", idx, [self._ops(b, remap) for b in st.blocks]))
+            elif st.kind == "while" and st.speculative:
+                odd = _swapped(remap, st.swap)
+                masked, _, tail = st.blocks
+                ops.append(("batched_while", _scalar_ref(st.index, remap),
+                            (self._ops(masked, remap), self._ops(masked, odd)), self._ops(tail, remap)))
             elif st.kind == "while":
                 odd = _swapped(remap, st.swap)
                 cond, body, tail = st.blocks
@@ -588,6 +594,8 @@ class OpenCLExecutable:
                 self._exec(branches[k])
             elif tag == "while":
                 self._run_while(op)
+            elif tag == "batched_while":
+                self._run_batched_while(op)
             else:
                 self._run_scan(op)
 
@@ -602,6 +610,27 @@ class OpenCLExecutable:
                 break
             self._exec(bodies[k & 1])
             k += 1
+        if k & 1:
+            self._exec(tail)
+        ENGINE_STATS["loop_iterations"] += k
+
+    def _run_batched_while(self, op: tuple) -> None:
+        """Masked iterations (the identity once the predicate is false) enqueued 1, 2, 4, ...
+        at a time (at most ``SPECULATE_MAX``) per predicate readback; batches stop growing
+        when an iteration takes longer than ``SPECULATE_BUDGET_S``, so a heavy body wastes
+        little work. The carry ends in A after an even number of iterations, else B."""
+        _, pred, steps, tail = op
+        k = 0
+        batch = 1
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                self._exec(steps[k & 1])
+                k += 1
+            if not self._scalar(pred):
+                break
+            fast = (time.perf_counter() - t0) / batch < control.SPECULATE_BUDGET_S
+            batch = min(2 * batch, control.SPECULATE_MAX) if fast else 1
         if k & 1:
             self._exec(tail)
         ENGINE_STATS["loop_iterations"] += k
@@ -685,6 +714,8 @@ class OpenCLExecutable:
                     lines.append(f"{pad}{control.header(st)}:")
                     lines.append(f"{pad}    {eqn_text(st.eqns[0])}")
                     for label, block in zip(control.block_labels(st), st.blocks):
+                        if not block:
+                            continue
                         lines.append(f"{pad}  {label}:")
                         show(block, pad + "    ")
 
