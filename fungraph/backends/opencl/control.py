@@ -65,18 +65,18 @@ def lower_cond(exe: OpenCLExecutable, e: Eqn) -> None:
     branches = e.params["branches"]
     index = e.inputs[0]
     ops = [exe.atom_access(a) for a in e.inputs[1:]]
-    dests = [exe._store(o) for o in e.outputs]
+    dests = [exe.store(o) for o in e.outputs]
     if isinstance(index, Literal):
         k = int(np.clip(int(index.value), 0, len(branches) - 1))
         chosen, idx = [branches[k]], None
     else:
         chosen, idx = list(branches), exe.access[index]
-        exe._touch(idx.slot)
+        exe.touch(idx.slot)
     step = Step("cond", [e], index=idx)
-    exe._tick()
+    exe.tick()
     step.blocks = [exe.lower_subgraph(b, ops, dests) for b in chosen]
     exe.add_step(step)
-    exe._tick()
+    exe.tick()
 
 
 def speculate() -> bool:
@@ -127,24 +127,18 @@ def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
     passthrough = [bg.outvars[j] is bg.invars[j] for j in range(len(init))]
     a_slots, b_slots = _carries(exe, init, passthrough)
     pred = exe.arena_access(ShapedArray((), np.dtype(np.bool_)))
-    start = exe._tick()
+    start = exe.tick()
     if speculate() and device_only(cg) and device_only(bg):
         step = exe.lower_subgraph(masked_step(cg, bg, n_cc, n_bc), a_slots + cc + bc, [pred] + b_slots)
         cond, body = step, []
     else:
         cond = exe.lower_subgraph(cg, a_slots + cc, [pred])
         body = exe.lower_subgraph(bg, a_slots + bc, b_slots)
-    saved = exe._block
-    exe._block = []
-    for a, b in zip(a_slots, b_slots):
-        if a.slot != b.slot:
-            exe.copy_into(a, b)
-    tail = exe._block
-    exe._block = saved
-    exe.extend_lifetimes(start, exe._clock)
+    tail = exe.record(lambda: [exe.copy_into(a, b) for a, b in zip(a_slots, b_slots) if a.slot != b.slot])
+    exe.extend_lifetimes(start, exe.clock)
     exe.add_step(Step("while", [e], blocks=[cond, body, tail], index=pred, swap=_swap(a_slots, b_slots),
                       speculative=not body))
-    exe._tick()
+    exe.tick()
     for o, a in zip(e.outputs, a_slots):
         exe.access[o] = a
 
@@ -164,16 +158,16 @@ def lower_scan(exe: OpenCLExecutable, e: Eqn) -> None:
         windows.append(w)
         x_in.append(acc)
     for o, v in zip(e.outputs[nc:], body.outvars[nc:]):
-        ys = exe._store(o)
+        ys = exe.store(o)
         w, acc = exe.window(ys, v.aval, int(np.prod(o.aval.shape[1:], dtype=np.int64)), contiguous(v.aval.shape))
         windows.append(w)
         y_out.append(acc)
-    start = exe._tick()
+    start = exe.tick()
     block = exe.lower_subgraph(body, a_slots + x_in + consts, b_slots + y_out)
-    exe.extend_lifetimes(start, exe._clock)
+    exe.extend_lifetimes(start, exe.clock)
     exe.add_step(Step("scan", [e], blocks=[block], swap=_swap(a_slots, b_slots), windows=windows,
                       length=length, reverse=reverse))
-    exe._tick()
+    exe.tick()
     final = b_slots if length % 2 else a_slots
     for o, a in zip(e.outputs[:nc], final):
         exe.access[o] = a

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -137,14 +137,14 @@ class OpenCLExecutable:
         self.slots.append(Slot(kind, aval, index, self._clock, self._clock, parent=parent))
         return len(self.slots) - 1
 
-    def _touch(self, s: int) -> None:
+    def touch(self, s: int) -> None:
         """``s`` (and the slots a window slices) is used at the current clock tick."""
         while s >= 0:
             slot = self.slots[s]
             slot.last = max(slot.last, self._clock)
             s = slot.parent
 
-    def _tick(self) -> int:
+    def tick(self) -> int:
         self._clock += 1
         return self._clock - 1
 
@@ -155,13 +155,13 @@ class OpenCLExecutable:
             if slot.first <= start <= slot.last:
                 slot.last = max(slot.last, end)
 
-    def _store(self, v: Var) -> Access:
+    def store(self, v: Var) -> Access:
         """A contiguous slot for a value computed by the step being built: the destination a
         sub-graph's caller chose for it, a graph output, or an arena range."""
         dest = self._dest.pop(v, None)
         if dest is not None:
             self.access[v] = dest
-            self._touch(dest.slot)
+            self.touch(dest.slot)
             return dest
         j = self._out_index.get(v) if self._depth == 0 else None
         if j is not None and j not in self._out_taken:
@@ -232,11 +232,11 @@ class OpenCLExecutable:
                 self._lower_dot(e)
             elif name == "conv":
                 self.add_kernels([e], [conv_kernel(self._name("conv"), self.atom_access(e.inputs[0]),
-                                                   self.atom_access(e.inputs[1]), self._store(e.outputs[0]),
+                                                   self.atom_access(e.inputs[1]), self.store(e.outputs[0]),
                                                    e.params, self.info, self.idx_type)])
             elif name == "scatter_add":
                 upd, idx = (self.atom_access(a) for a in e.inputs)
-                spec = scatter_kernel(self._name("scatter_add"), upd, idx, self._store(e.outputs[0]),
+                spec = scatter_kernel(self._name("scatter_add"), upd, idx, self.store(e.outputs[0]),
                                       e.params["axis"], self.info, self.idx_type)
                 self.add_kernels([e], [spec])
             elif name in control.LOWERINGS:
@@ -267,6 +267,19 @@ class OpenCLExecutable:
         self.access, self._block, self._dest = saved
         return block
 
+    @property
+    def clock(self) -> int:
+        return self._clock
+
+    def record(self, lower: Callable[[], object]) -> list[Step]:
+        """The steps ``lower()`` adds, kept apart from the current block."""
+        saved = self._block
+        self._block = []
+        lower()
+        block = self._block
+        self._block = saved
+        return block
+
     def add_step(self, step: Step) -> None:
         self._block.append(step)
 
@@ -274,9 +287,9 @@ class OpenCLExecutable:
         for spec in specs:
             spec.eqns = eqns
             for s, _ in spec.slots:
-                self._touch(s)
+                self.touch(s)
         self._block.append(Step("kernels", eqns, specs))
-        self._tick()
+        self.tick()
 
     def copy_into(self, dst: Access, src: Access | Literal) -> None:
         """One kernel writing ``src`` (an access or a literal) into the contiguous ``dst``."""
@@ -296,12 +309,12 @@ class OpenCLExecutable:
         if region.kind == "reduce":
             e = g.eqns[region.root]
             inner = {v: m for v, m in members.items() if m is not e}
-            out = self._store(e.outputs[0])
+            out = self.store(e.outputs[0])
             specs = reduce_kernels(self._name(e.primitive.name), e, inner, self.access.get, out, self._scratch,
                                    self.idx_type, self.info)
             self.add_kernels(eqns, specs)
             return
-        outs = [(v, self._store(v)) for v in region.outputs]
+        outs = [(v, self.store(v)) for v in region.outputs]
         spec = elementwise_kernel(self._name("fused" if len(eqns) > 1 else g.eqns[region.root].primitive.name),
                                   region.shape, outs, members, self.access.get, self.idx_type, self.info)
         self.add_kernels(eqns, [spec])
@@ -316,7 +329,7 @@ class OpenCLExecutable:
         rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
         size = lambda a, ds: int(np.prod([a.shape[d] for d in ds], dtype=np.int64))  # noqa: E731
         m, k, n = size(lhs, lf), size(lhs, lc), size(rhs, rf)
-        out = self._store(e.outputs[0])
+        out = self.store(e.outputs[0])
         specs: list[KernelSpec] = []
         pack = n >= DOT_COLS and m >= PACK_MIN_ROWS and k > 0
         if n >= 16 and m >= 4:
@@ -372,12 +385,12 @@ class OpenCLExecutable:
 
     def _lower_host(self, e: Eqn) -> None:
         ins = [a if isinstance(a, Literal) else self.access[a] for a in e.inputs]
-        outs = [self._store(o).slot for o in e.outputs]
+        outs = [self.store(o).slot for o in e.outputs]
         for a in ins:
             if isinstance(a, Access):
-                self._touch(a.slot)
+                self.touch(a.slot)
         self.add_step(Step("host", [e], host_inputs=ins, host_outputs=outs))
-        self._tick()
+        self.tick()
 
     def _lower_outputs(self) -> None:
         """Outputs that no step writes (inputs, constants, literals, aliases, loop carries) are
