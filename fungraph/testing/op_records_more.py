@@ -158,6 +158,11 @@ def _rec(name: str, f: Callable[..., Any], shps: st.SearchStrategy, dts: tuple =
     return OpRecord(name, fun, ref, shps, dts, **kw)
 
 
+def _parts(z: Any, xp: Any) -> Any:
+    """A complex result as its real and imaginary parts stacked (real rows test it whole)."""
+    return xp.stack([xp.real(z), xp.imag(z)])
+
+
 def _nan_in(x: Any, xp: Any) -> Any:
     return xp.where(x > 1.5, xp.nan, x)
 
@@ -412,6 +417,21 @@ MORE_RECORDS: tuple[OpRecord, ...] = (
     _rec("vecdot", lambda a, b, xp: xp.linalg.vecdot(a, b), _bcast().map(lambda s: tuple(t + (3,) for t in s)), FI,
          tol32=1e-4),
     _rec("matrix_transpose", lambda a, xp: xp.linalg.matrix_transpose(a), _one(2), FI),
+    _rec("fft", lambda x, xp: _parts(xp.fft.fft(x), xp), _one(1), tol32=1e-4),
+    _rec("ifft", lambda x, xp: _parts(xp.fft.ifft(x, n=5, norm="ortho"), xp), _one(1), tol32=1e-4),
+    _rec("fft2", lambda x, xp: _parts(xp.fft.fft2(x), xp), _one(2), tol32=1e-4),
+    _rec("ifft2", lambda x, xp: _parts(xp.fft.ifft2(x, norm="forward"), xp), _one(2), tol32=1e-4),
+    _rec("fftn", lambda x, xp: _parts(xp.fft.fftn(x), xp), _one(1), tol32=1e-4),
+    _rec("ifftn", lambda x, xp: _parts(xp.fft.ifftn(x, axes=(0,)), xp), _one(1), tol32=1e-4),
+    _rec("rfft", lambda x, xp: _parts(xp.fft.rfft(x), xp), _one(1), tol32=1e-4),
+    _rec("irfft", lambda x, xp: xp.fft.irfft(x), _one(1, min_side=2), tol32=1e-4),
+    _rec("rfft2", lambda x, xp: _parts(xp.fft.rfft2(x, norm="ortho"), xp), _one(2), tol32=1e-4),
+    _rec("irfft2", lambda x, xp: xp.fft.irfft2(x), _one(2, min_side=2), tol32=1e-4),
+    _rec("rfftn", lambda x, xp: _parts(xp.fft.rfftn(x), xp), _one(1), tol32=1e-4),
+    _rec("irfftn", lambda x, xp: xp.fft.irfftn(x, s=(4,), axes=(-1,)), _one(1), tol32=1e-4),
+    _rec("eigvals", lambda a, xp: _parts(xp.linalg.eigvals(_spread(a, xp)), xp), _square(), domains=(SMALL,),
+         tol32=1e-4),
+    _rec("real_imag_conj", lambda x, xp: xp.stack([xp.real(x), xp.imag(x), xp.conj(x)]), _one()),
     _rec("tensorinv", lambda a, xp: xp.linalg.tensorinv(_shift(a.reshape(4, 4), xp).reshape(4, 2, 2), ind=1),
          st.just(((16,),)), domains=(SMALL,), tol32=1e-4),
 )
