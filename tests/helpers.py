@@ -130,6 +130,17 @@ def check_zero_tangents(data: st.DataObject, rec: OpRecord) -> None:
     np.testing.assert_array_equal(np.asarray(t_out), np.zeros(np.shape(out), np.asarray(t_out).dtype))
 
 
+def check_jit_against_eager(data: st.DataObject, rec: OpRecord) -> None:
+    """``jit(rec.fun)`` equals the eager call on drawn arguments."""
+    import fungraph as fg
+
+    args = draw_args(data, rec)
+    with np.errstate(all="ignore"):
+        want = rec.fun(*args)
+        got = fg.jit(rec.fun)(*args)
+    assert_tree_matches(got, want, tolerance(rec, args), f"jit({rec.name})")
+
+
 def check_vmap_against_loop(data: st.DataObject, rec: OpRecord) -> None:
     """``vmap`` along random axes equals stacking a Python loop over the examples."""
     import fungraph as fg
@@ -139,4 +150,4 @@ def check_vmap_against_loop(data: st.DataObject, rec: OpRecord) -> None:
     with np.errstate(all="ignore"):
         got = fg.vmap(rec.fun, in_axes=axes, out_axes=out_axis)(*batched)
         want = np.stack([np.asarray(rec.fun(*ex)) for ex in per_example], axis=out_axis)
-    assert_matches(got, want, tolerance(rec, batched), f"vmap({rec.name}) in_axes={axes}")
+    assert_tree_matches(got, want, tolerance(rec, batched), f"vmap({rec.name}) in_axes={axes}")

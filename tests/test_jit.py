@@ -20,7 +20,7 @@ from fungraph.interpreters.simplify import RULES, simplify
 from fungraph.jit import compile_graph
 from fungraph.primitives.fused import adagrad_reference
 from fungraph.testing import OP_RECORDS, Program, programs
-from tests.helpers import assert_matches, draw_args, tolerance, with_float_args
+from tests.helpers import check_jit_against_eager, draw_args, with_float_args
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 DIFFERENTIABLE = [r.name for r in OP_RECORDS if r.differentiable]
@@ -30,12 +30,7 @@ DIFFERENTIABLE = [r.name for r in OP_RECORDS if r.differentiable]
 @settings(max_examples=10)
 @given(data=st.data())
 def test_every_op_under_jit_matches_eager(name: str, data: st.DataObject) -> None:
-    rec = RECORDS[name]
-    args = draw_args(data, rec)
-    with np.errstate(all="ignore"):
-        want = rec.fun(*args)
-        got = fg.jit(rec.fun)(*args)
-    assert_matches(got, want, tolerance(rec, args), f"jit({name})")
+    check_jit_against_eager(data, RECORDS[name])
 
 
 def _float_wrapper(rec, args):

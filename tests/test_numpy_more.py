@@ -15,13 +15,11 @@ from fungraph import dtypes
 from fungraph.testing.op_records_more import MORE_RECORDS
 from fungraph.testing.strategies import random_array
 from tests.helpers import (
-    assert_tree_matches,
     check_derivatives,
+    check_jit_against_eager,
     check_values,
     check_vmap_against_loop,
     check_zero_tangents,
-    draw_args,
-    tolerance,
 )
 
 RECORDS = {r.name: r for r in MORE_RECORDS}
@@ -56,12 +54,7 @@ def test_non_differentiable_rows_have_zero_tangents(name: str, data: st.DataObje
 @settings(max_examples=4)
 @given(data=st.data())
 def test_jit_matches_eager(name: str, data: st.DataObject) -> None:
-    rec = RECORDS[name]
-    args = draw_args(data, rec)
-    with np.errstate(all="ignore"):
-        want = rec.fun(*args)
-        got = fg.jit(rec.fun)(*args)
-    assert_tree_matches(got, want, tolerance(rec, args), f"jit({name})")
+    check_jit_against_eager(data, RECORDS[name])
 
 
 @pytest.mark.parametrize("name", list(RECORDS))

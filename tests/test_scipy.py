@@ -25,10 +25,10 @@ from fungraph.testing.op_records_scipy import SCIPY_RECORDS
 from tests.helpers import (
     assert_tree_matches,
     check_derivatives,
+    check_jit_against_eager,
     check_values,
+    check_vmap_against_loop,
     draw_args,
-    draw_batched,
-    tolerance,
 )
 
 RECORDS = {r.name: r for r in SCIPY_RECORDS}
@@ -74,25 +74,14 @@ def test_derivatives_match_finite_differences(name: str, data: st.DataObject) ->
 @settings(max_examples=3)
 @given(data=st.data())
 def test_jit_matches_eager(name: str, data: st.DataObject) -> None:
-    rec = RECORDS[name]
-    args = draw_args(data, rec)
-    with np.errstate(all="ignore"):
-        want = rec.fun(*args)
-        got = fg.jit(rec.fun)(*args)
-    assert_tree_matches(got, want, tolerance(rec, args), f"jit({name})")
+    check_jit_against_eager(data, RECORDS[name])
 
 
 @pytest.mark.parametrize("name", list(RECORDS))
 @settings(max_examples=4)
 @given(data=st.data())
 def test_vmap_matches_a_python_loop(name: str, data: st.DataObject) -> None:
-    rec = RECORDS[name]
-    batched, axes, per_example = draw_batched(data, rec)
-    out_axis = data.draw(st.integers(-1, 0), label="out_axis")
-    with np.errstate(all="ignore"):
-        got = fg.vmap(rec.fun, in_axes=axes, out_axes=out_axis)(*batched)
-        want = np.stack([np.asarray(rec.fun(*ex)) for ex in per_example], axis=out_axis)
-    assert_tree_matches(got, want, tolerance(rec, batched), f"vmap({name}) in_axes={axes}")
+    check_vmap_against_loop(data, RECORDS[name])
 
 
 # --- the kernels over wide ranges, in float64 ----------------------------------------------------
