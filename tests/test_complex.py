@@ -167,6 +167,8 @@ def test_reductions_dot_and_shapes_match_numpy(dtype: np.dtype) -> None:
             _close(got, ref(a, axis=axis), tol)
     _close(fnp.matmul(a, b), a @ b, tol)
     _close(fnp.dot(a, b), np.dot(a, b), tol)
+    _close(fnp.vdot(a, a[::-1]), np.vdot(a, a[::-1]), tol)
+    _close(fnp.vdot(a.real, a), np.vdot(a.real, a), tol)
     _close(fnp.einsum("ij,jk->ki", a, b), np.einsum("ij,jk->ki", a, b), tol)
     _close(fnp.concatenate([a, a[:, ::-1]], axis=0), np.concatenate([a, a[:, ::-1]], axis=0), 0)
     _close(fnp.transpose(fnp.reshape(a, (2, 6)))[1:, :], a.reshape(2, 6).T[1:, :], 0)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph import dtypes
 from fungraph.core import ShapeError
 from fungraph.numpy._util import asarray, promote
 from fungraph.primitives import elementwise as ew
@@ -55,7 +56,10 @@ def matmul(a: Any, b: Any) -> Any:
 
 
 def vdot(a: Any, b: Any) -> Any:
+    """``sum(conj(a) * b)`` over the flattened arrays (numpy conjugates the first argument)."""
     x, y = _pair(a, b)
+    if dtypes.is_complex(x.dtype):
+        x = ew.conj(x)
     return dot(sh.reshape(x, (x.size,)), sh.reshape(y, (y.size,)))
 
 
