@@ -141,6 +141,23 @@ def test_binary_values_match_numpy(name: str, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("dtype", CX)
+def test_more_functions_take_complex_like_numpy(dtype: np.dtype) -> None:
+    a, b = _z((3, 4), dtype, 5), _z((3, 4), dtype, 6)
+    tol = 50 * TOL[dtype]
+    for name, args, kw in [("arccosh", (a,), {}), ("round", (a * 10,), {}), ("around", (a,), {"decimals": 1}),
+                           ("float_power", (a, b), {}), ("cov", (a,), {}), ("corrcoef", (a,), {}),
+                           ("cov", (a.real, b), {"rowvar": False})]:
+        got, want = getattr(fnp, name)(*args, **kw), getattr(np, name)(*args, **kw)
+        assert got.dtype == want.dtype, name
+        _close(got, want, tol)
+    _close(fnp.linalg.vecdot(a, b), np.linalg.vecdot(a, b), tol)
+    for name in ("linspace", "geomspace", "logspace"):
+        got, want = getattr(fnp, name)(1 + 1j, 3 - 2j, 5), getattr(np, name)(1 + 1j, 3 - 2j, 5)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", CX)
 def test_variance_family_is_real_and_matches_numpy(dtype: np.dtype) -> None:
     a = _z((3, 4), dtype, 3)
     holes = a.copy()

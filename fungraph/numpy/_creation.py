@@ -88,4 +88,5 @@ def asarray_(obj: Any, dtype: Any = None) -> Any:
 
 
 def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> np.ndarray:
-    return np.linspace(start, stop, num, endpoint=endpoint).astype(dtypes.canonical(dtype or np.float64))
+    out = np.linspace(start, stop, num, endpoint=endpoint)
+    return out.astype(dtypes.canonical(dtype or out.dtype))

@@ -55,6 +55,9 @@ def arcsinh(x: Any) -> Any:
 
 def arccosh(x: Any) -> Any:
     x = _f(x)
+    if dtypes.is_complex(x.dtype):                                       # principal branch, as numpy
+        roots = ew.mul(ew.sqrt_p.bind(ew.add(x, _c(1, x))), ew.sqrt_p.bind(ew.sub(x, _c(1, x))))
+        return ew.log_p.bind(ew.add(x, roots))
     y = ew.sub(x, _c(1, x))                                              # log1p(y + sqrt(y (y + 2))), y = x - 1
     return ew.log1p_p.bind(ew.add(y, ew.sqrt_p.bind(ew.mul(y, ew.add(y, _c(2, x))))))
 
@@ -155,7 +158,8 @@ def positive(x: Any) -> Any:
 
 def float_power(x1: Any, x2: Any) -> Any:
     a, b = promote(x1, x2)
-    return ew.pow_(cast(a, dtypes.float64), cast(b, dtypes.float64))
+    wide = dtypes.complex128 if dtypes.is_complex(a.dtype) else dtypes.float64
+    return ew.pow_(cast(a, wide), cast(b, wide))
 
 
 def copysign(x1: Any, x2: Any) -> Any:
@@ -213,6 +217,8 @@ def rint(x: Any) -> Any:
 def round(a: Any, decimals: int = 0) -> Any:  # noqa: A001
     """numpy's round: half to even after scaling by 10**decimals."""
     x = asarray(a)
+    if dtypes.is_complex(x.dtype):                                       # each part on its own
+        return ew.complex_(round(ew.real(x), decimals), round(ew.imag(x), decimals))
     if not dtypes.is_float(x.dtype):
         if decimals >= 0:
             return x

@@ -118,12 +118,14 @@ def indices(dimensions: Any, dtype: Any = None, sparse: bool = False) -> Any:
 
 def logspace(start: float, stop: float, num: int = 50, endpoint: bool = True, base: float = 10.0,
              dtype: Any = None, axis: int = 0) -> np.ndarray:
-    return np.logspace(start, stop, num, endpoint, base, axis=axis).astype(dtypes.canonical(dtype or np.float64))
+    out = np.logspace(start, stop, num, endpoint, base, axis=axis)
+    return out.astype(dtypes.canonical(dtype or out.dtype))
 
 
 def geomspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None,
               axis: int = 0) -> np.ndarray:
-    return np.geomspace(start, stop, num, endpoint, axis=axis).astype(dtypes.canonical(dtype or np.float64))
+    out = np.geomspace(start, stop, num, endpoint, axis=axis)
+    return out.astype(dtypes.canonical(dtype or out.dtype))
 
 
 def diag_indices(n: int, ndim: int = 2) -> tuple[np.ndarray, ...]:

@@ -280,18 +280,21 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     from fungraph.numpy._linalg import matmul
     from fungraph.numpy._manip import atleast_2d
 
-    x = atleast_2d(cast(asarray(m), dtypes.float64))
+    x = asarray(m) if y is None else promote(m, y)[0]
+    wide = dtypes.complex128 if dtypes.is_complex(x.dtype) else dtypes.float64
+    x = atleast_2d(cast(asarray(m), wide))
     if not rowvar and x.shape[0] != 1:
         x = sh.transpose(x, (1, 0))
     if y is not None:
-        yy = atleast_2d(cast(asarray(y), dtypes.float64))
+        yy = atleast_2d(cast(asarray(y), wide))
         if not rowvar and yy.shape[0] != 1:
             yy = sh.transpose(yy, (1, 0))
         x = sh.concatenate([x, yy], 0)
     n = x.shape[1]
     ddof = (0 if bias else 1) if ddof is None else ddof
     centered = ew.sub(x, red.mean(x, axis=1, keepdims=True))
-    c = ew.div(matmul(centered, sh.transpose(centered, (1, 0))), np.asarray(n - ddof, x.dtype))
+    right = ew.conj(centered) if dtypes.is_complex(wide) else centered
+    c = ew.div(matmul(centered, sh.transpose(right, (1, 0))), np.asarray(n - ddof, x.dtype))
     return sh.reshape(c, ()) if c.shape == (1, 1) else c
 
 
@@ -301,8 +304,18 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True) -> Any:
     c = cov(x, y, rowvar)
     if c.ndim == 0:
         return ew.div(c, c)
-    d = ew.sqrt_p.bind(diag(c))
+    complex_c = dtypes.is_complex(c.dtype)
+    d = diag(c)
+    d = ew.sqrt_p.bind(ew.real(d) if complex_c else d)
+    if complex_c:
+        d = cast(d, c.dtype)
     c = ew.div(ew.div(c, sh.reshape(d, (d.shape[0], 1))), sh.reshape(d, (1, d.shape[0])))
+    if complex_c:                                                        # numpy clips each part
+        return ew.complex_(_clip_unit(ew.real(c)), _clip_unit(ew.imag(c)))
+    return _clip_unit(c)
+
+
+def _clip_unit(c: Any) -> Any:
     one = np.asarray(1, c.dtype)
     return ew.max_p.bind(ew.min_p.bind(c, one), ew.neg(one))
 

@@ -385,6 +385,8 @@ def matrix_transpose(x: Any, /) -> Any:
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     a, b = promote(x1, x2)
+    if dtypes.is_complex(a.dtype):                                       # conjugates x1, as numpy
+        a = ew.conj(a)
     return red.sum(ew.mul(a, b), axis=axis, dtype=a.dtype)
 
 
