@@ -151,6 +151,10 @@ def test_more_functions_take_complex_like_numpy(dtype: np.dtype) -> None:
         assert got.dtype == want.dtype, name
         _close(got, want, tol)
     _close(fnp.linalg.vecdot(a, b), np.linalg.vecdot(a, b), tol)
+    for ord_ in (None, 0, 1, 2, 3, np.inf, -np.inf):
+        _close(fnp.linalg.norm(a[0], ord_), np.linalg.norm(a[0], ord_), tol)
+    for ord_ in (None, "fro", 1, -1, np.inf, -np.inf):
+        _close(fnp.linalg.norm(a, ord_), np.linalg.norm(a, ord_), tol)
     for name in ("linspace", "geomspace", "logspace"):
         got, want = getattr(fnp, name)(1 + 1j, 3 - 2j, 5), getattr(np, name)(1 + 1j, 3 - 2j, 5)
         assert got.dtype == want.dtype

@@ -17,6 +17,7 @@ from fungraph.numpy import _reductions as red
 from fungraph.numpy._linalg import matmul, outer, tensordot
 from fungraph.numpy._manip import cross as _cross
 from fungraph.numpy._manip import diagonal as _diagonal
+from fungraph.numpy._reductions import abs_squared
 from fungraph.numpy._shape import swapaxes
 from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
@@ -268,22 +269,23 @@ def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any
 
 def _vector_norm(v: Any, axes: tuple[int, ...], ord: Any, keepdims: bool) -> Any:  # noqa: A002
     absx = ew.abs_p.bind(v)
+    real = absx.dtype
     if ord is None or ord == 2:
-        return ew.sqrt_p.bind(red.sum(ew.mul(v, v), axis=axes, keepdims=keepdims))
+        return ew.sqrt_p.bind(red.sum(abs_squared(v), axis=axes, keepdims=keepdims))
     if ord == np.inf:
         return red.max(absx, axis=axes, keepdims=keepdims)
     if ord == -np.inf:
         return red.min(absx, axis=axes, keepdims=keepdims)
     if ord == 0:
-        nz = ew.convert(ew.ne_p.bind(v, np.asarray(0, v.dtype)), v.dtype)
+        nz = ew.convert(ew.ne_p.bind(v, np.asarray(0, v.dtype)), real)
         return red.sum(nz, axis=axes, keepdims=keepdims)
     if ord == 1:
         return red.sum(absx, axis=axes, keepdims=keepdims)
     if isinstance(ord, str):
         raise ValueError(f"Invalid norm order '{ord}' for vectors")
-    p = np.asarray(ord, v.dtype)
+    p = np.asarray(ord, real)
     total = red.sum(ew.pow_(absx, p), axis=axes, keepdims=keepdims)
-    return ew.pow_(total, ew.div(np.asarray(1, v.dtype), p))
+    return ew.pow_(total, ew.div(np.asarray(1, real), p))
 
 
 def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
@@ -296,7 +298,7 @@ def _matrix_norm(m: Any, axes: tuple[int, int], ord: Any, keepdims: bool) -> Any
     if r == c:
         raise ValueError("Duplicate axes given.")
     if ord in (None, "fro", "f"):
-        out = ew.sqrt_p.bind(red.sum(ew.mul(m, m), axis=axes))
+        out = ew.sqrt_p.bind(red.sum(abs_squared(m), axis=axes))
     elif ord in (2, -2, "nuc"):
         s = svdvals(_to_last_two(m, r, c))
         out = red.max(s, axis=-1) if ord == 2 else red.min(s, axis=-1) if ord == -2 else red.sum(s, axis=-1)
