@@ -163,7 +163,7 @@ def resnet50(params: dict, x: Any) -> Any:
     return dense(params["fc"], global_avg_pool(h))
 
 
-def make_resnet50(seed: int = 0, image: int = 224, width: float = 1.0, blocks: tuple[int, ...] = (3, 4, 6, 3),
+def make_resnet50(seed: int = 0, image: int = 299, width: float = 1.0, blocks: tuple[int, ...] = (3, 4, 6, 3),
                   classes: int = 1000) -> tuple[Callable, tuple]:
     init = _Init(seed)
     params = _resnet_params(init, tuple(blocks), width, classes)
@@ -395,7 +395,7 @@ class ModelSpec:
 
 
 MODELS: tuple[ModelSpec, ...] = (
-    ModelSpec("resnet50", make_resnet50, {"image": 224}, {"image": 64, "width": 0.25, "classes": 10}),
+    ModelSpec("resnet50", make_resnet50, {"image": 299}, {"image": 64, "width": 0.25, "classes": 10}),
     ModelSpec("inception_v3", make_inception_v3, {"image": 299}, {"image": 75, "width": 0.25, "classes": 10}),
     ModelSpec("mobilenet_v2", make_mobilenet_v2, {"image": 224}, {"image": 64, "width": 0.5, "classes": 10}),
     ModelSpec("mnist_cnn_step", make_mnist_train_step, {"batch": 64}, {"batch": 8}, donate_argnums=(0,)),
