@@ -134,6 +134,28 @@ def test_simplification_rules(expr, expected) -> None:
     assert all(r.identity for r in RULES)
 
 
+def test_a_scalar_times_a_product_scales_the_smaller_factor() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((8, 2)), rng.standard_normal((2, 8))
+
+    def names(f, *args):
+        g = fg.make_graph(f)(*args)
+        s = dce(simplify(g))
+        s.verify()
+        np.testing.assert_allclose(fg.eval_graph(s, *args)[0], fg.eval_graph(g, *args)[0], rtol=1e-13)
+        return [e.primitive.name for e in s.eqns], s
+
+    got, s = names(lambda a, b: 0.5 * (a @ b), a, b)
+    assert got == ["mul", "dot_general"] and s.eqns[0].inputs[0] is s.invars[0]
+    assert names(lambda a, b: (b.T @ a.T) * 3.0, a, b)[0][-2:] == ["mul", "dot_general"]
+    def twice(a, b):
+        d = a @ b
+        return d * 0.5 + d
+
+    assert names(twice, a, b)[0] == ["dot_general", "mul", "add"]  # the product is used twice
+    assert names(lambda a, b: 0.5 * (b @ a), a, b)[0] == ["dot_general", "mul"]  # factors larger than output
+
+
 def test_fma_and_adagrad_fusion() -> None:
     x = np.random.default_rng(0).standard_normal((3, 4))
     g = fuse_fma(fg.make_graph(lambda a, b, c: a * b + c)(x, x, x))

@@ -22,6 +22,13 @@ class Rewriter:
         self.eqns: list[Eqn] = []
         self.new_consts: dict[Var, np.ndarray] = {}
         self.made_by: dict[Var, Eqn] = {}
+        self._uses: Counter[Var] | None = None
+
+    def uses(self, a: Atom) -> int:
+        """How many times ``a`` is read in the old graph (kept equations keep their outputs)."""
+        if self._uses is None:
+            self._uses = use_counts(self.graph)
+        return self._uses.get(a, 0) if isinstance(a, Var) else 0
 
     def producer(self, a: Atom) -> Eqn | None:
         """The equation of the new graph that defines ``a`` (None for inputs and literals)."""

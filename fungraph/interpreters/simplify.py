@@ -107,6 +107,26 @@ def _transpose_dot(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
     return v
 
 
+def _scale_smaller_factor(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
+    """A scalar times a product scales the smaller factor instead (fewer elements touched; an
+    SGD step's ``lr * (h^T g)`` scales ``h``, not the weight-sized gradient)."""
+    for k, d in ((x, y), (y, x)):
+        p = rw.producer(d)
+        if not isinstance(k, Literal) or p is None or p.primitive.name != "dot_general" or rw.uses(d) != 1:
+            continue
+        if not _fits(d, e) or k.aval.dtype != d.aval.dtype:
+            continue
+        i = min((0, 1), key=lambda j: p.inputs[j].aval.size)
+        small = p.inputs[i]
+        if small.aval.size >= d.aval.size:
+            continue
+        (scaled,) = rw.emit(ew.mul_p, [small, k], None, e.source)
+        ins = [scaled, p.inputs[1]] if i == 0 else [p.inputs[0], scaled]
+        (v,) = rw.emit(p.primitive, ins, p.params, e.source)
+        return v
+    return None
+
+
 def _reshape_reshape(rw: Rewriter, e: Eqn, x: Atom) -> Atom | None:
     p = rw.producer(x)
     if p is not None and p.primitive is sh.reshape_p:
@@ -156,6 +176,7 @@ RULES: tuple[Rule, ...] = (
     Rule("sub", "x - 0 = x", _sub_zero),
     Rule("mul", "x * 1 = 1 * x = x", _mul_one),
     Rule("mul", "x * 0 = 0 (broadcast to the output shape)", _mul_zero),
+    Rule("mul", "k * dot(a, b) = dot(k * a, b) for a scalar k and the smaller factor a", _scale_smaller_factor),
     Rule("div", "x / 1 = x", _div_one),
     Rule("neg", "-(-x) = x", _neg_neg),
     Rule("integer_pow", "x ** 1 = x,  x ** 2 = x * x", _pow_small),
