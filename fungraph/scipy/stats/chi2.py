@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fungraph import numpy as fnp
@@ -13,28 +14,24 @@ def _as_gamma(df: Any, scale: Any) -> tuple[Any, Any]:
     return fnp.multiply(const(0.5, df), df), fnp.multiply(const(2, scale), scale)
 
 
-def logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    x, df, loc, scale = floats(x, df, loc, scale)
-    a, s = _as_gamma(df, scale)
-    return gamma.logpdf(x, a, loc, s)
+def _via_gamma(fun: Callable[..., Any], doc: str) -> Callable[..., Any]:
+    def f(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
+        x, df, loc, scale = floats(x, df, loc, scale)
+        a, s = _as_gamma(df, scale)
+        return fun(x, a, loc, s)
+
+    f.__name__, f.__doc__ = fun.__name__, doc
+    return f
+
+
+logpdf = _via_gamma(gamma.logpdf, "log density at x.")
+cdf = _via_gamma(gamma.cdf, "P(X <= x); differentiable in x, loc and scale, not in df.")
+sf = _via_gamma(gamma.sf, "P(X > x); differentiable in x, loc and scale, not in df.")
 
 
 def pdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return fnp.exp(logpdf(x, df, loc, scale))
 
 
-def cdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """Differentiable in x, loc and scale; not in df."""
-    x, df, loc, scale = floats(x, df, loc, scale)
-    a, s = _as_gamma(df, scale)
-    return gamma.cdf(x, a, loc, s)
-
-
 def logcdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return fnp.log(cdf(x, df, loc, scale))
-
-
-def sf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    x, df, loc, scale = floats(x, df, loc, scale)
-    a, s = _as_gamma(df, scale)
-    return gamma.sf(x, a, loc, s)

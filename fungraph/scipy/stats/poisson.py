@@ -25,13 +25,20 @@ def pmf(k: Any, mu: Any, loc: Any = 0) -> Any:
     return fnp.exp(logpmf(k, mu, loc))
 
 
-def cdf(k: Any, mu: Any, loc: Any = 0) -> Any:
-    """P(K <= k) = Q(floor(k - loc) + 1, mu); differentiable in mu."""
+def _tail(k: Any, mu: Any, loc: Any, upper: bool) -> Any:
+    """P(K <= k) = Q(floor(k - loc) + 1, mu), or P(K > k) = P(floor(k - loc) + 1, mu) with
+    ``upper``; below the support they are 0 and 1."""
     k, mu, loc = floats(k, mu, loc)
     k = fnp.floor(fnp.subtract(k, loc))
     nonneg = fnp.greater_equal(k, const(0, k))
     shape = fnp.add(fnp.where(nonneg, k, const(0, k)), const(1, k))
-    return fnp.where(nonneg, special.gammaincc(shape, mu), const(0, mu))
+    tail = special.gammainc(shape, mu) if upper else special.gammaincc(shape, mu)
+    return fnp.where(nonneg, tail, const(1 if upper else 0, mu))
+
+
+def cdf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    """P(K <= k); differentiable in mu."""
+    return _tail(k, mu, loc, upper=False)
 
 
 def logcdf(k: Any, mu: Any, loc: Any = 0) -> Any:
@@ -39,8 +46,5 @@ def logcdf(k: Any, mu: Any, loc: Any = 0) -> Any:
 
 
 def sf(k: Any, mu: Any, loc: Any = 0) -> Any:
-    k, mu, loc = floats(k, mu, loc)
-    k = fnp.floor(fnp.subtract(k, loc))
-    nonneg = fnp.greater_equal(k, const(0, k))
-    shape = fnp.add(fnp.where(nonneg, k, const(0, k)), const(1, k))
-    return fnp.where(nonneg, special.gammainc(shape, mu), const(1, mu))
+    """P(K > k); differentiable in mu."""
+    return _tail(k, mu, loc, upper=True)
