@@ -241,7 +241,24 @@ def _fallback(prim: Primitive) -> Lowering:
 #: reference to them (``sys.getrefcount`` sees only ours): what freeing and re-allocating
 #: would give, minus the page faults of fresh memory (~3.5 ms per 40 MB here).
 RECYCLE_BYTES = 1 << 20
-_UNREFERENCED = 3  # the dict's reference, ``old`` and getrefcount's argument
+
+
+def _unreferenced_count() -> int | None:
+    """``sys.getrefcount`` of a pooled buffer that nobody else holds, read the way
+    ``_buffer`` reads it (the pool's reference, a local, the argument); None where counts are
+    not exact (not CPython), which turns recycling off."""
+    if sys.implementation.name != "cpython":
+        return None
+    pool = {0: np.empty(1)}
+    old = pool[0]
+    alone = sys.getrefcount(old)
+    view = old[:]
+    held = sys.getrefcount(old)
+    del view
+    return alone if held == alone + 1 else None
+
+
+_UNREFERENCED = _unreferenced_count()
 
 
 class CpuExecutable:
@@ -324,7 +341,7 @@ class CpuExecutable:
             return self.env[a[1]]
         if into is not None and a[0] >= 0:
             return into[a[0]]
-        if a[0] >= 0 and a[0] in self.recycled:
+        if a[0] >= 0 and a[0] in self.recycled and _UNREFERENCED is not None:
             old = self.recycled[a[0]]
             if sys.getrefcount(old) == _UNREFERENCED:
                 return old
