@@ -26,7 +26,8 @@ CONCRETE = {
     "arange", "array", "asarray", "can_cast", "diag_indices", "dtype", "empty", "empty_like", "eye", "fftfreq",
     "finfo", "full", "full_like", "geomspace", "identity", "iinfo", "indices", "iscomplexobj", "isrealobj",
     "isscalar", "linspace", "logspace", "ndim", "ones", "ones_like", "result_type", "rfftfreq", "shape", "size",
-    "tri", "tril_indices", "triu_indices", "zeros", "zeros_like",
+    "tri", "tril_indices", "triu_indices", "zeros", "zeros_like", "bartlett", "blackman", "hamming", "hanning",
+    "broadcast_shapes", "diag_indices_from", "isdtype", "issubdtype", "iterable", "ix_",
 }
 # Integer- or bool-valued (or piecewise-constant) functions: zero derivative by convention.
 NON_DIFFERENTIABLE = {
@@ -62,18 +63,25 @@ def _records() -> dict[str, list[bool]]:
     return by_name
 
 
-def _tested(name: str, records: dict[str, list[bool]]) -> list[bool]:
+def _tested(name: str, records: dict[str, list[bool]], ours: object = None) -> list[bool]:
+    """The rows testing ``name``: named after it (``name`` or ``name_variant``), or, for an alias
+    (the same function object under another name, e.g. ``acos`` and ``arccos``), its target's."""
     found = []
     for rec_name, diffs in records.items():
         if rec_name == name or rec_name.startswith(name + "_"):
             found.extend(diffs)
+    if not found and ours is not None and hasattr(ours, name):
+        target = getattr(ours, name)
+        for other in dir(ours):
+            if other != name and getattr(ours, other, None) is target:
+                found.extend(_tested(other, records))
     return found
 
 
-def _status(name: str, has: bool, records: dict[str, list[bool]]) -> tuple[str, str, str]:
+def _status(name: str, has: bool, records: dict[str, list[bool]], ours: object = None) -> tuple[str, str, str]:
     if not has:
         return "no", "", ""
-    tested = _tested(name, records)
+    tested = _tested(name, records, ours)
     if name in CONCRETE:
         return "yes", "n.a. (concrete)", "n.a."
     if name in COMPLEX_TESTED:
@@ -94,7 +102,7 @@ def _table(title: str, module: object, ours: object, records: dict[str, list[boo
     for name in names:
         has = hasattr(ours, name)
         have += has
-        present, deriv, batch = _status(name, has, records)
+        present, deriv, batch = _status(name, has, records, ours)
         lines.append(f"| `{name}` | {present} | {deriv} | {batch} |")
     lines.append("")
     return lines, have, len(names)
@@ -118,7 +126,8 @@ def main() -> int:
         "boolean or piecewise-constant results: zero tangents), `n.a.` (results do not depend on array",
         "values). *(tested)*: an op-record row checks values against numpy eagerly and staged, derivatives",
         "to second order against finite differences, jit, and vmap against a loop. Every function is built",
-        "from primitives with batching rules, so *vmap* is `yes` wherever the function exists.",
+        "from primitives with batching rules, so *vmap* is `yes` wherever the function exists. An alias",
+        "(`acos` for `arccos`, the same function object) shares its target's row.",
         "",
         "*(tested, complex)*: tested in `tests/test_complex.py` (values against numpy for complex64 and",
         "complex128, derivatives against finite differences and JAX, jit, vmap against a loop).",

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from fungraph import numpy as fnp
-from fungraph.testing.op_records import ALL, FI, F, OpRecord
+from fungraph.testing.op_records import ALL, FI, INTS, F, OpRecord
 from fungraph.testing.strategies import shapes
 
 POS = (0.1, 3.0)
@@ -161,6 +161,10 @@ def _rec(name: str, f: Callable[..., Any], shps: st.SearchStrategy, dts: tuple =
 def _parts(z: Any, xp: Any) -> Any:
     """A complex result as its real and imaginary parts stacked (real rows test it whole)."""
     return xp.stack([xp.real(z), xp.imag(z)])
+
+
+def _inf_nan(x: Any, xp: Any) -> Any:
+    return xp.where(x > 2, xp.inf, xp.where(x < -2, xp.nan, x))
 
 
 def _nan_in(x: Any, xp: Any) -> Any:
@@ -432,6 +436,47 @@ MORE_RECORDS: tuple[OpRecord, ...] = (
     _rec("eigvals", lambda a, xp: _parts(xp.linalg.eigvals(_spread(a, xp)), xp), _square(), domains=(SMALL,),
          tol32=1e-4),
     _rec("real_imag_conj", lambda x, xp: xp.stack([xp.real(x), xp.imag(x), xp.conj(x)]), _one()),
+    # the rest of the namespace: one row each
+    _rec("all", lambda x, xp: xp.all(x > -1, axis=-1), _one(1), FI, differentiable=False),
+    _rec("any", lambda x, xp: xp.any(x > 1, axis=0), _one(1), FI, differentiable=False),
+    _rec("argpartition", lambda x, xp: xp.take_along_axis(x, xp.argpartition(x, 0, axis=-1)[..., :1], axis=-1)
+         == xp.min(x, axis=-1, keepdims=True), _one(1), F, differentiable=False),  # ties pick any index
+    _rec("array_equiv", lambda x, y, xp: xp.array_equiv(x, y), _bcast(), FI, differentiable=False),
+    _rec("astype", lambda x, xp: xp.astype(x, xp.float64), _one(), F),
+    *(_rec(name, lambda x, y, xp, name=name: getattr(xp, name)(x, y), _same(2), INTS, differentiable=False)
+      for name in ("bitwise_and", "bitwise_or", "bitwise_xor")),
+    *(_rec(name, lambda x, xp, name=name: getattr(xp, name)(x), _one(), INTS, differentiable=False)
+      for name in ("bitwise_not", "bitwise_invert", "invert")),
+    _rec("broadcast_arrays", lambda x, y, xp: xp.stack(xp.broadcast_arrays(x, y)), _bcast(), FI),
+    _rec("copy", lambda x, xp: xp.copy(x), _one(), FI),
+    _rec("cumulative_prod", lambda x, xp: xp.cumulative_prod(x, axis=-1, include_initial=True), _one(1, 2),
+         domains=(SMALL,), tol32=1e-4),
+    _rec("divmod", lambda x, y, xp: xp.stack(xp.divmod(x, y)), _same(2), F, domains=((-3.0, 3.0), NONZERO),
+         tags=("no_grad",)),
+    _rec("inner", lambda a, b, xp: xp.inner(a, b), _same(2, 1), FI, tol32=1e-4),
+    *(_rec(name, lambda x, xp, name=name: getattr(xp, name)(x), _one(), FI, differentiable=False)
+      for name in ("iscomplex", "isreal")),
+    *(_rec(name, lambda x, xp, name=name: getattr(xp, name)(_inf_nan(x, xp)), _one(), F, differentiable=False)
+      for name in ("isinf", "isnan", "isposinf")),
+    _rec("modf", lambda x, xp: xp.stack(xp.modf(x)), _one(), F, tags=("no_grad",)),
+    _rec("moveaxis", lambda x, xp: xp.moveaxis(x, 0, -1), _one(1), FI),
+    _rec("nanargmin", lambda x, xp: xp.nanargmin(_nan_rows(x, xp), axis=-1), _one(1), F, differentiable=False),
+    _rec("nancumprod", lambda x, xp: xp.nancumprod(_nan_in(x, xp), axis=-1), _one(1), F, domains=(SMALL,),
+         tags=("no_grad",), tol32=1e-4),
+    _rec("nanprod", lambda x, xp: xp.nanprod(_nan_in(x, xp), axis=0), _one(1), F, domains=(SMALL,),
+         tags=("no_grad",), tol32=1e-4),
+    _rec("nanstd", lambda x, xp: xp.nanstd(_nan_rows(x, xp), axis=-1), _one(1, min_side=2), F,
+         tags=("no_grad",), tol32=1e-4),
+    _rec("ravel", lambda x, xp: xp.ravel(x), _one(), FI),
+    _rec("ravel_multi_index", lambda i, j, xp: xp.ravel_multi_index((i % 3, j % 4), (3, 4)), _same(2), INTS,
+         differentiable=False),
+    _rec("unravel_index", lambda i, xp: xp.stack(xp.unravel_index(i % 12, (3, 4))), _one(), INTS,
+         differentiable=False),
+    _rec("tensordot", lambda a, b, xp: xp.tensordot(a, b, axes=1), _rect().map(lambda s: (s[0][-2:], s[0][-1:] * 2)),
+         FI, tol32=1e-4),
+    _rec("vdot", lambda a, b, xp: xp.vdot(a, b), _same(2), FI, tol32=1e-4),
+    _rec("tensorsolve", lambda a, b, xp: xp.linalg.tensorsolve(_shift(a.reshape(4, 4), xp).reshape(4, 2, 2), b),
+         st.just(((16,), (4,))), domains=(SMALL,), tol32=1e-4),
     _rec("tensorinv", lambda a, xp: xp.linalg.tensorinv(_shift(a.reshape(4, 4), xp).reshape(4, 2, 2), ind=1),
          st.just(((16,),)), domains=(SMALL,), tol32=1e-4),
 )
