@@ -22,9 +22,10 @@ from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
 
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
-from fungraph import nn  # noqa: E402
 from fungraph.backends import backend_factory  # noqa: E402
 from fungraph.jit import clear_caches, compile_graph  # noqa: E402
+from fungraph.testing.models import mlp_params as _mlp_params  # noqa: E402
+from fungraph.testing.models import sgd_step  # noqa: E402
 
 
 def bench_dispatch(jax) -> list[list[str]]:
@@ -100,25 +101,6 @@ def bench_chain(n: int, jax) -> list[list[str]]:
         t_j = median_time(lambda: jf(xj, a, b).block_until_ready(), repeat=5)
         rows.append(["jax jit", f"{t_j * 1e3:.1f} ms", f"{t_alloc / t_j:.2f}x faster"])
     return rows
-
-
-def _mlp_params(sizes, dtype=np.float32, seed=0):
-    rng = np.random.default_rng(seed)
-    return [{"w": (rng.standard_normal((m, n)) * np.sqrt(2 / m)).astype(dtype), "b": np.zeros(n, dtype)}
-            for m, n in zip(sizes[:-1], sizes[1:])]
-
-
-def mlp_loss(params, x, y):
-    h = x
-    for layer in params[:-1]:
-        h = nn.relu(h @ layer["w"] + layer["b"])
-    logits = h @ params[-1]["w"] + params[-1]["b"]
-    return -fnp.mean(fnp.sum(y * nn.log_softmax(logits), axis=-1))
-
-
-def sgd_step(params, x, y):
-    loss, grads = fg.value_and_grad(mlp_loss)(params, x, y)
-    return [{"w": p["w"] - 0.01 * g["w"], "b": p["b"] - 0.01 * g["b"]} for p, g in zip(params, grads)], loss
 
 
 def numpy_step(params, x, y):

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 import fungraph as fg
 import fungraph.numpy as fnp
-from fungraph import dtypes, lax, nn
+from fungraph import dtypes, lax
 from fungraph.testing import OP_RECORDS
+from fungraph.testing.models import sgd_step as mlp_sgd_step
 from fungraph.tree_util import tree_flatten
 from tests.helpers import assert_matches, draw_args
 
@@ -112,17 +113,8 @@ def _mlp(seed: int = 0):
     return params, x, y
 
 
-def mlp_loss(params, x, y):
-    h = x
-    for layer in params[:-1]:
-        h = nn.relu(h @ layer["w"] + layer["b"])
-    logits = h @ params[-1]["w"] + params[-1]["b"]
-    return -fnp.mean(fnp.sum(y * nn.log_softmax(logits), axis=-1))
-
-
 def sgd_step(params, x, y):
-    loss, grads = fg.value_and_grad(mlp_loss)(params, x, y)
-    return [{"w": p["w"] - 0.1 * g["w"], "b": p["b"] - 0.1 * g["b"]} for p, g in zip(params, grads)], loss
+    return mlp_sgd_step(params, x, y, lr=0.1)
 
 
 def test_mlp_training_step_matches_cpu_and_stays_on_device() -> None:
