@@ -141,13 +141,16 @@ def jax_sgd_step(jax):
     return step
 
 
+def mlp_problem(sizes=(784, 1024, 1024, 10), batch=256, seed=1):
+    """The MLP benchmark's parameters and one batch of inputs and one-hot labels."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+    y = np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)]
+    return _mlp_params(list(sizes)), x, y
+
+
 def bench_mlp(quick: bool, jax) -> list[list[str]]:
-    sizes = [784, 1024, 1024, 10]
-    batch = 256
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((batch, 784)).astype(np.float32)
-    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]
-    params = _mlp_params(sizes)
+    params, x, y = mlp_problem()
     step = fg.jit(sgd_step, donate_argnums=0)
     state = {"p": [dict(p) for p in params]}
 

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import median_time, table  # noqa: E402
-from bench_jit import _mlp_params, muladd_chain, numpy_step, sgd_step  # noqa: E402
+from bench_jit import mlp_problem, muladd_chain, numpy_step, sgd_step  # noqa: E402
 from bench_jit import numpy_muladd_out as numpy_muladd_out_n  # noqa: E402
 
 import fungraph as fg  # noqa: E402
@@ -191,12 +191,7 @@ def bench_sum(n: int, reps: int) -> list[list[str]]:
 
 
 def bench_mlp(reps: int) -> list[list[str]]:
-    sizes = [784, 1024, 1024, 10]
-    batch = 256
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((batch, 784)).astype(np.float32)
-    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]
-    params = _mlp_params(sizes)
+    params, x, y = mlp_problem()
     cpu = fg.jit(sgd_step)
     gpu = fg.jit(sgd_step, backend="opencl")
     t0 = time.perf_counter()
