@@ -8,6 +8,12 @@ transcendentals), a 1024x1024 matmul, the sum of 10M floats, the MLP training st
 device-resident chain. OpenCL times include waiting for the queue to finish; "resident"
 rows pass device arrays in and keep the result on the device, "from host" rows pass numpy
 arrays in and read the result back.
+
+Beside them, on the same run when installed: JAX's CPU jit (``block_until_ready``) and
+tinygrad's ``TinyJit`` on its OpenCL device (``CL``, PoCL here) and its CPU device (it needs
+``clang``), warmed, with inputs realized on the device and a device sync in every timed call.
+A missing library or device skips its rows with the reason printed. Neither is a fungraph
+dependency (``pip install jax tinygrad``).
 """
 
 from __future__ import annotations
@@ -22,8 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import median_time, table  # noqa: E402
-from bench_jit import mlp_problem, muladd_chain, numpy_step, sgd_step  # noqa: E402
+from _util import median_time, table, try_jax  # noqa: E402
+from bench_jit import jax_sgd_step, mlp_problem, muladd_chain, numpy_step, sgd_step  # noqa: E402
 from bench_jit import numpy_muladd_out as numpy_muladd_out_n  # noqa: E402
 
 import fungraph as fg  # noqa: E402
@@ -31,9 +37,69 @@ import fungraph.numpy as fnp  # noqa: E402
 from fungraph.backends import opencl as ocl  # noqa: E402
 from fungraph.jit import clear_caches  # noqa: E402
 
+SKIPPED: list[str] = []     # why rows are missing, printed under the next table
+TINYGRAD_DEVICES = (("CL", "tinygrad TinyJit, CL (PoCL)"), ("CPU", "tinygrad TinyJit, CPU"))
+
 
 def finish() -> None:
     ocl.get_device().queue.finish()
+
+
+def try_tinygrad():
+    """The ``tinygrad`` module, or None (the reason goes to ``SKIPPED``)."""
+    try:
+        import tinygrad
+    except Exception as err:  # noqa: BLE001 - any import failure means no rows
+        SKIPPED.append(f"tinygrad rows skipped: {type(err).__name__}: {err}")
+        return None
+    return tinygrad
+
+
+def jax_rows(jax, label: str, fun, args, t_ref: float, reps: int, rate=None) -> list[list[str]]:
+    """One row for ``jax.jit(fun)`` on the CPU: median of ``reps`` calls, each waited for."""
+    if jax is None:
+        return []
+    jf = jax.jit(fun)
+    jargs = [jax.numpy.asarray(a) for a in args]
+    jax.block_until_ready(jf(*jargs))
+    t = median_time(lambda: jax.block_until_ready(jf(*jargs)), repeat=reps)
+    return [_row(label, t, t_ref, rate)]
+
+
+def tinygrad_rows(tg, fun, args, want, tol: float, t_ref: float, reps: int, rate=None) -> list[list[str]]:
+    """A row per tinygrad device: ``TinyJit(fun)`` with ``args`` realized on the device,
+    warmed (TinyJit captures on its second call), checked against ``want``, then the median
+    of ``reps`` calls, each followed by the device's ``synchronize()``."""
+    if tg is None:
+        return []
+    from tinygrad import Device, Tensor, TinyJit
+
+    rows = []
+    for dev, label in TINYGRAD_DEVICES:
+        try:
+            xs = [Tensor(np.ascontiguousarray(a), device=dev).realize() for a in args]
+            jf = TinyJit(lambda *t: fun(*t).realize())
+            for _ in range(3):
+                out = jf(*xs)
+            got = out.numpy()
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+            sync = Device[dev].synchronize
+
+            def run(jf=jf, xs=xs, sync=sync):
+                jf(*xs)
+                sync()
+
+            rows.append(_row(label, median_time(run, repeat=reps), t_ref, rate))
+        except Exception as err:  # noqa: BLE001 - a device that does not work here skips its row
+            SKIPPED.append(f"{label} skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
+    return rows
+
+
+def _row(label: str, t: float, t_ref: float, rate) -> list[str]:
+    unit = f"{t * 1e3:.2f} ms" if t < 1e-2 else f"{t * 1e3:.1f} ms"
+    if rate is None:
+        return [label, unit, f"{t_ref / t:.2f}"]
+    return [label, unit, f"{rate / t / 1e9:.0f} GFLOP/s", f"{t_ref / t:.2f}"]
 
 
 def timed_ocl(f, *args, repeat: int = 5) -> float:
@@ -64,6 +130,25 @@ def chain_transcendental(x, a, b):
     return y * y
 
 
+def tinygrad_transcendental(x, a: float, b: float):
+    """``chain_transcendental`` with tinygrad's ``Tensor`` methods."""
+    y = (x * a + b).tanh()
+    y = (y * b - a).exp()
+    y = (y * y + b).sqrt()
+    y = y.sin() * a + b
+    return y * y
+
+
+def jax_transcendental(x, a, b):
+    import jax.numpy as jnp
+
+    y = jnp.tanh(x * a + b)
+    y = jnp.exp(y * b - a)
+    y = jnp.sqrt(y * y + b)
+    y = jnp.sin(y) * a + b
+    return y * y
+
+
 def numpy_muladd_out(x, a, b, out):
     return numpy_muladd_out_n(x, a, b, out, 5)
 
@@ -85,7 +170,8 @@ def numpy_transcendental_out(x, a, b, out):
     return out
 
 
-def bench_chain(n: int, fun, numpy_out, reps: int) -> list[list[str]]:
+def bench_chain(n: int, fun, numpy_out, reps: int, jax=None, tg=None, jax_fun=None,
+                tg_fun=None) -> list[list[str]]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n).astype(np.float32)
     a, b = np.float32(0.99), np.float32(0.01)
@@ -120,17 +206,21 @@ def bench_chain(n: int, fun, numpy_out, reps: int) -> list[list[str]]:
         err = float(np.max(np.abs(got - want) / (1 + np.abs(want))))
         rows_native = [[f"jit opencl, resident, native_sin/cos/exp/log (max err {err:.1e})", f"{t_nat * 1e3:.1f} ms",
                         f"{t_np / t_nat:.2f}"]]
+    with np.errstate(all="ignore"):
+        others = jax_rows(jax, "jax jit (CPU)", jax_fun or fun, (x, a, b), t_np, reps)
+        tg_chain = tg_fun or fun
+        others += tinygrad_rows(tg, lambda t: tg_chain(t, float(a), float(b)), (x,), want, 1e-4, t_np, reps)
     return [["numpy eager", f"{t_np * 1e3:.1f} ms", "1.00"],
             ["numpy out=", f"{t_out * 1e3:.1f} ms", f"{t_np / t_out:.2f}"],
             ["fungraph jit cpu", f"{t_cpu * 1e3:.1f} ms", f"{t_np / t_cpu:.2f}"],
             [f"jit opencl, resident ({exe.kernel_count} kernel)", f"{t_res * 1e3:.1f} ms", f"{t_np / t_res:.2f}"],
             ["jit opencl, from host + read back", f"{t_host * 1e3:.1f} ms", f"{t_np / t_host:.2f}"],
-            ["jit opencl first call (compile)", f"{t_compile * 1e3:.0f} ms", ""]] + rows_native
+            ["jit opencl first call (compile)", f"{t_compile * 1e3:.0f} ms", ""]] + rows_native + others
 
 
-def bench_matmul(sizes: tuple[int, ...], reps: int) -> list[list[str]]:
+def bench_matmul(sizes: tuple[int, ...], reps: int, jax=None, tg=None) -> list[list[str]]:
     """numpy and OpenCL timed alternately (best of ``reps`` rounds each), so both see the same
-    load on a shared machine."""
+    load on a shared machine; JAX and tinygrad (1024 only) as medians after them."""
     rows = []
     for n in sizes:
         rng = np.random.default_rng(0)
@@ -148,6 +238,10 @@ def bench_matmul(sizes: tuple[int, ...], reps: int) -> list[list[str]]:
         rows += [[f"{n}x{n} numpy (BLAS)", f"{best_np * 1e3:.1f} ms", f"{flops / best_np / 1e9:.0f} GFLOP/s", "1.00"],
                  [f"{n}x{n} jit opencl, resident", f"{best_cl * 1e3:.1f} ms", f"{flops / best_cl / 1e9:.0f} GFLOP/s",
                   f"{best_np / best_cl:.2f}"]]
+        rows += jax_rows(jax, f"{n}x{n} jax jit (CPU)", lambda a, b: a @ b, (a, b), best_np, reps, flops)
+        if n == 1024:
+            for r in tinygrad_rows(tg, lambda a, b: a @ b, (a, b), a @ b, 1e-3, best_np, reps, flops):
+                rows.append([f"{n}x{n} {r[0]}"] + r[1:])
     return rows
 
 
@@ -179,18 +273,20 @@ def bench_loops(reps: int) -> list[list[str]]:
     return rows
 
 
-def bench_sum(n: int, reps: int) -> list[list[str]]:
+def bench_sum(n: int, reps: int, jax=None, tg=None) -> list[list[str]]:
     x = np.random.default_rng(0).random(n).astype(np.float32)
     s = fg.jit(fnp.sum, backend="opencl")
     np.testing.assert_allclose(np.asarray(s(x)), np.sum(x, dtype=np.float64), rtol=1e-5)
     (xr,) = resident(x)
     t_np = median_time(lambda: np.sum(x), repeat=reps)
     t_cl = timed_ocl(s, xr, repeat=reps)
-    return [["numpy.sum", f"{t_np * 1e3:.2f} ms", "1.00"],
+    rows = [["numpy.sum", f"{t_np * 1e3:.2f} ms", "1.00"],
             ["jit opencl, resident", f"{t_cl * 1e3:.2f} ms", f"{t_np / t_cl:.2f}"]]
+    rows += jax_rows(jax, "jax jit (CPU)", lambda x: x.sum(), (x,), t_np, reps)
+    return rows + tinygrad_rows(tg, lambda t: t.sum(), (x,), np.sum(x, dtype=np.float64), 1e-5, t_np, reps)
 
 
-def bench_mlp(reps: int) -> list[list[str]]:
+def bench_mlp(reps: int, jax=None) -> list[list[str]]:
     params, x, y = mlp_problem()
     cpu = fg.jit(sgd_step)
     gpu = fg.jit(sgd_step, backend="opencl")
@@ -218,10 +314,24 @@ def bench_mlp(reps: int) -> list[list[str]]:
     t_cpu = median_time(run_cpu, repeat=reps)
     t_gpu = median_time(run_gpu, repeat=reps)
     exe = gpu.lower(state["gpu"], xr, yr).compiled.executable
-    return [["numpy hand-written fwd/bwd", f"{t_np * 1e3:.1f} ms", "1.00"],
+    rows = [["numpy hand-written fwd/bwd", f"{t_np * 1e3:.1f} ms", "1.00"],
             ["fungraph jit cpu", f"{t_cpu * 1e3:.1f} ms", f"{t_np / t_cpu:.2f}"],
             [f"jit opencl, params resident ({exe.kernel_count} kernels)", f"{t_gpu * 1e3:.1f} ms",
-             f"{t_np / t_gpu:.2f}"],
+             f"{t_np / t_gpu:.2f}"]]
+    if jax is not None:
+        jstep = jax.jit(jax_sgd_step(jax), donate_argnums=0)
+        jstate = {"p": jax.tree_util.tree_map(jax.numpy.asarray, params)}
+        jx, jy = jax.numpy.asarray(x), jax.numpy.asarray(y)
+
+        def run_jax():
+            jstate["p"], loss = jstep(jstate["p"], jx, jy)
+            jax.block_until_ready(loss)
+            jax.block_until_ready(jstate["p"])
+
+        run_jax()
+        t_j = median_time(run_jax, repeat=reps)
+        rows.append(["jax jit (CPU), params donated", f"{t_j * 1e3:.1f} ms", f"{t_np / t_j:.2f}"])
+    return rows + [
             ["jit opencl first call (compile)", f"{t_compile * 1e3:.0f} ms", ""],
             ["opencl arena / jit plan arena", f"{exe.arena_bytes / 2**20:.1f} MiB",
              f"{exe.plan.arena_bytes / 2**20:.1f} MiB"]]
@@ -257,30 +367,53 @@ def main() -> None:
     only = set(args.only or SECTIONS)
     reps = 3 if args.quick else 7
     dev = ocl.get_device().info
+    jax = try_jax()
+    if jax is None:
+        SKIPPED.append("jax rows skipped: jax is not installed")
+    tg = try_tinygrad()
     print(f"device: {dev.name} ({dev.platform}); fp64: {dev.fp64}; max work-group {dev.max_work_group_size}; "
-          f"local memory {dev.local_mem_size // 1024} KiB\n")
+          f"local memory {dev.local_mem_size // 1024} KiB")
+    print(f"jax: {jax.__version__ if jax else 'not installed'}; tinygrad: {_version(tg)}\n")
     n = 10_000_000
     if "chain" in only:
         print(f"fused 10-op multiply/add chain, float32, {n:,} elements")
-        print(table(bench_chain(n, chain_muladd, numpy_muladd_out, reps), ["", "time", "speed-up vs eager"]))
+        print(table(bench_chain(n, chain_muladd, numpy_muladd_out, reps, jax, tg), ["", "time", "speed-up vs eager"]))
+        _print_skipped()
         print(f"\nfused chain with tanh/exp/sqrt/sin (13 ops), float32, {n:,} elements")
-        print(table(bench_chain(n, chain_transcendental, numpy_transcendental_out, reps),
-                    ["", "time", "speed-up vs eager"]))
+        print(table(bench_chain(n, chain_transcendental, numpy_transcendental_out, reps, jax, tg, jax_transcendental,
+                                tinygrad_transcendental), ["", "time", "speed-up vs eager"]))
+        _print_skipped()
     if "matmul" in only:
-        print("\nmatmul float32 (numpy and OpenCL timed alternately, best of each)")
-        print(table(bench_matmul((1024, 1000), reps), ["", "time", "rate", "vs numpy"]))
+        print("\nmatmul float32 (numpy and OpenCL timed alternately, best of each; JAX, tinygrad: medians)")
+        print(table(bench_matmul((1024, 1000), reps, jax, tg), ["", "time", "rate", "vs numpy"]))
+        _print_skipped()
     if "sum" in only:
         print(f"\nsum of {n:,} float32")
-        print(table(bench_sum(n, reps), ["", "time", "speed-up"]))
+        print(table(bench_sum(n, reps, jax, tg), ["", "time", "speed-up"]))
+        _print_skipped()
     if "mlp" in only:
         print("\nMLP training step 784-1024-1024-10, batch 256, float32")
-        print(table(bench_mlp(3 if args.quick else 5), ["", "time", "speed-up vs numpy"]))
+        print(table(bench_mlp(3 if args.quick else 5, jax), ["", "time", "speed-up vs numpy"]))
     if "loops" in only:
         print("\nloops on the device, per iteration (256-element float32 carry)")
         print(table(bench_loops(reps), ["", "jit cpu", "jit opencl", "scalar reads", "array copies"]))
     if "transfers" in only:
         print("\nhost<->device transfers per call")
         print(table(bench_transfers(), ["", "to device", "to host"]))
+
+
+def _version(mod) -> str:
+    if mod is None:
+        return "not installed"
+    from importlib.metadata import version
+
+    return version("tinygrad")
+
+
+def _print_skipped() -> None:
+    for line in dict.fromkeys(SKIPPED):
+        print(f"  ({line})")
+    SKIPPED.clear()
 
 
 if __name__ == "__main__":
