@@ -1,44 +1,134 @@
-"""Choosing fused regions: which equations share one generated kernel.
+"""Choosing fused regions: which equations share one generated kernel, searched under a cost
+model over the whole plan (the way Dali searches kernel fusions with A*).
 
-A region has a *root* (an elementwise or index-map equation, or a reduction) and absorbs its
-producers backwards, one at a time in reverse program order (so every in-region consumer of a
-candidate has been decided before it). A producer ``P`` (elementwise, select, convert, fma,
-integer_pow, comparisons, and the index maps reshape/transpose/broadcast/slice/rev/pad/
-concatenate/take) joins when
+**Regions.** A region has a *root* (an elementwise or index-map equation, or a reduction) and
+*members* that precede it: producers (elementwise, select, convert, fma, integer_pow,
+comparisons, and the index maps reshape/transpose/broadcast/slice/rev/pad/concatenate/take)
+evaluated inside the root's kernel. Reductions are only ever roots. A producer ``P`` may join
+a region that holds one of its consumers when
 
-1. each consumer of ``P``'s outputs is in the region, or (multi-output) ``P``'s output has
-   the region's iteration shape, is evaluated once per element, and all its other
-   consumers come after the root (the kernel then also writes it); and
-2. the cost model says it pays: with ``evals(P)`` the number of evaluations of ``P`` in the
-   region (numpy broadcasting or a differently-indexed use re-evaluates it),
+1. every consumer of ``P``'s outputs is in the region, or (multi-output) the region is
+   elementwise, ``P``'s outputs have the region's iteration shape and are evaluated once per
+   element, and every other consumer comes after the root (the kernel then also writes them);
+2. the region evaluates ``P`` at most ``MAX_MULTIPLICITY`` times per element of ``P``, and
+   holds at most ``MAX_REGION_EQNS`` equations chained at most ``MAX_REGION_DEPTH`` deep
+   (the kernel emitter recurses along the chain).
 
-       extra  = (evals(P) - size(P)) * op_cost(P)          # recomputation, byte-equivalents
-       saved  = 2 * nbytes(P) + LAUNCH_BYTES                # write + read back + one launch
-       (saved = nbytes(P) + LAUNCH_BYTES when P's output is still written)
-       join   iff  extra <= saved
+``evals(P)`` counts how often the region evaluates ``P``: uses at the consumer's own index
+share one evaluation; a broadcast or re-indexed use costs one per evaluation of the consumer.
+A producer that joins no region is *materialised*: it becomes a root of its own, or, for a view
+whose output is an affine view of its input's storage (:func:`aliasable_views`), a free alias.
 
-``op_cost`` is ~0.5 for add/mul/compare, 4 for exp/tanh/sqrt/div, 16 for sin/cos/log/pow
-(``codegen.OP_COST``). ``LAUNCH_BYTES`` (16 KiB) is the ~2 us launch overhead at ~8 GB/s,
-so small arrays always fuse and a large broadcast of an expensive small value does not.
+**Schedule.** A region runs at its root's position: members precede the root and consumers
+of its outputs follow it (rule 1), so the kernel-level program stays topologically ordered
+without re-sorting. The engine relies on exactly this (``engine._lower_eqns``).
 
-The schedule keeps program order: a region runs at its root's position. Members precede
-the root, consumers of its outputs follow it, so the kernel-level program is topologically
-ordered without any re-sorting. View equations left outside every region cost nothing:
-their output is an affine alias of their input's storage.
+**Cost model** (byte-equivalents of memory traffic), summed over the regions of a plan:
+
+    cost(region) = LAUNCH_BYTES                               # one kernel launch
+                 + sum(nbytes(v) for v the region reads)      # each outside input, once
+                 + sum(nbytes(v) for v the region writes)     # root and multi-output values
+                 + sum((evals(P) - size(P)) * op_cost(P))     # recomputation of members
+                 + max(0, live - REGISTER_BUDGET) * work * SPILL_BYTES   # register pressure
+
+An input read through a free alias costs ``min(nbytes(view), nbytes(its base))`` (a broadcast
+reads its small base). ``op_cost`` is ~0.5 for add/mul/compare, 4 for exp/tanh/sqrt/div and
+16 for sin/cos/log/pow (``codegen.OP_COST``). ``LAUNCH_BYTES`` (16 KiB) is the ~2 us launch
+overhead at ~8 GB/s. ``live`` is the peak number of scalar temporaries alive at once when the
+region is evaluated in the emitter's order (depth-first from the outputs, or a reduction's
+operand, operands left to right, each value computed once and kept until its last use;
+outputs live until they are stored at the end; a member evaluated at k indices per element
+counts k times, a loaded input once); ``work`` is the number of elements the kernel iterates
+over. Each temporary beyond ``REGISTER_BUDGET`` (24) costs ``SPILL_BYTES`` (16) per element:
+a spill store and reload, and the vector lanes or GPU occupancy it costs (a model constant,
+not a measurement). Equations outside every region (matmuls, host steps) cost the same in
+every plan and are left out.
+
+**Search.** The graph splits into independent *components*: equations joined by producer to
+consumer edges out of fusible producers (reductions and matmuls separate them). Each
+component is searched by best-first branch and bound (A* order, as Dali's kernel search) over
+its equations in reverse program order, so an equation is decided after all of its
+consumers; a state fixes, for a suffix of the program, whether each equation joins one of the
+regions holding its consumers or is materialised.
+
+- ``g`` is the cost the decisions settle: launches, writes, recomputation, each read whose
+  producer is decided or lies outside the component, and the spill cost of the regions as
+  they stand (a lower bound, since the peak only grows as members join; recomputed every
+  eighth member of a large region, and exactly once the plan is complete).
+- ``h`` bounds what the undecided equations will add, from each equation's *possible roots*
+  (necessary conditions for lying in a root's region, with a lower bound on the evaluations
+  it would get there, so rule 2 prunes too). An equation whose only possible root is itself
+  is a root in every plan: a launch, its writes, and a read by each region its consumers lie
+  in (consumers with disjoint possible roots lie in different regions). Any other equation
+  costs at least the cheapest of its options. Disjoint sets of possible roots that avoid every
+  forced root need a launch each, and an outside value is read once by each region its
+  readers must lie in. ``h`` never overestimates, so a finished search is optimal.
+
+The greedy plan (below) is the incumbent: states with ``g + h`` not below it are dropped, so
+the search only returns a plan that is cheaper under the model. The open state of least
+``g + h`` (the deepest among equals) is taken next and followed along its cheapest children
+down to a complete plan, its other children queued: a weak bound (spills, re-reads) then
+still finds good plans early and prunes with them. A component with more than
+``MAX_SEARCH_EQNS`` fusible equations, or one reached after the graph's ``SEARCH_NODES``
+expansions are spent (each control-flow body is a graph of its own), keeps the greedy plan;
+a search cut off by the budget keeps the best plan it found. An expansion takes ~35 us here
+(~120 us while a large region is over the register budget), so planning stays within tens
+of milliseconds: ~6 ms for an MLP step.
+
+**Greedy** (the incumbent and the fallback) grows each region backwards from the last
+unassigned root, taking a producer when rules 1 and 2 hold and
+
+       extra  = (evals(P) - size(P)) * op_cost(P)     <=     saved = 2 * nbytes(P) + LAUNCH_BYTES
+
+(``saved = nbytes(P) + LAUNCH_BYTES`` when ``P``'s output is still written). Each producer is
+judged alone, so greedy can recompute a cheap producer whose own producers then cannot
+follow it, where materialising it would have cost nothing extra; the search sees the whole
+plan.
+
+**Reporting.** :meth:`FusionPlan.describe` gives a line per region (members, written values,
+inputs, bytes saved against one kernel per equation, recomputation, live temporaries and
+whether search or the greedy fallback chose it); the engine's ``describe`` appends it, so it
+shows in ``jit(f, backend="opencl").lower(...).text``. :func:`verify_plan` checks the
+invariants above and :func:`plan_cost` recomputes a plan's cost, for tests.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fungraph.backends.opencl.codegen import VIEW_OPS, Access, is_fusible, op_cost, view_access
-from fungraph.ir import Eqn, Graph, ShapedArray, Var
+from fungraph.backends.opencl.codegen import INDEX_OPS, VIEW_OPS, Access, contiguous, is_fusible, op_cost, view_access
+from fungraph.ir import Eqn, Graph, Var
 
 LAUNCH_BYTES = 16384.0
 MAX_MULTIPLICITY = 8
 MAX_REGION_EQNS = 256
+MAX_REGION_DEPTH = 128   # chained members below a root: the emitter recurses a few Python frames per link
+REGISTER_BUDGET = 24
+SPILL_BYTES = 16.0
+SEARCH_NODES = 1000
+MAX_SEARCH_EQNS = 200
+OPTIMAL = "search: optimal"
+BUDGET_HIT = "search: node budget hit"
+FALLBACK = "greedy fallback"
 REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin"})
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The cost model's constants and the search's limits (see the module docstring)."""
+
+    launch_bytes: float = LAUNCH_BYTES
+    register_budget: int = REGISTER_BUDGET
+    spill_bytes: float = SPILL_BYTES
+    search_nodes: int = SEARCH_NODES        # expansions per graph, over all its components
+    max_search_eqns: int = MAX_SEARCH_EQNS  # larger components keep the greedy plan
+
+
+DEFAULT_MODEL = CostModel()
 
 
 @dataclass
@@ -50,8 +140,25 @@ class Region:
     shape: tuple[int, ...]         # iteration shape (elementwise) or the reduced operand's shape
     members: set[int] = field(default_factory=set)
     outputs: list[Var] = field(default_factory=list)
-    saved_bytes: float = 0.0
-    extra_bytes: float = 0.0
+    saved_bytes: float = 0.0       # traffic and launches saved against one kernel per equation
+    extra_bytes: float = 0.0       # recomputation, byte-equivalents
+    spill_bytes: float = 0.0       # register-pressure penalty
+    live: float = 0.0              # peak live scalar temporaries
+    cost: float = 0.0              # the region's cost under the model
+    inputs: list[Var] = field(default_factory=list)
+    origin: str = ""               # OPTIMAL, BUDGET_HIT, FALLBACK, "greedy" or "unfused"
+
+
+@dataclass
+class ComponentStats:
+    """How one independent component of the graph was planned."""
+
+    eqns: int
+    fusible: int
+    origin: str
+    cost: float
+    greedy_cost: float
+    expansions: int
 
 
 @dataclass
@@ -59,19 +166,52 @@ class FusionPlan:
     regions: list[Region]
     region_of: dict[int, Region]
     aliases: set[int]              # view equations that become free aliases
+    components: list[ComponentStats] = field(default_factory=list)
+
+    @property
+    def cost(self) -> float:
+        return sum(r.cost for r in self.regions)
+
+    @property
+    def greedy_cost(self) -> float:
+        return sum(c.greedy_cost for c in self.components) if self.components else self.cost
+
+    @property
+    def expansions(self) -> int:
+        return sum(c.expansions for c in self.components)
+
+    def describe(self, graph: Graph, name: Callable[[Var], str]) -> list[str]:
+        """The regions with their members, outputs and cost-model figures, one line each."""
+        origins = [c.origin for c in self.components]
+        if not self.components:
+            head = "no search"
+        else:
+            head = (f"{len(self.components)} components: {origins.count(OPTIMAL)} searched to optimality, "
+                    f"{origins.count(BUDGET_HIT)} cut at the node budget, {origins.count(FALLBACK)} greedy "
+                    f"fallbacks ({self.expansions} expansions)")
+        lines = [f"fusion: {len(self.regions)} regions, {len(self.aliases)} free views; {head}; model cost "
+                 f"{_fmt_bytes(self.cost)} (greedy {_fmt_bytes(self.greedy_cost)})"]
+        for r in self.regions:
+            members = " ".join(f"{','.join(name(o) for o in graph.eqns[m].outputs)}:{graph.eqns[m].primitive.name}"
+                               for m in sorted(r.members))
+            outs = " ".join(f"{name(v)}:{v.aval}" for v in r.outputs)
+            ins = " ".join(name(v) for v in r.inputs) or "-"
+            shape = "[" + ",".join(map(str, r.shape)) + "]"
+            spill = f" (spill {_fmt_bytes(r.spill_bytes)})" if r.spill_bytes else ""
+            lines.append(f"  region {r.kind} {shape}: members {members}; writes {outs}; reads {ins}; "
+                         f"saved {_fmt_bytes(r.saved_bytes)}, recompute {_fmt_bytes(r.extra_bytes)}, "
+                         f"live {r.live:g}{spill}; {r.origin}")
+        return lines
 
 
-def _uses(graph: Graph) -> dict[Var, list[int]]:
-    uses: dict[Var, list[int]] = {}
-    n = len(graph.eqns)
-    for i, e in enumerate(graph.eqns):
-        for a in e.inputs:
-            if isinstance(a, Var):
-                uses.setdefault(a, []).append(i)
-    for a in graph.outvars:
-        if isinstance(a, Var):
-            uses.setdefault(a, []).append(n)
-    return uses
+def _fmt_bytes(x: float) -> str:
+    for unit, scale in (("MiB", 2.0**20), ("KiB", 2.0**10)):
+        if abs(x) >= scale:
+            return f"{x / scale:.1f} {unit}"
+    return f"{x:.0f} B"
+
+
+# --- facts about the graph -------------------------------------------------------------------
 
 
 def aliasable_views(graph: Graph) -> set[int]:
@@ -82,7 +222,7 @@ def aliasable_views(graph: Graph) -> set[int]:
 
     def lay(v: Var) -> Access:
         got = layout.get(v)
-        return got if got is not None else Access(0, v.aval, 0, _contig(v.aval))
+        return got if got is not None else Access(0, v.aval, 0, contiguous(v.aval.shape))
 
     for i, e in enumerate(graph.eqns):
         if e.primitive.name in VIEW_OPS and isinstance(e.inputs[0], Var):
@@ -93,121 +233,789 @@ def aliasable_views(graph: Graph) -> set[int]:
     return ok
 
 
-def _contig(aval: ShapedArray) -> tuple[int, ...]:
-    from fungraph.backends.opencl.codegen import contiguous
+class _Facts:
+    """What planning needs to know about a graph, computed once: consumers (the index
+    ``len(eqns)`` stands for "a graph output"), producers, equation kinds, and per equation
+    the outside values it reads and the bytes it writes."""
 
-    return contiguous(aval.shape)
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.eqns = graph.eqns
+        n = self.n = len(graph.eqns)
+        self.uses: dict[Var, list[int]] = {}
+        for i, e in enumerate(graph.eqns):
+            for a in dict.fromkeys(a for a in e.inputs if isinstance(a, Var)):
+                self.uses.setdefault(a, []).append(i)
+        for a in dict.fromkeys(a for a in graph.outvars if isinstance(a, Var)):
+            self.uses.setdefault(a, []).append(n)
+        self.producer = {o: i for i, e in enumerate(graph.eqns) for o in e.outputs}
+        self.graph_outs = {a for a in graph.outvars if isinstance(a, Var)}
+        self.alias_ok = aliasable_views(graph)
+        self.kind: list[str | None] = []
+        for e in graph.eqns:
+            self.kind.append("reduce" if e.primitive.name in REDUCTIONS else "fusible" if is_fusible(e) else None)
+        # inputs whose producer is not fusible: graph inputs, constants, matmuls, reductions, ...
+        self.external: list[tuple[Var, ...]] = []
+        for e in graph.eqns:
+            ins = dict.fromkeys(a for a in e.inputs if isinstance(a, Var))
+            self.external.append(tuple(a for a in ins if self.kind_of(a) != "fusible"))
+        self.out_bytes = [float(sum(o.aval.nbytes for o in e.outputs)) for e in graph.eqns]
+        self.var_inputs = [tuple(a for a in e.inputs if isinstance(a, Var)) for e in graph.eqns]
+        self.how = [_materialise(self, i) for i in range(n)]
+        # per equation, each output with its bytes, its bytes read through a free alias, its consumers
+        self.produces: list[tuple[tuple[Var, float, float, tuple[int, ...]], ...]] = []
+        for i, e in enumerate(graph.eqns):
+            base = e.inputs[0].aval.nbytes if self.how[i] == "alias" else math.inf
+            self.produces.append(tuple((o, float(o.aval.nbytes), float(min(o.aval.nbytes, base)),
+                                        tuple(self.uses.get(o, ()))) for o in e.outputs))
+
+    def kind_of(self, v: Var) -> str | None:
+        p = self.producer.get(v)
+        return None if p is None else self.kind[p]
+
+    def read_bytes(self, v: Var, aliases: set[int]) -> float:
+        """What reading ``v`` costs a region: through a free alias, at most its base."""
+        p = self.producer.get(v)
+        if p is not None and p in aliases:
+            base = self.eqns[p].inputs[0]
+            return float(min(v.aval.nbytes, base.aval.nbytes))
+        return float(v.aval.nbytes)
 
 
-def plan_fusion(graph: Graph, fuse: bool = True) -> FusionPlan:
-    eqns = graph.eqns
-    uses = _uses(graph)
-    producer = {o: i for i, e in enumerate(eqns) for o in e.outputs}
-    graph_outs = {a for a in graph.outvars if isinstance(a, Var)}
-    alias_ok = aliasable_views(graph)
-    assigned: dict[int, Region] = {}
-    aliases: set[int] = set()
-    regions: list[Region] = []
-    for r in range(len(eqns) - 1, -1, -1):
-        if r in assigned:
-            continue
-        e = eqns[r]
-        name = e.primitive.name
-        if name in REDUCTIONS:
-            region = Region(r, "reduce", e.inputs[0].aval.shape, {r}, list(e.outputs))
-        elif is_fusible(e):
-            if name in VIEW_OPS and r in alias_ok and not any(o in graph_outs for o in e.outputs):
-                aliases.add(r)
-                continue
-            shape = e.outputs[0].aval.shape
-            if any(o.aval.shape != shape for o in e.outputs):
-                continue
-            region = Region(r, "elementwise", shape, {r}, list(e.outputs))
-        else:
-            continue
-        assigned[r] = region
-        regions.append(region)
-        if fuse:
-            _grow(graph, region, uses, producer, graph_outs, assigned)
-    regions.sort(key=lambda reg: reg.root)
-    return FusionPlan(regions, assigned, aliases)
+def _materialise(f: _Facts, i: int) -> str | None:
+    """What equation ``i`` becomes when it joins no region: a root, a free alias, or (a
+    fusible equation with outputs of several shapes) nothing fused at all."""
+    kind = f.kind[i]
+    if kind == "reduce":
+        return "root"
+    if kind != "fusible":
+        return None
+    e = f.eqns[i]
+    if i in f.alias_ok and not any(o in f.graph_outs for o in e.outputs):
+        return "alias"
+    shape = e.outputs[0].aval.shape
+    return "root" if all(o.aval.shape == shape for o in e.outputs) else "skip"
 
 
-def _evals(graph: Graph, region: Region, v: Var, uses: dict[Var, list[int]], evals: dict[Var, float]) -> float:
+def _new_region(f: _Facts, i: int) -> Region:
+    e = f.eqns[i]
+    if f.kind[i] == "reduce":
+        return Region(i, "reduce", e.inputs[0].aval.shape, {i}, list(e.outputs))
+    return Region(i, "elementwise", e.outputs[0].aval.shape, {i}, list(e.outputs))
+
+
+def _evals(f: _Facts, region: Region, v: Var, evals: dict[Var, float]) -> float:
     """How many times the region evaluates ``v`` (uses at the consumer's own index share one
     evaluation; broadcast or re-indexed uses each cost one per consumer evaluation)."""
     same = 0.0
     distinct = 0.0
-    for c in uses.get(v, []):
+    for c in f.uses.get(v, ()):
         if c not in region.members:
             continue
-        ce = graph.eqns[c]
-        if ce.primitive.name in REDUCTIONS:
+        ce = f.eqns[c]
+        name = ce.primitive.name
+        if name in REDUCTIONS:
             same = max(same, float(v.aval.size))
             continue
         ev = max(evals.get(o, 0.0) for o in ce.outputs)
-        same_index = (ce.primitive.name not in VIEW_OPS and ce.primitive.name not in ("pad", "concatenate", "take")
-                      and all(o.aval.shape == v.aval.shape for o in ce.outputs))
-        if same_index:
+        if name not in INDEX_OPS and all(o.aval.shape == v.aval.shape for o in ce.outputs):
             same = max(same, ev)
         else:
             distinct += ev * sum(1 for a in ce.inputs if a is v)
     return same + distinct
 
 
-def _grow(graph: Graph, region: Region, uses: dict[Var, list[int]], producer: dict[Var, int],
-          graph_outs: set[Var], assigned: dict[int, Region]) -> None:
-    eqns = graph.eqns
-    root = eqns[region.root]
+def _try_join(f: _Facts, region: Region, i: int, evals: dict[Var, float],
+              depths: dict[int, int]) -> tuple[dict[Var, float], bool, int] | None:
+    """Whether equation ``i`` (its consumers all decided) may join ``region``: the evaluations
+    of its outputs there, whether the kernel must also write them, and how deep below the
+    root it would lie; None if it may not."""
+    if f.kind[i] != "fusible" or len(region.members) >= MAX_REGION_EQNS:
+        return None
+    e = f.eqns[i]
+    depth = 1 + max(depths[c] for o in e.outputs for c in f.uses.get(o, ()) if c in region.members)
+    if depth > MAX_REGION_DEPTH:
+        return None
+    outside = [c for o in e.outputs for c in f.uses.get(o, ()) if c not in region.members]
+    written = bool(outside)
+    if written:
+        if region.kind != "elementwise" or any(c <= region.root for c in outside):
+            return None
+        if any(o.aval.shape != region.shape for o in e.outputs):
+            return None
+    ev = {o: _evals(f, region, o, evals) for o in e.outputs}
+    size = float(e.outputs[0].aval.size)
+    if any(x > MAX_MULTIPLICITY * max(size, 1.0) for x in ev.values()):
+        return None
+    if written and any(x != o.aval.size for o, x in ev.items()):
+        return None
+    return ev, written, depth
+
+
+def _recompute(e: Eqn, ev: dict[Var, float]) -> float:
+    return sum(max(0.0, x - o.aval.size) for o, x in ev.items()) * op_cost(e.primitive.name)
+
+
+# --- the cost model ------------------------------------------------------------------------------
+
+
+def _work(region: Region) -> float:
+    return float(max(1, math.prod(region.shape)))
+
+
+def _weight(v: Var, evals: dict[Var, float], work: float) -> float:
+    """Temporaries a member's value occupies per element: one per index it is evaluated at."""
+    return max(1.0, math.ceil(evals.get(v, work) / work - 1e-9))
+
+
+def _peak_live(f: _Facts, region: Region, evals: dict[Var, float]) -> float:
+    """Peak live scalar temporaries of the region's kernel, in the emitter's order: depth-first
+    from each output (a reduction: from its operand), operands left to right, each value once;
+    outputs stay live until they are stored at the end."""
+    work = _work(region)
+    members = region.members
+    if region.kind == "elementwise":
+        starts = list(region.outputs)
+    else:
+        members = members - {region.root}
+        starts = list(f.var_inputs[region.root][:1])
+    born: dict[Var, int] = {}
+    last: dict[Var, int] = {}
+    weight: dict[Var, float] = {}
+    t = 0
+    for s in starts:
+        stack = [(s, False)]
+        while stack:
+            v, ready = stack.pop()
+            if not ready and v in born:
+                continue
+            p = f.producer.get(v)
+            if p is None or p not in members:
+                born[v] = t
+                weight[v] = 1.0
+                t += 1
+                continue
+            ins = f.var_inputs[p]
+            if not ready:
+                stack.append((v, True))
+                stack.extend((a, False) for a in reversed(ins) if a not in born)
+                continue
+            for a in ins:
+                last[a] = t
+            born[v] = t
+            weight[v] = max(1.0, math.ceil(evals.get(v, work) / work - 1e-9))
+            t += 1
+    for s in starts:
+        last[s] = t
+    diff = [0.0] * (t + 2)
+    for v, b in born.items():
+        w = weight[v]
+        diff[b] += w
+        diff[max(last.get(v, b), b) + 1] -= w
+    return max(itertools.accumulate(diff))
+
+
+def _spill(live: float, work: float, model: CostModel) -> float:
+    return max(0.0, live - model.register_budget) * work * model.spill_bytes
+
+
+def _region_cost(f: _Facts, r: Region, aliases: set[int], model: CostModel) -> float:
+    """The region's cost under the model, from scratch; also fills its reported figures."""
+    eqns = f.eqns
+    evals: dict[Var, float] = {}
+    if r.kind == "elementwise":
+        for o in eqns[r.root].outputs:
+            evals[o] = float(o.aval.size)
+    extra = 0.0
+    for m in sorted(r.members, reverse=True):
+        if m != r.root:
+            ev = {o: _evals(f, r, o, evals) for o in eqns[m].outputs}
+            evals.update(ev)
+            extra += _recompute(eqns[m], ev)
+    reads: dict[Var, float] = {}
+    unfused = 0.0
+    for m in sorted(r.members):
+        ins = dict.fromkeys(a for a in eqns[m].inputs if isinstance(a, Var))
+        unfused += model.launch_bytes + f.out_bytes[m] + sum(f.read_bytes(a, aliases) for a in ins)
+        for a in ins:
+            if f.producer.get(a) not in r.members:
+                reads[a] = f.read_bytes(a, aliases)
+    traffic = model.launch_bytes + sum(reads.values()) + sum(float(o.aval.nbytes) for o in r.outputs)
+    r.live = _peak_live(f, r, evals)
+    r.spill_bytes = _spill(r.live, _work(r), model)
+    r.extra_bytes = extra
+    r.saved_bytes = unfused - traffic
+    r.inputs = list(reads)
+    r.cost = traffic + extra + r.spill_bytes
+    return r.cost
+
+
+def plan_cost(graph: Graph, plan: FusionPlan, model: CostModel | None = None) -> float:
+    """The cost of ``plan`` for ``graph`` under the model, recomputed from scratch."""
+    f = _Facts(graph)
+    return sum(_region_cost(f, r, plan.aliases, model or DEFAULT_MODEL) for r in plan.regions)
+
+
+# --- greedy growth: the incumbent and the fallback ------------------------------------------------
+
+
+def _greedy(f: _Facts, fuse: bool, model: CostModel) -> tuple[list[Region], set[int]]:
+    assigned: dict[int, Region] = {}
+    aliases: set[int] = set()
+    regions: list[Region] = []
+    for r in range(f.n - 1, -1, -1):
+        if r in assigned:
+            continue
+        how = f.how[r]
+        if how == "alias":
+            aliases.add(r)
+        if how != "root":
+            continue
+        region = _new_region(f, r)
+        assigned[r] = region
+        regions.append(region)
+        if fuse:
+            _grow(f, region, assigned, model)
+    return regions, aliases
+
+
+def _grow(f: _Facts, region: Region, assigned: dict[int, Region], model: CostModel) -> None:
+    """Take producers in reverse program order (so every in-region consumer of a candidate
+    has been decided before it) while the per-producer cost test says it pays."""
+    root = f.eqns[region.root]
     evals: dict[Var, float] = {}
     if region.kind == "elementwise":
         for o in root.outputs:
             evals[o] = float(o.aval.size)
+    depths = {region.root: 0}
     heap: list[int] = []
     seen: set[int] = set()
 
     def push_inputs(e: Eqn) -> None:
         for a in e.inputs:
-            if isinstance(a, Var) and a in producer:
-                p = producer[a]
-                if p not in seen:
-                    seen.add(p)
-                    heapq.heappush(heap, -p)
+            p = f.producer.get(a) if isinstance(a, Var) else None
+            if p is not None and p not in seen:
+                seen.add(p)
+                heapq.heappush(heap, -p)
 
     push_inputs(root)
     while heap and len(region.members) < MAX_REGION_EQNS:
         p = -heapq.heappop(heap)
         if p in assigned:
             continue
-        e = eqns[p]
-        if not is_fusible(e):
+        got = _try_join(f, region, p, evals, depths)
+        if got is None:
             continue
-        outside = [c for o in e.outputs for c in uses.get(o, []) if c not in region.members]
-        written = False
-        if outside:
-            if region.kind != "elementwise" or any(c <= region.root for c in outside):
-                continue
-            if any(o.aval.shape != region.shape for o in e.outputs):
-                continue
-            written = True
-        ev = {o: _evals(graph, region, o, uses, evals) for o in e.outputs}
-        size = float(e.outputs[0].aval.size)
-        if any(x > MAX_MULTIPLICITY * max(size, 1.0) for x in ev.values()):
-            continue
-        if written and any(x != o.aval.size for o, x in ev.items()):
-            continue
-        extra = sum(max(0.0, x - o.aval.size) for o, x in ev.items()) * op_cost(e.primitive.name)
-        nbytes = sum(o.aval.nbytes for o in e.outputs)
-        saved = (nbytes if written else 2.0 * nbytes) + LAUNCH_BYTES
-        if e.primitive.name in VIEW_OPS:
-            saved = max(saved, LAUNCH_BYTES)
-        if extra > saved:
+        ev, written, depth = got
+        e = f.eqns[p]
+        saved = (f.out_bytes[p] if written else 2.0 * f.out_bytes[p]) + model.launch_bytes
+        if _recompute(e, ev) > saved:
             continue
         region.members.add(p)
-        region.saved_bytes += saved
-        region.extra_bytes += extra
         assigned[p] = region
         evals.update(ev)
+        depths[p] = depth
         if written:
             region.outputs.extend(o for o in e.outputs if o not in region.outputs)
         push_inputs(e)
+
+
+# --- components and the search ------------------------------------------------------------------
+
+
+def _components(f: _Facts) -> list[list[int]]:
+    """Independent groups of candidate equations (each in reverse program order): a fusible
+    producer is grouped with its fusible or reducing consumers."""
+    parent = list(range(f.n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, e in enumerate(f.eqns):
+        if f.kind[i] != "fusible":
+            continue
+        for o in e.outputs:
+            for c in f.uses.get(o, ()):
+                if c < f.n and f.kind[c] is not None:
+                    parent[find(c)] = find(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(f.n - 1, -1, -1):
+        if f.kind[i] is not None:
+            groups.setdefault(find(i), []).append(i)
+    return list(groups.values())
+
+
+def _possible_roots(f: _Facts, comp: list[int]) -> dict[int, dict[int, float]]:
+    """Per equation, the roots whose region it could belong to (itself when it can be a
+    root), each with a lower bound on how often that region evaluates it. Only necessary
+    conditions are checked: equation ``j`` can join root ``r``'s region if ``r`` is possible
+    for one of its consumers, each consumer either possibly lies in that region too or comes
+    after ``r`` with ``r`` elementwise of ``j``'s shape (the kernel then writes ``j``), and
+    the evaluations it must get from the consumers that may lie there stay within
+    ``MAX_MULTIPLICITY``."""
+    poss: dict[int, dict[int, float]] = {}
+
+    def evaluations(o: Var, d: int, r: int) -> float:
+        de = f.eqns[d]
+        if de.primitive.name in REDUCTIONS:
+            return float(o.aval.size)
+        ev = poss[d][r]
+        if de.primitive.name not in INDEX_OPS and all(x.aval.shape == o.aval.shape for x in de.outputs):
+            return ev
+        return ev * sum(1 for a in de.inputs if a is o)
+
+    for j in comp:
+        e = f.eqns[j]
+        mine: dict[int, float] = {}
+        if f.how[j] == "root":
+            mine[j] = float(e.outputs[0].aval.size)
+        if f.kind[j] == "fusible":
+            cons = list(dict.fromkeys(c for o in e.outputs for c in f.uses.get(o, ())))
+            shapes = {o.aval.shape for o in e.outputs}
+            limit = MAX_MULTIPLICITY * max(float(e.outputs[0].aval.size), 1.0)
+            candidates = {r: 0.0 for c in cons for r in poss.get(c, ())}
+            if len(candidates) > 12:   # not worth checking one by one
+                poss[j] = {**mine, **candidates}
+                continue
+            for r in sorted(candidates):
+                writable = f.kind[r] == "fusible" and shapes == {f.eqns[r].outputs[0].aval.shape}
+                if not all(r in poss.get(c, ()) or (writable and c > r) for c in cons):
+                    continue
+                low = 0.0
+                for o in e.outputs:
+                    ds = [d for d in f.uses.get(o, ()) if r in poss.get(d, ())]
+                    low = max(low, min((evaluations(o, d, r) for d in ds), default=0.0))
+                if low <= limit:
+                    mine[r] = low
+        poss[j] = mine
+    return poss
+
+
+def _disjoint(sets: list[set[int]]) -> list[set[int]]:
+    """A greedy packing of pairwise disjoint sets, smallest first."""
+    used: set[int] = set()
+    out = []
+    for s in sorted(sets, key=lambda s: (len(s), sorted(s))):
+        if s and not s & used:
+            used |= s
+            out.append(s)
+    return out
+
+
+def _bounds(f: _Facts, comp: list[int], model: CostModel) -> list[float]:
+    """``h[d]``: what deciding ``comp[d:]`` costs at least, whatever is chosen (see the module
+    docstring); ``h[len(comp)] = 0``. Built from the possible roots: two equations whose
+    possible roots are disjoint lie in different regions."""
+    poss = _possible_roots(f, comp)
+    position = {i: d for d, i in enumerate(comp)}
+    forced_roots = {i for i in comp if set(poss[i]) == {i}}
+    # an equation that can be a root but shares no possible root with the forced ones needs a
+    # launch among its possible roots; disjoint such sets need distinct launches, counted while
+    # all their equations are undecided
+    free = [set(poss[j]) for j in comp if f.kind[j] == "fusible" and j in poss[j] and not set(poss[j]) & forced_roots]
+    packed = _disjoint(free)
+    launched = set().union(*packed)
+    low = [0.0] * len(comp)
+    for s in packed:
+        low[position[max(s)]] += model.launch_bytes
+
+    def readers(o: Var, but: int | None) -> int:
+        """At least how many regions (other than ``but``'s) read ``o``."""
+        sets = [set(poss[c]) for c in f.uses.get(o, ()) if c < f.n and f.how[c] == "root"
+                and (but is None or but not in poss[c])]
+        return len(_disjoint(sets))
+
+    # an outside value is read once by each region its readers lie in: the reads of disjoint
+    # readers (that cannot be free aliases) count while every reader that could share their
+    # region is undecided
+    readers_of: dict[Var, list[int]] = {}
+    for i in comp:
+        for a in f.external[i]:
+            readers_of.setdefault(a, []).append(i)
+    for a, cs in readers_of.items():
+        sets = [set(poss[c]) for c in cs if f.how[c] == "root"]
+        for s in _disjoint(sets):
+            first = max(c for c in cs if not s.isdisjoint(poss[c]) or c in s)
+            low[position[first]] += float(a.aval.nbytes)
+    for d, i in enumerate(comp):
+        e = f.eqns[i]
+        how = f.how[i]
+        if how == "skip":
+            continue
+        fusible = f.kind[i] == "fusible"
+        options = []
+        if how == "alias":
+            base = float(e.inputs[0].aval.nbytes)
+            options.append(sum(readers(o, None) * min(float(o.aval.nbytes), base) for o in e.outputs))
+        else:   # a root: a launch (unless counted above), its writes, a read by each consumer's region
+            launch = 0.0 if i in launched else model.launch_bytes
+            read_back = sum(readers(o, None) * float(o.aval.nbytes) for o in e.outputs) if fusible else 0.0
+            options.append(launch + f.out_bytes[i] + read_back)
+        joins = [r for r in poss[i] if r != i]
+        cons = {c for o in e.outputs for c in f.uses.get(o, ())}
+        if len(joins) > 8:   # many ways to join: not worth bounding
+            options.append(0.0)
+        for r in joins[:8]:
+            written = any(r not in poss.get(c, ()) for c in cons)
+            extra = 0.0
+            if len(e.outputs) == 1:
+                extra = max(0.0, poss[i][r] - e.outputs[0].aval.size) * op_cost(e.primitive.name)
+            options.append(extra + (f.out_bytes[i] if written else 0.0)
+                           + sum(readers(o, r) * float(o.aval.nbytes) for o in e.outputs))
+            if options[-1] == 0.0:
+                break
+        low[d] += min(options)
+    h = [0.0] * (len(comp) + 1)
+    for d in range(len(comp) - 1, -1, -1):
+        h[d] = h[d + 1] + low[d]
+    return h
+
+
+class _Node:
+    """A search state: the decisions of its ancestors plus ``choice`` for ``comp[depth - 1]``."""
+
+    __slots__ = ("parent", "choice", "depth", "g")
+
+    def __init__(self, parent: _Node | None, choice: tuple | None, depth: int, g: float) -> None:
+        self.parent = parent
+        self.choice = choice
+        self.depth = depth
+        self.g = g
+
+
+class _Workspace:
+    """The partial plan of one search state, changed in place by :meth:`apply` (which returns
+    the cost the decision settles) and restored by :meth:`undo`; :meth:`goto` moves it between
+    states through their common ancestor."""
+
+    def __init__(self, f: _Facts, model: CostModel, comp: list[int]) -> None:
+        self.f = f
+        self.model = model
+        self.comp = comp
+        self.regions: dict[int, Region] = {}
+        self.region_of: dict[int, Region] = {}
+        self.aliases: set[int] = set()
+        self.evals: dict[Var, float] = {}
+        self.charged: dict[int, set[Var]] = {}   # region root -> the values it reads, already costed
+        self.bound: dict[int, float] = {}        # region root -> upper bound on its live temporaries
+        self.spill: dict[int, float] = {}        # region root -> its spill cost as it stands
+        self.work: dict[int, float] = {}         # region root -> elements it iterates over
+        self.depths: dict[int, int] = {}         # member -> how deep below its root it lies
+        self.trail: list[tuple] = []
+        self.at = _Node(None, None, 0, 0.0)
+
+    def choices(self, i: int) -> list[tuple]:
+        """Join each region holding a consumer (where allowed), then materialise."""
+        out: list[tuple] = []
+        if self.f.kind[i] == "fusible":
+            tried: set[int] = set()
+            for o in self.f.eqns[i].outputs:
+                for c in self.f.uses.get(o, ()):
+                    r = self.region_of.get(c)
+                    if r is not None and r.root not in tried:
+                        tried.add(r.root)
+                        got = _try_join(self.f, r, i, self.evals, self.depths)
+                        if got is not None:
+                            out.append(("join", r.root, *got))
+        out.append((self.f.how[i],))
+        return out
+
+    def apply(self, i: int, choice: tuple) -> float:
+        f, model = self.f, self.model
+        how = choice[0]
+        cost = 0.0
+        region: Region | None = None
+        written = 0
+        new_evals: dict[Var, float] = {}
+        if how == "join":
+            region = self.regions[choice[1]]
+            new_evals = choice[2]
+            cost += _recompute(f.eqns[i], new_evals)
+            if choice[3]:
+                outs = f.eqns[i].outputs
+                region.outputs.extend(outs)
+                written = len(outs)
+                cost += f.out_bytes[i]
+            region.members.add(i)
+            self.depths[i] = choice[4]
+        elif how == "root":
+            region = _new_region(f, i)
+            self.regions[i] = region
+            self.charged[i] = set()
+            self.bound[i] = 0.0
+            self.spill[i] = 0.0
+            self.work[i] = _work(region)
+            self.depths[i] = 0
+            cost += model.launch_bytes + f.out_bytes[i]
+            if region.kind == "elementwise":
+                new_evals = {o: float(o.aval.size) for o in f.eqns[i].outputs}
+        elif how == "alias":
+            self.aliases.add(i)
+        charged: list[tuple[int, Var]] = []
+        region_of, charged_by = self.region_of, self.charged
+        for o, nbytes, through_alias, consumers in f.produces[i]:   # regions that read what ``i`` computes
+            for c in consumers:
+                other = region_of.get(c)
+                if other is not None and other is not region:
+                    seen = charged_by[other.root]
+                    if o not in seen:
+                        seen.add(o)
+                        charged.append((other.root, o))
+                        cost += through_alias if how == "alias" else nbytes
+        grown = 0.0
+        old_spill = 0.0
+        if region is not None:
+            root = region.root
+            region_of[i] = region
+            self.evals.update(new_evals)
+            seen = charged_by[root]
+            for a in f.external[i]:   # outside values ``i`` reads
+                if a not in seen:
+                    seen.add(a)
+                    charged.append((root, a))
+                    cost += a.aval.nbytes
+            work = self.work[root]
+            grown = float(len(f.eqns[i].inputs))
+            for o in f.eqns[i].outputs:
+                grown += _weight(o, new_evals, work)
+            self.bound[root] += grown
+            old_spill = self.spill[root]
+            members = len(region.members)
+            if self.bound[root] > model.register_budget and (members <= 24 or members % 8 == 0):
+                # the peak only grows as members join, so a value computed a few members ago
+                # is still a lower bound; :meth:`settle` makes it exact
+                self.spill[root] = _spill(_peak_live(f, region, self.evals), work, model)
+                cost += self.spill[root] - old_spill
+        self.trail.append((i, how, region, written, new_evals, charged, grown, old_spill))
+        return cost
+
+    def settle(self) -> float:
+        """The spill cost not yet counted, once every region is complete."""
+        extra = 0.0
+        for root, region in self.regions.items():
+            if self.bound[root] > self.model.register_budget:
+                extra += _spill(_peak_live(self.f, region, self.evals), self.work[root], self.model) - self.spill[root]
+        return extra
+
+    def undo(self) -> None:
+        i, how, region, written, new_evals, charged, grown, old_spill = self.trail.pop()
+        for root, v in charged:
+            self.charged[root].discard(v)
+        if how == "alias":
+            self.aliases.discard(i)
+        if region is None:
+            return
+        root = region.root
+        for v in new_evals:
+            del self.evals[v]
+        del self.region_of[i], self.depths[i]
+        if how == "root":
+            del self.regions[i], self.charged[i], self.bound[i], self.spill[i], self.work[i]
+            return
+        self.bound[root] -= grown
+        self.spill[root] = old_spill
+        if written:
+            del region.outputs[-written:]
+        region.members.discard(i)
+
+    def goto(self, node: _Node) -> None:
+        a, b = self.at, node
+        down: list[_Node] = []
+        while a.depth > b.depth:
+            self.undo()
+            a = a.parent
+        while b.depth > a.depth:
+            down.append(b)
+            b = b.parent
+        while a is not b:
+            self.undo()
+            a = a.parent
+            down.append(b)
+            b = b.parent
+        for n in reversed(down):
+            self.apply(self.comp[n.depth - 1], n.choice)
+        self.at = node
+
+
+@dataclass
+class _Outcome:
+    decisions: list[tuple] | None   # the best plan found, if cheaper than the incumbent
+    cost: float
+    expansions: int
+    complete: bool                  # the search proved it optimal under the model
+
+
+def _tolerance(cost: float) -> float:
+    return 1e-9 * abs(cost) + 1e-6 if math.isfinite(cost) else 0.0
+
+
+def _search(f: _Facts, comp: list[int], model: CostModel, incumbent: float, budget: int) -> _Outcome:
+    """Best-first branch and bound over the decisions for ``comp``: take the open state of
+    least ``g + h`` (the deepest among equals) and dive along its cheapest children to a
+    complete plan, queueing the others; drop states not below the incumbent."""
+    h = _bounds(f, comp, model)
+    ws = _Workspace(f, model, comp)
+    best_cost, best = incumbent, None
+    heap: list[tuple[float, int, int, _Node]] = [(h[0], 0, 0, ws.at)]
+    counter = 1
+    expansions = 0
+    complete = True
+    while heap and complete:
+        bound, _, _, node = heapq.heappop(heap)
+        if bound >= best_cost - _tolerance(best_cost):
+            break
+        ws.goto(node)
+        while bound < best_cost - _tolerance(best_cost):
+            if expansions >= budget:
+                complete = False
+                break
+            expansions += 1
+            i = comp[node.depth]
+            depth = node.depth + 1
+            children = []
+            for choice in ws.choices(i):
+                g = node.g + ws.apply(i, choice)
+                if depth == len(comp):
+                    g += ws.settle()
+                ws.undo()
+                if depth == len(comp):
+                    if g < best_cost - _tolerance(best_cost):
+                        best_cost, best = g, _Node(node, choice, depth, g)
+                elif g + h[depth] < best_cost - _tolerance(best_cost):
+                    children.append((g + h[depth], counter, _Node(node, choice, depth, g)))
+                    counter += 1
+            if not children:
+                break
+            children.sort(key=lambda c: c[:2])
+            for fc, k, child in children[1:]:
+                heapq.heappush(heap, (fc, -depth, k, child))
+            bound, k, child = children[0]
+            ws.apply(i, child.choice)
+            ws.at = node = child
+    decisions = None
+    if best is not None:
+        decisions = []
+        n: _Node | None = best
+        while n is not None and n.choice is not None:
+            decisions.append(n.choice)
+            n = n.parent
+        decisions.reverse()
+    return _Outcome(decisions, best_cost, expansions, complete)
+
+
+def _replay(f: _Facts, comp: list[int], decisions: list[tuple], model: CostModel) -> tuple[list[Region], set[int]]:
+    ws = _Workspace(f, model, comp)
+    for i, choice in zip(comp, decisions):
+        ws.apply(i, choice)
+    return list(ws.regions.values()), set(ws.aliases)
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+def plan_fusion(graph: Graph, fuse: bool = True, model: CostModel | None = None, search: bool = True) -> FusionPlan:
+    """The fused regions for ``graph``: searched per component under ``model`` (default:
+    :data:`DEFAULT_MODEL`), never costlier than greedy growth; ``search=False``: the greedy
+    plan alone; ``fuse=False``: one kernel per equation."""
+    model = model or DEFAULT_MODEL
+    f = _Facts(graph)
+    greedy, greedy_aliases = _greedy(f, fuse, model)
+    if not fuse or not search:
+        for r in greedy:
+            _region_cost(f, r, greedy_aliases, model)
+            r.origin = "greedy" if fuse else "unfused"
+        return _assemble(greedy, greedy_aliases, [])
+    comps = sorted(_components(f), key=len)
+    comp_of = {i: k for k, comp in enumerate(comps) for i in comp}
+    greedy_by: list[list[Region]] = [[] for _ in comps]
+    for r in greedy:
+        greedy_by[comp_of[r.root]].append(r)
+    budget = model.search_nodes
+    regions: list[Region] = []
+    aliases: set[int] = set()
+    stats: list[ComponentStats] = []
+    for k, comp in enumerate(comps):
+        chosen = greedy_by[k]
+        chosen_aliases = {a for a in greedy_aliases if comp_of[a] == k}
+        greedy_cost = sum(_region_cost(f, r, chosen_aliases, model) for r in chosen)
+        cost = greedy_cost
+        fusible = sum(1 for i in comp if f.kind[i] == "fusible")
+        expansions = 0
+        if fusible > model.max_search_eqns or budget <= 0:
+            origin = FALLBACK
+        else:
+            out = _search(f, comp, model, greedy_cost, budget)
+            budget -= out.expansions
+            expansions = out.expansions
+            origin = OPTIMAL if out.complete else BUDGET_HIT
+            if out.decisions is not None:
+                found, found_aliases = _replay(f, comp, out.decisions, model)
+                found_cost = sum(_region_cost(f, r, found_aliases, model) for r in found)
+                if found_cost < greedy_cost - _tolerance(greedy_cost):
+                    chosen, chosen_aliases, cost = found, found_aliases, found_cost
+        for r in chosen:
+            r.origin = origin
+        regions += chosen
+        aliases |= chosen_aliases
+        stats.append(ComponentStats(len(comp), fusible, origin, cost, greedy_cost, expansions))
+    return _assemble(regions, aliases, stats)
+
+
+def _assemble(regions: list[Region], aliases: set[int], stats: list[ComponentStats]) -> FusionPlan:
+    regions = sorted(regions, key=lambda r: r.root)
+    region_of = {m: r for r in regions for m in r.members}
+    return FusionPlan(regions, region_of, aliases, stats)
+
+
+def verify_plan(graph: Graph, plan: FusionPlan) -> None:
+    """Check the invariants the engine's lowering relies on (see the module docstring); raise
+    ``AssertionError`` naming the equation that breaks one."""
+    f = _Facts(graph)
+    for i in plan.aliases:
+        assert f.how[i] == "alias" and i not in plan.region_of, f"eqn {i} cannot be a free alias"
+    evaluated: dict[Var, float] = {}
+    for r in plan.regions:
+        root = f.eqns[r.root]
+        assert r.root == max(r.members) and f.how[r.root] == "root", f"eqn {r.root} is not the last member and a root"
+        assert len(r.members) <= MAX_REGION_EQNS
+        shape = root.inputs[0].aval.shape if r.kind == "reduce" else root.outputs[0].aval.shape
+        assert r.kind == ("reduce" if f.kind[r.root] == "reduce" else "elementwise") and r.shape == shape
+        assert all(o in r.outputs for o in root.outputs), f"region of eqn {r.root} does not write its root"
+        if r.kind == "elementwise":
+            evaluated.update({o: float(o.aval.size) for o in root.outputs})
+        depths = {r.root: 0}
+        for m in sorted(r.members, reverse=True):
+            assert plan.region_of.get(m) is r, f"eqn {m} is not mapped to its region"
+            if m == r.root:
+                continue
+            e = f.eqns[m]
+            depths[m] = 1 + max(depths[c] for o in e.outputs for c in f.uses.get(o, ()) if c in r.members)
+            assert depths[m] <= MAX_REGION_DEPTH, f"eqn {m} lies too deep below its root {r.root}"
+            assert f.kind[m] == "fusible", f"eqn {m} ({e.primitive.name}) cannot be a member"
+            size = max(float(e.outputs[0].aval.size), 1.0)
+            for o in e.outputs:
+                evaluated[o] = _evals(f, r, o, evaluated)
+                assert evaluated[o] <= MAX_MULTIPLICITY * size, f"eqn {m} is evaluated too often"
+                for c in f.uses.get(o, ()):
+                    if c in r.members:
+                        continue
+                    assert r.kind == "elementwise" and c > r.root and o in r.outputs, \
+                        f"eqn {m}'s output is used by eqn {c} outside its region (root {r.root})"
+                    assert o.aval.shape == r.shape and evaluated[o] == o.aval.size, f"eqn {m} cannot be written"
+        assert all(f.producer.get(o) in r.members for o in r.outputs)
+    # every value is stored (or aliased) before the step that reads it runs
+    ready: dict[Var, int] = {}
+    for i, e in enumerate(f.eqns):
+        r = plan.region_of.get(i)
+        at = r.root if r is not None else i
+        for a in e.inputs:
+            p = f.producer.get(a) if isinstance(a, Var) else None
+            if p is None or (r is not None and p in r.members):
+                continue
+            assert a in ready and ready[a] < at, f"eqn {i} reads a value its region's root {at} runs before"
+        for o in e.outputs:
+            if r is None or o in r.outputs:
+                ready[o] = at

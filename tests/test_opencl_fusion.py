@@ -1,0 +1,245 @@
+"""OpenCL fusion regions chosen by search under the cost model (``backends/opencl/fusion.py``):
+the search finds cheaper plans than greedy growth where greedy's per-producer test misleads
+it, is never costlier than greedy, keeps the invariants the engine's lowering relies on
+(``verify_plan``), is optimal when it finishes, shows its regions in ``lower().text``, and
+falls back to greedy growth beyond its limits (counted, not timed).
+
+Results are compared with the CPU backend: float32 within 1e-4 relative to the largest
+value, since generated kernels and numpy round transcendental functions differently.
+
+Without an OpenCL platform these tests skip, except under ``CI=true`` where a missing
+driver is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph import dtypes
+from fungraph.backends.opencl import fusion
+from fungraph.jit import clear_caches
+from fungraph.testing import Program, programs
+from fungraph.tree_util import tree_flatten
+from tests.test_opencl import MISSING, _opencl_available
+
+# Launches free and three registers: on the tiny arrays of random programs, recomputation,
+# re-reads and spills decide, so searched plans differ from greedy ones and the engine lowers
+# unusual regions too.
+TIGHT = fusion.CostModel(launch_bytes=0.0, register_budget=3)
+
+
+@pytest.fixture(autouse=True)
+def _require_opencl() -> None:
+    if _opencl_available():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {MISSING}")
+    pytest.skip(MISSING)
+
+
+@contextmanager
+def _model(model: fusion.CostModel) -> Iterator[None]:
+    """Executables compiled inside plan their fusion under ``model``."""
+    saved = fusion.DEFAULT_MODEL
+    clear_caches()
+    fusion.DEFAULT_MODEL = model
+    try:
+        yield
+    finally:
+        fusion.DEFAULT_MODEL = saved
+        clear_caches()
+
+
+def _assert_close(got, want, what: str) -> None:
+    gs, ws = tree_flatten(got)[0], tree_flatten(want)[0]
+    assert len(gs) == len(ws), what
+    for g, w in zip(gs, ws):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, what
+        finite = w[np.isfinite(w)]
+        scale = max(1.0, float(np.max(np.abs(finite)))) if finite.size else 1.0
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * scale, err_msg=what)
+
+
+def _index(graph, name: str) -> int:
+    (i,) = [i for i, e in enumerate(graph.eqns) if e.primitive.name == name]
+    return i
+
+
+def recompute_trap(x, v):
+    return x * (fnp.sin(v) + 1.0)[None, :]
+
+
+def test_search_keeps_a_cheap_producer_with_the_one_that_cannot_follow_it() -> None:
+    """Greedy takes ``add`` into the [8,512] product (recomputing it 8 times per element, which
+    its local test allows) and must then leave ``sin`` behind, in a kernel of its own, since
+    recomputing ``sin`` 8 times does not pay. The search keeps ``sin`` and ``add`` together:
+    the same launches, reads and writes, and no recomputation."""
+    x = np.random.default_rng(0).standard_normal((8, 512)).astype(np.float32)
+    v = np.linspace(-2, 2, 512, dtype=np.float32)
+    exe = fg.jit(recompute_trap, backend="opencl").lower(x, v).compiled.executable
+    graph, plan = exe.graph, exe.fusion
+    greedy = fusion.plan_fusion(graph, search=False)
+    fusion.verify_plan(graph, plan)
+    fusion.verify_plan(graph, greedy)
+    add, sin = _index(graph, "add"), _index(graph, "sin")
+    assert greedy.region_of[add] is not greedy.region_of[sin]
+    assert greedy.region_of[add].extra_bytes == (8 * 512 - 512) * 0.5     # add costs 0.5 a value
+    assert plan.region_of[add] is plan.region_of[sin]
+    assert greedy.cost - plan.cost == (8 * 512 - 512) * 0.5
+    assert all(r.extra_bytes == 0 for r in plan.regions) and exe.kernel_count == 2
+    assert plan.cost == fusion.plan_cost(graph, plan)
+    _assert_close(fg.jit(recompute_trap, backend="opencl")(x, v), fg.jit(recompute_trap)(x, v), "recompute trap")
+
+
+def sum_and_product(*xs):
+    s = xs[0]
+    for x in xs[1:]:
+        s = s + x
+    p = xs[-1]
+    for x in xs[-2::-1]:
+        p = p * x
+    return s - p
+
+
+def test_search_splits_a_region_over_the_register_budget() -> None:
+    """Summing 40 inputs and then multiplying them keeps every input live across the sum:
+    greedy fuses everything into one kernel with 42 live temporaries; the search splits the
+    sum so that each kernel stays near the budget, at the price of reading some inputs twice."""
+    rng = np.random.default_rng(1)
+    xs = [(1.0 + 0.01 * rng.standard_normal(4096)).astype(np.float32) for _ in range(40)]
+    jf = fg.jit(sum_and_product, backend="opencl")
+    exe = jf.lower(*xs).compiled.executable
+    graph, plan = exe.graph, exe.fusion
+    greedy = fusion.plan_fusion(graph, search=False)
+    fusion.verify_plan(graph, plan)
+    assert [r.live for r in greedy.regions] == [42.0]
+    assert len(plan.regions) == 2 and max(r.live for r in plan.regions) <= fusion.REGISTER_BUDGET + 1
+    assert plan.cost < 0.7 * greedy.cost
+    assert plan.expansions <= fusion.SEARCH_NODES
+    _assert_close(jf(*xs), fg.jit(sum_and_product)(*xs), "sum and product of 40 inputs")
+
+
+@settings(max_examples=30, deadline=None)
+@given(prog=programs(max_eqns=12, dtype_choices=(dtypes.float32,)), tight=st.booleans())
+def test_searched_plans_are_never_costlier_than_greedy_and_run_correctly(prog: Program, tight: bool) -> None:
+    model = TIGHT if tight else fusion.DEFAULT_MODEL
+    with _model(model):
+        jf = fg.jit(prog.fun, backend="opencl")
+        exe = jf.lower(*prog.args).compiled.executable
+        graph, plan = exe.graph, exe.fusion
+        greedy = fusion.plan_fusion(graph, model=model, search=False)
+        assert plan.cost <= greedy.cost + 1e-6 * max(1.0, greedy.cost), prog
+        assert plan.cost == pytest.approx(fusion.plan_cost(graph, plan, model)), prog
+        assert plan.expansions <= model.search_nodes
+        fusion.verify_plan(graph, plan)
+        got = jf(*prog.args)
+    _assert_close(got, fg.jit(prog.fun)(*prog.args), repr(prog))
+
+
+def _exhaustive(f, comp: list[int], model: fusion.CostModel, h: list[float], limit: int) -> float | None:
+    """The cheapest complete plan of ``comp`` by enumeration, checking on the way that
+    ``g + h`` never exceeds the cost of a completion; None past ``limit`` plans."""
+    ws = fusion._Workspace(f, model, comp)
+    best = [np.inf]
+    plans = [0]
+
+    def visit(d: int, g: float, path: list[float]) -> bool:
+        if d == len(comp):
+            plans[0] += 1
+            g += ws.settle()
+            for k, gk in enumerate(path):
+                assert gk + h[k] <= g + 1e-6 * max(1.0, g), f"h[{k}] overestimates"
+            best[0] = min(best[0], g)
+            return plans[0] < limit
+        for choice in ws.choices(comp[d]):
+            cost = ws.apply(comp[d], choice)
+            go_on = visit(d + 1, g + cost, path + [g + cost])
+            ws.undo()
+            if not go_on:
+                return False
+        return True
+
+    return best[0] if visit(0, 0.0, [0.0]) else None
+
+
+@settings(max_examples=40, deadline=None)
+@given(prog=programs(max_eqns=10), tight=st.booleans())
+def test_finished_search_is_optimal_and_its_bound_admissible(prog: Program, tight: bool) -> None:
+    model = TIGHT if tight else fusion.DEFAULT_MODEL
+    graph = fg.jit(prog.fun).lower(*prog.args).graph
+    f = fusion._Facts(graph)
+    for comp in fusion._components(f):
+        optimum = _exhaustive(f, comp, model, fusion._bounds(f, comp, model), 3000)
+        if optimum is None:
+            continue
+        out = fusion._search(f, comp, model, np.inf, 10**6)
+        assert out.complete and out.cost == pytest.approx(optimum), prog
+
+
+def test_lower_text_shows_the_regions() -> None:
+    def f(x, b):
+        h = fnp.exp(x - b) * 2.0
+        return fnp.sum(h * h, axis=1), fnp.tanh(h)
+
+    x = np.random.default_rng(2).standard_normal((64, 33)).astype(np.float32)
+    b = np.linspace(0, 1, 33, dtype=np.float32)
+    lowered = fg.jit(f, backend="opencl").lower(x, b)
+    plan = lowered.compiled.executable.fusion
+    text = lowered.text
+    head = [line for line in text.splitlines() if line.startswith("fusion: ")]
+    regions = [line for line in text.splitlines() if line.startswith("  region ")]
+    assert len(head) == 1 and f"{len(plan.regions)} regions" in head[0] and "greedy" in head[0]
+    assert "searched to optimality" in head[0] and "expansions" in head[0]
+    assert len(regions) == len(plan.regions) >= 2
+    for line in regions:
+        for part in ("members ", "writes ", "reads ", "saved ", "recompute ", "live ", fusion.OPTIMAL):
+            assert part in line, line
+    # values are named as the graph listing names them: the reduction's region holds the square
+    listing = [line.strip().split(" = ", 1) for line in str(lowered.graph).splitlines() if " = " in line]
+    eqns = [(out.split(":")[0], rhs.split()) for out, rhs in listing]
+    (total,) = [name for name, rhs in eqns if rhs[0].startswith("reduce_sum")]
+    (square,) = [name for name, rhs in eqns if rhs[0] == "mul" and rhs[1] == rhs[2]]
+    (red,) = [line for line in regions if "reduce_sum" in line]
+    assert red.startswith("  region reduce [64,33]: ") and f"members {square}:mul {total}:reduce_sum; " in red
+    assert f"writes {total}:f32[64];" in red
+    got = fg.jit(f, backend="opencl")(x, b)
+    _assert_close(got, fg.jit(f)(x, b), "exp, square, sum and tanh")
+
+
+def long_chain(x):
+    for k in range(250):
+        x = x * 1.01 + 0.5 if k % 2 else fnp.tanh(x)
+    return x
+
+
+def test_large_components_fall_back_to_greedy_and_the_node_budget_bounds_the_search() -> None:
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    jf = fg.jit(long_chain, backend="opencl")
+    lowered = jf.lower(x)
+    plan = lowered.compiled.executable.fusion
+    (comp,) = plan.components
+    assert comp.fusible > fusion.MAX_SEARCH_EQNS and comp.origin == fusion.FALLBACK and comp.expansions == 0
+    assert all(r.origin == fusion.FALLBACK for r in plan.regions) and "1 greedy fallbacks" in lowered.text
+    _assert_close(jf(x), fg.jit(long_chain)(x), "a chain of 250 equations")
+
+    rng = np.random.default_rng(3)
+    xs = [(1.0 + 0.01 * rng.standard_normal(4096)).astype(np.float32) for _ in range(40)]
+    graph = fg.jit(sum_and_product).lower(*xs).graph
+    greedy = fusion.plan_fusion(graph, search=False)
+    cut = fusion.plan_fusion(graph, model=fusion.CostModel(search_nodes=50))
+    assert cut.expansions == 50 and [c.origin for c in cut.components] == [fusion.BUDGET_HIT]
+    assert cut.cost <= greedy.cost
+    fusion.verify_plan(graph, cut)
+    spent = fusion.plan_fusion(graph, model=fusion.CostModel(search_nodes=0))
+    assert spent.expansions == 0 and [c.origin for c in spent.components] == [fusion.FALLBACK]
+    assert spent.cost == greedy.cost
