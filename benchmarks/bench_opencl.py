@@ -35,6 +35,7 @@ from bench_jit import numpy_muladd_out as numpy_muladd_out_n  # noqa: E402
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
 from fungraph.backends import opencl as ocl  # noqa: E402
+from fungraph.backends.opencl.device import ALLOC_STATS  # noqa: E402
 from fungraph.jit import clear_caches  # noqa: E402
 
 SKIPPED: list[str] = []     # why rows are missing, printed under the next table
@@ -290,13 +291,15 @@ def bench_mlp(reps: int, jax=None) -> list[list[str]]:
     params, x, y = mlp_problem()
     cpu = fg.jit(sgd_step)
     gpu = fg.jit(sgd_step, backend="opencl")
+    donating = fg.jit(sgd_step, backend="opencl", donate_argnums=0)
     t0 = time.perf_counter()
     p_gpu, _ = gpu(params, x, y)
     finish()
     t_compile = time.perf_counter() - t0
     p_np, _ = numpy_step(params, x, y)
     np.testing.assert_allclose(np.asarray(p_gpu[0]["w"]), p_np[0]["w"], rtol=1e-3, atol=1e-4)
-    state = {"cpu": [dict(p) for p in params], "np": [dict(p) for p in params], "gpu": p_gpu}
+    state = {"cpu": [dict(p) for p in params], "np": [dict(p) for p in params], "gpu": p_gpu,
+             "donated": donating(params, x, y)[0]}
     xr, yr = resident(x, y)
 
     def run_cpu():
@@ -309,15 +312,25 @@ def bench_mlp(reps: int, jax=None) -> list[list[str]]:
         state["gpu"], loss = gpu(state["gpu"], xr, yr)
         finish()
 
+    def run_donated():
+        state["donated"], loss = donating(state["donated"], xr, yr)
+        finish()
+
     run_cpu()
     t_np = median_time(run_np, repeat=reps)
     t_cpu = median_time(run_cpu, repeat=reps)
     t_gpu = median_time(run_gpu, repeat=reps)
+    created = ALLOC_STATS["buffers_created"]
+    t_don = median_time(run_donated, repeat=reps)
+    created = ALLOC_STATS["buffers_created"] - created
     exe = gpu.lower(state["gpu"], xr, yr).compiled.executable
+    n_don = len(donating.lower(state["donated"], xr, yr).compiled.executable.donation)
     rows = [["numpy hand-written fwd/bwd", f"{t_np * 1e3:.1f} ms", "1.00"],
             ["fungraph jit cpu", f"{t_cpu * 1e3:.1f} ms", f"{t_np / t_cpu:.2f}"],
             [f"jit opencl, params resident ({exe.kernel_count} kernels)", f"{t_gpu * 1e3:.1f} ms",
-             f"{t_np / t_gpu:.2f}"]]
+             f"{t_np / t_gpu:.2f}"],
+            [f"jit opencl, params donated ({n_don} outputs in place, {created} buffers created)",
+             f"{t_don * 1e3:.1f} ms", f"{t_np / t_don:.2f}"]]
     if jax is not None:
         jstep = jax.jit(jax_sgd_step(jax), donate_argnums=0)
         jstate = {"p": jax.tree_util.tree_map(jax.numpy.asarray, params)}

@@ -218,8 +218,8 @@ def test_large_reductions_and_matmul() -> None:
 
 @pytest.mark.parametrize("shape", [(1, 64, 16, 16), (3, 150, 33, 40), (2, 67, 9, 83), (1, 200, 1, 35), (2, 63, 20, 48)])
 def test_packed_register_blocked_matmul_and_its_edges(shape) -> None:
-    """Row blocks in work-groups of 16 plus a leftover group, 16-column panels plus scalar
-    edge kernels for the last rows and columns; rhs packed (m >= 64) or read in place."""
+    """Row blocks in work-groups plus a leftover group, 16-column panels plus edge kernels
+    for the last rows and columns; both operands packed (m >= 64) or rhs read in place."""
     b, m, k, n = shape
     rng = np.random.default_rng(m)
     x = rng.standard_normal((b, m, k)).astype(np.float32)
@@ -227,7 +227,7 @@ def test_packed_register_blocked_matmul_and_its_edges(shape) -> None:
     jf = fg.jit(lambda x, y: fnp.matmul(x, fnp.transpose(fnp.transpose(y, (0, 2, 1)), (0, 2, 1))), backend="opencl")
     np.testing.assert_allclose(np.asarray(jf(x, y)), x @ y, rtol=1e-4, atol=1e-4)
     text = jf.lower(x, y).compiled.executable.describe()
-    assert ("rhs packed" in text) == (m >= 64), text
+    assert ("both operands packed" in text) == (m >= 64), text
 
 
 def test_arena_is_reused_by_intermediates() -> None:
@@ -510,3 +510,114 @@ def test_integer_division_by_zero_and_bool_ops_follow_numpy() -> None:
         want = (a // b, a % b, a > b, (a > 0) & (b > 0), np.sum(a > b))
     for g, w in zip(_host(f(a, b)), want):
         np.testing.assert_array_equal(g, w)
+
+
+# --- donation: outputs written into donated device buffers ---------------------------------
+
+
+def _alloc_stats() -> dict:
+    from fungraph.backends.opencl.device import ALLOC_STATS
+
+    return dict(ALLOC_STATS, **{k: _cl().ENGINE_STATS[k] for k in ("output_allocations", "donated_outputs")})
+
+
+def _delta(before: dict) -> dict:
+    after = _alloc_stats()
+    return {k: after[k] - before[k] for k in before}
+
+
+def test_donated_sgd_step_matches_and_allocates_nothing_in_steady_state() -> None:
+    from fungraph.testing.models import mlp_loss, mlp_params
+
+    ocl = _cl()
+    rng = np.random.default_rng(3)
+    params = mlp_params([12, 16, 16, 3], seed=3)
+    x = rng.standard_normal((8, 12)).astype(np.float32)
+    y = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 8)]
+    xr, yr = _resident(x, y)
+    plain = fg.jit(sgd_step, backend="opencl")
+    donating = fg.jit(sgd_step, backend="opencl", donate_argnums=0)
+    p_plain, p_don = params, params          # the first call donates numpy arrays: nothing to reuse
+    for _ in range(3):
+        want_loss = mlp_loss(_host_tree(p_don), x, y)
+        p_plain, l_plain = plain(p_plain, xr, yr)
+        p_don, l_don = donating(p_don, xr, yr)
+        np.testing.assert_allclose(np.asarray(l_don), np.asarray(l_plain), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(l_don), want_loss, rtol=1e-5)
+    for a, b in zip(_host(p_don), _host(p_plain)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(_host(params)[1], mlp_params([12, 16, 16, 3], seed=3)[0]["w"])   # untouched
+    exe = donating.lower(p_don, xr, yr).compiled.executable
+    assert sorted(exe.donation.values()) == list(range(6)), exe.donation     # every parameter, none for the loss
+    del p_plain, l_plain, l_don
+    p, loss = donating(p_don, xr, yr)
+    for _ in range(3):
+        old = tree_flatten(p)[0]
+        ptrs = [leaf.buffer.int_ptr for leaf in old]
+        before = _alloc_stats()
+        ocl.reset_transfer_stats()
+        p, loss = donating(p, xr, yr)
+        # every parameter is written into its own donated buffer; only the loss takes a pooled one
+        assert _delta(before) == {"buffers_created": 0, "buffers_reused": 1, "output_allocations": 1,
+                                  "donated_outputs": 6}
+        assert [leaf.buffer.int_ptr for leaf in tree_flatten(p)[0]] == ptrs
+        assert ocl.TRANSFER_STATS["to_device"] == 0 and ocl.TRANSFER_STATS["to_host"] == 0
+        assert all(leaf.is_deleted() for leaf in old)
+    assert np.isfinite(np.asarray(loss))
+
+
+def _host_tree(tree):
+    return [{k: np.asarray(v) for k, v in layer.items()} for layer in tree]
+
+
+def test_a_donated_array_cannot_be_used_again() -> None:
+    ocl = _cl()
+    f = fg.jit(lambda x, y: x * 2.0 + y, backend="opencl", donate_argnums=0)
+    x, y = _resident(np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32))
+    ptr = x.buffer.int_ptr
+    z = f(x, y)
+    np.testing.assert_array_equal(np.asarray(z), np.arange(6).reshape(2, 3) * 2 + 1)
+    assert z.buffer.int_ptr == ptr and x.is_deleted() and "donated" in repr(x)
+    for use in (np.asarray, lambda a: a.numpy(), lambda a: f(a, y)):
+        with pytest.raises(ocl.DonatedArrayError, match=r"float32\[2,3\].*donated"):
+            use(x)
+    np.testing.assert_array_equal(np.asarray(y), 1.0)          # not donated: still usable
+    host = np.ones((2, 3), np.float32)
+    for _ in range(2):                                          # a donated numpy array: nothing to reuse
+        np.testing.assert_array_equal(np.asarray(f(host, y)), 3.0)
+    np.testing.assert_array_equal(host, 1.0)
+
+
+def _donation_cases():
+    sq = np.arange(16, dtype=np.float32).reshape(4, 4) / 7.0
+    return [
+        # (name, function, arguments, whether the output may take over x's buffer)
+        ("reversed read", lambda x: x[::-1] * 2.0, (sq,), False),
+        ("transposed read", lambda x: x.T + x, (sq,), False),
+        ("matmul", lambda x: x @ x, (sq,), False),
+        ("returned unchanged", lambda x: (x * 2.0, x), (sq,), False),
+        ("returned as a view", lambda x: (fnp.reshape(x, (16,)) * 2.0, fnp.reshape(x, (16,))), (sq,), False),
+        ("read by a later reduction", lambda x: (x * 2.0, fnp.sum(x, axis=0)), (sq,), True),
+        ("read by a later broadcast", lambda x: (x + 1.0, x * fnp.sum(x)), (sq,), True),
+        ("read in a loop", lambda x: lax.fori_loop(0, 3, lambda i, c: c * 0.5 + x, x), (sq,), True),
+        ("same buffer twice", lambda x, y: x * 2.0 + y, "twice", False),
+    ]
+
+
+@pytest.mark.parametrize("case", _donation_cases(), ids=lambda c: c[0])
+def test_donation_only_where_safe_and_values_always_right(case) -> None:
+    name, fun, args, reusable = case
+    sq = np.arange(16, dtype=np.float32).reshape(4, 4) / 7.0
+    want = fg.jit(fun, backend="opencl")(*((sq, sq) if args == "twice" else args))
+    (x,) = _resident(sq)
+    call_args = (x, x) if args == "twice" else (x,)
+    donating = fg.jit(fun, backend="opencl", donate_argnums=0)
+    donating.lower(*call_args)
+    before = _alloc_stats()
+    got = donating(*call_args)
+    reused = _delta(before)["donated_outputs"]
+    assert reused == int(reusable), donating.lower(*call_args).compiled.executable.donation
+    assert x.is_deleted() == reusable
+    _assert_close_trees(got, want, 1e-6, name)
+    if not reusable:
+        np.testing.assert_array_equal(np.asarray(x), sq)

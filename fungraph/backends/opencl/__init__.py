@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from fungraph.backends import register_backend
 from fungraph.backends.opencl.device import (
     TRANSFER_STATS,
+    DonatedArrayError,
     OpenCLArray,
     OpenCLUnavailable,
     available,
@@ -23,8 +24,8 @@ from fungraph.backends.opencl.engine import ENGINE_STATS, OpenCLExecutable
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.ir import Graph
 
-__all__ = ["ENGINE_STATS", "TRANSFER_STATS", "OpenCLArray", "OpenCLExecutable", "OpenCLUnavailable", "available",
-           "get_device", "reset_transfer_stats"]
+__all__ = ["ENGINE_STATS", "TRANSFER_STATS", "DonatedArrayError", "OpenCLArray", "OpenCLExecutable",
+           "OpenCLUnavailable", "available", "get_device", "reset_transfer_stats"]
 
 
 def _factory(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> OpenCLExecutable:

@@ -27,6 +27,10 @@ class OpenCLUnavailable(RuntimeError):
     """No OpenCL platform or device could be found."""
 
 
+class DonatedArrayError(RuntimeError):
+    """An :class:`OpenCLArray` was used after a jit call took over its buffer (donation)."""
+
+
 POOL_LIMIT_BYTES = 1 << 30
 INSTALL_HINT = ("install pyopencl and an OpenCL driver; on a CPU-only Debian/Ubuntu machine: "
                 "`pip install pyopencl` and `apt-get install pocl-opencl-icd` (PoCL)")
@@ -43,6 +47,7 @@ class DeviceInfo:
     local_mem_size: int
     fp64: bool
     correctly_rounded_sqrt: bool
+    compute_units: int = 1
 
 
 class Device:
@@ -76,7 +81,8 @@ class Device:
         fp64 = bool(dev.double_fp_config) or "cl_khr_fp64" in dev.extensions
         crs = bool(dev.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT)
         self.info = DeviceInfo(dev.name.strip(), platform.name.strip(), bool(dev.type & cl.device_type.CPU),
-                               int(dev.max_work_group_size), int(dev.local_mem_size), fp64, crs)
+                               int(dev.max_work_group_size), int(dev.local_mem_size), fp64, crs,
+                               max(1, int(dev.max_compute_units)))
 
         self._free: dict[int, list[Any]] = {}
         self._free_bytes = 0
@@ -206,7 +212,10 @@ def reset_transfer_stats() -> None:
 
 class OpenCLArray(Array):
     """A contiguous array in a device buffer at ``offset`` elements. It stays on the device:
-    passing it to an OpenCL-jitted function costs no transfer; ``numpy()`` copies to the host."""
+    passing it to an OpenCL-jitted function costs no transfer; ``numpy()`` copies to the host.
+
+    Donated to a jit call (``donate_argnums``) whose output took over its buffer, it is
+    *deleted*: ``buffer`` is None and any further use raises :class:`DonatedArrayError`."""
 
     backend = "opencl"
     __slots__ = ("_aval", "buffer", "offset", "_host", "_pooled")
@@ -219,7 +228,7 @@ class OpenCLArray(Array):
         self._pooled = pooled
 
     def __del__(self) -> None:
-        if self._pooled and _DEVICE:
+        if self._pooled and self.buffer is not None and _DEVICE:
             try:
                 _DEVICE[0].give(self._aval.nbytes, self.buffer)
             except Exception:  # noqa: BLE001 - interpreter shutdown
@@ -229,8 +238,35 @@ class OpenCLArray(Array):
     def aval(self) -> ShapedArray:
         return self._aval
 
+    def delete(self) -> None:
+        """Give the buffer up (its new owner is the output written into it): later use raises."""
+        self.buffer = None
+        self._host = None
+        self._pooled = False
+
+    def donate(self) -> tuple[Any, int, bool]:
+        """Hand the buffer to a jit output written into it: ``(buffer, offset, pooled)``, where
+        ``pooled`` says whether the buffer goes back to the pool when its new owner dies. This
+        array is deleted."""
+        taken = (self.live_buffer(), self.offset, self._pooled)
+        self.delete()
+        return taken
+
+    def is_deleted(self) -> bool:
+        return self.buffer is None
+
+    def live_buffer(self) -> Any:
+        """``buffer``, or a :class:`DonatedArrayError` naming this array if it was donated."""
+        if self.buffer is None:
+            shape = ",".join(map(str, self._aval.shape))
+            raise DonatedArrayError(f"this OpenCLArray ({self._aval.dtype.name}[{shape}]) was donated to a jit call "
+                                    "(donate_argnums) and its device buffer now holds that call's output; use the "
+                                    "returned value instead")
+        return self.buffer
+
     def numpy(self) -> np.ndarray:
         """The values on the host (copied once, then cached: device arrays are immutable)."""
+        self.live_buffer()
         if self._host is None:
             host = download(get_device(), self.buffer, self._aval, self.offset)
             host.flags.writeable = False
@@ -242,4 +278,6 @@ class OpenCLArray(Array):
         return arr if dtype is None else arr.astype(dtype)
 
     def __repr__(self) -> str:
+        if self.buffer is None:
+            return f"OpenCLArray(<donated>, {self._aval})"
         return f"OpenCLArray({self.numpy()!r})"

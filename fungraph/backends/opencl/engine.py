@@ -19,6 +19,7 @@ and enqueue everything; the only waits are the scalar reads of a ``cond`` index 
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.backends.opencl import control
-from fungraph.backends.opencl.codegen import Access, contiguous, preamble, view_access
+from fungraph.backends.opencl.codegen import VIEW_OPS, Access, contiguous, preamble, view_access
 from fungraph.backends.opencl.device import (
     TRANSFER_STATS,
     OpenCLArray,
@@ -41,15 +42,20 @@ from fungraph.backends.opencl.device import (
 from fungraph.backends.opencl.fusion import FusionPlan, Region, plan_fusion
 from fungraph.backends.opencl.kernels import (
     DOT_COLS,
+    NARROW_MIN_ROWS,
     PACK_MIN_ROWS,
+    PACK_ROWS,
     KernelSpec,
     canonical_copy_access,
     conv_kernel,
     dot_kernels,
     dot_panels,
+    dot_row_panels,
     elementwise_kernel,
     graph_avals,
     merged_stride,
+    pack_kernel,
+    pack_tail_kernel,
     reduce_kernels,
     scatter_kernel,
 )
@@ -59,7 +65,7 @@ from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 ALIGNMENT = 64
 ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0,
-                "loop_iterations": 0}
+                "donated_outputs": 0, "loop_iterations": 0}
 DEVICE_SLOTS = ("arena", "scratch", "const")
 
 
@@ -107,9 +113,10 @@ class OpenCLExecutable:
         t0 = time.perf_counter()
         self.dev = get_device()
         self.info = self.dev.info
+        self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
+        graph = donation_order(graph, self.donated)
         self.graph = graph
         self.plan = plan
-        self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
         avals = graph_avals(graph)
         for a in avals:
             self.dev.check_dtype(a, "this graph")
@@ -126,6 +133,7 @@ class OpenCLExecutable:
         self.const_host: dict[int, np.ndarray] = {}
         self._n_kernels = 0
         self._lower()
+        self._plan_donation()
         self._plan_arena()
         self._build()
         self.compile_seconds = time.perf_counter() - t0
@@ -320,9 +328,12 @@ class OpenCLExecutable:
         self.add_kernels(eqns, [spec])
 
     def _lower_dot(self, e: Eqn) -> None:
-        """Pick a dot kernel and copy operands into the layout it needs: the register-blocked
-        kernel wants rows of ``rhs`` contiguous (n >= 16, m >= 4); otherwise, for k >= 16, the
-        dot-product kernel wants both operands contiguous along k; else the scalar kernel."""
+        """Pick a dot kernel and copy operands into the layout it needs: on a CPU, for n >= 16
+        and m >= 64 both operands are packed into panels; the unpacked register-blocked kernel
+        wants rows of ``rhs`` contiguous (n >= 16, m >= 4); a narrow ``out`` (n < 16) whose
+        rows are adjacent in ``lhs`` needs no copy; otherwise, for k >= 16, the dot-product
+        kernel wants both operands contiguous along k; else the scalar kernel. Other devices
+        take any merged strides (the tiled kernel)."""
         lhs, rhs = (self.atom_access(a) for a in e.inputs)
         (lc, rc), (lb, rb) = e.params["dimension_numbers"]
         lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
@@ -331,8 +342,16 @@ class OpenCLExecutable:
         m, k, n = size(lhs, lf), size(lhs, lc), size(rhs, rf)
         out = self.store(e.outputs[0])
         specs: list[KernelSpec] = []
-        pack = n >= DOT_COLS and m >= PACK_MIN_ROWS and k > 0
-        if n >= 16 and m >= 4:
+        pack = self.info.is_cpu and n >= DOT_COLS and m >= PACK_MIN_ROWS and k > 0
+        if not self.info.is_cpu:
+            lhs_order, rhs_order = lb + lf + lc, rb + rc + rf
+            lhs_ok = all(merged_stride(lhs, g) is not None for g in (lb, lf, lc))
+            rhs_ok = all(merged_stride(rhs, g) is not None for g in (rb, rc, rf))
+        elif n < DOT_COLS and m >= NARROW_MIN_ROWS and merged_stride(lhs, lf) == 1:
+            lhs_order, rhs_order = lb + lf + lc, rb + rc + rf
+            lhs_ok = all(merged_stride(lhs, g) is not None for g in (lb, lf, lc))
+            rhs_ok = all(merged_stride(rhs, g) is not None for g in (rb, rc, rf))
+        elif n >= 16 and m >= 4:
             lhs_order, rhs_order = lb + lf + lc, rb + rc + rf
             lhs_ok = all(merged_stride(lhs, g) is not None for g in (lb, lf, lc))
             rhs_ok = merged_stride(rhs, rb) is not None and merged_stride(rhs, rc) is not None \
@@ -359,14 +378,20 @@ class OpenCLExecutable:
             else:
                 rb, rc, rf = _ranges(len(rb), len(rc), len(rf))
         dims = ((lc, rc), (lb, rb))
-        panels = None
+        panels = row_panels = None
         if pack:
             b = int(np.prod([rhs.shape[d] for d in rb], dtype=np.int64))
-            scratch = self._scratch(ShapedArray((b, n // DOT_COLS, k, DOT_COLS), rhs.aval.dtype))
+            scratch = self._scratch(ShapedArray((b, -(-n // DOT_COLS), k, DOT_COLS), rhs.aval.dtype))
             view, panels = dot_panels(rhs, dims, scratch.slot)
-            specs.append(self._relayout(view, panels, "pack"))
+            specs += pack_kernel(self._name("pack"), view, panels, self.info, self.idx_type)
+            if n % DOT_COLS:
+                specs.append(pack_tail_kernel(self._name("pack_tail"), view, n % DOT_COLS, panels, self.info,
+                                              self.idx_type))
+            scratch = self._scratch(ShapedArray((b, m // PACK_ROWS, k, PACK_ROWS), lhs.aval.dtype))
+            view, row_panels = dot_row_panels(lhs, dims, scratch.slot)
+            specs += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
         specs += dot_kernels(self._name("dot_general"), lhs, rhs, out, dims, self.info, self.idx_type,
-                             panels) or []
+                             panels, row_panels) or []
         self.add_kernels([e], specs)
 
     def _copy_canonical(self, a: Access, order: tuple[int, ...]) -> tuple[Access, KernelSpec]:
@@ -410,6 +435,69 @@ class OpenCLExecutable:
                 self.output_plan.append(self._out_slot[self._out_index[a]])
             else:
                 self.output_plan.append(self._out_slot[j])
+
+    # --- donation ------------------------------------------------------------------------
+
+    def _plan_donation(self) -> None:
+        """``self.donation``: output slot -> the position of the donated input whose device
+        buffer it is written into (same dtype and byte size). Safe when every read of the input
+        comes before the output's first write: the input's last tick is before the output's
+        first, or both fall on the output's first writer and that is one elementwise kernel
+        whose work-item ``gid`` loads only element ``gid`` of the input, before it stores
+        element ``gid`` of the output. An input the graph also returns (itself or a view of it)
+        is never donated."""
+        self.donation: dict[int, int] = {}
+        returned = {a for a in self.graph.outvars if isinstance(a, Var)}
+        inputs = [k for k, sl in enumerate(self.slots) if sl.kind == "input" and self.donated[sl.index]
+                  and not _views_of(self.graph.eqns, self.graph.invars[sl.index]) & returned]
+        outputs = [k for k, sl in enumerate(self.slots) if sl.kind == "output"]
+        taken: set[int] = set()
+        for k in inputs:
+            inp = self.slots[k]
+
+            def preference(s: int, inp: Slot = inp) -> tuple[bool, bool, int]:
+                out = self.slots[s]
+                return out.index != inp.index, out.aval.shape != inp.aval.shape, s
+
+            for s in sorted(outputs, key=preference):
+                out = self.slots[s]
+                if s in taken or out.aval.dtype != inp.aval.dtype or out.aval.nbytes != inp.aval.nbytes:
+                    continue
+                if out.aval.nbytes == 0 or inp.last > out.first:
+                    continue
+                if inp.last == out.first and not self._own_element(k, s):
+                    continue
+                self.donation[s] = inp.index
+                taken.add(s)
+                break
+
+    def _own_element(self, k: int, s: int) -> bool:
+        """Whether the first top-level step that uses slot ``s`` is one elementwise kernel
+        whose loads of slot ``k`` all read element ``gid`` and come before its stores of
+        element ``gid`` of ``s`` (checked on the generated source)."""
+        first = next((st for st in self.steps if s in _slots_used(st)), None)
+        if first is None or first.kind != "kernels" or len(first.specs) != 1:
+            return False
+        spec = first.specs[0]
+        if spec.kind != "elementwise":
+            return False
+        src = spec.source
+        loads = [m.start() for m in re.finditer(rf"\bp{k}\[", src)]
+        stores = [m.start() for m in re.finditer(rf"\bp{s}\[", src)]
+        own_load = all(src.startswith(f"p{k}[o{k} + gid]", i) for i in loads)
+        own_store = all(src.startswith(f"p{s}[o{s} + 0 + gid] = ", i) for i in stores)
+        return own_load and own_store and bool(stores) and (not loads or loads[-1] < stores[0])
+
+    def _takeover(self, args: Sequence[Any]) -> dict[int, OpenCLArray]:
+        """The donated device arrays whose buffers this call's outputs take over: none whose
+        buffer is also passed as another argument."""
+        ptrs = [y.buffer.int_ptr for y in args if isinstance(y, OpenCLArray) and y.buffer is not None]
+        taken: dict[int, OpenCLArray] = {}
+        for s, i in self.donation.items():
+            x = args[i]
+            if isinstance(x, OpenCLArray) and x.buffer is not None and ptrs.count(x.buffer.int_ptr) == 1:
+                taken[s] = x
+        return taken
 
     # --- the arena -----------------------------------------------------------------------
 
@@ -558,12 +646,14 @@ class OpenCLExecutable:
     # --- running -----------------------------------------------------------------------------
 
     def run(self, args: Sequence[Any], into: Sequence[Any] | None = None) -> list[OpenCLArray]:
+        """Outputs go to pooled buffers, into the arrays ``into``, or (donation) into the
+        buffers of donated device arrays, which are then deleted."""
         dev = self.dev
         for s in self.input_slots:
             i = self.slots[s].index
             x = args[i]
             if isinstance(x, OpenCLArray):
-                self.buf[s] = x.buffer
+                self.buf[s] = x.live_buffer()
                 self.off[s] = x.offset
             else:
                 host = np.asarray(x)
@@ -571,21 +661,25 @@ class OpenCLExecutable:
                     host = host.astype(self.slots[s].aval.dtype)
                 self.buf[s] = upload(dev, host, self.staging[i])
                 self.off[s] = 0
+        taken = self._takeover(args) if self.donation and into is None else {}
+        pooled = dict.fromkeys(self.output_slots, into is None)
         for s in self.output_slots:
             j = self.slots[s].index
             if into is not None:
                 self.buf[s] = into[j].buffer
                 self.off[s] = into[j].offset
+            elif s in taken:
+                self.buf[s], self.off[s], pooled[s] = taken[s].donate()
             else:
                 self.buf[s] = dev.take(self.slots[s].aval.nbytes)
                 self.off[s] = 0
         if into is None:
-            ENGINE_STATS["output_allocations"] += len(self.output_slots)
+            ENGINE_STATS["output_allocations"] += len(self.output_slots) - len(taken)
+            ENGINE_STATS["donated_outputs"] += len(taken)
         self._bind_call_args()
         self._exec(self.ops)
         dev.queue.flush()
-        pooled = into is None
-        arrays = {s: OpenCLArray(self.buf[s], self.slots[s].aval, self.off[s], pooled) for s in self.output_slots}
+        arrays = {s: OpenCLArray(self.buf[s], self.slots[s].aval, self.off[s], pooled[s]) for s in self.output_slots}
         outs = [arrays[s] for s in self.output_plan]
         self._release()
         return list(into) if into is not None else outs
@@ -693,12 +787,16 @@ class OpenCLExecutable:
 
     def describe(self) -> str:
         """Each kernel, host round-trip and control-flow step with the equations it covers,
-        in launch order (loop bodies and branches indented)."""
+        in launch order (loop bodies and branches indented), then the fused regions with their
+        cost-model figures; values are named as the graph's own listing names them."""
         from fungraph.ir_text import _format_eqn, _Namer
 
         namer = _Namer()
         for v in self.graph.invars + self.graph.constvars:
             namer(v)
+        for e in self.graph.eqns:
+            for o in e.outputs:
+                namer(o)
         lines = [f"OpenCL executable on {self.info.name!r}: {self.kernel_count} kernels, {self.host_steps} host "
                  f"round-trips, {len(self.fusion.aliases)} free views; arena {self.arena_bytes} B "
                  f"(jit plan {self.plan.arena_bytes} B); build {self.build_seconds * 1e3:.0f} ms, "
@@ -733,6 +831,7 @@ class OpenCLExecutable:
                         show(block, pad + "    ")
 
         show(self.steps, "")
+        lines.extend(self.fusion.describe(self.graph, namer))
         return "\n".join(lines)
 
 
@@ -747,6 +846,61 @@ def _specs(steps: list[Step]) -> Any:
     for st in _walk(steps):
         if st.kind == "kernels":
             yield from st.specs
+
+
+def donation_order(graph: Graph, donated: Sequence[bool]) -> Graph:
+    """``graph`` with each equation that could write into a donated input's buffer (it reads
+    the input and computes a graph output of the same dtype and byte size) moved to just after
+    the input's last reader (views of it included), when nothing in between uses its result.
+    An SGD update ``w - lr * g`` scheduled before the backward pass's last read of ``w`` would
+    otherwise need a fresh buffer. This only orders; ``_plan_donation`` decides what is safe."""
+    if not any(donated):
+        return graph
+    eqns = list(graph.eqns)
+    outs: dict[Var, int] = {}
+    for j, v in enumerate(graph.outvars):
+        if isinstance(v, Var):
+            outs.setdefault(v, j)
+    for i, (x, d) in enumerate(zip(graph.invars, donated)):
+        if not d:
+            continue
+        seen = _views_of(eqns, x)
+        readers = [k for k, e in enumerate(eqns) if any(isinstance(a, Var) and a in seen for a in e.inputs)]
+        writers = [k for k in readers if len(eqns[k].outputs) == 1 and eqns[k].outputs[0] in outs
+                   and any(a is x for a in eqns[k].inputs) and eqns[k].outputs[0].aval.dtype == x.aval.dtype
+                   and eqns[k].outputs[0].aval.nbytes == x.aval.nbytes]
+        if not writers:
+            continue
+        k = min(writers, key=lambda k: (outs[eqns[k].outputs[0]] != i, eqns[k].outputs[0].aval.shape != x.aval.shape,
+                                        k))
+        last = max(readers)
+        result = eqns[k].outputs[0]
+        if last > k and not any(a is result for e in eqns[k + 1:last + 1] for a in e.inputs):
+            eqns.insert(last, eqns.pop(k))
+    return graph if all(a is b for a, b in zip(eqns, graph.eqns)) else replace(graph, eqns=tuple(eqns))
+
+
+def _views_of(eqns: Sequence[Eqn], x: Var) -> set[Var]:
+    """``x`` and every value that is a view of it (reshape, transpose, slice, ...)."""
+    seen = {x}
+    for e in eqns:
+        if e.primitive.name in VIEW_OPS and e.inputs and isinstance(e.inputs[0], Var) and e.inputs[0] in seen:
+            seen.update(e.outputs)
+    return seen
+
+
+def _slots_used(st: Step) -> set[int]:
+    """Every slot ``st`` (or a step nested in it) reads or writes."""
+    used: set[int] = set()
+    for x in _walk([st]):
+        for spec in x.specs:
+            used.update(k for k, _ in spec.slots)
+        used.update(a.slot for a in x.host_inputs if isinstance(a, Access))
+        used.update(x.host_outputs)
+        if x.index is not None:
+            used.add(x.index.slot)
+        used.update(k for w in x.windows for k in (w.slot, w.parent))
+    return used
 
 
 def _scalar_ref(a: Access, remap: dict[int, int]) -> tuple[int, int, np.dtype]:

@@ -52,18 +52,23 @@ class Params:
 
 
 def exact_launches(n: int, info: DeviceInfo) -> list[Launch]:
-    """A bulk launch with a work-group size of 256, 128 or 64 dividing it, plus a tail."""
+    """A bulk launch with a work-group size of 256, 128 or 64 dividing it, plus a tail. On a
+    CPU the largest size that still gives every compute unit two work-groups is preferred
+    (one work-group runs on one core)."""
     if n == 0:
         return []
     cap = min(256, info.max_work_group_size)
-    for local in (256, 128, 64):
-        if local <= cap and n >= local:
-            bulk = n - n % local
-            out: list[Launch] = [((bulk,), (local,), None)]
-            if n - bulk:
-                out.append(((n - bulk,), (n - bulk,), (bulk,)))
-            return out
-    return [((n,), (n,) if n <= cap else None, None)]
+    spread = 2 * info.compute_units if info.is_cpu else 1
+    sizes = [lo for lo in (256, 128, 64) if lo <= cap]
+    fits = [lo for lo in sizes if n >= lo * spread] or [lo for lo in sizes[::-1] if n >= lo]
+    if not fits:
+        return [((n,), (n,) if n <= cap else None, None)]
+    local = fits[0]
+    bulk = n - n % local
+    out: list[Launch] = [((bulk,), (local,), None)]
+    if n - bulk:
+        out.append(((n - bulk,), (n - bulk,), (bulk,)))
+    return out
 
 
 def _kernel(name: str, params: Params, body: Sequence[str]) -> str:
@@ -176,7 +181,11 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
     m = _prod([xs[d] for d in kept])
     k = _prod([xs[d] for d in axes])
     is_arg = op in ("argmax", "argmin")
-    target = 128 if info.is_cpu else 16384
+    stored = access_of(x) if isinstance(x, Var) and x not in members else None
+    if (info.is_cpu and op == "reduce_sum" and dtypes.is_float(dt) and stored is not None and stored.is_contiguous()
+            and axes == tuple(range(len(axes))) and m % 16 == 0 and k >= 2):
+        return [_column_sum_kernel(name, stored, out, m, k, info, idx_type)]
+    target = 256 * info.compute_units if info.is_cpu else 16384
     chunks = 1
     if m < target and k >= 8192:
         chunks = max(1, min(-(-target // m), k // 2048))
@@ -203,8 +212,10 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
         p, o = params(leaf.slot, dt)
         lines += [f"  __global const {t}* base = {p} + {o} + {leaf.offset} + (long)row * {k} + {lo};",
                   f"  const {it} n = {hi} - ({lo});",
-                  f"  {t}16 s = ({t}16)(0);",
+                  f"  {t}16 s = ({t}16)(0), s2 = ({t}16)(0);",
                   f"  {it} j = 0;",
+                  "  for (; j + 32 <= n; j += 32) { s += vload16(0, base + j); s2 += vload16(0, base + j + 16); }",
+                  "  s += s2;",
                   "  for (; j + 16 <= n; j += 16) s += vload16(0, base + j);",
                   "  for (; j < n; ++j) acc += base[j];",
                   f"  {t}8 h = s.lo + s.hi; {t}4 g = h.lo + h.hi; {t}2 f = g.lo + g.hi;",
@@ -271,6 +282,29 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
     return specs
 
 
+def _column_sum_kernel(name: str, x: Access, out: Access, m: int, k: int, info: DeviceInfo, it: str) -> KernelSpec:
+    """A sum over leading axes of a contiguous ``[k, m]`` operand (a bias gradient): each
+    work-item adds 16 adjacent columns down all ``k`` rows with vector loads, where one
+    work-item per column would read one float per cache line."""
+    dt = out.aval.dtype
+    t = ctype(dt)
+    params = Params()
+    px, ox = params(x.slot, dt)
+    po, oo = params(out.slot, dt)
+    body = [f"  const {it} gid = get_global_id(0);",
+            f"  __global const {t}* base = {px} + {ox} + {x.offset} + (long)gid * 16;",
+            f"  {t}16 s = vload16(0, base), s2 = ({t}16)(0);",
+            f"  {it} kk = 1;",
+            f"  for (; kk + 2 <= {k}; kk += 2) {{ s += vload16(0, base + (long)kk * {m}); "
+            f"s2 += vload16(0, base + (long)(kk + 1) * {m}); }}",
+            f"  if (kk < {k}) s += vload16(0, base + (long)kk * {m});",
+            f"  vstore16(s + s2, 0, {po} + {oo} + {out.offset} + (long)gid * 16);"]
+    groups = m // 16
+    local = _divisor(groups, max(1, min(16, groups // (2 * info.compute_units)) or 1))
+    return KernelSpec(name, _kernel(name, params, body), params.slots, [((groups,), (local,), None)],
+                      kind="reduce", note="16 columns per work-item")
+
+
 # --- dot_general ---------------------------------------------------------------------------------
 
 
@@ -285,17 +319,30 @@ def merged_stride(a: Access, dims: Sequence[int]) -> int | None:
     return a.strides[live[-1]]
 
 
-#: Rows and columns of ``out`` one work-item of the register-blocked matmul computes: four
-#: 16-wide accumulators (8 of AVX2's 16 vector registers; 6 or 8 rows spilled on PoCL).
+#: Rows and columns of ``out`` one work-item of the unpacked register-blocked matmul computes:
+#: four 16-wide accumulators.
 DOT_ROWS, DOT_COLS = 4, 16
-#: Pack ``rhs`` into panels when ``m`` is at least this: packing costs one pass over ``rhs``.
+#: The packed kernel's block: 6 rows x 16 columns, twelve 8-wide accumulators (of AVX2's 16
+#: vector registers), two panel loads and six broadcasts per step of ``k``.
+PACK_ROWS = 6
+#: Work-group of the packed kernel: ``DOT_GROUP[0]`` column panels x ``DOT_GROUP[1]`` row
+#: panels. A work-group runs on one core, so its row panels stay in that core's cache while
+#: the next work-group (the next column panels, same rows) runs.
+DOT_GROUP = (1, 8)
+#: Pack both operands into panels when ``m`` is at least this: packing costs one pass over each.
 PACK_MIN_ROWS = 64
+#: A narrow product (``n < 16``) whose rows lie side by side in ``lhs`` (a transposed
+#: operand, as in ``x.T @ g``) runs one row per work-item, with no copy, from this many rows.
+NARROW_MIN_ROWS = 64
+#: Tile of the local-memory kernel for devices that are not CPUs: ``TILE`` x ``TILE`` blocks
+#: of both operands in local memory, ``TILE_WORK`` outputs per work-item.
+TILE, TILE_WORK = 16, 4
 
 
 def dot_panels(rhs: Access, dims: tuple, slot: int) -> tuple[Access, Access] | None:
-    """(a strided view of ``rhs`` as ``[b, n // 16, k, 16]``, its contiguous packed copy):
-    the panel layout the packed kernel streams through (one cache line per ``k``, no 4 KiB
-    stride between rows of a panel)."""
+    """(a strided view of ``rhs`` as ``[b, n // 16, k, 16]``, its contiguous packed copy with
+    the last ``n % 16`` columns in one more, zero-padded panel): the panel layout the packed
+    kernel streams through (one cache line per ``k``, no 4 KiB stride between rows)."""
     (_, rc), (_, rb) = dims
     rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
     sbb, sbk, sbn = merged_stride(rhs, rb), merged_stride(rhs, rc), merged_stride(rhs, rf)
@@ -303,19 +350,97 @@ def dot_panels(rhs: Access, dims: tuple, slot: int) -> tuple[Access, Access] | N
         return None
     b, k, n = (_prod([rhs.shape[d] for d in ds]) for ds in (rb, rc, rf))
     shape = (b, n // DOT_COLS, k, DOT_COLS)
-    aval = ShapedArray(shape, rhs.aval.dtype)
-    view = Access(rhs.slot, aval, rhs.offset, (sbb, DOT_COLS * sbn, sbk, sbn))
+    view = Access(rhs.slot, ShapedArray(shape, rhs.aval.dtype), rhs.offset, (sbb, DOT_COLS * sbn, sbk, sbn))
+    padded = (b, -(-n // DOT_COLS), k, DOT_COLS)
+    return view, Access(slot, ShapedArray(padded, rhs.aval.dtype), 0, contiguous(padded))
+
+
+def dot_row_panels(lhs: Access, dims: tuple, slot: int) -> tuple[Access, Access] | None:
+    """(a strided view of ``lhs`` as ``[b, m // 6, k, 6]``, its contiguous packed copy): the
+    six values the packed kernel broadcasts at each ``k`` lie side by side."""
+    (lc, _), (lb, _) = dims
+    lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
+    sab, sam, sak = merged_stride(lhs, lb), merged_stride(lhs, lf), merged_stride(lhs, lc)
+    if sab is None or sam is None or sak is None:
+        return None
+    b, m, k = (_prod([lhs.shape[d] for d in ds]) for ds in (lb, lf, lc))
+    shape = (b, m // PACK_ROWS, k, PACK_ROWS)
+    aval = ShapedArray(shape, lhs.aval.dtype)
+    view = Access(lhs.slot, aval, lhs.offset, (sab, PACK_ROWS * sam, sak, sam))
     return view, Access(slot, aval, 0, contiguous(shape))
 
 
+def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) -> list[KernelSpec]:
+    """Copy the strided view ``src`` of shape ``[b, x, k, w]`` into the panels ``dst``: one
+    work-item per ``w``-wide row (a 16-wide vector load when the row is contiguous), walking
+    fastest along whichever of ``x``/``k`` is closer in memory. When ``dst`` has one more
+    panel than ``src`` (``[b, x + 1, k, w]``), a second kernel fills it from the columns after
+    ``src`` (``dst.shape`` holds their count implicitly: ``rest`` < ``w``) and zeros."""
+    b, x, k, w = src.shape
+    sb, sx, sk, sw = src.strides
+    db, dx, dk, _ = dst.strides
+    dt = dst.aval.dtype
+    t = ctype(dt)
+    params = Params()
+    ps, os_ = params(src.slot, dt)
+    pd, od = params(dst.slot, dt)
+    fast_k = abs(sk) <= abs(sx)
+    inner, outer = (k, x) if fast_k else (x, k)
+    body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {inner * outer};",
+            f"  const {it} rest = gid % {inner * outer};",
+            f"  const {it} {'kk' if fast_k else 'xx'} = rest % {inner};",
+            f"  const {it} {'xx' if fast_k else 'kk'} = rest / {inner};",
+            f"  __global const {t}* s = {ps} + {os_} + {src.offset} + (long)bb * {sb} + (long)xx * {sx} "
+            f"+ (long)kk * {sk};",
+            f"  __global {t}* d = {pd} + {od} + {dst.offset} + (long)bb * {db} + (long)xx * {dx} + (long)kk * {dk};"]
+    if w == 16 and sw == 1:
+        body.append("  vstore16(vload16(0, s), 0, d);")
+    else:
+        body += [f"  d[{j}] = s[{j * sw}];" for j in range(w)]
+    specs = [KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(b * x * k, info),
+                        kind="copy", note=f"pack {w}-wide panels")] if b * x * k else []
+    return specs
+
+
+def pack_tail_kernel(name: str, src: Access, cols: int, dst: Access, info: DeviceInfo, it: str) -> KernelSpec:
+    """Fill the last panel of ``dst`` (``[b, x + 1, k, w]``) from the ``cols`` columns that
+    follow the whole panels of ``src`` (``[b, x, k, w]``), zero beyond them."""
+    b, x, k, w = src.shape
+    sb, sx, sk, sw = src.strides
+    db, dx, dk, _ = dst.strides
+    dt = dst.aval.dtype
+    t = ctype(dt)
+    params = Params()
+    ps, os_ = params(src.slot, dt)
+    pd, od = params(dst.slot, dt)
+    body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {k};", f"  const {it} kk = gid % {k};",
+            f"  __global const {t}* s = {ps} + {os_} + {src.offset} + (long)bb * {sb} + (long){x} * {sx} "
+            f"+ (long)kk * {sk};",
+            f"  __global {t}* d = {pd} + {od} + {dst.offset} + (long)bb * {db} + (long){x} * {dx} + (long)kk * {dk};"]
+    zero = c_literal(0, dt)
+    body += [f"  d[{j}] = {f's[{j * sw}]' if j < cols else zero};" for j in range(w)]
+    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(b * k, info), kind="copy",
+                      note=f"pack the last {cols} columns, zero-padded")
+
+
+def _divisor(n: int, cap: int) -> int:
+    """The largest power of two <= ``cap`` dividing ``n``."""
+    d = 1
+    while d * 2 <= cap and n % (d * 2) == 0:
+        d *= 2
+    return d
+
+
 def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, info: DeviceInfo,
-                idx_type: str, panels: Access | None = None) -> list[KernelSpec] | None:
+                idx_type: str, panels: Access | None = None, row_panels: Access | None = None
+                ) -> list[KernelSpec] | None:
     """``out[b, m, n] = sum_k lhs[b, m, k] rhs[b, k, n]`` when each operand's batch, free and
     contracting axes merge into one stride each (else None: the engine copies first).
-    A 4x16 register-blocked kernel covers the bulk: with ``panels`` (``rhs`` packed by
-    :func:`dot_panels`) work-items of one work-group share a panel and walk down ``m``;
-    without, it needs ``rhs`` rows contiguous. A scalar kernel covers the edges, so no
-    kernel has a bounds test."""
+    On a CPU a register-blocked kernel covers the bulk: with ``panels`` and ``row_panels``
+    (both operands packed by :func:`dot_panels` / :func:`dot_row_panels`) 6x16 blocks whose
+    work-groups share row panels; without, 4x16 blocks that need ``rhs`` rows contiguous.
+    Small kernels cover the edges, so no kernel has a bounds test. Other devices get the
+    local-memory tiled kernel (:func:`tiled_dot_kernel`)."""
     (lc, rc), (lb, rb) = dims
     lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
     rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
@@ -330,13 +455,21 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     n = _prod([rhs.shape[d] for d in rf])
     if b * m * n == 0:
         return []
+    if not info.is_cpu:
+        return [tiled_dot_kernel(name, lhs, rhs, out, (b, m, k, n), tuple(strides), info, idx_type)]
     dt = out.aval.dtype
     t = ctype(dt)
     it = idx_type
     specs = []
     m4, n16 = m - m % 4, n - n % 16
-    blocked = (sbn == 1 or panels is not None) and m4 > 0 and n16 > 0 and k > 0
-    kdot = not blocked and sak == 1 and sbk == 1 and k >= 16
+    packed = panels is not None and row_panels is not None and n16 > 0 and k > 0
+    if packed:
+        m4 = m
+    blocked = packed or (sbn == 1 and m4 > 0 and n16 > 0 and k > 0)
+    narrow = not blocked and sam == 1 and n < DOT_COLS and m >= NARROW_MIN_ROWS and k > 0
+    kdot = not blocked and not narrow and sak == 1 and sbk == 1 and k >= 16
+    fma = (lambda a, v, c: f"fma(({t}16)({a}), {v}, {c})") if dtypes.is_float(dt) else \
+        (lambda a, v, c: f"{c} + ({a}) * {v}")
 
     def common(params: Params) -> tuple[str, str, str, str, str, str]:
         pa, oa = params(lhs.slot, dt)
@@ -344,41 +477,13 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
         pc, oc = params(out.slot, dt)
         return pa, f"{oa} + {lhs.offset}", pb, f"{ob} + {rhs.offset}", pc, f"{oc} + {out.offset}"
 
-    if blocked and panels is not None:
-        params = Params()
-        pa, oa, _, _, pc, oc = common(params)
-        pp, op = params(panels.slot, dt)
-        rows = range(DOT_ROWS)
-        fma = (lambda a, v, c: f"fma(({t}16)({a}), {v}, {c})") if dtypes.is_float(dt) else \
-            (lambda a, v, c: f"{c} + ({a}) * {v}")
-        body = [f"  const {it} m0 = get_global_id(0) * {DOT_ROWS};", f"  const {it} p = get_global_id(1);",
-                f"  const {it} bb = get_global_id(2);",
-                f"  __global const {t}* bq = {pp} + {op} + {panels.offset} + (long)bb * {n16 * k} "
-                f"+ (long)p * {k * 16};"]
-        body += [f"  __global const {t}* a{r} = {pa} + {oa} + (long)bb * {sab} + (long)(m0 + {r}) * {sam};"
-                 for r in rows]
-        body += [f"  {t}16 c{r} = ({t}16)(0);" for r in rows]
-        body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t}16 bv = vload16(kk, bq);"]
-        body += [f"    c{r} = {fma(f'a{r}[(long)kk * {sak}]', 'bv', f'c{r}')};" for r in rows]
-        body += ["  }"]
-        body += [f"  vstore16(c{r}, 0, {pc} + {oc} + (long)bb * {m * n} + (long)(m0 + {r}) * {n} + p * 16);"
-                 for r in rows]
-        # work-groups of 16 row blocks sharing one panel, and the leftover row blocks as one
-        # smaller work-group at a global offset (a prime count would make PoCL pick 1)
-        g0 = m4 // DOT_ROWS
-        l0 = min(16, info.max_work_group_size)
-        bulk = g0 - g0 % l0
-        grid: list[Launch] = [((bulk, n16 // 16, b), (l0, 1, 1), None)] if bulk else []
-        if g0 - bulk:
-            grid.append(((g0 - bulk, n16 // 16, b), (g0 - bulk, 1, 1), (bulk, 0, 0)))
-        specs.append(KernelSpec(name + "_blk", _kernel(name + "_blk", params, body), params.slots, grid, kind="dot",
-                                note="4x16 register-blocked, rhs packed in 16-column panels"))
+    if packed:
+        specs += _packed_dot_kernels(name, lhs, out, panels, row_panels, (b, m, k, n), (sab, sam, sak),
+                                     info, it, t, fma)
     elif blocked:
         params = Params()
         pa, oa, pb, ob, pc, oc = common(params)
         rows = range(DOT_ROWS)
-        fma = (lambda a, v, c: f"fma(({t}16)({a}), {v}, {c})") if dtypes.is_float(dt) else \
-            (lambda a, v, c: f"{c} + ({a}) * {v}")
         body = [f"  const {it} n0 = get_global_id(0) * 16;", f"  const {it} m0 = get_global_id(1) * 4;",
                 f"  const {it} bb = get_global_id(2);",
                 f"  const long abase = {oa} + (long)bb * {sab};", f"  const long bbase = {ob} + (long)bb * {sbb} + n0;"]
@@ -394,6 +499,24 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
         l0 = max(d for d in (16, 8, 4, 2, 1) if g0 % d == 0 and d <= cap)
         specs.append(KernelSpec(name + "_blk", _kernel(name + "_blk", params, body), params.slots,
                                 [((g0, m4 // 4, b), (l0, 1, 1), None)], kind="dot", note="4x16 register-blocked"))
+    if narrow:
+        params = Params()
+        pa, oa, pb, ob, pc, oc = common(params)
+        mul = (lambda a, v, c: f"fma({a}, {v}, {c})") if dtypes.is_float(dt) else \
+            (lambda a, v, c: f"{c} + {a} * {v}")
+        body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {m};",
+                f"  const {it} mm = gid % {m};",
+                f"  __global const {t}* ar = {pa} + {oa} + (long)bb * {sab} + mm;",
+                f"  __global const {t}* br = {pb} + {ob} + (long)bb * {sbb};"]
+        body += [f"  {t} c{j} = {c_literal(0, dt)};" for j in range(n)]
+        body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t} a = ar[(long)kk * {sak}];"]
+        body += [f"    c{j} = {mul('a', f'br[(long)kk * {sbk} + {j * sbn}]', f'c{j}')};" for j in range(n)]
+        body += ["  }"]
+        body += [f"  {pc}[{oc} + (long)bb * {m * n} + (long)mm * {n} + {j}] = c{j};" for j in range(n)]
+        specs.append(KernelSpec(name + "_narrow", _kernel(name + "_narrow", params, body), params.slots,
+                                exact_launches(b * m, info), kind="dot",
+                                note=f"{n} columns per work-item, adjacent rows side by side"))
+        return specs
     if kdot:
         params = Params()
         pa, oa, pb, ob, pc, oc = common(params)
@@ -420,7 +543,11 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
             f"{pb}[{ob} + (long)bb * {sbb} + (long)kk * {sbk} + (long)nn * {sbn}];",
             f"  {pc}[{oc} + (long)bb * {m * n} + (long)mm * {n} + nn] = acc;"]
     launches: list[Launch] = []
-    if blocked:
+    if packed:
+        m6 = m - m % PACK_ROWS
+        if m - m6 and n - n16:
+            launches.append(((n - n16, m - m6, b), None, (n16, m6, 0)))
+    elif blocked:
         if m - m4:
             launches.append(((n, m - m4, b), None, (0, m4, 0)))
         if n - n16:
@@ -429,8 +556,125 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
         launches.append(((n, m, b), None, None))
     if launches:
         specs.append(KernelSpec(name, _kernel(name, params, body), params.slots, launches, kind="dot",
-                                note="scalar edges" if blocked else "scalar"))
+                                note="scalar corner" if packed else "scalar edges" if blocked else "scalar"))
     return specs
+
+
+def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row_panels: Access,
+                        sizes: tuple[int, int, int, int], lstrides: tuple[int, int, int], info: DeviceInfo,
+                        it: str, t: str, fma: Callable[[str, str, str], str]) -> list[KernelSpec]:
+    """The 6x16 kernel over both packed operands; for the last ``n % 16`` columns the same
+    kernel on the zero-padded last panel storing only those columns; for the last ``m % 6``
+    rows one work-item per whole column panel reading ``lhs`` where it lies."""
+    b, m, k, n = sizes
+    sab, sam, sak = lstrides
+    dt = out.aval.dtype
+    g, n16 = m // PACK_ROWS, n - n % DOT_COLS
+    panels_n = n16 // DOT_COLS
+    specs = []
+
+    def kernel(kname: str, rows: int, a_of: Callable[[Params], tuple[list[str], str]], row0: str,
+               launches: list[Launch], note: str, cols: int = DOT_COLS) -> KernelSpec:
+        params = Params()
+        pp, op = params(panels.slot, dt)
+        a_lines, a_load = a_of(params)
+        pc, oc = params(out.slot, dt)
+        body = [f"  const {it} p = get_global_id(0);", f"  const {it} rb = get_global_id(1);",
+                f"  const {it} bb = get_global_id(2);",
+                f"  __global const {t}* bq = {pp} + {op} + {panels.offset} + (long)bb * {panels.strides[0]} "
+                f"+ (long)p * {k * DOT_COLS};", *a_lines]
+        body += [f"  {t}16 c{r} = ({t}16)(0);" for r in range(rows)]
+        body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t}16 bv = vload16(kk, bq);"]
+        body += [f"    c{r} = {fma(a_load.format(r=r), 'bv', f'c{r}')};" for r in range(rows)]
+        body += ["  }"]
+        for r in range(rows):
+            row = f"{pc} + {oc} + {out.offset} + (long)bb * {m * n} + (long)({row0} + {r}) * {n} + p * {DOT_COLS}"
+            if cols == DOT_COLS:
+                body.append(f"  vstore16(c{r}, 0, {row});")
+            else:
+                body += [f"  ({row})[{j}] = c{r}.s{j:x};" for j in range(cols)]
+        return KernelSpec(kname, _kernel(kname, params, body), params.slots, launches, kind="dot", note=note)
+
+    def packed_a(params: Params) -> tuple[list[str], str]:
+        pa, oa = params(row_panels.slot, dt)
+        return ([f"  __global const {t}* aq = {pa} + {oa} + {row_panels.offset} + (long)bb * {g * k * PACK_ROWS} "
+                 f"+ (long)rb * {k * PACK_ROWS};"], f"aq[kk * {PACK_ROWS} + {{r}}]")
+
+    def strided_a(params: Params) -> tuple[list[str], str]:
+        pa, oa = params(lhs.slot, dt)
+        return ([f"  __global const {t}* ar = {pa} + {oa} + {lhs.offset} + (long)bb * {sab} "
+                 f"+ (long){g * PACK_ROWS} * {sam};"],
+                f"ar[(long){{r}} * {sam} + (long)kk * {sak}]")
+
+    lp = _divisor(panels_n, min(DOT_GROUP[0], info.max_work_group_size))
+    lm = max(1, min(DOT_GROUP[1], info.max_work_group_size // lp, g))
+    bulk = g - g % lm
+    grid: list[Launch] = [((panels_n, bulk, b), (lp, lm, 1), None)] if bulk else []
+    if g - bulk:
+        grid.append(((panels_n, g - bulk, b), (lp, g - bulk, 1), (0, bulk, 0)))
+    if g:
+        specs.append(kernel(name + "_blk", PACK_ROWS, packed_a, f"rb * {PACK_ROWS}", grid,
+                            f"{PACK_ROWS}x{DOT_COLS} register-blocked, both operands packed, "
+                            f"work-groups of {lp}x{lm} panels"))
+    cols = n - n16
+    if g and cols:
+        lc = max(d for d in range(1, 9) if g % d == 0 and d <= info.max_work_group_size)
+        specs.append(kernel(name + "_cols", PACK_ROWS, packed_a, f"rb * {PACK_ROWS}",
+                            [((1, g, b), (1, lc, 1), (panels_n, 0, 0))],
+                            f"last {cols} columns from the zero-padded panel", cols))
+    rest = m - g * PACK_ROWS
+    if rest and panels_n:
+        lt = _divisor(panels_n, min(16, info.max_work_group_size))
+        specs.append(kernel(name + "_rows", rest, strided_a, str(g * PACK_ROWS), [((panels_n, 1, b), (lt, 1, 1), None)],
+                            f"last {rest} rows, {rest}x{DOT_COLS} blocks"))
+    return specs
+
+
+def tiled_dot_kernel(name: str, lhs: Access, rhs: Access, out: Access, sizes: tuple[int, int, int, int],
+                     strides: tuple, info: DeviceInfo, it: str) -> KernelSpec:
+    """The GPU matmul: work-groups of ``tile x tile/work`` work-items stage ``tile x tile``
+    blocks of both operands in local memory; each work-item accumulates ``work`` outputs of
+    one column. The tile is the largest of 16/8/4 the device's work-group limit and local
+    memory admit; loads and stores past the edges are guarded (cheap on GPUs)."""
+    b, m, k, n = sizes
+    sab, sam, sak, sbb, sbk, sbn = strides
+    dt = out.aval.dtype
+    t = ctype(dt)
+    item = np.dtype(dt).itemsize
+    tile = next((ts for ts in (TILE, 8, 4) if ts * (ts // min(TILE_WORK, ts)) <= info.max_work_group_size
+                 and 2 * ts * ts * item <= info.local_mem_size), 1)
+    work = min(TILE_WORK, tile)
+    rs = tile // work
+    params = Params()
+    pa, oa = params(lhs.slot, dt)
+    pb, ob = params(rhs.slot, dt)
+    pc, oc = params(out.slot, dt)
+    zero = c_literal(0, dt)
+    body = [f"  __local {t} As[{tile}][{tile}];", f"  __local {t} Bs[{tile}][{tile}];",
+            f"  const {it} col = get_local_id(0);", f"  const {it} row = get_local_id(1);",
+            f"  const {it} gc = get_group_id(0) * {tile} + col;", f"  const {it} gr = get_group_id(1) * {tile};",
+            f"  const {it} bb = get_global_id(2);",
+            f"  __global const {t}* A = {pa} + {oa} + {lhs.offset} + (long)bb * {sab};",
+            f"  __global const {t}* B = {pb} + {ob} + {rhs.offset} + (long)bb * {sbb};"]
+    body += [f"  {t} acc{w} = {zero};" for w in range(work)]
+    body += [f"  for ({it} t0 = 0; t0 < {k}; t0 += {tile}) {{"]
+    for w in range(work):
+        r = f"(row + {w * rs})"
+        body += [f"    As[{r}][col] = (gr + {r} < {m} && t0 + col < {k}) ? "
+                 f"A[(long)(gr + {r}) * {sam} + (long)(t0 + col) * {sak}] : {zero};",
+                 f"    Bs[{r}][col] = (t0 + {r} < {k} && gc < {n}) ? "
+                 f"B[(long)(t0 + {r}) * {sbk} + (long)gc * {sbn}] : {zero};"]
+    body += ["    barrier(CLK_LOCAL_MEM_FENCE);", f"    for (int q = 0; q < {tile}; ++q) {{",
+             f"      const {t} bv = Bs[q][col];"]
+    body += [f"      acc{w} += As[row + {w * rs}][q] * bv;" for w in range(work)]
+    body += ["    }", "    barrier(CLK_LOCAL_MEM_FENCE);", "  }"]
+    body += [f"  if (gr + row + {w * rs} < {m} && gc < {n}) "
+             f"{pc}[{oc} + {out.offset} + (long)bb * {m * n} + (long)(gr + row + {w * rs}) * {n} + gc] = acc{w};"
+             for w in range(work)]
+    grid = ((-(-n // tile)) * tile, (-(-m // tile)) * rs, b)
+    return KernelSpec(name + "_tiled", _kernel(name + "_tiled", params, body), params.slots,
+                      [(grid, (tile, rs, 1), None)], kind="dot",
+                      note=f"local-memory tiles {tile}x{tile}, {work} outputs per work-item")
 
 
 # --- convolution ----------------------------------------------------------------------------------

@@ -1,0 +1,223 @@
+"""OpenCL kernel choices: the packed 6x16 matmul and its edges, panel packing, work-group
+sizes from the device's limits, and the GPU code paths (local-memory tiled matmul,
+interleaved reductions) run on PoCL by presenting the device as a non-CPU one.
+
+Without an OpenCL platform these tests skip, except under ``CI=true`` where a missing
+driver is a failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph import dtypes
+from fungraph.jit import clear_caches
+from fungraph.testing import OP_RECORDS
+from fungraph.testing.models import sgd_step
+from fungraph.tree_util import tree_flatten
+from tests.helpers import assert_matches, draw_args
+from tests.test_opencl import MISSING, _opencl_available, _tol
+
+RECORDS = {r.name: r for r in OP_RECORDS}
+
+
+@pytest.fixture(autouse=True)
+def _require_opencl() -> None:
+    if _opencl_available():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {MISSING}")
+    pytest.skip(MISSING)
+
+
+def _device():
+    from fungraph.backends.opencl import get_device
+
+    return get_device()
+
+
+@pytest.fixture
+def device_as(request: pytest.FixtureRequest) -> Iterator[object]:
+    """The device presented with other limits (``request.param``: DeviceInfo fields), with
+    the jit caches cleared on both sides so no executable crosses over."""
+    dev = _device()
+    saved = dev.info
+    clear_caches()
+    dev.info = dataclasses.replace(saved, **request.param)
+    try:
+        yield dev.info
+    finally:
+        dev.info = saved
+        clear_caches()
+
+
+GPU_LIKE = {"is_cpu": False}
+
+
+def _notes(f, *args) -> str:
+    return f.lower(*args).text
+
+
+def _matmul_cases() -> list[tuple[int, int, int]]:
+    # m % 6 in 0..5, n % 16 != 0, k = 1, small m (unpacked path), m below the pack threshold
+    return [(64, 32, 16), (70, 33, 17), (256, 100, 64), (67, 1, 48), (130, 64, 40), (7, 9, 33),
+            (300, 20, 10), (96, 16, 32), (65, 5, 16)]
+
+
+def _check_matmuls(rng: np.random.Generator) -> None:
+    for m, k, n in _matmul_cases():
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        want = a.astype(np.float64) @ b
+        tol = 1e-5 * np.sqrt(k) * 4
+        cases = [(lambda x, y: x @ y, (a, b)), (lambda x, y: x.T @ y, (a.T.copy(), b)),
+                 (lambda x, y: x @ y.T, (a, b.T.copy()))]
+        for f, args in cases:
+            got = np.asarray(fg.jit(f, backend="opencl")(*args))
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"{(m, k, n)}")
+        ai = rng.integers(-5, 5, (m, k)).astype(np.int32)
+        bi = rng.integers(-5, 5, (k, n)).astype(np.int32)
+        np.testing.assert_array_equal(np.asarray(fg.jit(lambda x, y: x @ y, backend="opencl")(ai, bi)), ai @ bi)
+    a = rng.standard_normal((3, 70, 40)).astype(np.float32)
+    b = rng.standard_normal((3, 40, 50)).astype(np.float32)
+    got = np.asarray(fg.jit(lambda x, y: x @ y, backend="opencl")(a, b))
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_shapes_and_edges_on_the_cpu_kernels() -> None:
+    _check_matmuls(np.random.default_rng(0))
+
+
+def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((130, 70)).astype(np.float32)    # 130 = 21 * 6 + 4 rows
+    b = rng.standard_normal((70, 40)).astype(np.float32)     # 40 = 2 * 16 + 8 columns
+    f = fg.jit(lambda x, y: x @ y, backend="opencl")
+    np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
+    text = _notes(f, a, b)
+    assert "both operands packed" in text
+    assert "last 4 rows" in text
+    assert "last 8 columns from the zero-padded panel" in text
+    assert "scalar corner" in text
+    assert "pack the last 8 columns" in text
+    assert text.count("pack ") >= 3
+
+
+def test_narrow_product_of_a_transposed_operand_needs_no_copy() -> None:
+    rng = np.random.default_rng(7)
+    h = rng.standard_normal((256, 300)).astype(np.float32)
+    g = rng.standard_normal((256, 10)).astype(np.float32)
+    f = fg.jit(lambda a, b: a.T @ b, backend="opencl")
+    np.testing.assert_allclose(np.asarray(f(h, g)), h.T @ g, rtol=1e-4, atol=1e-4)
+    text = _notes(f, h, g)
+    assert "10 columns per work-item" in text
+    assert "copy" not in text
+
+
+@pytest.mark.parametrize("order", ["rows", "columns"])
+def test_panel_packing_reads_either_operand_layout(order: str) -> None:
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((200, 48)).astype(np.float32)
+    b = rng.standard_normal((48, 64)).astype(np.float32)
+    if order == "rows":
+        f = fg.jit(lambda x, y: x @ y, backend="opencl")
+        got = f(a, b)
+    else:
+        f = fg.jit(lambda x, y: x.T @ y.T, backend="opencl")
+        got = f(a.T.copy(), b.T.copy())
+    np.testing.assert_allclose(np.asarray(got), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_large_elementwise_launches_leave_every_compute_unit_work() -> None:
+    from fungraph.backends.opencl.kernels import exact_launches
+
+    info = dataclasses.replace(_device().info, is_cpu=True, compute_units=2, max_work_group_size=4096)
+    for n in (128, 256, 1000, 10_000_000):
+        launches = exact_launches(n, info)
+        assert sum(g[0] for g, _, _ in launches) == n
+        bulk, local, _ = launches[0]
+        if n >= 4 * 64:
+            assert bulk[0] // local[0] >= 4
+        assert local[0] >= 64 or n < 64
+    gpu = dataclasses.replace(info, is_cpu=False)
+    assert exact_launches(1024, gpu)[0][1] == (256,)
+
+
+def test_sum_of_many_elements_splits_into_chunks_on_every_core() -> None:
+    x = np.random.default_rng(3).random(1_000_003).astype(np.float32)
+    f = fg.jit(lambda a: fnp.sum(a), backend="opencl")
+    np.testing.assert_allclose(float(np.asarray(f(x))), x.astype(np.float64).sum(), rtol=1e-5)
+    assert "chunks per row" in _notes(f, x)
+
+
+@pytest.mark.parametrize("shape,axes", [((256, 64), (0,)), ((3, 32), (0,)), ((2, 4, 48), (0, 1)), ((7, 2, 16), (0,))])
+def test_sums_over_leading_axes_read_sixteen_columns_per_work_item(shape, axes) -> None:
+    x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    f = fg.jit(lambda a: fnp.sum(a, axis=axes), backend="opencl")
+    np.testing.assert_allclose(np.asarray(f(x)), x.astype(np.float64).sum(axis=axes), rtol=1e-5, atol=1e-5)
+    assert "16 columns per work-item" in _notes(f, x)
+
+
+@pytest.mark.parametrize("device_as", [GPU_LIKE], indirect=True)
+def test_gpu_matmul_is_the_local_memory_tiled_kernel(device_as) -> None:
+    _check_matmuls(np.random.default_rng(4))
+    a = np.ones((40, 24), np.float32)
+    f = fg.jit(lambda x, y: x @ y, backend="opencl")
+    text = _notes(f, a, a.T.copy())
+    assert "local-memory tiles 16x16" in text
+    assert "packed" not in text
+
+
+@pytest.mark.parametrize("device_as", [{"is_cpu": False, "max_work_group_size": 16, "local_mem_size": 600}],
+                         indirect=True)
+def test_tile_size_follows_the_device_limits(device_as) -> None:
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((37, 29)).astype(np.float32)
+    b = rng.standard_normal((29, 45)).astype(np.float32)
+    f = fg.jit(lambda x, y: x @ y, backend="opencl")
+    np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
+    assert "local-memory tiles 8x8" in _notes(f, a, b)
+
+
+GPU_RECORDS = ["add", "multiply", "tanh", "exp", "sum_axis0", "max", "argmax", "softmax", "matmul",
+               "transpose", "getitem_basic", "take", "concatenate", "conv_same", "where", "max_pool", "avg_pool"]
+
+
+@pytest.mark.parametrize("device_as", [GPU_LIKE], indirect=True)
+@pytest.mark.parametrize("name", GPU_RECORDS)
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_gpu_code_paths_match_eager(device_as, name: str, data: st.DataObject) -> None:
+    rec = RECORDS[name]
+    args = draw_args(data, rec)
+    with np.errstate(all="ignore"):
+        want = rec.fun(*args)
+    got = fg.jit(rec.fun, backend="opencl")(*args)
+    for g, w in zip(tree_flatten(got)[0], tree_flatten(want)[0]):
+        assert_matches(np.asarray(g), np.asarray(w), _tol(rec, args), f"jit({name}, opencl, GPU paths)")
+
+
+@pytest.mark.parametrize("device_as", [GPU_LIKE], indirect=True)
+def test_gpu_code_paths_train_an_mlp_like_the_cpu(device_as) -> None:
+    rng = np.random.default_rng(6)
+    sizes = [20, 32, 32, 4]
+    params = [{"w": (rng.standard_normal((m, n)) * 0.3).astype(np.float32), "b": np.zeros(n, np.float32)}
+              for m, n in zip(sizes[:-1], sizes[1:])]
+    x = rng.standard_normal((70, 20)).astype(np.float32)
+    y = np.eye(4, dtype=np.float32)[rng.integers(0, 4, 70)]
+    step = fg.jit(lambda p, a, b: sgd_step(p, a, b, lr=0.1), backend="opencl")
+    p_ocl, l_ocl = step(params, x, y)
+    p_cpu, l_cpu = fg.jit(lambda p, a, b: sgd_step(p, a, b, lr=0.1))(params, x, y)
+    np.testing.assert_allclose(np.asarray(l_ocl), np.asarray(l_cpu), rtol=1e-4)
+    for g, w in zip(tree_flatten(p_ocl)[0], tree_flatten(p_cpu)[0]):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
+    assert dtypes.float32 == np.asarray(l_ocl).dtype
