@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import dtypes
-from fungraph.backends.opencl import fusion
+from fungraph.backends.opencl import fusion, fusion_search
 from fungraph.jit import clear_caches
 from fungraph.testing import Program, programs
 from fungraph.tree_util import tree_flatten
@@ -149,7 +149,7 @@ def test_searched_plans_are_never_costlier_than_greedy_and_run_correctly(prog: P
 def _exhaustive(f, comp: list[int], model: fusion.CostModel, h: list[float], limit: int) -> float | None:
     """The cheapest complete plan of ``comp`` by enumeration, checking on the way that
     ``g + h`` never exceeds the cost of a completion; None past ``limit`` plans."""
-    ws = fusion._Workspace(f, model, comp)
+    ws = fusion_search._Workspace(f, model, comp)
     best = [np.inf]
     plans = [0]
 
@@ -178,11 +178,11 @@ def test_finished_search_is_optimal_and_its_bound_admissible(prog: Program, tigh
     model = TIGHT if tight else fusion.DEFAULT_MODEL
     graph = fg.jit(prog.fun).lower(*prog.args).graph
     f = fusion._Facts(graph)
-    for comp in fusion._components(f):
-        optimum = _exhaustive(f, comp, model, fusion._bounds(f, comp, model), 3000)
+    for comp in fusion_search._components(f):
+        optimum = _exhaustive(f, comp, model, fusion_search._bounds(f, comp, model), 3000)
         if optimum is None:
             continue
-        out = fusion._search(f, comp, model, np.inf, 10**6)
+        out = fusion_search._search(f, comp, model, np.inf, 10**6)
         assert out.complete and out.cost == pytest.approx(optimum), prog
 
 

@@ -110,6 +110,12 @@ def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges() -> N
     assert "scalar corner" in text
     assert "pack the last 8 columns" in text
     assert text.count("pack ") >= 3
+    # lhs rows contiguous along k: its 6-row panels are 16 x 6 blocks transposed in registers,
+    # and so are the 16-column panels of an rhs given as its transpose (k = 70: 64 + a tail of 6)
+    assert "pack 6-wide panels, 16 x 6 blocks transposed in registers" in text
+    g = fg.jit(lambda x, y: x @ y.T, backend="opencl")
+    np.testing.assert_allclose(np.asarray(g(a, b.T.copy())), a @ b, rtol=1e-4, atol=1e-4)
+    assert "pack 16-wide panels, 16 x 16 blocks transposed in registers" in _notes(g, a, b.T.copy())
 
 
 def test_narrow_product_of_a_transposed_operand_needs_no_copy() -> None:

@@ -1,8 +1,9 @@
 """The OpenCL backend: ``fungraph.jit(f, backend="opencl")``.
 
 ``device`` picks the device and moves data (``OpenCLArray``, ``TRANSFER_STATS``); ``codegen``
-turns equations into C expressions; ``fusion`` chooses fused regions; ``kernels`` writes
-kernel sources; ``engine`` builds one program and one arena per executable and runs it.
+turns equations into C expressions; ``fusion`` chooses fused regions (``fusion_search``
+searches over them); ``kernels`` writes kernel sources; ``engine`` builds one program and one
+arena per executable and runs it.
 See docs/backends.md.
 """
 

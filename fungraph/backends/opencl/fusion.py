@@ -571,16 +571,3 @@ def verify_plan(graph: Graph, plan: FusionPlan) -> None:
         for o in e.outputs:
             if r is None or o in r.outputs:
                 ready[o] = at
-
-
-_SEARCH_INTERNALS = frozenset({"_components", "_bounds", "_search", "_Workspace"})
-
-
-def __getattr__(name: str) -> object:
-    """The search internals tests/test_opencl_fusion.py reaches through this module, loaded
-    from ``fusion_search`` on first use (that module imports this one)."""
-    if name in _SEARCH_INTERNALS:
-        from fungraph.backends.opencl import fusion_search
-
-        return getattr(fusion_search, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -381,6 +381,14 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
     db, dx, dk, _ = dst.strides
     dt = dst.aval.dtype
     t = ctype(dt)
+    k16 = k - k % 16
+    if sk == 1 and sw != 1 and k16 and dk == w:
+        specs = [_pack_transposed(name, src, dst, k16, info, it)]
+        if k16 < k:
+            tail = (b, x, k - k16, w)
+            specs += pack_kernel(name + "_k", Access(src.slot, ShapedArray(tail, dt), src.offset + k16, src.strides),
+                                 Access(dst.slot, ShapedArray(tail, dt), dst.offset + k16 * dk, dst.strides), info, it)
+        return specs
     params = Params()
     ps, os_ = params(src.slot, dt)
     pd, od = params(dst.slot, dt)
@@ -400,6 +408,31 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
     specs = [KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(b * x * k, info),
                         kind="copy", note=f"pack {w}-wide panels")] if b * x * k else []
     return specs
+
+
+def _pack_transposed(name: str, src: Access, dst: Access, k16: int, info: DeviceInfo, it: str) -> KernelSpec:
+    """Panels from an operand contiguous along ``k`` (``lhs`` rows, or ``rhs`` given as its
+    transpose): each work-item loads 16 values of ``k`` from each of the ``w`` lines with
+    ``vload16`` and writes the interleaved ``16 x w`` block as ``w`` vector stores."""
+    b, x, _, w = src.shape
+    sb, sx, _, sw = src.strides
+    db, dx, _, _ = dst.strides
+    dt = dst.aval.dtype
+    t = ctype(dt)
+    params = Params()
+    ps, os_ = params(src.slot, dt)
+    pd, od = params(dst.slot, dt)
+    chunks = k16 // 16
+    body = [f"  const {it} gid = get_global_id(0);", f"  const {it} kc = gid % {chunks};",
+            f"  const {it} xx = (gid / {chunks}) % {x};", f"  const {it} bb = gid / {chunks * x};",
+            f"  __global const {t}* s = {ps} + {os_} + {src.offset} + (long)bb * {sb} + (long)xx * {sx} + kc * 16;",
+            f"  __global {t}* d = {pd} + {od} + {dst.offset} + (long)bb * {db} + (long)xx * {dx} + kc * {16 * w};"]
+    body += [f"  const {t}16 v{j} = vload16(0, s + {j * sw});" for j in range(w)]
+    for q in range(w):
+        comps = ", ".join(f"v{e % w}.s{e // w:x}" for e in range(16 * q, 16 * q + 16))
+        body.append(f"  vstore16(({t}16)({comps}), {q}, d);")
+    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(b * x * chunks, info),
+                      kind="copy", note=f"pack {w}-wide panels, 16 x {w} blocks transposed in registers")
 
 
 def pack_tail_kernel(name: str, src: Access, cols: int, dst: Access, info: DeviceInfo, it: str) -> KernelSpec:
