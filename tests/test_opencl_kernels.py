@@ -227,3 +227,20 @@ def test_gpu_code_paths_train_an_mlp_like_the_cpu(device_as) -> None:
     for g, w in zip(tree_flatten(p_ocl)[0], tree_flatten(p_cpu)[0]):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
     assert dtypes.float32 == np.asarray(l_ocl).dtype
+
+
+def test_an_identical_executable_takes_the_built_program() -> None:
+    from fungraph.backends.opencl import engine
+
+    def f(x):
+        return fnp.tanh(x * 3.0 + 1.0) @ x.T
+
+    x = np.random.default_rng(9).standard_normal((40, 24)).astype(np.float32)
+    first = fg.jit(f, backend="opencl")
+    want = np.asarray(first(x))
+    built, reused = engine.ENGINE_STATS["kernels_built"], engine.ENGINE_STATS["programs_reused"]
+    clear_caches()
+    again = fg.jit(f, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(again(x)), want)
+    assert engine.ENGINE_STATS["kernels_built"] == built
+    assert engine.ENGINE_STATS["programs_reused"] == reused + 1

@@ -65,8 +65,13 @@ from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 ALIGNMENT = 64
 ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0,
-                "donated_outputs": 0, "loop_iterations": 0}
+                "donated_outputs": 0, "loop_iterations": 0, "programs_reused": 0}
 DEVICE_SLOTS = ("arena", "scratch", "const")
+#: Built programs by (context, source, options), most recently used last: an executable whose kernels
+#: are identical to an earlier one's (the same graph jitted again, or after ``clear_caches``)
+#: takes its program instead of building it; pyopencl's and PoCL's disk caches serve a new process.
+PROGRAM_CACHE_SIZE = 64
+_PROGRAMS: dict[tuple[int, str, tuple[str, ...]], Any] = {}
 
 
 @dataclass
@@ -539,11 +544,19 @@ class OpenCLExecutable:
         options = ["-w"] + (["-cl-fp32-correctly-rounded-divide-sqrt"] if self.info.correctly_rounded_sqrt else [])
         self.program = None
         if specs:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self.program = cl.Program(dev.context, self.source).build(options=options)
+            key = (id(dev.context), self.source, tuple(options))
+            self.program = _PROGRAMS.pop(key, None)
+            if self.program is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self.program = cl.Program(dev.context, self.source).build(options=options)
+                ENGINE_STATS["kernels_built"] += len(specs)
+            else:
+                ENGINE_STATS["programs_reused"] += 1
+            _PROGRAMS[key] = self.program
+            while len(_PROGRAMS) > PROGRAM_CACHE_SIZE:
+                _PROGRAMS.pop(next(iter(_PROGRAMS)))
         self.build_seconds = time.perf_counter() - t0
-        ENGINE_STATS["kernels_built"] += len(specs)
         ENGINE_STATS["build_seconds"] += self.build_seconds
         self._call_args: list[tuple[Any, int, int]] = []
         self._instances: list[tuple] = []
