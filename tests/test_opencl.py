@@ -297,9 +297,13 @@ def damped(x, n):
 @pytest.mark.parametrize("speculate", [False, True])
 @pytest.mark.parametrize("n", [0, 1, 2, 7, 40])
 def test_while_loop_reads_only_its_predicate(n: int, speculate: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fungraph.backends.opencl import control
     from fungraph.jit import clear_caches
 
     monkeypatch.setenv("FUNGRAPH_OPENCL_SPECULATE", "1" if speculate else "0")
+    # batches grow while an iteration takes less than the budget: a budget no iteration
+    # exceeds makes the count of reads independent of how loaded the machine is
+    monkeypatch.setattr(control, "SPECULATE_BUDGET_S", 10.0)
     clear_caches()
     x = np.random.default_rng(n).standard_normal((4, 33)).astype(np.float32)
     jf = fg.jit(damped, backend="opencl")
@@ -318,6 +322,23 @@ def test_while_loop_reads_only_its_predicate(n: int, speculate: bool, monkeypatc
     assert stats["to_device"] == 0 and stats["to_host"] == 0 and stats["host_round_trips"] == 0
     assert all(isinstance(o, _cl().OpenCLArray) for o in out)
     _assert_close_trees(out, fg.jit(damped)(x, n), 1e-5, f"while_loop, {n} iterations")
+
+
+def test_speculative_batches_stop_growing_when_iterations_are_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fungraph.backends.opencl import control
+    from fungraph.jit import clear_caches
+
+    monkeypatch.setenv("FUNGRAPH_OPENCL_SPECULATE", "1")
+    monkeypatch.setattr(control, "SPECULATE_BUDGET_S", 0.0)
+    clear_caches()
+    x = np.random.default_rng(3).standard_normal((4, 33)).astype(np.float32)
+    jf = fg.jit(damped, backend="opencl")
+    xr, nr = _resident(x, np.int64(12))
+    jf(xr, nr)
+    out, stats = _counting(jf, xr, nr)
+    clear_caches()
+    assert stats["scalar_reads"] == 13
+    _assert_close_trees(out, fg.jit(damped)(x, 12), 1e-5, "while_loop, batches of one")
 
 
 def test_while_loop_with_a_callback_in_its_body_is_not_run_ahead() -> None:

@@ -143,17 +143,21 @@ def test_panel_packing_reads_either_operand_layout(order: str) -> None:
     np.testing.assert_allclose(np.asarray(got), a @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_large_elementwise_launches_leave_every_compute_unit_work() -> None:
-    from fungraph.backends.opencl.kernels import exact_launches
+def test_large_launches_leave_every_compute_unit_work_and_small_ones_stay_on_one() -> None:
+    from fungraph.backends.opencl.kernels import SPREAD_MIN_WORK, exact_launches
 
     info = dataclasses.replace(_device().info, is_cpu=True, compute_units=2, max_work_group_size=4096)
-    for n in (128, 256, 1000, 10_000_000):
+    for n in (132, 1000, SPREAD_MIN_WORK, 10_000_000):
         launches = exact_launches(n, info)
         assert sum(g[0] for g, _, _ in launches) == n
         bulk, local, _ = launches[0]
-        if n >= 4 * 64:
+        if n >= SPREAD_MIN_WORK:
             assert bulk[0] // local[0] >= 4
-        assert local[0] >= 64 or n < 64
+        else:   # waking a second worker thread costs more than it saves
+            assert local == (128,) if n == 132 else local == (256,)
+    # few work-items doing much work each (a chunked sum): spread anyway
+    bulk, local, _ = exact_launches(512, info, work=10_000_000)[0]
+    assert bulk[0] // local[0] >= 4
     gpu = dataclasses.replace(info, is_cpu=False)
     assert exact_launches(1024, gpu)[0][1] == (256,)
 

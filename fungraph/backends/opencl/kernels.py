@@ -51,16 +51,27 @@ class Params:
                          for s, dt in self.slots)
 
 
-def exact_launches(n: int, info: DeviceInfo) -> list[Launch]:
+#: Work below this many elements stays in one work-group where it can: waking a second PoCL
+#: worker thread costs more than it saves (a 132-element loop body went from 26 to 450 us
+#: per iteration when its launches were split over both cores).
+SPREAD_MIN_WORK = 1 << 15
+
+
+def exact_launches(n: int, info: DeviceInfo, work: int | None = None) -> list[Launch]:
     """A bulk launch with a work-group size of 256, 128 or 64 dividing it, plus a tail. On a
-    CPU the largest size that still gives every compute unit two work-groups is preferred
-    (one work-group runs on one core)."""
+    CPU, when the launch does at least ``SPREAD_MIN_WORK`` elements of work (``work``,
+    default ``n``), the largest size that still gives every compute unit two work-groups is
+    preferred (one work-group runs on one core)."""
     if n == 0:
         return []
     cap = min(256, info.max_work_group_size)
-    spread = 2 * info.compute_units if info.is_cpu else 1
+    heavy = (n if work is None else work) >= SPREAD_MIN_WORK
+    spread = 2 * info.compute_units if info.is_cpu and heavy else 1
     sizes = [lo for lo in (256, 128, 64) if lo <= cap]
-    fits = [lo for lo in sizes if n >= lo * spread] or [lo for lo in sizes[::-1] if n >= lo]
+    if spread > 1:
+        fits = [lo for lo in sizes if n >= lo * spread] or [lo for lo in sizes[::-1] if n >= lo]
+    else:
+        fits = [lo for lo in sizes if n >= lo]
     if not fits:
         return [((n,), (n,) if n <= cap else None, None)]
     local = fits[0]
@@ -246,7 +257,7 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
         po, oo = params(out.slot, out.aval.dtype)
         res = f"({ctype(out.aval.dtype)})bi" if is_arg else "acc"
         lines.append(f"  {po}[{oo} + {out.offset} + gid] = {res};")
-        specs.append(KernelSpec(name, _kernel(name, params, lines), params.slots, exact_launches(m, info),
+        specs.append(KernelSpec(name, _kernel(name, params, lines), params.slots, exact_launches(m, info, m * k),
                                 kind="reduce"))
         return specs
     pp, po_ = params(partial.slot, dt)
@@ -254,7 +265,7 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
     if is_arg:
         ip, io = params(pidx.slot, dtypes.int64)
         lines.append(f"  {ip}[{io} + {pidx.offset} + gid] = bi;")
-    specs.append(KernelSpec(name, _kernel(name, params, lines), params.slots, exact_launches(m * chunks, info),
+    specs.append(KernelSpec(name, _kernel(name, params, lines), params.slots, exact_launches(m * chunks, info, m * k),
                             kind="reduce", note=f"pass 1: {chunks} chunks per row"))
     p2 = Params()
     pp, po_ = p2(partial.slot, dt)
