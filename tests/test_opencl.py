@@ -12,8 +12,6 @@ driver is a failure.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -30,25 +28,8 @@ from tests.helpers import assert_matches, draw_args
 RECORDS = {r.name: r for r in OP_RECORDS}
 GRAD_RECORDS = ["tanh", "multiply", "divide", "sum_axis0", "max", "softmax", "matmul", "transpose",
                 "getitem_basic", "take", "concatenate", "conv_same", "where"]
-MISSING = ("no usable OpenCL platform: install an OpenCL driver, e.g. `apt-get install pocl-opencl-icd` "
-           "(PoCL, a CPU driver), and `pip install pyopencl`")
 
-
-def _opencl_available() -> bool:
-    try:
-        from fungraph.backends.opencl import available
-    except ImportError:
-        return False
-    return available()
-
-
-@pytest.fixture(autouse=True)
-def _require_opencl() -> None:
-    if _opencl_available():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {MISSING}")
-    pytest.skip(MISSING)
+pytestmark = pytest.mark.usefixtures("require_opencl")
 
 
 def _cl():

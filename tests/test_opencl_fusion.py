@@ -13,7 +13,6 @@ driver is a failure.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,7 +28,6 @@ from fungraph.backends.opencl import fusion, fusion_search
 from fungraph.jit import clear_caches
 from fungraph.testing import Program, programs
 from fungraph.tree_util import tree_flatten
-from tests.test_opencl import MISSING, _opencl_available
 
 # Launches free and three registers: on the tiny arrays of random programs, recomputation,
 # re-reads and spills decide, so searched plans differ from greedy ones and the engine lowers
@@ -37,13 +35,7 @@ from tests.test_opencl import MISSING, _opencl_available
 TIGHT = fusion.CostModel(launch_bytes=0.0, register_budget=3)
 
 
-@pytest.fixture(autouse=True)
-def _require_opencl() -> None:
-    if _opencl_available():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {MISSING}")
-    pytest.skip(MISSING)
+pytestmark = pytest.mark.usefixtures("require_opencl")
 
 
 @contextmanager

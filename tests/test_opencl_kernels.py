@@ -9,7 +9,6 @@ driver is a failure.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterator
 
 import numpy as np
@@ -25,18 +24,12 @@ from fungraph.testing import OP_RECORDS
 from fungraph.testing.models import sgd_step
 from fungraph.tree_util import tree_flatten
 from tests.helpers import assert_matches, draw_args
-from tests.test_opencl import MISSING, _opencl_available, _tol
+from tests.test_opencl import _tol
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 
 
-@pytest.fixture(autouse=True)
-def _require_opencl() -> None:
-    if _opencl_available():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {MISSING}")
-    pytest.skip(MISSING)
+pytestmark = pytest.mark.usefixtures("require_opencl")
 
 
 def _device():
