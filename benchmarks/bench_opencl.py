@@ -123,12 +123,17 @@ def chain_muladd(x, a, b):
     return muladd_chain(x, a, b, 5)
 
 
-def chain_transcendental(x, a, b):
-    y = fnp.tanh(x * a + b)
-    y = fnp.exp(y * b - a)
-    y = fnp.sqrt(y * y + b)
-    y = fnp.sin(y) * a + b
+def transcendental(xp, x, a, b):
+    """The transcendental chain in the array namespace ``xp`` (fungraph.numpy or jax.numpy)."""
+    y = xp.tanh(x * a + b)
+    y = xp.exp(y * b - a)
+    y = xp.sqrt(y * y + b)
+    y = xp.sin(y) * a + b
     return y * y
+
+
+def chain_transcendental(x, a, b):
+    return transcendental(fnp, x, a, b)
 
 
 def tinygrad_transcendental(x, a: float, b: float):
@@ -143,11 +148,7 @@ def tinygrad_transcendental(x, a: float, b: float):
 def jax_transcendental(x, a, b):
     import jax.numpy as jnp
 
-    y = jnp.tanh(x * a + b)
-    y = jnp.exp(y * b - a)
-    y = jnp.sqrt(y * y + b)
-    y = jnp.sin(y) * a + b
-    return y * y
+    return transcendental(jnp, x, a, b)
 
 
 def numpy_muladd_out(x, a, b, out):

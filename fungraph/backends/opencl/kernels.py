@@ -350,48 +350,48 @@ NARROW_MIN_ROWS = 64
 TILE, TILE_WORK = 16, 4
 
 
+def _panels(a: Access, batch: tuple, free: tuple, contracting: tuple, width: int, slot: int,
+            pad: bool) -> tuple[Access, Access] | None:
+    """(a strided view of ``a`` as ``[b, f // width, k, width]``, its contiguous copy, with one
+    more panel for the last ``f % width`` lines when ``pad``), or None when the batch, free or
+    contracting axes do not merge into one stride each."""
+    sb, sf, sk = merged_stride(a, batch), merged_stride(a, free), merged_stride(a, contracting)
+    if sb is None or sf is None or sk is None:
+        return None
+    b, f, k = (_prod([a.shape[d] for d in ds]) for ds in (batch, free, contracting))
+    shape = (b, f // width, k, width)
+    view = Access(a.slot, ShapedArray(shape, a.aval.dtype), a.offset, (sb, width * sf, sk, sf))
+    full = (b, -(-f // width) if pad else f // width, k, width)
+    return view, Access(slot, ShapedArray(full, a.aval.dtype), 0, contiguous(full))
+
+
 def dot_panels(rhs: Access, dims: tuple, slot: int) -> tuple[Access, Access] | None:
-    """(a strided view of ``rhs`` as ``[b, n // 16, k, 16]``, its contiguous packed copy with
-    the last ``n % 16`` columns in one more, zero-padded panel): the panel layout the packed
-    kernel streams through (one cache line per ``k``, no 4 KiB stride between rows)."""
+    """``rhs`` as 16-column panels ``[b, n // 16, k, 16]`` (the last ``n % 16`` columns in one
+    more, zero-padded panel): the layout the packed kernel streams through, one cache line
+    per ``k`` and no 4 KiB stride between rows."""
     (_, rc), (_, rb) = dims
     rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
-    sbb, sbk, sbn = merged_stride(rhs, rb), merged_stride(rhs, rc), merged_stride(rhs, rf)
-    if sbb is None or sbk is None or sbn is None:
-        return None
-    b, k, n = (_prod([rhs.shape[d] for d in ds]) for ds in (rb, rc, rf))
-    shape = (b, n // DOT_COLS, k, DOT_COLS)
-    view = Access(rhs.slot, ShapedArray(shape, rhs.aval.dtype), rhs.offset, (sbb, DOT_COLS * sbn, sbk, sbn))
-    padded = (b, -(-n // DOT_COLS), k, DOT_COLS)
-    return view, Access(slot, ShapedArray(padded, rhs.aval.dtype), 0, contiguous(padded))
+    return _panels(rhs, rb, rf, rc, DOT_COLS, slot, pad=True)
 
 
 def dot_row_panels(lhs: Access, dims: tuple, slot: int) -> tuple[Access, Access] | None:
-    """(a strided view of ``lhs`` as ``[b, m // 6, k, 6]``, its contiguous packed copy): the
-    six values the packed kernel broadcasts at each ``k`` lie side by side."""
+    """``lhs`` as 6-row panels ``[b, m // 6, k, 6]``: the six values the packed kernel
+    broadcasts at each ``k`` lie side by side."""
     (lc, _), (lb, _) = dims
     lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
-    sab, sam, sak = merged_stride(lhs, lb), merged_stride(lhs, lf), merged_stride(lhs, lc)
-    if sab is None or sam is None or sak is None:
-        return None
-    b, m, k = (_prod([lhs.shape[d] for d in ds]) for ds in (lb, lf, lc))
-    shape = (b, m // PACK_ROWS, k, PACK_ROWS)
-    aval = ShapedArray(shape, lhs.aval.dtype)
-    view = Access(lhs.slot, aval, lhs.offset, (sab, PACK_ROWS * sam, sak, sam))
-    return view, Access(slot, aval, 0, contiguous(shape))
+    return _panels(lhs, lb, lf, lc, PACK_ROWS, slot, pad=False)
 
 
 def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) -> list[KernelSpec]:
     """Copy the strided view ``src`` of shape ``[b, x, k, w]`` into the panels ``dst``: one
     work-item per ``w``-wide row (a 16-wide vector load when the row is contiguous), walking
-    fastest along whichever of ``x``/``k`` is closer in memory. When ``dst`` has one more
-    panel than ``src`` (``[b, x + 1, k, w]``), a second kernel fills it from the columns after
-    ``src`` (``dst.shape`` holds their count implicitly: ``rest`` < ``w``) and zeros."""
+    fastest along whichever of ``x``/``k`` is closer in memory; for a view contiguous along
+    ``k``, 16 x ``w`` blocks transposed in registers (:func:`_pack_transposed`) and this kernel
+    for the last ``k % 16``. A zero-padded last panel is :func:`pack_tail_kernel`'s."""
     b, x, k, w = src.shape
-    sb, sx, sk, sw = src.strides
-    db, dx, dk, _ = dst.strides
+    _, sx, sk, sw = src.strides
+    dk = dst.strides[2]
     dt = dst.aval.dtype
-    t = ctype(dt)
     k16 = k - k % 16
     if sk == 1 and sw != 1 and k16 and dk == w:
         specs = [_pack_transposed(name, src, dst, k16, info, it)]
@@ -401,17 +401,13 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
                                  Access(dst.slot, ShapedArray(tail, dt), dst.offset + k16 * dk, dst.strides), info, it)
         return specs
     params = Params()
-    ps, os_ = params(src.slot, dt)
-    pd, od = params(dst.slot, dt)
     fast_k = abs(sk) <= abs(sx)
     inner, outer = (k, x) if fast_k else (x, k)
     body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {inner * outer};",
             f"  const {it} rest = gid % {inner * outer};",
             f"  const {it} {'kk' if fast_k else 'xx'} = rest % {inner};",
             f"  const {it} {'xx' if fast_k else 'kk'} = rest / {inner};",
-            f"  __global const {t}* s = {ps} + {os_} + {src.offset} + (long)bb * {sb} + (long)xx * {sx} "
-            f"+ (long)kk * {sk};",
-            f"  __global {t}* d = {pd} + {od} + {dst.offset} + (long)bb * {db} + (long)xx * {dx} + (long)kk * {dk};"]
+            *_pack_pointers(params, src, dst, "xx", "kk")]
     if w == 16 and sw == 1:
         body.append("  vstore16(vload16(0, s), 0, d);")
     else:
@@ -421,23 +417,32 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
     return specs
 
 
+def _pack_pointers(params: Params, src: Access, dst: Access, xx: str, kk: str) -> list[str]:
+    """Declarations of ``s`` and ``d``: where line ``(bb, xx, kk)`` of the view ``src``
+    (``[b, x, k, w]``) and of the panels ``dst`` start."""
+    dt = dst.aval.dtype
+    t = ctype(dt)
+    ps, os_ = params(src.slot, dt)
+    pd, od = params(dst.slot, dt)
+    (sb, sx, sk, _), (db, dx, dk, _) = src.strides, dst.strides
+    return [f"  __global const {t}* s = {ps} + {os_} + {src.offset} + (long)bb * {sb} + (long)({xx}) * {sx} "
+            f"+ (long)({kk}) * {sk};",
+            f"  __global {t}* d = {pd} + {od} + {dst.offset} + (long)bb * {db} + (long)({xx}) * {dx} "
+            f"+ (long)({kk}) * {dk};"]
+
+
 def _pack_transposed(name: str, src: Access, dst: Access, k16: int, info: DeviceInfo, it: str) -> KernelSpec:
     """Panels from an operand contiguous along ``k`` (``lhs`` rows, or ``rhs`` given as its
     transpose): each work-item loads 16 values of ``k`` from each of the ``w`` lines with
     ``vload16`` and writes the interleaved ``16 x w`` block as ``w`` vector stores."""
     b, x, _, w = src.shape
-    sb, sx, _, sw = src.strides
-    db, dx, _, _ = dst.strides
-    dt = dst.aval.dtype
-    t = ctype(dt)
+    sw = src.strides[3]
+    t = ctype(dst.aval.dtype)
     params = Params()
-    ps, os_ = params(src.slot, dt)
-    pd, od = params(dst.slot, dt)
     chunks = k16 // 16
     body = [f"  const {it} gid = get_global_id(0);", f"  const {it} kc = gid % {chunks};",
             f"  const {it} xx = (gid / {chunks}) % {x};", f"  const {it} bb = gid / {chunks * x};",
-            f"  __global const {t}* s = {ps} + {os_} + {src.offset} + (long)bb * {sb} + (long)xx * {sx} + kc * 16;",
-            f"  __global {t}* d = {pd} + {od} + {dst.offset} + (long)bb * {db} + (long)xx * {dx} + kc * {16 * w};"]
+            *_pack_pointers(params, src, dst, "xx", "kc * 16")]
     body += [f"  const {t}16 v{j} = vload16(0, s + {j * sw});" for j in range(w)]
     for q in range(w):
         comps = ", ".join(f"v{e % w}.s{e // w:x}" for e in range(16 * q, 16 * q + 16))
@@ -450,17 +455,11 @@ def pack_tail_kernel(name: str, src: Access, cols: int, dst: Access, info: Devic
     """Fill the last panel of ``dst`` (``[b, x + 1, k, w]``) from the ``cols`` columns that
     follow the whole panels of ``src`` (``[b, x, k, w]``), zero beyond them."""
     b, x, k, w = src.shape
-    sb, sx, sk, sw = src.strides
-    db, dx, dk, _ = dst.strides
+    sw = src.strides[3]
     dt = dst.aval.dtype
-    t = ctype(dt)
     params = Params()
-    ps, os_ = params(src.slot, dt)
-    pd, od = params(dst.slot, dt)
     body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {k};", f"  const {it} kk = gid % {k};",
-            f"  __global const {t}* s = {ps} + {os_} + {src.offset} + (long)bb * {sb} + (long){x} * {sx} "
-            f"+ (long)kk * {sk};",
-            f"  __global {t}* d = {pd} + {od} + {dst.offset} + (long)bb * {db} + (long){x} * {dx} + (long)kk * {dk};"]
+            *_pack_pointers(params, src, dst, str(x), "kk")]
     zero = c_literal(0, dt)
     body += [f"  d[{j}] = {f's[{j * sw}]' if j < cols else zero};" for j in range(w)]
     return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(b * k, info), kind="copy",
