@@ -292,6 +292,7 @@ class Access:
 
 
 def contiguous(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major element strides of ``shape``."""
     out = []
     acc = 1
     for n in reversed(shape):

@@ -16,6 +16,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.array import Array
+from fungraph.backends.opencl.codegen import contiguous
 from fungraph.ir import ShapedArray
 
 TRANSFER_STATS = {"to_device": 0, "to_host": 0, "bytes_to_device": 0, "bytes_to_host": 0,
@@ -167,7 +168,7 @@ def download(dev: Device, buffer: Any, aval: ShapedArray, elem_offset: int = 0,
     """Copy a (possibly strided) device array to a fresh host array; blocks until done."""
     shape = aval.shape
     if strides is None:
-        strides = contiguous_strides(shape)
+        strides = contiguous(shape)
     if aval.size == 0:
         return np.zeros(shape, aval.dtype)
     lo = elem_offset + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
@@ -178,7 +179,7 @@ def download(dev: Device, buffer: Any, aval: ShapedArray, elem_offset: int = 0,
     TRANSFER_STATS["bytes_to_host"] += span.nbytes
     item = aval.dtype.itemsize
     view = np.lib.stride_tricks.as_strided(span[elem_offset - lo:], shape, tuple(s * item for s in strides))
-    if tuple(strides) == contiguous_strides(shape) and elem_offset == lo:
+    if tuple(strides) == contiguous(shape) and elem_offset == lo:
         return span.reshape(shape)
     return np.array(view)
 
@@ -191,15 +192,6 @@ def read_scalar(dev: Device, buffer: Any, dtype: np.dtype, elem_offset: int) -> 
     TRANSFER_STATS["scalar_reads"] += 1
     TRANSFER_STATS["bytes_to_host"] += host.itemsize
     return host[0]
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides = []
-    acc = 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def reset_transfer_stats() -> None:
