@@ -363,6 +363,8 @@ class Emitter:
         self.flat = "gid"
         self.base: tuple[str, ...] = ()
         self.base_shape: tuple[int, ...] = ()
+        #: slot -> whether every load of it so far reads element ``gid`` (what donation asks)
+        self.own_loads: dict[int, bool] = {}
 
     def fresh(self, ctype_: str, expr: str) -> str:
         name = f"t{self.counter}"
@@ -412,8 +414,11 @@ class Emitter:
         key = ("load", a, tuple(idx))
         hit = self.cache.get(key)
         if hit is None:
-            ptr, _ = self.param_of(a.slot, a.aval.dtype)
-            hit = self.fresh(ctype(a.aval.dtype), f"{ptr}[{self.address(a, idx)}]")
+            ptr, off_name = self.param_of(a.slot, a.aval.dtype)
+            address = self.address(a, idx)
+            own = self.flat == "gid" and address == f"{off_name} + gid"
+            self.own_loads[a.slot] = self.own_loads.get(a.slot, True) and own
+            hit = self.fresh(ctype(a.aval.dtype), f"{ptr}[{address}]")
             self.cache[key] = hit
         return hit
 

@@ -19,7 +19,6 @@ and enqueue everything; the only waits are the scalar reads of a ``cond`` index 
 
 from __future__ import annotations
 
-import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -478,20 +477,14 @@ class OpenCLExecutable:
 
     def _own_element(self, k: int, s: int) -> bool:
         """Whether the first top-level step that uses slot ``s`` is one elementwise kernel
-        whose loads of slot ``k`` all read element ``gid`` and come before its stores of
-        element ``gid`` of ``s`` (checked on the generated source)."""
+        whose work-item ``gid`` loads slot ``k`` only at element ``gid`` and stores element
+        ``gid`` of ``s`` after all its loads (``KernelSpec.own_loads`` / ``own_stores``)."""
         first = next((st for st in self.steps if s in _slots_used(st)), None)
         if first is None or first.kind != "kernels" or len(first.specs) != 1:
             return False
         spec = first.specs[0]
-        if spec.kind != "elementwise":
-            return False
-        src = spec.source
-        loads = [m.start() for m in re.finditer(rf"\bp{k}\[", src)]
-        stores = [m.start() for m in re.finditer(rf"\bp{s}\[", src)]
-        own_load = all(src.startswith(f"p{k}[o{k} + gid]", i) for i in loads)
-        own_store = all(src.startswith(f"p{s}[o{s} + 0 + gid] = ", i) for i in stores)
-        return own_load and own_store and bool(stores) and (not loads or loads[-1] < stores[0])
+        reads_k = any(slot == k for slot, _ in spec.slots)
+        return spec.kind == "elementwise" and s in spec.own_stores and (not reads_k or k in spec.own_loads)
 
     def _takeover(self, args: Sequence[Any]) -> dict[int, OpenCLArray]:
         """The donated device arrays whose buffers this call's outputs take over: none whose

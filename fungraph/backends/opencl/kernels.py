@@ -33,6 +33,10 @@ class KernelSpec:
     eqns: list[int] = field(default_factory=list)
     kind: str = "elementwise"
     note: str = ""
+    #: elementwise kernels: the slots work-item ``gid`` only loads at element ``gid``, and the
+    #: slots it only stores at element ``gid`` (after all its loads) and never loads
+    own_loads: frozenset[int] = frozenset()
+    own_stores: frozenset[int] = frozenset()
 
 
 class Params:
@@ -138,8 +142,13 @@ def elementwise_kernel(name: str, shape: tuple[int, ...], outputs: Sequence[tupl
         val = em.value(src, base)
         p, o = params(out.slot, out.aval.dtype)
         stores.append(f"  {p}[{o} + {out.offset} + gid] = {val};")
+    stored = [out for _, out in outputs]
+    strided = {o.slot for o in stored if o.offset or not o.is_contiguous() or o.shape != tuple(shape)}
+    own_stores = {o.slot for o in stored} - set(em.own_loads) - strided
     return KernelSpec(name, _kernel(name, params, em.lines + stores), params.slots,
-                      exact_launches(_prod(shape), info))
+                      exact_launches(_prod(shape), info),
+                      own_loads=frozenset(slot for slot, own in em.own_loads.items() if own),
+                      own_stores=frozenset(own_stores))
 
 
 # --- reductions --------------------------------------------------------------------------------
