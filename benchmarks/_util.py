@@ -22,6 +22,28 @@ def median_time(fn: Callable[[], Any], repeat: int = 7, number: int = 1, warmup:
     return statistics.median(times)
 
 
+#: OpenBLAS's worker threads busy-wait for about 0.1 s after each call (measured here: a whole
+#: core for 0.1 s, idle after 0.2 s), so anything timed just after numpy's BLAS runs on one
+#: core of two. :func:`interleaved_times` pauses this long before each function's turn.
+QUIET_S = 0.25
+
+
+def interleaved_times(fns: dict[str, Callable[[], Any]], rounds: int = 5, number: int = 3) -> dict[str, float]:
+    """Median seconds per call of each function, timed in turns so all see the same load on a
+    shared machine: each round gives every function a quiet pause (:data:`QUIET_S`), one
+    untimed call (waking its threads), then ``number`` timed calls."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            time.sleep(QUIET_S)
+            fn()
+            for _ in range(number):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def peak_traced_bytes(fn: Callable[[], Any]) -> int:
     """Peak bytes allocated through Python's allocators (numpy included) during one call."""
     tracemalloc.start()

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import median_time, table, try_jax  # noqa: E402
+from _util import interleaved_times, median_time, table, try_jax  # noqa: E402
 from bench_jit import jax_sgd_step, mlp_problem, muladd_chain, numpy_step, sgd_step  # noqa: E402
 from bench_jit import numpy_muladd_out as numpy_muladd_out_n  # noqa: E402
 
@@ -221,8 +221,8 @@ def bench_chain(n: int, fun, numpy_out, reps: int, jax=None, tg=None, jax_fun=No
 
 
 def bench_matmul(sizes: tuple[int, ...], reps: int, jax=None, tg=None) -> list[list[str]]:
-    """numpy and OpenCL timed alternately (best of ``reps`` rounds each), so both see the same
-    load on a shared machine; JAX and tinygrad (1024 only) as medians after them."""
+    """numpy, OpenCL and JAX timed in turns (:func:`interleaved_times`: medians, a quiet pause
+    before each turn so OpenBLAS's spinning threads are idle); tinygrad (1024 only) after."""
     rows = []
     for n in sizes:
         rng = np.random.default_rng(0)
@@ -231,18 +231,25 @@ def bench_matmul(sizes: tuple[int, ...], reps: int, jax=None, tg=None) -> list[l
         mm = fg.jit(lambda a, b: a @ b, backend="opencl")
         np.testing.assert_allclose(np.asarray(mm(a, b)), a @ b, rtol=1e-3, atol=1e-3)
         ar, br = resident(a, b)
-        t_np, t_cl = [], []
-        for _ in range(reps):
-            t_np.append(median_time(lambda: a @ b, repeat=1))
-            t_cl.append(timed_ocl(mm, ar, br, repeat=1))
+        c = np.empty_like(a)
+
+        def run_cl(mm=mm, ar=ar, br=br):
+            mm(ar, br)
+            finish()
+
+        fns = {"numpy": lambda a=a, b=b, c=c: np.matmul(a, b, out=c), "opencl": run_cl}
+        if jax is not None:
+            jf = jax.jit(lambda a, b: a @ b)
+            ja, jb = jax.numpy.asarray(a), jax.numpy.asarray(b)
+            fns["jax"] = lambda jf=jf, ja=ja, jb=jb: jax.block_until_ready(jf(ja, jb))
+        t = interleaved_times(fns, rounds=reps)
         flops = 2 * n ** 3
-        best_np, best_cl = min(t_np), min(t_cl)
-        rows += [[f"{n}x{n} numpy (BLAS)", f"{best_np * 1e3:.1f} ms", f"{flops / best_np / 1e9:.0f} GFLOP/s", "1.00"],
-                 [f"{n}x{n} jit opencl, resident", f"{best_cl * 1e3:.1f} ms", f"{flops / best_cl / 1e9:.0f} GFLOP/s",
-                  f"{best_np / best_cl:.2f}"]]
-        rows += jax_rows(jax, f"{n}x{n} jax jit (CPU)", lambda a, b: a @ b, (a, b), best_np, reps, flops)
+        rows += [_row(f"{n}x{n} numpy (BLAS)", t["numpy"], t["numpy"], flops),
+                 _row(f"{n}x{n} jit opencl, resident", t["opencl"], t["numpy"], flops)]
+        if jax is not None:
+            rows.append(_row(f"{n}x{n} jax jit (CPU)", t["jax"], t["numpy"], flops))
         if n == 1024:
-            for r in tinygrad_rows(tg, lambda a, b: a @ b, (a, b), a @ b, 1e-3, best_np, reps, flops):
+            for r in tinygrad_rows(tg, lambda a, b: a @ b, (a, b), a @ b, 1e-3, t["numpy"], reps, flops):
                 rows.append([f"{n}x{n} {r[0]}"] + r[1:])
     return rows
 
@@ -317,21 +324,7 @@ def bench_mlp(reps: int, jax=None) -> list[list[str]]:
         state["donated"], loss = donating(state["donated"], xr, yr)
         finish()
 
-    run_cpu()
-    t_np = median_time(run_np, repeat=reps)
-    t_cpu = median_time(run_cpu, repeat=reps)
-    t_gpu = median_time(run_gpu, repeat=reps)
-    created = ALLOC_STATS["buffers_created"]
-    t_don = median_time(run_donated, repeat=reps)
-    created = ALLOC_STATS["buffers_created"] - created
-    exe = gpu.lower(state["gpu"], xr, yr).compiled.executable
-    n_don = len(donating.lower(state["donated"], xr, yr).compiled.executable.donation)
-    rows = [["numpy hand-written fwd/bwd", f"{t_np * 1e3:.1f} ms", "1.00"],
-            ["fungraph jit cpu", f"{t_cpu * 1e3:.1f} ms", f"{t_np / t_cpu:.2f}"],
-            [f"jit opencl, params resident ({exe.kernel_count} kernels)", f"{t_gpu * 1e3:.1f} ms",
-             f"{t_np / t_gpu:.2f}"],
-            [f"jit opencl, params donated ({n_don} outputs in place, {created} buffers created)",
-             f"{t_don * 1e3:.1f} ms", f"{t_np / t_don:.2f}"]]
+    fns = {"np": run_np, "cpu": run_cpu, "gpu": run_gpu}
     if jax is not None:
         jstep = jax.jit(jax_sgd_step(jax), donate_argnums=0)
         jstate = {"p": jax.tree_util.tree_map(jax.numpy.asarray, params)}
@@ -342,9 +335,25 @@ def bench_mlp(reps: int, jax=None) -> list[list[str]]:
             jax.block_until_ready(loss)
             jax.block_until_ready(jstate["p"])
 
-        run_jax()
-        t_j = median_time(run_jax, repeat=reps)
-        rows.append(["jax jit (CPU), params donated", f"{t_j * 1e3:.1f} ms", f"{t_np / t_j:.2f}"])
+        fns["jax"] = run_jax
+    run_donated()
+    created = ALLOC_STATS["buffers_created"]
+    for _ in range(3):
+        run_donated()
+    created = ALLOC_STATS["buffers_created"] - created
+    fns["donated"] = run_donated
+    t = interleaved_times(fns, rounds=reps)
+    exe = gpu.lower(state["gpu"], xr, yr).compiled.executable
+    n_don = len(donating.lower(state["donated"], xr, yr).compiled.executable.donation)
+    t_np = t["np"]
+    rows = [["numpy hand-written fwd/bwd", f"{t_np * 1e3:.1f} ms", "1.00"],
+            ["fungraph jit cpu", f"{t['cpu'] * 1e3:.1f} ms", f"{t_np / t['cpu']:.2f}"],
+            [f"jit opencl, params resident ({exe.kernel_count} kernels)", f"{t['gpu'] * 1e3:.1f} ms",
+             f"{t_np / t['gpu']:.2f}"],
+            [f"jit opencl, params donated ({n_don} outputs in place, {created} buffers created in 3 calls)",
+             f"{t['donated'] * 1e3:.1f} ms", f"{t_np / t['donated']:.2f}"]]
+    if jax is not None:
+        rows.append(["jax jit (CPU), params donated", f"{t['jax'] * 1e3:.1f} ms", f"{t_np / t['jax']:.2f}"])
     return rows + [
             ["jit opencl first call (compile)", f"{t_compile * 1e3:.0f} ms", ""],
             ["opencl arena / jit plan arena", f"{exe.arena_bytes / 2**20:.1f} MiB",
@@ -398,7 +407,7 @@ def main() -> None:
                                 tinygrad_transcendental), ["", "time", "speed-up vs eager"]))
         _print_skipped()
     if "matmul" in only:
-        print("\nmatmul float32 (numpy and OpenCL timed alternately, best of each; JAX, tinygrad: medians)")
+        print("\nmatmul float32 (numpy, OpenCL, JAX timed in turns after quiet pauses, medians; tinygrad after)")
         print(table(bench_matmul((1024, 1000), reps, jax, tg), ["", "time", "rate", "vs numpy"]))
         _print_skipped()
     if "sum" in only:

@@ -97,15 +97,18 @@ def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges() -> N
     f = fg.jit(lambda x, y: x @ y, backend="opencl")
     np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
     text = _notes(f, a, b)
-    assert "both operands packed" in text
+    # lhs rows contiguous along k are read in place; only rhs is packed
+    assert "rhs packed, lhs rows read in place" in text
+    assert "pack_rows" not in text
     assert "last 4 rows" in text
     assert "last 8 columns from the zero-padded panel" in text
     assert "scalar corner" in text
     assert "pack the last 8 columns" in text
-    assert text.count("pack ") >= 3
-    # lhs rows contiguous along k: its 6-row panels are 16 x 6 blocks transposed in registers,
-    # and so are the 16-column panels of an rhs given as its transpose (k = 70: 64 + a tail of 6)
-    assert "pack 6-wide panels, 16 x 6 blocks transposed in registers" in text
+    t = fg.jit(lambda x, y: x.T @ y, backend="opencl")
+    np.testing.assert_allclose(np.asarray(t(a.T.copy(), b)), a @ b, rtol=1e-4, atol=1e-4)
+    assert "both operands packed" in _notes(t, a.T.copy(), b)
+    # an rhs given as its transpose is packed as 16 x 16 blocks transposed in registers
+    # (k = 70: 64 + a tail of 6)
     g = fg.jit(lambda x, y: x @ y.T, backend="opencl")
     np.testing.assert_allclose(np.asarray(g(a, b.T.copy())), a @ b, rtol=1e-4, atol=1e-4)
     assert "pack 16-wide panels, 16 x 16 blocks transposed in registers" in _notes(g, a, b.T.copy())
@@ -118,8 +121,26 @@ def test_narrow_product_of_a_transposed_operand_needs_no_copy() -> None:
     f = fg.jit(lambda a, b: a.T @ b, backend="opencl")
     np.testing.assert_allclose(np.asarray(f(h, g)), h.T @ g, rtol=1e-4, atol=1e-4)
     text = _notes(f, h, g)
-    assert "10 columns per work-item" in text
+    assert "10 columns x 8 adjacent rows per work-item" in text
     assert "copy" not in text
+
+
+@pytest.mark.parametrize("m", [64, 67, 203])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_narrow_products_cover_every_row(m: int, dtype: type) -> None:
+    """8 rows per work-item in vectors, the last m % 8 one per work-item; a narrow product
+    whose rows are not adjacent (``w @ v``, n < 16) takes one zero-padded 16-column panel."""
+    rng = np.random.default_rng(m)
+    h = rng.integers(-4, 4, (37, m)).astype(dtype)
+    g = rng.integers(-4, 4, (37, 5)).astype(dtype)
+    f = fg.jit(lambda a, b: a.T @ b, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(f(h, g)), h.T @ g)
+    assert ("last" in _notes(f, h, g)) == (m % 8 != 0)
+    w = fg.jit(lambda a, b: a @ b, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(w(h.T.copy(), g)), h.T @ g)
+    text = _notes(w, h.T.copy(), g)
+    assert "last 5 columns from the zero-padded panel" in text
+    assert "pack the last 5 columns" in text
 
 
 @pytest.mark.parametrize("order", ["rows", "columns"])

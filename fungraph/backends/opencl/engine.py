@@ -332,10 +332,11 @@ class OpenCLExecutable:
         self.add_kernels(eqns, [spec])
 
     def _lower_dot(self, e: Eqn) -> None:
-        """Pick a dot kernel and copy operands into the layout it needs: on a CPU, for n >= 16
-        and m >= 64 both operands are packed into panels; the unpacked register-blocked kernel
-        wants rows of ``rhs`` contiguous (n >= 16, m >= 4); a narrow ``out`` (n < 16) whose
-        rows are adjacent in ``lhs`` needs no copy; otherwise, for k >= 16, the dot-product
+        """Pick a dot kernel and copy operands into the layout it needs: on a CPU a narrow
+        ``out`` (n < 16) whose rows are adjacent in ``lhs`` needs no copy; otherwise for
+        m >= 64 ``rhs`` is packed into 16-column panels (the last one zero-padded) and ``lhs``
+        into 6-row panels unless its rows are contiguous along k; the unpacked register-blocked
+        kernel wants rows of ``rhs`` contiguous (n >= 16, m >= 4); for k >= 16 the dot-product
         kernel wants both operands contiguous along k; else the scalar kernel. Other devices
         take any merged strides (the tiled kernel)."""
         lhs, rhs = (self.atom_access(a) for a in e.inputs)
@@ -346,16 +347,13 @@ class OpenCLExecutable:
         m, k, n = size(lhs, lf), size(lhs, lc), size(rhs, rf)
         out = self.store(e.outputs[0])
         specs: list[KernelSpec] = []
-        pack = self.info.is_cpu and n >= DOT_COLS and m >= PACK_MIN_ROWS and k > 0
-        if not self.info.is_cpu:
+        narrow = n < DOT_COLS and m >= NARROW_MIN_ROWS and merged_stride(lhs, lf) == 1
+        pack = self.info.is_cpu and not narrow and m >= PACK_MIN_ROWS and k > 0 and n > 0
+        if not self.info.is_cpu or narrow:
             lhs_order, rhs_order = lb + lf + lc, rb + rc + rf
             lhs_ok = all(merged_stride(lhs, g) is not None for g in (lb, lf, lc))
             rhs_ok = all(merged_stride(rhs, g) is not None for g in (rb, rc, rf))
-        elif n < DOT_COLS and m >= NARROW_MIN_ROWS and merged_stride(lhs, lf) == 1:
-            lhs_order, rhs_order = lb + lf + lc, rb + rc + rf
-            lhs_ok = all(merged_stride(lhs, g) is not None for g in (lb, lf, lc))
-            rhs_ok = all(merged_stride(rhs, g) is not None for g in (rb, rc, rf))
-        elif n >= 16 and m >= 4:
+        elif pack or (n >= 16 and m >= 4):
             lhs_order, rhs_order = lb + lf + lc, rb + rc + rf
             lhs_ok = all(merged_stride(lhs, g) is not None for g in (lb, lf, lc))
             rhs_ok = merged_stride(rhs, rb) is not None and merged_stride(rhs, rc) is not None \
@@ -391,9 +389,10 @@ class OpenCLExecutable:
             if n % DOT_COLS:
                 specs.append(pack_tail_kernel(self._name("pack_tail"), view, n % DOT_COLS, panels, self.info,
                                               self.idx_type))
-            scratch = self._scratch(ShapedArray((b, m // PACK_ROWS, k, PACK_ROWS), lhs.aval.dtype))
-            view, row_panels = dot_row_panels(lhs, dims, scratch.slot)
-            specs += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
+            if merged_stride(lhs, lc) not in (0, 1):
+                scratch = self._scratch(ShapedArray((b, m // PACK_ROWS, k, PACK_ROWS), lhs.aval.dtype))
+                view, row_panels = dot_row_panels(lhs, dims, scratch.slot)
+                specs += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
         specs += dot_kernels(self._name("dot_general"), lhs, rhs, out, dims, self.info, self.idx_type,
                              panels, row_panels) or []
         self.add_kernels([e], specs)

@@ -514,7 +514,7 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     it = idx_type
     specs = []
     m4, n16 = m - m % 4, n - n % 16
-    packed = panels is not None and row_panels is not None and n16 > 0 and k > 0
+    packed = panels is not None and k > 0
     if packed:
         m4 = m
     blocked = packed or (sbn == 1 and m4 > 0 and n16 > 0 and k > 0)
@@ -552,22 +552,7 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
         specs.append(KernelSpec(name + "_blk", _kernel(name + "_blk", params, body), params.slots,
                                 [((g0, m4 // 4, b), (l0, 1, 1), None)], kind="dot", note="4x16 register-blocked"))
     if narrow:
-        params = Params()
-        pa, oa, pb, ob, pc, oc = common(params)
-        mul = (lambda a, v, c: f"fma({a}, {v}, {c})") if dtypes.is_float(dt) else \
-            (lambda a, v, c: f"{c} + {a} * {v}")
-        body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {m};",
-                f"  const {it} mm = gid % {m};",
-                f"  __global const {t}* ar = {pa} + {oa} + (long)bb * {sab} + mm;",
-                f"  __global const {t}* br = {pb} + {ob} + (long)bb * {sbb};"]
-        body += [f"  {t} c{j} = {c_literal(0, dt)};" for j in range(n)]
-        body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t} a = ar[(long)kk * {sak}];"]
-        body += [f"    c{j} = {mul('a', f'br[(long)kk * {sbk} + {j * sbn}]', f'c{j}')};" for j in range(n)]
-        body += ["  }"]
-        body += [f"  {pc}[{oc} + (long)bb * {m * n} + (long)mm * {n} + {j}] = c{j};" for j in range(n)]
-        specs.append(KernelSpec(name + "_narrow", _kernel(name + "_narrow", params, body), params.slots,
-                                exact_launches(b * m, info), kind="dot",
-                                note=f"{n} columns per work-item, adjacent rows side by side"))
+        specs += _narrow_dot_kernels(name, (lhs, rhs, out), (b, m, k, n), strides, info, it, t)
         return specs
     if kdot:
         params = Params()
@@ -612,12 +597,65 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     return specs
 
 
+#: Rows of ``out`` one work-item of the narrow kernel computes, as one vector per column.
+NARROW_ROWS = 8
+
+
+def _narrow_dot_kernels(name: str, accesses: tuple[Access, Access, Access], sizes: tuple[int, int, int, int],
+                        strides: Sequence[int], info: DeviceInfo, it: str, t: str) -> list[KernelSpec]:
+    """``out`` with ``n < 16`` columns whose rows lie side by side in ``lhs`` (``h.T @ g``):
+    each work-item loads 8 adjacent rows of ``lhs`` at each ``k`` as one vector and keeps one
+    vector accumulator per column (PoCL does not vectorise the one-row-per-work-item form
+    across work-items: it ran at ~9 GFLOP/s); the last ``m % 8`` rows one per work-item."""
+    lhs, rhs, out = accesses
+    b, m, k, n = sizes
+    sab, _, sak, sbb, sbk, sbn = strides
+    dt = out.aval.dtype
+    w = NARROW_ROWS
+    mw = m - m % w
+    specs = []
+    for rows, count in ((w, b * (mw // w)), (1, b * (m - mw))):
+        if not count:
+            continue
+        params = Params()
+        pa, oa = params(lhs.slot, dt)
+        pb, ob = params(rhs.slot, dt)
+        pc, oc = params(out.slot, dt)
+        per_batch = mw // w if rows == w else m - mw
+        first = f"(gid % {per_batch}) * {w}" if rows == w else f"{mw} + gid % {per_batch}"
+        vt = f"{t}{w}" if rows == w else t
+        load = f"vload{w}(0, ar + (long)kk * {sak})" if rows == w else f"ar[(long)kk * {sak}]"
+        body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {per_batch};",
+                f"  const {it} mm = {first};",
+                f"  __global const {t}* ar = {pa} + {oa} + {lhs.offset} + (long)bb * {sab} + mm;",
+                f"  __global const {t}* br = {pb} + {ob} + {rhs.offset} + (long)bb * {sbb};",
+                f"  __global {t}* cr = {pc} + {oc} + {out.offset} + (long)bb * {m * n} + (long)mm * {n};"]
+        body += [f"  {vt} c{j} = ({vt})({c_literal(0, dt)});" for j in range(n)]
+        body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {vt} a = {load};"]
+        for j in range(n):
+            bv = f"({vt})(br[(long)kk * {sbk} + {j * sbn}])"
+            body.append(f"    c{j} = fma(a, {bv}, c{j});" if dtypes.is_float(dt) else f"    c{j} += a * {bv};")
+        body += ["  }"]
+        if rows == w:
+            body += [f"  cr[{i * n + j}] = c{j}.s{i:x};" for i in range(w) for j in range(n)]
+        else:
+            body += [f"  cr[{j}] = c{j};" for j in range(n)]
+        kname = name + ("_narrow" if rows == w else "_narrow_rows")
+        note = (f"{n} columns x {w} adjacent rows per work-item" if rows == w
+                else f"last {m - mw} rows, {n} columns per work-item")
+        specs.append(KernelSpec(kname, _kernel(kname, params, body), params.slots,
+                                exact_launches(count, info, count * k * n * rows), kind="dot", note=note))
+    return specs
+
+
 def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row_panels: Access,
                         sizes: tuple[int, int, int, int], lstrides: tuple[int, int, int], info: DeviceInfo,
                         it: str, t: str, fma: Callable[[str, str, str], str]) -> list[KernelSpec]:
-    """The 6x16 kernel over both packed operands; for the last ``n % 16`` columns the same
-    kernel on the zero-padded last panel storing only those columns; for the last ``m % 6``
-    rows one work-item per whole column panel reading ``lhs`` where it lies."""
+    """The 6x16 kernel over the packed ``rhs`` and ``lhs`` (packed into ``row_panels``, or read
+    in place when None: rows contiguous along ``k``); for the last ``n % 16`` columns (all of
+    them when ``n < 16``) the same kernel on the zero-padded last panel storing only those
+    columns; for the last ``m % 6`` rows one work-item per whole column panel reading ``lhs``
+    where it lies."""
     b, m, k, n = sizes
     sab, sam, sak = lstrides
     dt = out.aval.dtype
@@ -648,6 +686,10 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
         return KernelSpec(kname, _kernel(kname, params, body), params.slots, launches, kind="dot", note=note)
 
     def packed_a(params: Params) -> tuple[list[str], str]:
+        if row_panels is None:
+            pa, oa = params(lhs.slot, dt)
+            return ([f"  __global const {t}* ar = {pa} + {oa} + {lhs.offset} + (long)bb * {sab} "
+                     f"+ (long)rb * {PACK_ROWS * sam};"], f"ar[(long){{r}} * {sam} + kk]")
         pa, oa = params(row_panels.slot, dt)
         return ([f"  __global const {t}* aq = {pa} + {oa} + {row_panels.offset} + (long)bb * {g * k * PACK_ROWS} "
                  f"+ (long)rb * {k * PACK_ROWS};"], f"aq[kk * {PACK_ROWS} + {{r}}]")
@@ -664,9 +706,10 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     grid: list[Launch] = [((panels_n, bulk, b), (lp, lm, 1), None)] if bulk else []
     if g - bulk:
         grid.append(((panels_n, g - bulk, b), (lp, g - bulk, 1), (0, bulk, 0)))
-    if g:
+    if g and panels_n:
+        operands = "both operands packed" if row_panels is not None else "rhs packed, lhs rows read in place"
         specs.append(kernel(name + "_blk", PACK_ROWS, packed_a, f"rb * {PACK_ROWS}", grid,
-                            f"{PACK_ROWS}x{DOT_COLS} register-blocked, both operands packed, "
+                            f"{PACK_ROWS}x{DOT_COLS} register-blocked, {operands}, "
                             f"work-groups of {lp}x{lm} panels"))
     cols = n - n16
     if g and cols:
