@@ -7,7 +7,9 @@ transcendentals), a 1024x1024 matmul, the sum of 10M floats, the MLP training st
 784-1024-1024-10 at batch 256, compile times, and host<->device transfers per call of a
 device-resident chain. OpenCL times include waiting for the queue to finish; "resident"
 rows pass device arrays in and keep the result on the device, "from host" rows pass numpy
-arrays in and read the result back.
+arrays in and read the result back. Rows compared against numpy are timed in turns with a
+quiet pause before each (``_util.interleaved_times``): OpenBLAS's threads spin for ~0.1 s
+after each call and would otherwise take a core from whatever is timed next.
 
 Beside them, on the same run when installed: JAX's CPU jit (``block_until_ready``) and
 tinygrad's ``TinyJit`` on its OpenCL device (``CL``, PoCL here) and its CPU device (it needs
@@ -189,11 +191,15 @@ def bench_chain(n: int, fun, numpy_out, reps: int, jax=None, tg=None, jax_fun=No
         want = fun(x, a, b)
         np.testing.assert_allclose(np.asarray(gpu(x, a, b)), want, rtol=2e-5, atol=1e-5)
         xr, ar, br = resident(x, a, b)
-        t_np = median_time(lambda: fun(x, a, b), repeat=reps)
-        t_out = median_time(lambda: numpy_out(x, a, b, out), repeat=reps)
-        t_cpu = median_time(lambda: cpu(x, a, b), repeat=reps)
-        t_res = timed_ocl(gpu, xr, ar, br, repeat=reps)
-        t_host = median_time(lambda: np.asarray(gpu(x, a, b)), repeat=reps)
+
+        def run_res():
+            gpu(xr, ar, br)
+            finish()
+
+        t = interleaved_times({"np": lambda: fun(x, a, b), "out": lambda: numpy_out(x, a, b, out),
+                               "cpu": lambda: cpu(x, a, b), "res": run_res,
+                               "host": lambda: np.asarray(gpu(x, a, b))}, rounds=reps)
+        t_np, t_out, t_cpu, t_res, t_host = (t[k] for k in ("np", "out", "cpu", "res", "host"))
     exe = gpu.lower(x, a, b).compiled.executable
     rows_native = []
     if "sin(" in exe.source:
@@ -287,8 +293,13 @@ def bench_sum(n: int, reps: int, jax=None, tg=None) -> list[list[str]]:
     s = fg.jit(fnp.sum, backend="opencl")
     np.testing.assert_allclose(np.asarray(s(x)), np.sum(x, dtype=np.float64), rtol=1e-5)
     (xr,) = resident(x)
-    t_np = median_time(lambda: np.sum(x), repeat=reps)
-    t_cl = timed_ocl(s, xr, repeat=reps)
+
+    def run_cl():
+        s(xr)
+        finish()
+
+    t = interleaved_times({"np": lambda: np.sum(x), "cl": run_cl}, rounds=reps)
+    t_np, t_cl = t["np"], t["cl"]
     rows = [["numpy.sum", f"{t_np * 1e3:.2f} ms", "1.00"],
             ["jit opencl, resident", f"{t_cl * 1e3:.2f} ms", f"{t_np / t_cl:.2f}"]]
     rows += jax_rows(jax, "jax jit (CPU)", lambda x: x.sum(), (x,), t_np, reps)
