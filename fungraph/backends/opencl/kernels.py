@@ -488,9 +488,10 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
                 ) -> list[KernelSpec] | None:
     """``out[b, m, n] = sum_k lhs[b, m, k] rhs[b, k, n]`` when each operand's batch, free and
     contracting axes merge into one stride each (else None: the engine copies first).
-    On a CPU a register-blocked kernel covers the bulk: with ``panels`` and ``row_panels``
-    (both operands packed by :func:`dot_panels` / :func:`dot_row_panels`) 6x16 blocks whose
-    work-groups share row panels; without, 4x16 blocks that need ``rhs`` rows contiguous.
+    On a CPU a register-blocked kernel covers the bulk: with ``panels`` (``rhs`` packed by
+    :func:`dot_panels`; ``lhs`` packed by :func:`dot_row_panels` into ``row_panels``, or None
+    when its rows are contiguous along ``k``) 6x16 blocks whose work-groups share row panels;
+    without, 4x16 blocks that need ``rhs`` rows contiguous.
     Small kernels cover the edges, so no kernel has a bounds test. Other devices get the
     local-memory tiled kernel (:func:`tiled_dot_kernel`)."""
     (lc, rc), (lb, rb) = dims
@@ -648,7 +649,7 @@ def _narrow_dot_kernels(name: str, accesses: tuple[Access, Access, Access], size
     return specs
 
 
-def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row_panels: Access,
+def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row_panels: Access | None,
                         sizes: tuple[int, int, int, int], lstrides: tuple[int, int, int], info: DeviceInfo,
                         it: str, t: str, fma: Callable[[str, str, str], str]) -> list[KernelSpec]:
     """The 6x16 kernel over the packed ``rhs`` and ``lhs`` (packed into ``row_panels``, or read
