@@ -427,7 +427,7 @@ def main() -> None:
         _print_skipped()
     if "mlp" in only:
         print("\nMLP training step 784-1024-1024-10, batch 256, float32")
-        print(table(bench_mlp(3 if args.quick else 5, jax), ["", "time", "speed-up vs numpy"]))
+        print(table(bench_mlp(3 if args.quick else 9, jax), ["", "time", "speed-up vs numpy"]))
     if "loops" in only:
         print("\nloops on the device, per iteration (256-element float32 carry)")
         print(table(bench_loops(reps), ["", "jit cpu", "jit opencl", "scalar reads", "array copies"]))

@@ -100,18 +100,61 @@ def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges() -> N
     # lhs rows contiguous along k are read in place; only rhs is packed
     assert "rhs packed, lhs rows read in place" in text
     assert "pack_rows" not in text
-    assert "last 4 rows" in text
+    # the last 130 % 6 rows: one more row panel starting at row 124, storing its last 4 rows
+    assert "the last 4 rows from a panel at row 124" in text
     assert "last 8 columns from the zero-padded panel" in text
-    assert "scalar corner" in text
+    assert "scalar corner" not in text and "_rows" not in text
     assert "pack the last 8 columns" in text
     t = fg.jit(lambda x, y: x.T @ y, backend="opencl")
     np.testing.assert_allclose(np.asarray(t(a.T.copy(), b)), a @ b, rtol=1e-4, atol=1e-4)
-    assert "both operands packed" in _notes(t, a.T.copy(), b)
+    text = _notes(t, a.T.copy(), b)
+    assert "both operands packed" in text
+    assert "last 4 rows, 4x16 blocks" in text and "scalar corner" in text
     # an rhs given as its transpose is packed as 16 x 16 blocks transposed in registers
     # (k = 70: 64 + a tail of 6)
     g = fg.jit(lambda x, y: x @ y.T, backend="opencl")
     np.testing.assert_allclose(np.asarray(g(a, b.T.copy())), a @ b, rtol=1e-4, atol=1e-4)
     assert "pack 16-wide panels, 16 x 16 blocks transposed in registers" in _notes(g, a, b.T.copy())
+
+
+@pytest.mark.parametrize("rest", range(6))
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_row_tail_panel_overlaps_the_last_whole_panel(rest: int, dtype: type) -> None:
+    """m % 6 rows come from a panel starting at m - 6 that stores only its last rows, in the
+    16-column kernel and in the zero-padded last panel (n = 16 * 3 + 5)."""
+    rng = np.random.default_rng(rest)
+    m = 66 + rest
+    a = rng.integers(-4, 4, (m, 23)).astype(dtype)
+    b = rng.integers(-4, 4, (23, 53)).astype(dtype)
+    f = fg.jit(lambda x, y: x @ y, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(f(a, b)), a @ b)
+    assert (f"the last {rest} rows from a panel at row {m - 6}" in _notes(f, a, b)) == (rest > 0)
+
+
+@pytest.mark.parametrize("shape", [(70, 70, 200), (64, 64, 80), (100, 97, 129)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_product_with_a_transposed_rhs_is_computed_transposed(shape: tuple[int, int, int], dtype: type) -> None:
+    """``g @ w.T`` with fewer rows in ``g`` than in ``w``: ``w``'s rows are read in place, only
+    ``g`` is packed (as 16 x 16 blocks transposed in registers), and ``out`` is stored
+    transposed, element by element."""
+    m, k, n = shape
+    rng = np.random.default_rng(m + n)
+    g = rng.integers(-4, 4, (m, k)).astype(dtype)
+    w = rng.integers(-4, 4, (n, k)).astype(dtype)
+    f = fg.jit(lambda x, y: x @ y.T, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(f(g, w)), g @ w.T)
+    text = _notes(f, g, w)
+    assert "transposed product out.T = rhs.T @ lhs.T" in text
+    assert "rhs packed, lhs rows read in place" in text
+    assert f"launches ({m // 16 * (k // 16)},)" in text     # the pack covers g, not w
+    short = fg.jit(lambda x, y: x @ y.T, backend="opencl")        # k = 10: w packed, out stored by rows
+    np.testing.assert_array_equal(np.asarray(short(g[:, :10], w[:, :10])), g[:, :10] @ w[:, :10].T)
+    assert "transposed product" not in _notes(short, g[:, :10], w[:, :10])
+    gb = rng.integers(-4, 4, (2, m, k)).astype(dtype)
+    wb = rng.integers(-4, 4, (2, n, k)).astype(dtype)
+    fb = fg.jit(lambda x, y: fnp.einsum("bik,bjk->bij", x, y), backend="opencl")
+    np.testing.assert_array_equal(np.asarray(fb(gb, wb)), np.einsum("bik,bjk->bij", gb, wb))
+    assert "transposed product" in _notes(fb, gb, wb)
 
 
 def test_narrow_product_of_a_transposed_operand_needs_no_copy() -> None:

@@ -508,6 +508,12 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     n = _prod([rhs.shape[d] for d in rf])
     if b * m * n == 0:
         return []
+    nb, nf = len(lb), len(lf)
+    ostrides = (merged_stride(out, range(nb)), merged_stride(out, range(nb, nb + nf)),
+                merged_stride(out, range(nb + nf, len(out.shape))))
+    if any(s is None for s in ostrides) or (panels is None and not out.is_contiguous()):
+        raise ValueError(f"dot_kernels: output strides {out.strides} of shape {out.shape} are not supported")
+    sob, som, son = ostrides
     if not info.is_cpu:
         return [tiled_dot_kernel(name, lhs, rhs, out, (b, m, k, n), tuple(strides), info, idx_type)]
     dt = out.aval.dtype
@@ -532,7 +538,7 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
 
     if packed:
         specs += _packed_dot_kernels(name, lhs, out, panels, row_panels, (b, m, k, n), (sab, sam, sak),
-                                     info, it, t, fma)
+                                     (sob, som, son), info, it, t, fma)
     elif blocked:
         params = Params()
         pa, oa, pb, ob, pc, oc = common(params)
@@ -579,11 +585,11 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
             f"  for ({it} kk = 0; kk < {k}; ++kk)",
             f"    acc += {pa}[{oa} + (long)bb * {sab} + (long)mm * {sam} + (long)kk * {sak}] * "
             f"{pb}[{ob} + (long)bb * {sbb} + (long)kk * {sbk} + (long)nn * {sbn}];",
-            f"  {pc}[{oc} + (long)bb * {m * n} + (long)mm * {n} + nn] = acc;"]
+            f"  {pc}[{oc} + (long)bb * {sob} + (long)mm * {som} + (long)nn * {son}] = acc;"]
     launches: list[Launch] = []
     if packed:
         m6 = m - m % PACK_ROWS
-        if m - m6 and n - n16:
+        if m - m6 and n - n16 and (row_panels is not None or not m6):
             launches.append(((n - n16, m - m6, b), None, (n16, m6, 0)))
     elif blocked:
         if m - m4:
@@ -649,19 +655,34 @@ def _narrow_dot_kernels(name: str, accesses: tuple[Access, Access, Access], size
     return specs
 
 
+def _row_groups(count: int, cap: int) -> tuple[int, int]:
+    """(work-group size, rows in whole work-groups) for ``count`` row panels: a size from ``cap``
+    down to ``cap // 2`` that divides ``count`` (one launch), else ``cap`` and a tail launch."""
+    for d in range(cap, max(cap // 2, 1) - 1, -1):
+        if count % d == 0:
+            return d, count
+    return cap, count - count % cap
+
+
 def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row_panels: Access | None,
-                        sizes: tuple[int, int, int, int], lstrides: tuple[int, int, int], info: DeviceInfo,
-                        it: str, t: str, fma: Callable[[str, str, str], str]) -> list[KernelSpec]:
+                        sizes: tuple[int, int, int, int], lstrides: tuple[int, int, int],
+                        ostrides: tuple[int, int, int], info: DeviceInfo, it: str, t: str,
+                        fma: Callable[[str, str, str], str]) -> list[KernelSpec]:
     """The 6x16 kernel over the packed ``rhs`` and ``lhs`` (packed into ``row_panels``, or read
     in place when None: rows contiguous along ``k``); for the last ``n % 16`` columns (all of
     them when ``n < 16``) the same kernel on the zero-padded last panel storing only those
-    columns; for the last ``m % 6`` rows one work-item per whole column panel reading ``lhs``
-    where it lies."""
+    columns. The last ``m % 6`` rows: with ``lhs`` in place, one more row panel that starts at
+    ``m - 6`` and stores only its last rows; with packed rows, one work-item per column panel
+    reading ``lhs`` where it lies. ``out`` may be strided (a transposed product stores
+    ``out.T``): 16-wide stores when its columns are adjacent, else one store per element."""
     b, m, k, n = sizes
     sab, sam, sak = lstrides
+    sob, som, son = ostrides
     dt = out.aval.dtype
     g, n16 = m // PACK_ROWS, n - n % DOT_COLS
     panels_n = n16 // DOT_COLS
+    rest = m - g * PACK_ROWS
+    overlap = bool(rest) and row_panels is None and g > 0
     specs = []
 
     def kernel(kname: str, rows: int, a_of: Callable[[Params], tuple[list[str], str]], row0: str,
@@ -671,58 +692,61 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
         a_lines, a_load = a_of(params)
         pc, oc = params(out.slot, dt)
         body = [f"  const {it} p = get_global_id(0);", f"  const {it} rb = get_global_id(1);",
-                f"  const {it} bb = get_global_id(2);",
+                f"  const {it} bb = get_global_id(2);", f"  const long row0 = {row0};",
                 f"  __global const {t}* bq = {pp} + {op} + {panels.offset} + (long)bb * {panels.strides[0]} "
-                f"+ (long)p * {k * DOT_COLS};", *a_lines]
+                f"+ (long)p * {k * DOT_COLS};", *a_lines,
+                f"  __global {t}* cq = {pc} + {oc} + {out.offset} + (long)bb * {sob} + row0 * {som} "
+                f"+ (long)p * {DOT_COLS * son};"]
         body += [f"  {t}16 c{r} = ({t}16)(0);" for r in range(rows)]
         body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t}16 bv = vload16(kk, bq);"]
         body += [f"    c{r} = {fma(a_load.format(r=r), 'bv', f'c{r}')};" for r in range(rows)]
         body += ["  }"]
         for r in range(rows):
-            row = f"{pc} + {oc} + {out.offset} + (long)bb * {m * n} + (long)({row0} + {r}) * {n} + p * {DOT_COLS}"
-            if cols == DOT_COLS:
-                body.append(f"  vstore16(c{r}, 0, {row});")
+            if cols == DOT_COLS and son == 1:
+                lines = [f"vstore16(c{r}, 0, cq + {r * som});"]
             else:
-                body += [f"  ({row})[{j}] = c{r}.s{j:x};" for j in range(cols)]
+                lines = [f"cq[{r * som + j * son}] = c{r}.s{j:x};" for j in range(cols)]
+            guard = overlap and rows == PACK_ROWS and r < PACK_ROWS - rest
+            body += [f"  if (rb < {g}) {{ {' '.join(lines)} }}"] if guard else [f"  {line}" for line in lines]
         return KernelSpec(kname, _kernel(kname, params, body), params.slots, launches, kind="dot", note=note)
 
     def packed_a(params: Params) -> tuple[list[str], str]:
         if row_panels is None:
             pa, oa = params(lhs.slot, dt)
-            return ([f"  __global const {t}* ar = {pa} + {oa} + {lhs.offset} + (long)bb * {sab} "
-                     f"+ (long)rb * {PACK_ROWS * sam};"], f"ar[(long){{r}} * {sam} + kk]")
+            return ([f"  __global const {t}* ar = {pa} + {oa} + {lhs.offset} + (long)bb * {sab} + row0 * {sam};"],
+                    f"ar[(long){{r}} * {sam} + kk]")
         pa, oa = params(row_panels.slot, dt)
         return ([f"  __global const {t}* aq = {pa} + {oa} + {row_panels.offset} + (long)bb * {g * k * PACK_ROWS} "
                  f"+ (long)rb * {k * PACK_ROWS};"], f"aq[kk * {PACK_ROWS} + {{r}}]")
 
     def strided_a(params: Params) -> tuple[list[str], str]:
         pa, oa = params(lhs.slot, dt)
-        return ([f"  __global const {t}* ar = {pa} + {oa} + {lhs.offset} + (long)bb * {sab} "
-                 f"+ (long){g * PACK_ROWS} * {sam};"],
+        return ([f"  __global const {t}* ar = {pa} + {oa} + {lhs.offset} + (long)bb * {sab} + row0 * {sam};"],
                 f"ar[(long){{r}} * {sam} + (long)kk * {sak}]")
 
+    row_count = g + 1 if overlap else g
+    row0 = f"rb < {g} ? (long)rb * {PACK_ROWS} : {m - PACK_ROWS}" if overlap else f"(long)rb * {PACK_ROWS}"
     lp = _divisor(panels_n, min(DOT_GROUP[0], info.max_work_group_size))
-    lm = max(1, min(DOT_GROUP[1], info.max_work_group_size // lp, g))
-    bulk = g - g % lm
+    lm, bulk = _row_groups(row_count, max(1, min(DOT_GROUP[1], info.max_work_group_size // lp, row_count)))
     grid: list[Launch] = [((panels_n, bulk, b), (lp, lm, 1), None)] if bulk else []
-    if g - bulk:
-        grid.append(((panels_n, g - bulk, b), (lp, g - bulk, 1), (0, bulk, 0)))
-    if g and panels_n:
+    if row_count - bulk:
+        grid.append(((panels_n, row_count - bulk, b), (lp, row_count - bulk, 1), (0, bulk, 0)))
+    if row_count and panels_n:
         operands = "both operands packed" if row_panels is not None else "rhs packed, lhs rows read in place"
-        specs.append(kernel(name + "_blk", PACK_ROWS, packed_a, f"rb * {PACK_ROWS}", grid,
+        tail = f", the last {rest} rows from a panel at row {m - PACK_ROWS}" if overlap else ""
+        specs.append(kernel(name + "_blk", PACK_ROWS, packed_a, row0, grid,
                             f"{PACK_ROWS}x{DOT_COLS} register-blocked, {operands}, "
-                            f"work-groups of {lp}x{lm} panels"))
+                            f"work-groups of {lp}x{lm} panels{tail}"))
     cols = n - n16
-    if g and cols:
-        lc = max(d for d in range(1, 9) if g % d == 0 and d <= info.max_work_group_size)
-        specs.append(kernel(name + "_cols", PACK_ROWS, packed_a, f"rb * {PACK_ROWS}",
-                            [((1, g, b), (1, lc, 1), (panels_n, 0, 0))],
+    if row_count and cols:
+        lc = max(d for d in range(1, 9) if row_count % d == 0 and d <= info.max_work_group_size)
+        specs.append(kernel(name + "_cols", PACK_ROWS, packed_a, row0,
+                            [((1, row_count, b), (1, lc, 1), (panels_n, 0, 0))],
                             f"last {cols} columns from the zero-padded panel", cols))
-    rest = m - g * PACK_ROWS
-    if rest and panels_n:
+    if rest and panels_n and not overlap:
         lt = _divisor(panels_n, min(16, info.max_work_group_size))
-        specs.append(kernel(name + "_rows", rest, strided_a, str(g * PACK_ROWS), [((panels_n, 1, b), (lt, 1, 1), None)],
-                            f"last {rest} rows, {rest}x{DOT_COLS} blocks"))
+        specs.append(kernel(name + "_rows", rest, strided_a, str(g * PACK_ROWS),
+                            [((panels_n, 1, b), (lt, 1, 1), None)], f"last {rest} rows, {rest}x{DOT_COLS} blocks"))
     return specs
 
 
