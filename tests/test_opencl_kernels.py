@@ -305,3 +305,63 @@ def test_an_identical_executable_takes_the_built_program() -> None:
     np.testing.assert_array_equal(np.asarray(again(x)), want)
     assert engine.ENGINE_STATS["kernels_built"] == built
     assert engine.ENGINE_STATS["programs_reused"] == reused + 1
+
+
+@pytest.mark.parametrize("shape", [(130, 70, 40), (67, 33, 53), (256, 100, 1024)])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sum_with_a_product_runs_in_the_product_kernels(shape: tuple[int, int, int], transposed: bool,
+                                                        dtype: type) -> None:
+    """``w - p``, ``w + p`` and ``p + w`` of a product ``p`` used once: the packed kernels start
+    their accumulators from ``w`` (or ``-w``) in every edge kernel (rows from the overlapping
+    panel or the strided rows kernel, zero-padded columns, the corner), with no separate sum."""
+    m, k, n = shape
+    rng = np.random.default_rng(m * n)
+    a = rng.standard_normal((k, m) if transposed else (m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    w = rng.standard_normal((m, n)).astype(dtype)
+    lhs = (lambda a: a.T) if transposed else (lambda a: a)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for sign, f in (("-", lambda w, a, b: w - lhs(a) @ b), ("+", lambda w, a, b: w + lhs(a) @ b),
+                    ("+", lambda w, a, b: lhs(a) @ b + w)):
+        j = fg.jit(f, backend="opencl")
+        want = f(w.astype(np.float64), a.astype(np.float64), b.astype(np.float64))
+        np.testing.assert_allclose(np.asarray(j(w, a, b)), want, rtol=tol, atol=tol * np.abs(want).max())
+        text = _notes(j, w, a, b)
+        assert f"out = x {sign} product" in text
+        assert not _sum_kernels(text)
+
+
+def _sum_kernels(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("kernel") and ("_sub [" in line or "_add [" in line)]
+
+
+def test_product_epilogue_writes_a_donated_addend_in_place() -> None:
+    """An SGD update ``w - x.T @ g`` with ``w`` donated writes into ``w``'s buffer."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((100, 64)).astype(np.float32)
+    x = rng.standard_normal((256, 100)).astype(np.float32)
+    g = rng.standard_normal((256, 64)).astype(np.float32)
+    step = fg.jit(lambda w, x, g: w - x.T @ g, backend="opencl", donate_argnums=0)
+    wd = fg.jit(lambda v: v * 1.0, backend="opencl")(w)
+    ptr = wd.buffer.int_ptr
+    out = step(wd, x, g)
+    np.testing.assert_allclose(np.asarray(out), w - x.T @ g, rtol=1e-4, atol=1e-3)
+    assert out.buffer.int_ptr == ptr and wd.is_deleted()
+    assert "out = x - product" in _notes(step, out, x, g)
+
+
+def test_product_epilogue_is_skipped_when_it_would_be_wrong() -> None:
+    """No epilogue when the addend is an operand of the product, when the product has
+    another use, or for ``p - w``; the values stay right."""
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((96, 96)).astype(np.float32)
+    s = rng.standard_normal((96, 96)).astype(np.float32)
+    cases = [lambda w, s: w - w @ s, lambda w, s: (w - s @ s, s @ s * 2.0), lambda w, s: s @ s - w]
+    for f in cases:
+        j = fg.jit(f, backend="opencl")
+        got, want = j(w, s), f(w, s)
+        for gv, wv in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_allclose(np.asarray(gv), wv, rtol=1e-4, atol=1e-3)
+        text = _notes(j, w, s)
+        assert "out = x" not in text and _sum_kernels(text)

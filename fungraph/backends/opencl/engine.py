@@ -44,6 +44,7 @@ from fungraph.backends.opencl.kernels import (
     NARROW_MIN_ROWS,
     PACK_MIN_ROWS,
     PACK_ROWS,
+    Addend,
     KernelSpec,
     canonical_copy_access,
     conv_kernel,
@@ -231,9 +232,13 @@ class OpenCLExecutable:
         self._lower_outputs()
 
     def _lower_eqns(self, g: Graph, fusion: FusionPlan) -> None:
+        epilogues = _dot_epilogues(g, fusion) if self.info.is_cpu and self._fuse and DOT_EPILOGUES else {}
+        absorbed: set[int] = set()
         for i, e in enumerate(g.eqns):
             region = fusion.region_of.get(i)
             name = e.primitive.name
+            if i in absorbed:
+                continue
             if i in fusion.aliases:
                 self.access[e.outputs[0]] = view_access(e, self.access[e.inputs[0]])
             elif region is not None and region.root == i:
@@ -241,7 +246,9 @@ class OpenCLExecutable:
             elif region is not None:
                 continue
             elif name == "dot_general":
-                self._lower_dot(e)
+                ep = epilogues.get(i)
+                if self._lower_dot(e, None if ep is None else (g.eqns[ep[0]], ep[1], ep[2])):
+                    absorbed.add(ep[0])
             elif name == "conv":
                 self.add_kernels([e], [conv_kernel(self._name("conv"), self.atom_access(e.inputs[0]),
                                                    self.atom_access(e.inputs[1]), self.store(e.outputs[0]),
@@ -331,21 +338,22 @@ class OpenCLExecutable:
                                   region.shape, outs, members, self.access.get, self.idx_type, self.info)
         self.add_kernels(eqns, [spec])
 
-    def _lower_dot(self, e: Eqn) -> None:
+    def _lower_dot(self, e: Eqn, epilogue: tuple[Eqn, Var, bool] | None = None) -> bool:
         """Pick a dot kernel and copy operands into the layout it needs: on a CPU a narrow
         ``out`` (n < 16) whose rows are adjacent in ``lhs`` needs no copy; otherwise for
         m >= 64 ``rhs`` is packed into 16-column panels (the last one zero-padded) and ``lhs``
         into 6-row panels unless its rows are contiguous along k; the unpacked register-blocked
         kernel wants rows of ``rhs`` contiguous (n >= 16, m >= 4); for k >= 16 the dot-product
         kernel wants both operands contiguous along k; else the scalar kernel. Other devices
-        take any merged strides (the tiled kernel)."""
+        take any merged strides (the tiled kernel). ``epilogue`` (the equation ``x +/- (this
+        product)``, ``x``, whether it subtracts) is computed by the packed kernels when they
+        run the product with ``out`` in ``x``'s layout; returns whether it was."""
         lhs, rhs = (self.atom_access(a) for a in e.inputs)
         (lc, rc), (lb, rb) = e.params["dimension_numbers"]
         lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
         rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
         size = lambda a, ds: int(np.prod([a.shape[d] for d in ds], dtype=np.int64))  # noqa: E731
         m, k, n = size(lhs, lf), size(lhs, lc), size(rhs, rf)
-        out = self.store(e.outputs[0])
         specs: list[KernelSpec] = []
         narrow = n < DOT_COLS and m >= NARROW_MIN_ROWS and merged_stride(lhs, lf) == 1
         pack = self.info.is_cpu and not narrow and m >= PACK_MIN_ROWS and k > 0 and n > 0
@@ -380,6 +388,13 @@ class OpenCLExecutable:
             else:
                 rb, rc, rf = _ranges(len(rb), len(rc), len(rf))
         swap = pack and _swap_operands(lhs, rhs, (lb, lf, lc), (rb, rf, rc))
+        addend = None
+        if epilogue is not None and pack and not swap:
+            x = self.atom_access(epilogue[1])
+            dest = self._dest.get(epilogue[0].outputs[0])
+            if x.strides == contiguous(x.shape) and (dest is None or dest.strides == x.strides):
+                addend = Addend(x, epilogue[2])
+        out = self.store(epilogue[0].outputs[0] if addend is not None else e.outputs[0])
         if swap:
             lhs, rhs, lb, lf, lc, rb, rf, rc = rhs, lhs, rb, rf, rc, lb, lf, lc
             m, n = n, m
@@ -399,11 +414,15 @@ class OpenCLExecutable:
                 view, row_panels = dot_row_panels(lhs, dims, scratch.slot)
                 specs += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
         products = dot_kernels(self._name("dot_general"), lhs, rhs, out, dims, self.info, self.idx_type,
-                               panels, row_panels) or []
-        for spec in products if swap else ():
-            spec.note += "; transposed product out.T = rhs.T @ lhs.T"
+                               panels, row_panels, addend) or []
+        for spec in products:
+            if swap:
+                spec.note += "; transposed product out.T = rhs.T @ lhs.T"
+            if addend is not None:
+                spec.note += f"; out = x {'-' if addend.negate else '+'} product"
         specs += products
-        self.add_kernels([e], specs)
+        self.add_kernels([e] if addend is None else [e, epilogue[0]], specs)
+        return addend is not None
 
     def _copy_canonical(self, a: Access, order: tuple[int, ...]) -> tuple[Access, KernelSpec]:
         shape = tuple(a.shape[d] for d in order)
@@ -483,15 +502,23 @@ class OpenCLExecutable:
                 break
 
     def _own_element(self, k: int, s: int) -> bool:
-        """Whether the first top-level step that uses slot ``s`` is one elementwise kernel
-        whose work-item ``gid`` loads slot ``k`` only at element ``gid`` and stores element
-        ``gid`` of ``s`` after all its loads (``KernelSpec.own_loads`` / ``own_stores``)."""
+        """Whether the first top-level step that uses slot ``s`` is kernels where each one that
+        writes ``s`` loads slot ``k`` only at the elements it stores, after loading them
+        (``KernelSpec.own_loads`` / ``own_stores``: one elementwise kernel, or a product's
+        kernels with an addend), and none reads ``k`` after the first of them has run."""
         first = next((st for st in self.steps if s in _slots_used(st)), None)
-        if first is None or first.kind != "kernels" or len(first.specs) != 1:
+        if first is None or first.kind != "kernels":
             return False
-        spec = first.specs[0]
-        reads_k = any(slot == k for slot, _ in spec.slots)
-        return spec.kind == "elementwise" and s in spec.own_stores and (not reads_k or k in spec.own_loads)
+        writing = False
+        for spec in first.specs:
+            reads_k = any(slot == k for slot, _ in spec.slots)
+            if any(slot == s for slot, _ in spec.slots):
+                if s not in spec.own_stores or (reads_k and k not in spec.own_loads):
+                    return False
+                writing = True
+            elif reads_k and writing:
+                return False
+        return writing
 
     def _takeover(self, args: Sequence[Any]) -> dict[int, OpenCLArray]:
         """The donated device arrays whose buffers this call's outputs take over: none whose
@@ -879,6 +906,48 @@ def _specs(steps: list[Step]) -> Any:
     for st in _walk(steps):
         if st.kind == "kernels":
             yield from st.specs
+
+
+#: Whether products on a CPU absorb a following ``x + p`` / ``x - p`` (:func:`_dot_epilogues`).
+DOT_EPILOGUES = True
+
+
+def _dot_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[int, Var, bool]]:
+    """Products whose only use is ``x + p``, ``p + x`` or ``x - p`` (an SGD update ``w - g``,
+    a residual add) with ``x`` defined before the product, of ``p``'s shape and dtype, not
+    one of its operands, and the sum not fused with other equations: product index -> (the
+    sum's index, ``x``, whether it subtracts). The packed kernels then start their
+    accumulators from ``x`` (or ``-x``), saving the sum's kernel and a pass over ``p``."""
+    uses: dict[Var, list[int]] = {}
+    producer: dict[Var, int] = {}
+    for j, e in enumerate(g.eqns):
+        for a in e.inputs:
+            if isinstance(a, Var):
+                uses.setdefault(a, []).append(j)
+        for o in e.outputs:
+            producer[o] = j
+    returned = {a for a in g.outvars if isinstance(a, Var)}
+    found: dict[int, tuple[int, Var, bool]] = {}
+    for i, e in enumerate(g.eqns):
+        if e.primitive.name != "dot_general":
+            continue
+        p = e.outputs[0]
+        if len(uses.get(p, ())) != 1 or p in returned or not dtypes.is_float(p.aval.dtype):
+            continue
+        j = uses[p][0]
+        s = g.eqns[j]
+        region = fusion.region_of.get(j)
+        if s.primitive.name not in ("add", "sub") or j in fusion.aliases or (region and region.members != {j}):
+            continue
+        a, b = s.inputs
+        x = a if b is p else b
+        negate = s.primitive.name == "sub"
+        if x is p or not isinstance(x, Var) or (negate and b is not p) or s.outputs[0].aval != p.aval:
+            continue
+        if x.aval != p.aval or producer.get(x, -1) > i or any(x is v for v in e.inputs):
+            continue
+        found[i] = (j, x, negate)
+    return found
 
 
 #: Shortest contraction for which :func:`_swap_operands` computes a product transposed.

@@ -484,8 +484,8 @@ def _divisor(n: int, cap: int) -> int:
 
 
 def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, info: DeviceInfo,
-                idx_type: str, panels: Access | None = None, row_panels: Access | None = None
-                ) -> list[KernelSpec] | None:
+                idx_type: str, panels: Access | None = None, row_panels: Access | None = None,
+                addend: Addend | None = None) -> list[KernelSpec] | None:
     """``out[b, m, n] = sum_k lhs[b, m, k] rhs[b, k, n]`` when each operand's batch, free and
     contracting axes merge into one stride each (else None: the engine copies first).
     On a CPU a register-blocked kernel covers the bulk: with ``panels`` (``rhs`` packed by
@@ -493,7 +493,8 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     when its rows are contiguous along ``k``) 6x16 blocks whose work-groups share row panels;
     without, 4x16 blocks that need ``rhs`` rows contiguous.
     Small kernels cover the edges, so no kernel has a bounds test. Other devices get the
-    local-memory tiled kernel (:func:`tiled_dot_kernel`)."""
+    local-memory tiled kernel (:func:`tiled_dot_kernel`). With ``addend`` (packed kernels
+    only) ``out = x + lhs @ rhs`` or ``x - lhs @ rhs`` (:class:`Addend`)."""
     (lc, rc), (lb, rb) = dims
     lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
     rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
@@ -514,6 +515,8 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     if any(s is None for s in ostrides) or (panels is None and not out.is_contiguous()):
         raise ValueError(f"dot_kernels: output strides {out.strides} of shape {out.shape} are not supported")
     sob, som, son = ostrides
+    if addend is not None and (panels is None or addend.x.strides != out.strides):
+        raise ValueError("dot_kernels: an addend needs the packed kernels and the strides of out")
     if not info.is_cpu:
         return [tiled_dot_kernel(name, lhs, rhs, out, (b, m, k, n), tuple(strides), info, idx_type)]
     dt = out.aval.dtype
@@ -538,7 +541,7 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
 
     if packed:
         specs += _packed_dot_kernels(name, lhs, out, panels, row_panels, (b, m, k, n), (sab, sam, sak),
-                                     (sob, som, son), info, it, t, fma)
+                                     (sob, som, son), info, it, t, fma, addend)
     elif blocked:
         params = Params()
         pa, oa, pb, ob, pc, oc = common(params)
@@ -580,12 +583,17 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
         return specs
     params = Params()
     pa, oa, pb, ob, pc, oc = common(params)
+    at = f"(long)bb * {sob} + (long)mm * {som} + (long)nn * {son}"
+    init = c_literal(0, dt)
+    if addend is not None:
+        px, ox = params(addend.x.slot, dt)
+        init = addend.load(f"{px}[{ox} + {addend.x.offset} + {at}]")
     body = [f"  const {it} nn = get_global_id(0);", f"  const {it} mm = get_global_id(1);",
-            f"  const {it} bb = get_global_id(2);", f"  {t} acc = {c_literal(0, dt)};",
+            f"  const {it} bb = get_global_id(2);", f"  {t} acc = {init};",
             f"  for ({it} kk = 0; kk < {k}; ++kk)",
             f"    acc += {pa}[{oa} + (long)bb * {sab} + (long)mm * {sam} + (long)kk * {sak}] * "
             f"{pb}[{ob} + (long)bb * {sbb} + (long)kk * {sbk} + (long)nn * {sbn}];",
-            f"  {pc}[{oc} + (long)bb * {sob} + (long)mm * {som} + (long)nn * {son}] = acc;"]
+            f"  {pc}[{oc} + {at}] = {'-acc' if addend is not None and addend.negate else 'acc'};"]
     launches: list[Launch] = []
     if packed:
         m6 = m - m % PACK_ROWS
@@ -600,8 +608,31 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
         launches.append(((n, m, b), None, None))
     if launches:
         specs.append(KernelSpec(name, _kernel(name, params, body), params.slots, launches, kind="dot",
-                                note="scalar corner" if packed else "scalar edges" if blocked else "scalar"))
+                                note="scalar corner" if packed else "scalar edges" if blocked else "scalar",
+                                **_own(addend, out, (lhs.slot, rhs.slot))))
     return specs
+
+
+@dataclass(frozen=True)
+class Addend:
+    """``out = x + lhs @ rhs`` (``negate`` False) or ``x - lhs @ rhs`` (True), the latter as
+    ``-(-x + lhs @ rhs)``: the accumulators start from ``x`` or ``-x`` and only the final store
+    changes, so the inner loop is the plain product's."""
+
+    x: Access
+    negate: bool
+
+    def load(self, value: str) -> str:
+        return f"-({value})" if self.negate else value
+
+
+def _own(addend: Addend | None, out: Access, operands: Sequence[int]) -> dict[str, frozenset[int]]:
+    """``own_loads``/``own_stores`` of a product kernel with an addend: each work-item reads the
+    addend only at the elements of ``out`` it stores (so a donated ``x`` can be overwritten),
+    unless ``x`` or ``out`` shares a slot with an operand."""
+    if addend is None or addend.x.slot in operands or out.slot in operands:
+        return {}
+    return {"own_loads": frozenset({addend.x.slot}), "own_stores": frozenset({out.slot})}
 
 
 #: Rows of ``out`` one work-item of the narrow kernel computes, as one vector per column.
@@ -667,17 +698,21 @@ def _row_groups(count: int, cap: int) -> tuple[int, int]:
 def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row_panels: Access | None,
                         sizes: tuple[int, int, int, int], lstrides: tuple[int, int, int],
                         ostrides: tuple[int, int, int], info: DeviceInfo, it: str, t: str,
-                        fma: Callable[[str, str, str], str]) -> list[KernelSpec]:
+                        fma: Callable[[str, str, str], str], addend: Addend | None = None) -> list[KernelSpec]:
     """The 6x16 kernel over the packed ``rhs`` and ``lhs`` (packed into ``row_panels``, or read
     in place when None: rows contiguous along ``k``); for the last ``n % 16`` columns (all of
     them when ``n < 16``) the same kernel on the zero-padded last panel storing only those
     columns. The last ``m % 6`` rows: with ``lhs`` in place, one more row panel that starts at
     ``m - 6`` and stores only its last rows; with packed rows, one work-item per column panel
     reading ``lhs`` where it lies. ``out`` may be strided (a transposed product stores
-    ``out.T``): 16-wide stores when its columns are adjacent, else one store per element."""
+    ``out.T``): 16-wide stores when its columns are adjacent, else one store per element.
+    An ``addend`` initialises the accumulators (the overlapping row panel starts its rows
+    that it does not store from zero, so no work-item reads an element another one writes)."""
     b, m, k, n = sizes
     sab, sam, sak = lstrides
     sob, som, son = ostrides
+    if addend is not None and (panels is None or addend.x.strides != out.strides):
+        raise ValueError("dot_kernels: an addend needs the packed kernels and the strides of out")
     dt = out.aval.dtype
     g, n16 = m // PACK_ROWS, n - n % DOT_COLS
     panels_n = n16 // DOT_COLS
@@ -697,18 +732,37 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
                 f"+ (long)p * {k * DOT_COLS};", *a_lines,
                 f"  __global {t}* cq = {pc} + {oc} + {out.offset} + (long)bb * {sob} + row0 * {som} "
                 f"+ (long)p * {DOT_COLS * son};"]
-        body += [f"  {t}16 c{r} = ({t}16)(0);" for r in range(rows)]
+        zero = f"({t}16)(0)"
+        if addend is None:
+            body += [f"  {t}16 c{r} = {zero};" for r in range(rows)]
+        else:
+            px, ox = params(addend.x.slot, dt)
+            body.append(f"  __global const {t}* xq = {px} + {ox} + {addend.x.offset} + (long)bb * {sob} "
+                        f"+ row0 * {som} + (long)p * {DOT_COLS * son};")
+            for r in range(rows):
+                if cols == DOT_COLS and son == 1:
+                    value = f"vload16(0, xq + {r * som})"
+                else:
+                    lanes = [f"xq[{r * som + j * son}]" if j < cols else c_literal(0, dt) for j in range(DOT_COLS)]
+                    value = f"({t}16)({', '.join(lanes)})"
+                value = addend.load(value)
+                if overlap and rows == PACK_ROWS and r < PACK_ROWS - rest:
+                    value = f"rb < {g} ? {value} : {zero}"
+                body.append(f"  {t}16 c{r} = {value};")
         body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t}16 bv = vload16(kk, bq);"]
         body += [f"    c{r} = {fma(a_load.format(r=r), 'bv', f'c{r}')};" for r in range(rows)]
         body += ["  }"]
+        sign = "-" if addend is not None and addend.negate else ""
         for r in range(rows):
             if cols == DOT_COLS and son == 1:
-                lines = [f"vstore16(c{r}, 0, cq + {r * som});"]
+                lines = [f"vstore16({sign}c{r}, 0, cq + {r * som});"]
             else:
-                lines = [f"cq[{r * som + j * son}] = c{r}.s{j:x};" for j in range(cols)]
+                lines = [f"cq[{r * som + j * son}] = {sign}c{r}.s{j:x};" for j in range(cols)]
             guard = overlap and rows == PACK_ROWS and r < PACK_ROWS - rest
             body += [f"  if (rb < {g}) {{ {' '.join(lines)} }}"] if guard else [f"  {line}" for line in lines]
-        return KernelSpec(kname, _kernel(kname, params, body), params.slots, launches, kind="dot", note=note)
+        operands = (panels.slot, lhs.slot if row_panels is None or a_of is strided_a else row_panels.slot)
+        return KernelSpec(kname, _kernel(kname, params, body), params.slots, launches, kind="dot", note=note,
+                          **_own(addend, out, operands))
 
     def packed_a(params: Params) -> tuple[list[str], str]:
         if row_panels is None:
