@@ -365,3 +365,21 @@ def test_product_epilogue_is_skipped_when_it_would_be_wrong() -> None:
             np.testing.assert_allclose(np.asarray(gv), wv, rtol=1e-4, atol=1e-3)
         text = _notes(j, w, s)
         assert "out = x" not in text and _sum_kernels(text)
+
+
+def test_product_epilogue_waits_for_an_addend_computed_later() -> None:
+    """An addend whose fused region is emitted after the product (``tanh(w)`` joins the region
+    of ``z``) is not yet on the device when the product runs: the sum stays a kernel."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((100, 64)).astype(np.float32)
+    a = rng.standard_normal((100, 80)).astype(np.float32)
+    b = rng.standard_normal((80, 64)).astype(np.float32)
+
+    def f(w, a, b):
+        x = fnp.tanh(w)
+        p = a @ b
+        return x - p, x * 2.0
+
+    got = fg.jit(f, backend="opencl")(w, a, b)
+    for g, want in zip(got, f(w, a, b)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-5, atol=1e-5)

@@ -389,8 +389,8 @@ class OpenCLExecutable:
                 rb, rc, rf = _ranges(len(rb), len(rc), len(rf))
         swap = pack and _swap_operands(lhs, rhs, (lb, lf, lc), (rb, rf, rc))
         addend = None
-        if epilogue is not None and pack and not swap:
-            x = self.atom_access(epilogue[1])
+        if epilogue is not None and pack and not swap and epilogue[1] in self.access:
+            x = self.access[epilogue[1]]
             dest = self._dest.get(epilogue[0].outputs[0])
             if x.strides == contiguous(x.shape) and (dest is None or dest.strides == x.strides):
                 addend = Addend(x, epilogue[2])
