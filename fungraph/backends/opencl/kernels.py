@@ -711,8 +711,6 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     b, m, k, n = sizes
     sab, sam, sak = lstrides
     sob, som, son = ostrides
-    if addend is not None and (panels is None or addend.x.strides != out.strides):
-        raise ValueError("dot_kernels: an addend needs the packed kernels and the strides of out")
     dt = out.aval.dtype
     g, n16 = m // PACK_ROWS, n - n % DOT_COLS
     panels_n = n16 // DOT_COLS
