@@ -383,3 +383,14 @@ def test_product_epilogue_waits_for_an_addend_computed_later() -> None:
     got = fg.jit(f, backend="opencl")(w, a, b)
     for g, want in zip(got, f(w, a, b)):
         np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("k, lines", [(64, 8), (100, 4), (70, 2), (33, 1)])
+def test_panel_copy_moves_several_lines_of_k_per_work_item(k: int, lines: int) -> None:
+    """The row-major ``rhs`` panel copy moves the largest of 8/4/2/1 lines dividing ``k``."""
+    rng = np.random.default_rng(k)
+    a = rng.integers(-4, 4, (70, k)).astype(np.int32)
+    b = rng.integers(-4, 4, (k, 40)).astype(np.int32)
+    f = fg.jit(lambda x, y: x @ y, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(f(a, b)), a @ b)
+    assert (f"pack 16-wide panels, {lines} lines per work-item" in _notes(f, a, b)) == (lines > 1)

@@ -349,6 +349,9 @@ PACK_ROWS = 6
 #: panels. A work-group runs on one core, so its row panels stay in that core's cache while
 #: the next work-group (the next column panels, same rows) runs.
 DOT_GROUP = (1, 8)
+#: Lines of ``k`` one work-item of the row-major panel copy moves (1024 x 1024: 0.55 -> 0.38 ms
+#: at best, 0.87 -> 0.56 at median, against 0.32 / 0.47 for a plain copy of the same bytes).
+PACK_LINES = 8
 #: Pack both operands into panels when ``m`` is at least this: packing costs one pass over each.
 PACK_MIN_ROWS = 64
 #: A narrow product (``n < 16``) whose rows lie side by side in ``lhs`` (a transposed
@@ -411,19 +414,23 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
         return specs
     params = Params()
     fast_k = abs(sk) <= abs(sx)
-    inner, outer = (k, x) if fast_k else (x, k)
+    rows = 1 if fast_k or w != 16 or sw != 1 else _divisor(k, PACK_LINES)
+    inner, outer = (k, x) if fast_k else (x, k // rows)
     body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {inner * outer};",
             f"  const {it} rest = gid % {inner * outer};",
             f"  const {it} {'kk' if fast_k else 'xx'} = rest % {inner};",
-            f"  const {it} {'xx' if fast_k else 'kk'} = rest / {inner};",
+            f"  const {it} {'xx' if fast_k else 'kk'} = rest / {inner} * {rows};",
             *_pack_pointers(params, src, dst, "xx", "kk")]
-    if w == 16 and sw == 1:
+    if rows > 1:
+        body.append(f"  for (int j = 0; j < {rows}; ++j) vstore16(vload16(0, s + (long)j * {sk}), 0, d + j * {dk});")
+    elif w == 16 and sw == 1:
         body.append("  vstore16(vload16(0, s), 0, d);")
     else:
         body += [f"  d[{j}] = s[{j * sw}];" for j in range(w)]
-    specs = [KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(b * x * k, info),
-                        kind="copy", note=f"pack {w}-wide panels")] if b * x * k else []
-    return specs
+    note = f"pack {w}-wide panels" + (f", {rows} lines per work-item" if rows > 1 else "")
+    work = b * x * k // rows
+    return [KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(work, info),
+                       kind="copy", note=note)] if work else []
 
 
 def _pack_pointers(params: Params, src: Access, dst: Access, xx: str, kk: str) -> list[str]:
