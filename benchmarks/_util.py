@@ -29,9 +29,15 @@ QUIET_S = 0.25
 
 
 def interleaved_times(fns: dict[str, Callable[[], Any]], rounds: int = 5, number: int = 3) -> dict[str, float]:
-    """Median seconds per call of each function, timed in turns so all see the same load on a
-    shared machine: each round gives every function a quiet pause (:data:`QUIET_S`), one
-    untimed call (waking its threads), then ``number`` timed calls."""
+    """Median seconds per call of each function (:func:`interleaved_samples`)."""
+    return {name: statistics.median(ts) for name, ts in interleaved_samples(fns, rounds, number).items()}
+
+
+def interleaved_samples(fns: dict[str, Callable[[], Any]], rounds: int = 5,
+                        number: int = 3) -> dict[str, list[float]]:
+    """Seconds per call of each function, timed in turns so all see the same load on a shared
+    machine: each round gives every function a quiet pause (:data:`QUIET_S`), one untimed call
+    (waking its threads), then ``number`` timed calls."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
@@ -41,7 +47,7 @@ def interleaved_times(fns: dict[str, Callable[[], Any]], rounds: int = 5, number
                 t0 = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    return times
 
 
 def peak_traced_bytes(fn: Callable[[], Any]) -> int:
