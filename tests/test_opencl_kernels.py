@@ -387,10 +387,15 @@ def test_product_epilogue_waits_for_an_addend_computed_later() -> None:
 
 @pytest.mark.parametrize("k, lines", [(64, 8), (100, 4), (70, 2), (33, 1)])
 def test_panel_copy_moves_several_lines_of_k_per_work_item(k: int, lines: int) -> None:
-    """The row-major ``rhs`` panel copy moves the largest of 8/4/2/1 lines dividing ``k``."""
+    """The panel copies of a row-major ``rhs`` and of a transposed ``lhs`` (6-row panels) move
+    the largest of 8/4/2/1 lines of ``k`` dividing ``k`` per work-item."""
     rng = np.random.default_rng(k)
     a = rng.integers(-4, 4, (70, k)).astype(np.int32)
     b = rng.integers(-4, 4, (k, 40)).astype(np.int32)
     f = fg.jit(lambda x, y: x @ y, backend="opencl")
     np.testing.assert_array_equal(np.asarray(f(a, b)), a @ b)
     assert (f"pack 16-wide panels, {lines} lines per work-item" in _notes(f, a, b)) == (lines > 1)
+    t = fg.jit(lambda x, y: x.T @ y, backend="opencl")
+    at = a.T.copy()
+    np.testing.assert_array_equal(np.asarray(t(at, b)), a @ b)
+    assert (f"pack 6-wide panels, {lines} lines per work-item" in _notes(t, at, b)) == (lines > 1)

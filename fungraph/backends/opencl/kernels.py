@@ -414,19 +414,20 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
         return specs
     params = Params()
     fast_k = abs(sk) <= abs(sx)
-    rows = 1 if fast_k or w != 16 or sw != 1 else _divisor(k, PACK_LINES)
+    rows = 1 if fast_k else _divisor(k, PACK_LINES)
     inner, outer = (k, x) if fast_k else (x, k // rows)
     body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {inner * outer};",
             f"  const {it} rest = gid % {inner * outer};",
             f"  const {it} {'kk' if fast_k else 'xx'} = rest % {inner};",
             f"  const {it} {'xx' if fast_k else 'kk'} = rest / {inner} * {rows};",
             *_pack_pointers(params, src, dst, "xx", "kk")]
-    if rows > 1:
-        body.append(f"  for (int j = 0; j < {rows}; ++j) vstore16(vload16(0, s + (long)j * {sk}), 0, d + j * {dk});")
-    elif w == 16 and sw == 1:
-        body.append("  vstore16(vload16(0, s), 0, d);")
+    if w == 16 and sw == 1:
+        line = ["vstore16(vload16(0, s + (long)l * {sk}), 0, d + l * {dk});"]
     else:
-        body += [f"  d[{j}] = s[{j * sw}];" for j in range(w)]
+        line = [f"d[l * {{dk}} + {j}] = s[(long)l * {{sk}} + {j * sw}];" for j in range(w)]
+    body.append(f"  for (int l = 0; l < {rows}; ++l) {{")
+    body += ["    " + text.format(sk=sk, dk=dk) for text in line]
+    body.append("  }")
     note = f"pack {w}-wide panels" + (f", {rows} lines per work-item" if rows > 1 else "")
     work = b * x * k // rows
     return [KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(work, info),
