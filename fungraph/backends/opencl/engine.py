@@ -61,12 +61,12 @@ from fungraph.backends.opencl.kernels import (
 )
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.interpreters.offsets import plan_offsets
+from fungraph.interpreters.rewrite import use_counts
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 ALIGNMENT = 64
 ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0,
                 "donated_outputs": 0, "loop_iterations": 0, "programs_reused": 0}
-DEVICE_SLOTS = ("arena", "scratch", "const")
 #: Built programs by (context, source, options), most recently used last: an executable whose kernels
 #: are identical to an earlier one's (the same graph jitted again, or after ``clear_caches``)
 #: takes its program instead of building it; pyopencl's and PoCL's disk caches serve a new process.
@@ -387,7 +387,7 @@ class OpenCLExecutable:
                 rb, rf, rc = _ranges(len(rb), len(rf), len(rc))
             else:
                 rb, rc, rf = _ranges(len(rb), len(rc), len(rf))
-        swap = pack and _swap_operands(lhs, rhs, (lb, lf, lc), (rb, rf, rc))
+        swap = pack and _swap_operands(lhs, rhs, (lf, lc, rf, rc), (m, k, n))
         addend = None
         if epilogue is not None and pack and not swap and epilogue[1] in self.access:
             x = self.access[epilogue[1]]
@@ -918,23 +918,17 @@ def _dot_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[int, Var, bo
     one of its operands, and the sum not fused with other equations: product index -> (the
     sum's index, ``x``, whether it subtracts). The packed kernels then start their
     accumulators from ``x`` (or ``-x``), saving the sum's kernel and a pass over ``p``."""
-    uses: dict[Var, list[int]] = {}
-    producer: dict[Var, int] = {}
-    for j, e in enumerate(g.eqns):
-        for a in e.inputs:
-            if isinstance(a, Var):
-                uses.setdefault(a, []).append(j)
-        for o in e.outputs:
-            producer[o] = j
-    returned = {a for a in g.outvars if isinstance(a, Var)}
+    counts = use_counts(g)
+    producer = {o: j for j, e in enumerate(g.eqns) for o in e.outputs}
+    consumer = {a: j for j, e in enumerate(g.eqns) for a in e.inputs if isinstance(a, Var)}
     found: dict[int, tuple[int, Var, bool]] = {}
     for i, e in enumerate(g.eqns):
         if e.primitive.name != "dot_general":
             continue
         p = e.outputs[0]
-        if len(uses.get(p, ())) != 1 or p in returned or not dtypes.is_float(p.aval.dtype):
+        if counts[p] != 1 or p not in consumer or not dtypes.is_float(p.aval.dtype):
             continue
-        j = uses[p][0]
+        j = consumer[p]
         s = g.eqns[j]
         region = fusion.region_of.get(j)
         if s.primitive.name not in ("add", "sub") or j in fusion.aliases or (region and region.members != {j}):
@@ -954,16 +948,14 @@ def _dot_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[int, Var, bo
 SWAP_MIN_K = 64
 
 
-def _swap_operands(lhs: Access, rhs: Access, lhs_dims: tuple, rhs_dims: tuple) -> bool:
+def _swap_operands(lhs: Access, rhs: Access, dims: tuple, sizes: tuple[int, int, int]) -> bool:
     """Whether to compute ``out.T = rhs.T @ lhs.T``: when both operands are contiguous along
     ``k`` (``g @ w.T``) either must be packed transposed, and packing the one with fewer rows
     (``g``) while the other's rows are read in place moves less memory. The transposed
     ``out`` is stored element by element, which costs more than the packing saves when ``k``
     is short (``k = 10``: 0.28 ms for a 256 x 1024 ``out``)."""
-    (_, lf, lc), (_, rf, rc) = lhs_dims, rhs_dims
-    m = int(np.prod([lhs.shape[d] for d in lf], dtype=np.int64))
-    n = int(np.prod([rhs.shape[d] for d in rf], dtype=np.int64))
-    k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
+    lf, lc, rf, rc = dims
+    m, k, n = sizes
     strides_ok = merged_stride(lhs, lc) == 1 and merged_stride(rhs, rc) == 1 \
         and merged_stride(rhs, rf) not in (None, 1) and merged_stride(lhs, lf) not in (None, 1)
     return strides_ok and k >= SWAP_MIN_K and DOT_COLS <= m < n and n >= PACK_MIN_ROWS
