@@ -1,22 +1,30 @@
 """User-defined derivatives (``custom_jvp``, ``custom_vjp``) and rematerialisation
-(``checkpoint``), each a primitive holding the staged function as a sub-graph."""
+(``checkpoint``), each a primitive holding the staged function as a sub-graph.
+
+Batching one of them gives the same primitive again, holding the batched graph and the
+user's rules mapped over the batch, so a derivative taken outside a ``vmap`` still uses them.
+"""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from fungraph.api import abstractify, flat_fun
-from fungraph.core import Primitive
+from fungraph.core import Primitive, trace_stack
+from fungraph.interpreters.batching import BatchTracer, vmap_flat
 from fungraph.interpreters.eval import eval_graph
-from fungraph.interpreters.graph_transforms import jvp_graph
+from fungraph.interpreters.graph_transforms import batched_graph, jvp_graph
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
 from fungraph.interpreters.transpose import backward_pass, partial_eval
 from fungraph.ir import Graph, ShapedArray
 from fungraph.numpy._util import asarray
+from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import aval, instantiate
+from fungraph.primitives.reductions import reduce_sum
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 
@@ -37,6 +45,33 @@ def _call_aval(*avals: ShapedArray, call: Graph, **_: Any) -> tuple[ShapedArray,
     return call.out_avals
 
 
+def _batched_call_graph(args: Sequence[Any], dims: Sequence[int | None], call: Graph) -> tuple[int, Graph]:
+    """The batch size and ``call`` mapped over ``dims`` (every output batched on axis 0)."""
+    size = batch_size(args, dims)
+    return size, batched_graph(call, tuple(dims), size, tuple(abstractify(a) for a in args))
+
+
+def _inline_batch(args: Sequence[Any], dims: Sequence[int | None], call: Graph) -> tuple:
+    """Batch the wrapped graph's equations one by one; the wrapper (and any custom rule) is gone."""
+    size = batch_size(args, dims)
+    outs = vmap_flat(lambda *a: eval_graph(call, *a), args, dims, [0] * len(call.outvars), size)
+    return outs, [0] * len(outs)
+
+
+def _closes_over_batched(dims: Sequence[int | None], num_consts: int) -> bool:
+    """Whether a value the function closes over is batched: the user's rules refer to it
+    directly, not through their arguments, so they cannot be mapped over the batch."""
+    return any(d is not None for d in dims[len(dims) - num_consts:])
+
+
+def _mapped_dims(raw: Sequence[Any]) -> list[int | None]:
+    """For ``vmap_flat``'s ``out_dims``: 0 for the outputs that depend on the mapped axis,
+    None for the others (it calls this while its trace is the innermost)."""
+    main = trace_stack[-1]
+    return [0 if isinstance(o, BatchTracer) and o._trace.main is main and o.bdim is not None else None
+            for o in raw]
+
+
 # --- custom_jvp -------------------------------------------------------------------------
 
 custom_jvp_call_p = Primitive("custom_jvp_call", impl=_call_impl, abstract_eval=_call_aval, multiple_results=True)
@@ -48,6 +83,43 @@ def _custom_jvp_rule(primals: tuple, tangents: tuple, *, call: Graph, jvp: Calla
     n = len(primals) - num_consts
     ts = [instantiate(t, aval(p)) for p, t in zip(primals[:n], tangents[:n])]
     return jvp(list(primals[:n]), ts)
+
+
+@dataclass(frozen=True)
+class _MappedJVP:
+    """A jvp rule mapped over a batch: each tangent has its primal's batch axis ``dims[i]``;
+    outputs and output tangents get axis 0."""
+
+    jvp: Callable[..., Any]
+    dims: tuple[int | None, ...]
+    size: int
+
+    @property
+    def __name__(self) -> str:
+        return f"vmap({self.jvp.__name__})"
+
+    def __call__(self, primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+        n = len(primals)
+
+        def both(*args: Any) -> list[Any]:
+            outs, t_outs = self.jvp(list(args[:n]), list(args[n:]))
+            return [*outs, *t_outs]
+
+        flat = vmap_flat(both, [*primals, *tangents], self.dims * 2, lambda outs: [0] * len(outs), self.size)
+        half = len(flat) // 2
+        return flat[:half], flat[half:]
+
+
+@custom_jvp_call_p.def_batch
+def _custom_jvp_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Graph, jvp: Callable[..., Any],
+                      num_consts: int) -> tuple:
+    """A custom_jvp_call of the batched graph whose rule is the user's rule mapped over the batch."""
+    if _closes_over_batched(dims, num_consts):
+        return _inline_batch(args, dims, call)
+    size, graph = _batched_call_graph(args, dims, call)
+    rule = _MappedJVP(jvp, tuple(dims[:len(dims) - num_consts]), size)
+    outs = custom_jvp_call_p.bind(*args, call=graph, jvp=rule, num_consts=num_consts)
+    return outs, [0] * len(outs)
 
 
 class custom_jvp:
@@ -112,6 +184,78 @@ def _custom_lin_transpose(cts: Sequence[Any], *args: Any, bwd: Callable[..., Any
     return (None,) * num_res + tuple(bwd(list(args[:num_res]), list(cts)))
 
 
+@dataclass(frozen=True)
+class _MappedFwd:
+    """A custom_vjp ``fwd`` mapped over a batch: outputs get axis 0, residuals axis 0 when
+    they depend on the batch (recorded in ``res_dims`` for the matching ``_MappedBwd``)."""
+
+    fwd: Callable[..., Any]
+    dims: tuple[int | None, ...]
+    size: int
+    num_out: int
+    res_dims: list[tuple[int | None, ...]] = field(compare=False)
+
+    @property
+    def __name__(self) -> str:
+        return f"vmap({self.fwd.__name__})"
+
+    def __call__(self, primals: list[Any]) -> tuple[list[Any], list[Any]]:
+        def both(*args: Any) -> list[Any]:
+            outs, res = self.fwd(list(args))
+            return [*outs, *res]
+
+        def out_dims(raw: list[Any]) -> list[int | None]:
+            res_dims = _mapped_dims(raw[self.num_out:])
+            self.res_dims[:] = [tuple(res_dims)]
+            return [0] * self.num_out + res_dims
+
+        flat = vmap_flat(both, primals, self.dims, out_dims, self.size)
+        return flat[:self.num_out], flat[self.num_out:]
+
+
+@dataclass(frozen=True)
+class _MappedBwd:
+    """A custom_vjp ``bwd`` mapped over a batch: cotangents of batched inputs get their axis
+    ``dims[i]``; those of unbatched inputs are summed over the batch."""
+
+    bwd: Callable[..., Any]
+    dims: tuple[int | None, ...]
+    size: int
+    res_dims: list[tuple[int | None, ...]] = field(compare=False)
+
+    @property
+    def __name__(self) -> str:
+        return f"vmap({self.bwd.__name__})"
+
+    def __call__(self, res: list[Any], cts: list[Any]) -> list[Any]:
+        r = len(res)
+        summed: list[bool] = []
+
+        def out_dims(raw: list[Any]) -> list[int | None]:
+            mapped = _mapped_dims(raw)
+            summed[:] = [d is None and m is not None for d, m in zip(self.dims, mapped)]
+            return [m if d is None else d for d, m in zip(self.dims, mapped)]
+
+        in_dims = [*self.res_dims[-1], *[0] * len(cts)]
+        cts_in = vmap_flat(lambda *a: self.bwd(list(a[:r]), list(a[r:])), [*res, *cts], in_dims, out_dims,
+                           self.size)
+        return [reduce_sum(c, (0,)) if s else c for c, s in zip(cts_in, summed)]
+
+
+@custom_vjp_call_p.def_batch
+def _custom_vjp_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Graph, fwd: Callable[..., Any],
+                      bwd: Callable[..., Any], num_consts: int) -> tuple:
+    """A custom_vjp_call of the batched graph whose fwd and bwd are the user's mapped over the batch."""
+    if _closes_over_batched(dims, num_consts):
+        return _inline_batch(args, dims, call)
+    size, graph = _batched_call_graph(args, dims, call)
+    in_dims = tuple(dims[:len(dims) - num_consts])
+    res_dims: list[tuple[int | None, ...]] = []
+    outs = custom_vjp_call_p.bind(*args, call=graph, fwd=_MappedFwd(fwd, in_dims, size, len(call.outvars), res_dims),
+                                  bwd=_MappedBwd(bwd, in_dims, size, res_dims), num_consts=num_consts)
+    return outs, [0] * len(outs)
+
+
 class custom_vjp:
     """A function with a hand-written VJP: ``f.defvjp(fwd, bwd)`` where ``fwd(*args) -> (out, res)``
     and ``bwd(res, ct) -> cotangents`` (a tuple with one entry per argument)."""
@@ -173,6 +317,13 @@ def _remat_jvp(primals: tuple, tangents: tuple, *, call: Graph) -> tuple:
     return outs, t_outs
 
 
+@remat_p.def_batch
+def _remat_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Graph) -> tuple:
+    size, graph = _batched_call_graph(args, dims, call)
+    outs = remat_p.bind(*args, call=graph)
+    return outs, [0] * len(outs)
+
+
 def _tangent_impl(*args: Any, jvp_graph: Graph, num_primals: int) -> list[Any]:
     outs = eval_graph(jvp_graph, *args)
     return outs[len(outs) // 2:]
@@ -203,6 +354,14 @@ def _remat_tangent_jvp(primals: tuple, tangents: tuple, *, jvp_graph: Graph, num
     return p, t
 
 
+@remat_tangent_p.def_batch
+def _tangent_batch(args: Sequence[Any], dims: Sequence[int | None], *, jvp_graph: Graph, num_primals: int) -> tuple:
+    n_out = len(jvp_graph.outvars) // 2
+    size = batch_size(args, dims)
+    outs = vmap_flat(lambda *a: eval_graph(jvp_graph, *a)[n_out:], args, dims, [0] * n_out, size)
+    return outs, [0] * n_out
+
+
 def checkpoint(fun: Callable[..., Any]) -> Callable[..., Any]:
     """Differentiate ``fun`` by recomputing its forward pass in the backward pass instead of
     saving its intermediates: only its inputs are kept as residuals."""
@@ -217,29 +376,3 @@ def checkpoint(fun: Callable[..., Any]) -> Callable[..., Any]:
 
 
 remat = checkpoint
-
-
-def _inline_batch(args: Sequence[Any], dims: Sequence[Any], *, call: Graph, **_: Any) -> tuple:
-    """Batch a call-like primitive by mapping its graph's equations (the custom rule is not
-    kept under an outer transformation of the batched function; see docs/vmap.md)."""
-    from fungraph.interpreters.batching import vmap_flat
-    from fungraph.primitives._batching import batch_size
-
-    size = batch_size(args, dims)
-    outs = vmap_flat(lambda *a: eval_graph(call, *a), args, dims, [0] * len(call.outvars), size)
-    return outs, [0] * len(outs)
-
-
-def _tangent_batch(args: Sequence[Any], dims: Sequence[Any], *, jvp_graph: Graph, num_primals: int) -> tuple:
-    from fungraph.interpreters.batching import vmap_flat
-    from fungraph.primitives._batching import batch_size
-
-    n_out = len(jvp_graph.outvars) // 2
-    size = batch_size(args, dims)
-    outs = vmap_flat(lambda *a: eval_graph(jvp_graph, *a)[n_out:], args, dims, [0] * n_out, size)
-    return outs, [0] * n_out
-
-
-for _p in (custom_jvp_call_p, custom_vjp_call_p, remat_p):
-    _p.batch = _inline_batch
-remat_tangent_p.batch = _tangent_batch

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fungraph as fg
 import fungraph.numpy as fnp
@@ -147,6 +149,170 @@ def test_custom_jvp_and_custom_vjp() -> None:
         fg.jvp(clip_gradient, (1.0,), (1.0,))
 
 
+@fg.custom_jvp
+def _sin_times(x, y):
+    return fnp.sin(x) * y
+
+
+@_sin_times.defjvp
+def _sin_times_jvp(primals, tangents):
+    """Two and three times the true partial derivatives, so a test sees which rule ran."""
+    (x, y), (tx, ty) = primals, tangents
+    return _sin_times(x, y), 2.0 * fnp.cos(x) * y * tx + 3.0 * fnp.sin(x) * ty
+
+
+def _sin_times_partials(x, y):
+    """The partial derivatives ``_sin_times``'s rule claims, elementwise."""
+    return 2.0 * np.cos(x) * y, 3.0 * np.sin(x) * np.ones_like(y)
+
+
+@fg.custom_vjp
+def _scaled_mul(x, w):
+    return x * w
+
+
+def _scaled_mul_fwd(x, w):
+    return x * w, (x, w)
+
+
+def _scaled_mul_bwd(res, g):
+    """Three and five times the true cotangents."""
+    x, w = res
+    return 3.0 * g * w, 5.0 * g * x
+
+
+_scaled_mul.defvjp(_scaled_mul_fwd, _scaled_mul_bwd)
+
+
+@fg.custom_jvp
+def _softplus(x):
+    return fnp.log(1.0 + fnp.exp(x))
+
+
+@_softplus.defjvp
+def _softplus_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _softplus(x), t / (1.0 + fnp.exp(-x))
+
+
+def test_custom_jvp_rule_is_kept_when_differentiating_outside_vmap() -> None:
+    """grad, jvp, jacfwd and jacrev of a vmapped custom_jvp function, with jit inside or
+    outside and a nested vmap, use the rule (which is not the true derivative)."""
+    rng = np.random.default_rng(0)
+    x, y, w = rng.standard_normal((3, 4)), rng.standard_normal(4), rng.standard_normal((3, 4))
+    dx, dy = _sin_times_partials(x, y)
+    mapped = fg.vmap(_sin_times, in_axes=(0, None))
+
+    def loss(x, y):
+        return (mapped(x, y) * w).sum()
+
+    for g in (fg.grad(loss, argnums=(0, 1)), fg.jit(fg.grad(loss, argnums=(0, 1))),
+              fg.grad(lambda x, y: (fg.jit(mapped)(x, y) * w).sum(), argnums=(0, 1)),
+              fg.grad(lambda x, y: (fg.vmap(fg.vmap(_sin_times), (0, None))(x, y) * w).sum(),
+                      argnums=(0, 1))):
+        gx, gy = g(x, y)
+        np.testing.assert_allclose(gx, dx * w, rtol=1e-12)
+        np.testing.assert_allclose(gy, (dy * w).sum(0), rtol=1e-12)
+    tx, ty = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    _, t_out = fg.jvp(mapped, (x, y), (tx, ty))
+    np.testing.assert_allclose(t_out, dx * tx + dy * ty, rtol=1e-12)
+    for jac in (fg.jacfwd, fg.jacrev):
+        jx = np.asarray(jac(mapped)(x, y)).reshape(12, 12)
+        np.testing.assert_allclose(jx, np.diag(dx.ravel()), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(fg.vmap(fg.grad(_sin_times), (0, None))(x[:, 0], y[0]), dx[:, 0], rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+def test_custom_jvp_in_out_axes_and_numerically_safe_rule_under_vmap() -> None:
+    """A rule that stays finite where the function's own derivative overflows (exp(1000)),
+    mapped along axis 1 with the output batch axis last."""
+    x = np.array([[0.0, 1000.0, -3.0], [2.0, -1000.0, 40.0]])
+    f = fg.vmap(_softplus, in_axes=1, out_axes=1)
+    want = 1.0 / (1.0 + np.exp(-x))
+    np.testing.assert_allclose(fg.grad(lambda x: f(x).sum())(x), want, rtol=1e-12)
+    np.testing.assert_allclose(fg.jvp(f, (x,), (np.ones_like(x),))[1], want, rtol=1e-12)
+    np.testing.assert_allclose(fg.grad(lambda x: fg.jit(f)(x).sum())(x), want, rtol=1e-12)
+    text = str(fg.make_graph(f)(x))
+    assert "custom_jvp_call" in text and "jvp=<vmap(_softplus_jvp)>" in text
+
+
+def _scaled_mul_partials(x, w):
+    """The partial derivatives ``_scaled_mul``'s bwd claims, elementwise."""
+    return 3.0 * w * np.ones_like(x), 5.0 * x * np.ones_like(w)
+
+
+_AXES = st.sampled_from([None, 0, 1, -1, -2])
+
+
+@pytest.mark.parametrize("fun, partials", [(_sin_times, _sin_times_partials), (_scaled_mul, _scaled_mul_partials)],
+                         ids=["custom_jvp", "custom_vjp"])
+@settings(max_examples=20)
+@given(size=st.integers(1, 4), x_axis=_AXES, y_axis=_AXES, out_axis=st.integers(-2, 1), seed=st.integers(0, 2**16))
+def test_grad_of_vmapped_custom_rule_random_axes(fun, partials, size: int, x_axis: int | None, y_axis: int | None,
+                                                 out_axis: int, seed: int) -> None:
+    """grad(vmap(f)) against the rule's partial derivatives for random batch sizes, in_axes
+    (None: broadcast, its gradient summed over the batch) and out_axes."""
+    rng = np.random.default_rng(seed)
+    xs, ys, w = rng.standard_normal((3, size, 3))
+    if x_axis is None and y_axis is None:
+        y_axis = 0
+    x = xs[0] if x_axis is None else np.moveaxis(xs, 0, x_axis)
+    y = ys[0] if y_axis is None else np.moveaxis(ys, 0, y_axis)
+    mapped = fg.vmap(fun, in_axes=(x_axis, y_axis), out_axes=out_axis)
+    gx, gy = fg.grad(lambda x, y: (np.moveaxis(w, 0, out_axis) * mapped(x, y)).sum(), argnums=(0, 1))(x, y)
+    dx, dy = partials(xs if x_axis is not None else xs[0], ys if y_axis is not None else ys[0])
+    for got, d, axis in ((gx, dx * w, x_axis), (gy, dy * w, y_axis)):
+        np.testing.assert_allclose(got, d.sum(0) if axis is None else np.moveaxis(d, 0, axis), rtol=1e-12)
+
+
+def test_custom_vjp_bwd_is_kept_when_differentiating_outside_vmap() -> None:
+    """grad and jacrev of a vmapped custom_vjp function use the mapped bwd; the cotangent of
+    an unbatched argument is summed over the batch."""
+    rng = np.random.default_rng(1)
+    x, w, c = rng.standard_normal((3, 4)), rng.standard_normal(4), rng.standard_normal((3, 4))
+    mapped = fg.vmap(_scaled_mul, in_axes=(0, None))
+
+    def loss(x, w):
+        return (mapped(x, w) * c).sum()
+
+    for g in (fg.grad(loss, argnums=(0, 1)), fg.jit(fg.grad(loss, argnums=(0, 1))),
+              fg.grad(lambda x, w: (fg.jit(mapped)(x, w) * c).sum(), argnums=(0, 1)),
+              fg.grad(lambda x, w: (fg.vmap(fg.vmap(_scaled_mul), (0, None))(x, w) * c).sum(),
+                      argnums=(0, 1))):
+        gx, gw = g(x, w)
+        np.testing.assert_allclose(gx, 3.0 * c * w, rtol=1e-12)
+        np.testing.assert_allclose(gw, 5.0 * (c * x).sum(0), rtol=1e-12)
+    columns = fg.vmap(_scaled_mul, in_axes=(1, None), out_axes=1)
+    v = rng.standard_normal(3)
+    gx, gv = fg.grad(lambda x, v: (columns(x, v) * c).sum(), argnums=(0, 1))(x, v)
+    np.testing.assert_allclose(gx, 3.0 * c * v[:, None], rtol=1e-12)
+    np.testing.assert_allclose(gv, 5.0 * (c * x).sum(1), rtol=1e-12)
+    jx = np.asarray(fg.jacrev(mapped)(x, w)).reshape(12, 12)
+    np.testing.assert_allclose(jx, np.diag(3.0 * np.broadcast_to(w, (3, 4)).ravel()), rtol=1e-12)
+    with pytest.raises(TypeError, match="forward-mode"):
+        fg.jvp(mapped, (x, w), (x, w))
+
+
+def test_custom_rule_closing_over_a_batched_value_is_batched_inline() -> None:
+    """A rule that closes over a value the vmap batches cannot be mapped (it refers to the
+    value directly); the function is then batched equation by equation (docs/vmap.md)."""
+    def f(x, y):
+        @fg.custom_jvp
+        def g(x):
+            return x * y
+
+        @g.defjvp
+        def _(primals, tangents):
+            return primals[0] * y, 2.0 * tangents[0] * y
+
+        return g(x)
+
+    ys = np.array([1.0, 2.0])
+    np.testing.assert_allclose(fg.vmap(lambda y: f(3.0, y))(ys), [3.0, 6.0])
+    assert fg.grad(lambda x: fg.vmap(lambda y: f(x, y))(ys).sum())(3.0) == pytest.approx(3.0)
+    np.testing.assert_allclose(fg.vmap(lambda y: fg.grad(f)(3.0, y))(ys), [2.0, 4.0])
+
+
 def test_checkpoint_saves_only_inputs_and_matches() -> None:
     f = lambda x: fnp.sin(fnp.cos(fnp.sin(x)))
     x = np.array([0.3, 0.8])
@@ -154,6 +320,10 @@ def test_checkpoint_saves_only_inputs_and_matches() -> None:
     remat = fg.grad(lambda x: fg.checkpoint(f)(x).sum())(x)
     np.testing.assert_allclose(remat, plain, rtol=1e-14)
     check_grads(lambda x: fg.checkpoint(f)(x), [x], order=2)
+    xs = np.array([[0.3, 0.8], [-1.0, 2.0]])
+    batched = fg.grad(lambda x: fg.vmap(fg.checkpoint(f))(x).sum())(xs)
+    np.testing.assert_allclose(batched, fg.grad(lambda x: f(x).sum())(xs), rtol=1e-14)
+    assert "= remat[" in str(fg.make_graph(fg.grad(lambda x: fg.vmap(fg.checkpoint(f))(x).sum()))(xs))
     from fungraph.interpreters.transpose import linearize_flat
 
     _, lin, _, res = linearize_flat(lambda a: [fg.checkpoint(f)(a)], [x], [fg.ShapedArray((2,), np.float64)],
