@@ -307,33 +307,150 @@ def test_an_identical_executable_takes_the_built_program() -> None:
     assert engine.ENGINE_STATS["programs_reused"] == reused + 1
 
 
-@pytest.mark.parametrize("shape", [(130, 70, 40), (67, 33, 53), (256, 100, 1024)])
-@pytest.mark.parametrize("transposed", [False, True])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_sum_with_a_product_runs_in_the_product_kernels(shape: tuple[int, int, int], transposed: bool,
-                                                        dtype: type) -> None:
-    """``w - p``, ``w + p`` and ``p + w`` of a product ``p`` used once: the packed kernels start
-    their accumulators from ``w`` (or ``-w``) in every edge kernel (rows from the overlapping
-    panel or the strided rows kernel, zero-padded columns, the corner), with no separate sum."""
+FORMS = {"a @ b": (lambda a: a, lambda b: b), "a.T @ b": (lambda a: a.T, lambda b: b),
+         "a @ b.T": (lambda a: a, lambda b: b.T)}
+
+
+def _operands(rng: np.random.Generator, form: str, m: int, k: int, n: int, dtype: type) -> tuple:
+    a = rng.standard_normal((k, m) if form == "a.T @ b" else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if form == "a @ b.T" else (k, n)).astype(dtype)
+    return a, b
+
+
+EPILOGUES = {
+    "w - p": lambda p, w, c, q: w - p,
+    "w + p": lambda p, w, c, q: w + p,
+    "p - w": lambda p, w, c, q: p - w,
+    "relu(p + c) and its mask": lambda p, w, c, q: (fnp.where(p + c > 0, p + c, 0.0), p + c > 0),
+    "select by a stored mask": lambda p, w, c, q: fnp.where(q, p, 0.0) * 2.0,
+    "max(p, w) * scalar": lambda p, w, c, q: fnp.maximum(p, w) * c[0],
+}
+
+
+@pytest.mark.parametrize("shape, form, dtype", [
+    ((130, 70, 40), "a @ b", np.float32), ((130, 70, 40), "a.T @ b", np.float32),
+    ((130, 70, 40), "a @ b.T", np.float32), ((67, 33, 53), "a.T @ b", np.float64),
+    ((256, 100, 1024), "a @ b.T", np.float32)])
+def test_elementwise_region_of_a_product_runs_in_the_product_kernels(shape: tuple[int, int, int], form: str,
+                                                                      dtype: type) -> None:
+    """The fused region consuming a product (a sum with ``w``, bias + ReLU writing the value
+    and its mask, a select by a stored mask, a max and a scalar scale) runs on each block in
+    every kernel of the product: the bulk, the overlapping (``a @ b``) or strided (``a.T @ b``)
+    row panel, the padded column panel, the scalar corner, and the product computed
+    transposed (``a @ b.T`` at 256 x 100 x 1024), with no kernel of its own. One program holds
+    every case (one product per case, on its own ``b``)."""
     m, k, n = shape
     rng = np.random.default_rng(m * n)
-    a = rng.standard_normal((k, m) if transposed else (m, k)).astype(dtype)
-    b = rng.standard_normal((k, n)).astype(dtype)
+    a, _ = _operands(rng, form, m, k, n, dtype)
+    bs = [_operands(rng, form, m, k, n, dtype)[1] for _ in EPILOGUES]
     w = rng.standard_normal((m, n)).astype(dtype)
-    lhs = (lambda a: a.T) if transposed else (lambda a: a)
+    c = rng.standard_normal(n).astype(dtype)
+    q = rng.standard_normal((m, n)) > 0
+    fa, fb = FORMS[form]
     tol = 1e-4 if dtype == np.float32 else 1e-10
-    for sign, f in (("-", lambda w, a, b: w - lhs(a) @ b), ("+", lambda w, a, b: w + lhs(a) @ b),
-                    ("+", lambda w, a, b: lhs(a) @ b + w)):
-        j = fg.jit(f, backend="opencl")
-        want = f(w.astype(np.float64), a.astype(np.float64), b.astype(np.float64))
-        np.testing.assert_allclose(np.asarray(j(w, a, b)), want, rtol=tol, atol=tol * np.abs(want).max())
-        text = _notes(j, w, a, b)
-        assert f"out = x {sign} product" in text
-        assert not _sum_kernels(text)
+
+    def f(a, bs, w, c, q):
+        return [epi(fa(a) @ fb(b), w, c, q) for epi, b in zip(EPILOGUES.values(), bs)]
+
+    j = fg.jit(f, backend="opencl")
+    got = j(a, bs, w, c, q)
+    wide = [x.astype(np.float64) for x in (a, w, c)]
+    want = f(wide[0], [b.astype(np.float64) for b in bs], wide[1], wide[2], q)
+    for what, b, g_all, w_all in zip(EPILOGUES, bs, got, want):
+        for g, v in zip(*(x if isinstance(x, tuple) else (x,) for x in (g_all, w_all))):
+            g, v = np.asarray(g), np.asarray(v)
+            if v.dtype == bool:
+                near = np.abs(fa(wide[0]) @ fb(b.astype(np.float64)) + wide[2]) < 1e-3
+                assert np.all((g == v) | near), what
+            else:
+                np.testing.assert_allclose(g, v, rtol=tol, atol=tol * np.abs(v).max(), err_msg=what)
+    text = _notes(j, a, bs, w, c, q)
+    assert text.count("epilogue") >= len(EPILOGUES)
+    assert not _elementwise_kernels(text)
 
 
-def _sum_kernels(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("kernel") and ("_sub [" in line or "_add [" in line)]
+def _elementwise_kernels(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("kernel") and "[elementwise]" in line]
+
+
+def test_epilogue_is_bitwise_the_separate_kernels() -> None:
+    """The epilogue runs the region's operations in the same order as its own kernel would."""
+    from fungraph.backends.opencl import engine
+
+    rng = np.random.default_rng(7)
+    a, b = _operands(rng, "a @ b", 100, 50, 70, np.float32)
+    c = rng.standard_normal(70).astype(np.float32)
+
+    def f(a, b, c):
+        h = a @ b + c
+        return fnp.where(h > 0, h, 0.0) * 0.5 - c, fnp.maximum(h, -h) / 3.0
+
+    fused = [np.asarray(x) for x in fg.jit(f, backend="opencl")(a, b, c)]
+    engine.DOT_EPILOGUES = False
+    clear_caches()
+    try:
+        apart = [np.asarray(x) for x in fg.jit(f, backend="opencl")(a, b, c)]
+    finally:
+        engine.DOT_EPILOGUES = True
+        clear_caches()
+    for x, y in zip(fused, apart):
+        np.testing.assert_array_equal(x, y)
+
+
+@st.composite
+def _epilogue_programs(draw: st.DrawFn) -> tuple:
+    """A product (optionally batched, any of the three forms, any edge sizes) followed by a
+    random chain of epilogue operations on it, on full-shape, row, column and scalar inputs."""
+    batch = draw(st.sampled_from([(), (2,)]))
+    m = draw(st.integers(64, 100))
+    k = draw(st.integers(1, 80))
+    n = draw(st.sampled_from([1, 10, 16, 37]))
+    form = draw(st.sampled_from(list(FORMS) if not batch else ["a @ b"]))
+    ops = draw(st.lists(st.tuples(st.sampled_from(["add", "sub", "mul", "max", "min", "relu", "neg", "abs", "gt"]),
+                                  st.sampled_from(["full", "row", "col", "scalar", "prev"])), min_size=1, max_size=4))
+    return batch, m, k, n, form, ops
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_epilogue_programs(), st.integers(0, 2**16))
+def test_random_epilogues_match_numpy(program: tuple, seed: int) -> None:
+    batch, m, k, n, form, ops = program
+    rng = np.random.default_rng(seed)
+    a, b = _operands(rng, form, m, k, n, np.float32)
+    if batch:
+        a, b = np.stack([a, a * 0.5]), np.stack([b, -b])
+    shape = (*batch, m, n)
+    extra = {"full": rng.standard_normal(shape), "row": rng.standard_normal(n), "col": rng.standard_normal((m, 1)),
+             "scalar": rng.standard_normal(())}
+    extra = {key: v.astype(np.float32) for key, v in extra.items()}
+    fa, fb = FORMS[form]
+
+    def f(a, b, full, row, col, scalar, xp=fnp):
+        p = xp.matmul(fa(a) if not batch else a, fb(b) if not batch else b)
+        values = [p]
+        args = {"full": full, "row": row, "col": col, "scalar": scalar}
+        for op, src in ops:
+            x = values[-1]
+            y = values[-2] if src == "prev" and len(values) > 1 else args["full" if src == "prev" else src]
+            if op == "relu":
+                x = xp.where(x > 0, x, 0.0)
+            elif op == "neg":
+                x = -x
+            elif op == "abs":
+                x = xp.abs(x)
+            elif op == "gt":
+                x = xp.where(x > y, x, y * 0.5)
+            else:
+                x = {"add": xp.add, "sub": xp.subtract, "mul": xp.multiply, "max": xp.maximum,
+                     "min": xp.minimum}[op](x, y)
+            values.append(x)
+        return values[-1]
+
+    args = (a, b, extra["full"], extra["row"], extra["col"], extra["scalar"])
+    got = np.asarray(fg.jit(f, backend="opencl")(*args))
+    want = f(*(x.astype(np.float64) for x in args), xp=np)
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale * max(1, k) ** 0.5)
 
 
 def test_product_epilogue_writes_a_donated_addend_in_place() -> None:
@@ -348,28 +465,43 @@ def test_product_epilogue_writes_a_donated_addend_in_place() -> None:
     out = step(wd, x, g)
     np.testing.assert_allclose(np.asarray(out), w - x.T @ g, rtol=1e-4, atol=1e-3)
     assert out.buffer.int_ptr == ptr and wd.is_deleted()
-    assert "out = x - product" in _notes(step, out, x, g)
+    assert "epilogue sub" in _notes(step, out, x, g)
+
+
+def test_donated_operand_of_a_product_is_not_overwritten_by_its_epilogue() -> None:
+    """``w - w @ s`` with ``w`` donated: other work-items still read ``w`` as an operand, so the
+    result goes to a fresh buffer."""
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((96, 96)).astype(np.float32)
+    s = rng.standard_normal((96, 96)).astype(np.float32)
+    step = fg.jit(lambda w, s: w - w @ s, backend="opencl", donate_argnums=0)
+    wd = fg.jit(lambda v: v * 1.0, backend="opencl")(w)
+    ptr = wd.buffer.int_ptr
+    out = step(wd, s)
+    np.testing.assert_allclose(np.asarray(out), w - w @ s, rtol=1e-4, atol=1e-3)
+    assert out.buffer.int_ptr != ptr
+    assert "epilogue sub" in _notes(step, out, s)
 
 
 def test_product_epilogue_is_skipped_when_it_would_be_wrong() -> None:
-    """No epilogue when the addend is an operand of the product, when the product has
-    another use, or for ``p - w``; the values stay right."""
+    """No epilogue when the product has a use outside the region (a reduction), or when the
+    region computes what an epilogue does not (``exp``); the values stay right."""
     rng = np.random.default_rng(4)
     w = rng.standard_normal((96, 96)).astype(np.float32)
     s = rng.standard_normal((96, 96)).astype(np.float32)
-    cases = [lambda w, s: w - w @ s, lambda w, s: (w - s @ s, s @ s * 2.0), lambda w, s: s @ s - w]
+    cases = [lambda w, s: (w - s @ s, (s @ s).sum(axis=0)), lambda w, s: fnp.exp(s @ w * 0.01) + w]
     for f in cases:
         j = fg.jit(f, backend="opencl")
         got, want = j(w, s), f(w, s)
         for gv, wv in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
             np.testing.assert_allclose(np.asarray(gv), wv, rtol=1e-4, atol=1e-3)
         text = _notes(j, w, s)
-        assert "out = x" not in text and _sum_kernels(text)
+        assert "epilogue" not in text and _elementwise_kernels(text)
 
 
-def test_product_epilogue_waits_for_an_addend_computed_later() -> None:
-    """An addend whose fused region is emitted after the product (``tanh(w)`` joins the region
-    of ``z``) is not yet on the device when the product runs: the sum stays a kernel."""
+def test_product_epilogue_leaves_a_region_with_transcendentals_alone() -> None:
+    """``tanh(w)`` joins the region of ``tanh(w) - p``; an epilogue does not evaluate ``tanh``,
+    so the region stays a kernel of its own."""
     rng = np.random.default_rng(5)
     w = rng.standard_normal((100, 64)).astype(np.float32)
     a = rng.standard_normal((100, 80)).astype(np.float32)
@@ -380,9 +512,10 @@ def test_product_epilogue_waits_for_an_addend_computed_later() -> None:
         p = a @ b
         return x - p, x * 2.0
 
-    got = fg.jit(f, backend="opencl")(w, a, b)
-    for g, want in zip(got, f(w, a, b)):
+    j = fg.jit(f, backend="opencl")
+    for g, want in zip(j(w, a, b), f(w, a, b)):
         np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-5, atol=1e-5)
+    assert "epilogue" not in _notes(j, w, a, b)
 
 
 @pytest.mark.parametrize("k, lines", [(64, 8), (100, 4), (70, 2), (33, 1)])

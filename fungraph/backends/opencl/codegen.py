@@ -305,6 +305,17 @@ def _compact(shape: Sequence[int], strides: Sequence[int]) -> tuple:
     return tuple((n, s) for n, s in zip(shape, strides) if n != 1)
 
 
+def merged_stride(a: Access, dims: Sequence[int]) -> int | None:
+    """One stride for the axes ``dims`` (in that order) when they merge in memory, else None."""
+    live = [d for d in dims if a.shape[d] != 1]
+    if not live:
+        return 0
+    for d0, d1 in zip(live, live[1:]):
+        if a.strides[d0] != a.strides[d1] * a.shape[d1]:
+            return None
+    return a.strides[live[-1]]
+
+
 def view_access(e: Eqn, a: Access) -> Access | None:
     """The access of a view equation's output given its input's access, or None when the
     view is not affine in memory (a reshape of a non-contiguous value)."""

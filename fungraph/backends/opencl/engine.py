@@ -29,7 +29,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.backends.opencl import control
-from fungraph.backends.opencl.codegen import VIEW_OPS, Access, contiguous, preamble, view_access
+from fungraph.backends.opencl.codegen import VIEW_OPS, Access, contiguous, merged_stride, preamble, view_access
 from fungraph.backends.opencl.device import (
     TRANSFER_STATS,
     OpenCLArray,
@@ -38,13 +38,19 @@ from fungraph.backends.opencl.device import (
     read_scalar,
     upload,
 )
+from fungraph.backends.opencl.epilogue import (
+    Epilogue,
+    broadcast_access,
+    find_epilogues,
+    kernel_strides,
+    region_inputs,
+)
 from fungraph.backends.opencl.fusion import FusionPlan, Region, plan_fusion
 from fungraph.backends.opencl.kernels import (
     DOT_COLS,
     NARROW_MIN_ROWS,
     PACK_MIN_ROWS,
     PACK_ROWS,
-    Addend,
     KernelSpec,
     canonical_copy_access,
     conv_kernel,
@@ -53,7 +59,6 @@ from fungraph.backends.opencl.kernels import (
     dot_row_panels,
     elementwise_kernel,
     graph_avals,
-    merged_stride,
     pack_kernel,
     pack_tail_kernel,
     reduce_kernels,
@@ -61,7 +66,6 @@ from fungraph.backends.opencl.kernels import (
 )
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.interpreters.offsets import plan_offsets
-from fungraph.interpreters.rewrite import use_counts
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 ALIGNMENT = 64
@@ -232,7 +236,7 @@ class OpenCLExecutable:
         self._lower_outputs()
 
     def _lower_eqns(self, g: Graph, fusion: FusionPlan) -> None:
-        epilogues = _dot_epilogues(g, fusion) if self.info.is_cpu and self._fuse and DOT_EPILOGUES else {}
+        epilogues = find_epilogues(g, fusion) if self.info.is_cpu and self._fuse and DOT_EPILOGUES else {}
         absorbed: set[int] = set()
         for i, e in enumerate(g.eqns):
             region = fusion.region_of.get(i)
@@ -246,9 +250,9 @@ class OpenCLExecutable:
             elif region is not None:
                 continue
             elif name == "dot_general":
-                ep = epilogues.get(i)
-                if self._lower_dot(e, None if ep is None else (g.eqns[ep[0]], ep[1], ep[2])):
-                    absorbed.add(ep[0])
+                site = epilogues.get(i)
+                if self._lower_dot(e, None if site is None else (g, *site)):
+                    absorbed |= site[0].members
             elif name == "conv":
                 self.add_kernels([e], [conv_kernel(self._name("conv"), self.atom_access(e.inputs[0]),
                                                    self.atom_access(e.inputs[1]), self.store(e.outputs[0]),
@@ -338,16 +342,17 @@ class OpenCLExecutable:
                                   region.shape, outs, members, self.access.get, self.idx_type, self.info)
         self.add_kernels(eqns, [spec])
 
-    def _lower_dot(self, e: Eqn, epilogue: tuple[Eqn, Var, bool] | None = None) -> bool:
+    def _lower_dot(self, e: Eqn, epilogue: tuple[Graph, Region, tuple[Eqn, ...]] | None = None) -> bool:
         """Pick a dot kernel and copy operands into the layout it needs: on a CPU a narrow
         ``out`` (n < 16) whose rows are adjacent in ``lhs`` needs no copy; otherwise for
         m >= 64 ``rhs`` is packed into 16-column panels (the last one zero-padded) and ``lhs``
         into 6-row panels unless its rows are contiguous along k; the unpacked register-blocked
         kernel wants rows of ``rhs`` contiguous (n >= 16, m >= 4); for k >= 16 the dot-product
         kernel wants both operands contiguous along k; else the scalar kernel. Other devices
-        take any merged strides (the tiled kernel). ``epilogue`` (the equation ``x +/- (this
-        product)``, ``x``, whether it subtracts) is computed by the packed kernels when they
-        run the product with ``out`` in ``x``'s layout; returns whether it was."""
+        take any merged strides (the tiled kernel). ``epilogue`` (a graph, the fused region of it
+        that consumes this product and the free views to take early, from
+        :func:`find_epilogues`) is computed by the packed kernels when every value it reads is
+        on the device; returns whether it was."""
         lhs, rhs = (self.atom_access(a) for a in e.inputs)
         (lc, rc), (lb, rb) = e.params["dimension_numbers"]
         lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
@@ -388,17 +393,14 @@ class OpenCLExecutable:
             else:
                 rb, rc, rf = _ranges(len(rb), len(rc), len(rf))
         swap = pack and _swap_operands(lhs, rhs, (lf, lc, rf, rc), (m, k, n))
-        addend = None
-        if epilogue is not None and pack and not swap and epilogue[1] in self.access:
-            x = self.access[epilogue[1]]
-            dest = self._dest.get(epilogue[0].outputs[0])
-            if x.strides == contiguous(x.shape) and (dest is None or dest.strides == x.strides):
-                addend = Addend(x, epilogue[2])
-        out = self.store(epilogue[0].outputs[0] if addend is not None else e.outputs[0])
+        ep = self._epilogue(e.outputs[0], *epilogue, swap, (len(lb), len(lf), len(rf))) \
+            if epilogue is not None and pack else None
+        out = ep.outputs[0][1] if ep is not None else self.store(e.outputs[0])
         if swap:
+            if ep is None:
+                out = _transposed_out(out, len(lb), len(lf), len(rf))
             lhs, rhs, lb, lf, lc, rb, rf, rc = rhs, lhs, rb, rf, rc, lb, lf, lc
             m, n = n, m
-            out = _transposed_out(out, len(lb), len(rf), len(lf))
         dims = ((lc, rc), (lb, rb))
         panels = row_panels = None
         if pack:
@@ -414,15 +416,42 @@ class OpenCLExecutable:
                 view, row_panels = dot_row_panels(lhs, dims, scratch.slot)
                 specs += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
         products = dot_kernels(self._name("dot_general"), lhs, rhs, out, dims, self.info, self.idx_type,
-                               panels, row_panels, addend) or []
+                               panels, row_panels, ep) or []
         for spec in products:
             if swap:
                 spec.note += "; transposed product out.T = rhs.T @ lhs.T"
-            if addend is not None:
-                spec.note += f"; out = x {'-' if addend.negate else '+'} product"
+            if ep is not None:
+                spec.note += f"; {ep.note}"
         specs += products
-        self.add_kernels([e] if addend is None else [e, epilogue[0]], specs)
-        return addend is not None
+        self.add_kernels([e, *ep.eqns] if ep is not None else [e], specs)
+        return ep is not None
+
+    def _epilogue(self, product: Var, g: Graph, region: Region, views: tuple[Eqn, ...], swap: bool,
+                  sizes: tuple[int, int, int]) -> Epilogue | None:
+        """The region as an :class:`Epilogue` of ``product`` (seen transposed when ``swap``), its
+        outputs stored now; None when a value it reads is not on the device yet (its region is
+        emitted later), or an access's axes do not merge into the kernels' three strides."""
+        nb, nf, nr = sizes
+        shape = product.aval.shape
+        for v in views:
+            src = self.access.get(v.inputs[0])
+            if v.outputs[0] not in self.access and src is not None and view_access(v, src) is not None:
+                self.access[v.outputs[0]] = view_access(v, src)
+        inputs = region_inputs(g, region, product)
+        if any(v not in self.access for v in inputs):
+            return None
+        seen = (lambda a: _transposed_out(a, nb, nf, nr)) if swap else (lambda a: a)
+        groups = (nb, nr if swap else nf)
+        ins = tuple((v, seen(broadcast_access(self.access[v], shape))) for v in inputs)
+        if any(kernel_strides(a, *groups) is None for _, a in ins):
+            return None
+        for v in region.outputs:
+            dest = self._dest.get(v)
+            if dest is not None and dest.strides != contiguous(shape):
+                return None
+        outs = tuple((v, seen(self.store(v))) for v in region.outputs)
+        eqns = tuple(g.eqns[j] for j in sorted(region.members))
+        return Epilogue(product, eqns, ins, outs)
 
     def _copy_canonical(self, a: Access, order: tuple[int, ...]) -> tuple[Access, KernelSpec]:
         shape = tuple(a.shape[d] for d in order)
@@ -505,7 +534,7 @@ class OpenCLExecutable:
         """Whether the first top-level step that uses slot ``s`` is kernels where each one that
         writes ``s`` loads slot ``k`` only at the elements it stores, after loading them
         (``KernelSpec.own_loads`` / ``own_stores``: one elementwise kernel, or a product's
-        kernels with an addend), and none reads ``k`` after the first of them has run."""
+        kernels with an epilogue), and none reads ``k`` after the first of them has run."""
         first = next((st for st in self.steps if s in _slots_used(st)), None)
         if first is None or first.kind != "kernels":
             return False
@@ -908,40 +937,9 @@ def _specs(steps: list[Step]) -> Any:
             yield from st.specs
 
 
-#: Whether products on a CPU absorb a following ``x + p`` / ``x - p`` (:func:`_dot_epilogues`).
+#: Whether products on a CPU compute the elementwise region that consumes them
+#: (:func:`~fungraph.backends.opencl.epilogue.find_epilogues`).
 DOT_EPILOGUES = True
-
-
-def _dot_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[int, Var, bool]]:
-    """Products whose only use is ``x + p``, ``p + x`` or ``x - p`` (an SGD update ``w - g``,
-    a residual add) with ``x`` defined before the product, of ``p``'s shape and dtype, not
-    one of its operands, and the sum not fused with other equations: product index -> (the
-    sum's index, ``x``, whether it subtracts). The packed kernels then start their
-    accumulators from ``x`` (or ``-x``), saving the sum's kernel and a pass over ``p``."""
-    counts = use_counts(g)
-    producer = {o: j for j, e in enumerate(g.eqns) for o in e.outputs}
-    consumer = {a: j for j, e in enumerate(g.eqns) for a in e.inputs if isinstance(a, Var)}
-    found: dict[int, tuple[int, Var, bool]] = {}
-    for i, e in enumerate(g.eqns):
-        if e.primitive.name != "dot_general":
-            continue
-        p = e.outputs[0]
-        if counts[p] != 1 or p not in consumer or not dtypes.is_float(p.aval.dtype):
-            continue
-        j = consumer[p]
-        s = g.eqns[j]
-        region = fusion.region_of.get(j)
-        if s.primitive.name not in ("add", "sub") or j in fusion.aliases or (region and region.members != {j}):
-            continue
-        a, b = s.inputs
-        x = a if b is p else b
-        negate = s.primitive.name == "sub"
-        if x is p or not isinstance(x, Var) or (negate and b is not p) or s.outputs[0].aval != p.aval:
-            continue
-        if x.aval != p.aval or producer.get(x, -1) > i or any(x is v for v in e.inputs):
-            continue
-        found[i] = (j, x, negate)
-    return found
 
 
 #: Shortest contraction for which :func:`_swap_operands` computes a product transposed.

@@ -17,8 +17,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.backends.opencl.codegen import VIEW_OPS, Access, Emitter, c_literal, contiguous, ctype, view_access
+from fungraph.backends.opencl.codegen import (
+    VIEW_OPS,
+    Access,
+    Emitter,
+    c_literal,
+    contiguous,
+    ctype,
+    merged_stride,
+    view_access,
+)
 from fungraph.backends.opencl.device import DeviceInfo
+from fungraph.backends.opencl.epilogue import BlockStore, Epilogue
 from fungraph.ir import Eqn, Graph, ShapedArray, Var
 
 Launch = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]   # global, local, offset
@@ -328,17 +338,6 @@ def _column_sum_kernel(name: str, x: Access, out: Access, m: int, k: int, info: 
 # --- dot_general ---------------------------------------------------------------------------------
 
 
-def merged_stride(a: Access, dims: Sequence[int]) -> int | None:
-    """One stride for the axes ``dims`` (in that order) when they merge in memory, else None."""
-    live = [d for d in dims if a.shape[d] != 1]
-    if not live:
-        return 0
-    for d0, d1 in zip(live, live[1:]):
-        if a.strides[d0] != a.strides[d1] * a.shape[d1]:
-            return None
-    return a.strides[live[-1]]
-
-
 #: Rows and columns of ``out`` one work-item of the unpacked register-blocked matmul computes:
 #: four 16-wide accumulators.
 DOT_ROWS, DOT_COLS = 4, 16
@@ -493,7 +492,7 @@ def _divisor(n: int, cap: int) -> int:
 
 def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, info: DeviceInfo,
                 idx_type: str, panels: Access | None = None, row_panels: Access | None = None,
-                addend: Addend | None = None) -> list[KernelSpec] | None:
+                epilogue: Epilogue | None = None) -> list[KernelSpec] | None:
     """``out[b, m, n] = sum_k lhs[b, m, k] rhs[b, k, n]`` when each operand's batch, free and
     contracting axes merge into one stride each (else None: the engine copies first).
     On a CPU a register-blocked kernel covers the bulk: with ``panels`` (``rhs`` packed by
@@ -501,8 +500,8 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     when its rows are contiguous along ``k``) 6x16 blocks whose work-groups share row panels;
     without, 4x16 blocks that need ``rhs`` rows contiguous.
     Small kernels cover the edges, so no kernel has a bounds test. Other devices get the
-    local-memory tiled kernel (:func:`tiled_dot_kernel`). With ``addend`` (packed kernels
-    only) ``out = x + lhs @ rhs`` or ``x - lhs @ rhs`` (:class:`Addend`)."""
+    local-memory tiled kernel (:func:`tiled_dot_kernel`). With an ``epilogue`` (packed kernels
+    only; ``out`` is then its first output) the kernels store its outputs instead."""
     (lc, rc), (lb, rb) = dims
     lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
     rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
@@ -522,9 +521,9 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
                 merged_stride(out, range(nb + nf, len(out.shape))))
     if any(s is None for s in ostrides) or (panels is None and not out.is_contiguous()):
         raise ValueError(f"dot_kernels: output strides {out.strides} of shape {out.shape} are not supported")
-    sob, som, son = ostrides
-    if addend is not None and (panels is None or addend.x.strides != out.strides):
-        raise ValueError("dot_kernels: an addend needs the packed kernels and the strides of out")
+    _, som, son = ostrides
+    if epilogue is not None and panels is None:
+        raise ValueError("dot_kernels: an epilogue needs the packed kernels")
     if not info.is_cpu:
         return [tiled_dot_kernel(name, lhs, rhs, out, (b, m, k, n), tuple(strides), info, idx_type)]
     dt = out.aval.dtype
@@ -549,7 +548,7 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
 
     if packed:
         specs += _packed_dot_kernels(name, lhs, out, panels, row_panels, (b, m, k, n), (sab, sam, sak),
-                                     (sob, som, son), info, it, t, fma, addend)
+                                     (nb, nf, som, son), info, it, t, fma, epilogue)
     elif blocked:
         params = Params()
         pa, oa, pb, ob, pc, oc = common(params)
@@ -590,18 +589,15 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
                                 kind="dot", note="16-wide dot products along k"))
         return specs
     params = Params()
-    pa, oa, pb, ob, pc, oc = common(params)
-    at = f"(long)bb * {sob} + (long)mm * {som} + (long)nn * {son}"
-    init = c_literal(0, dt)
-    if addend is not None:
-        px, ox = params(addend.x.slot, dt)
-        init = addend.load(f"{px}[{ox} + {addend.x.offset} + {at}]")
+    pa, oa = params(lhs.slot, dt)
+    pb, ob = params(rhs.slot, dt)
+    store = BlockStore(epilogue, out, (nb, nf), params, ("bb", "mm", "nn"), 1)
     body = [f"  const {it} nn = get_global_id(0);", f"  const {it} mm = get_global_id(1);",
-            f"  const {it} bb = get_global_id(2);", f"  {t} acc = {init};",
+            f"  const {it} bb = get_global_id(2);", *store.lines, f"  {t} acc = {c_literal(0, dt)};",
             f"  for ({it} kk = 0; kk < {k}; ++kk)",
-            f"    acc += {pa}[{oa} + (long)bb * {sab} + (long)mm * {sam} + (long)kk * {sak}] * "
-            f"{pb}[{ob} + (long)bb * {sbb} + (long)kk * {sbk} + (long)nn * {sbn}];",
-            f"  {pc}[{oc} + {at}] = {'-acc' if addend is not None and addend.negate else 'acc'};"]
+            f"    acc += {pa}[{oa} + {lhs.offset} + (long)bb * {sab} + (long)mm * {sam} + (long)kk * {sak}] * "
+            f"{pb}[{ob} + {rhs.offset} + (long)bb * {sbb} + (long)kk * {sbk} + (long)nn * {sbn}];",
+            *store.block(["acc"], 1)]
     launches: list[Launch] = []
     if packed:
         m6 = m - m % PACK_ROWS
@@ -617,30 +613,8 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     if launches:
         specs.append(KernelSpec(name, _kernel(name, params, body), params.slots, launches, kind="dot",
                                 note="scalar corner" if packed else "scalar edges" if blocked else "scalar",
-                                **_own(addend, out, (lhs.slot, rhs.slot))))
+                                **(epilogue.own(out, (lhs.slot, rhs.slot)) if epilogue else {})))
     return specs
-
-
-@dataclass(frozen=True)
-class Addend:
-    """``out = x + lhs @ rhs`` (``negate`` False) or ``x - lhs @ rhs`` (True), the latter as
-    ``-(-x + lhs @ rhs)``: the accumulators start from ``x`` or ``-x`` and only the final store
-    changes, so the inner loop is the plain product's."""
-
-    x: Access
-    negate: bool
-
-    def load(self, value: str) -> str:
-        return f"-({value})" if self.negate else value
-
-
-def _own(addend: Addend | None, out: Access, operands: Sequence[int]) -> dict[str, frozenset[int]]:
-    """``own_loads``/``own_stores`` of a product kernel with an addend: each work-item reads the
-    addend only at the elements of ``out`` it stores (so a donated ``x`` can be overwritten),
-    unless ``x`` or ``out`` shares a slot with an operand."""
-    if addend is None or addend.x.slot in operands or out.slot in operands:
-        return {}
-    return {"own_loads": frozenset({addend.x.slot}), "own_stores": frozenset({out.slot})}
 
 
 #: Rows of ``out`` one work-item of the narrow kernel computes, as one vector per column.
@@ -704,8 +678,8 @@ def _row_group(count: int, cap: int) -> int:
 
 def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row_panels: Access | None,
                         sizes: tuple[int, int, int, int], lstrides: tuple[int, int, int],
-                        ostrides: tuple[int, int, int], info: DeviceInfo, it: str, t: str,
-                        fma: Callable[[str, str, str], str], addend: Addend | None = None) -> list[KernelSpec]:
+                        ostrides: tuple[int, int, int, int], info: DeviceInfo, it: str, t: str,
+                        fma: Callable[[str, str, str], str], epilogue: Epilogue | None = None) -> list[KernelSpec]:
     """The 6x16 kernel over the packed ``rhs`` and ``lhs`` (packed into ``row_panels``, or read
     in place when None: rows contiguous along ``k``); for the last ``n % 16`` columns (all of
     them when ``n < 16``) the same kernel on the zero-padded last panel storing only those
@@ -713,11 +687,12 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     ``m - 6`` and stores only its last rows; with packed rows, one work-item per column panel
     reading ``lhs`` where it lies. ``out`` may be strided (a transposed product stores
     ``out.T``): 16-wide stores when its columns are adjacent, else one store per element.
-    An ``addend`` initialises the accumulators (the overlapping row panel starts its rows
-    that it does not store from zero, so no work-item reads an element another one writes)."""
+    ``ostrides``: ``out``'s batch and row axis counts, then its row and column strides. An
+    ``epilogue`` runs on each row of a block before the store (the overlapping row panel
+    neither loads nor stores the rows it does not own)."""
     b, m, k, n = sizes
     sab, sam, sak = lstrides
-    sob, som, son = ostrides
+    nb, nf, som, son = ostrides
     dt = out.aval.dtype
     g, n16 = m // PACK_ROWS, n - n % DOT_COLS
     panels_n = n16 // DOT_COLS
@@ -730,44 +705,21 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
         params = Params()
         pp, op = params(panels.slot, dt)
         a_lines, a_load = a_of(params)
-        pc, oc = params(out.slot, dt)
+        store = BlockStore(epilogue, out, (nb, nf), params, ("bb", "row0", f"p * {DOT_COLS}"), DOT_COLS)
         body = [f"  const {it} p = get_global_id(0);", f"  const {it} rb = get_global_id(1);",
                 f"  const {it} bb = get_global_id(2);", f"  const long row0 = {row0};",
                 f"  __global const {t}* bq = {pp} + {op} + {panels.offset} + (long)bb * {panels.strides[0]} "
-                f"+ (long)p * {k * DOT_COLS};", *a_lines,
-                f"  __global {t}* cq = {pc} + {oc} + {out.offset} + (long)bb * {sob} + row0 * {som} "
-                f"+ (long)p * {DOT_COLS * son};"]
-        zero = f"({t}16)(0)"
-        if addend is None:
-            body += [f"  {t}16 c{r} = {zero};" for r in range(rows)]
-        else:
-            px, ox = params(addend.x.slot, dt)
-            body.append(f"  __global const {t}* xq = {px} + {ox} + {addend.x.offset} + (long)bb * {sob} "
-                        f"+ row0 * {som} + (long)p * {DOT_COLS * son};")
-            for r in range(rows):
-                if cols == DOT_COLS and son == 1:
-                    value = f"vload16(0, xq + {r * som})"
-                else:
-                    lanes = [f"xq[{r * som + j * son}]" if j < cols else c_literal(0, dt) for j in range(DOT_COLS)]
-                    value = f"({t}16)({', '.join(lanes)})"
-                value = addend.load(value)
-                if overlap and rows == PACK_ROWS and r < PACK_ROWS - rest:
-                    value = f"rb < {g} ? {value} : {zero}"
-                body.append(f"  {t}16 c{r} = {value};")
+                f"+ (long)p * {k * DOT_COLS};", *a_lines, *store.lines]
+        body += [f"  {t}16 c{r} = ({t}16)(0);" for r in range(rows)]
         body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t}16 bv = vload16(kk, bq);"]
         body += [f"    c{r} = {fma(a_load.format(r=r), 'bv', f'c{r}')};" for r in range(rows)]
         body += ["  }"]
-        sign = "-" if addend is not None and addend.negate else ""
-        for r in range(rows):
-            if cols == DOT_COLS and son == 1:
-                lines = [f"vstore16({sign}c{r}, 0, cq + {r * som});"]
-            else:
-                lines = [f"cq[{r * som + j * son}] = {sign}c{r}.s{j:x};" for j in range(cols)]
-            guard = overlap and rows == PACK_ROWS and r < PACK_ROWS - rest
-            body += [f"  if (rb < {g}) {{ {' '.join(lines)} }}"] if guard else [f"  {line}" for line in lines]
+        guarded = overlap and rows == PACK_ROWS
+        body += store.block([f"c{r}" for r in range(rows)], cols,
+                            lambda r: f"rb < {g}" if guarded and r < PACK_ROWS - rest else None)
         operands = (panels.slot, lhs.slot if row_panels is None or a_of is strided_a else row_panels.slot)
         return KernelSpec(kname, _kernel(kname, params, body), params.slots, launches, kind="dot", note=note,
-                          **_own(addend, out, operands))
+                          **(epilogue.own(out, operands) if epilogue else {}))
 
     def packed_a(params: Params) -> tuple[list[str], str]:
         if row_panels is None:
