@@ -435,8 +435,9 @@ class OpenCLExecutable:
         shape = product.aval.shape
         for v in views:
             src = self.access.get(v.inputs[0])
-            if v.outputs[0] not in self.access and src is not None and view_access(v, src) is not None:
-                self.access[v.outputs[0]] = view_access(v, src)
+            view = view_access(v, src) if src is not None and v.outputs[0] not in self.access else None
+            if view is not None:
+                self.access[v.outputs[0]] = view
         inputs = region_inputs(g, region, product)
         if any(v not in self.access for v in inputs):
             return None

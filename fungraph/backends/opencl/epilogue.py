@@ -43,10 +43,6 @@ class Epilogue:
     inputs: tuple[tuple[Var, Access], ...]
     outputs: tuple[tuple[Var, Access], ...]
 
-    def map(self, f: Callable[[Access], Access]) -> Epilogue:
-        return Epilogue(self.product, self.eqns, tuple((v, f(a)) for v, a in self.inputs),
-                        tuple((v, f(a)) for v, a in self.outputs))
-
     @property
     def note(self) -> str:
         outs = len(self.outputs)
@@ -150,17 +146,16 @@ def kernel_strides(a: Access, nb: int, nf: int) -> tuple[int, int, int] | None:
 
 
 class BlockStore:
-    """The lines that store a block of a product: ``rows`` rows of ``cols`` columns, held as
-    ``width``-lane values (16: one vector per row; 1: one element), at the block origin
-    (``coords``: C expressions of its batch index, first row and first column). Without an
-    epilogue the product itself is stored into ``out``."""
+    """The lines that store a block of a product held as ``width``-lane values (16: one vector
+    per row; 1: one element) at the block origin (``coords``: C expressions of its batch
+    index, first row and first column): ``lines`` set up one pointer per access, then
+    :meth:`block` stores. Without an epilogue the product itself is stored into ``out``."""
 
     def __init__(self, epilogue: Epilogue | None, out: Access, groups: tuple[int, int],
                  params: Callable[[int, np.dtype], tuple[str, str]], coords: tuple[str, str, str], width: int) -> None:
         self.ep = epilogue
         self.dtype = dtypes.canonical(out.aval.dtype)
         self.width = width
-        self.params = params
         self.lines: list[str] = []
         accesses = [out] if epilogue is None else [a for _, a in (*epilogue.inputs, *epilogue.outputs)]
         self.ptr: dict[Access, tuple[str, tuple[int, int, int]]] = {}

@@ -28,7 +28,7 @@ from fungraph.backends.opencl.codegen import (
     view_access,
 )
 from fungraph.backends.opencl.device import DeviceInfo
-from fungraph.backends.opencl.epilogue import BlockStore, Epilogue
+from fungraph.backends.opencl.epilogue import BlockStore, Epilogue, kernel_strides
 from fungraph.ir import Eqn, Graph, ShapedArray, Var
 
 Launch = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]   # global, local, offset
@@ -517,9 +517,8 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     if b * m * n == 0:
         return []
     nb, nf = len(lb), len(lf)
-    ostrides = (merged_stride(out, range(nb)), merged_stride(out, range(nb, nb + nf)),
-                merged_stride(out, range(nb + nf, len(out.shape))))
-    if any(s is None for s in ostrides) or (panels is None and not out.is_contiguous()):
+    ostrides = kernel_strides(out, nb, nf)
+    if ostrides is None or (panels is None and not out.is_contiguous()):
         raise ValueError(f"dot_kernels: output strides {out.strides} of shape {out.shape} are not supported")
     _, som, son = ostrides
     if epilogue is not None and panels is None:
