@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -177,7 +178,18 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
         ts = [_concrete(t) for t, d in zip(t_leaves, diff) if d]
         return tree_unflatten(out_tree, eval_linear(lin, res, known_t, ts))
 
+    _hold_tapes(f_jvp, res)
     return tree_unflatten(out_tree, outs), f_jvp
+
+
+def _hold_tapes(fun: Callable[..., Any], residuals: Sequence[Any]) -> None:
+    """The ``while_loop`` tapes among ``residuals`` live as long as ``fun`` (a ``vjp`` or
+    ``linearize`` function) and no longer: it may be called many times, or never."""
+    from fungraph.primitives.while_loop import release_tapes, retain_tapes
+
+    handles = retain_tapes([np.asarray(r) for r in residuals if isinstance(r, (np.ndarray, np.generic))])
+    if handles:
+        weakref.finalize(fun, release_tapes, handles)
 
 
 def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
@@ -209,6 +221,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
             grads.append(zeros(a) if g is None else g)
         return tuple(tree_unflatten(in_tree, grads))
 
+    _hold_tapes(f_vjp, res)
     primal_out = tree_unflatten(out_tree, outs[:n_out])
     if has_aux:
         return primal_out, f_vjp, tree_unflatten(aux_tree, outs[n_out:])

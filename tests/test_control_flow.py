@@ -176,6 +176,32 @@ def test_newton_while_loop_gradient_is_the_implicit_derivative() -> None:
     assert tape_count() == 0
 
 
+def test_vjp_through_while_can_be_called_twice_and_frees_its_tape_with_the_function() -> None:
+    """A ``vjp`` function holds its loop's tape: calling it again gives the same cotangent, and
+    the tape goes when the function does, called or not; ``linearize`` likewise."""
+    implicit = lambda th: -newton_solve(th) / (3 * newton_solve(th) ** 2 + th)  # noqa: E731
+    base = tape_count()
+    _, f_vjp = fg.vjp(newton_solve, 1.0)
+    assert tape_count() == base + 1
+    first, again = f_vjp(1.0)[0], f_vjp(1.0)[0]
+    assert first == again and abs(first - implicit(1.0)) < 1e-10
+    assert tape_count() == base + 1
+    del f_vjp
+    assert tape_count() == base
+    _, unused = fg.vjp(newton_solve, 2.0)
+    assert tape_count() == base + 1
+    del unused
+    assert tape_count() == base
+    _, f_jvp = fg.linearize(newton_solve, 3.0)
+    assert abs(f_jvp(1.0) - implicit(3.0)) < 1e-10 and tape_count() == base + 1
+    del f_jvp
+    assert tape_count() == base
+    _, batched = fg.vjp(fg.vmap(newton_solve), np.array([0.5, 3.0]))
+    np.testing.assert_allclose(batched(np.ones(2))[0], batched(np.ones(2))[0])
+    del batched
+    assert tape_count() == base
+
+
 @pytest.mark.parametrize("policy", ["sqrt", "every:7"])
 def test_checkpoint_policies_match_and_bound_the_tape(policy: str) -> None:
     n = 2500

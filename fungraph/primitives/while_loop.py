@@ -205,12 +205,45 @@ class Tape:
 
 
 _TAPES: dict[int, Tape] = {}
-_HANDLES = itertools.count(1)
+#: Handles start far from small integers so that a residual which merely equals one is
+#: practically impossible (:func:`retain_tapes` looks for handles among a vjp's residuals).
+_HANDLES = itertools.count(0x5EED_7A9E_0000_0001)
+#: Tapes a ``vjp`` function holds: their backward loops read them without consuming them, so
+#: the function can be called again; they are released with the function.
+_RETAINED: set[int] = set()
 
 
 def tape_count() -> int:
-    """Tapes recorded and not yet consumed by a backward loop (for tests and leak checks)."""
+    """Tapes recorded and not yet consumed by a backward loop or released with the ``vjp``
+    function holding them (for tests and leak checks)."""
     return len(_TAPES)
+
+
+def retain_tapes(residuals: Sequence[Any]) -> list[int]:
+    """The live tape handles among ``residuals`` (a ``vjp``'s concrete residuals), now kept
+    until :func:`release_tapes`: the backward loop reads a retained tape instead of consuming
+    it, so the ``vjp`` function can be called more than once."""
+    found: list[int] = []
+    for r in residuals:
+        if isinstance(r, np.ndarray) and r.dtype == np.int64 and 0 < r.size <= 1 << 16:
+            found += [h for h in np.unique(r).tolist() if h in _TAPES and h not in found]
+    _RETAINED.update(found)
+    return found
+
+
+def release_tapes(handles: Sequence[int]) -> None:
+    """Drop the tapes a ``vjp`` function held (called when the function is collected)."""
+    for h in handles:
+        _RETAINED.discard(h)
+        _TAPES.pop(h, None)
+
+
+def _tape(handle: Any, consume: bool) -> Tape:
+    h = int(handle)
+    if h not in _TAPES:
+        raise RuntimeError("the tape of this while_loop's forward run is gone: the backward loop of a "
+                           "grad/vjp ran already or the vjp function that held the tape was released")
+    return _TAPES.pop(h) if consume and h not in _RETAINED else _TAPES[h]
 
 
 def _policy(policy: str) -> tuple[str, int]:
@@ -259,7 +292,7 @@ def _masked(active: np.ndarray | None, new: list[np.ndarray], old: list[np.ndarr
 
 def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_bcu: int,
               batched: bool = False) -> list[Any]:
-    tape = _TAPES[int(handle)]
+    tape = _tape(handle, consume=False)
     tk, tc = list(args[:n_bcu]), [np.asarray(a) for a in args[n_bcu:]]
     for i in range(int(n)):
         new = _run(lin_body, tape.residuals_at(i) + tc + tk)
@@ -287,7 +320,7 @@ def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_a
               batched: bool = False) -> list[Any]:
     from fungraph.interpreters.graph_transforms import transpose_graph
 
-    tape = _TAPES.pop(int(handle))
+    tape = _tape(handle, consume=True)
     LOOP_STATS["last_tape_peak"] = tape.peak_stored
     LOOP_STATS["last_tape_length"] = tape.count
     nc = len(cts)
