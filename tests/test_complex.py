@@ -352,6 +352,7 @@ def test_vmap_matches_a_loop(dtype: np.dtype) -> None:
 C2C = ("fft", "ifft", "fft2", "ifft2", "fftn", "ifftn")
 R2C = ("rfft", "rfft2", "rfftn")
 C2R = ("irfft", "irfft2", "irfftn")
+REAL_IN = R2C + ("ihfft",)
 
 
 def _fft_kwargs(name: str, ndim: int, data: st.DataObject) -> dict:
@@ -386,9 +387,11 @@ def test_fft_values_match_numpy(name: str, data: st.DataObject) -> None:
     ("fft", {}), ("ifft", {"n": 6, "norm": "ortho"}), ("fft2", {"s": (3, 5)}), ("ifftn", {"axes": (0, 2)}),
     ("rfft", {"n": 5}), ("rfft2", {"norm": "forward"}), ("rfftn", {"s": (2, 3, 6)}),
     ("irfft", {}), ("irfft", {"n": 7}), ("irfft2", {"s": (3, 4), "norm": "ortho"}), ("irfftn", {"axes": (2, 0)}),
+    ("hfft", {}), ("hfft", {"n": 3, "axis": 1, "norm": "ortho"}), ("hfft", {"n": 9, "norm": "forward"}),
+    ("ihfft", {}), ("ihfft", {"n": 3, "norm": "ortho"}), ("ihfft", {"n": 7, "axis": 0, "norm": "forward"}),
 ])
 def test_fft_derivatives(name: str, kw: dict) -> None:
-    real_in = name in R2C
+    real_in = name in REAL_IN
     x = _z((2, 3, 4), dtypes.float64 if real_in else dtypes.complex128, 7)
     x = x.real if real_in else x
     fun = lambda x: getattr(fnp.fft, name)(x, **kw)  # noqa: E731
@@ -397,6 +400,62 @@ def test_fft_derivatives(name: str, kw: dict) -> None:
     _close(fg.grad(loss(fnp))(x), jax.grad(loss(jnp))(x), 1e-9)
     ct = _z(np.shape(fun(x)), np.asarray(fun(x)).dtype, 8)
     _close(fg.vjp(fun, x)[1](ct)[0], jax.vjp(lambda x: getattr(jnp.fft, name)(x, **kw), x)[1](ct)[0], 1e-9)
+
+
+def _hermitian_n(name: str, m: int, data: st.DataObject) -> int | None:
+    """``n`` below, at and above the input's length ``m`` and hfft's default ``2 * (m - 1)``."""
+    choices = (None, 1, m - 1, m, m + 1, 2 * (m - 1), 2 * m + 3)
+    return data.draw(st.sampled_from(tuple(n for n in choices if n is None or n >= 1)))
+
+
+@pytest.mark.parametrize("name", ("hfft", "ihfft"))
+@settings(max_examples=25)
+@given(data=st.data())
+def test_hfft_ihfft_values_match_numpy(name: str, data: st.DataObject) -> None:
+    real = (dtypes.int64, dtypes.float32, dtypes.float64)
+    dtype = data.draw(st.sampled_from(real if name == "ihfft" else real + CX))
+    x = data.draw(arrays(dtype, shapes(min_dims=1, max_dims=3, min_side=2, max_side=5)))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    kw = {"n": _hermitian_n(name, x.shape[axis], data), "axis": axis,
+          "norm": data.draw(st.sampled_from((None, "backward", "ortho", "forward")))}
+    got, want = getattr(fnp.fft, name)(x, **kw), getattr(np.fft, name)(x, **kw)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = 1e-4 if dtype in (dtypes.float32, dtypes.complex64) else 1e-11
+    _close(got, want, tol * max(1.0, float(np.abs(want).max(initial=0))))
+
+
+@pytest.mark.parametrize("kw", [{}, {"n": 5, "axis": 0, "norm": "ortho"}])
+def test_hfft_of_real_input_derivatives(kw: dict) -> None:
+    x = _z((3, 4), dtypes.float64, 9)
+    check_grads(lambda x: fnp.fft.hfft(x, **kw), [x], order=2)
+    loss = lambda mod: lambda x: mod.sum(mod.fft.hfft(x, **kw) ** 3)  # noqa: E731
+    _close(fg.grad(loss(fnp))(x), jax.grad(loss(jnp))(x), 1e-9)
+
+
+def test_hfft_ihfft_jit_vmap_and_errors() -> None:
+    z = _z((4, 3, 5), dtypes.complex128, 3)
+
+    def f(z: object) -> object:
+        return fnp.fft.hfft(z, n=6, axis=0, norm="ortho"), fnp.fft.ihfft(fnp.real(z), n=4, norm="forward")
+
+    for got, want in zip(fg.jit(f)(z), f(z)):
+        _close(got, want, 1e-12)
+    h, ih = fg.vmap(f, in_axes=1)(z)
+    for i in range(z.shape[1]):
+        _close(h[i], np.fft.hfft(z[:, i], n=6, axis=0, norm="ortho"), 1e-12)
+        _close(ih[i], np.fft.ihfft(z[:, i].real, n=4, norm="forward"), 1e-12)
+    for name in ("hfft", "ihfft"):
+        fun = getattr(fnp.fft, name)
+        with pytest.raises(ValueError, match=f"{name}: invalid number of data points \\(0\\)"):
+            fun(z.real, n=0)
+        with pytest.raises(fg.ShapeError, match=f"{name}: axis 3 is out of bounds"):
+            fun(z.real, axis=3)
+        with pytest.raises(ValueError, match=f"{name}: invalid norm 'both'"):
+            fun(z.real, norm="both")
+    with pytest.raises(ValueError, match="hfft: invalid number of data points"):
+        fnp.fft.hfft(z[:1], axis=0)                                   # default n = 2 * (1 - 1)
+    with pytest.raises(TypeError, match="ihfft needs real input"):
+        fnp.fft.ihfft(z)
 
 
 def test_fft_shift_jit_and_vmap() -> None:

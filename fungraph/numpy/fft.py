@@ -1,9 +1,11 @@
 """``fungraph.numpy.fft``: numpy's transforms with its ``n``/``s``, ``axes`` and ``norm``
 arguments, on the one ``fft`` primitive (so they are differentiable and batched), plus the
-frequency grids and the shifts (rolls).
+frequency grids and the shifts (rolls). ``hfft``/``ihfft`` (Hermitian signals) are ``irfft``/``rfft``
+with a conjugate and the opposite norm, as numpy defines them.
 
 Differences from numpy: repeated axes in the n-dimensional transforms are refused; real
-transforms (``rfft*``) of complex input raise instead of discarding the imaginary part."""
+transforms (``rfft*``, ``ihfft``) of complex input raise instead of discarding the imaginary part;
+no ``out`` argument."""
 
 from __future__ import annotations
 
@@ -20,10 +22,12 @@ from fungraph.primitives import elementwise as ew
 from fungraph.primitives.fft import fft as fft_prim
 from fungraph.primitives.shape import pad, slice_, transpose
 
-__all__ = ["fft", "fft2", "fftfreq", "fftn", "fftshift", "ifft", "ifft2", "ifftn", "ifftshift", "irfft",
-           "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"]
+__all__ = ["fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn", "ifftshift", "ihfft",
+           "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"]
 
 _NORMS = (None, "backward", "ortho", "forward")
+# The norm that scales the opposite direction the same way (numpy's hfft/ihfft).
+_SWAPPED_NORM = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
 
 
 def fftfreq(n: int, d: float = 1.0) -> np.ndarray:
@@ -86,10 +90,19 @@ def _to_end(x: Any, axes: tuple[int, ...]) -> tuple[Any, tuple[int, ...]]:
     return transpose(x, perm), tuple(int(i) for i in np.argsort(perm))
 
 
+def _check_norm(norm: Any, name: str) -> None:
+    if not isinstance(norm, (str, type(None))) or norm not in _NORMS:
+        raise ValueError(f"{name}: invalid norm {norm!r}; use one of 'backward', 'ortho', 'forward'")
+
+
+def _swap_norm(norm: Any, name: str) -> str:
+    _check_norm(norm, name)
+    return _SWAPPED_NORM[norm]
+
+
 def _scale(out: Any, norm: str | None, n: int, inverse: bool, name: str) -> Any:
     """numpy's norm: the primitive's forward is unscaled and its inverse divides by n."""
-    if norm not in _NORMS:
-        raise ValueError(f"{name}: invalid norm {norm!r}; use one of 'backward', 'ortho', 'forward'")
+    _check_norm(norm, name)
     if norm in (None, "backward"):
         return out
     factor = math.sqrt(n) if norm == "ortho" else float(n)
@@ -97,9 +110,13 @@ def _scale(out: Any, norm: str | None, n: int, inverse: bool, name: str) -> Any:
     return ew.mul(out, np.asarray(factor, out.dtype))
 
 
-def _c2c(a: Any, s: Any, axes: Any, norm: str | None, inverse: bool, name: str) -> Any:
+def _complex_input(a: Any) -> Any:
     x = asarray(a)
-    x = cast(x, dtypes.complex_for(x.dtype) if dtypes.is_inexact(x.dtype) else dtypes.complex128)
+    return cast(x, dtypes.complex_for(x.dtype) if dtypes.is_inexact(x.dtype) else dtypes.complex128)
+
+
+def _c2c(a: Any, s: Any, axes: Any, norm: str | None, inverse: bool, name: str) -> Any:
+    x = _complex_input(a)
     axes, lengths = _axes_and_lengths(x, s, axes, name)
     for ax, n in zip(axes, lengths):
         x = _fit(x, ax, n if n is not None else x.shape[ax])
@@ -128,8 +145,7 @@ def _r2c(a: Any, s: Any, axes: Any, norm: str | None, name: str) -> Any:
 
 
 def _c2r(a: Any, s: Any, axes: Any, norm: str | None, name: str) -> Any:
-    x = asarray(a)
-    x = cast(x, dtypes.complex_for(x.dtype) if dtypes.is_inexact(x.dtype) else dtypes.complex128)
+    x = _complex_input(a)
     axes, lengths = _axes_and_lengths(x, s, axes, name)
     last = axes[-1]
     if lengths[-1] is None:
@@ -179,6 +195,19 @@ def rfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) 
 
 def irfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
     return _c2r(a, *_one_axis(n, axis), norm, "irfft")
+
+
+def hfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+    """The real spectrum of a signal with Hermitian symmetry given by its first half ``a``:
+    ``irfft(conj(a), n, axis)`` with the opposite norm, so ``norm=None`` leaves it unscaled.
+    ``n`` defaults to ``2 * (a.shape[axis] - 1)``."""
+    return _c2r(ew.conj(_complex_input(a)), *_one_axis(n, axis), _swap_norm(norm, "hfft"), "hfft")
+
+
+def ihfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+    """The inverse of ``hfft`` for real ``a``: ``conj(rfft(a, n, axis))`` with the opposite norm, so
+    ``norm=None`` divides by ``n`` (the first ``n // 2 + 1`` terms of ``ifft(a, n, axis)``)."""
+    return ew.conj(_r2c(a, *_one_axis(n, axis), _swap_norm(norm, "ihfft"), "ihfft"))
 
 
 def rfftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None, norm: str | None = None) -> Any:
