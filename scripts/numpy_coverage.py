@@ -41,7 +41,7 @@ NON_DIFFERENTIABLE = {
 }
 # Functions with no op-record row whose values (real and complex), derivatives, jit and vmap are
 # tested in tests/test_complex.py.
-COMPLEX_TESTED = {"conj", "conjugate", "imag", "angle", "eig"}
+COMPLEX_TESTED = {"conj", "conjugate", "imag", "angle", "eig", "hfft", "ihfft"}
 
 
 def _public_functions(module: object) -> list[str]:
@@ -140,8 +140,8 @@ def main() -> int:
         "refuse complex operands with a TypeError naming the dtype (numpy orders complex numbers",
         "lexicographically); `linalg.eig`/`eigvals` always return complex arrays, as in JAX (numpy returns",
         "real ones when every eigenvalue of a real matrix is real); the other `linalg` routines and most",
-        "of the remaining functions take real operands only; the real transforms (`rfft*`) refuse complex",
-        "input and the n-dimensional transforms refuse repeated axes.",
+        "of the remaining functions take real operands only; the real transforms (`rfft*`, `ihfft`) refuse",
+        "complex input and the n-dimensional transforms refuse repeated axes.",
         "",
         "## Summary",
         "",
