@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 
 import fungraph as fg
 import fungraph.numpy as fnp
-from fungraph import dtypes
+from fungraph import dtypes, lax
 from fungraph.interpreters.cse import cse
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.fold import fold_constants
@@ -295,8 +297,6 @@ def test_schedule_search_never_worse_than_the_traced_order() -> None:
 
 
 def test_jit_inside_lax_bodies() -> None:
-    from fungraph import lax
-
     body = fg.jit(lambda c, x: (c * 0.5 + x, fnp.sin(c)))
     c, ys = lax.scan(body, 1.0, np.arange(4.0))
     c2, ys2 = lax.scan(lambda c, x: (c * 0.5 + x, fnp.sin(c)), 1.0, np.arange(4.0))
@@ -327,3 +327,98 @@ def test_select_lowering_is_bit_exact_for_special_values() -> None:
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     g = fg.jit(lambda x: fg.nn.relu(x) * 1.0)(x)
     np.testing.assert_array_equal(np.isnan(g), np.isnan(np.where(x > 0, x, 0)))
+
+
+def _matmul_chain(xp, x, w):
+    h = xp.tanh(x @ w)
+    h = xp.sin(h @ w) * 0.5 + h
+    return xp.exp(-h * h) @ w - x * 0.25
+
+
+def _call_concurrently(f, inputs, want, iterations: int, rtol: float) -> list[str]:
+    """Call ``f(*inputs[t])`` ``iterations`` times from thread t, all threads released at once
+    by a barrier; every result is compared with ``want[t]``. Returns the failures as text."""
+    barrier = threading.Barrier(len(inputs))
+    failures: list[str] = []
+
+    def worker(t: int) -> None:
+        barrier.wait()
+        for i in range(iterations):
+            try:
+                np.testing.assert_allclose(np.asarray(f(*inputs[t])), want[t], rtol=rtol, atol=rtol)
+            except Exception as err:  # noqa: BLE001 - reported by the test
+                failures.append(f"thread {t}, call {i}: {type(err).__name__}: {err}"[:400])
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(len(inputs))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return failures
+
+
+def test_concurrent_calls_of_one_jitted_function_are_independent() -> None:
+    """Threads calling one jitted function at once (matmuls release the GIL, so calls
+    overlap) each get their own results: a call that finds the executable's buffers in use
+    binds a set of its own. The first call traces in this thread (tracing is not thread-safe)."""
+    rng = np.random.default_rng(0)
+    n = 512
+    w = rng.standard_normal((n, n)) / np.sqrt(n)
+    inputs = [(rng.standard_normal((n, n)), w) for _ in range(4)]
+    want = [_matmul_chain(np, x, w) for x, w in inputs]
+    f = fg.jit(lambda x, w: _matmul_chain(fnp, x, w))
+    np.testing.assert_allclose(f(*inputs[0]), want[0], rtol=1e-9, atol=1e-9)
+    exe = f.lower(*inputs[0]).compiled.executable
+    assert exe.buffer_sets == 1
+    failures = _call_concurrently(f, inputs, want, iterations=4, rtol=1e-9)
+    assert not failures, f"{len(failures)} of 16 calls failed: " + "\n".join(failures[:3])
+    assert 1 < exe.buffer_sets <= len(inputs)  # the calls did overlap
+
+
+def test_a_host_callback_may_call_its_own_jitted_function() -> None:
+    """Re-entry on one thread: the inner call finds the buffers in use and binds its own, so
+    ``y``, live in the outer call's arena across the callback, is not overwritten."""
+    inner = []
+
+    def host(v):
+        inner.append(v)
+        return np.asarray(f(v)) if len(inner) == 1 else v
+
+    def body(x):
+        y = fnp.sin(x) * 2.0 + 1.0
+        return fg.pure_callback(host, fg.ShapeDtypeStruct(x.shape, x.dtype), y) + y * 3.0
+
+    f = fg.jit(body)
+    x = np.linspace(0.0, 3.0, 1000)
+    y0 = np.sin(x) * 2.0 + 1.0
+    y1 = np.sin(y0) * 2.0 + 1.0
+    np.testing.assert_allclose(f(x), 4.0 * y1 + 3.0 * y0, rtol=1e-12)
+    assert len(inner) == 2
+
+
+def test_concurrent_calls_run_their_loops_in_their_own_arena() -> None:
+    """``fori_loop`` and ``scan`` bodies are executables planned into blocks of their parent's
+    arena (and a second carry view there): a contended call binds them to its own arena."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((256, 256)) / 16.0
+
+    def loops(xp, x):
+        h = x
+        for _ in range(6):
+            h = xp.tanh(h @ w) * 0.5 + h * 0.5
+        c = h
+        for r in x[:8]:
+            c = xp.sin(c) * 0.5 + xp.sum(r)
+        return h, c
+
+    def f(x):
+        h = lax.fori_loop(0, 6, lambda i, h: fnp.tanh(h @ w) * 0.5 + h * 0.5, x)
+        c, _ = lax.scan(lambda c, r: (fnp.sin(c) * 0.5 + fnp.sum(r), None), h, x[:8])
+        return h, c
+
+    inputs = [(rng.standard_normal((256, 256)),) for _ in range(4)]
+    want = [np.stack(loops(np, x)) for x, in inputs]
+    jf = fg.jit(lambda x: fnp.stack(f(x)))
+    np.testing.assert_allclose(jf(*inputs[0]), want[0], rtol=1e-9, atol=1e-9)
+    failures = _call_concurrently(jf, inputs, want, iterations=4, rtol=1e-9)
+    assert not failures, f"{len(failures)} of 16 calls failed: " + "\n".join(failures[:3])

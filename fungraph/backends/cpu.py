@@ -261,28 +261,67 @@ def _unreferenced_count() -> int | None:
 _UNREFERENCED = _unreferenced_count()
 
 
+#: Spare buffer sets an executable keeps once concurrent calls have made them (see
+#: ``CpuExecutable``); a set beyond these is dropped after its call.
+MAX_IDLE_BUFFER_SETS = 8
+
+
+class _Buffers:
+    """What one call needs to itself: the arena, the program bound to views of it (scratch
+    lowerings and control-flow sub-executables hold blocks of it), the environment of values,
+    and the large outputs kept for recycling."""
+
+    __slots__ = ("arena", "env", "program", "recycled")
+
+    def __init__(self, arena: np.ndarray, env: list[Any], program: list[tuple]) -> None:
+        self.arena = arena
+        self.env = env
+        self.program = program
+        self.recycled: dict[int, np.ndarray] = {}
+
+
 class CpuExecutable:
-    """A planned graph bound to one arena; ``run(args)`` returns fresh output arrays."""
+    """A planned graph bound to one arena; ``run(args)`` returns fresh output arrays.
+
+    Thread safety: a call writes its intermediates into the arena and its values into an
+    environment list, so two calls at once must not share them. They form a buffer set
+    (``_Buffers``), and the executable keeps its idle sets in a list: ``run`` pops one and
+    appends it back when done (each a single atomic list operation under the GIL). The
+    uncontended call finds the planned set and pays only that pop and append. A call that
+    finds the list empty (another thread is running this executable, or a host callback
+    re-enters it) binds a fresh set, as costly as preparing the executable once (a new arena,
+    the program bound to it); the set joins the list after the call, so steady concurrent use
+    pays it once per extra concurrent caller (``MAX_IDLE_BUFFER_SETS`` bound the list).
+    Per-thread sets would not cover re-entry on one thread, and would die with short-lived
+    threads. Outputs are fresh arrays per call either way; ``ENGINE_STATS`` counts are not
+    atomic.
+    """
 
     def __init__(self, graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = (),
                  arena: np.ndarray | None = None) -> None:
-        """``arena``: run inside this byte block (a parent's scratch block) instead of a new one."""
+        """``arena``: run inside this byte block (a parent's scratch block) instead of a new
+        one; a concurrent call still gets a fresh arena of its own."""
         self.graph = graph
         self.plan = plan
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
         self.arena = _aligned_bytes(plan.arena_bytes) if arena is None else arena[:plan.arena_bytes]
-        self.fallback_eqns = 0
-        self.allocations_per_call = 0
-        self.recycled: dict[int, np.ndarray] = {}
+        self._idle = [self._bind(self.arena, first=True)]
+
+    def _bind(self, arena: np.ndarray, first: bool = False) -> _Buffers:
+        """The program bound to ``arena``. Slot numbers depend only on the graph, so every set
+        shares the slot layout and counts, which the ``first`` bind records on ``self``."""
+        graph, plan = self.graph, self.plan
+        fallback_eqns = 0
+        allocations_per_call = 0
         slot: dict[Var, int] = {}
-        self.env: list[Any] = []
+        env: list[Any] = []
 
         def new_slot(value: Any = None) -> int:
-            self.env.append(value)
-            return len(self.env) - 1
+            env.append(value)
+            return len(env) - 1
 
-        self.input_slots = [new_slot() for _ in graph.invars]
-        slot.update(zip(graph.invars, self.input_slots))
+        input_slots = [new_slot() for _ in graph.invars]
+        slot.update(zip(graph.invars, input_slots))
         for v, c in zip(graph.constvars, graph.consts):
             slot[v] = new_slot(c)
         outputs = {a for a in graph.outvars if isinstance(a, Var)}
@@ -290,19 +329,19 @@ class CpuExecutable:
         def operand(a: Any) -> int:
             return new_slot(a.array) if isinstance(a, Literal) else slot[a]
 
-        self.program: list[tuple[Callable[..., Any], tuple[int, ...], tuple[int, ...], Any, Any, dict, bool]] = []
+        program: list[tuple[Callable[..., Any], tuple[int, ...], tuple[int, ...], Any, Any, dict, bool]] = []
         out_index: dict[Var, int] = {}
         for j, a in enumerate(graph.outvars):
             if isinstance(a, Var) and a in outputs and _produced(graph, a):
                 out_index.setdefault(a, j)
         for index, e in enumerate(graph.eqns):
             if index in plan.scratch and e.primitive.name in SCRATCH_LOWERINGS:
-                block = self.arena[plan.scratch[index].offset:plan.scratch[index].offset + plan.scratch[index].size]
+                block = arena[plan.scratch[index].offset:plan.scratch[index].offset + plan.scratch[index].size]
                 fn, specific = SCRATCH_LOWERINGS[e.primitive.name][1](e, block), True
             else:
                 fn, specific = lowering_for(e.primitive)
             if not specific:
-                self.fallback_eqns += 1
+                fallback_eqns += 1
             ins = tuple(operand(a) for a in e.inputs)
             outs = []
             fixed = []
@@ -317,69 +356,92 @@ class CpuExecutable:
                 elif o in out_index:
                     fixed.append(None)
                     alloc.append((out_index[o], o.aval.shape, o.aval.dtype))
-                    self.allocations_per_call += 1
+                    allocations_per_call += 1
                 elif p.kind == "pinned":
                     fixed.append(None)
                     alloc.append((-1, o.aval.shape, o.aval.dtype))
-                    self.allocations_per_call += 1
+                    allocations_per_call += 1
                 elif p.kind == "view":
                     fixed.append(None)
                     alloc.append(None)
                 else:
-                    fixed.append(self._arena_view(p.offset, o))
+                    fixed.append(_arena_view(arena, p.offset, o))
                     alloc.append(None)
-            self.program.append((fn, ins, tuple(outs), tuple(fixed), tuple(alloc), dict(e.params),
-                                 e.primitive.multiple_results))
-        self.output_slots = [operand(a) if isinstance(a, Literal) else slot[a] for a in graph.outvars]
-        self.outputs_to_copy = [not (isinstance(a, Var) and out_index.get(a) == j) for j, a in enumerate(graph.outvars)]
-        self.passthrough_outputs = sum(self.outputs_to_copy)
-        produced = {s for _, _, outs, *_ in self.program for s in outs}
-        self.release_slots = tuple(self.input_slots) + tuple(sorted(set(self.output_slots) & produced))
+            program.append((fn, ins, tuple(outs), tuple(fixed), tuple(alloc), dict(e.params),
+                            e.primitive.multiple_results))
+        output_slots = [operand(a) if isinstance(a, Literal) else slot[a] for a in graph.outvars]
+        if first:
+            self.fallback_eqns = fallback_eqns
+            self.allocations_per_call = allocations_per_call
+            self.input_slots = input_slots
+            self.output_slots = output_slots
+            self.outputs_to_copy = [not (isinstance(a, Var) and out_index.get(a) == j)
+                                    for j, a in enumerate(graph.outvars)]
+            self.passthrough_outputs = sum(self.outputs_to_copy)
+            produced = {s for _, _, outs, *_ in program for s in outs}
+            self.release_slots = tuple(input_slots) + tuple(sorted(set(output_slots) & produced))
+        return _Buffers(arena, env, program)
 
-    def _buffer(self, a: tuple, into: Sequence[np.ndarray] | None) -> np.ndarray:
+    @property
+    def buffer_sets(self) -> int:
+        """Idle buffer sets kept: 1 until calls have overlapped (read it between calls)."""
+        return len(self._idle)
+
+    def _buffer(self, a: tuple, into: Sequence[np.ndarray] | None, env: list[Any],
+                recycled: dict[int, np.ndarray]) -> np.ndarray:
         if a[0] == "donated":
-            return self.env[a[1]]
+            return env[a[1]]
         if into is not None and a[0] >= 0:
             return into[a[0]]
-        if a[0] >= 0 and a[0] in self.recycled and _UNREFERENCED is not None:
-            old = self.recycled[a[0]]
+        if a[0] >= 0 and a[0] in recycled and _UNREFERENCED is not None:
+            old = recycled[a[0]]
             if sys.getrefcount(old) == _UNREFERENCED:
                 return old
         ENGINE_STATS["output_allocations"] += 1
         buf = np.empty(a[1], a[2])
         if a[0] >= 0 and buf.nbytes >= RECYCLE_BYTES:
-            self.recycled[a[0]] = buf
+            recycled[a[0]] = buf
         return buf
-
-    def _arena_view(self, offset: int, v: Var) -> np.ndarray:
-        n = v.aval.nbytes
-        return self.arena[offset:offset + n].view(v.aval.dtype).reshape(v.aval.shape)
 
     def run(self, args: Sequence[np.ndarray], into: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         """Run on ``args``; outputs go to fresh arrays, or into the arrays ``into`` (then no
-        output is allocated: what loop lowerings use to alternate carry buffers)."""
-        env = self.env
-        for s, a in zip(self.input_slots, args):
-            env[s] = a
-        for fn, ins, outs, fixed, alloc, params, multi in self.program:
-            bufs = [f if a is None else self._buffer(a, into) for f, a in zip(fixed, alloc)]
-            if not multi:
-                if params:
-                    env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
+        output is allocated: what loop lowerings use to alternate carry buffers). Safe to
+        call from several threads at once (see the class docstring)."""
+        try:
+            buffers = self._idle.pop()
+        except IndexError:
+            buffers = self._bind(_aligned_bytes(self.plan.arena_bytes))
+        env, recycled = buffers.env, buffers.recycled
+        try:
+            for s, a in zip(self.input_slots, args):
+                env[s] = a
+            for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
+                bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
+                if not multi:
+                    if params:
+                        env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
+                    else:
+                        env[outs[0]] = fn(bufs[0], *[env[i] for i in ins])
                 else:
-                    env[outs[0]] = fn(bufs[0], *[env[i] for i in ins])
+                    env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
+            if into is None:
+                results = [np.array(env[s]) if copy else env[s]
+                           for s, copy in zip(self.output_slots, self.outputs_to_copy)]
             else:
-                env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
-        if into is None:
-            results = [np.array(env[s]) if copy else env[s] for s, copy in zip(self.output_slots, self.outputs_to_copy)]
-        else:
-            for s, copy, target in zip(self.output_slots, self.outputs_to_copy, into):
-                if copy:
-                    np.copyto(target, env[s])
-            results = list(into)
-        for s in self.release_slots:
-            env[s] = None
+                for s, copy, target in zip(self.output_slots, self.outputs_to_copy, into):
+                    if copy:
+                        np.copyto(target, env[s])
+                results = list(into)
+        finally:
+            for s in self.release_slots:
+                env[s] = None
+            if len(self._idle) < MAX_IDLE_BUFFER_SETS:
+                self._idle.append(buffers)
         return results
+
+
+def _arena_view(arena: np.ndarray, offset: int, v: Var) -> np.ndarray:
+    return arena[offset:offset + v.aval.nbytes].view(v.aval.dtype).reshape(v.aval.shape)
 
 
 def _root(plan: MemoryPlan, v: Var) -> Var:

@@ -19,6 +19,7 @@ and enqueue everything; the only waits are the scalar reads of a ``cond`` index 
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -76,6 +77,9 @@ ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "out
 #: takes its program instead of building it; pyopencl's and PoCL's disk caches serve a new process.
 PROGRAM_CACHE_SIZE = 64
 _PROGRAMS: dict[tuple[int, str, tuple[str, ...]], Any] = {}
+#: ``Device.take`` checks the pool and then pops from it: calls of different executables
+#: take their output buffers under this lock.
+_TAKE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -116,10 +120,24 @@ class Step:
 
 
 class OpenCLExecutable:
-    """``run(args) -> outputs`` on the device; outputs are :class:`OpenCLArray` values."""
+    """``run(args) -> outputs`` on the device; outputs are :class:`OpenCLArray` values.
+
+    Thread safety: a call binds its buffers into shared state (the slot tables ``buf`` and
+    ``off``, the argument lists and ``set_args`` of shared kernel objects, the per-input
+    staging buffers) and its kernels share one arena, so calls of one executable take turns
+    under a lock held from binding the inputs to the last enqueue (waits for a loop's
+    predicate or a host step included). A buffer set per call would buy little: the process
+    has one in-order queue, which runs commands one after another anyway, and which runs a
+    call's kernels before the next call's staging upload or kernels touch the arena. Outputs
+    are fresh buffers per call, independent of the arena; calls of different executables
+    interleave freely. A host callback that re-enters the executable it runs in raises
+    instead of deadlocking.
+    """
 
     def __init__(self, graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = (), fuse: bool = True) -> None:
         t0 = time.perf_counter()
+        self._lock = threading.Lock()
+        self._owner: int | None = None
         self.dev = get_device()
         self.info = self.dev.info
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
@@ -730,7 +748,23 @@ class OpenCLExecutable:
 
     def run(self, args: Sequence[Any], into: Sequence[Any] | None = None) -> list[OpenCLArray]:
         """Outputs go to pooled buffers, into the arrays ``into``, or (donation) into the
-        buffers of donated device arrays, which are then deleted."""
+        buffers of donated device arrays, which are then deleted. Calls from several threads
+        take turns (see the class docstring)."""
+        me = threading.get_ident()
+        if not self._lock.acquire(blocking=False):
+            if self._owner == me:
+                raise RuntimeError("an OpenCL-jitted function was called again from a host callback inside "
+                                   "its own call; its arena and kernel arguments are in use (call it after "
+                                   "the outer call returns, or jit the callback's work with backend='cpu')")
+            self._lock.acquire()
+        self._owner = me
+        try:
+            return self._call(args, into)
+        finally:
+            self._owner = None
+            self._lock.release()
+
+    def _call(self, args: Sequence[Any], into: Sequence[Any] | None) -> list[OpenCLArray]:
         dev = self.dev
         for s in self.input_slots:
             i = self.slots[s].index
@@ -754,7 +788,8 @@ class OpenCLExecutable:
             elif s in taken:
                 self.buf[s], self.off[s], pooled[s] = taken[s].donate()
             else:
-                self.buf[s] = dev.take(self.slots[s].aval.nbytes)
+                with _TAKE_LOCK:
+                    self.buf[s] = dev.take(self.slots[s].aval.nbytes)
                 self.off[s] = 0
         if into is None:
             ENGINE_STATS["output_allocations"] += len(self.output_slots) - len(taken)
