@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -211,27 +212,42 @@ def _as_array(x: Any, aval: ShapedArray) -> np.ndarray:
     return arr
 
 
-trace_stack: list[MainTrace] = [MainTrace(0, EvalTrace, None)]
-_dynamic: list[MainTrace] = [trace_stack[0]]
+class _TraceState(threading.local):
+    """The stack of active transformations and the dynamic (staging) trace, per thread as in
+    JAX: a thread starts at the eval trace, so threads may trace and transform at once."""
+
+    def __init__(self) -> None:
+        self.stack: list[MainTrace] = [MainTrace(0, EvalTrace, None)]
+        self.dynamic: list[MainTrace] = [self.stack[0]]
+
+
+_STATE = _TraceState()
+
+
+def innermost_main() -> MainTrace:
+    """The innermost active transformation of this thread."""
+    return _STATE.stack[-1]
 
 
 @contextmanager
 def new_main(trace_type: type[Trace], global_data: Any = None) -> Iterator[MainTrace]:
-    main = MainTrace(len(trace_stack), trace_type, global_data)
-    trace_stack.append(main)
+    stack = _STATE.stack
+    main = MainTrace(len(stack), trace_type, global_data)
+    stack.append(main)
     try:
         yield main
     finally:
-        trace_stack.pop()
+        stack.pop()
 
 
 @contextmanager
 def new_dynamic(main: MainTrace) -> Iterator[None]:
-    _dynamic.append(main)
+    dynamic = _STATE.dynamic
+    dynamic.append(main)
     try:
         yield
     finally:
-        _dynamic.pop()
+        dynamic.pop()
 
 
 def checked_abstract_eval(prim: Primitive, avals: Sequence[ShapedArray], params: Params) -> tuple[ShapedArray, ...]:
@@ -249,7 +265,7 @@ def checked_abstract_eval(prim: Primitive, avals: Sequence[ShapedArray], params:
 
 
 def find_top_trace(xs: Sequence[Any]) -> Trace:
-    top = _dynamic[-1]
+    top = _STATE.dynamic[-1]
     for x in xs:
         if isinstance(x, Tracer) and x._trace.main.level > top.level:
             top = x._trace.main

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fungraph.api import abstractify, flat_fun
-from fungraph.core import Primitive, trace_stack
+from fungraph.core import Primitive, innermost_main
 from fungraph.interpreters.batching import BatchTracer, vmap_flat
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.graph_transforms import batched_graph, jvp_graph
@@ -67,7 +67,7 @@ def _closes_over_batched(dims: Sequence[int | None], num_consts: int) -> bool:
 def _mapped_dims(raw: Sequence[Any]) -> list[int | None]:
     """For ``vmap_flat``'s ``out_dims``: 0 for the outputs that depend on the mapped axis,
     None for the others (it calls this while its trace is the innermost)."""
-    main = trace_stack[-1]
+    main = innermost_main()
     return [0 if isinstance(o, BatchTracer) and o._trace.main is main and o.bdim is not None else None
             for o in raw]
 

@@ -7,6 +7,7 @@ Graphs compare and hash *structurally* (up to renaming of vars), which is what c
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -178,13 +179,17 @@ class Eqn:
 CONST_REF = -(1 << 40)
 LITERAL_REF = -(1 << 50)
 _SIGNATURES: dict[Any, int] = {}
+_SIGNATURES_LOCK = threading.Lock()
 
 
 def intern_signature(key: Any) -> int:
     """The process-wide id of ``key``; ids are never reused, so equal ids mean equal keys."""
     sid = _SIGNATURES.get(key)
     if sid is None:
-        sid = _SIGNATURES[key] = len(_SIGNATURES)
+        with _SIGNATURES_LOCK:
+            sid = _SIGNATURES.get(key)
+            if sid is None:
+                sid = _SIGNATURES[key] = len(_SIGNATURES)
     return sid
 
 

@@ -360,7 +360,7 @@ def _call_concurrently(f, inputs, want, iterations: int, rtol: float) -> list[st
 def test_concurrent_calls_of_one_jitted_function_are_independent() -> None:
     """Threads calling one jitted function at once (matmuls release the GIL, so calls
     overlap) each get their own results: a call that finds the executable's buffers in use
-    binds a set of its own. The first call traces in this thread (tracing is not thread-safe)."""
+    binds a set of its own. The first call compiles in this thread, so the executable is one."""
     rng = np.random.default_rng(0)
     n = 512
     w = rng.standard_normal((n, n)) / np.sqrt(n)
@@ -422,3 +422,41 @@ def test_concurrent_calls_run_their_loops_in_their_own_arena() -> None:
     np.testing.assert_allclose(jf(*inputs[0]), want[0], rtol=1e-9, atol=1e-9)
     failures = _call_concurrently(jf, inputs, want, iterations=4, rtol=1e-9)
     assert not failures, f"{len(failures)} of 16 calls failed: " + "\n".join(failures[:3])
+
+
+def test_threads_trace_and_transform_at_once() -> None:
+    """Each thread has its own trace stack (as in JAX): threads that trace fresh jitted
+    functions, take eager gradients and vmap at the same moment get their own graphs. The
+    functions sleep while being traced, so the threads' traces interleave."""
+    import time
+
+    barrier = threading.Barrier(4)
+    errors: list[str] = []
+
+    def pause(v):
+        time.sleep(0.002)
+        return v
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal(50)
+        try:
+            for j in range(15):
+                c = float(seed * 100 + j)
+                barrier.wait(timeout=30)
+                f = fg.jit(lambda x, c=c: fnp.sum(fnp.sin(pause(x) * c) ** 2) + c)
+                np.testing.assert_allclose(f(x), np.sum(np.sin(x * c) ** 2) + c, rtol=1e-10)
+                g = fg.grad(lambda x, c=c: fnp.sum(fnp.tanh(pause(x)) * c))(x)
+                np.testing.assert_allclose(g, c * (1 - np.tanh(x) ** 2), rtol=1e-10)
+                v = fg.vmap(lambda r, c=c: fnp.dot(pause(r), r) * c)(x.reshape(5, 10))
+                np.testing.assert_allclose(v, (x.reshape(5, 10) ** 2).sum(1) * c, rtol=1e-10)
+        except Exception as err:  # noqa: BLE001
+            errors.append(f"thread {seed}: {type(err).__name__}: {err}")
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, "\n".join(errors[:3])
