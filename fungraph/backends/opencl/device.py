@@ -9,6 +9,7 @@ so :data:`TRANSFER_STATS` counts them.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,9 @@ class Device:
 
         self._free: dict[int, list[Any]] = {}
         self._free_bytes = 0
+        # re-entrant: ``give`` runs from ``OpenCLArray.__del__``, on any thread, and may run
+        # while this thread is inside ``take``
+        self._pool_lock = threading.RLock()
 
     def alloc(self, nbytes: int) -> Any:
         """A device buffer of at least one byte (OpenCL refuses empty buffers)."""
@@ -97,20 +101,22 @@ class Device:
         """An output buffer: one released by a dead :class:`OpenCLArray` of the same size if
         there is one (its pages are already mapped; a fresh 40 MB buffer costs ~25 ms of page
         faults on PoCL), else a new one."""
-        free = self._free.get(nbytes)
-        if free:
-            self._free_bytes -= nbytes
-            ALLOC_STATS["buffers_reused"] += 1
-            return free.pop()
+        with self._pool_lock:
+            free = self._free.get(nbytes)
+            if free:
+                self._free_bytes -= nbytes
+                ALLOC_STATS["buffers_reused"] += 1
+                return free.pop()
         return self.alloc(nbytes)
 
     def give(self, nbytes: int, buffer: Any) -> None:
         """Keep a dead array's buffer for reuse (bounded: 8 per size, 1 GiB in all). The
         in-order queue runs every earlier command that used it before any later reuse."""
-        free = self._free.setdefault(nbytes, [])
-        if len(free) < 8 and self._free_bytes + nbytes <= POOL_LIMIT_BYTES:
-            free.append(buffer)
-            self._free_bytes += nbytes
+        with self._pool_lock:
+            free = self._free.setdefault(nbytes, [])
+            if len(free) < 8 and self._free_bytes + nbytes <= POOL_LIMIT_BYTES:
+                free.append(buffer)
+                self._free_bytes += nbytes
 
     def check_dtype(self, aval: ShapedArray, what: str) -> None:
         """Raise a TypeError naming the dtype and the device for what this device cannot run."""

@@ -77,11 +77,6 @@ ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "out
 #: takes its program instead of building it; pyopencl's and PoCL's disk caches serve a new process.
 PROGRAM_CACHE_SIZE = 64
 _PROGRAMS: dict[tuple[int, str, tuple[str, ...]], Any] = {}
-#: ``Device.take`` checks the pool and then pops from it: calls of different executables
-#: take their output buffers under this lock.
-_TAKE_LOCK = threading.Lock()
-
-
 @dataclass
 class Slot:
     kind: str                      # input, const, arena, scratch, output, window
@@ -788,8 +783,7 @@ class OpenCLExecutable:
             elif s in taken:
                 self.buf[s], self.off[s], pooled[s] = taken[s].donate()
             else:
-                with _TAKE_LOCK:
-                    self.buf[s] = dev.take(self.slots[s].aval.nbytes)
+                self.buf[s] = dev.take(self.slots[s].aval.nbytes)
                 self.off[s] = 0
         if into is None:
             ENGINE_STATS["output_allocations"] += len(self.output_slots) - len(taken)
