@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -151,3 +153,33 @@ def check_vmap_against_loop(data: st.DataObject, rec: OpRecord) -> None:
         got = fg.vmap(rec.fun, in_axes=axes, out_axes=out_axis)(*batched)
         want = np.stack([np.asarray(rec.fun(*ex)) for ex in per_example], axis=out_axis)
     assert_tree_matches(got, want, tolerance(rec, batched), f"vmap({rec.name}) in_axes={axes}")
+
+
+def matmul_chain(xp: Any, x: Any, w: Any) -> Any:
+    """Products and transcendental functions, long enough that calls from threads overlap."""
+    h = xp.tanh(x @ w)
+    h = xp.sin(h @ w) * 0.5 + h
+    return xp.exp(-h * h) @ w - x * 0.25
+
+
+def call_concurrently(calls: Sequence[Callable[[], Any]], want: Sequence[Any], iterations: int,
+                      rtol: float) -> list[str]:
+    """Run ``calls[t]()`` ``iterations`` times from thread t, all threads released at once by a
+    barrier; every result is compared with ``want[t]``. Returns the failures as text."""
+    barrier = threading.Barrier(len(calls))
+    failures: list[str] = []
+
+    def worker(t: int) -> None:
+        barrier.wait()
+        for i in range(iterations):
+            try:
+                np.testing.assert_allclose(np.asarray(calls[t]()), want[t], rtol=rtol, atol=rtol)
+            except Exception as err:  # noqa: BLE001 - reported by the test
+                failures.append(f"thread {t}, call {i}: {type(err).__name__}: {err}"[:400])
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(len(calls))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return failures

@@ -22,7 +22,7 @@ from fungraph.interpreters.simplify import RULES, simplify
 from fungraph.jit import compile_graph
 from fungraph.primitives.fused import adagrad_reference
 from fungraph.testing import OP_RECORDS, Program, programs
-from tests.helpers import check_jit_against_eager, draw_args, with_float_args
+from tests.helpers import call_concurrently, check_jit_against_eager, draw_args, matmul_chain, with_float_args
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 DIFFERENTIABLE = [r.name for r in OP_RECORDS if r.differentiable]
@@ -329,34 +329,6 @@ def test_select_lowering_is_bit_exact_for_special_values() -> None:
     np.testing.assert_array_equal(np.isnan(g), np.isnan(np.where(x > 0, x, 0)))
 
 
-def _matmul_chain(xp, x, w):
-    h = xp.tanh(x @ w)
-    h = xp.sin(h @ w) * 0.5 + h
-    return xp.exp(-h * h) @ w - x * 0.25
-
-
-def _call_concurrently(f, inputs, want, iterations: int, rtol: float) -> list[str]:
-    """Call ``f(*inputs[t])`` ``iterations`` times from thread t, all threads released at once
-    by a barrier; every result is compared with ``want[t]``. Returns the failures as text."""
-    barrier = threading.Barrier(len(inputs))
-    failures: list[str] = []
-
-    def worker(t: int) -> None:
-        barrier.wait()
-        for i in range(iterations):
-            try:
-                np.testing.assert_allclose(np.asarray(f(*inputs[t])), want[t], rtol=rtol, atol=rtol)
-            except Exception as err:  # noqa: BLE001 - reported by the test
-                failures.append(f"thread {t}, call {i}: {type(err).__name__}: {err}"[:400])
-
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(len(inputs))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return failures
-
-
 def test_concurrent_calls_of_one_jitted_function_are_independent() -> None:
     """Threads calling one jitted function at once (matmuls release the GIL, so calls
     overlap) each get their own results: a call that finds the executable's buffers in use
@@ -365,12 +337,12 @@ def test_concurrent_calls_of_one_jitted_function_are_independent() -> None:
     n = 512
     w = rng.standard_normal((n, n)) / np.sqrt(n)
     inputs = [(rng.standard_normal((n, n)), w) for _ in range(4)]
-    want = [_matmul_chain(np, x, w) for x, w in inputs]
-    f = fg.jit(lambda x, w: _matmul_chain(fnp, x, w))
+    want = [matmul_chain(np, x, w) for x, w in inputs]
+    f = fg.jit(lambda x, w: matmul_chain(fnp, x, w))
     np.testing.assert_allclose(f(*inputs[0]), want[0], rtol=1e-9, atol=1e-9)
     exe = f.lower(*inputs[0]).compiled.executable
     assert exe.buffer_sets == 1
-    failures = _call_concurrently(f, inputs, want, iterations=4, rtol=1e-9)
+    failures = call_concurrently([lambda x=x, w=w: f(x, w) for x, w in inputs], want, iterations=4, rtol=1e-9)
     assert not failures, f"{len(failures)} of 16 calls failed: " + "\n".join(failures[:3])
     assert 1 < exe.buffer_sets <= len(inputs)  # the calls did overlap
 
@@ -420,7 +392,7 @@ def test_concurrent_calls_run_their_loops_in_their_own_arena() -> None:
     want = [np.stack(loops(np, x)) for x, in inputs]
     jf = fg.jit(lambda x: fnp.stack(f(x)))
     np.testing.assert_allclose(jf(*inputs[0]), want[0], rtol=1e-9, atol=1e-9)
-    failures = _call_concurrently(jf, inputs, want, iterations=4, rtol=1e-9)
+    failures = call_concurrently([lambda a=a: jf(*a) for a in inputs], want, iterations=4, rtol=1e-9)
     assert not failures, f"{len(failures)} of 16 calls failed: " + "\n".join(failures[:3])
 
 
