@@ -572,6 +572,103 @@ def test_integer_division_by_zero_and_bool_ops_follow_numpy() -> None:
         np.testing.assert_array_equal(g, w)
 
 
+# --- float32 sin, cos, log: the preamble's vectorisable helpers ----------------------------
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Float32 ulps between ``got`` and ``want`` (0 where both are NaN, 2**40 where one is)."""
+    def line(a):
+        b = a.view(np.int32).astype(np.int64)
+        return np.where(b < 0, -(b & 0x7FFFFFFF), b)      # the floats in order on the integers
+
+    nan_a, nan_b = np.isnan(got), np.isnan(want)
+    return np.where(nan_a & nan_b, 0, np.where(nan_a | nan_b, 2**40, np.abs(line(got) - line(want))))
+
+
+def _neighbours(x, k: int = 2) -> np.ndarray:
+    bits = np.asarray(x, np.float32).view(np.int32)
+    return (bits[:, None] + np.arange(-k, k + 1)).astype(np.int32).view(np.float32).ravel()
+
+
+#: float32 values closest to a zero of sin (a multiple of pi) or of cos (an odd multiple of pi/2),
+#: the worst of a search over every binade: 7.729179e28 = 16367173 * 2^72 is within 2^-30.9 * pi
+HARD_TO_REDUCE = np.array([7.729179e28, 2.1999385e10, 1.5458358e29, 4.399877e10, 3.0916716e29, 4.6381834e25],
+                          np.float32)
+EDGES = np.array([0.0, -0.0, 1e-45, -1e-45, 1e-38, 1.1754944e-38, 1e-7, 1.0, 1e6, -1e6, 1e10, 3.4028235e38,
+                  -3.4028235e38, np.inf, -np.inf, np.nan], np.float32)
+
+
+def _trig_inputs(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(|x| <= 1e5, beyond): a dense sweep, float multiples of pi/2 and their neighbours, edges."""
+    quarter_turns = np.float32(np.array([1, 2, 3, 7, 100, 12345, 63661]) * np.pi / 2)
+    small = np.concatenate([np.linspace(-1e5, 1e5, 1_000_001, dtype=np.float32), _neighbours(quarter_turns),
+                            _neighbours(-quarter_turns), EDGES[np.abs(EDGES) <= 1e5]])
+    large_turns = np.float32(np.array([2**20, 2**30, 2**40, 2**60, 2**100]) * np.pi / 2)
+    sign = rng.choice(np.float32([-1, 1]), 400_000)
+    log_uniform = np.exp(rng.uniform(np.log(1e5), np.log(3.4e38), 400_000)).astype(np.float32) * sign
+    large = np.concatenate([log_uniform, _neighbours(large_turns), _neighbours(HARD_TO_REDUCE),
+                            _neighbours(-HARD_TO_REDUCE), EDGES[~(np.abs(EDGES) <= 1e5)]])
+    return small, large
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_float32_sin_cos_are_within_2_ulp_of_numpy_for_every_magnitude(name: str) -> None:
+    """The reduction by pi is exact for every float (no Cody-Waite bound), so the bound is the
+    same beyond 1e5: within 1 ulp of float64 numpy rounded to float32 (checked on all 2^32
+    floats once), so within 2 ulp of numpy's float32 (itself within 1 ulp); NaN and +-inf
+    give NaN."""
+    f = fg.jit(getattr(fnp, name), backend="opencl")
+    ref = getattr(np, name)
+    for x in _trig_inputs(np.random.default_rng(0)):
+        got = np.asarray(f(x))
+        with np.errstate(invalid="ignore"):
+            want32, want64 = ref(x), ref(x.astype(np.float64)).astype(np.float32)
+        worst = int(np.argmax(_ulps(got, want32)))
+        assert _ulps(got, want32).max() <= 2, (x[worst], got[worst], want32[worst])
+        worst = int(np.argmax(_ulps(got, want64)))
+        assert _ulps(got, want64).max() <= 1, (x[worst], got[worst], want64[worst])
+    assert f"fg_{name}_float(" in f.lower(x).compiled.executable.source
+
+
+def test_float32_sin_keeps_the_sign_of_zero_and_cos_of_zero_is_one() -> None:
+    x = np.array([0.0, -0.0, 1e-45, -1e-45], np.float32)
+    s, c = _host(fg.jit(lambda x: (fnp.sin(x), fnp.cos(x)), backend="opencl")(x))
+    np.testing.assert_array_equal(s, x)
+    np.testing.assert_array_equal(np.signbit(s), np.signbit(x))
+    np.testing.assert_array_equal(c, 1.0)
+
+
+def test_float32_log_is_within_1_ulp_of_the_correctly_rounded_value() -> None:
+    """Against float64 numpy rounded to float32 (numpy's float32 log is up to 4 ulp from it);
+    subnormals, 0 (-inf), negative numbers (NaN), inf and NaN as numpy."""
+    rng = np.random.default_rng(1)
+    x = np.concatenate([np.linspace(0, 1e5, 1_000_001, dtype=np.float32),
+                        np.linspace(0.5, 2, 200_001, dtype=np.float32),
+                        np.exp(rng.uniform(np.log(1e-45), np.log(3.4e38), 400_000)).astype(np.float32),
+                        np.arange(1, 2**23, 997, dtype=np.int32).view(np.float32), -EDGES, EDGES])
+    got = np.asarray(fg.jit(fnp.log, backend="opencl")(x))
+    with np.errstate(all="ignore"):
+        want = np.log(x.astype(np.float64)).astype(np.float32)
+    worst = int(np.argmax(_ulps(got, want)))
+    assert _ulps(got, want).max() <= 1, (x[worst], got[worst], want[worst])
+
+
+def test_float32_math_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """float32 sin/cos/log use the helpers, native math when asked; float64 the library's."""
+    from fungraph.backends.opencl.codegen import ELEMENTWISE_RULES
+
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    monkeypatch.delenv("FUNGRAPH_OPENCL_NATIVE_MATH", raising=False)
+    for name in ("sin", "cos", "log"):
+        assert ELEMENTWISE_RULES[name](f32, f32, ["x"], {}) == f"fg_{name}_float(x)"
+        assert ELEMENTWISE_RULES[name](f64, f64, ["x"], {}) == f"{name}(x)"
+    monkeypatch.setenv("FUNGRAPH_OPENCL_NATIVE_MATH", "1")
+    for name in ("sin", "cos", "log"):
+        assert ELEMENTWISE_RULES[name](f32, f32, ["x"], {}) == f"native_{name}(x)"
+        assert ELEMENTWISE_RULES[name](f64, f64, ["x"], {}) == f"{name}(x)"
+    assert ELEMENTWISE_RULES["tanh"](f32, f32, ["x"], {}) == "fg_tanh_float(x)"
+
+
 # --- donation: outputs written into donated device buffers ---------------------------------
 
 
