@@ -297,7 +297,7 @@ def integer_pow_expr(x: str, y: int, dtype: np.dtype, fresh: Callable[[str, str]
     return f"(({t})1 / {result})" if y < 0 else result
 
 
-NATIVE = ("sin", "cos", "exp", "log")
+NATIVE = ("sin", "cos", "exp")
 
 #: float32 functions computed by the preamble's vectorisable helpers instead of the library's
 #: (unless native math is on; float64 keeps the library's functions)
@@ -305,8 +305,9 @@ FLOAT32_HELPERS = {"tanh": "fg_tanh_float", "sin": "fg_sin_float", "cos": "fg_co
 
 
 def native_math() -> bool:
-    """``FUNGRAPH_OPENCL_NATIVE_MATH=1`` uses ``native_sin/cos/exp/log`` for float32 (several
-    times faster on PoCL, accuracy implementation-defined); read when a graph is compiled."""
+    """``FUNGRAPH_OPENCL_NATIVE_MATH=1`` uses ``native_sin/cos/exp`` for float32 (faster on
+    PoCL, accuracy implementation-defined; ``native_log`` is not: on PoCL it was as slow as
+    ``log``, 8x slower than ``fg_log_float``); read when a graph is compiled."""
     return os.environ.get("FUNGRAPH_OPENCL_NATIVE_MATH", "") not in ("", "0")
 
 
