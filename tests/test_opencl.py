@@ -12,8 +12,6 @@ driver is a failure.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,7 +23,7 @@ from fungraph import dtypes, lax
 from fungraph.testing import OP_RECORDS
 from fungraph.testing.models import sgd_step as mlp_sgd_step
 from fungraph.tree_util import tree_flatten
-from tests.helpers import assert_matches, draw_args, with_float_args
+from tests.helpers import assert_matches, call_concurrently, draw_args, matmul_chain, with_float_args
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 GRAD_RECORDS = ["tanh", "multiply", "divide", "sum_axis0", "max", "softmax", "matmul", "transpose",
@@ -141,12 +139,6 @@ def test_outputs_are_fresh_buffers_per_call() -> None:
     np.testing.assert_array_equal(np.asarray(b), 6.0)
 
 
-def _matmul_chain(xp, x, w):
-    h = xp.tanh(x @ w)
-    h = xp.sin(h @ w) * 0.5 + h
-    return xp.exp(-h * h) @ w - x * 0.25
-
-
 def test_concurrent_calls_are_independent() -> None:
     """Threads calling OpenCL-jitted functions at once (two threads per function, released
     together by a barrier, each downloading its results) all get their own values: calls of
@@ -155,30 +147,15 @@ def test_concurrent_calls_are_independent() -> None:
     n = 256
     w = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
     xs = [rng.standard_normal((n, n)).astype(np.float32) for _ in range(4)]
-    f = fg.jit(lambda x, w: _matmul_chain(fnp, x, w), backend="opencl")
+    f = fg.jit(lambda x, w: matmul_chain(fnp, x, w), backend="opencl")
     g = fg.jit(lambda x, w: fnp.tanh(x @ w) * 2.0, backend="opencl")
     calls = [(f, x) if t < 2 else (g, x) for t, x in enumerate(xs)]
-    want = [_matmul_chain(np, x.astype(np.float64), w) if t < 2 else np.tanh(x.astype(np.float64) @ w) * 2.0
+    want = [matmul_chain(np, x.astype(np.float64), w) if t < 2 else np.tanh(x.astype(np.float64) @ w) * 2.0
             for t, x in enumerate(xs)]
     for (fun, x), expected in zip(calls, want):
         np.testing.assert_allclose(np.asarray(fun(x, w)), expected, rtol=1e-4, atol=1e-4)
-    barrier = threading.Barrier(len(calls))
-    failures: list[str] = []
-
-    def worker(t: int) -> None:
-        fun, x = calls[t]
-        barrier.wait()
-        for i in range(8):
-            try:
-                np.testing.assert_allclose(np.asarray(fun(x, w)), want[t], rtol=1e-4, atol=1e-4)
-            except Exception as err:  # noqa: BLE001 - reported by the test
-                failures.append(f"thread {t}, call {i}: {type(err).__name__}: {err}"[:400])
-
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(len(calls))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    failures = call_concurrently([lambda fun=fun, x=x: fun(x, w) for fun, x in calls], want, iterations=8,
+                                 rtol=1e-4)
     assert not failures, f"{len(failures)} of 32 calls failed: " + "\n".join(failures[:3])
 
 
