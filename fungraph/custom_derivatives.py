@@ -319,7 +319,7 @@ def _remat_jvp(primals: tuple, tangents: tuple, *, call: Graph) -> tuple:
 
 @remat_p.def_batch
 def _remat_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Graph) -> tuple:
-    size, graph = _batched_call_graph(args, dims, call)
+    _, graph = _batched_call_graph(args, dims, call)
     outs = remat_p.bind(*args, call=graph)
     return outs, [0] * len(outs)
 

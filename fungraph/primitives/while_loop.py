@@ -224,6 +224,8 @@ def retain_tapes(residuals: Sequence[Any]) -> list[int]:
     until :func:`release_tapes`: the backward loop reads a retained tape instead of consuming
     it, so the ``vjp`` function can be called more than once."""
     found: list[int] = []
+    if not _TAPES:
+        return found
     for r in residuals:
         if isinstance(r, np.ndarray) and r.dtype == np.int64 and 0 < r.size <= 1 << 16:
             found += [h for h in np.unique(r).tolist() if h in _TAPES and h not in found]
