@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
+
+
+def ms(t: float) -> str:
+    """Seconds as milliseconds with about three significant digits, so sub-millisecond GPU
+    times do not round to 0.1 ms."""
+    ms_ = t * 1e3
+    return f"{ms_:.1f} ms" if ms_ >= 10 else f"{ms_:.2f} ms" if ms_ >= 1 else f"{ms_:.3f} ms"
 
 
 def median_time(fn: Callable[[], Any], repeat: int = 7, number: int = 1, warmup: int = 1) -> float:
@@ -60,13 +68,21 @@ def peak_traced_bytes(fn: Callable[[], Any]) -> int:
     return peak
 
 
+JAX_PLATFORM = os.environ.get("FUNGRAPH_BENCH_JAX", "cpu")
+"""The platform JAX rows run on: ``cpu`` unless ``FUNGRAPH_BENCH_JAX`` names another (``cuda`` on
+a machine with a CUDA JAX, to set the OpenCL rows beside JAX on the same GPU)."""
+
+
 def try_jax() -> Any:
-    """The ``jax`` module with float64 enabled on CPU, or None when it is not installed."""
+    """The ``jax`` module with float64 enabled on ``JAX_PLATFORM``, or None when it is not
+    installed. Off the CPU, float32 products run at full precision (not TF32), as ours do."""
     try:
         import jax
 
         jax.config.update("jax_enable_x64", True)
-        jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_platforms", JAX_PLATFORM)
+        if JAX_PLATFORM != "cpu":
+            jax.config.update("jax_default_matmul_precision", "highest")
         return jax
     except Exception:
         return None

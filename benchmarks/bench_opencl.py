@@ -11,7 +11,9 @@ arrays in and read the result back. Rows compared against numpy are timed in tur
 quiet pause before each (``_util.interleaved_times``): OpenBLAS's threads spin for ~0.1 s
 after each call and would otherwise take a core from whatever is timed next.
 
-Beside them, on the same run when installed: JAX's CPU jit (``block_until_ready``) and
+Beside them, on the same run when installed: JAX's jit on the CPU (``block_until_ready``;
+``FUNGRAPH_BENCH_JAX=cuda`` puts it on a CUDA GPU instead, beside an OpenCL GPU picked with
+``FUNGRAPH_OPENCL_DEVICE``) and
 tinygrad's ``TinyJit`` on its OpenCL device (``CL``, PoCL here) and its CPU device (it needs
 ``clang``), warmed, with inputs realized on the device and a device sync in every timed call.
 A missing library or device skips its rows with the reason printed. Neither is a fungraph
@@ -31,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import interleaved_samples, interleaved_times, median_time, table, try_jax  # noqa: E402
+from _util import JAX_PLATFORM, interleaved_samples, interleaved_times, median_time, ms, table, try_jax  # noqa: E402
 from bench_jit import jax_sgd_step, mlp_problem, muladd_chain, numpy_step, sgd_step  # noqa: E402
 from bench_jit import numpy_muladd_out as numpy_muladd_out_n  # noqa: E402
 
@@ -42,6 +44,7 @@ from fungraph.backends.opencl.device import ALLOC_STATS  # noqa: E402
 from fungraph.jit import clear_caches  # noqa: E402
 
 SKIPPED: list[str] = []     # why rows are missing, printed under the next table
+JAX_LABEL = f"jax jit ({JAX_PLATFORM.upper()})"
 TINYGRAD_DEVICES = (("CL", "tinygrad TinyJit, CL (PoCL)"), ("CPU", "tinygrad TinyJit, CPU"))
 
 
@@ -60,7 +63,7 @@ def try_tinygrad():
 
 
 def jax_rows(jax, label: str, fun, args, t_ref: float, reps: int, rate=None) -> list[list[str]]:
-    """One row for ``jax.jit(fun)`` on the CPU: median of ``reps`` calls, each waited for."""
+    """One row for ``jax.jit(fun)`` on ``JAX_PLATFORM``: median of ``reps`` calls, each waited for."""
     if jax is None:
         return []
     jf = jax.jit(fun)
@@ -100,7 +103,7 @@ def tinygrad_rows(tg, fun, args, want, tol: float, t_ref: float, reps: int, rate
 
 
 def _row(label: str, t: float, t_ref: float, rate) -> list[str]:
-    unit = f"{t * 1e3:.2f} ms" if t < 1e-2 else f"{t * 1e3:.1f} ms"
+    unit = ms(t)
     if rate is None:
         return [label, unit, f"{t_ref / t:.2f}"]
     return [label, unit, f"{rate / t / 1e9:.0f} GFLOP/s", f"{t_ref / t:.2f}"]
@@ -213,17 +216,17 @@ def bench_chain(n: int, fun, numpy_out, reps: int, jax=None, tg=None, jax_fun=No
         del os.environ["FUNGRAPH_OPENCL_NATIVE_MATH"]
         clear_caches()
         err = float(np.max(np.abs(got - want) / (1 + np.abs(want))))
-        rows_native = [[f"jit opencl, resident, native_sin/cos/exp/log (max err {err:.1e})", f"{t_nat * 1e3:.1f} ms",
+        rows_native = [[f"jit opencl, resident, native_sin/cos/exp (max err {err:.1e})", ms(t_nat),
                         f"{t_np / t_nat:.2f}"]]
     with np.errstate(all="ignore"):
-        others = jax_rows(jax, "jax jit (CPU)", jax_fun or fun, (x, a, b), t_np, reps)
+        others = jax_rows(jax, JAX_LABEL, jax_fun or fun, (x, a, b), t_np, reps)
         tg_chain = tg_fun or fun
         others += tinygrad_rows(tg, lambda t: tg_chain(t, float(a), float(b)), (x,), want, 1e-4, t_np, reps)
-    return [["numpy eager", f"{t_np * 1e3:.1f} ms", "1.00"],
-            ["numpy out=", f"{t_out * 1e3:.1f} ms", f"{t_np / t_out:.2f}"],
-            ["fungraph jit cpu", f"{t_cpu * 1e3:.1f} ms", f"{t_np / t_cpu:.2f}"],
-            [f"jit opencl, resident ({exe.kernel_count} kernel)", f"{t_res * 1e3:.1f} ms", f"{t_np / t_res:.2f}"],
-            ["jit opencl, from host + read back", f"{t_host * 1e3:.1f} ms", f"{t_np / t_host:.2f}"],
+    return [["numpy eager", ms(t_np), "1.00"],
+            ["numpy out=", ms(t_out), f"{t_np / t_out:.2f}"],
+            ["fungraph jit cpu", ms(t_cpu), f"{t_np / t_cpu:.2f}"],
+            [f"jit opencl, resident ({exe.kernel_count} kernel)", ms(t_res), f"{t_np / t_res:.2f}"],
+            ["jit opencl, from host + read back", ms(t_host), f"{t_np / t_host:.2f}"],
             ["jit opencl first call (compile)", f"{t_compile * 1e3:.0f} ms", ""]] + rows_native + others
 
 
@@ -254,7 +257,7 @@ def bench_matmul(sizes: tuple[int, ...], reps: int, jax=None, tg=None) -> list[l
         rows += [_row(f"{n}x{n} numpy (BLAS)", t["numpy"], t["numpy"], flops),
                  _row(f"{n}x{n} jit opencl, resident", t["opencl"], t["numpy"], flops)]
         if jax is not None:
-            rows.append(_row(f"{n}x{n} jax jit (CPU)", t["jax"], t["numpy"], flops))
+            rows.append(_row(f"{n}x{n} {JAX_LABEL}", t["jax"], t["numpy"], flops))
         if n == 1024:
             for r in tinygrad_rows(tg, lambda a, b: a @ b, (a, b), a @ b, 1e-3, t["numpy"], reps, flops):
                 rows.append([f"{n}x{n} {r[0]}"] + r[1:])
@@ -301,9 +304,9 @@ def bench_sum(n: int, reps: int, jax=None, tg=None) -> list[list[str]]:
 
     t = interleaved_times({"np": lambda: np.sum(x), "cl": run_cl}, rounds=reps)
     t_np, t_cl = t["np"], t["cl"]
-    rows = [["numpy.sum", f"{t_np * 1e3:.2f} ms", "1.00"],
-            ["jit opencl, resident", f"{t_cl * 1e3:.2f} ms", f"{t_np / t_cl:.2f}"]]
-    rows += jax_rows(jax, "jax jit (CPU)", lambda x: x.sum(), (x,), t_np, reps)
+    rows = [["numpy.sum", ms(t_np), "1.00"],
+            ["jit opencl, resident", ms(t_cl), f"{t_np / t_cl:.2f}"]]
+    rows += jax_rows(jax, JAX_LABEL, lambda x: x.sum(), (x,), t_np, reps)
     return rows + tinygrad_rows(tg, lambda t: t.sum(), (x,), np.sum(x, dtype=np.float64), 1e-5, t_np, reps)
 
 
@@ -356,15 +359,15 @@ def bench_mlp(reps: int, jax=None) -> list[list[str]]:
     fns["donated"] = run_donated
     samples = interleaved_samples(fns, rounds=reps)
     t = {name: statistics.median(ts) for name, ts in samples.items()}
-    best = {name: f"{min(ts) * 1e3:.1f} ms" for name, ts in samples.items()}
+    best = {name: ms(min(ts)) for name, ts in samples.items()}
     exe = gpu.lower(state["gpu"], xr, yr).compiled.executable
     n_don = len(donating.lower(state["donated"], xr, yr).compiled.executable.donation)
     t_np = t["np"]
     labels = {"np": "numpy hand-written fwd/bwd", "cpu": "fungraph jit cpu",
               "gpu": f"jit opencl, params resident ({exe.kernel_count} kernels)",
               "donated": f"jit opencl, params donated ({n_don} outputs in place, {created} buffers created in 3 calls)",
-              "jax": "jax jit (CPU), params donated"}
-    rows = [[label, f"{t[name] * 1e3:.1f} ms", best[name], f"{t_np / t[name]:.2f}"]
+              "jax": f"{JAX_LABEL}, params donated"}
+    rows = [[label, ms(t[name]), best[name], f"{t_np / t[name]:.2f}"]
             for name, label in labels.items() if name in t]
     return rows + [
             ["jit opencl first call (compile)", f"{t_compile * 1e3:.0f} ms", "", ""],

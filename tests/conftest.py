@@ -1,7 +1,8 @@
 """Shared test settings: hypothesis profiles (CI runs the same examples, derandomized), and
-the ``require_opencl`` fixture the OpenCL test modules use."""
+the ``require_opencl`` and ``cpu_code_paths`` fixtures the OpenCL test modules use."""
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -34,3 +35,18 @@ def require_opencl() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but {OPENCL_MISSING}")
     pytest.skip(OPENCL_MISSING)
+
+
+@pytest.fixture
+def cpu_code_paths(require_opencl: None) -> Iterator[None]:
+    """The kernel choices made for CPU devices (packed 6x16 products with epilogues, 16-column
+    sums): on a GPU driver the device is presented as a CPU, so these tests check the same
+    kernels on every driver; on PoCL nothing changes."""
+    from fungraph.backends.opencl import get_device
+    from tests.helpers import opencl_device_presented_as
+
+    if get_device().info.is_cpu:
+        yield
+        return
+    with opencl_device_presented_as(is_cpu=True):
+        yield

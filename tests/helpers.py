@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -183,3 +185,22 @@ def call_concurrently(calls: Sequence[Callable[[], Any]], want: Sequence[Any], i
     for th in threads:
         th.join()
     return failures
+
+
+@contextlib.contextmanager
+def opencl_device_presented_as(**fields: Any) -> Iterator[Any]:
+    """The OpenCL device presented with other limits (``DeviceInfo`` fields) for the body, so
+    one driver can run the kernel choices made for another; the jit caches are cleared on
+    both sides so no executable crosses over."""
+    from fungraph.backends.opencl import get_device
+    from fungraph.jit import clear_caches
+
+    dev = get_device()
+    saved = dev.info
+    clear_caches()
+    dev.info = dataclasses.replace(saved, **fields)
+    try:
+        yield dev.info
+    finally:
+        dev.info = saved
+        clear_caches()

@@ -231,6 +231,7 @@ def test_large_reductions_and_matmul() -> None:
 
 
 @pytest.mark.parametrize("shape", [(1, 64, 16, 16), (3, 150, 33, 40), (2, 67, 9, 83), (1, 200, 1, 35), (2, 63, 20, 48)])
+@pytest.mark.usefixtures("cpu_code_paths")
 def test_packed_register_blocked_matmul_and_its_edges(shape) -> None:
     """Row blocks in work-groups plus a leftover group, 16-column panels plus edge kernels
     for the last rows and columns; for m >= 64 rhs is packed (lhs, contiguous along k, is read

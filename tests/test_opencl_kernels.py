@@ -1,6 +1,7 @@
 """OpenCL kernel choices: the packed 6x16 matmul and its edges, panel packing, work-group
 sizes from the device's limits, and the GPU code paths (local-memory tiled matmul,
-interleaved reductions) run on PoCL by presenting the device as a non-CPU one.
+interleaved reductions) run on PoCL by presenting the device as a non-CPU one; on a GPU driver
+the device is presented as a CPU for the others.
 
 Without an OpenCL platform these tests skip, except under ``CI=true`` where a missing
 driver is a failure.
@@ -23,13 +24,14 @@ from fungraph.jit import clear_caches
 from fungraph.testing import OP_RECORDS
 from fungraph.testing.models import sgd_step
 from fungraph.tree_util import tree_flatten
-from tests.helpers import assert_matches, draw_args
+from tests.helpers import assert_matches, draw_args, opencl_device_presented_as
 from tests.test_opencl import _tol
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 
 
-pytestmark = pytest.mark.usefixtures("require_opencl")
+# the CPU kernel choices are checked on every driver; the GPU_LIKE cases undo this
+pytestmark = pytest.mark.usefixtures("require_opencl", "cpu_code_paths")
 
 
 def _device():
@@ -40,17 +42,9 @@ def _device():
 
 @pytest.fixture
 def device_as(request: pytest.FixtureRequest) -> Iterator[object]:
-    """The device presented with other limits (``request.param``: DeviceInfo fields), with
-    the jit caches cleared on both sides so no executable crosses over."""
-    dev = _device()
-    saved = dev.info
-    clear_caches()
-    dev.info = dataclasses.replace(saved, **request.param)
-    try:
-        yield dev.info
-    finally:
-        dev.info = saved
-        clear_caches()
+    """The device presented with other limits (``request.param``: DeviceInfo fields)."""
+    with opencl_device_presented_as(**request.param) as info:
+        yield info
 
 
 GPU_LIKE = {"is_cpu": False}
