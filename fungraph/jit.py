@@ -33,6 +33,7 @@ from fungraph.interpreters.graph_transforms import (
 from fungraph.interpreters.memory import MemoryPlan, plan_memory
 from fungraph.interpreters.optimize import DEFAULT_PASSES, Pass, PassStat, format_stats, optimize
 from fungraph.interpreters.regions import fuse_regions
+from fungraph.interpreters.simplify import simplify
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.primitives._rules import is_undefined, zeros
@@ -76,11 +77,18 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
 
 def backend_passes(factory: Any) -> tuple[tuple[str, Pass], ...]:
     """The default passes, then elementwise regions for a backend that runs them as units
-    (it names the smallest region worth fusing, in bytes of its shape)."""
+    (it names the smallest region worth fusing, in bytes of its shape). A backend that
+    computes a product's elementwise consumers with it (``scales_in_consumers``) keeps a
+    scalar scale of a product where it is rather than on the smaller factor, which would
+    cost a kernel of its own."""
+    passes = DEFAULT_PASSES
+    if getattr(factory, "scales_in_consumers", False):
+        passes = tuple((name, functools.partial(simplify, scale_factors=False) if p is simplify else p)
+                       for name, p in passes)
     region_bytes = getattr(factory, "region_bytes", None)
     if region_bytes is None:
-        return DEFAULT_PASSES
-    return DEFAULT_PASSES + (("fuse_regions", functools.partial(fuse_regions, min_bytes=region_bytes)),)
+        return passes
+    return passes + (("fuse_regions", functools.partial(fuse_regions, min_bytes=region_bytes)),)
 
 
 MAX_SCHEDULE_SEARCH_EQNS = 3000

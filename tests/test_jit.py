@@ -156,6 +156,8 @@ def test_a_scalar_times_a_product_scales_the_smaller_factor() -> None:
 
     assert names(twice, a, b)[0] == ["dot_general", "mul", "add"]  # the product is used twice
     assert names(lambda a, b: 0.5 * (b @ a), a, b)[0] == ["dot_general", "mul"]  # factors larger than output
+    kept = dce(simplify(fg.make_graph(lambda a, b: 0.5 * (a @ b))(a, b), scale_factors=False))
+    assert [e.primitive.name for e in kept.eqns] == ["dot_general", "mul"]  # for a backend that fuses it
 
 
 def test_fma_and_adagrad_fusion() -> None:

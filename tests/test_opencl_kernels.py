@@ -462,6 +462,23 @@ def test_product_epilogue_writes_a_donated_addend_in_place() -> None:
     assert "epilogue sub" in _notes(step, out, x, g)
 
 
+def test_a_scaled_product_is_scaled_in_its_epilogue() -> None:
+    """``w - lr * (x.T @ g)``: on OpenCL the scale stays on the product and the epilogue applies
+    it; the CPU backend's rule that moves it onto the smaller factor ``x`` would cost a kernel."""
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((200, 128)).astype(np.float32)
+    x = rng.standard_normal((64, 200)).astype(np.float32)
+    g = rng.standard_normal((64, 128)).astype(np.float32)
+    step = fg.jit(lambda w, x, g: w - 0.125 * (x.T @ g), backend="opencl")
+    np.testing.assert_allclose(np.asarray(step(w, x, g)), w - 0.125 * (x.T @ g), rtol=1e-4, atol=1e-3)
+    text = _notes(step, w, x, g)
+    kernels = [line for line in text.splitlines() if line.startswith("kernel")]
+    assert all("dot_general" in line or "pack" in line for line in kernels), kernels
+    assert "epilogue fma" in text
+    cpu = fg.jit(lambda w, x, g: w - 0.125 * (x.T @ g)).lower(w, x, g).text
+    assert "mul" in cpu.split("dot_general")[0]  # the CPU backend scales x first
+
+
 def test_donated_operand_of_a_product_is_not_overwritten_by_its_epilogue() -> None:
     """``w - w @ s`` with ``w`` donated: other work-items still read ``w`` as an operand, so the
     result goes to a fresh buffer."""

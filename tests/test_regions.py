@@ -19,6 +19,7 @@ from fungraph.backends.cpu import ENGINE_STATS, CpuExecutable
 from fungraph.interpreters.memory import plan_memory, verify_plan
 from fungraph.interpreters.optimize import optimize
 from fungraph.interpreters.regions import find_regions, fuse_regions
+from fungraph.interpreters.simplify import simplify
 from fungraph.jit import backend_passes, clear_caches, compile_graph
 from fungraph.testing import Program, programs
 
@@ -134,6 +135,8 @@ def test_regions_compose_with_grad_and_vmap(tiny_chunks: None) -> None:
 def test_backend_passes_add_regions_only_where_the_backend_asks() -> None:
     assert [n for n, _ in backend_passes(backend_factory("cpu"))][-1] == "fuse_regions"
     assert "fuse_regions" not in [n for n, _ in backend_passes(object())]
+    simplify_on = {name: dict(backend_passes(backend_factory(name)))["simplify"] for name in ("cpu", "opencl")}
+    assert simplify_on["cpu"] is simplify and simplify_on["opencl"].keywords == {"scale_factors": False}
 
 
 @given(n=st.integers(1, 40))

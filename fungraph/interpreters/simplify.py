@@ -193,18 +193,20 @@ for _r in RULES:
     _BY_PRIM[_r.primitive] = _BY_PRIM.get(_r.primitive, ()) + (_r,)
 
 
-def simplify(graph: Graph, max_rounds: int = 4) -> Graph:
+def simplify(graph: Graph, max_rounds: int = 4, scale_factors: bool = True) -> Graph:
     """Apply the rules until nothing changes (a rewrite can expose another, e.g. dropping a
-    broadcast of 1.0 leaves ``x * 1.0``)."""
+    broadcast of 1.0 leaves ``x * 1.0``). Without ``scale_factors`` a scalar times a product
+    stays where it is, for a backend that computes it inside the product's consumer for free."""
+    skip = () if scale_factors else (_scale_smaller_factor,)
     for _ in range(max_rounds):
-        new = _simplify_once(graph)
+        new = _simplify_once(graph, skip)
         if new.eqns == graph.eqns:
             return new
         graph = new
     return graph
 
 
-def _simplify_once(graph: Graph) -> Graph:
+def _simplify_once(graph: Graph, skip: tuple[Callable[..., Atom | None], ...] = ()) -> Graph:
     rw = Rewriter(graph)
     for e in graph.eqns:
         ins = rw.inputs(e)
@@ -212,6 +214,8 @@ def _simplify_once(graph: Graph) -> Graph:
         replacement = None
         if len(e.outputs) == 1:
             for rule in rules:
+                if rule.apply in skip:
+                    continue
                 replacement = rule.apply(rw, e, *ins)
                 if replacement is not None:
                     break

@@ -33,4 +33,7 @@ def _factory(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> Op
     return OpenCLExecutable(graph, plan, donated)
 
 
+# the fusion plan puts ``k * (a @ b)`` in the kernel that consumes the product (an epilogue
+# on CPUs, an elementwise region elsewhere), so scaling the smaller factor would add a kernel
+_factory.scales_in_consumers = True  # type: ignore[attr-defined]
 register_backend("opencl", _factory)
