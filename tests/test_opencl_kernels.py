@@ -479,6 +479,79 @@ def test_a_scaled_product_is_scaled_in_its_epilogue() -> None:
     assert "mul" in cpu.split("dot_general")[0]  # the CPU backend scales x first
 
 
+def _reduce_epilogue_cases() -> dict[str, tuple]:
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((96, 64)).astype(np.float32)   # 64 columns: 16-column sums on CPUs
+    b = rng.standard_normal(64).astype(np.float32)
+    v = rng.standard_normal(20000)                         # long: two passes
+    s = rng.standard_normal((3, 37)).astype(np.float32)
+    return {"b - lr * sum(x, 0)": (lambda x, b: b - 0.1 * x.sum(axis=0), (x, b)),
+            "sum(x, 0) > b": (lambda x, b: x.sum(axis=0) > b, (x, b)),
+            "mean": (lambda v: fnp.mean(v), (v,)),
+            "sqrt(sum(v * v)) + 1": (lambda v: fnp.sqrt(fnp.sum(v * v)) + 1.0, (v,)),
+            "2 * mean over rows": (lambda x: x.mean(axis=1) * 2.0, (x,)),
+            "argmax + 1": (lambda s: fnp.argmax(s, axis=1) + 1, (s,)),
+            "exp(max(s, 0))": (lambda s: fnp.exp(s.max(axis=0)), (s,))}
+
+
+def _reduce_apart(f, args) -> list[np.ndarray]:
+    from fungraph.backends.opencl import engine
+
+    engine.REDUCE_EPILOGUES = False
+    clear_caches()
+    try:
+        return [np.asarray(x) for x in tree_flatten(fg.jit(f, backend="opencl")(*args))[0]]
+    finally:
+        engine.REDUCE_EPILOGUES = True
+        clear_caches()
+
+
+@pytest.mark.parametrize("device_as", [{}, GPU_LIKE], indirect=True, ids=["as-is", "gpu-like"])
+@pytest.mark.parametrize("case", list(_reduce_epilogue_cases()))
+def test_reduction_computes_the_region_that_consumes_it(device_as, case: str) -> None:
+    """A reduction whose result only feeds one elementwise region of its shape (a mean's
+    division, a bias update) evaluates that region where it stores: no elementwise kernel is
+    left, and the values are bitwise those of the separate kernels."""
+    f, args = _reduce_epilogue_cases()[case]
+    j = fg.jit(f, backend="opencl")
+    got = [np.asarray(x) for x in tree_flatten(j(*args))[0]]
+    want = tree_flatten(f(*args))[0]
+    for g_, w_ in zip(got, want):
+        np.testing.assert_allclose(g_, np.asarray(w_), rtol=2e-5, atol=1e-4)
+    text = _notes(j, *args)
+    assert "epilogue" in text and not _elementwise_kernels(text), text
+    for g_, a_ in zip(got, _reduce_apart(f, args)):
+        np.testing.assert_array_equal(g_, a_)
+
+
+@pytest.mark.parametrize("device_as", [{}, GPU_LIKE], indirect=True, ids=["as-is", "gpu-like"])
+@pytest.mark.parametrize("shape", [(96, 64), (50, 7)])
+def test_reduction_epilogue_writes_a_donated_bias_in_place(device_as, shape) -> None:
+    """A bias update ``b - lr * sum(g, 0)`` with ``b`` donated: the reduction's kernel reads
+    each element of ``b`` only where it stores it, so the result takes ``b``'s buffer."""
+    rng = np.random.default_rng(11)
+    g = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal(shape[1]).astype(np.float32)
+    step = fg.jit(lambda b, g: b - 0.1 * g.sum(axis=0), backend="opencl", donate_argnums=0)
+    bd = fg.jit(lambda v: v * 1.0, backend="opencl")(b)
+    ptr = bd.buffer.int_ptr
+    out = step(bd, g)
+    np.testing.assert_allclose(np.asarray(out), b - 0.1 * g.sum(axis=0), rtol=1e-5, atol=1e-5)
+    assert out.buffer.int_ptr == ptr and bd.is_deleted()
+    assert "epilogue" in _notes(step, out, g)
+
+
+def test_reduction_epilogue_waits_for_values_computed_later() -> None:
+    """``sum(x, 0) + sum(2x, 0)``: the first sum cannot store the add (the second sum does not
+    exist yet), the second can."""
+    x = np.random.default_rng(10).standard_normal((40, 24)).astype(np.float32)
+    f = lambda x: x.sum(axis=0) + (x * 2.0).sum(axis=0)  # noqa: E731
+    j = fg.jit(f, backend="opencl")
+    np.testing.assert_allclose(np.asarray(j(x)), x.sum(axis=0) * 3.0, rtol=1e-5, atol=1e-5)
+    reductions = [line for line in _notes(j, x).splitlines() if line.startswith("kernel") and "reduce" in line]
+    assert len(reductions) == 2 and "epilogue" not in reductions[0] and "epilogue add" in reductions[1]
+
+
 def test_donated_operand_of_a_product_is_not_overwritten_by_its_epilogue() -> None:
     """``w - w @ s`` with ``w`` donated: other work-items still read ``w`` as an operand, so the
     result goes to a fresh buffer."""

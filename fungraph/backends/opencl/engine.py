@@ -43,6 +43,7 @@ from fungraph.backends.opencl.epilogue import (
     Epilogue,
     broadcast_access,
     find_epilogues,
+    find_reduce_epilogues,
     kernel_strides,
     region_inputs,
 )
@@ -250,6 +251,7 @@ class OpenCLExecutable:
 
     def _lower_eqns(self, g: Graph, fusion: FusionPlan) -> None:
         epilogues = find_epilogues(g, fusion) if self.info.is_cpu and self._fuse and DOT_EPILOGUES else {}
+        reduce_sites = find_reduce_epilogues(g, fusion) if self._fuse and REDUCE_EPILOGUES else {}
         absorbed: set[int] = set()
         for i, e in enumerate(g.eqns):
             region = fusion.region_of.get(i)
@@ -259,7 +261,9 @@ class OpenCLExecutable:
             if i in fusion.aliases:
                 self.access[e.outputs[0]] = view_access(e, self.access[e.inputs[0]])
             elif region is not None and region.root == i:
-                self._lower_region(g, region)
+                site = reduce_sites.get(i)
+                if self._lower_region(g, region, None if site is None else (g, *site)):
+                    absorbed |= site[0].members
             elif region is not None:
                 continue
             elif name == "dot_general":
@@ -339,21 +343,51 @@ class OpenCLExecutable:
         spec.kind = "copy"
         self.add_kernels([], [spec])
 
-    def _lower_region(self, g: Graph, region: Region) -> None:
+    def _lower_region(self, g: Graph, region: Region,
+                      epilogue: tuple[Graph, Region, tuple[Eqn, ...]] | None = None) -> bool:
+        """One region's kernels; a reduction also computes ``epilogue`` (a graph, the fused
+        region of it that consumes the result and the free views to take early, from
+        :func:`find_reduce_epilogues`) when every value that region reads is on the device.
+        Returns whether it did."""
         members = {o: g.eqns[m] for m in region.members for o in g.eqns[m].outputs}
         eqns = [g.eqns[m] for m in sorted(region.members)]
         if region.kind == "reduce":
             e = g.eqns[region.root]
             inner = {v: m for v, m in members.items() if m is not e}
-            out = self.store(e.outputs[0])
+            ep = self._reduce_epilogue(e.outputs[0], *epilogue) if epilogue is not None else None
+            out = self.store(e.outputs[0]) if ep is None else None
             specs = reduce_kernels(self._name(e.primitive.name), e, inner, self.access.get, out, self._scratch,
-                                   self.idx_type, self.info)
-            self.add_kernels(eqns, specs)
-            return
+                                   self.idx_type, self.info, ep)
+            self.add_kernels(eqns if ep is None else [*eqns, *ep.eqns], specs)
+            return ep is not None
         outs = [(v, self.store(v)) for v in region.outputs]
         spec = elementwise_kernel(self._name("fused" if len(eqns) > 1 else g.eqns[region.root].primitive.name),
                                   region.shape, outs, members, self.access.get, self.idx_type, self.info)
         self.add_kernels(eqns, [spec])
+        return False
+
+    def _reduce_epilogue(self, result: Var, g: Graph, region: Region, views: tuple[Eqn, ...]) -> Epilogue | None:
+        """The region as an :class:`Epilogue` of a reduction's ``result``, its inputs read
+        through the engine's own accesses and its outputs stored now; None when a value it
+        reads is not on the device yet or an output must go to a strided destination."""
+        self._take_views(views)
+        inputs = region_inputs(g, region, result)
+        if any(v not in self.access for v in inputs):
+            return None
+        shape = result.aval.shape
+        if any((d := self._dest.get(v)) is not None and d.strides != contiguous(shape) for v in region.outputs):
+            return None
+        outs = tuple((v, self.store(v)) for v in region.outputs)
+        return Epilogue(result, tuple(g.eqns[j] for j in sorted(region.members)),
+                        tuple((v, self.access[v]) for v in inputs), outs)
+
+    def _take_views(self, views: tuple[Eqn, ...]) -> None:
+        """Free views an epilogue reads, taken before their place in the program."""
+        for v in views:
+            src = self.access.get(v.inputs[0])
+            view = view_access(v, src) if src is not None and v.outputs[0] not in self.access else None
+            if view is not None:
+                self.access[v.outputs[0]] = view
 
     def _lower_dot(self, e: Eqn, epilogue: tuple[Graph, Region, tuple[Eqn, ...]] | None = None) -> bool:
         """Pick a dot kernel and copy operands into the layout it needs: on a CPU a narrow
@@ -446,11 +480,7 @@ class OpenCLExecutable:
         emitted later), or an access's axes do not merge into the kernels' three strides."""
         nb, nf, nr = sizes
         shape = product.aval.shape
-        for v in views:
-            src = self.access.get(v.inputs[0])
-            view = view_access(v, src) if src is not None and v.outputs[0] not in self.access else None
-            if view is not None:
-                self.access[v.outputs[0]] = view
+        self._take_views(views)
         inputs = region_inputs(g, region, product)
         if any(v not in self.access for v in inputs):
             return None
@@ -970,6 +1000,9 @@ def _specs(steps: list[Step]) -> Any:
 #: Whether products on a CPU compute the elementwise region that consumes them
 #: (:func:`~fungraph.backends.opencl.epilogue.find_epilogues`).
 DOT_EPILOGUES = True
+#: Whether reductions compute the elementwise region that consumes their result
+#: (:func:`~fungraph.backends.opencl.epilogue.find_reduce_epilogues`).
+REDUCE_EPILOGUES = True
 
 
 #: Shortest contraction for which :func:`_swap_operands` computes a product transposed.

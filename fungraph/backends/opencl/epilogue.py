@@ -1,6 +1,7 @@
-"""Product epilogues: the elementwise equations that consume a matrix product (a bias add and
-ReLU, the SGD update ``w - lr * g``, a ReLU mask in the backward pass), evaluated by the
-product's own kernels on each register block before it is stored. The product then never
+"""Epilogues: the elementwise equations that consume a matrix product (a bias add and ReLU,
+the SGD update ``w - lr * g``, a ReLU mask in the backward pass), evaluated by the product's
+own kernels on each register block before it is stored, or that consume a reduction (a
+mean's division, a bias update), evaluated where the reduction stores. The result then never
 goes to memory and the equations need no kernel of their own.
 
 An epilogue is a fused elementwise region over the product's shape whose other inputs exist
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.backends.opencl.codegen import Access, c_literal, ctype, merged_stride
+from fungraph.backends.opencl.codegen import INDEX_OPS, Access, c_literal, ctype, merged_stride
 from fungraph.backends.opencl.fusion import FusionPlan, Region
 from fungraph.interpreters.rewrite import use_counts
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
@@ -80,43 +81,86 @@ def find_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Region, tupl
     region, the free views to take early). The region may read only values computed before
     the product, or free views of them (``c[0]`` of an input ``c``), which are then taken
     when the product runs."""
-    counts = use_counts(g)
-    producer = {o: j for j, e in enumerate(g.eqns) for o in e.outputs}
-    users: dict[Var, list[int]] = {}
-    for j, e in enumerate(g.eqns):
-        for a in e.inputs:
-            if isinstance(a, Var):
-                users.setdefault(a, []).append(j)
-
-    def early_views(v: Var, i: int) -> list[int] | None:
-        """The free views after index ``i`` that compute ``v`` from values before it."""
-        j = producer.get(v, -1)
-        if j < i:
-            return []
-        src = g.eqns[j].inputs[0]
-        rest = early_views(src, i) if j in fusion.aliases and isinstance(src, Var) else None
-        return None if rest is None else [*rest, j]
-
+    sites = _Sites(g, fusion)
     found: dict[int, tuple[Region, tuple[Eqn, ...]]] = {}
     for i, e in enumerate(g.eqns):
         p = e.outputs[0]
-        if e.primitive.name != "dot_general" or not dtypes.is_float(p.aval.dtype) or p not in users:
+        if e.primitive.name != "dot_general" or not dtypes.is_float(p.aval.dtype):
             continue
-        region = fusion.region_of.get(users[p][0])
-        if region is None or region.kind != "elementwise" or tuple(region.shape) != p.aval.shape:
-            continue
-        if any(fusion.region_of.get(j) is not region for j in users[p]) or counts[p] != len(users[p]):
-            continue
-        members = sorted(region.members)
-        if members[0] < i or any(m in fusion.aliases or not lane_ok(g.eqns[m], p.aval.dtype) for m in members):
-            continue
-        if not region.outputs or any(v.aval.shape != p.aval.shape for v in region.outputs):
-            continue
-        views = [early_views(v, i) for v in region_inputs(g, region, p)]
-        if any(v is None for v in views):
-            continue
-        found[i] = (region, tuple(g.eqns[j] for j in sorted({j for v in views for j in v or ()})))
+        site = sites.consumer(i, p, lambda m: lane_ok(g.eqns[m], p.aval.dtype))
+        if site is not None:
+            found[i] = site
     return found
+
+
+def find_reduce_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Region, tuple[Eqn, ...]]]:
+    """Reductions (roots of fused reduce regions) whose result is used only by one fused
+    elementwise region over the result's shape that reads it at its own index (a mean's
+    division, a bias update ``b - lr * sum(g, 0)``): reduction index -> (that region, the free
+    views to take early), on the same terms as :func:`find_epilogues`. The reduction's kernel
+    then evaluates the region where it would store the result."""
+    sites = _Sites(g, fusion)
+    found: dict[int, tuple[Region, tuple[Eqn, ...]]] = {}
+    for i, e in enumerate(g.eqns):
+        region = fusion.region_of.get(i)
+        if region is None or region.kind != "reduce" or region.root != i or len(e.outputs) != 1:
+            continue
+        y = e.outputs[0]
+
+        def at_own_index(m: int, y: Var = y) -> bool:
+            q = g.eqns[m]
+            return all(a is not y for a in q.inputs) or (
+                q.primitive.name not in INDEX_OPS and all(o.aval.shape == y.aval.shape for o in q.outputs))
+
+        site = sites.consumer(i, y, at_own_index)
+        if site is not None:
+            found[i] = site
+    return found
+
+
+class _Sites:
+    """Who uses what in ``g``, for finding the region that consumes one value."""
+
+    def __init__(self, g: Graph, fusion: FusionPlan) -> None:
+        self.g, self.fusion = g, fusion
+        self.counts = use_counts(g)
+        self.producer = {o: j for j, e in enumerate(g.eqns) for o in e.outputs}
+        self.users: dict[Var, list[int]] = {}
+        for j, e in enumerate(g.eqns):
+            for a in e.inputs:
+                if isinstance(a, Var):
+                    self.users.setdefault(a, []).append(j)
+
+    def early_views(self, v: Var, i: int) -> list[int] | None:
+        """The free views after index ``i`` that compute ``v`` from values before it."""
+        j = self.producer.get(v, -1)
+        if j < i:
+            return []
+        src = self.g.eqns[j].inputs[0]
+        rest = self.early_views(src, i) if j in self.fusion.aliases and isinstance(src, Var) else None
+        return None if rest is None else [*rest, j]
+
+    def consumer(self, i: int, v: Var, member_ok: Callable[[int], bool]) -> tuple[Region, tuple[Eqn, ...]] | None:
+        """The fused elementwise region of ``v``'s shape holding every use of ``v`` (the value
+        equation ``i`` computes), after ``i``, writing only values of that shape, each member
+        passing ``member_ok``; with the free views its inputs need taken early. Else None."""
+        users = self.users.get(v)
+        if not users:
+            return None
+        region = self.fusion.region_of.get(users[0])
+        if region is None or region.kind != "elementwise" or tuple(region.shape) != v.aval.shape:
+            return None
+        if any(self.fusion.region_of.get(j) is not region for j in users) or self.counts[v] != len(users):
+            return None
+        members = sorted(region.members)
+        if members[0] < i or any(m in self.fusion.aliases or not member_ok(m) for m in members):
+            return None
+        if not region.outputs or any(o.aval.shape != v.aval.shape for o in region.outputs):
+            return None
+        views = [self.early_views(x, i) for x in region_inputs(self.g, region, v)]
+        if any(x is None for x in views):
+            return None
+        return region, tuple(self.g.eqns[j] for j in sorted({j for x in views for j in x or ()}))
 
 
 def region_inputs(g: Graph, region: Region, product: Var) -> list[Var]:
@@ -154,7 +198,7 @@ class BlockStore:
     def __init__(self, epilogue: Epilogue | None, out: Access, groups: tuple[int, int],
                  params: Callable[[int, np.dtype], tuple[str, str]], coords: tuple[str, str, str], width: int) -> None:
         self.ep = epilogue
-        self.dtype = dtypes.canonical(out.aval.dtype)
+        self.dtype = dtypes.canonical((out if epilogue is None else epilogue.product).aval.dtype)
         self.width = width
         self.lines: list[str] = []
         accesses = [out] if epilogue is None else [a for _, a in (*epilogue.inputs, *epilogue.outputs)]

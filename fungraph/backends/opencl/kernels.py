@@ -1,5 +1,5 @@
 """Kernel source generators: fused elementwise regions, reductions (with a fused elementwise
-prologue), dot_general (register-blocked), direct convolution, scatter_add and copies.
+prologue and epilogue), dot_general (register-blocked), direct convolution, scatter_add and copies.
 
 Every generator returns a :class:`KernelSpec`: the source of one ``__kernel`` function, the
 storage slots it takes as ``(__global T* p<slot>, long o<slot>)`` argument pairs, and its
@@ -10,6 +10,7 @@ small work-group at a global offset.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from fungraph.backends.opencl.codegen import (
     view_access,
 )
 from fungraph.backends.opencl.device import DeviceInfo
-from fungraph.backends.opencl.epilogue import BlockStore, Epilogue, kernel_strides
+from fungraph.backends.opencl.epilogue import BlockStore, Epilogue, broadcast_access, kernel_strides, lane_ok
 from fungraph.ir import Eqn, Graph, ShapedArray, Var
 
 Launch = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]   # global, local, offset
@@ -196,12 +197,44 @@ def _better(op: str, dt: np.dtype, v: str, best: str) -> str:
     return f"({v} {cmp} {best})"
 
 
+def _reduce_store(res: str, out: Access | None, epilogue: Epilogue | None, params: Params, it: str,
+                  before: Emitter | None) -> tuple[list[str], dict[str, frozenset[int]]]:
+    """The lines storing a reduction's result ``res`` for output element ``gid``: into ``out``,
+    or, with an ``epilogue`` (whose inputs are the engine's accesses), the epilogue's outputs
+    computed from it; and, for donation, the kernel's ``own_loads``/``own_stores`` (the slots
+    it reads and writes only at element ``gid``, counting the loads of ``before``, the
+    emitter of the kernel's other lines)."""
+    if epilogue is None:
+        assert out is not None
+        po, oo = params(out.slot, out.aval.dtype)
+        return [f"  {po}[{oo} + {out.offset} + gid] = {res};"], {}
+    y = epilogue.product
+    em = region_emitter(it, {o: q for q in epilogue.eqns for o in q.outputs}, dict(epilogue.inputs).get, params)
+    em.counter = before.counter if before is not None else 0
+    base = em.set_base("gid", y.aval.shape)
+    em.cache[(y, base)] = em.cache[(y, tuple("0" if n == 1 else b for n, b in zip(y.aval.shape, base)))] = res
+    stores = []
+    for v, a in epilogue.outputs:
+        val = em.value(v, base)
+        p, o = params(a.slot, a.aval.dtype)
+        stores.append(f"  {p}[{o} + {a.offset} + gid] = {val};")
+    loads = dict(em.own_loads)
+    for slot, own in (before.own_loads if before is not None else {}).items():
+        loads[slot] = loads.get(slot, True) and own
+    strided = {a.slot for _, a in epilogue.outputs if a.offset or not a.is_contiguous() or a.shape != y.aval.shape}
+    own = {"own_loads": frozenset(slot for slot, ok in loads.items() if ok),
+           "own_stores": frozenset(a.slot for _, a in epilogue.outputs) - set(loads) - strided}
+    return em.lines + stores, own
+
+
 def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callable[[Var], Access | None],
-                   out: Access, scratch: Callable[[ShapedArray], Access], idx_type: str,
-                   info: DeviceInfo) -> list[KernelSpec]:
+                   out: Access | None, scratch: Callable[[ShapedArray], Access], idx_type: str,
+                   info: DeviceInfo, epilogue: Epilogue | None = None) -> list[KernelSpec]:
     """``out = op(x, axes)`` as one or two passes: pass 1 gives each of ``chunks`` work-items
     per output row a contiguous chunk (CPU) or an interleaved share (GPU) of the row; pass 2
-    combines the chunk results per row. ``x`` may be computed in-kernel by ``members``."""
+    combines the chunk results per row. ``x`` may be computed in-kernel by ``members``. With
+    an ``epilogue`` (from :func:`~fungraph.backends.opencl.epilogue.find_reduce_epilogues`;
+    ``out`` is then None) the last pass stores the epilogue's outputs instead of the result."""
     op = e.primitive.name
     x = e.inputs[0]
     xs = x.aval.shape
@@ -211,10 +244,14 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
     m = _prod([xs[d] for d in kept])
     k = _prod([xs[d] for d in axes])
     is_arg = op in ("argmax", "argmin")
+    note = "" if epilogue is None else f"; {epilogue.note}"
     stored = access_of(x) if isinstance(x, Var) and x not in members else None
     if (info.is_cpu and op == "reduce_sum" and dtypes.is_float(dt) and stored is not None and stored.is_contiguous()
-            and axes == tuple(range(len(axes))) and m % 16 == 0 and k >= 2):
-        return [_column_sum_kernel(name, stored, out, m, k, info, idx_type)]
+            and axes == tuple(range(len(axes))) and m % 16 == 0 and k >= 2
+            and (epilogue is None or all(lane_ok(q, dt) for q in epilogue.eqns))):
+        spec = _column_sum_kernel(name, stored, out, m, k, info, idx_type, epilogue)
+        spec.note += note
+        return [spec]
     target = 256 * info.compute_units if info.is_cpu else 16384
     chunks = 1
     if m < target and k >= 8192:
@@ -272,12 +309,12 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
             lines.append(f"    acc = {_combine(op, dt, 'acc', v)};")
         lines.append("  }")
     specs = []
+    res_type = ctype(e.outputs[0].aval.dtype)
     if chunks == 1:
-        po, oo = params(out.slot, out.aval.dtype)
-        res = f"({ctype(out.aval.dtype)})bi" if is_arg else "acc"
-        lines.append(f"  {po}[{oo} + {out.offset} + gid] = {res};")
-        specs.append(KernelSpec(name, _kernel(name, params, lines), params.slots, exact_launches(m, info, m * k),
-                                kind="reduce"))
+        res = f"(({res_type})bi)" if is_arg else "acc"
+        store, own = _reduce_store(res, out, epilogue, params, it, em)
+        specs.append(KernelSpec(name, _kernel(name, params, lines + store), params.slots,
+                                exact_launches(m, info, m * k), kind="reduce", note=note[2:], **own))
         return specs
     pp, po_ = params(partial.slot, dt)
     lines.append(f"  {pp}[{po_} + {partial.offset} + gid] = acc;")
@@ -304,35 +341,45 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
                    f"    {t} v = {pp}[{po_} + {partial.offset} + gid * {chunks} + c];",
                    f"    acc = {_combine(op, dt, 'acc', 'v')};",
                    "  }"]
-    po, oo = p2(out.slot, out.aval.dtype)
-    res = f"({ctype(out.aval.dtype)})bi" if is_arg else "acc"
-    lines2.append(f"  {po}[{oo} + {out.offset} + gid] = {res};")
-    specs.append(KernelSpec(name + "_pass2", _kernel(name + "_pass2", p2, lines2), p2.slots,
-                            exact_launches(m, info), kind="reduce", note="pass 2"))
+    res = f"(({res_type})bi)" if is_arg else "acc"
+    store, own = _reduce_store(res, out, epilogue, p2, it, None)
+    specs.append(KernelSpec(name + "_pass2", _kernel(name + "_pass2", p2, lines2 + store), p2.slots,
+                            exact_launches(m, info), kind="reduce", note="pass 2" + note, **own))
     return specs
 
 
-def _column_sum_kernel(name: str, x: Access, out: Access, m: int, k: int, info: DeviceInfo, it: str) -> KernelSpec:
+def _column_sum_kernel(name: str, x: Access, out: Access | None, m: int, k: int, info: DeviceInfo, it: str,
+                       epilogue: Epilogue | None = None) -> KernelSpec:
     """A sum over leading axes of a contiguous ``[k, m]`` operand (a bias gradient): each
     work-item adds 16 adjacent columns down all ``k`` rows with vector loads, where one
-    work-item per column would read one float per cache line."""
-    dt = out.aval.dtype
+    work-item per column would read one float per cache line. An ``epilogue`` (a bias update)
+    is evaluated on the 16 sums as vectors before they are stored."""
+    dt = x.aval.dtype
     t = ctype(dt)
     params = Params()
     px, ox = params(x.slot, dt)
-    po, oo = params(out.slot, dt)
+    if epilogue is None:
+        assert out is not None
+        po, oo = params(out.slot, dt)
+        store = [f"  vstore16(s + s2, 0, {po} + {oo} + {out.offset} + (long)gid * 16);"]
+        own: dict[str, frozenset[int]] = {}
+    else:
+        shape = epilogue.product.aval.shape
+        lanes = dataclasses.replace(epilogue, inputs=tuple((v, broadcast_access(a, shape)) for v, a in epilogue.inputs))
+        bs = BlockStore(lanes, epilogue.outputs[0][1], (0, 0), params, ("0", "0", "(long)gid * 16"), 16)
+        store = [*bs.lines, f"  const {t}16 sums = s + s2;", *bs.block(["sums"], 16)]
+        own = lanes.own(epilogue.outputs[0][1], [x.slot])
     body = [f"  const {it} gid = get_global_id(0);",
             f"  __global const {t}* base = {px} + {ox} + {x.offset} + (long)gid * 16;",
             f"  {t}16 s = vload16(0, base), s2 = ({t}16)(0);",
             f"  {it} kk = 1;",
             f"  for (; kk + 2 <= {k}; kk += 2) {{ s += vload16(0, base + (long)kk * {m}); "
             f"s2 += vload16(0, base + (long)(kk + 1) * {m}); }}",
-            f"  if (kk < {k}) s += vload16(0, base + (long)kk * {m});",
-            f"  vstore16(s + s2, 0, {po} + {oo} + {out.offset} + (long)gid * 16);"]
+            f"  if (kk < {k}) s += vload16(0, base + (long)kk * {m});", *store]
     groups = m // 16
     local = _divisor(groups, max(1, min(16, groups // (2 * info.compute_units)) or 1))
     return KernelSpec(name, _kernel(name, params, body), params.slots, [((groups,), (local,), None)],
-                      kind="reduce", note="16 columns per work-item")
+                      kind="reduce", note="16 columns per work-item", **own)
 
 
 # --- dot_general ---------------------------------------------------------------------------------
