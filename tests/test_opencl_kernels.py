@@ -233,9 +233,26 @@ def test_gpu_matmul_is_the_local_memory_tiled_kernel(device_as) -> None:
     _check_matmuls(np.random.default_rng(4))
     a = np.ones((40, 24), np.float32)
     f = fg.jit(lambda x, y: x @ y, backend="opencl")
-    text = _notes(f, a, a.T.copy())
-    assert "local-memory tiles 16x16" in text
+    text = _notes(f, a, a.T[:, :20].copy())   # smaller than one 32 x 32 register-blocked tile
+    assert "local-memory tiles 16x16, 4 outputs per work-item" in text
     assert "packed" not in text
+
+
+@pytest.mark.parametrize("device_as", [{**GPU_LIKE, "compute_units": 8, "max_work_group_size": 1024,
+                                        "local_mem_size": 49152}], indirect=True)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_matmul_blocks_outputs_in_registers(device_as, dtype) -> None:
+    """Products of at least a 32 x 32 tile take the register-blocked kernel: 4x4 outputs per
+    work-item when that still gives each compute unit a work-group, else 2x2; edges, batches
+    and a transposed operand included."""
+    rng = np.random.default_rng(12)
+    for (bt, m, k, n), r in (((1, 200, 37, 130), 4), ((1, 70, 20, 33), 2), ((3, 33, 70, 65), 2)):
+        a = rng.standard_normal((bt, k, m)).astype(dtype)
+        b = rng.standard_normal((bt, k, n)).astype(dtype)
+        f = fg.jit(lambda x, y: fnp.swapaxes(x, 1, 2) @ y, backend="opencl")
+        want = np.swapaxes(a, 1, 2).astype(np.float64) @ b
+        np.testing.assert_allclose(np.asarray(f(a, b)), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+        assert f"{r}x{r} outputs per work-item in registers" in _notes(f, a, b)
 
 
 @pytest.mark.parametrize("device_as", [{"is_cpu": False, "max_work_group_size": 16, "local_mem_size": 600}],

@@ -406,6 +406,10 @@ NARROW_MIN_ROWS = 64
 #: Tile of the local-memory kernel for devices that are not CPUs: ``TILE`` x ``TILE`` blocks
 #: of both operands in local memory, ``TILE_WORK`` outputs per work-item.
 TILE, TILE_WORK = 16, 4
+#: The register-blocked GPU kernel: 16 x 16 work-items each computing ``R x R`` outputs of a
+#: ``16R x 16R`` tile, ``k`` staged in local memory 16 at a time; ``R`` is the largest of these
+#: that still gives every compute unit a work-group.
+BLOCK_WORK = (4, 2)
 
 
 def _panels(a: Access, batch: tuple, free: tuple, contracting: tuple, width: int, slot: int,
@@ -571,7 +575,8 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     if epilogue is not None and panels is None:
         raise ValueError("dot_kernels: an epilogue needs the packed kernels")
     if not info.is_cpu:
-        return [tiled_dot_kernel(name, lhs, rhs, out, (b, m, k, n), tuple(strides), info, idx_type)]
+        blocked = _blocked_tile_dot_kernel(name, lhs, rhs, out, (b, m, k, n), tuple(strides), info, idx_type)
+        return [blocked or tiled_dot_kernel(name, lhs, rhs, out, (b, m, k, n), tuple(strides), info, idx_type)]
     dt = out.aval.dtype
     t = ctype(dt)
     it = idx_type
@@ -803,6 +808,66 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
         specs.append(kernel(name + "_rows", rest, strided_a, str(g * PACK_ROWS),
                             [((panels_n, 1, b), (lt, 1, 1), None)], f"last {rest} rows, {rest}x{DOT_COLS} blocks"))
     return specs
+
+
+def _blocked_tile_dot_kernel(name: str, lhs: Access, rhs: Access, out: Access, sizes: tuple[int, int, int, int],
+                             strides: tuple, info: DeviceInfo, it: str) -> KernelSpec | None:
+    """The GPU matmul for products of at least one 32 x 32 tile: work-groups of 16 x 16
+    work-items stage a ``16R``-row slice of ``lhs`` and a ``16R``-column slice of ``rhs``, 16
+    steps of ``k`` at a time, in local memory; each work-item accumulates ``R x R`` outputs in
+    registers (rows ``ty + 16i``, columns ``tx + 16j``: neighbouring work-items read adjacent
+    words of local memory and store adjacent columns). None when the device's work-group or
+    local memory is too small, or the product is smaller than one tile (then
+    :func:`tiled_dot_kernel`). Loads past the edges read zeros; stores are guarded."""
+    b, m, k, n = sizes
+    sab, sam, sak, sbb, sbk, sbn = strides
+    dt = out.aval.dtype
+    item = np.dtype(dt).itemsize
+    if info.max_work_group_size < 256 or min(m, n) < 32:
+        return None
+    fits = [r for r in BLOCK_WORK if 16 * (32 * r + 1) * item <= info.local_mem_size]
+    if not fits:
+        return None
+    groups = lambda r: b * -(-m // (16 * r)) * -(-n // (16 * r))  # noqa: E731
+    r = next((r for r in fits if groups(r) >= info.compute_units), fits[-1])
+    tile = 16 * r
+    t = ctype(dt)
+    params = Params()
+    pa, oa = params(lhs.slot, dt)
+    pb, ob = params(rhs.slot, dt)
+    pc, oc = params(out.slot, dt)
+    zero = c_literal(0, dt)
+    body = [f"  __local {t} As[16][{tile + 1}];", f"  __local {t} Bs[16][{tile}];",
+            f"  const {it} tx = get_local_id(0);", f"  const {it} ty = get_local_id(1);",
+            f"  const {it} tid = ty * 16 + tx;",
+            f"  const {it} c0 = get_group_id(0) * {tile};", f"  const {it} r0 = get_group_id(1) * {tile};",
+            f"  const {it} bb = get_global_id(2);",
+            f"  __global const {t}* A = {pa} + {oa} + {lhs.offset} + (long)bb * {sab};",
+            f"  __global const {t}* B = {pb} + {ob} + {rhs.offset} + (long)bb * {sbb};"]
+    body += [f"  {t} acc{i}_{j} = {zero};" for i in range(r) for j in range(r)]
+    body += [f"  for ({it} t0 = 0; t0 < {k}; t0 += 16) {{"]
+    for q in range(r):
+        body += [f"    {{ const {it} e = tid + {256 * q};",
+                 f"      const {it} ar = r0 + e / 16, ak = t0 + e % 16;",
+                 f"      As[e % 16][e / 16] = (ar < {m} && ak < {k}) ? "
+                 f"A[(long)ar * {sam} + (long)ak * {sak}] : {zero};",
+                 f"      const {it} bk = t0 + e / {tile}, bc = c0 + e % {tile};",
+                 f"      Bs[e / {tile}][e % {tile}] = (bk < {k} && bc < {n}) ? "
+                 f"B[(long)bk * {sbk} + (long)bc * {sbn}] : {zero}; }}"]
+    body += ["    barrier(CLK_LOCAL_MEM_FENCE);", "    for (int q = 0; q < 16; ++q) {"]
+    body += [f"      const {t} a{i} = As[q][ty + {16 * i}];" for i in range(r)]
+    body += [f"      const {t} b{j} = Bs[q][tx + {16 * j}];" for j in range(r)]
+    body += [f"      acc{i}_{j} += a{i} * b{j};" for i in range(r) for j in range(r)]
+    body += ["    }", "    barrier(CLK_LOCAL_MEM_FENCE);", "  }"]
+    for i in range(r):
+        for j in range(r):
+            row, col = f"(r0 + ty + {16 * i})", f"(c0 + tx + {16 * j})"
+            body.append(f"  if ({row} < {m} && {col} < {n}) "
+                        f"{pc}[{oc} + {out.offset} + (long)bb * {m * n} + (long){row} * {n} + {col}] = acc{i}_{j};")
+    grid = (-(-n // tile) * 16, -(-m // tile) * 16, b)
+    return KernelSpec(name + "_tiled", _kernel(name + "_tiled", params, body), params.slots,
+                      [(grid, (16, 16, 1), None)], kind="dot",
+                      note=f"local-memory tiles {tile}x{tile}x16, {r}x{r} outputs per work-item in registers")
 
 
 def tiled_dot_kernel(name: str, lhs: Access, rhs: Access, out: Access, sizes: tuple[int, int, int, int],
