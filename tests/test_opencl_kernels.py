@@ -508,7 +508,9 @@ def _reduce_epilogue_cases() -> dict[str, tuple]:
             "sqrt(sum(v * v)) + 1": (lambda v: fnp.sqrt(fnp.sum(v * v)) + 1.0, (v,)),
             "2 * mean over rows": (lambda x: x.mean(axis=1) * 2.0, (x,)),
             "argmax + 1": (lambda s: fnp.argmax(s, axis=1) + 1, (s,)),
-            "exp(max(s, 0))": (lambda s: fnp.exp(s.max(axis=0)), (s,))}
+            "exp(max(s, 0))": (lambda s: fnp.exp(s.max(axis=0)), (s,)),
+            "mean over rows, keepdims": (lambda x: x.mean(axis=1, keepdims=True), (x,)),
+            "sum(x, 0, keepdims) + row": (lambda x, b: x.sum(axis=0, keepdims=True) * 0.5 + b[None], (x, b))}
 
 
 def _reduce_apart(f, args) -> list[np.ndarray]:
@@ -526,9 +528,10 @@ def _reduce_apart(f, args) -> list[np.ndarray]:
 @pytest.mark.parametrize("device_as", [{}, GPU_LIKE], indirect=True, ids=["as-is", "gpu-like"])
 @pytest.mark.parametrize("case", list(_reduce_epilogue_cases()))
 def test_reduction_computes_the_region_that_consumes_it(device_as, case: str) -> None:
-    """A reduction whose result only feeds one elementwise region of its shape (a mean's
-    division, a bias update) evaluates that region where it stores: no elementwise kernel is
-    left, and the values are bitwise those of the separate kernels."""
+    """A reduction whose result only feeds one elementwise region of its shape, or of its
+    shape with ``keepdims`` (a mean's division, a bias update), evaluates that region where it
+    stores: no elementwise kernel is left, and the values are bitwise those of the separate
+    kernels."""
     f, args = _reduce_epilogue_cases()[case]
     j = fg.jit(f, backend="opencl")
     got = [np.asarray(x) for x in tree_flatten(j(*args))[0]]
@@ -556,6 +559,16 @@ def test_reduction_epilogue_writes_a_donated_bias_in_place(device_as, shape) -> 
     np.testing.assert_allclose(np.asarray(out), b - 0.1 * g.sum(axis=0), rtol=1e-5, atol=1e-5)
     assert out.buffer.int_ptr == ptr and bd.is_deleted()
     assert "epilogue" in _notes(step, out, g)
+
+
+def test_sixteen_column_sum_leaves_a_region_it_cannot_vectorise_apart() -> None:
+    """``exp(sum(x, 0))``: the 16-column sum evaluates epilogues on vector lanes, which take no
+    ``exp``, so the sum keeps its fast form and ``exp`` its own kernel."""
+    x = np.random.default_rng(13).standard_normal((96, 64)).astype(np.float32) * 0.1
+    j = fg.jit(lambda x: fnp.exp(x.sum(axis=0)), backend="opencl")
+    np.testing.assert_allclose(np.asarray(j(x)), np.exp(x.sum(axis=0)), rtol=1e-5)
+    text = _notes(j, x)
+    assert "16 columns per work-item" in text and "epilogue" not in text and _elementwise_kernels(text)
 
 
 def test_reduction_epilogue_waits_for_values_computed_later() -> None:

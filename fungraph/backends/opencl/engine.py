@@ -55,12 +55,14 @@ from fungraph.backends.opencl.kernels import (
     PACK_ROWS,
     KernelSpec,
     canonical_copy_access,
+    column_sum_operand,
     conv_kernel,
     dot_kernels,
     dot_panels,
     dot_row_panels,
     elementwise_kernel,
     graph_avals,
+    lane_epilogue,
     pack_kernel,
     pack_tail_kernel,
     reduce_kernels,
@@ -354,7 +356,8 @@ class OpenCLExecutable:
         if region.kind == "reduce":
             e = g.eqns[region.root]
             inner = {v: m for v, m in members.items() if m is not e}
-            ep = self._reduce_epilogue(e.outputs[0], *epilogue) if epilogue is not None else None
+            lanes = column_sum_operand(e, inner, self.access.get, self.info) is not None
+            ep = self._reduce_epilogue(e.outputs[0], *epilogue, lanes) if epilogue is not None else None
             out = self.store(e.outputs[0]) if ep is None else None
             specs = reduce_kernels(self._name(e.primitive.name), e, inner, self.access.get, out, self._scratch,
                                    self.idx_type, self.info, ep)
@@ -366,10 +369,16 @@ class OpenCLExecutable:
         self.add_kernels(eqns, [spec])
         return False
 
-    def _reduce_epilogue(self, result: Var, g: Graph, region: Region, views: tuple[Eqn, ...]) -> Epilogue | None:
+    def _reduce_epilogue(self, result: Var, g: Graph, region: Region, views: tuple[Eqn, ...],
+                         lanes: bool) -> Epilogue | None:
         """The region as an :class:`Epilogue` of a reduction's ``result``, its inputs read
         through the engine's own accesses and its outputs stored now; None when a value it
-        reads is not on the device yet or an output must go to a strided destination."""
+        reads is not on the device yet, an output must go to a strided destination, or the sum
+        is computed on vector lanes (``lanes``: 16 columns per work-item) and the region is not
+        (the region then keeps its own kernel and the sum its faster form)."""
+        eqns = tuple(g.eqns[j] for j in sorted(region.members))
+        if lanes and not lane_epilogue(eqns, result.aval.dtype):
+            return None
         self._take_views(views)
         inputs = region_inputs(g, region, result)
         if any(v not in self.access for v in inputs):
@@ -378,8 +387,7 @@ class OpenCLExecutable:
         if any((d := self._dest.get(v)) is not None and d.strides != contiguous(shape) for v in region.outputs):
             return None
         outs = tuple((v, self.store(v)) for v in region.outputs)
-        return Epilogue(result, tuple(g.eqns[j] for j in sorted(region.members)),
-                        tuple((v, self.access[v]) for v in inputs), outs)
+        return Epilogue(result, eqns, tuple((v, self.access[v]) for v in inputs), outs)
 
     def _take_views(self, views: tuple[Eqn, ...]) -> None:
         """Free views an epilogue reads, taken before their place in the program."""

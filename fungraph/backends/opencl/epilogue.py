@@ -109,10 +109,13 @@ def find_reduce_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Regio
 
         def at_own_index(m: int, y: Var = y) -> bool:
             q = g.eqns[m]
-            return all(a is not y for a in q.inputs) or (
-                q.primitive.name not in INDEX_OPS and all(o.aval.shape == y.aval.shape for o in q.outputs))
+            if all(a is not y for a in q.inputs):
+                return True
+            if q.primitive.name == "reshape":
+                return _squeezed(q.outputs[0].aval.shape) == _squeezed(y.aval.shape)
+            return q.primitive.name not in INDEX_OPS and all(o.aval.shape == y.aval.shape for o in q.outputs)
 
-        site = sites.consumer(i, y, at_own_index)
+        site = sites.consumer(i, y, at_own_index, keepdims=True)
         if site is not None:
             found[i] = site
     return found
@@ -140,27 +143,36 @@ class _Sites:
         rest = self.early_views(src, i) if j in self.fusion.aliases and isinstance(src, Var) else None
         return None if rest is None else [*rest, j]
 
-    def consumer(self, i: int, v: Var, member_ok: Callable[[int], bool]) -> tuple[Region, tuple[Eqn, ...]] | None:
-        """The fused elementwise region of ``v``'s shape holding every use of ``v`` (the value
-        equation ``i`` computes), after ``i``, writing only values of that shape, each member
+    def consumer(self, i: int, v: Var, member_ok: Callable[[int], bool],
+                 keepdims: bool = False) -> tuple[Region, tuple[Eqn, ...]] | None:
+        """The fused elementwise region of ``v``'s shape (with ``keepdims``, of its elements in
+        the same order, axes of length 1 aside) holding every use of ``v`` (the value equation
+        ``i`` computes), after ``i``, writing only values of the region's shape, each member
         passing ``member_ok``; with the free views its inputs need taken early. Else None."""
         users = self.users.get(v)
         if not users:
             return None
         region = self.fusion.region_of.get(users[0])
-        if region is None or region.kind != "elementwise" or tuple(region.shape) != v.aval.shape:
+        if region is None or region.kind != "elementwise":
+            return None
+        same = tuple(region.shape) == v.aval.shape
+        if not same and not (keepdims and _squeezed(region.shape) == _squeezed(v.aval.shape)):
             return None
         if any(self.fusion.region_of.get(j) is not region for j in users) or self.counts[v] != len(users):
             return None
         members = sorted(region.members)
         if members[0] < i or any(m in self.fusion.aliases or not member_ok(m) for m in members):
             return None
-        if not region.outputs or any(o.aval.shape != v.aval.shape for o in region.outputs):
+        if not region.outputs or any(o.aval.shape != tuple(region.shape) for o in region.outputs):
             return None
         views = [self.early_views(x, i) for x in region_inputs(self.g, region, v)]
         if any(x is None for x in views):
             return None
         return region, tuple(self.g.eqns[j] for j in sorted({j for x in views for j in x or ()}))
+
+
+def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
 
 
 def region_inputs(g: Graph, region: Region, product: Var) -> list[Var]:
@@ -294,8 +306,8 @@ class BlockStore:
         i_dt = dtypes.canonical(e.inputs[-1].aval.dtype)
         o_dt = dtypes.canonical(e.outputs[0].aval.dtype)
         boolean = i_dt == dtypes.bool_
-        if name in ("stop_gradient",) or (name == "convert_element_type" and i_dt == o_dt):
-            return args[0]
+        if name in ("stop_gradient", "reshape") or (name == "convert_element_type" and i_dt == o_dt):
+            return args[0]  # a reshape here only adds or drops axes of length 1 (``lane_epilogue``)
         if name == "convert_element_type":
             if o_dt == dtypes.bool_:
                 expr = f"({args[0]} != ({self._vt(i_dt)})(0))"

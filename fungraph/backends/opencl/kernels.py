@@ -131,6 +131,18 @@ class RegionEmitter(Emitter):
         return view_access(e, a) if a is not None else None
 
 
+class _PinnedEmitter(RegionEmitter):
+    """A region emitter with values that are the same expression at every index it reads
+    them (a reduction's result, which an epilogue reads only at the element it stores)."""
+
+    pinned: dict[Var, str]
+
+    def value(self, atom, idx):  # noqa: ANN001, ANN201
+        if isinstance(atom, Var) and atom in self.pinned:
+            return self.pinned[atom]
+        return super().value(atom, idx)
+
+
 def region_emitter(idx_type: str, members: dict[Var, Eqn], access_of: Callable[[Var], Access | None],
                    params: Params) -> RegionEmitter:
     def leaf(v: Var) -> Access | None:
@@ -209,10 +221,11 @@ def _reduce_store(res: str, out: Access | None, epilogue: Epilogue | None, param
         po, oo = params(out.slot, out.aval.dtype)
         return [f"  {po}[{oo} + {out.offset} + gid] = {res};"], {}
     y = epilogue.product
-    em = region_emitter(it, {o: q for q in epilogue.eqns for o in q.outputs}, dict(epilogue.inputs).get, params)
+    shape = epilogue.outputs[0][0].aval.shape
+    em = _PinnedEmitter(it, {o: q for q in epilogue.eqns for o in q.outputs}, dict(epilogue.inputs).get, params)
+    em.pinned = {y: res}
     em.counter = before.counter if before is not None else 0
-    base = em.set_base("gid", y.aval.shape)
-    em.cache[(y, base)] = em.cache[(y, tuple("0" if n == 1 else b for n, b in zip(y.aval.shape, base)))] = res
+    base = em.set_base("gid", shape)
     stores = []
     for v, a in epilogue.outputs:
         val = em.value(v, base)
@@ -221,10 +234,39 @@ def _reduce_store(res: str, out: Access | None, epilogue: Epilogue | None, param
     loads = dict(em.own_loads)
     for slot, own in (before.own_loads if before is not None else {}).items():
         loads[slot] = loads.get(slot, True) and own
-    strided = {a.slot for _, a in epilogue.outputs if a.offset or not a.is_contiguous() or a.shape != y.aval.shape}
+    strided = {a.slot for _, a in epilogue.outputs if a.offset or not a.is_contiguous() or a.shape != shape}
     own = {"own_loads": frozenset(slot for slot, ok in loads.items() if ok),
            "own_stores": frozenset(a.slot for _, a in epilogue.outputs) - set(loads) - strided}
     return em.lines + stores, own
+
+
+def column_sum_operand(e: Eqn, members: dict[Var, Eqn], access_of: Callable[[Var], Access | None],
+                       info: DeviceInfo) -> Access | None:
+    """The stored operand of a float sum over the leading axes of a contiguous value with a
+    multiple of 16 columns on a CPU (a bias gradient), which :func:`_column_sum_kernel` sums
+    16 columns per work-item; else None."""
+    x = e.inputs[0]
+    if not info.is_cpu or e.primitive.name != "reduce_sum" or not dtypes.is_float(x.aval.dtype):
+        return None
+    stored = access_of(x) if isinstance(x, Var) and x not in members else None
+    axes = tuple(e.params["axes"])
+    xs = x.aval.shape
+    m = _prod([xs[d] for d in range(len(xs)) if d not in axes])
+    k = _prod([xs[d] for d in axes])
+    if stored is None or not stored.is_contiguous() or axes != tuple(range(len(axes))) or m % 16 or k < 2:
+        return None
+    return stored
+
+
+def lane_epilogue(eqns: Sequence[Eqn], dtype: np.dtype) -> bool:
+    """Whether the 16-column sum of ``dtype`` can evaluate epilogue ``eqns`` on its 16 lanes:
+    ``LANE_OPS`` on that dtype, and reshapes that only add or drop axes of length 1."""
+    return all(lane_ok(q, dtype) or (q.primitive.name == "reshape" and _squeezed(q.outputs[0].aval.shape)
+                                     == _squeezed(q.inputs[0].aval.shape)) for q in eqns)
+
+
+def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
 
 
 def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callable[[Var], Access | None],
@@ -245,10 +287,10 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
     k = _prod([xs[d] for d in axes])
     is_arg = op in ("argmax", "argmin")
     note = "" if epilogue is None else f"; {epilogue.note}"
-    stored = access_of(x) if isinstance(x, Var) and x not in members else None
-    if (info.is_cpu and op == "reduce_sum" and dtypes.is_float(dt) and stored is not None and stored.is_contiguous()
-            and axes == tuple(range(len(axes))) and m % 16 == 0 and k >= 2
-            and (epilogue is None or all(lane_ok(q, dt) for q in epilogue.eqns))):
+    stored = column_sum_operand(e, members, access_of, info)
+    if stored is not None:
+        if epilogue is not None and not lane_epilogue(epilogue.eqns, dt):
+            raise ValueError("reduce_kernels: the 16-column sum takes only a lane epilogue (lane_epilogue)")
         spec = _column_sum_kernel(name, stored, out, m, k, info, idx_type, epilogue)
         spec.note += note
         return [spec]
@@ -364,7 +406,7 @@ def _column_sum_kernel(name: str, x: Access, out: Access | None, m: int, k: int,
         store = [f"  vstore16(s + s2, 0, {po} + {oo} + {out.offset} + (long)gid * 16);"]
         own: dict[str, frozenset[int]] = {}
     else:
-        shape = epilogue.product.aval.shape
+        shape = epilogue.outputs[0][0].aval.shape
         lanes = dataclasses.replace(epilogue, inputs=tuple((v, broadcast_access(a, shape)) for v, a in epilogue.inputs))
         bs = BlockStore(lanes, epilogue.outputs[0][1], (0, 0), params, ("0", "0", "(long)gid * 16"), 16)
         store = [*bs.lines, f"  const {t}16 sums = s + s2;", *bs.block(["sums"], 16)]
