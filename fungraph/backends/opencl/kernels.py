@@ -852,6 +852,22 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     return specs
 
 
+def _tile_operands(lhs: Access, rhs: Access, out: Access, batch_strides: tuple[int, int],
+                   it: str) -> tuple[Params, tuple[str, str], list[str]]:
+    """A tiled product's parameters, ``out``'s (pointer, offset) names and the lines pointing
+    ``A`` and ``B`` at batch ``bb``'s operands (``bb`` the third global index)."""
+    dt = out.aval.dtype
+    t = ctype(dt)
+    params = Params()
+    pa, oa = params(lhs.slot, dt)
+    pb, ob = params(rhs.slot, dt)
+    pc, oc = params(out.slot, dt)
+    sab, sbb = batch_strides
+    return params, (pc, oc), [f"  const {it} bb = get_global_id(2);",
+                              f"  __global const {t}* A = {pa} + {oa} + {lhs.offset} + (long)bb * {sab};",
+                              f"  __global const {t}* B = {pb} + {ob} + {rhs.offset} + (long)bb * {sbb};"]
+
+
 def _blocked_tile_dot_kernel(name: str, lhs: Access, rhs: Access, out: Access, sizes: tuple[int, int, int, int],
                              strides: tuple, info: DeviceInfo, it: str) -> KernelSpec | None:
     """The GPU matmul for products of at least one 32 x 32 tile: work-groups of 16 x 16
@@ -874,18 +890,13 @@ def _blocked_tile_dot_kernel(name: str, lhs: Access, rhs: Access, out: Access, s
     r = next((r for r in fits if groups(r) >= info.compute_units), fits[-1])
     tile = 16 * r
     t = ctype(dt)
-    params = Params()
-    pa, oa = params(lhs.slot, dt)
-    pb, ob = params(rhs.slot, dt)
-    pc, oc = params(out.slot, dt)
+    params, (pc, oc), operands = _tile_operands(lhs, rhs, out, (sab, sbb), it)
     zero = c_literal(0, dt)
     body = [f"  __local {t} As[16][{tile + 1}];", f"  __local {t} Bs[16][{tile}];",
             f"  const {it} tx = get_local_id(0);", f"  const {it} ty = get_local_id(1);",
             f"  const {it} tid = ty * 16 + tx;",
             f"  const {it} c0 = get_group_id(0) * {tile};", f"  const {it} r0 = get_group_id(1) * {tile};",
-            f"  const {it} bb = get_global_id(2);",
-            f"  __global const {t}* A = {pa} + {oa} + {lhs.offset} + (long)bb * {sab};",
-            f"  __global const {t}* B = {pb} + {ob} + {rhs.offset} + (long)bb * {sbb};"]
+            *operands]
     body += [f"  {t} acc{i}_{j} = {zero};" for i in range(r) for j in range(r)]
     body += [f"  for ({it} t0 = 0; t0 < {k}; t0 += 16) {{"]
     for q in range(r):
@@ -927,17 +938,12 @@ def tiled_dot_kernel(name: str, lhs: Access, rhs: Access, out: Access, sizes: tu
                  and 2 * ts * ts * item <= info.local_mem_size), 1)
     work = min(TILE_WORK, tile)
     rs = tile // work
-    params = Params()
-    pa, oa = params(lhs.slot, dt)
-    pb, ob = params(rhs.slot, dt)
-    pc, oc = params(out.slot, dt)
+    params, (pc, oc), operands = _tile_operands(lhs, rhs, out, (sab, sbb), it)
     zero = c_literal(0, dt)
     body = [f"  __local {t} As[{tile}][{tile}];", f"  __local {t} Bs[{tile}][{tile}];",
             f"  const {it} col = get_local_id(0);", f"  const {it} row = get_local_id(1);",
             f"  const {it} gc = get_group_id(0) * {tile} + col;", f"  const {it} gr = get_group_id(1) * {tile};",
-            f"  const {it} bb = get_global_id(2);",
-            f"  __global const {t}* A = {pa} + {oa} + {lhs.offset} + (long)bb * {sab};",
-            f"  __global const {t}* B = {pb} + {ob} + {rhs.offset} + (long)bb * {sbb};"]
+            *operands]
     body += [f"  {t} acc{w} = {zero};" for w in range(work)]
     body += [f"  for ({it} t0 = 0; t0 < {k}; t0 += {tile}) {{"]
     for w in range(work):
