@@ -45,6 +45,7 @@ from fungraph.backends.opencl.epilogue import (
     find_epilogues,
     find_reduce_epilogues,
     kernel_strides,
+    lane_epilogue,
     region_inputs,
 )
 from fungraph.backends.opencl.fusion import FusionPlan, Region, plan_fusion
@@ -62,7 +63,6 @@ from fungraph.backends.opencl.kernels import (
     dot_row_panels,
     elementwise_kernel,
     graph_avals,
-    lane_epilogue,
     pack_kernel,
     pack_tail_kernel,
     reduce_kernels,

@@ -74,6 +74,13 @@ def lane_ok(e: Eqn, dtype: np.dtype) -> bool:
     return not boolean or name in _BOOL_OPS
 
 
+def lane_epilogue(eqns: Sequence[Eqn], dtype: np.dtype) -> bool:
+    """Whether the 16-column sum of ``dtype`` can evaluate epilogue ``eqns`` on its 16 lanes:
+    ``LANE_OPS`` on that dtype, and reshapes that only add or drop axes of length 1."""
+    return all(lane_ok(q, dtype) or (q.primitive.name == "reshape" and squeezed(q.outputs[0].aval.shape)
+                                     == squeezed(q.inputs[0].aval.shape)) for q in eqns)
+
+
 def find_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Region, tuple[Eqn, ...]]]:
     """Products whose every use lies in one fused elementwise region of the product's shape,
     all of whose equations come after the product, are :data:`LANE_OPS` on the product's float
@@ -112,7 +119,7 @@ def find_reduce_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Regio
             if all(a is not y for a in q.inputs):
                 return True
             if q.primitive.name == "reshape":
-                return _squeezed(q.outputs[0].aval.shape) == _squeezed(y.aval.shape)
+                return squeezed(q.outputs[0].aval.shape) == squeezed(y.aval.shape)
             return q.primitive.name not in INDEX_OPS and all(o.aval.shape == y.aval.shape for o in q.outputs)
 
         site = sites.consumer(i, y, at_own_index, keepdims=True)
@@ -156,7 +163,7 @@ class _Sites:
         if region is None or region.kind != "elementwise":
             return None
         same = tuple(region.shape) == v.aval.shape
-        if not same and not (keepdims and _squeezed(region.shape) == _squeezed(v.aval.shape)):
+        if not same and not (keepdims and squeezed(region.shape) == squeezed(v.aval.shape)):
             return None
         if any(self.fusion.region_of.get(j) is not region for j in users) or self.counts[v] != len(users):
             return None
@@ -171,7 +178,8 @@ class _Sites:
         return region, tuple(self.g.eqns[j] for j in sorted({j for x in views for j in x or ()}))
 
 
-def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
+def squeezed(shape: Sequence[int]) -> tuple[int, ...]:
+    """``shape`` without its axes of length 1 (equal for ``x`` and ``x`` with ``keepdims``)."""
     return tuple(n for n in shape if n != 1)
 
 

@@ -29,7 +29,13 @@ from fungraph.backends.opencl.codegen import (
     view_access,
 )
 from fungraph.backends.opencl.device import DeviceInfo
-from fungraph.backends.opencl.epilogue import BlockStore, Epilogue, broadcast_access, kernel_strides, lane_ok
+from fungraph.backends.opencl.epilogue import (
+    BlockStore,
+    Epilogue,
+    broadcast_access,
+    kernel_strides,
+    lane_epilogue,
+)
 from fungraph.ir import Eqn, Graph, ShapedArray, Var
 
 Launch = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]   # global, local, offset
@@ -256,17 +262,6 @@ def column_sum_operand(e: Eqn, members: dict[Var, Eqn], access_of: Callable[[Var
     if stored is None or not stored.is_contiguous() or axes != tuple(range(len(axes))) or m % 16 or k < 2:
         return None
     return stored
-
-
-def lane_epilogue(eqns: Sequence[Eqn], dtype: np.dtype) -> bool:
-    """Whether the 16-column sum of ``dtype`` can evaluate epilogue ``eqns`` on its 16 lanes:
-    ``LANE_OPS`` on that dtype, and reshapes that only add or drop axes of length 1."""
-    return all(lane_ok(q, dtype) or (q.primitive.name == "reshape" and _squeezed(q.outputs[0].aval.shape)
-                                     == _squeezed(q.inputs[0].aval.shape)) for q in eqns)
-
-
-def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
-    return tuple(n for n in shape if n != 1)
 
 
 def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callable[[Var], Access | None],
