@@ -3,6 +3,7 @@ equations downstream of inputs whose contents changed (Owl's and libnnc's memois
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,8 +28,15 @@ class IncrementalExecutable:
         self.env: dict[Var, Any] = dict(zip(graph.constvars, graph.consts))
         self.last: list[np.ndarray] | None = None
         self.recomputed = 0
+        self._lock = threading.Lock()   # a call reads and rewrites the kept intermediates
 
     def run(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The outputs for ``args``, recomputing only what depends on inputs that changed since
+        the last call; calls from several threads take turns."""
+        with self._lock:
+            return self._run(args)
+
+    def _run(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         g = self.graph
         if self.last is None:
             changed = set(range(len(args)))
