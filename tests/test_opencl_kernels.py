@@ -504,6 +504,9 @@ def _reduce_epilogue_cases() -> dict[str, tuple]:
     s = rng.standard_normal((3, 37)).astype(np.float32)
     return {"b - lr * sum(x, 0)": (lambda x, b: b - 0.1 * x.sum(axis=0), (x, b)),
             "sum(x, 0) > b": (lambda x, b: x.sum(axis=0) > b, (x, b)),
+            "two regions: sum(x, 0) > b, sum(x, 0) * b": (lambda x, b: (x.sum(axis=0) > b, x.sum(axis=0) * b), (x, b)),
+            "two regions: log(s), x / s": (lambda x: (fnp.log(fnp.exp(x).sum(axis=1)), 2.0 / fnp.exp(x).sum(axis=1)),
+                                           (x,)),
             "mean": (lambda v: fnp.mean(v), (v,)),
             "sqrt(sum(v * v)) + 1": (lambda v: fnp.sqrt(fnp.sum(v * v)) + 1.0, (v,)),
             "2 * mean over rows": (lambda x: x.mean(axis=1) * 2.0, (x,)),
@@ -559,6 +562,24 @@ def test_reduction_epilogue_writes_a_donated_bias_in_place(device_as, shape) -> 
     np.testing.assert_allclose(np.asarray(out), b - 0.1 * g.sum(axis=0), rtol=1e-5, atol=1e-5)
     assert out.buffer.int_ptr == ptr and bd.is_deleted()
     assert "epilogue" in _notes(step, out, g)
+
+
+def test_training_step_reductions_absorb_the_loss_and_bias_updates() -> None:
+    """An MLP's SGD step: the loss's softmax sums, its mean and the bias updates run in their
+    reductions' kernels (a sum feeding both ``log`` and a division, a reshape taken before
+    the sum included), with parameters and loss bitwise those of separate kernels."""
+    from fungraph.testing.models import mlp_params
+
+    rng = np.random.default_rng(14)
+    params = mlp_params([20, 32, 32, 10], seed=14)
+    x = rng.standard_normal((24, 20)).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 24)]
+    step = fg.jit(sgd_step, backend="opencl")
+    got = [np.asarray(v) for v in tree_flatten(step(params, x, y))[0]]
+    for g_, a_ in zip(got, _reduce_apart(sgd_step, (params, x, y))):
+        np.testing.assert_array_equal(g_, a_)
+    text = _notes(step, params, x, y)
+    assert "(2 outputs)" in text and text.count("epilogue") >= 5, text
 
 
 def test_sixteen_column_sum_leaves_a_region_it_cannot_vectorise_apart() -> None:

@@ -101,11 +101,12 @@ def find_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Region, tupl
 
 
 def find_reduce_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Region, tuple[Eqn, ...]]]:
-    """Reductions (roots of fused reduce regions) whose result is used only by one fused
-    elementwise region over the result's shape that reads it at its own index (a mean's
-    division, a bias update ``b - lr * sum(g, 0)``): reduction index -> (that region, the free
-    views to take early), on the same terms as :func:`find_epilogues`. The reduction's kernel
-    then evaluates the region where it would store the result."""
+    """Reductions (roots of fused reduce regions) whose result is used only by fused
+    elementwise regions over the result's shape (one, or several of one shape; ``keepdims``
+    allowed) that read it at its own index (a mean's division, a bias update
+    ``b - lr * sum(g, 0)``): reduction index -> (those regions as one, the free views to take
+    early), on the same terms as :func:`find_epilogues`. The reduction's kernel then evaluates
+    the region where it would store the result."""
     sites = _Sites(g, fusion)
     found: dict[int, tuple[Region, tuple[Eqn, ...]]] = {}
     for i, e in enumerate(g.eqns):
@@ -122,7 +123,7 @@ def find_reduce_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Regio
                 return squeezed(q.outputs[0].aval.shape) == squeezed(y.aval.shape)
             return q.primitive.name not in INDEX_OPS and all(o.aval.shape == y.aval.shape for o in q.outputs)
 
-        site = sites.consumer(i, y, at_own_index, keepdims=True)
+        site = sites.consumer(i, y, at_own_index, keepdims=True, several=True)
         if site is not None:
             found[i] = site
     return found
@@ -151,24 +152,35 @@ class _Sites:
         return None if rest is None else [*rest, j]
 
     def consumer(self, i: int, v: Var, member_ok: Callable[[int], bool],
-                 keepdims: bool = False) -> tuple[Region, tuple[Eqn, ...]] | None:
+                 keepdims: bool = False, several: bool = False) -> tuple[Region, tuple[Eqn, ...]] | None:
         """The fused elementwise region of ``v``'s shape (with ``keepdims``, of its elements in
         the same order, axes of length 1 aside) holding every use of ``v`` (the value equation
         ``i`` computes), after ``i``, writing only values of the region's shape, each member
-        passing ``member_ok``; with the free views its inputs need taken early. Else None."""
+        passing ``member_ok``; with the free views its inputs need taken early. Else None.
+        With ``several``, the uses may lie in several such regions of one shape, returned as
+        one region (a sum that feeds both a ``log`` and a division), and members may come
+        before ``i`` (a reshape of an earlier value): what matters is that every input exists
+        when ``i`` runs."""
         users = self.users.get(v)
-        if not users:
+        if not users or self.counts[v] != len(users):
             return None
-        region = self.fusion.region_of.get(users[0])
-        if region is None or region.kind != "elementwise":
+        regions: list[Region] = []
+        for j in users:
+            r = self.fusion.region_of.get(j)
+            if r is None or r.kind != "elementwise" or (regions and tuple(r.shape) != tuple(regions[0].shape)):
+                return None
+            if all(r is not q for q in regions):
+                regions.append(r)
+        if len(regions) > 1 and not several:
             return None
-        same = tuple(region.shape) == v.aval.shape
-        if not same and not (keepdims and squeezed(region.shape) == squeezed(v.aval.shape)):
+        shape = tuple(regions[0].shape)
+        if shape != v.aval.shape and not (keepdims and squeezed(shape) == squeezed(v.aval.shape)):
             return None
-        if any(self.fusion.region_of.get(j) is not region for j in users) or self.counts[v] != len(users):
-            return None
+        region = regions[0] if len(regions) == 1 else Region(
+            max(r.root for r in regions), "elementwise", shape, set().union(*(r.members for r in regions)),
+            [o for r in regions for o in r.outputs])
         members = sorted(region.members)
-        if members[0] < i or any(m in self.fusion.aliases or not member_ok(m) for m in members):
+        if (members[0] < i and not several) or any(m in self.fusion.aliases or not member_ok(m) for m in members):
             return None
         if not region.outputs or any(o.aval.shape != tuple(region.shape) for o in region.outputs):
             return None
