@@ -255,6 +255,25 @@ def test_gpu_matmul_blocks_outputs_in_registers(device_as, dtype) -> None:
         assert f"{r}x{r} outputs per work-item in registers" in _notes(f, a, b)
 
 
+@pytest.mark.parametrize("device_as", [{**GPU_LIKE, "compute_units": 16, "max_work_group_size": 1024,
+                                        "local_mem_size": 49152}], indirect=True)
+def test_gpu_long_reductions_combine_in_work_group_trees(device_as) -> None:
+    """A long reduction on a GPU: pass 1 spreads each row over many work-items whose
+    work-group combines its shares in local memory, pass 2 one work-group per row; arg
+    reductions keep one partial per work-item. Values as numpy's, with prologue and epilogue."""
+    rng = np.random.default_rng(15)
+    v = rng.standard_normal(50000).astype(np.float32)
+    r = rng.standard_normal((3, 20000))
+    cases = [(lambda v: v.sum(), v, True), (lambda v: v.max(), v, True), (lambda r: r.min(axis=1), r, True),
+             (lambda r: fnp.prod(1.0 + r * 1e-5, axis=1), r, True), (lambda v: (v > 0).astype(np.int32).sum(), v, True),
+             (lambda v: fnp.sqrt((v * v).sum()) + 1.0, v, True), (lambda r: r.T.sum(axis=0), r, True),
+             (lambda v: fnp.argmax(v), v, False)]
+    for f, a, tree in cases:
+        j = fg.jit(f, backend="opencl")
+        np.testing.assert_allclose(np.asarray(j(a)), np.asarray(f(a)), rtol=1e-5)
+        assert ("work-group sums" in _notes(j, a)) == tree
+
+
 @pytest.mark.parametrize("device_as", [{"is_cpu": False, "max_work_group_size": 16, "local_mem_size": 600}],
                          indirect=True)
 def test_tile_size_follows_the_device_limits(device_as) -> None:

@@ -293,12 +293,15 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
     chunks = 1
     if m < target and k >= 8192:
         chunks = max(1, min(-(-target // m), k // 2048))
+    tree = _tree_size(info, dt) if chunks > 1 and not info.is_cpu and not is_arg else 0
+    if tree:
+        chunks = max(tree, min(-(-TREE_ITEMS_PER_UNIT * info.compute_units // m), k // 16) // tree * tree)
     ch = -(-k // chunks) if chunks else 0
     it = idx_type
     t = ctype(dt)
     params = Params()
     em = region_emitter(it, members, access_of, params)
-    partial = scratch(ShapedArray((m * chunks,), dt)) if chunks > 1 else None
+    partial = scratch(ShapedArray((m * chunks // max(tree, 1),), dt)) if chunks > 1 else None
     pidx = scratch(ShapedArray((m * chunks,), dtypes.int64)) if chunks > 1 and is_arg else None
     lines = [f"  const {it} gid = get_global_id(0);",
              f"  const {it} row = gid / {chunks};" if chunks > 1 else f"  const {it} row = gid;",
@@ -354,6 +357,26 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
                                 exact_launches(m, info, m * k), kind="reduce", note=note[2:], **own))
         return specs
     pp, po_ = params(partial.slot, dt)
+    if tree:
+        groups = chunks // tree
+        lines += [*_tree_lines(op, dt, tree, "acc"),
+                  f"  if (lid == 0) {pp}[{po_} + {partial.offset} + gid / {tree}] = red[0];"]
+        specs.append(KernelSpec(name, _kernel(name, params, lines), params.slots, [((m * chunks,), (tree,), None)],
+                                kind="reduce", note=f"pass 1: {chunks} interleaved shares per row, "
+                                                    f"{groups} work-group sums"))
+        p2 = Params()
+        pp, po_ = p2(partial.slot, dt)
+        lines2 = [f"  const {it} gid = get_group_id(0);", f"  {t} acc = {_init(op, dt)};",
+                  f"  for ({it} c = get_local_id(0); c < {groups}; c += {tree}) {{",
+                  f"    {t} v = {pp}[{po_} + {partial.offset} + gid * {groups} + c];",
+                  f"    acc = {_combine(op, dt, 'acc', 'v')};",
+                  "  }", *_tree_lines(op, dt, tree, "acc")]
+        store, own = _reduce_store("red[0]", out, epilogue, p2, it, None)
+        lines2 += ["  if (lid == 0) {", *store, "  }"]
+        specs.append(KernelSpec(name + "_pass2", _kernel(name + "_pass2", p2, lines2), p2.slots,
+                                [((m * tree,), (tree,), None)], kind="reduce",
+                                note="pass 2: a work-group per row" + note, **own))
+        return specs
     lines.append(f"  {pp}[{po_} + {partial.offset} + gid] = acc;")
     if is_arg:
         ip, io = params(pidx.slot, dtypes.int64)
@@ -383,6 +406,30 @@ def reduce_kernels(name: str, e: Eqn, members: dict[Var, Eqn], access_of: Callab
     specs.append(KernelSpec(name + "_pass2", _kernel(name + "_pass2", p2, lines2 + store), p2.slots,
                             exact_launches(m, info), kind="reduce", note="pass 2" + note, **own))
     return specs
+
+
+#: Work-items per compute unit that a long reduction on a GPU spreads over (with a work-group
+#: tree in local memory, so the second pass has few partial results to combine).
+TREE_ITEMS_PER_UNIT = 1024
+
+
+def _tree_size(info: DeviceInfo, dt: np.dtype) -> int:
+    """The work-group size of a GPU reduction's local-memory tree: the largest power of two up
+    to 256 that the device's work-group and local memory admit; 0 below 32 (no tree)."""
+    size = 256
+    while size >= 32 and (size > info.max_work_group_size or size * np.dtype(dt).itemsize > info.local_mem_size):
+        size //= 2
+    return size if size >= 32 else 0
+
+
+def _tree_lines(op: str, dt: np.dtype, size: int, value: str) -> list[str]:
+    """Lines combining each work-item's ``value`` across its work-group of ``size`` in local
+    memory; the result is ``red[0]`` and ``lid`` the work-item's local index."""
+    return [f"  __local {ctype(dt)} red[{size}];", "  const int lid = get_local_id(0);", f"  red[lid] = {value};",
+            "  barrier(CLK_LOCAL_MEM_FENCE);",
+            f"  for (int s = {size // 2}; s > 0; s >>= 1) {{",
+            f"    if (lid < s) red[lid] = {_combine(op, dt, 'red[lid]', 'red[lid + s]')};",
+            "    barrier(CLK_LOCAL_MEM_FENCE);", "  }"]
 
 
 def _column_sum_kernel(name: str, x: Access, out: Access | None, m: int, k: int, info: DeviceInfo, it: str,
