@@ -611,6 +611,22 @@ def test_sixteen_column_sum_leaves_a_region_it_cannot_vectorise_apart() -> None:
     assert "16 columns per work-item" in text and "epilogue" not in text and _elementwise_kernels(text)
 
 
+@pytest.mark.parametrize("device_as", [{}, GPU_LIKE], indirect=True, ids=["as-is", "gpu-like"])
+def test_reduction_epilogue_needs_each_element_where_it_is_stored(device_as) -> None:
+    """``rev(2 * sum(x, 0))`` and the like read the result at other elements than they store
+    (a random program found ``rev`` of a ``keepdims`` sum computed wrongly): the result is
+    stored and the region keeps its own kernel."""
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    z = rng.standard_normal((3, 4, 6)).astype(np.float32)
+    cases = [(lambda x: (x.sum(axis=0) * 2.0)[::-1], x), (lambda x: x.sum(axis=0, keepdims=True)[:, ::-1], x),
+             (lambda z: (z.sum(axis=1) + 1.0).T * 2.0, z), (lambda x: fnp.maximum(x.max(axis=1), 0.0)[1:4] * 3.0, x)]
+    for f, a in cases:
+        j = fg.jit(f, backend="opencl")
+        np.testing.assert_allclose(np.asarray(j(a)), np.asarray(f(a)), rtol=1e-5, atol=1e-5)
+        assert "epilogue" not in _notes(j, a)
+
+
 def test_reduction_epilogue_waits_for_values_computed_later() -> None:
     """``sum(x, 0) + sum(2x, 0)``: the first sum cannot store the add (the second sum does not
     exist yet), the second can."""

@@ -114,19 +114,31 @@ def find_reduce_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Regio
         if region is None or region.kind != "reduce" or region.root != i or len(e.outputs) != 1:
             continue
         y = e.outputs[0]
-
-        def at_own_index(m: int, y: Var = y) -> bool:
-            q = g.eqns[m]
-            if all(a is not y for a in q.inputs):
-                return True
-            if q.primitive.name == "reshape":
-                return squeezed(q.outputs[0].aval.shape) == squeezed(y.aval.shape)
-            return q.primitive.name not in INDEX_OPS and all(o.aval.shape == y.aval.shape for o in q.outputs)
-
-        site = sites.consumer(i, y, at_own_index, keepdims=True, several=True)
-        if site is not None:
+        site = sites.consumer(i, y, lambda m: True, keepdims=True, several=True)
+        if site is not None and _element_aligned(g, site[0], y):
             found[i] = site
     return found
+
+
+def _element_aligned(g: Graph, region: Region, y: Var) -> bool:
+    """Whether every value of ``region`` computed from ``y`` is computed from ``y``'s element at
+    the same position (axes of length 1 aside): elementwise equations and reshapes that add or
+    drop axes of length 1, no transpose, ``rev``, slice or broadcast on the way. The reduction's
+    kernel can then evaluate the region at each element it stores."""
+    derived = {y}
+    for m in sorted(region.members):
+        q = g.eqns[m]
+        if not any(isinstance(a, Var) and a in derived for a in q.inputs):
+            continue
+        if q.primitive.name in INDEX_OPS and q.primitive.name != "reshape":
+            return False
+        if any(squeezed(o.aval.shape) != squeezed(y.aval.shape) for o in q.outputs):
+            return False
+        if any(isinstance(a, Var) and a in derived and squeezed(a.aval.shape) != squeezed(y.aval.shape)
+               for a in q.inputs):
+            return False
+        derived.update(q.outputs)
+    return True
 
 
 class _Sites:
