@@ -21,7 +21,7 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import dtypes
 from fungraph.jit import clear_caches
-from fungraph.testing import OP_RECORDS
+from fungraph.testing import OP_RECORDS, Program, programs
 from fungraph.testing.models import sgd_step
 from fungraph.tree_util import tree_flatten
 from tests.helpers import assert_matches, draw_args, opencl_device_presented_as
@@ -625,6 +625,19 @@ def test_reduction_epilogue_needs_each_element_where_it_is_stored(device_as) -> 
         j = fg.jit(f, backend="opencl")
         np.testing.assert_allclose(np.asarray(j(a)), np.asarray(f(a)), rtol=1e-5, atol=1e-5)
         assert "epilogue" not in _notes(j, a)
+
+
+@pytest.mark.parametrize("device_as", [{}, GPU_LIKE], indirect=True, ids=["as-is", "gpu-like"])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prog=programs(max_eqns=14))
+def test_random_programs_with_reduction_epilogues_match_the_cpu(device_as, prog: Program) -> None:
+    """Random programs (``keepdims`` sums, means and maxima among elementwise, shape and
+    matmul operations) on OpenCL, with reduction epilogues wherever they apply, against the
+    CPU backend."""
+    got = fg.jit(prog.fun, backend="opencl")(*prog.args)
+    want = fg.jit(prog.fun)(*prog.args)
+    for g_, w_ in zip(tree_flatten(got)[0], tree_flatten(want)[0]):
+        np.testing.assert_allclose(np.asarray(g_), np.asarray(w_), rtol=2e-4, atol=2e-4, err_msg=repr(prog))
 
 
 def test_reduction_epilogue_waits_for_values_computed_later() -> None:
