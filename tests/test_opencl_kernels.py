@@ -403,10 +403,22 @@ def _elementwise_kernels(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("kernel") and "[elementwise]" in line]
 
 
-def test_epilogue_is_bitwise_the_separate_kernels() -> None:
-    """The epilogue runs the region's operations in the same order as its own kernel would."""
+def _apart(f, args, flag: str) -> list[np.ndarray]:
+    """``f``'s outputs on OpenCL with the engine's epilogue switch ``flag`` off: the regions
+    in kernels of their own."""
     from fungraph.backends.opencl import engine
 
+    setattr(engine, flag, False)
+    clear_caches()
+    try:
+        return [np.asarray(x) for x in tree_flatten(fg.jit(f, backend="opencl")(*args))[0]]
+    finally:
+        setattr(engine, flag, True)
+        clear_caches()
+
+
+def test_epilogue_is_bitwise_the_separate_kernels() -> None:
+    """The epilogue runs the region's operations in the same order as its own kernel would."""
     rng = np.random.default_rng(7)
     a, b = _operands(rng, "a @ b", 100, 50, 70, np.float32)
     c = rng.standard_normal(70).astype(np.float32)
@@ -416,13 +428,7 @@ def test_epilogue_is_bitwise_the_separate_kernels() -> None:
         return fnp.where(h > 0, h, 0.0) * 0.5 - c, fnp.maximum(h, -h) / 3.0
 
     fused = [np.asarray(x) for x in fg.jit(f, backend="opencl")(a, b, c)]
-    engine.DOT_EPILOGUES = False
-    clear_caches()
-    try:
-        apart = [np.asarray(x) for x in fg.jit(f, backend="opencl")(a, b, c)]
-    finally:
-        engine.DOT_EPILOGUES = True
-        clear_caches()
+    apart = _apart(f, (a, b, c), "DOT_EPILOGUES")
     for x, y in zip(fused, apart):
         np.testing.assert_array_equal(x, y)
 
@@ -535,16 +541,6 @@ def _reduce_epilogue_cases() -> dict[str, tuple]:
             "sum(x, 0, keepdims) + row": (lambda x, b: x.sum(axis=0, keepdims=True) * 0.5 + b[None], (x, b))}
 
 
-def _reduce_apart(f, args) -> list[np.ndarray]:
-    from fungraph.backends.opencl import engine
-
-    engine.REDUCE_EPILOGUES = False
-    clear_caches()
-    try:
-        return [np.asarray(x) for x in tree_flatten(fg.jit(f, backend="opencl")(*args))[0]]
-    finally:
-        engine.REDUCE_EPILOGUES = True
-        clear_caches()
 
 
 @pytest.mark.parametrize("device_as", [{}, GPU_LIKE], indirect=True, ids=["as-is", "gpu-like"])
@@ -562,7 +558,7 @@ def test_reduction_computes_the_region_that_consumes_it(device_as, case: str) ->
         np.testing.assert_allclose(g_, np.asarray(w_), rtol=2e-5, atol=1e-4)
     text = _notes(j, *args)
     assert "epilogue" in text and not _elementwise_kernels(text), text
-    for g_, a_ in zip(got, _reduce_apart(f, args)):
+    for g_, a_ in zip(got, _apart(f, args, "REDUCE_EPILOGUES")):
         np.testing.assert_array_equal(g_, a_)
 
 
@@ -595,7 +591,7 @@ def test_training_step_reductions_absorb_the_loss_and_bias_updates() -> None:
     y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 24)]
     step = fg.jit(sgd_step, backend="opencl")
     got = [np.asarray(v) for v in tree_flatten(step(params, x, y))[0]]
-    for g_, a_ in zip(got, _reduce_apart(sgd_step, (params, x, y))):
+    for g_, a_ in zip(got, _apart(sgd_step, (params, x, y), "REDUCE_EPILOGUES")):
         np.testing.assert_array_equal(g_, a_)
     text = _notes(step, params, x, y)
     assert "(2 outputs)" in text and text.count("epilogue") >= 5, text
