@@ -111,6 +111,25 @@ def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges() -> N
     assert "pack 16-wide panels, 16 x 16 blocks transposed in registers" in _notes(g, a, b.T.copy())
 
 
+@pytest.mark.parametrize(("units", "group"), [(2, 43), (4, 43), (8, 1)])
+def test_packed_work_groups_take_many_row_panels_while_every_core_has_several(
+        units: int, group: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """256 rows are 43 row panels (42 and one overlapping), 4 x 16 columns are 4 column
+    panels: one work-group of all 43 row panels per column panel leaves 4 work-groups, which
+    is enough for 2 or 4 compute units at one work-group per unit but not for 8; 43 is prime,
+    so the only other choice is 1."""
+    from fungraph.backends.opencl import kernels
+
+    monkeypatch.setattr(kernels, "DOT_GROUPS_PER_UNIT", 1)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((256, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 64)).astype(np.float32)
+    with opencl_device_presented_as(compute_units=units):
+        f = fg.jit(lambda x, y: x @ y, backend="opencl")
+        np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
+        assert f"work-groups of 1x{group} panels" in _notes(f, a, b)
+
+
 @pytest.mark.parametrize("rest", range(6))
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_row_tail_panel_overlaps_the_last_whole_panel(rest: int, dtype: type) -> None:
