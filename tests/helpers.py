@@ -187,6 +187,57 @@ def call_concurrently(calls: Sequence[Callable[[], Any]], want: Sequence[Any], i
     return failures
 
 
+def crossed_callbacks(jit: Callable[[Callable[..., Any]], Callable[..., Any]]) -> list[str]:
+    """Two functions jitted by ``jit`` whose host callbacks call each other's function, called
+    from two threads at once; the outer callbacks meet at a barrier first, so with a lock per
+    function each thread would hold one and wait for the other's. Both return ``6 x + 2``.
+    Returns the problems as text: a thread still running after 30 s, or a wrong value."""
+    import fungraph as fg
+
+    on_thread = threading.local()
+    meet = threading.Barrier(2)
+    fns: dict[str, Callable[..., Any]] = {}
+
+    def host(other: str) -> Callable[[np.ndarray], np.ndarray]:
+        def callback(v: np.ndarray) -> np.ndarray:
+            if getattr(on_thread, "inside", False):
+                return np.asarray(v)
+            on_thread.inside = True
+            try:
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    meet.wait(timeout=0.5)
+                return np.asarray(fns[other](v))
+            finally:
+                on_thread.inside = False
+        return callback
+
+    def staged(other: str, scale: float) -> Callable[..., Any]:
+        cb = host(other)
+        return jit(lambda x: fg.pure_callback(cb, fg.ShapeDtypeStruct(x.shape, x.dtype), x * scale) + 1.0)
+
+    fns["f"], fns["g"] = staged("g", 2.0), staged("f", 3.0)
+    x = np.arange(6, dtype=np.float32)
+    results: dict[str, Any] = {}
+
+    def worker(name: str) -> None:
+        try:
+            results[name] = np.asarray(fns[name](x))
+        except Exception as err:  # noqa: BLE001 - reported by the test
+            results[name] = err
+
+    threads = [threading.Thread(target=worker, args=(name,), daemon=True) for name in fns]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=30)
+    problems = [f"thread {name} still running after 30 s (deadlock)" for name, th in zip(fns, threads)
+                if th.is_alive()]
+    for name, got in results.items():
+        if isinstance(got, Exception) or not np.allclose(got, 6 * x + 2):
+            problems.append(f"{name}: {got!r}")
+    return problems
+
+
 @contextlib.contextmanager
 def opencl_device_presented_as(**fields: Any) -> Iterator[Any]:
     """The OpenCL device presented with other limits (``DeviceInfo`` fields) for the body, so

@@ -22,7 +22,14 @@ from fungraph.interpreters.simplify import RULES, simplify
 from fungraph.jit import compile_graph
 from fungraph.primitives.fused import adagrad_reference
 from fungraph.testing import OP_RECORDS, Program, programs
-from tests.helpers import call_concurrently, check_jit_against_eager, draw_args, matmul_chain, with_float_args
+from tests.helpers import (
+    call_concurrently,
+    check_jit_against_eager,
+    crossed_callbacks,
+    draw_args,
+    matmul_chain,
+    with_float_args,
+)
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 DIFFERENTIABLE = [r.name for r in OP_RECORDS if r.differentiable]
@@ -274,6 +281,21 @@ def test_incremental_calls_from_threads_each_get_their_own_result() -> None:
     jf(*args[0])
     calls = [lambda a=a, b=b: jf(a, b) for a, b in args]
     assert not call_concurrently(calls, [f(a, b) for a, b in args], 30, 1e-12)
+
+
+def test_incremental_callbacks_calling_each_others_functions_from_two_threads_do_not_deadlock() -> None:
+    assert not crossed_callbacks(lambda f: fg.jit(f, incremental=True))
+
+
+def test_an_incremental_callback_cannot_reenter_its_own_call() -> None:
+    """The kept intermediates are in use: re-entry raises instead of hanging on the lock."""
+    def host(v):
+        return np.asarray(jf(v))
+
+    jf = fg.jit(lambda x: fg.pure_callback(host, fg.ShapeDtypeStruct(x.shape, x.dtype), x * 2.0) + 1.0,
+                incremental=True)
+    with pytest.raises(RuntimeError, match="host callback inside its own call"):
+        jf(np.arange(4.0))
 
 
 def test_static_argnums_and_errors() -> None:

@@ -23,7 +23,7 @@ from fungraph import dtypes, lax
 from fungraph.testing import OP_RECORDS
 from fungraph.testing.models import sgd_step as mlp_sgd_step
 from fungraph.tree_util import tree_flatten
-from tests.helpers import assert_matches, call_concurrently, draw_args, matmul_chain, with_float_args
+from tests.helpers import assert_matches, call_concurrently, crossed_callbacks, draw_args, matmul_chain, with_float_args
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 GRAD_RECORDS = ["tanh", "multiply", "divide", "sum_axis0", "max", "softmax", "matmul", "transpose",
@@ -174,6 +174,12 @@ def test_a_host_callback_cannot_reenter_its_own_call() -> None:
         f(x)
     reenter[0] = False
     np.testing.assert_array_equal(np.asarray(f(x)), x * 2.0 + 1.0)
+
+
+def test_callbacks_calling_each_others_functions_from_two_threads_do_not_deadlock() -> None:
+    """A callback of one OpenCL function calls another whose callback calls the first, from
+    two threads at once: the calls take turns under one lock shared by all executables."""
+    assert not crossed_callbacks(lambda f: fg.jit(f, backend="opencl"))
 
 
 def chain10(x, a, b):

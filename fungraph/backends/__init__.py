@@ -7,7 +7,9 @@ takes numpy arrays or that backend's ``fungraph.Array`` values and returns its o
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _FACTORIES: dict[str, Callable[..., Any]] = {}
@@ -31,3 +33,27 @@ def backend_factory(name: str) -> Callable[..., Any]:
 
 def known_backends() -> tuple[str, ...]:
     return tuple(sorted(_MODULES))
+
+
+_TURNS = threading.RLock()
+_BUSY: set[int] = set()
+
+
+@contextmanager
+def taking_turns(executable: object, reentered: str) -> Iterator[None]:
+    """Run the body while no other thread runs a stateful executable (one whose calls share
+    buffers or kept values: OpenCL's arena and kernel arguments, incremental jit's kept
+    intermediates). One re-entrant lock for all of them, so host callbacks may call other
+    jitted functions on their own thread, and two threads whose callbacks call each other's
+    functions cannot deadlock; re-entering ``executable`` itself from its own callback raises
+    ``RuntimeError(reentered)`` instead of corrupting its state. Calls share one interpreter
+    lock and, on OpenCL, one in-order queue, so turns cost little concurrency."""
+    with _TURNS:
+        key = id(executable)
+        if key in _BUSY:
+            raise RuntimeError(reentered)
+        _BUSY.add(key)
+        try:
+            yield
+        finally:
+            _BUSY.discard(key)

@@ -3,12 +3,12 @@ equations downstream of inputs whose contents changed (Owl's and libnnc's memois
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from fungraph.backends import taking_turns
 from fungraph.ir import Graph, Literal, Var
 
 
@@ -28,12 +28,13 @@ class IncrementalExecutable:
         self.env: dict[Var, Any] = dict(zip(graph.constvars, graph.consts))
         self.last: list[np.ndarray] | None = None
         self.recomputed = 0
-        self._lock = threading.Lock()   # a call reads and rewrites the kept intermediates
 
     def run(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The outputs for ``args``, recomputing only what depends on inputs that changed since
-        the last call; calls from several threads take turns."""
-        with self._lock:
+        the last call; calls from several threads take turns (a call reads and rewrites the
+        kept intermediates; :func:`~fungraph.backends.taking_turns`)."""
+        with taking_turns(self, "an incremental jitted function was called again from a host callback "
+                                "inside its own call; its kept intermediates are in use"):
             return self._run(args)
 
     def _run(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -19,7 +19,6 @@ and enqueue everything; the only waits are the scalar reads of a ``cond`` index 
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.backends import taking_turns
 from fungraph.backends.opencl import control
 from fungraph.backends.opencl.codegen import VIEW_OPS, Access, contiguous, merged_stride, preamble, view_access
 from fungraph.backends.opencl.device import (
@@ -117,6 +117,11 @@ class Step:
     speculative: bool = False      # while: masked iterations enqueued in batches per readback
 
 
+_REENTERED = ("an OpenCL-jitted function was called again from a host callback inside its own call; its "
+               "arena and kernel arguments are in use (call it after the outer call returns, or jit the "
+               "callback's work with backend='cpu')")
+
+
 class OpenCLExecutable:
     """``run(args) -> outputs`` on the device; outputs are :class:`OpenCLArray` values.
 
@@ -127,15 +132,14 @@ class OpenCLExecutable:
     predicate or a host step included). A buffer set per call would buy little: the process
     has one in-order queue, which runs commands one after another anyway, and which runs a
     call's kernels before the next call's staging upload or kernels touch the arena. Outputs
-    are fresh buffers per call, independent of the arena; calls of different executables
-    interleave freely. A host callback that re-enters the executable it runs in raises
-    instead of deadlocking.
+    are fresh buffers per call, independent of the arena. The turns are shared with every
+    stateful executable (:func:`~fungraph.backends.taking_turns`), so host callbacks that call
+    other jitted functions cannot deadlock; one that re-enters the executable it runs in
+    raises.
     """
 
     def __init__(self, graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = (), fuse: bool = True) -> None:
         t0 = time.perf_counter()
-        self._lock = threading.Lock()
-        self._owner: int | None = None
         self.dev = get_device()
         self.info = self.dev.info
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
@@ -783,19 +787,8 @@ class OpenCLExecutable:
         """Outputs go to pooled buffers, into the arrays ``into``, or (donation) into the
         buffers of donated device arrays, which are then deleted. Calls from several threads
         take turns (see the class docstring)."""
-        me = threading.get_ident()
-        if not self._lock.acquire(blocking=False):
-            if self._owner == me:
-                raise RuntimeError("an OpenCL-jitted function was called again from a host callback inside "
-                                   "its own call; its arena and kernel arguments are in use (call it after "
-                                   "the outer call returns, or jit the callback's work with backend='cpu')")
-            self._lock.acquire()
-        self._owner = me
-        try:
+        with taking_turns(self, _REENTERED):
             return self._call(args, into)
-        finally:
-            self._owner = None
-            self._lock.release()
 
     def _call(self, args: Sequence[Any], into: Sequence[Any] | None) -> list[OpenCLArray]:
         dev = self.dev
