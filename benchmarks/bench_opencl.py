@@ -3,7 +3,7 @@
     python benchmarks/bench_opencl.py [--quick]
 
 Prints: a fused 10-op float32 chain on 10M elements (multiply/add only, and one with
-transcendentals), a 1024x1024 matmul, the sum of 10M floats, the MLP training step
+transcendentals), square matmuls (512 to 2048), the sum of 10M floats, the MLP training step
 784-1024-1024-10 at batch 256, compile times, and host<->device transfers per call of a
 device-resident chain. OpenCL times include waiting for the queue to finish; "resident"
 rows pass device arrays in and keep the result on the device, "from host" rows pass numpy
@@ -231,8 +231,9 @@ def bench_chain(n: int, fun, numpy_out, reps: int, jax=None, tg=None, jax_fun=No
 
 
 def bench_matmul(sizes: tuple[int, ...], reps: int, jax=None, tg=None) -> list[list[str]]:
-    """numpy, OpenCL and JAX timed in turns (:func:`interleaved_times`: medians, a quiet pause
-    before each turn so OpenBLAS's spinning threads are idle); tinygrad (1024 only) after."""
+    """numpy, OpenCL and JAX timed in turns (:func:`interleaved_samples`: medians, a quiet
+    pause before each turn so OpenBLAS's spinning threads are idle); tinygrad (1024 only)
+    after. "won" counts the rounds whose median beat numpy's in the same round."""
     rows = []
     for n in sizes:
         rng = np.random.default_rng(0)
@@ -252,15 +253,24 @@ def bench_matmul(sizes: tuple[int, ...], reps: int, jax=None, tg=None) -> list[l
             jf = jax.jit(lambda a, b: a @ b)
             ja, jb = jax.numpy.asarray(a), jax.numpy.asarray(b)
             fns["jax"] = lambda jf=jf, ja=ja, jb=jb: jax.block_until_ready(jf(ja, jb))
-        t = interleaved_times(fns, rounds=reps)
+        number = 3
+        samples = interleaved_samples(fns, rounds=reps, number=number)
+        t = {name: statistics.median(ts) for name, ts in samples.items()}
+        per_round = {name: [statistics.median(ts[i:i + number]) for i in range(0, len(ts), number)]
+                     for name, ts in samples.items()}
+
+        def won(name: str) -> str:
+            wins = sum(x < y for x, y in zip(per_round[name], per_round["numpy"]))
+            return f"{wins}/{len(per_round[name])}"
+
         flops = 2 * n ** 3
-        rows += [_row(f"{n}x{n} numpy (BLAS)", t["numpy"], t["numpy"], flops),
-                 _row(f"{n}x{n} jit opencl, resident", t["opencl"], t["numpy"], flops)]
+        rows += [_row(f"{n}x{n} numpy (BLAS)", t["numpy"], t["numpy"], flops) + [""],
+                 _row(f"{n}x{n} jit opencl, resident", t["opencl"], t["numpy"], flops) + [won("opencl")]]
         if jax is not None:
-            rows.append(_row(f"{n}x{n} {JAX_LABEL}", t["jax"], t["numpy"], flops))
+            rows.append(_row(f"{n}x{n} {JAX_LABEL}", t["jax"], t["numpy"], flops) + [won("jax")])
         if n == 1024:
             for r in tinygrad_rows(tg, lambda a, b: a @ b, (a, b), a @ b, 1e-3, t["numpy"], reps, flops):
-                rows.append([f"{n}x{n} {r[0]}"] + r[1:])
+                rows.append([f"{n}x{n} {r[0]}"] + r[1:] + [""])
     return rows
 
 
@@ -423,7 +433,8 @@ def main() -> None:
         _print_skipped()
     if "matmul" in only:
         print("\nmatmul float32 (numpy, OpenCL, JAX timed in turns after quiet pauses, medians; tinygrad after)")
-        print(table(bench_matmul((1024, 1000), reps, jax, tg), ["", "time", "rate", "vs numpy"]))
+        print(table(bench_matmul((1024, 1000, 512, 2048), reps, jax, tg),
+                    ["", "time", "rate", "vs numpy", "won"]))
         _print_skipped()
     if "sum" in only:
         print(f"\nsum of {n:,} float32")
