@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.core import ShapeError
+from fungraph.core import ShapeError, user_source
 from fungraph.ir import ShapedArray
 from fungraph.numpy._util import asarray, promote
 from fungraph.primitives import conv as _conv
@@ -145,11 +145,31 @@ def while_loop(cond_fun: Any, body_fun: Any, init_val: Any, *, checkpoint: str =
         raise TypeError(f"while_loop cond_fun must return a bool scalar, got {list(map(str, cgraph.out_avals))}")
     bgraph, bclosure, btree = _stage_fn(lambda c: body_fun(c), _single(tree), avals, "body_fun")
     if btree != tree or bgraph.out_avals != tuple(avals):
-        raise TypeError(f"while_loop body_fun must return the carry's structure and types: carry {tree} "
-                        f"{list(map(str, avals))}, body returned {btree} {list(map(str, bgraph.out_avals))}")
+        raise _carry_error("while_loop body_fun", tree, avals, btree, bgraph.out_avals)
     outs = while_p.bind(*cclosure, *bclosure, *leaves, cond_graph=cgraph, body_graph=bgraph, n_cc=len(cclosure),
                         n_bc=len(bclosure), policy=checkpoint)
     return tree_unflatten(tree, outs)
+
+
+def _carry_error(what: str, tree: Any, avals: Sequence[ShapedArray], out_tree: Any,
+                 out_avals: Sequence[ShapedArray]) -> TypeError:
+    """A loop body returned a carry unlike its input: name the leaves that differ, the user's
+    line, and, when a float leaf widened, the promotion that usually did it."""
+    if out_tree != tree:
+        detail = f"the carry is {tree}, the body returned {out_tree}"
+    else:
+        detail = "; ".join(f"leaf {k}: carry {a}, body returned {b}"
+                           for k, (a, b) in enumerate(zip(avals, out_avals)) if a != b)
+    hint = ""
+    if out_tree == tree and any(a.shape == b.shape and np.dtype(a.dtype).kind in "fc"
+                                and np.dtype(b.dtype).itemsize > np.dtype(a.dtype).itemsize
+                                for a, b in zip(avals, out_avals)):
+        hint = ("\n  a float leaf widened: an int64 value (such as the loop index) times a Python float is "
+                "float64 under numpy-2 promotion, where JAX's weak types keep float32; cast it first, "
+                "e.g. `i.astype(c.dtype) * 0.1`")
+    src = user_source()
+    return TypeError(f"{what} must return the carry's structure and types: {detail}{hint}"
+                     + (f"\n  at {src}" if src else ""))
 
 
 def _single(tree: Any) -> Any:
@@ -184,8 +204,7 @@ def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: 
     carry_tree, y_tree = out_tree.children
     nc = len(c_leaves)
     if carry_tree != c_tree or graph.out_avals[:nc] != tuple(c_avals):
-        raise TypeError(f"scan body must return a carry with the input carry's structure and types: "
-                        f"{c_tree} {list(map(str, c_avals))} vs {carry_tree} {list(map(str, graph.out_avals[:nc]))}")
+        raise _carry_error("scan body (or fori_loop body_fun)", c_tree, c_avals, carry_tree, graph.out_avals[:nc])
     outs = scan_p.bind(*c_leaves, *x_leaves, *closure, body=graph, length=int(length), reverse=bool(reverse),
                        num_carry=nc, num_xs=len(x_leaves))
     return tree_unflatten(carry_tree, outs[:nc]), tree_unflatten(y_tree, outs[nc:])

@@ -79,6 +79,11 @@ class Program:
 _UNARY = ("sin", "cos", "tanh", "neg", "abs", "square", "logistic", "exp_small")
 _BINARY = ("add", "sub", "mul", "max", "min", "where_gt", "div_safe")
 _OTHER = ("sum_keep", "mean_keep", "max_keep", "transpose", "matmul", "reshape_flat", "slice_rev", "broadcast")
+#: Steps holding sub-graphs (``cond``, ``fori_loop``, a ``while_loop`` with a data-dependent trip
+#: count, ``scan``) and index maps beyond slices (gather, concatenate, pad, cumulative sum); each
+#: returns its first operand's shape, or the broadcast of both (``cond``). Predicates compare
+#: maxima, which every backend computes exactly, far from rounding's reach.
+_CONTROL = ("cond", "fori", "while", "scan", "cumsum", "take_perm", "concat_slice", "pad_slice")
 
 
 def _apply(op: str, xs: list[Any], rng_vals: dict[str, Any]) -> Any:
@@ -134,12 +139,44 @@ def _apply(op: str, xs: list[Any], rng_vals: dict[str, Any]) -> Any:
         return a[..., ::-1]
     if op == "broadcast":
         return fnp.broadcast_to(a, (2,) + a.shape)[0]
+    return _apply_control(op, a, b, rng_vals)
+
+
+def _apply_control(op: str, a: Any, b: Any, extra: dict[str, Any]) -> Any:
+    from fungraph import lax
+    from fungraph import numpy as fnp
+
+    if op == "cond":
+        return lax.cond(fnp.max(a) > 0.5, lambda u, v: fnp.tanh(u) + v, lambda u, v: u * v - 1.0, a, b)
+    if op == "fori":
+        return lax.fori_loop(0, 3, lambda i, c: fnp.tanh(c * 0.5 + fnp.sum(b) * 0.1) + i.astype(c.dtype) * 0.25, a)
+    if op == "while":
+        def body(c: Any) -> Any:
+            return c[0] + 1, c[1] * 0.5 + fnp.sin(c[1]) * 0.25
+
+        return lax.while_loop(lambda c: (c[0] < 4) & (fnp.max(fnp.abs(c[1])) > 0.3), body, (0, a))[1]
+    if op == "scan":
+        def step(c: Any, x: Any) -> Any:
+            return c * 0.5 + x, fnp.sin(c) + x
+        return lax.scan(step, fnp.zeros_like(a[0]), a, reverse=extra.get("reverse", False))[1]
+    axis = extra.get("axis", 0)
+    if op == "cumsum":
+        return fnp.cumsum(a, axis=axis)
+    if op == "take_perm":
+        return fnp.take(a, np.asarray(extra["perm"]), axis=axis)
+    if op == "concat_slice":
+        joined = fnp.concatenate([a, a * 2.0], axis=axis)
+        return joined[(slice(None),) * axis + (slice(1, a.shape[axis] + 1),)]
+    if op == "pad_slice":
+        return fnp.pad(a, 1)[tuple(slice(1, -1) for _ in a.shape)] * 0.5
     raise ValueError(op)
 
 
 @st.composite
-def programs(draw: Any, max_eqns: int = 10, dtype_choices: Sequence[Any] = (dtypes.float32, dtypes.float64)) -> Program:
-    """A random well-typed program over elementwise, reduction, shape and matmul operations.
+def programs(draw: Any, max_eqns: int = 10, dtype_choices: Sequence[Any] = (dtypes.float32, dtypes.float64),
+             control_flow: bool = True) -> Program:
+    """A random well-typed program over elementwise, reduction, shape and matmul operations,
+    and (``control_flow``) ``cond``, loops, ``scan`` and gathers (``_CONTROL``).
 
     Values keep one rank (the base shape's) so that any two can be combined by broadcasting.
     """
@@ -154,7 +191,8 @@ def programs(draw: Any, max_eqns: int = 10, dtype_choices: Sequence[Any] = (dtyp
     steps: list[tuple[str, tuple[int, ...], dict[str, Any]]] = []
     value_shapes = list(in_shapes)
     for _ in range(n_ops):
-        kind = draw(st.sampled_from(("unary", "binary", "other")))
+        kind = draw(st.sampled_from(("unary", "binary", "other", "control") if control_flow
+                                    else ("unary", "binary", "other")))
         i = draw(st.integers(0, len(value_shapes) - 1))
         si = value_shapes[i]
         if kind == "unary":
@@ -168,6 +206,16 @@ def programs(draw: Any, max_eqns: int = 10, dtype_choices: Sequence[Any] = (dtyp
             op = draw(st.sampled_from(_BINARY))
             steps.append((op, (i, j), {}))
             value_shapes.append(tuple(np.broadcast_shapes(si, sj)))
+            continue
+        if kind == "control":
+            op = draw(st.sampled_from(_CONTROL))
+            extra: dict[str, Any] = {"axis": draw(st.integers(0, len(si) - 1))}
+            if op == "take_perm":
+                extra["perm"] = tuple(draw(st.permutations(range(si[extra["axis"]]))))
+            if op == "scan":
+                extra["reverse"] = draw(st.booleans())
+            steps.append((op, (i, j), extra))
+            value_shapes.append(tuple(np.broadcast_shapes(si, sj)) if op == "cond" else si)
             continue
         op = draw(st.sampled_from(_OTHER))
         if op in ("sum_keep", "mean_keep", "max_keep"):
