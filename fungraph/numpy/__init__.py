@@ -5,6 +5,7 @@ Outside any transformation the functions run eagerly and return numpy arrays.
 
 from fungraph.dtypes import bool_, complex64, complex128, float32, float64, int32, int64
 from fungraph.numpy import _methods, fft, linalg
+from fungraph.numpy._at import at
 from fungraph.numpy._creation import (
     arange,
     array,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fungraph.core import Tracer
-from fungraph.numpy import _creation, _elementwise, _indexing, _linalg, _reductions, _shape
+from fungraph.numpy import _at, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
 from fungraph.numpy import _elementwise as e
 
 
@@ -42,6 +42,7 @@ _METHODS: dict[str, Any] = {
     "__xor__": e.bitwise_xor, "__rxor__": _swap(e.bitwise_xor),
     "__invert__": e.bitwise_not,
     "__getitem__": _indexing.getitem,
+    "at": property(_at.IndexUpdateHelper),
     "T": property(lambda self: _shape.transpose(self)),
     "mT": property(lambda self: _shape.swapaxes(self, -1, -2)),
     "reshape": _reshape,

@@ -1,0 +1,203 @@
+"""``x.at[idx].set(v)`` and friends: JAX's functional index updates, built from ``take``,
+``scatter_add`` and ``select`` so that every transformation and backend already handles them.
+
+With a concrete index (ints, slices, ``None``, ``...``, integer or boolean arrays) the
+positions are known at trace time, and repeated positions apply their updates in order, as
+numpy's ``ufunc.at`` does (``set``: the last one wins). With a traced index, ``get``, ``add``
+and ``subtract`` take any index; the others need an index that cannot repeat a position
+(traced scalars and slices), because which duplicate wins is not known when tracing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fungraph.core import ShapeError, Tracer
+from fungraph.numpy._util import asarray, aval, cast, is_weak
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives import shape as sh
+from fungraph.primitives.indexing import scatter_add, take
+
+
+class IndexUpdateHelper:
+    """``x.at``: index it to get an :class:`IndexUpdateRef`."""
+
+    def __init__(self, x: Any) -> None:
+        self._x = x
+
+    def __getitem__(self, idx: Any) -> IndexUpdateRef:
+        return IndexUpdateRef(self._x, idx)
+
+    def __repr__(self) -> str:
+        return f"IndexUpdateHelper({self._x!r})"
+
+
+def at(x: Any) -> IndexUpdateHelper:
+    """``at(x)[idx].set(v)``: the ``.at`` property for any array, numpy arrays included (eager
+    results are numpy arrays, which have no ``.at`` of their own)."""
+    return IndexUpdateHelper(x)
+
+
+def _traced(idx: Any) -> bool:
+    entries = idx if isinstance(idx, tuple) else (idx,)
+    return any(isinstance(e, Tracer) for e in entries)
+
+
+def _may_repeat(idx: Any) -> bool:
+    """Whether an index may name one position twice: it holds an index array of 2+ elements."""
+    entries = idx if isinstance(idx, tuple) else (idx,)
+    return any(aval(e).size > 1 if isinstance(e, Tracer) else isinstance(e, (list, np.ndarray)) and np.size(e) > 1
+               for e in entries)
+
+
+class IndexUpdateRef:
+    """``x.at[idx]``: ``get()``, ``set(v)``, ``add(v)``, ``subtract(v)``, ``multiply(v)``,
+    ``divide(v)``, ``power(v)``, ``min(v)``, ``max(v)`` and ``apply(f)``, each returning a new
+    array (the input is never modified). ``v`` broadcasts to ``x[idx]``'s shape and is cast to
+    ``x``'s dtype, as in JAX."""
+
+    def __init__(self, x: Any, idx: Any) -> None:
+        self._x = asarray(x)
+        self._idx = idx
+
+    def get(self, **_: Any) -> Any:
+        from fungraph.numpy._indexing import getitem
+
+        return getitem(self._x, self._idx)
+
+    def set(self, values: Any, **_: Any) -> Any:
+        return self._update("set", values, lambda old, new: new)
+
+    def add(self, values: Any, **_: Any) -> Any:
+        return self._update("add", values, ew.add)
+
+    def subtract(self, values: Any, **_: Any) -> Any:
+        return self._update("subtract", values, ew.sub)
+
+    def multiply(self, values: Any, **_: Any) -> Any:
+        return self._update("multiply", values, ew.mul)
+
+    mul = multiply
+
+    def divide(self, values: Any, **_: Any) -> Any:
+        from fungraph.numpy._elementwise import divide
+
+        return self._update("divide", values, lambda old, new: cast(divide(old, new), aval(old).dtype))
+
+    def power(self, values: Any, **_: Any) -> Any:
+        from fungraph.numpy._elementwise import power
+
+        return self._update("power", values, lambda old, new: cast(power(old, new), aval(old).dtype))
+
+    def min(self, values: Any, **_: Any) -> Any:
+        return self._update("min", values, ew.min_p.bind)
+
+    def max(self, values: Any, **_: Any) -> Any:
+        return self._update("max", values, ew.max_p.bind)
+
+    def apply(self, func: Callable[[Any], Any], **_: Any) -> Any:
+        """``func`` applied to the indexed elements (once per element, however often indexed)."""
+        x = self._x
+        shape, size, dt = aval(x).shape, aval(x).size, aval(x).dtype
+        if _traced(self._idx):
+            return self._update("apply", cast(asarray(func(self.get())), dt), lambda old, new: new)
+        mask = np.zeros(size, bool)
+        mask[_positions(shape, self._idx).reshape(-1)] = True
+        applied = cast(asarray(func(sh.reshape(x, (size,)))), dt)
+        return _where(mask.reshape(shape), sh.reshape(applied, shape), x)
+
+    # --------------------------------------------------------------------------------------
+
+    def _values(self, values: Any, shape: tuple[int, ...], op: str) -> Any:
+        x = self._x
+        dt = aval(x).dtype
+        v = np.asarray(values, dt) if is_weak(values) else cast(asarray(values), dt)
+        try:
+            target = np.broadcast_shapes(aval(v).shape, shape)
+        except ValueError:
+            target = None
+        if target != tuple(shape):
+            raise ShapeError(f"x.at[...].{op}: values of shape {aval(v).shape} do not broadcast to the indexed "
+                             f"shape {tuple(shape)} of {aval(x)}")
+        size = int(np.prod(shape, dtype=np.int64))
+        return sh.reshape(sh.broadcast_to(v, tuple(shape)), (size,))
+
+    def _update(self, op: str, values: Any, combine: Callable[[Any, Any], Any]) -> Any:
+        if _traced(self._idx):
+            return self._traced_update(op, values, combine)
+        x = self._x
+        shape, size = aval(x).shape, aval(x).size
+        ids = _positions(shape, self._idx)
+        flat_v = self._values(values, ids.shape, op)
+        pos = ids.reshape(-1)
+        if op == "set":
+            last = np.full(size, -1, np.int64)
+            np.maximum.at(last, pos, np.arange(pos.size, dtype=np.int64))
+            layers = [last]
+        else:
+            layers = _layers(pos, size)
+        out = x
+        for src in layers:
+            mask = src >= 0
+            if not mask.any():
+                continue
+            picked = sh.reshape(take(flat_v, np.where(mask, src, 0), 0), shape)
+            out = _where(mask.reshape(shape), combine(out, picked), out)
+        return out
+
+    def _traced_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any]) -> Any:
+        from fungraph.numpy._indexing import getitem
+
+        x = self._x
+        xshape, size = aval(x).shape, aval(x).size
+        ids = getitem(np.arange(size, dtype=np.int64).reshape(xshape), self._idx)
+        shape = aval(ids).shape
+        flat_v = self._values(values, shape, op)
+        flat_ids = sh.reshape(ids, (int(np.prod(shape, dtype=np.int64)),))
+        if op in ("add", "subtract"):
+            placed = sh.reshape(scatter_add(flat_v, flat_ids, 0, (size,)), xshape)
+            return combine(x, placed)
+        if _may_repeat(self._idx):
+            raise NotImplementedError(
+                f"x.at[...].{op} with a traced index array: positions may repeat and which update wins "
+                f"is not known when tracing ({aval(x)}, indexed shape {shape}); use a concrete index, "
+                "traced scalar indices and slices, or .add")
+        count = aval(flat_ids).shape[0]
+        ones = np.arange(1, count + 1, dtype=np.int64)
+        src = ew.sub(scatter_add(ones, flat_ids, 0, (size,)), np.asarray(1, np.int64))
+        mask = ew.gt(src, np.asarray(-1, np.int64))
+        picked = take(flat_v, ew.max_p.bind(src, np.asarray(0, np.int64)), 0)
+        mask, picked = sh.reshape(mask, xshape), sh.reshape(picked, xshape)
+        return _where(mask, combine(x, picked), x)
+
+
+def _positions(shape: tuple[int, ...], idx: Any) -> np.ndarray:
+    """The flat positions ``x[idx]`` reads, in its shape (numpy's indexing and its errors)."""
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)[idx]
+
+
+def _layers(pos: np.ndarray, size: int) -> list[np.ndarray]:
+    """Per layer k, the update applied to each position by its (k+1)-th occurrence in ``pos``
+    (-1 where none), so updates of a repeated position apply in order."""
+    order = np.argsort(pos, kind="stable")
+    sorted_pos = pos[order]
+    first = np.searchsorted(sorted_pos, sorted_pos, side="left")
+    rank = np.empty(pos.size, np.int64)
+    rank[order] = np.arange(pos.size) - first
+    layers = []
+    for k in range(int(rank.max()) + 1 if pos.size else 0):
+        src = np.full(size, -1, np.int64)
+        sel = rank == k
+        src[pos[sel]] = np.nonzero(sel)[0]
+        layers.append(src)
+    return layers
+
+
+def _where(mask: Any, new: Any, old: Any) -> Any:
+    if isinstance(mask, np.ndarray) and mask.all():
+        return new
+    return ew.select(mask, new, old)
+

@@ -1,0 +1,160 @@
+"""``x.at[idx].op(v)``: every update against numpy's ``ufunc.at`` (repeated positions apply in
+order; ``set``: the last one wins) on random shapes and indices, eagerly, under jit, vmap and
+on OpenCL; derivatives against finite differences; traced indices; errors; inputs untouched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph.testing import check_grads
+from fungraph.testing.strategies import random_array, shapes
+
+UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+          "power": np.power, "min": np.minimum, "max": np.maximum}
+OPS = ["set", *UFUNCS]
+
+
+def reference(x: np.ndarray, idx: Any, op: str, v: Any) -> np.ndarray:
+    """numpy's answer: ``ufunc.at``, or for ``set`` the updates assigned one after another."""
+    out = x.copy()
+    if op == "set":
+        pos = np.arange(x.size).reshape(x.shape)[idx]
+        vals = np.broadcast_to(np.asarray(v, x.dtype), pos.shape)
+        for p, u in zip(pos.reshape(-1), vals.reshape(-1)):
+            out.flat[p] = u
+        return out
+    with np.errstate(all="ignore"):
+        UFUNCS[op].at(out, idx, np.asarray(v, x.dtype))
+    return out
+
+
+@st.composite
+def indexed(draw: st.DrawFn) -> tuple[np.ndarray, Any, tuple[int, ...]]:
+    """An array, a concrete index (ints, slices, integer arrays with repeats and negative
+    entries, ``None``, ``...``) and the indexed shape."""
+    shape = draw(shapes(min_dims=1, max_dims=3, max_side=5))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    x = random_array(rng, shape, np.float64, 0.5, 2.0)
+    entries: list[Any] = []
+    arrays, length = 0, draw(st.integers(1, 4))
+    for d in shape[:draw(st.integers(1, len(shape)))]:
+        kind = draw(st.sampled_from(["int", "slice", "array", "none"] if arrays < 2 else ["int", "slice"]))
+        if kind == "int":
+            entries.append(draw(st.integers(-d, d - 1)))
+        elif kind == "slice":
+            entries.append(slice(draw(st.integers(-d, d)), draw(st.integers(-d, d)), draw(st.sampled_from([1, 2, -1]))))
+        elif kind == "array":
+            arrays += 1
+            entries.append(rng.integers(-d, d, size=length))
+        else:
+            entries.append(None)
+            entries.append(slice(None))
+    if draw(st.booleans()):
+        entries.append(Ellipsis)
+    idx = tuple(entries)
+    return x, idx, np.arange(x.size).reshape(shape)[idx].shape
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=indexed(), op=st.sampled_from(OPS), scalar=st.booleans(), seed=st.integers(0, 2**16))
+def test_updates_match_numpy_eagerly_and_under_jit(case, op: str, scalar: bool, seed: int) -> None:
+    x, idx, shape = case
+    v = 1.5 if scalar else np.random.default_rng(seed).uniform(0.5, 2.0, shape)
+    want = reference(x, idx, op, v)
+    before = x.copy()
+    eager = getattr(fnp.at(x)[idx], op)(v)
+    jitted = fg.jit(lambda x, v: getattr(x.at[idx], op)(v))(x, np.asarray(v))
+    np.testing.assert_allclose(eager, want, rtol=1e-12, err_msg=f"{op} {idx}")
+    np.testing.assert_allclose(jitted, want, rtol=1e-12, err_msg=f"jit {op} {idx}")
+    np.testing.assert_array_equal(x, before)
+    np.testing.assert_array_equal(fg.jit(lambda x: x.at[idx].get())(x), x[idx])
+
+
+@pytest.mark.parametrize("op", ["set", "add", "multiply", "max"])
+def test_derivatives_match_finite_differences(op: str) -> None:
+    """First and second order, with repeated positions: both ``x`` and the updates."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0.5, 2.0, (4, 3))
+    v = rng.uniform(0.5, 2.0, (3, 3))
+    idx = np.array([2, 0, 2])
+    check_grads(lambda x, v: fnp.sin(getattr(fnp.at(x)[idx], op)(v)) * x, (x, v), order=2)
+
+
+@pytest.mark.parametrize("op", ["set", "add", "min", "apply"])
+def test_traced_scalar_indices_in_a_loop(op: str) -> None:
+    """``fori_loop`` writes position ``i`` of its carry: the index is traced, one element."""
+    def body(i, c):
+        ref = c.at[i]
+        return ref.apply(lambda u: u * 2.0 + 1.0) if op == "apply" else getattr(ref, op)(i.astype(c.dtype) - 1.0)
+
+    got = fg.lax.fori_loop(0, 4, body, np.full(5, 0.5))
+    want = np.full(5, 0.5)
+    for i in range(4):
+        want = np.array(want)
+        if op == "apply":
+            want[i] = want[i] * 2 + 1
+        else:
+            want[i] = {"set": lambda a, b: b, "add": np.add, "min": np.minimum}[op](want[i], i - 1.0)
+    np.testing.assert_allclose(got, want)
+
+
+def test_traced_index_arrays_add_repeats_and_refuse_orders_they_cannot_know() -> None:
+    x = np.zeros(4)
+    add = fg.jit(lambda x, i: x.at[i].add(1.0))
+    np.testing.assert_array_equal(add(x, np.array([1, 1, 3])), [0, 2, 0, 1])
+    with pytest.raises(NotImplementedError, match=r"set with a traced index array: positions may repeat"):
+        fg.jit(lambda x, i: x.at[i].set(1.0))(x, np.array([1, 1]))
+    one = fg.jit(lambda x, i: x.at[i].set(1.0))
+    np.testing.assert_array_equal(one(x, np.array([2])), [0, 0, 1, 0])
+
+
+def test_vmap_matches_a_loop() -> None:
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((3, 4, 2))
+    vs = rng.standard_normal((3, 2))
+    idx = np.array([3, 1, 2])
+    f = lambda x, v, i: x.at[i].multiply(v)  # noqa: E731
+    got = fg.vmap(f)(xs, vs, idx)
+    want = np.stack([reference(x, i, "multiply", v) for x, v, i in zip(xs, vs, idx)])
+    np.testing.assert_allclose(got, want)
+
+
+def test_integer_and_boolean_arrays_keep_their_dtype() -> None:
+    x = np.arange(6, dtype=np.int32)
+    got = fg.jit(lambda x: x.at[np.array([1, 1, 4])].add(3))(x)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, [0, 7, 2, 3, 7, 5])
+    b = np.zeros(3, bool)
+    np.testing.assert_array_equal(fg.jit(lambda b: b.at[1].set(True))(b), [False, True, False])
+    mask = np.array([True, False, True, False, False, True])
+    np.testing.assert_array_equal(fnp.at(x)[mask].set(-1), np.where(mask, -1, x))
+
+
+def test_opencl_matches_the_cpu(require_opencl: None) -> None:
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    v = rng.standard_normal((3, 5)).astype(np.float32)
+
+    def f(x, v, i):
+        y = x.at[np.array([4, 0, 4])].add(v)
+        y = y.at[1:3, ::2].max(0.25)
+        return y.at[i, 1].set(9.0)
+
+    want = fg.jit(f)(x, v, 2)
+    got = fg.jit(f, backend="opencl")(x, v, 2)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+
+
+def test_errors_name_the_shapes() -> None:
+    x = np.zeros((2, 3))
+    with pytest.raises(ValueError, match=r"values of shape \(5,\) do not broadcast to the indexed shape \(3,\)"):
+        fg.jit(lambda x: x.at[0].set(np.ones(5)))(x)
+    with pytest.raises(IndexError, match="out of bounds"):
+        fg.jit(lambda x: x.at[2].set(1.0))(x)
