@@ -23,8 +23,12 @@ def _c(value: float, like: Any) -> np.ndarray:
 
 
 def _where_neg(x: Any, f: Any) -> Any:
-    """An odd function from its accurate half: ``f(x)`` for x >= 0, ``-f(-x)`` below."""
-    return ew.select(ew.lt(x, _c(0, x)), ew.neg(f(ew.neg(x))), f(x))
+    """An odd function from its accurate half: ``f(|x|)``, negated where x < 0. ``f`` sees
+    only ``|x|``, so no branch evaluates it where it is undefined (a NaN there would reach
+    the gradient through the unselected branch: 0 * NaN)."""
+    neg = ew.lt(x, _c(0, x))
+    y = f(ew.select(neg, ew.neg(x), x))
+    return ew.select(neg, ew.neg(y), y)
 
 
 # --- inverse trigonometric and hyperbolic ------------------------------------------------------

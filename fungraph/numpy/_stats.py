@@ -204,7 +204,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims:
     if dtype is not None:
         x = cast(x, dtypes.canonical(dtype))
     centered = ew.sub(x, nanmean(x, axis=axis, keepdims=True))
-    ss = red.sum(_nan_to(abs_squared(centered), 0), axis=axis, keepdims=keepdims)
+    ss = red.sum(abs_squared(_nan_to(centered, 0)), axis=axis, keepdims=keepdims)  # no 0 * NaN in the gradient
     real = dtypes.real_for(x.dtype)
     n = ew.sub(_count_valid(x, axis, keepdims, real), np.asarray(ddof, real))
     n = ew.max_p.bind(n, np.asarray(0, real))

@@ -85,6 +85,8 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
         _, t_out = jvp(f, tuple(args), tuple(tangents))
         lhs = _vdot(cts, _flat_out(t_out))
         rhs = _vdot(grads, tangents)
+        if not (np.isfinite(lhs) and np.isfinite(rhs)):
+            raise AssertionError(f"vjp or jvp is not finite: <ct, J t> = {lhs!r}, <J^T ct, t> = {rhs!r}")
         scale = max(1.0, abs(lhs), abs(rhs))
         if abs(lhs - rhs) > atol * scale + rtol * scale:
             raise AssertionError(f"vjp fails the dot-product test: <ct, J t> = {lhs!r} but <J^T ct, t> = {rhs!r}")
