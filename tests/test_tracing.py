@@ -64,7 +64,10 @@ def test_integer_array_indexing_follows_numpy() -> None:
     x = np.arange(24.0).reshape(2, 3, 4)
     i, j = np.array([1, 0, 1]), np.array([[2], [0]])
     cases = [lambda a: a[:, i], lambda a: a[1, i, j], lambda a: a[i[:2], :, j], lambda a: a[..., -1],
-             lambda a: a[np.array([True, False])], lambda a: a[:, [0, 2], 1:3]]
+             lambda a: a[np.array([True, False])], lambda a: a[:, [0, 2], 1:3],
+             # an integer beside an index array counts as one: a slice between them moves the
+             # indexed axes to the front
+             lambda a: a[0, :, np.array([1, 3])], lambda a: a[1, None, :, np.array([-1])]]
     for f in cases:
         (got,) = fg.eval_graph(fg.make_graph(f)(x), x)
         np.testing.assert_array_equal(got, f(x))

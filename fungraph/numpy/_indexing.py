@@ -56,6 +56,9 @@ def getitem(a: Any, idx: Any) -> Any:
     entries += [slice(None)] * (x.ndim - consumed)
     start, limit, strides, rev_dims, out_shape = [], [], [], [], []
     advanced: list[tuple[int, Any]] = []
+    # beside an index array, numpy counts integer scalars as (0-d) index arrays: they take part
+    # in the rule that moves the indexed axes to the front when a slice separates them
+    arrays = any(e is not None and not isinstance(e, slice) and not _is_int_scalar(e) for e in entries)
     dim = 0
     for e in entries:
         if e is None:
@@ -76,7 +79,7 @@ def getitem(a: Any, idx: Any) -> Any:
                 strides.append(-st)
                 rev_dims.append(len(start) - 1)
             out_shape.append(n)
-        elif _is_int_scalar(e):
+        elif _is_int_scalar(e) and not arrays:
             k = int(e)
             if not -d <= k < d:
                 raise IndexError(f"index {k} is out of bounds for axis {dim} with size {d}")
