@@ -148,7 +148,7 @@ class IndexUpdateRef:
             out = _where(mask.reshape(shape), combine(out, picked), out)
         return out
 
-    def _traced_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any]) -> Any:
+    def _traced_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], unique: bool = False) -> Any:
         from fungraph.numpy._indexing import getitem
 
         x = self._x
@@ -160,7 +160,7 @@ class IndexUpdateRef:
         if op in ("add", "subtract"):
             placed = sh.reshape(scatter_add(flat_v, flat_ids, 0, (size,)), xshape)
             return combine(x, placed)
-        if _may_repeat(self._idx):
+        if not unique and _may_repeat(self._idx):
             raise NotImplementedError(
                 f"x.at[...].{op} with a traced index array: positions may repeat and which update wins "
                 f"is not known when tracing ({aval(x)}, indexed shape {shape}); use a concrete index, "
@@ -172,6 +172,12 @@ class IndexUpdateRef:
         picked = take(flat_v, ew.max_p.bind(src, np.asarray(0, np.int64)), 0)
         mask, picked = sh.reshape(mask, xshape), sh.reshape(picked, xshape)
         return _where(mask, combine(x, picked), x)
+
+
+def scatter_unique(x: Any, idx: Any, values: Any) -> Any:
+    """``x`` with ``values`` written at ``x[idx]`` for an index whose positions cannot repeat
+    (a ``dynamic_update_slice`` window), traced or not."""
+    return IndexUpdateRef(x, idx)._traced_update("set", values, lambda old, new: new, unique=True)
 
 
 def _positions(shape: tuple[int, ...], idx: Any) -> np.ndarray:

@@ -1,0 +1,553 @@
+"""``jax.lax``'s array operations for :mod:`fungraph.lax`: elementwise functions that refuse
+mixed dtypes instead of promoting, explicit-shape ops (``broadcast_in_dim``, ``slice``,
+``pad`` with interior padding), dynamic slices and updates (start indices clamped so the
+window fits, as in JAX), reductions over named axes, cumulative and associative scans,
+``sort``/``top_k``, ``iota``/``full`` and ``map``. Each is a thin composition of fungraph's
+primitives, so every transformation and backend already handles it."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import ShapeError
+from fungraph.ir import aval_of
+from fungraph.numpy._util import asarray, cast, is_weak
+
+# --- elementwise: equal dtypes, Python scalars weak -----------------------------------------
+
+
+def _same_dtype(name: str, *xs: Any) -> list[Any]:
+    """The operands at one dtype: arrays must already agree (lax does not promote); Python
+    scalars take the arrays' dtype."""
+    arrays = [asarray(x) for x in xs if not is_weak(x)]
+    kinds = {aval_of(a).dtype for a in arrays}
+    if len(kinds) > 1:
+        raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+                        f"{', '.join(str(aval_of(a)) for a in arrays)}")
+    dt = kinds.pop() if kinds else dtypes.result_type(*xs)
+    return [np.asarray(x, dt) if is_weak(x) else asarray(x) for x in xs]
+
+
+def _unary(name: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def op(x: Any) -> Any:
+        (x,) = _same_dtype(name, x)
+        return fn(x)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``lax.{name}``: elementwise, keeping the operand's dtype."
+    return op
+
+
+def _binary(name: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def op(x: Any, y: Any) -> Any:
+        return fn(*_same_dtype(name, x, y))
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``lax.{name}``: elementwise over operands of one dtype (no promotion)."
+    return op
+
+
+def _fnp() -> Any:
+    from fungraph import numpy as fnp
+
+    return fnp
+
+
+def _special() -> Any:
+    from fungraph.scipy import special
+
+    return special
+
+
+def _div(x: Any, y: Any) -> Any:
+    """Integers round toward zero (C division); floats divide."""
+    fnp = _fnp()
+    if not dtypes.is_int(aval_of(x).dtype):
+        return fnp.divide(x, y)
+    q = fnp.floor_divide(x, y)
+    inexact = fnp.not_equal(fnp.multiply(q, y), x)
+    return fnp.where(inexact & (fnp.less(x, 0) != fnp.less(y, 0)), q + 1, q)
+
+
+def _keep(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with its result cast back to the first operand's dtype (numpy widens ints)."""
+    return lambda x, *rest: cast(fn(x, *rest), aval_of(asarray(x)).dtype)
+
+
+add = _binary("add", lambda x, y: _fnp().add(x, y))
+sub = _binary("sub", lambda x, y: _fnp().subtract(x, y))
+mul = _binary("mul", lambda x, y: _fnp().multiply(x, y))
+div = _binary("div", _div)
+rem = _binary("rem", lambda x, y: _fnp().fmod(x, y))
+max = _binary("max", lambda x, y: _fnp().maximum(x, y))  # noqa: A001 - lax's name
+min = _binary("min", lambda x, y: _fnp().minimum(x, y))  # noqa: A001 - lax's name
+atan2 = _binary("atan2", lambda x, y: _fnp().arctan2(x, y))
+eq = _binary("eq", lambda x, y: _fnp().equal(x, y))
+ne = _binary("ne", lambda x, y: _fnp().not_equal(x, y))
+lt = _binary("lt", lambda x, y: _fnp().less(x, y))
+le = _binary("le", lambda x, y: _fnp().less_equal(x, y))
+gt = _binary("gt", lambda x, y: _fnp().greater(x, y))
+ge = _binary("ge", lambda x, y: _fnp().greater_equal(x, y))
+bitwise_and = _binary("bitwise_and", lambda x, y: _fnp().bitwise_and(x, y))
+bitwise_or = _binary("bitwise_or", lambda x, y: _fnp().bitwise_or(x, y))
+bitwise_xor = _binary("bitwise_xor", lambda x, y: _fnp().bitwise_xor(x, y))
+
+neg = _unary("neg", lambda x: _fnp().negative(x))
+abs = _unary("abs", lambda x: _fnp().abs(x))  # noqa: A001 - lax's name
+sign = _unary("sign", lambda x: _fnp().sign(x))
+floor = _unary("floor", lambda x: _fnp().floor(x))
+ceil = _unary("ceil", lambda x: _fnp().ceil(x))
+exp = _unary("exp", lambda x: _fnp().exp(x))
+exp2 = _unary("exp2", lambda x: _fnp().exp2(x))
+log = _unary("log", lambda x: _fnp().log(x))
+log1p = _unary("log1p", lambda x: _fnp().log1p(x))
+expm1 = _unary("expm1", lambda x: _fnp().expm1(x))
+sin = _unary("sin", lambda x: _fnp().sin(x))
+cos = _unary("cos", lambda x: _fnp().cos(x))
+tan = _unary("tan", lambda x: _fnp().tan(x))
+asin = _unary("asin", lambda x: _fnp().arcsin(x))
+acos = _unary("acos", lambda x: _fnp().arccos(x))
+atan = _unary("atan", lambda x: _fnp().arctan(x))
+sinh = _unary("sinh", lambda x: _fnp().sinh(x))
+cosh = _unary("cosh", lambda x: _fnp().cosh(x))
+tanh = _unary("tanh", lambda x: _fnp().tanh(x))
+asinh = _unary("asinh", lambda x: _fnp().arcsinh(x))
+acosh = _unary("acosh", lambda x: _fnp().arccosh(x))
+atanh = _unary("atanh", lambda x: _fnp().arctanh(x))
+sqrt = _unary("sqrt", lambda x: _fnp().sqrt(x))
+rsqrt = _unary("rsqrt", lambda x: 1.0 / _fnp().sqrt(x))
+cbrt = _unary("cbrt", lambda x: _fnp().cbrt(x))
+square = _unary("square", lambda x: x * x)
+logistic = _unary("logistic", lambda x: _special().expit(x))
+erf = _unary("erf", lambda x: _special().erf(x))
+erfc = _unary("erfc", lambda x: _special().erfc(x))
+erf_inv = _unary("erf_inv", lambda x: _special().erfinv(x))
+lgamma = _unary("lgamma", lambda x: _special().gammaln(x))
+digamma = _unary("digamma", lambda x: _special().digamma(x))
+is_finite = _unary("is_finite", lambda x: _fnp().isfinite(x))
+bitwise_not = _unary("bitwise_not", lambda x: _fnp().bitwise_not(x))
+
+
+def pow(x: Any, y: Any) -> Any:  # noqa: A001 - lax's name
+    """``x ** y`` for a float ``x`` and a float (same dtype) or integer ``y``."""
+    x = asarray(x)
+    y = np.asarray(y) if is_weak(y) else asarray(y)
+    if not dtypes.is_int(aval_of(y).dtype):
+        x, y = _same_dtype("pow", x, y)
+    return cast(_fnp().power(x, y), aval_of(x).dtype)
+
+
+def integer_pow(x: Any, y: int) -> Any:
+    """``x ** y`` for a Python integer ``y`` (negative only for inexact ``x``)."""
+    if not isinstance(y, (int, np.integer)):
+        raise TypeError(f"lax.integer_pow needs a Python integer exponent, got {y!r}")
+    x = asarray(x)
+    if y < 0 and dtypes.is_int(aval_of(x).dtype):
+        raise TypeError(f"lax.integer_pow: a negative exponent {y} needs an inexact operand, got {aval_of(x)}")
+    return cast(_fnp().power(x, int(y)), aval_of(x).dtype)
+
+
+def round(x: Any, rounding_method: int = 0) -> Any:  # noqa: A001 - lax's name
+    """Round to integral values: halves away from zero (``rounding_method=0``, lax's default)
+    or to even (``1``)."""
+    fnp = _fnp()
+    x = asarray(x)
+    if int(rounding_method) == 1:
+        return fnp.rint(x)
+    r = fnp.trunc(x)
+    return fnp.where(fnp.abs(x - r) >= 0.5, r + fnp.sign(x), r)
+
+
+def select(pred: Any, on_true: Any, on_false: Any) -> Any:
+    """``on_true`` where ``pred`` holds, else ``on_false``: one shape, one dtype, a bool ``pred``
+    of that shape or a scalar."""
+    p = asarray(pred)
+    t, f = _same_dtype("select", on_true, on_false)
+    if aval_of(p).dtype != dtypes.bool_:
+        raise TypeError(f"lax.select needs a bool predicate, got {aval_of(p)}")
+    if aval_of(t).shape != aval_of(f).shape or aval_of(p).shape not in ((), aval_of(t).shape):
+        raise ShapeError(f"lax.select: shapes must agree, got predicate {aval_of(p)}, {aval_of(t)} and {aval_of(f)}")
+    return _fnp().where(p, t, f)
+
+
+def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - lax's names
+    """``x`` clipped to ``[min, max]`` (scalars or arrays of ``x``'s shape and dtype)."""
+    lo, x, hi = _same_dtype("clamp", min, x, max)
+    return _fnp().minimum(_fnp().maximum(x, lo), hi)
+
+
+def convert_element_type(operand: Any, new_dtype: Any) -> Any:
+    """``operand`` cast to ``new_dtype`` (float -> int truncates toward zero)."""
+    return cast(asarray(operand), dtypes.canonical(new_dtype))
+
+
+# --- shapes ---------------------------------------------------------------------------------
+
+
+def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None) -> Any:
+    """``operand`` (transposed by ``dimensions`` first, when given) with shape ``new_sizes``."""
+    fnp = _fnp()
+    x = asarray(operand)
+    if dimensions is not None:
+        x = fnp.transpose(x, tuple(dimensions))
+    return fnp.reshape(x, tuple(int(d) for d in new_sizes))
+
+
+def transpose(operand: Any, permutation: Sequence[int]) -> Any:
+    return _fnp().transpose(asarray(operand), tuple(permutation))
+
+
+def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Any:
+    """``operand``'s axis ``i`` becomes axis ``broadcast_dimensions[i]`` of ``shape`` (size kept
+    or 1); the other axes are new."""
+    x = asarray(operand)
+    shape = tuple(int(d) for d in shape)
+    dims = tuple(int(d) for d in broadcast_dimensions)
+    xs = aval_of(x).shape
+    if len(dims) != len(xs) or any(not 0 <= d < len(shape) for d in dims) or list(dims) != sorted(set(dims)) or \
+            any(s not in (1, shape[d]) for s, d in zip(xs, dims)):
+        raise ShapeError(f"lax.broadcast_in_dim: cannot place {aval_of(x)} at dimensions {dims} of shape {shape}")
+    expanded = [1] * len(shape)
+    for s, d in zip(xs, dims):
+        expanded[d] = s
+    return _fnp().broadcast_to(_fnp().reshape(x, tuple(expanded)), shape)
+
+
+def broadcast(operand: Any, sizes: Sequence[int]) -> Any:
+    """``operand`` with leading axes ``sizes`` added."""
+    x = asarray(operand)
+    rank = len(aval_of(x).shape)
+    return broadcast_in_dim(x, tuple(sizes) + aval_of(x).shape, tuple(range(len(sizes), len(sizes) + rank)))
+
+
+def squeeze(array: Any, dimensions: Sequence[int]) -> Any:
+    return _fnp().squeeze(asarray(array), axis=tuple(dimensions))
+
+
+def expand_dims(array: Any, dimensions: Sequence[int]) -> Any:
+    return _fnp().expand_dims(asarray(array), tuple(dimensions))
+
+
+def rev(operand: Any, dimensions: Sequence[int]) -> Any:
+    return _fnp().flip(asarray(operand), axis=tuple(dimensions)) if len(dimensions) else asarray(operand)
+
+
+def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = None) -> Any:
+    """Axes ``start_dimension:stop_dimension`` merged into one."""
+    x = asarray(operand)
+    shape = aval_of(x).shape
+    stop = len(shape) if stop_dimension is None else stop_dimension
+    merged = int(np.prod(shape[start_dimension:stop], dtype=np.int64))
+    return _fnp().reshape(x, shape[:start_dimension] + (merged,) + shape[stop:])
+
+
+def concatenate(operands: Sequence[Any], dimension: int) -> Any:
+    xs = _same_dtype("concatenate", *operands)
+    return _fnp().concatenate(xs, axis=dimension)
+
+
+def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> Any:
+    """``(low, high, interior)`` per axis: ``interior`` values between neighbours, then ``low``
+    before and ``high`` after; negative ``low``/``high`` crop."""
+    fnp = _fnp()
+    x, value = _same_dtype("pad", operand, padding_value)
+    shape = aval_of(x).shape
+    config = [tuple(int(v) for v in c) for c in padding_config]
+    if len(config) != len(shape) or any(len(c) != 3 or c[2] < 0 for c in config):
+        raise ShapeError(f"lax.pad: padding_config {padding_config} needs one (low, high, interior >= 0) per "
+                         f"axis of {aval_of(x)}")
+    if any(c[2] for c in config):
+        spread = tuple(s + (s - 1) * c[2] if s else 0 for s, c in zip(shape, config))
+        base = fnp.broadcast_to(fnp.reshape(value, ()), spread)
+        x = fnp.at(base)[tuple(builtins.slice(None, None, c[2] + 1) for c in config)].set(x)
+        shape = spread
+    grow = [(builtins.max(lo, 0), builtins.max(hi, 0)) for lo, hi, _ in config]
+    if any(lo or hi for lo, hi in grow):
+        x = fnp.pad(x, grow, constant_values=value)
+    crop = tuple(builtins.slice(-lo if lo < 0 else None, hi if hi < 0 else None) for lo, hi, _ in config)
+    out = x[crop]
+    if any(d < 0 for d in aval_of(out).shape):
+        raise ShapeError(f"lax.pad: padding_config {padding_config} crops more than {aval_of(operand)} holds")
+    return out
+
+
+def slice(operand: Any, start_indices: Sequence[int], limit_indices: Sequence[int],  # noqa: A001
+          strides: Sequence[int] | None = None) -> Any:
+    """``operand[start:limit:stride]`` on every axis (bounds checked, no negative indices)."""
+    x = asarray(operand)
+    shape = aval_of(x).shape
+    strides = strides or (1,) * len(shape)
+    if not len(start_indices) == len(limit_indices) == len(strides) == len(shape) or any(
+            not 0 <= s <= e <= d or st < 1 for s, e, st, d in zip(start_indices, limit_indices, strides, shape)):
+        raise ShapeError(f"lax.slice: start {tuple(start_indices)}, limit {tuple(limit_indices)}, strides "
+                         f"{tuple(strides)} do not fit {aval_of(x)}")
+    return x[tuple(builtins.slice(int(s), int(e), int(st)) for s, e, st in zip(start_indices, limit_indices, strides))]
+
+
+def _axis_window(x: Any, axis: int, start: int, stop: int, stride: int = 1) -> tuple:
+    rank = len(aval_of(x).shape)
+    axis = axis % rank
+    return tuple(builtins.slice(None) for _ in range(axis)) + (builtins.slice(start, stop, stride),)
+
+
+def slice_in_dim(operand: Any, start_index: int | None, limit_index: int | None, stride: int = 1,
+                 axis: int = 0) -> Any:
+    """``operand[start:limit:stride]`` along ``axis`` (negative indices count from the end)."""
+    x = asarray(operand)
+    d = aval_of(x).shape[axis]
+    start = 0 if start_index is None else int(start_index) % d if start_index < 0 else int(start_index)
+    stop = d if limit_index is None else int(limit_index) % d if limit_index < 0 else int(limit_index)
+    return x[_axis_window(x, axis, start, stop, stride)]
+
+
+def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True) -> Any:
+    x = asarray(operand)
+    d = aval_of(x).shape[axis]
+    i = int(index) + d if index < 0 else int(index)
+    out = slice_in_dim(x, i, i + 1, 1, axis)
+    return out if keepdims else _fnp().squeeze(out, axis=axis)
+
+
+def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: str) -> list[Any]:
+    """Each start index as an int64 scalar, negative ones counted from the end, clamped so the
+    window of ``sizes`` fits (JAX's rule)."""
+    fnp = _fnp()
+    shape = aval_of(x).shape
+    if len(start_indices) != len(shape) or len(sizes) != len(shape) or any(
+            not 0 <= s <= d for s, d in zip(sizes, shape)):
+        raise ShapeError(f"lax.{name}: start indices {len(start_indices)} and sizes {tuple(sizes)} do not fit "
+                         f"{aval_of(x)}")
+    out = []
+    for i, d, s in zip(start_indices, shape, sizes):
+        i = cast(asarray(i), dtypes.int64)
+        i = fnp.where(i < 0, i + d, i)
+        out.append(fnp.clip(i, 0, d - s))
+    return out
+
+
+def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> Any:
+    """The ``slice_sizes`` window of ``operand`` at traced ``start_indices``, clamped to fit."""
+    from fungraph.primitives.indexing import take
+
+    x = asarray(operand)
+    sizes = tuple(int(s) for s in slice_sizes)
+    starts = _starts(x, list(start_indices), sizes, "dynamic_slice")
+    for axis, (start, size) in enumerate(zip(starts, sizes)):
+        if size != aval_of(x).shape[axis]:
+            x = take(x, start + np.arange(size, dtype=np.int64), axis)
+    return x
+
+
+def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: int = 0) -> Any:
+    x = asarray(operand)
+    shape = aval_of(x).shape
+    axis = axis % len(shape)
+    starts = [0] * len(shape)
+    starts[axis] = start_index
+    return dynamic_slice(x, starts, shape[:axis] + (int(slice_size),) + shape[axis + 1:])
+
+
+def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool = True) -> Any:
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    return out if keepdims else _fnp().squeeze(out, axis=axis)
+
+
+def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]) -> Any:
+    """``operand`` with ``update`` written at traced ``start_indices``, clamped so it fits."""
+    fnp = _fnp()
+    x, u = _same_dtype("dynamic_update_slice", operand, update)
+    shape, ushape = aval_of(x).shape, aval_of(u).shape
+    if len(ushape) != len(shape):
+        raise ShapeError(f"lax.dynamic_update_slice: update {aval_of(u)} and operand {aval_of(x)} differ in rank")
+    starts = _starts(x, list(start_indices), ushape, "dynamic_update_slice")
+    index = tuple(fnp.reshape(s + np.arange(n, dtype=np.int64), [n if k == a else 1 for k in range(len(shape))])
+                  for a, (s, n) in enumerate(zip(starts, ushape)))
+    from fungraph.numpy._at import scatter_unique
+
+    return scatter_unique(x, index, u)
+
+
+def dynamic_update_slice_in_dim(operand: Any, update: Any, start_index: Any, axis: int) -> Any:
+    x = asarray(operand)
+    starts: list[Any] = [0] * len(aval_of(x).shape)
+    starts[axis % len(starts)] = start_index
+    return dynamic_update_slice(x, update, starts)
+
+
+def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int) -> Any:
+    u = asarray(update)
+    x = asarray(operand)
+    if len(aval_of(u).shape) == len(aval_of(x).shape) - 1:
+        u = _fnp().expand_dims(u, axis)
+    return dynamic_update_slice_in_dim(x, u, index, axis)
+
+
+# --- reductions, scans, sorting ------------------------------------------------------------
+
+
+def _reducer(name: str, fn_name: str) -> Callable[[Any, Sequence[int]], Any]:
+    def op(operand: Any, axes: Sequence[int]) -> Any:
+        x = asarray(operand)
+        return getattr(_fnp(), fn_name)(x, axis=tuple(axes)) if len(axes) else x
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``lax.{name}``: over ``axes``, keeping the dtype."
+    return op
+
+
+reduce_sum = _keep(_reducer("reduce_sum", "sum"))
+reduce_prod = _keep(_reducer("reduce_prod", "prod"))
+reduce_max = _reducer("reduce_max", "max")
+reduce_min = _reducer("reduce_min", "min")
+reduce_and = _reducer("reduce_and", "all")
+reduce_or = _reducer("reduce_or", "any")
+
+
+def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:
+    return cast(_fnp().argmax(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
+
+
+def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
+    return cast(_fnp().argmin(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
+
+
+def iota(dtype: Any, size: int) -> Any:
+    return np.arange(int(size), dtype=dtypes.canonical(dtype))
+
+
+def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
+    shape = tuple(int(d) for d in shape)
+    line = np.arange(shape[dimension], dtype=dtypes.canonical(dtype))
+    return np.broadcast_to(line.reshape([-1 if k == dimension else 1 for k in range(len(shape))]), shape).copy()
+
+
+def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
+    return _fnp().full(tuple(int(d) for d in shape), fill_value, dtype=dtype)
+
+
+def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] | None = None) -> Any:
+    a = aval_of(asarray(x))
+    return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None else dtype)
+
+
+def _cumulative(name: str, combine: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def op(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
+        return associative_scan(combine, asarray(operand), reverse=reverse, axis=axis)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``lax.{name}``: inclusive running {name[3:]} along ``axis`` (``reverse``: from the end)."
+    return op
+
+
+def _logaddexp(a: Any, b: Any) -> Any:
+    return _fnp().logaddexp(a, b)
+
+
+cumsum = _cumulative("cumsum", lambda a, b: a + b)
+cumprod = _cumulative("cumprod", lambda a, b: a * b)
+cummax = _cumulative("cummax", lambda a, b: _fnp().maximum(a, b))
+cummin = _cumulative("cummin", lambda a, b: _fnp().minimum(a, b))
+cumlogsumexp = _cumulative("cumlogsumexp", _logaddexp)
+
+
+def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = False, axis: int = 0) -> Any:
+    """Inclusive scan of the associative ``fn`` along ``axis`` of every leaf of ``elems``, in
+    ``ceil(log2 n)`` rounds of whole-array ``fn`` calls (Hillis and Steele): after round ``r``
+    each element combines the ``2^r`` elements ending at it, earlier ones on the left."""
+    from fungraph.tree_util import tree_flatten, tree_unflatten
+
+    fnp = _fnp()
+    leaves, tree = tree_flatten(elems)
+    leaves = [asarray(v) for v in leaves]
+    if not leaves:
+        return elems
+    axis = axis % len(aval_of(leaves[0]).shape)
+    n = aval_of(leaves[0]).shape[axis]
+    if any(aval_of(v).shape[axis] != n for v in leaves):
+        raise ShapeError(f"lax.associative_scan: leaves differ along axis {axis}: "
+                         f"{[str(aval_of(v)) for v in leaves]}")
+    if reverse:
+        leaves = [fnp.flip(v, axis) for v in leaves]
+    shift = 1
+    while shift < n:
+        early = tree_unflatten(tree, [v[_axis_window(v, axis, 0, n - shift)] for v in leaves])
+        late = tree_unflatten(tree, [v[_axis_window(v, axis, shift, n)] for v in leaves])
+        combined, _ = tree_flatten(fn(early, late))
+        leaves = [fnp.concatenate([v[_axis_window(v, axis, 0, shift)], asarray(c)], axis=axis)
+                  for v, c in zip(leaves, combined)]
+        shift *= 2
+    if reverse:
+        leaves = [fnp.flip(v, axis) for v in leaves]
+    return tree_unflatten(tree, leaves)
+
+
+def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: int = 1) -> Any:
+    """``operand`` sorted along ``dimension``; a sequence of operands is sorted by its first
+    ``num_keys`` (lexicographically, stable) and returned as a tuple."""
+    fnp = _fnp()
+    if not isinstance(operand, (list, tuple)):
+        return fnp.sort(asarray(operand), axis=dimension)
+    xs = [asarray(x) for x in operand]
+    if not 1 <= num_keys <= len(xs):
+        raise ValueError(f"lax.sort: num_keys={num_keys} for {len(xs)} operands")
+    order = None
+    for key in reversed(xs[:num_keys]):
+        k = key if order is None else fnp.take_along_axis(key, order, axis=dimension)
+        step = fnp.argsort(k, axis=dimension, stable=True)
+        order = step if order is None else fnp.take_along_axis(order, step, axis=dimension)
+    return tuple(fnp.take_along_axis(x, order, axis=dimension) for x in xs)
+
+
+def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
+    """The ``k`` largest entries along ``axis``, largest first (ties: lower index first), and
+    their int32 indices."""
+    fnp = _fnp()
+    x = asarray(operand)
+    d = aval_of(x).shape[axis]
+    if not 0 <= int(k) <= d:
+        raise ValueError(f"lax.top_k: k={k} outside [0, {d}] for {aval_of(x)} along axis {axis}")
+    key = fnp.negative(x) if dtypes.is_inexact(aval_of(x).dtype) else fnp.bitwise_not(x)
+    order = fnp.argsort(key, axis=axis, stable=True)
+    idx = order[_axis_window(order, axis, 0, int(k))]
+    return fnp.take_along_axis(x, idx, axis=axis), cast(idx, dtypes.int32)
+
+
+# --- products and map ------------------------------------------------------------------------
+
+
+def dot(lhs: Any, rhs: Any, *, dimension_numbers: Any = None, precision: Any = None,
+        preferred_element_type: Any = None) -> Any:
+    """Vector/matrix products of rank <= 2 operands of one dtype, or ``dot_general`` when
+    ``dimension_numbers`` are given (``lax.dot``)."""
+    a, b = _same_dtype("dot", lhs, rhs)
+    if dimension_numbers is not None:
+        from fungraph.primitives.linalg import dot_general
+
+        out = dot_general(a, b, dimension_numbers)
+        return out if preferred_element_type is None else cast(out, dtypes.canonical(preferred_element_type))
+    if len(aval_of(a).shape) > 2 or len(aval_of(b).shape) > 2:
+        raise ShapeError(f"lax.dot takes operands of rank <= 2, got {aval_of(a)} and {aval_of(b)}; "
+                         "use lax.dot_general")
+    out = _fnp().dot(a, b)
+    return out if preferred_element_type is None else cast(out, dtypes.canonical(preferred_element_type))
+
+
+def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:
+    a, b = _same_dtype("batch_matmul", lhs, rhs)
+    if len(aval_of(a).shape) < 2 or aval_of(a).shape[:-2] != aval_of(b).shape[:-2]:
+        raise ShapeError(f"lax.batch_matmul: batch axes differ: {aval_of(a)} and {aval_of(b)}")
+    return _fnp().matmul(a, b)
+
+
+def map(f: Callable[[Any], Any], xs: Any) -> Any:  # noqa: A001 - lax's name
+    """``f`` applied to each slice of ``xs`` along its leading axis, as a ``scan``."""
+    from fungraph.lax import scan
+
+    _, ys = scan(lambda carry, x: (carry, f(x)), (), xs)
+    return ys
+

@@ -1,0 +1,192 @@
+"""``fungraph.lax``'s array operations against ``jax.lax`` (a test dependency only): values
+eagerly and under jit, gradients where differentiable, vmap against a loop, and the errors
+lax gives where numpy would promote or wrap."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fungraph as fg
+from fungraph import lax
+
+try:
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+except ImportError:  # pragma: no cover - CI installs JAX with the test extra
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("JAX is not installed (pip install -e .[test])", allow_module_level=True)
+
+RNG = np.random.default_rng(0)
+A = RNG.uniform(0.2, 0.9, (3, 4))          # inside every unary function's domain but acosh's
+B = RNG.uniform(-2.0, 2.0, (3, 4))
+BIG = RNG.uniform(1.5, 3.0, (3, 4))
+IA = RNG.integers(-7, 8, (3, 4))
+JA = np.where(RNG.integers(-5, 6, (3, 4)) == 0, 3, RNG.integers(-5, 6, (3, 4)))
+V = RNG.standard_normal(7)
+
+UNARY = ["neg", "abs", "sign", "floor", "ceil", "exp", "exp2", "log", "log1p", "expm1", "sin", "cos", "tan", "asin",
+         "acos", "atan", "sinh", "cosh", "tanh", "asinh", "atanh", "sqrt", "rsqrt", "cbrt", "square", "logistic",
+         "erf", "erfc", "erf_inv", "lgamma", "digamma", "is_finite"]
+BINARY = ["add", "sub", "mul", "div", "rem", "max", "min", "atan2", "eq", "ne", "lt", "le", "gt", "ge", "pow"]
+SMOOTH = set(UNARY) - {"sign", "floor", "ceil", "is_finite"} | {"add", "sub", "mul", "div", "max", "min", "atan2",
+                                                                  "pow"}
+
+# name -> (arguments, keyword arguments); the same call on both libraries
+CASES: dict[str, tuple[tuple, dict]] = {
+    **{f"{n}": ((A,), {}) for n in UNARY},
+    "acosh": ((BIG,), {}),
+    **{f"{n}": ((A, B if n not in ("pow", "rem") else A + 0.5), {}) for n in BINARY},
+    "div_int": ((IA, JA), {}),
+    "rem_int": ((IA, JA), {}),
+    "integer_pow": ((B, 3), {}),
+    "round": ((np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999999999999994, -3.7]),), {}),
+    "round_even": ((np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.7]), 1), {}),
+    "bitwise_and": ((IA, JA), {}), "bitwise_or": ((IA, JA), {}), "bitwise_xor": ((IA, JA), {}),
+    "bitwise_not": ((IA,), {}),
+    "select": ((A > 0.5, A, B), {}),
+    "clamp": ((-0.5, B, 1.0), {}),
+    "convert_element_type": ((B, np.int32), {}),
+    "reshape": ((B, (4, 3)), {}), "reshape_dims": ((B, (4, 3), (1, 0)), {}),
+    "transpose": ((B, (1, 0)), {}),
+    "broadcast_in_dim": ((V[:4], (3, 2, 4), (2,)), {}),
+    "broadcast": ((B, (2,)), {}),
+    "squeeze": ((B[:, :1], (1,)), {}), "expand_dims": ((B, (0, 3)), {}),
+    "rev": ((B, (0, 1)), {}),
+    "collapse": ((RNG.standard_normal((2, 3, 4)), 1), {}),
+    "concatenate": (([A, B], 1), {}),
+    "pad": ((B, 0.5, [(1, 2, 1), (-1, 1, 0)]), {}),
+    "pad_crop": ((B, -1.0, [(-1, -1, 0), (0, 2, 2)]), {}),
+    "slice": ((B, (0, 1), (3, 4), (2, 2)), {}),
+    "slice_in_dim": ((B, 1, 4, 2, 1), {}),
+    "index_in_dim": ((B, -1, 1, False), {}),
+    "dynamic_slice": ((B, (2, -3), (2, 2)), {}),
+    "dynamic_slice_in_dim": ((B, 3, 2, 1), {}),
+    "dynamic_index_in_dim": ((B, 1, 0, False), {}),
+    "dynamic_update_slice": ((B, A[:2, :3], (5, 2)), {}),
+    "dynamic_update_slice_in_dim": ((B, A[:, :2], -1, 1), {}),
+    "dynamic_update_index_in_dim": ((B, A[0], 2, 0), {}),
+    "reduce_sum": ((B, (0,)), {}), "reduce_prod": ((A, (1,)), {}), "reduce_max": ((B, (0, 1)), {}),
+    "reduce_min": ((B, (1,)), {}), "reduce_and": ((A > 0.3, (1,)), {}), "reduce_or": ((A > 0.8, (0,)), {}),
+    "argmax": ((B, 1, np.int32), {}), "argmin": ((B, 0, np.int64), {}),
+    "iota": ((np.int32, 5), {}), "broadcasted_iota": ((np.float64, (2, 3), 1), {}),
+    "full": (((2, 3), 1.5), {}), "full_like": ((IA, 4), {}),
+    "cumsum": ((B, 1), {}), "cumsum_rev": ((B, 0, True), {}), "cumprod": ((A, 1), {}),
+    "cummax": ((B, 1), {}), "cummin": ((B, 0, True), {}), "cumlogsumexp": ((B, 1), {}),
+    "sort": ((B, 1), {}), "sort_keys": (([IA, B], 1, True, 1), {}),
+    "top_k": ((B, 2), {}),
+    "dot": ((A, B.T), {}), "dot_general": ((A, B), {"dimension_numbers": (((1,), (1,)), ((), ()))}),
+    "batch_matmul": ((RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 4, 5))), {}),
+}
+ALIASES = {"dot_general": "dot",
+           "div_int": "div", "rem_int": "rem", "round_even": "round", "reshape_dims": "reshape", "pad_crop": "pad",
+           "cumsum_rev": "cumsum", "sort_keys": "sort"}
+DIFFERENTIABLE = sorted(n for n in CASES if ALIASES.get(n, n) in SMOOTH | {
+    "clamp", "reshape", "transpose", "broadcast_in_dim", "rev", "concatenate", "pad", "slice", "dynamic_slice",
+    "dynamic_update_slice", "reduce_sum", "reduce_prod", "reduce_max", "cumsum", "cumprod", "cummax", "cumlogsumexp",
+    "dot", "batch_matmul", "select", "integer_pow", "square"}
+                        and any(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in CASES[n][0]))
+
+
+def _call(lib: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    fn = getattr(lib, ALIASES.get(name, name))
+    return fn(*args, **kwargs)
+
+
+def _check(got: Any, want: Any, what: str) -> None:
+    got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves), what
+    for g, w in zip(got_leaves, want_leaves):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{what}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-13, err_msg=what)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_values_match_jax_eagerly_and_under_jit(name: str) -> None:
+    args, kwargs = CASES[name]
+    want = _call(jax.lax, name, args, kwargs)
+    _check(_call(lax, name, args, kwargs), want, name)
+    arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
+
+    def staged(*xs: Any) -> Any:
+        full = list(args)
+        for i, x in zip(arrays, xs):
+            full[i] = x
+        return _call(lax, name, tuple(full), kwargs)
+
+    _check(fg.jit(staged)(*[args[i] for i in arrays]), want, f"jit {name}")
+
+
+def _float_positions(args: tuple) -> list[int]:
+    return [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype == np.float64]
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_gradients_match_jax(name: str) -> None:
+    args, kwargs = CASES[name]
+    pos = _float_positions(args)
+
+    def loss(lib: Any, m: Any) -> Callable[..., Any]:
+        def f(*xs: Any) -> Any:
+            full = list(args)
+            for i, x in zip(pos, xs):
+                full[i] = x
+            out = _call(lib, name, tuple(full), kwargs)
+            return m.sum(m.sin(out) * m.arange(1, out.size + 1).reshape(out.shape))
+        return f
+
+    import fungraph.numpy as fnp
+
+    floats = [args[i] for i in pos]
+    got = fg.grad(loss(lax, fnp), argnums=tuple(range(len(pos))))(*floats)
+    want = jax.grad(loss(jax.lax, jnp), argnums=tuple(range(len(pos))))(*floats)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_dynamic_slices_take_traced_starts_and_batch() -> None:
+    x = np.arange(20.0).reshape(4, 5)
+    starts = np.array([[0, 4], [3, 1], [-1, 2]])
+    f = fg.jit(lambda x, i, j: lax.dynamic_slice(x, (i, j), (2, 3)))
+    for i, j in starts:
+        np.testing.assert_array_equal(f(x, i, j), jax.lax.dynamic_slice(x, (i, j), (2, 3)))
+    got = fg.vmap(lambda i, j: lax.dynamic_update_slice(x, -np.ones((2, 2)), (i, j)))(starts[:, 0], starts[:, 1])
+    want = np.stack([jax.lax.dynamic_update_slice(x, -np.ones((2, 2)), (i, j)) for i, j in starts])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_fori_loop_with_dynamic_update_index() -> None:
+    """The common JAX idiom: fill row ``i`` of a buffer in a loop."""
+    def fill(m: Any, L: Any) -> Any:
+        def body(i: Any, buf: Any) -> Any:
+            row = m.full((3,), 1.0) * i.astype(buf.dtype)
+            return L.dynamic_update_index_in_dim(buf, row, i, 0)
+        return L.fori_loop(0, 4, body, m.zeros((4, 3)))
+
+    import fungraph.numpy as fnp
+
+    np.testing.assert_array_equal(fill(fnp, lax), fill(jnp, jax.lax))
+    np.testing.assert_array_equal(fg.jit(lambda: fill(fnp, lax))(), fill(jnp, jax.lax))
+
+
+def test_lax_refuses_mixed_dtypes_and_bad_shapes() -> None:
+    with pytest.raises(TypeError, match=r"lax.add requires arguments to have the same dtypes, got f32\[3\], f64\[3\]"):
+        lax.add(np.ones(3, np.float32), np.ones(3))
+    np.testing.assert_array_equal(lax.add(np.ones(3, np.float32), 1.0), np.full(3, 2.0, np.float32))
+    with pytest.raises(ValueError, match="broadcast_in_dim"):
+        lax.broadcast_in_dim(np.ones(3), (2, 4), (1,))
+    with pytest.raises(ValueError, match="lax.slice"):
+        lax.slice(np.ones((2, 2)), (0, 0), (3, 2))
+    with pytest.raises(ValueError, match="lax.pad"):
+        lax.pad(np.ones(2), 0.0, [(0, 0, -1)])
+    with pytest.raises(TypeError, match="integer_pow"):
+        lax.integer_pow(np.ones(2, np.int32), -1)
