@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
 from fungraph import dtypes
@@ -255,3 +257,18 @@ def opencl_device_presented_as(**fields: Any) -> Iterator[Any]:
     finally:
         dev.info = saved
         clear_caches()
+
+
+def jax_or_skip() -> tuple[Any, Any]:
+    """``jax`` and ``jax.numpy`` set up for differential tests (float64, CPU). Without JAX the
+    calling module is skipped, except under ``CI=true``, which installs it with the test extra."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:  # pragma: no cover - CI installs JAX with the test extra
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip("JAX is not installed (pip install -e .[test])", allow_module_level=True)
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    return jax, jnp

@@ -3,25 +3,15 @@ control flow and a few compositions, values, jvp, vmap and gradients where JAX s
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import lax
+from tests.helpers import jax_or_skip
 
-try:
-    import jax
-    import jax.numpy as jnp
-
-    jax.config.update("jax_enable_x64", True)
-    jax.config.update("jax_platforms", "cpu")
-except ImportError:  # pragma: no cover - CI installs JAX with the test extra
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("JAX is not installed (pip install -e .[test])", allow_module_level=True)
+jax, jnp = jax_or_skip()
 
 XS = np.array([-1.3, -0.2, 0.4, 1.7])
 

@@ -4,7 +4,6 @@ lax gives where numpy would promote or wrap."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -13,17 +12,9 @@ import pytest
 
 import fungraph as fg
 from fungraph import lax
+from tests.helpers import jax_or_skip
 
-try:
-    import jax
-    import jax.numpy as jnp
-
-    jax.config.update("jax_enable_x64", True)
-    jax.config.update("jax_platforms", "cpu")
-except ImportError:  # pragma: no cover - CI installs JAX with the test extra
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("JAX is not installed (pip install -e .[test])", allow_module_level=True)
+jax, jnp = jax_or_skip()
 
 RNG = np.random.default_rng(0)
 A = RNG.uniform(0.2, 0.9, (3, 4))          # inside every unary function's domain but acosh's
