@@ -1,4 +1,4 @@
-"""``fungraph.nn``: activations, softmax family and pooling (NCHW), like ``jax.nn``."""
+"""``fungraph.nn``: ``jax.nn``'s activations, the softmax family and pooling (NCHW)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph import numpy as fnp
 from fungraph.core import ShapeError
+from fungraph.ir import aval_of
 from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import reductions as red
@@ -48,7 +49,7 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     m = stop_gradient(fnp.max(x, axis=axes, keepdims=True))
     m = ew.select(fnp.isfinite(m), m, np.zeros((), x.dtype))
     s = red.reduce_sum(fnp.exp(ew.sub(x, m)), axes)
-    out = ew.add(ew.log_p.bind(s), fnp.reshape(m, s.shape) if not keepdims else fnp.reshape(m, s.shape))
+    out = ew.add(ew.log_p.bind(s), fnp.reshape(m, s.shape))
     if keepdims:
         out = fnp.reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
     return out
@@ -64,6 +65,165 @@ def softmax(x: Any, axis: Any = -1) -> Any:
     (x,) = promote(x, to_inexact=True)
     unnormalized = fnp.exp(ew.sub(x, stop_gradient(fnp.max(x, axis=axis, keepdims=True))))
     return ew.div(unnormalized, fnp.sum(unnormalized, axis=axis, keepdims=True))
+
+
+def _float(x: Any) -> Any:
+    (x,) = promote(x, to_inexact=True)
+    return x
+
+
+def identity(x: Any) -> Any:
+    return asarray(x)
+
+
+def tanh(x: Any) -> Any:
+    return fnp.tanh(x)
+
+
+def softplus(x: Any) -> Any:
+    """log(1 + e^x), without overflow: ``logaddexp(x, 0)``."""
+    x = _float(x)
+    return fnp.logaddexp(x, np.zeros((), x.dtype))
+
+
+def log_sigmoid(x: Any) -> Any:
+    """log(sigmoid(x)) = -softplus(-x), accurate for large |x|."""
+    return ew.neg(softplus(ew.neg(_float(x))))
+
+
+def silu(x: Any) -> Any:
+    """x * sigmoid(x) (also ``swish``)."""
+    x = _float(x)
+    return ew.mul(x, sigmoid(x))
+
+
+swish = silu
+
+
+def mish(x: Any) -> Any:
+    x = _float(x)
+    return ew.mul(x, fnp.tanh(softplus(x)))
+
+
+def soft_sign(x: Any) -> Any:
+    x = _float(x)
+    return ew.div(x, ew.add(fnp.abs(x), np.ones((), x.dtype)))
+
+
+def leaky_relu(x: Any, negative_slope: float = 1e-2) -> Any:
+    """x where x >= 0, else ``negative_slope * x`` (slope 1 at 0, as in JAX)."""
+    x = _float(x)
+    return fnp.where(fnp.greater_equal(x, 0), x, ew.mul(np.asarray(negative_slope, x.dtype), x))
+
+
+def _expm1_negative_part(x: Any, alpha: Any, divide: bool) -> Any:
+    """``alpha * expm1(min(x, 0))`` (``/ alpha`` inside when ``divide``): the negative branch of
+    elu and celu, its exponential never evaluated at large positive x (no inf * 0 in the
+    gradient)."""
+    neg = ew.select(fnp.greater(x, 0), np.zeros((), x.dtype), x)
+    return ew.mul(alpha, fnp.expm1(ew.div(neg, alpha) if divide else neg))
+
+
+def elu(x: Any, alpha: float = 1.0) -> Any:
+    x = _float(x)
+    return fnp.where(fnp.greater(x, 0), x, _expm1_negative_part(x, np.asarray(alpha, x.dtype), False))
+
+
+def celu(x: Any, alpha: float = 1.0) -> Any:
+    x = _float(x)
+    return fnp.where(fnp.greater(x, 0), x, _expm1_negative_part(x, np.asarray(alpha, x.dtype), True))
+
+
+def selu(x: Any) -> Any:
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    x = _float(x)
+    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    return ew.mul(np.asarray(scale, x.dtype), elu(x, alpha))
+
+
+def relu6(x: Any) -> Any:
+    """min(max(x, 0), 6), with derivative 0 at both kinks (as JAX)."""
+    x = asarray(x)
+    inside = fnp.logical_and(fnp.greater(x, 0), fnp.less(x, 6))
+    return fnp.where(inside, x, fnp.where(fnp.greater_equal(x, 6), np.asarray(6, x.dtype), np.zeros((), x.dtype)))
+
+
+def hard_tanh(x: Any) -> Any:
+    x = _float(x)
+    one = np.ones((), x.dtype)
+    return fnp.where(fnp.greater(x, 1), one, fnp.where(fnp.less(x, -1), ew.neg(one), x))
+
+
+def hard_sigmoid(x: Any) -> Any:
+    """relu6(x + 3) / 6."""
+    x = _float(x)
+    return ew.div(relu6(ew.add(x, np.asarray(3, x.dtype))), np.asarray(6, x.dtype))
+
+
+def hard_silu(x: Any) -> Any:
+    """x * hard_sigmoid(x) (also ``hard_swish``)."""
+    x = _float(x)
+    return ew.mul(x, hard_sigmoid(x))
+
+
+hard_swish = hard_silu
+
+
+def squareplus(x: Any, b: float = 4) -> Any:
+    """(x + sqrt(x^2 + b)) / 2, a smooth relu."""
+    x = _float(x)
+    return ew.mul(np.asarray(0.5, x.dtype), ew.add(x, fnp.sqrt(ew.add(ew.mul(x, x), np.asarray(b, x.dtype)))))
+
+
+def sparse_plus(x: Any) -> Any:
+    """0 below -1, (x + 1)^2 / 4 on [-1, 1], x above 1."""
+    x = _float(x)
+    mid = ew.mul(np.asarray(0.25, x.dtype), fnp.square(ew.add(x, np.ones((), x.dtype))))
+    return fnp.where(fnp.less_equal(x, -1), np.zeros((), x.dtype), fnp.where(fnp.greater_equal(x, 1), x, mid))
+
+
+def sparse_sigmoid(x: Any) -> Any:
+    """The derivative of ``sparse_plus``: 0 below -1, (x + 1) / 2 on [-1, 1], 1 above."""
+    x = _float(x)
+    return ew.mul(np.asarray(0.5, x.dtype), fnp.clip(ew.add(x, np.ones((), x.dtype)), 0, 2))
+
+
+def glu(x: Any, axis: int = -1) -> Any:
+    """``a * sigmoid(b)`` for the two halves ``a, b`` of ``x`` along ``axis``."""
+    x = _float(x)
+    n = x.shape[axis]
+    if n % 2:
+        raise ShapeError(f"glu: axis {axis} of {aval_of(x)} has odd size {n}")
+    a, b = fnp.split(x, 2, axis=axis)
+    return ew.mul(a, sigmoid(b))
+
+
+def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: float = 1e-5) -> Any:
+    """(x - mean) / sqrt(variance + epsilon) along ``axis`` (moments computed when not given)."""
+    x = _float(x)
+    if mean is None:
+        mean = fnp.mean(x, axis=axis, keepdims=True)
+    if variance is None:
+        variance = ew.sub(fnp.mean(fnp.square(x), axis=axis, keepdims=True), fnp.square(mean))
+    return ew.mul(ew.sub(x, mean), fnp.reciprocal(fnp.sqrt(ew.add(variance, np.asarray(epsilon, x.dtype)))))
+
+
+def log1mexp(x: Any) -> Any:
+    """log(1 - e^-x) for x > 0, accurate at both ends (Maechler's switch at log 2)."""
+    x = _float(x)
+    small = fnp.less(x, math.log(2))
+    safe_small = fnp.where(small, x, np.ones((), x.dtype))
+    safe_large = fnp.where(small, np.ones((), x.dtype), x)
+    return fnp.where(small, fnp.log(ew.neg(fnp.expm1(ew.neg(safe_small)))),
+                     fnp.log1p(ew.neg(fnp.exp(ew.neg(safe_large)))))
+
+
+def logmeanexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """log(mean(exp(x))) along ``axis``, as ``logsumexp`` minus the log of the count."""
+    x = _float(x)
+    axes = normalize_axes(axis, x.ndim, "logmeanexp")
+    count = math.prod(x.shape[a] for a in axes)
+    return ew.sub(logsumexp(x, axis=axes, keepdims=keepdims), np.asarray(math.log(count), x.dtype))
 
 
 def one_hot(x: Any, num_classes: int, dtype: Any = np.float64) -> Any:
