@@ -115,6 +115,24 @@ def test_traced_index_arrays_add_repeats_and_refuse_orders_they_cannot_know() ->
     np.testing.assert_array_equal(one(x, np.array([2])), [0, 0, 1, 0])
 
 
+def test_traced_out_of_bounds_updates_are_dropped_and_gathers_clamp() -> None:
+    """JAX's defaults: an update at a traced index outside the axis changes nothing (after
+    negative indices wrap once); ``get`` clamps, as indexing does."""
+    x = np.arange(5.0)
+    set_at = fg.jit(lambda x, i: x.at[i].set(-1.0))
+    add_at = fg.jit(lambda x, i: x.at[i].add(10.0, mode="drop"))
+    for i in (-9, -6, 5, 7):
+        np.testing.assert_array_equal(set_at(x, i), x)
+        np.testing.assert_array_equal(add_at(x, i), x)
+    np.testing.assert_array_equal(set_at(x, -5), [-1, 1, 2, 3, 4])
+    y = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(fg.jit(lambda y, j: y.at[1:, j].set(0.0))(y, 4), y)
+    np.testing.assert_array_equal(fg.jit(lambda y, i: y.at[i, 2].min(-1.0))(y, 2), reference(y, (2, 2), "min", -1.0))
+    assert fg.jit(lambda x, i: x.at[i].get())(x, 9) == 4.0
+    with pytest.raises(TypeError, match="mode='fill' is not supported"):
+        fg.jit(lambda x: x.at[1].get(mode="fill", fill_value=0.0))(x)
+
+
 def test_vmap_matches_a_loop() -> None:
     rng = np.random.default_rng(5)
     xs = rng.standard_normal((3, 4, 2))

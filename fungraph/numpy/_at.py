@@ -41,6 +41,18 @@ def at(x: Any) -> IndexUpdateHelper:
     return IndexUpdateHelper(x)
 
 
+def _check_options(op: str, options: dict[str, Any]) -> None:
+    """JAX's keywords: the ordering hints are accepted and unused; ``mode`` only where it names
+    what fungraph does (gathers clamp; traced out-of-bounds updates are dropped; concrete
+    out-of-bounds indices raise ``IndexError``)."""
+    allowed = (None, "promise_in_bounds", "clip" if op == "get" else "drop")
+    for name, value in options.items():
+        if name in ("indices_are_sorted", "unique_indices") or (name == "mode" and value in allowed):
+            continue
+        raise TypeError(f"x.at[...].{op}: {name}={value!r} is not supported (out-of-bounds gathers clamp, "
+                        "traced out-of-bounds updates are dropped, concrete out-of-bounds indices raise IndexError)")
+
+
 def _traced(idx: Any) -> bool:
     entries = idx if isinstance(idx, tuple) else (idx,)
     return any(isinstance(e, Tracer) for e in entries)
@@ -63,47 +75,49 @@ class IndexUpdateRef:
         self._x = asarray(x)
         self._idx = idx
 
-    def get(self, **_: Any) -> Any:
+    def get(self, **options: Any) -> Any:
         from fungraph.numpy._indexing import getitem
 
+        _check_options("get", options)
         return getitem(self._x, self._idx)
 
-    def set(self, values: Any, **_: Any) -> Any:
-        return self._update("set", values, lambda old, new: new)
+    def set(self, values: Any, **options: Any) -> Any:
+        return self._update("set", values, lambda old, new: new, options)
 
-    def add(self, values: Any, **_: Any) -> Any:
-        return self._update("add", values, ew.add)
+    def add(self, values: Any, **options: Any) -> Any:
+        return self._update("add", values, ew.add, options)
 
-    def subtract(self, values: Any, **_: Any) -> Any:
-        return self._update("subtract", values, ew.sub)
+    def subtract(self, values: Any, **options: Any) -> Any:
+        return self._update("subtract", values, ew.sub, options)
 
-    def multiply(self, values: Any, **_: Any) -> Any:
-        return self._update("multiply", values, ew.mul)
+    def multiply(self, values: Any, **options: Any) -> Any:
+        return self._update("multiply", values, ew.mul, options)
 
     mul = multiply
 
-    def divide(self, values: Any, **_: Any) -> Any:
+    def divide(self, values: Any, **options: Any) -> Any:
         from fungraph.numpy._elementwise import divide
 
-        return self._update("divide", values, lambda old, new: cast(divide(old, new), aval(old).dtype))
+        return self._update("divide", values, lambda old, new: cast(divide(old, new), aval(old).dtype), options)
 
-    def power(self, values: Any, **_: Any) -> Any:
+    def power(self, values: Any, **options: Any) -> Any:
         from fungraph.numpy._elementwise import power
 
-        return self._update("power", values, lambda old, new: cast(power(old, new), aval(old).dtype))
+        return self._update("power", values, lambda old, new: cast(power(old, new), aval(old).dtype), options)
 
-    def min(self, values: Any, **_: Any) -> Any:
-        return self._update("min", values, ew.min_p.bind)
+    def min(self, values: Any, **options: Any) -> Any:
+        return self._update("min", values, ew.min_p.bind, options)
 
-    def max(self, values: Any, **_: Any) -> Any:
-        return self._update("max", values, ew.max_p.bind)
+    def max(self, values: Any, **options: Any) -> Any:
+        return self._update("max", values, ew.max_p.bind, options)
 
-    def apply(self, func: Callable[[Any], Any], **_: Any) -> Any:
+    def apply(self, func: Callable[[Any], Any], **options: Any) -> Any:
         """``func`` applied to the indexed elements (once per element, however often indexed)."""
+        _check_options("apply", options)
         x = self._x
         shape, size, dt = aval(x).shape, aval(x).size, aval(x).dtype
         if _traced(self._idx):
-            return self._update("apply", cast(asarray(func(self.get())), dt), lambda old, new: new)
+            return self._update("apply", cast(asarray(func(self.get())), dt), lambda old, new: new, {})
         mask = np.zeros(size, bool)
         mask[_positions(shape, self._idx).reshape(-1)] = True
         applied = cast(asarray(func(sh.reshape(x, (size,)))), dt)
@@ -125,7 +139,8 @@ class IndexUpdateRef:
         size = int(np.prod(shape, dtype=np.int64))
         return sh.reshape(sh.broadcast_to(v, tuple(shape)), (size,))
 
-    def _update(self, op: str, values: Any, combine: Callable[[Any, Any], Any]) -> Any:
+    def _update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], options: dict[str, Any]) -> Any:
+        _check_options(op, options)
         if _traced(self._idx):
             return self._traced_update(op, values, combine)
         x = self._x
@@ -149,24 +164,24 @@ class IndexUpdateRef:
         return out
 
     def _traced_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], unique: bool = False) -> Any:
-        from fungraph.numpy._indexing import getitem
-
         x = self._x
         xshape, size = aval(x).shape, aval(x).size
-        ids = getitem(np.arange(size, dtype=np.int64).reshape(xshape), self._idx)
+        ids = _traced_positions(xshape, self._idx)
         shape = aval(ids).shape
+        count = int(np.prod(shape, dtype=np.int64))
+        flat_ids = sh.reshape(ids, (count,))
+        inside = ew.gt(flat_ids, np.asarray(-1, np.int64))
+        flat_ids = ew.max_p.bind(flat_ids, np.asarray(0, np.int64))
         flat_v = self._values(values, shape, op)
-        flat_ids = sh.reshape(ids, (int(np.prod(shape, dtype=np.int64)),))
         if op in ("add", "subtract"):
-            placed = sh.reshape(scatter_add(flat_v, flat_ids, 0, (size,)), xshape)
-            return combine(x, placed)
+            kept = ew.select(inside, flat_v, np.zeros((), aval(flat_v).dtype))
+            return combine(x, sh.reshape(scatter_add(kept, flat_ids, 0, (size,)), xshape))
         if not unique and _may_repeat(self._idx):
             raise NotImplementedError(
                 f"x.at[...].{op} with a traced index array: positions may repeat and which update wins "
                 f"is not known when tracing ({aval(x)}, indexed shape {shape}); use a concrete index, "
                 "traced scalar indices and slices, or .add")
-        count = aval(flat_ids).shape[0]
-        ones = np.arange(1, count + 1, dtype=np.int64)
+        ones = ew.select(inside, np.arange(1, count + 1, dtype=np.int64), np.zeros((), np.int64))
         src = ew.sub(scatter_add(ones, flat_ids, 0, (size,)), np.asarray(1, np.int64))
         mask = ew.gt(src, np.asarray(-1, np.int64))
         picked = take(flat_v, ew.max_p.bind(src, np.asarray(0, np.int64)), 0)
@@ -178,6 +193,34 @@ def scatter_unique(x: Any, idx: Any, values: Any) -> Any:
     """``x`` with ``values`` written at ``x[idx]`` for an index whose positions cannot repeat
     (a ``dynamic_update_slice`` window), traced or not."""
     return IndexUpdateRef(x, idx)._traced_update("set", values, lambda old, new: new, unique=True)
+
+
+def _traced_positions(shape: tuple[int, ...], idx: Any) -> Any:
+    """The flat positions ``x[idx]`` names for an index holding traced entries, -1 where a
+    traced entry is out of bounds (JAX drops those updates; a gather would clamp them): each
+    axis a traced entry indexes is padded with -1 on both sides, and the entry shifted onto
+    the padded axis, so clamping lands on the border."""
+    from fungraph.numpy._indexing import _expand_index, getitem
+
+    ids = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    entries = _expand_index(idx, len(shape))
+    padded, shifted, axis = [], [], 0
+    for e in entries:
+        if e is None:
+            shifted.append(e)
+            continue
+        if isinstance(e, Tracer):
+            d = shape[axis]
+            e = cast(asarray(e), np.dtype(np.int64))
+            wrapped = ew.select(ew.lt(e, np.asarray(0, np.int64)), ew.add(e, np.asarray(d, np.int64)), e)
+            inside = ew.select(ew.lt(wrapped, np.asarray(0, np.int64)), np.asarray(-1, np.int64), wrapped)
+            shifted.append(ew.add(inside, np.asarray(1, np.int64)))
+            padded.append(axis)
+        else:
+            shifted.append(e)
+        axis += 1
+    pad = [(1, 1) if a in padded else (0, 0) for a in range(len(shape))]
+    return getitem(np.pad(ids, pad, constant_values=-1), tuple(shifted))
 
 
 def _positions(shape: tuple[int, ...], idx: Any) -> np.ndarray:
