@@ -182,6 +182,25 @@ def test_callbacks_calling_each_others_functions_from_two_threads_do_not_deadloc
     assert not crossed_callbacks(lambda f: fg.jit(f, backend="opencl"))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_overflow_wraps_as_in_numpy(dtype: type) -> None:
+    """Signed overflow is undefined in OpenCL C: the compiler had turned ``x * 2**32 < 0`` into
+    ``x < 0``. Kernels compute +, -, * (and neg, abs, fma, integer powers) through the unsigned
+    type, so they wrap as numpy does."""
+    info = np.iinfo(dtype)
+    half = dtype(2 ** (info.bits // 2))
+    x = np.array([1, 3, info.max, info.min, info.max // 2 + 5, -7, 0], dtype)
+
+    def f(x):
+        return (fnp.less(x * half, 0), -x, fnp.abs(x), x * x + x, x ** 3 - x, x + info.max, x - info.max)
+
+    with np.errstate(over="ignore"):
+        want = fg.jit(f)(x)
+    got = fg.jit(f, backend="opencl")(x)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
 def chain10(x, a, b):
     for i in range(5):
         x = x * a + b if i % 2 == 0 else x * b - a

@@ -211,12 +211,22 @@ def _is_bool(dt: np.dtype) -> bool:
     return dt == dtypes.bool_
 
 
+def wrapping(dtype: np.dtype, x: str, op: str, y: str) -> str:
+    """``x op y`` for ``+``, ``-``, ``*``: on signed integers through the unsigned type, so
+    overflow wraps as in numpy and XLA (signed overflow is undefined in OpenCL C, and the
+    compiler had folded ``x * 2**32 < 0`` to ``x < 0``)."""
+    if not dtypes.is_int(dtype):
+        return f"({x} {op} {y})"
+    t = ctype(dtype)
+    return f"as_{t}(as_u{t}({x}) {op} as_u{t}({y}))"
+
+
 def _neg(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return f"(-{a[0]})"
+    return wrapping(i, f"({ctype(i)})0", "-", a[0]) if dtypes.is_int(i) else f"(-{a[0]})"
 
 
 def _abs(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return f"fabs({a[0]})" if dtypes.is_float(i) else f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
+    return f"fabs({a[0]})" if dtypes.is_float(i) else f"({a[0]} < 0 ? {_neg(i, o, a, p)} : {a[0]})"
 
 
 def _sign(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
@@ -231,11 +241,15 @@ def _not(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
 
 
 def _add(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return f"({a[0]} | {a[1]})" if _is_bool(i) else f"({a[0]} + {a[1]})"
+    return f"({a[0]} | {a[1]})" if _is_bool(i) else wrapping(i, a[0], "+", a[1])
+
+
+def _sub(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
+    return wrapping(i, a[0], "-", a[1])
 
 
 def _mul(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return f"({a[0]} & {a[1]})" if _is_bool(i) else f"({a[0]} * {a[1]})"
+    return f"({a[0]} & {a[1]})" if _is_bool(i) else wrapping(i, a[0], "*", a[1])
 
 
 def _extremum(op: str) -> Rule:
@@ -271,7 +285,7 @@ def _select(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
 def _fma(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
     if _is_bool(i):
         return f"(({a[0]} & {a[1]}) | {a[2]})"
-    return f"({a[0]} * {a[1]} + {a[2]})"
+    return wrapping(i, wrapping(i, a[0], "*", a[1]), "+", a[2])
 
 
 def _convert(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
@@ -290,10 +304,10 @@ def integer_pow_expr(x: str, y: int, dtype: np.dtype, fresh: Callable[[str, str]
     base = x
     while n:
         if n & 1:
-            result = base if result is None else fresh(t, f"{result} * {base}")
+            result = base if result is None else fresh(t, wrapping(dtype, result, "*", base))
         n >>= 1
         if n:
-            base = fresh(t, f"{base} * {base}")
+            base = fresh(t, wrapping(dtype, base, "*", base))
     return f"(({t})1 / {result})" if y < 0 else result
 
 
@@ -325,7 +339,7 @@ def _unary_float(fn: str) -> Rule:
 ELEMENTWISE_RULES: dict[str, Rule] = {name: _unary_float(fn) for name, fn in _UNARY_FLOAT.items()}
 ELEMENTWISE_RULES.update({
     "neg": _neg, "abs": _abs, "sign": _sign, "not": _not, "logistic": _typed_call("fg_logistic"),
-    "add": _add, "sub": _infix("-"), "mul": _mul, "div": _infix("/"), "pow": _call("pow"),
+    "add": _add, "sub": _sub, "mul": _mul, "div": _infix("/"), "pow": _call("pow"),
     "max": _extremum(">"), "min": _extremum("<"), "atan2": _call("atan2"),
     "mod": _typed_call("fg_mod"), "floor_divide": _typed_call("fg_fdiv"),
     "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
