@@ -1,6 +1,6 @@
 """fungraph: JAX-like function transformations over an immutable, printable IR."""
 
-from fungraph import lax, nn
+from fungraph import lax, nn, random
 from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
 from fungraph.api import (
@@ -62,6 +62,7 @@ __all__ = [
     "numpy",
     "parse",
     "pure_callback",
+    "random",
     "register_pytree_node",
     "stop_gradient",
     "tree_flatten",
