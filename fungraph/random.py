@@ -76,7 +76,7 @@ def uniform(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64, mi
     dt = _float_dtype(dtype, "uniform")
     lo = fnp.asarray(minval, dtype=dt)
     hi = fnp.asarray(maxval, dtype=dt)
-    _check_param_shapes("uniform", shape, lo=lo, maxval=hi)
+    _check_param_shapes("uniform", shape, minval=lo, maxval=hi)
     unit = _unit_floats(key, shape, dt, "uniform")
     return fnp.maximum(lo, _fma(unit, fnp.subtract(hi, lo), lo))
 
