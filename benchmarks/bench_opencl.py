@@ -73,15 +73,15 @@ def jax_rows(jax, label: str, fun, args, t_ref: float, reps: int, rate=None) -> 
     return [_row(label, t, t_ref, rate)]
 
 
-def tinygrad_rows(tg, fun, args, want, tol: float, t_ref: float, reps: int, rate=None) -> list[list[str]]:
-    """A row per tinygrad device: ``TinyJit(fun)`` with ``args`` realized on the device,
-    warmed (TinyJit captures on its second call), checked against ``want``, then the median
-    of ``reps`` calls, each followed by the device's ``synchronize()``."""
+def tinygrad_runs(tg, fun, args, want, tol: float) -> list[tuple[str, object]]:
+    """``(label, run)`` per tinygrad device: ``TinyJit(fun)`` with ``args`` realized on the
+    device, warmed (TinyJit captures on its second call) and checked against ``want``; ``run``
+    makes one call followed by the device's ``synchronize()``."""
     if tg is None:
         return []
     from tinygrad import Device, Tensor, TinyJit
 
-    rows = []
+    runs = []
     for dev, label in TINYGRAD_DEVICES:
         try:
             xs = [Tensor(np.ascontiguousarray(a), device=dev).realize() for a in args]
@@ -96,10 +96,16 @@ def tinygrad_rows(tg, fun, args, want, tol: float, t_ref: float, reps: int, rate
                 jf(*xs)
                 sync()
 
-            rows.append(_row(label, median_time(run, repeat=reps), t_ref, rate))
+            runs.append((label, run))
         except Exception as err:  # noqa: BLE001 - a device that does not work here skips its row
             SKIPPED.append(f"{label} skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
-    return rows
+    return runs
+
+
+def tinygrad_rows(tg, fun, args, want, tol: float, t_ref: float, reps: int, rate=None) -> list[list[str]]:
+    """A row per tinygrad device (:func:`tinygrad_runs`): the median of ``reps`` calls."""
+    return [_row(label, median_time(run, repeat=reps), t_ref, rate)
+            for label, run in tinygrad_runs(tg, fun, args, want, tol)]
 
 
 def _row(label: str, t: float, t_ref: float, rate) -> list[str]:
@@ -221,7 +227,11 @@ def bench_chain(n: int, fun, numpy_out, reps: int, jax=None, tg=None, jax_fun=No
     with np.errstate(all="ignore"):
         others = jax_rows(jax, JAX_LABEL, jax_fun or fun, (x, a, b), t_np, reps)
         tg_chain = tg_fun or fun
-        others += tinygrad_rows(tg, lambda t: tg_chain(t, float(a), float(b)), (x,), want, 1e-4, t_np, reps)
+        runs = tinygrad_runs(tg, lambda t: tg_chain(t, float(a), float(b)), (x,), want, 1e-4)
+        if runs:   # tinygrad in turns with our resident call, both back to back within a turn
+            both = interleaved_times({"ours": run_res, **dict(runs)}, rounds=reps, number=5)
+            others += [_row(f"{label}", both[label], t_np, None) for label, _ in runs]
+            others.append(_row("jit opencl, resident, in turns with tinygrad", both["ours"], t_np, None))
     return [["numpy eager", ms(t_np), "1.00"],
             ["numpy out=", ms(t_out), f"{t_np / t_out:.2f}"],
             ["fungraph jit cpu", ms(t_cpu), f"{t_np / t_cpu:.2f}"],
