@@ -37,7 +37,7 @@ NON_DIFFERENTIABLE = {
     "isnan", "isneginf", "isposinf", "less", "less_equal", "logical_and", "logical_not", "logical_or",
     "logical_xor", "matrix_rank", "nanargmax", "nanargmin", "not_equal", "ravel_multi_index", "rint", "round",
     "around", "round_", "searchsorted", "sign", "signbit", "trunc", "unravel_index", "divmod",
-    "iscomplex", "isreal",
+    "iscomplex", "isreal", "nonzero", "flatnonzero", "argwhere",
 }
 # Functions with no op-record row whose values (real and complex), derivatives, jit and vmap are
 # tested in tests/test_complex.py.

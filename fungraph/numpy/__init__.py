@@ -230,6 +230,7 @@ from fungraph.numpy._shape import (
     swapaxes,
     transpose,
 )
+from fungraph.numpy._sized import apply_along_axis, argwhere, flatnonzero, nonzero, vectorize
 from fungraph.numpy._stats import (
     argpartition,
     argsort,
