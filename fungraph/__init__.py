@@ -5,6 +5,8 @@ from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
 from fungraph.api import (
     ShapeDtypeStruct,
+    block_until_ready,
+    device_put,
     eval_graph,
     grad,
     hessian,
@@ -30,6 +32,8 @@ from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, 
 __version__ = "0.1.0"
 
 __all__ = [
+    "block_until_ready",
+    "device_put",
     "Array",
     "ConcretizationError",
     "Eqn",

@@ -451,3 +451,38 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
         return tree_unflatten(out_box[-1], outs)
 
     return mapped
+
+
+def device_put(x: Any, device: str | None = None) -> Any:
+    """Every array leaf of ``x`` on ``device`` (a backend name: ``"cpu"``, the default, gives
+    numpy arrays; ``"opencl"`` gives device arrays that OpenCL-jitted functions take without a
+    transfer), converted to fungraph's dtypes. JAX's ``device`` is a Device object; here it
+    is a backend name."""
+    from fungraph.backends import known_backends
+    from fungraph.tree_util import tree_map
+
+    where = "cpu" if device is None else device
+    if where not in known_backends():
+        raise ValueError(f"device_put: unknown device {device!r}; available: {', '.join(known_backends())}")
+
+    def put(leaf: Any) -> Any:
+        if isinstance(leaf, Array) and leaf.backend == where:
+            return leaf
+        host = to_concrete_dtype_array(leaf)
+        if where == "cpu":
+            return host
+        from fungraph.backends.opencl.device import device_put as to_opencl
+
+        return to_opencl(host)
+
+    return tree_map(put, x)
+
+
+def block_until_ready(x: Any) -> Any:
+    """Wait until every device array leaf of ``x`` is computed; returns ``x`` (JAX's function)."""
+    from fungraph.tree_util import tree_leaves
+
+    for leaf in tree_leaves(x):
+        if isinstance(leaf, Array):
+            leaf.block_until_ready()
+    return x

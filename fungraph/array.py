@@ -25,6 +25,10 @@ class Array(HasAval):
     def numpy(self) -> np.ndarray:
         raise NotImplementedError
 
+    def block_until_ready(self) -> Array:
+        """Wait until the value is computed (JAX's method); returns the array itself."""
+        return self
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)

@@ -182,6 +182,26 @@ def test_callbacks_calling_each_others_functions_from_two_threads_do_not_deadloc
     assert not crossed_callbacks(lambda f: fg.jit(f, backend="opencl"))
 
 
+def test_device_put_uploads_once_and_block_until_ready_waits() -> None:
+    """``device_put(tree, "opencl")``: one upload per leaf, converted to fungraph's dtypes;
+    jitted calls then transfer nothing; ``block_until_ready`` returns what it is given."""
+    ocl = _cl()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ocl.reset_transfer_stats()
+    tree = fg.device_put({"a": x, "b": [np.float16(1.5)]}, "opencl")
+    assert isinstance(tree["a"], ocl.OpenCLArray) and tree["b"][0].aval.dtype == np.float32
+    assert ocl.TRANSFER_STATS["to_device"] == 2
+    y = fg.jit(lambda t: t["a"] * 2.0 + t["b"][0], backend="opencl")(tree)
+    assert ocl.TRANSFER_STATS["to_device"] == 2
+    assert fg.block_until_ready(y) is y and y.block_until_ready() is y
+    assert fg.device_put(tree["a"], "opencl") is tree["a"]
+    back = fg.device_put(y)
+    assert isinstance(back, np.ndarray)
+    np.testing.assert_array_equal(back, x * 2 + 1.5)
+    with pytest.raises(ValueError, match="unknown device 'tpu'; available: cpu, opencl"):
+        fg.device_put(x, "tpu")
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_overflow_wraps_as_in_numpy(dtype: type) -> None:
     """Signed overflow is undefined in OpenCL C: the compiler had turned ``x * 2**32 < 0`` into

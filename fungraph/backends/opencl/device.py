@@ -157,6 +157,14 @@ def available() -> bool:
 # --- transfers --------------------------------------------------------------------------
 
 
+def device_put(host: np.ndarray) -> OpenCLArray:
+    """``host`` (of a dtype fungraph supports) copied into a new device array."""
+    dev = get_device()
+    aval = ShapedArray(host.shape, host.dtype)
+    dev.check_dtype(aval, "device_put")
+    return OpenCLArray(upload(dev, host), aval)
+
+
 def upload(dev: Device, host: np.ndarray, buffer: Any = None, byte_offset: int = 0) -> Any:
     """Copy ``host`` to the device (into ``buffer`` at ``byte_offset``, or a new buffer)."""
     host = np.ascontiguousarray(host)
@@ -261,6 +269,12 @@ class OpenCLArray(Array):
                                     "(donate_argnums) and its device buffer now holds that call's output; use the "
                                     "returned value instead")
         return self.buffer
+
+    def block_until_ready(self) -> OpenCLArray:
+        """Wait for the device queue (which computes this array) to finish."""
+        self.live_buffer()
+        get_device().queue.finish()
+        return self
 
     def numpy(self) -> np.ndarray:
         """The values on the host (copied once, then cached: device arrays are immutable)."""
