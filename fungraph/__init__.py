@@ -1,6 +1,6 @@
 """fungraph: JAX-like function transformations over an immutable, printable IR."""
 
-from fungraph import lax, nn, random
+from fungraph import lax, nn, random, tree
 from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
 from fungraph.api import (
@@ -8,6 +8,7 @@ from fungraph.api import (
     block_until_ready,
     device_put,
     eval_graph,
+    eval_shape,
     grad,
     hessian,
     jacfwd,
@@ -29,11 +30,15 @@ from fungraph.jit import jit
 from fungraph.primitives.callback import stop_gradient
 from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
+jacobian = jacrev  # jax.jacobian
 __version__ = "0.1.0"
 
 __all__ = [
     "block_until_ready",
     "device_put",
+    "eval_shape",
+    "jacobian",
+    "tree",
     "Array",
     "ConcretizationError",
     "Eqn",

@@ -90,6 +90,21 @@ def make_graph(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()
     return traced
 
 
+def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """The shapes and dtypes ``fun(*args, **kwargs)`` would return, as a tree of
+    :class:`ShapeDtypeStruct`, found by tracing (nothing is computed; arguments may themselves
+    be ``ShapeDtypeStruct``)."""
+    leaves, in_tree = tree_flatten((args, kwargs))
+    out_tree: list[PyTreeDef] = []
+
+    def call(*xs: Any) -> Any:
+        a, k = tree_unflatten(in_tree, xs)
+        return fun(*a, **k)
+
+    graph, _ = stage(flat_fun(call, tree_flatten(tuple(leaves))[1], {}, out_tree), [abstractify(x) for x in leaves])
+    return tree_unflatten(out_tree[0], [ShapeDtypeStruct(a.shape, a.dtype) for a in graph.out_avals])
+
+
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     """Evaluate a Graph on flat arguments; returns the list of its outputs."""
     if len(args) != len(graph.invars):

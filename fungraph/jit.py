@@ -11,6 +11,7 @@ optimised, planned result.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -240,7 +241,35 @@ class Jitted:
         self._cache: dict[Hashable, _Entry] = {}
         self._fast: dict[tuple, _Entry] = {}
         self._incremental: dict[Hashable, Any] = {}
+        self._keywords: Jitted | None = None
         functools.update_wrapper(self, fun, updated=())
+
+    def _with_keywords(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """A call with keyword arguments: bound to the parameters (defaults filled in) and run
+        through a twin jitted over the positional form, where keyword-only parameters follow
+        the positional ones, so ``static_argnames``' positions hold in both."""
+        params = _parameters(self.fun)
+        if params is None:
+            raise TypeError(f"jit({self.__name__}): keyword arguments need a function whose parameters are all "
+                            "named (no *args or **kwargs); pass them positionally or bind them with functools.partial")
+        try:
+            bound = inspect.signature(self.fun).bind(*args, **kwargs)
+        except TypeError as err:
+            raise TypeError(f"jit({self.__name__}): {err}") from None
+        bound.apply_defaults()
+        if self._keywords is None:
+            positional, keyword_only = params
+            fun = self.fun
+
+            def positional_form(*xs: Any) -> Any:
+                n = len(positional)
+                return fun(*xs[:n], **dict(zip(keyword_only, xs[n:])))
+
+            functools.update_wrapper(positional_form, fun, updated=())
+            self._keywords = Jitted(positional_form, self.static_argnums, self.donate_argnums, self.backend,
+                                    self.incremental)
+        positional, keyword_only = params
+        return self._keywords(*(bound.arguments[n] for n in (*positional, *keyword_only)))
 
     def _signature(self, args: Sequence[Any]) -> tuple[list[Any], PyTreeDef, dict[int, Any], Hashable]:
         dynamic, static = split_static(args, self.static_argnums)
@@ -269,7 +298,9 @@ class Jitted:
             mask += [i in self.donate_argnums] * len(tree_flatten(a)[0])
         return tuple(mask)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            return self._with_keywords(args, kwargs)
         fast_key = _fast_key(args) if not self.static_argnums else None
         if fast_key is not None:
             entry = self._fast.get(fast_key)
@@ -351,13 +382,47 @@ def _fast_key(args: Sequence[Any]) -> tuple | None:
     return tuple(key)
 
 
+def _parameters(fun: Callable[..., Any]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """``fun``'s positional and keyword-only parameter names, or None when it has ``*args``,
+    ``**kwargs`` or no signature."""
+    try:
+        params = inspect.signature(fun).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return None
+    return (tuple(p.name for p in params if p.kind != p.KEYWORD_ONLY),
+            tuple(p.name for p in params if p.kind == p.KEYWORD_ONLY))
+
+
+def _argnums(fun: Callable[..., Any], nums: int | Sequence[int], names: str | Sequence[str], what: str) -> tuple:
+    """``nums`` with the positions of the parameters ``names`` added (keyword-only parameters
+    counted after the positional ones, as :meth:`Jitted._with_keywords` orders them)."""
+    out = (nums,) if isinstance(nums, int) else tuple(nums)
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if not names:
+        return out
+    params = _parameters(fun)
+    order = None if params is None else params[0] + params[1]
+    for name in names:
+        if order is None or name not in order:
+            raise ValueError(f"jit: {what}_argnames names {name!r}, which is not a named parameter of "
+                             f"{getattr(fun, '__name__', fun)}" + ("" if order is None else f" {order}"))
+        out += (order.index(name),)
+    return tuple(dict.fromkeys(out))
+
+
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
-        donate_argnums: int | Sequence[int] = (), backend: str = "cpu", incremental: bool = False) -> Any:
-    """Compile ``fun``: trace it once per input signature, optimise, plan memory and execute."""
-    sa = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-    da = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-    if fun is None:
-        return lambda f: Jitted(f, sa, da, backend, incremental)
-    return Jitted(fun, sa, da, backend, incremental)
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        donate_argnames: str | Sequence[str] = (), backend: str = "cpu", incremental: bool = False) -> Any:
+    """Compile ``fun``: trace it once per input signature, optimise, plan memory and execute.
+    Calls may pass keyword arguments; ``static_argnames``/``donate_argnames`` name parameters
+    as ``static_argnums``/``donate_argnums`` number them."""
+    def make(f: Callable[..., Any]) -> Jitted:
+        sa = _argnums(f, static_argnums, static_argnames, "static")
+        da = _argnums(f, donate_argnums, donate_argnames, "donate")
+        return Jitted(f, sa, da, backend, incremental)
+
+    return make if fun is None else make(fun)
 
 

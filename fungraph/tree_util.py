@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -101,19 +102,29 @@ def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]) -> Any:
     return out
 
 
-def tree_leaves(tree: Any) -> list[Any]:
-    return tree_flatten(tree)[0]
+def tree_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:
+    return tree_flatten(tree, is_leaf)[0]
 
 
-def tree_structure(tree: Any) -> PyTreeDef:
-    return tree_flatten(tree)[1]
+def tree_structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> PyTreeDef:
+    return tree_flatten(tree, is_leaf)[1]
 
 
-def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
-    leaves, treedef = tree_flatten(tree)
+def tree_reduce(f: Callable[[Any, Any], Any], tree: Any, *initializer: Any,
+                is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """``functools.reduce(f, leaves[, initializer])``."""
+    return functools.reduce(f, tree_leaves(tree, is_leaf), *initializer)
+
+
+def tree_all(tree: Any) -> bool:
+    return all(tree_leaves(tree))
+
+
+def tree_map(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    leaves, treedef = tree_flatten(tree, is_leaf)
     others = []
     for r in rest:
-        r_leaves, r_def = tree_flatten(r)
+        r_leaves, r_def = tree_flatten(r, is_leaf)
         if r_def != treedef:
             raise ValueError(f"tree_map: structures differ: {treedef} vs {r_def}")
         others.append(r_leaves)
