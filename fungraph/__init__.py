@@ -26,7 +26,7 @@ from fungraph.core import ConcretizationError, Primitive, ShapeError
 from fungraph.custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, verify
 from fungraph.ir_text import ParseError, parse
-from fungraph.jit import jit
+from fungraph.jit import disable_jit, jit
 from fungraph.primitives.callback import stop_gradient
 from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
@@ -35,6 +35,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "block_until_ready",
+    "disable_jit",
     "device_put",
     "eval_shape",
     "jacobian",

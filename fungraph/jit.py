@@ -10,10 +10,12 @@ optimised, planned result.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,6 +228,25 @@ class _Entry:
     compiled: Compiled | None
 
 
+class _Disabled(threading.local):
+    on = False
+
+
+_JIT_DISABLED = _Disabled()
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True) -> Iterator[None]:
+    """Within the block (on this thread), jitted functions run their Python eagerly (JAX's
+    ``disable_jit``): ``print`` and breakpoints see values; nothing is staged or compiled."""
+    saved = _JIT_DISABLED.on
+    _JIT_DISABLED.on = disable
+    try:
+        yield
+    finally:
+        _JIT_DISABLED.on = saved
+
+
 class Jitted:
     """A function staged and compiled once per input signature."""
 
@@ -299,6 +320,8 @@ class Jitted:
         return tuple(mask)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _JIT_DISABLED.on:
+            return self.fun(*args, **kwargs)
         if kwargs:
             return self._with_keywords(args, kwargs)
         fast_key = _fast_key(args) if not self.static_argnums else None

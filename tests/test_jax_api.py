@@ -85,3 +85,20 @@ def test_tree_names_jacobian_and_cpu_device_put() -> None:
     put = fg.device_put({"a": np.float16(1), "b": [1, 2]})
     assert put["a"].dtype == np.float32 and isinstance(put["b"][0], np.ndarray)
     assert fg.block_until_ready(put) is put
+
+
+def test_disable_jit_runs_python_eagerly_on_this_thread() -> None:
+    seen = []
+
+    @fg.jit
+    def f(x):
+        seen.append(type(x).__name__)
+        return x * 2
+
+    x = np.ones(2)
+    f(x)
+    with fg.disable_jit():
+        np.testing.assert_array_equal(f(x), 2 * x)
+        f(x)
+    f(x)
+    assert seen == ["GraphTracer", "ndarray", "ndarray"]
