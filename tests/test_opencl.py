@@ -205,14 +205,15 @@ def test_device_put_uploads_once_and_block_until_ready_waits() -> None:
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_overflow_wraps_as_in_numpy(dtype: type) -> None:
     """Signed overflow is undefined in OpenCL C: the compiler had turned ``x * 2**32 < 0`` into
-    ``x < 0``. Kernels compute +, -, * (and neg, abs, fma, integer powers) through the unsigned
-    type, so they wrap as numpy does."""
+    ``x < 0``. Kernels compute +, -, * (and neg, abs, fma, integer powers, sums and products)
+    through the unsigned type, so they wrap as numpy does."""
     info = np.iinfo(dtype)
     half = dtype(2 ** (info.bits // 2))
     x = np.array([1, 3, info.max, info.min, info.max // 2 + 5, -7, 0], dtype)
 
     def f(x):
-        return (fnp.less(x * half, 0), -x, fnp.abs(x), x * x + x, x ** 3 - x, x + info.max, x - info.max)
+        return (fnp.less(x * half, 0), -x, fnp.abs(x), x * x + x, x ** 3 - x, x + info.max, x - info.max,
+                fnp.sum(x), fnp.prod(x + 2), fnp.sum(fnp.broadcast_to(x, (300, 7)), axis=0))
 
     with np.errstate(over="ignore"):
         want = fg.jit(f)(x)

@@ -27,6 +27,7 @@ from fungraph.backends.opencl.codegen import (
     ctype,
     merged_stride,
     view_access,
+    wrapping,
 )
 from fungraph.backends.opencl.device import DeviceInfo
 from fungraph.backends.opencl.epilogue import (
@@ -198,10 +199,11 @@ def _init(op: str, dt: np.dtype) -> str:
 
 
 def _combine(op: str, dt: np.dtype, acc: str, v: str) -> str:
+    """One step of reduction ``op``; integer sums and products wrap (:func:`codegen.wrapping`)."""
     if op == "reduce_sum":
-        return f"{acc} | {v}" if dt == dtypes.bool_ else f"{acc} + {v}"
+        return f"{acc} | {v}" if dt == dtypes.bool_ else wrapping(dt, acc, "+", v)
     if op == "reduce_prod":
-        return f"{acc} & {v}" if dt == dtypes.bool_ else f"{acc} * {v}"
+        return f"{acc} & {v}" if dt == dtypes.bool_ else wrapping(dt, acc, "*", v)
     cmp = ">" if op == "reduce_max" else "<"
     nan = f" || isnan({v})" if dtypes.is_float(dt) else ""
     return f"(({v} {cmp} {acc}){nan}) ? {v} : {acc}"
