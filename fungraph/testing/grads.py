@@ -77,13 +77,16 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
     if "rev" in modes:
         out, f_vjp = vjp(f, *args)
         outs = _flat_out(out)
-        cts = [_random_like(rng, o) for o in outs]
+        # outputs that are themselves NaN or infinite (0/0 in a nan-reduction of all NaNs) get
+        # no cotangent, and their tangents are left out of <ct, J t>; every other one must stay finite
+        finite = [np.isfinite(o) for o in outs]
+        cts = [np.where(m, _random_like(rng, o), 0).astype(o.dtype) for o, m in zip(outs, finite)]
         from fungraph.tree_util import tree_flatten, tree_unflatten
 
         ct_tree = tree_unflatten(tree_flatten(out)[1], cts)
         grads = [np.asarray(g) for g in f_vjp(ct_tree)]
         _, t_out = jvp(f, tuple(args), tuple(tangents))
-        lhs = _vdot(cts, _flat_out(t_out))
+        lhs = _vdot(cts, [np.where(m, t, 0) for t, m in zip(_flat_out(t_out), finite)])
         rhs = _vdot(grads, tangents)
         if not (np.isfinite(lhs) and np.isfinite(rhs)):
             raise AssertionError(f"vjp or jvp is not finite: <ct, J t> = {lhs!r}, <J^T ct, t> = {rhs!r}")
