@@ -14,9 +14,18 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph import numpy as fnp
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
 from fungraph.numpy._util import asarray, cast, is_weak
+
+
+def _special() -> Any:
+    """``fungraph.scipy.special``, imported on first use as ``fungraph.scipy`` intends."""
+    from fungraph.scipy import special
+
+    return special
+
 
 # --- elementwise: equal dtypes, Python scalars weak -----------------------------------------
 
@@ -52,21 +61,8 @@ def _binary(name: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
     return op
 
 
-def _fnp() -> Any:
-    from fungraph import numpy as fnp
-
-    return fnp
-
-
-def _special() -> Any:
-    from fungraph.scipy import special
-
-    return special
-
-
 def _div(x: Any, y: Any) -> Any:
     """Integers round toward zero (C division); floats divide."""
-    fnp = _fnp()
     if not dtypes.is_int(aval_of(x).dtype):
         return fnp.divide(x, y)
     q = fnp.floor_divide(x, y)
@@ -79,49 +75,49 @@ def _keep(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda x, *rest: cast(fn(x, *rest), aval_of(asarray(x)).dtype)
 
 
-add = _binary("add", lambda x, y: _fnp().add(x, y))
-sub = _binary("sub", lambda x, y: _fnp().subtract(x, y))
-mul = _binary("mul", lambda x, y: _fnp().multiply(x, y))
+add = _binary("add", lambda x, y: fnp.add(x, y))
+sub = _binary("sub", lambda x, y: fnp.subtract(x, y))
+mul = _binary("mul", lambda x, y: fnp.multiply(x, y))
 div = _binary("div", _div)
-rem = _binary("rem", lambda x, y: _fnp().fmod(x, y))
-max = _binary("max", lambda x, y: _fnp().maximum(x, y))  # noqa: A001 - lax's name
-min = _binary("min", lambda x, y: _fnp().minimum(x, y))  # noqa: A001 - lax's name
-atan2 = _binary("atan2", lambda x, y: _fnp().arctan2(x, y))
-eq = _binary("eq", lambda x, y: _fnp().equal(x, y))
-ne = _binary("ne", lambda x, y: _fnp().not_equal(x, y))
-lt = _binary("lt", lambda x, y: _fnp().less(x, y))
-le = _binary("le", lambda x, y: _fnp().less_equal(x, y))
-gt = _binary("gt", lambda x, y: _fnp().greater(x, y))
-ge = _binary("ge", lambda x, y: _fnp().greater_equal(x, y))
-bitwise_and = _binary("bitwise_and", lambda x, y: _fnp().bitwise_and(x, y))
-bitwise_or = _binary("bitwise_or", lambda x, y: _fnp().bitwise_or(x, y))
-bitwise_xor = _binary("bitwise_xor", lambda x, y: _fnp().bitwise_xor(x, y))
+rem = _binary("rem", lambda x, y: fnp.fmod(x, y))
+max = _binary("max", lambda x, y: fnp.maximum(x, y))  # noqa: A001 - lax's name
+min = _binary("min", lambda x, y: fnp.minimum(x, y))  # noqa: A001 - lax's name
+atan2 = _binary("atan2", lambda x, y: fnp.arctan2(x, y))
+eq = _binary("eq", lambda x, y: fnp.equal(x, y))
+ne = _binary("ne", lambda x, y: fnp.not_equal(x, y))
+lt = _binary("lt", lambda x, y: fnp.less(x, y))
+le = _binary("le", lambda x, y: fnp.less_equal(x, y))
+gt = _binary("gt", lambda x, y: fnp.greater(x, y))
+ge = _binary("ge", lambda x, y: fnp.greater_equal(x, y))
+bitwise_and = _binary("bitwise_and", lambda x, y: fnp.bitwise_and(x, y))
+bitwise_or = _binary("bitwise_or", lambda x, y: fnp.bitwise_or(x, y))
+bitwise_xor = _binary("bitwise_xor", lambda x, y: fnp.bitwise_xor(x, y))
 
-neg = _unary("neg", lambda x: _fnp().negative(x))
-abs = _unary("abs", lambda x: _fnp().abs(x))  # noqa: A001 - lax's name
-sign = _unary("sign", lambda x: _fnp().sign(x))
-floor = _unary("floor", lambda x: _fnp().floor(x))
-ceil = _unary("ceil", lambda x: _fnp().ceil(x))
-exp = _unary("exp", lambda x: _fnp().exp(x))
-exp2 = _unary("exp2", lambda x: _fnp().exp2(x))
-log = _unary("log", lambda x: _fnp().log(x))
-log1p = _unary("log1p", lambda x: _fnp().log1p(x))
-expm1 = _unary("expm1", lambda x: _fnp().expm1(x))
-sin = _unary("sin", lambda x: _fnp().sin(x))
-cos = _unary("cos", lambda x: _fnp().cos(x))
-tan = _unary("tan", lambda x: _fnp().tan(x))
-asin = _unary("asin", lambda x: _fnp().arcsin(x))
-acos = _unary("acos", lambda x: _fnp().arccos(x))
-atan = _unary("atan", lambda x: _fnp().arctan(x))
-sinh = _unary("sinh", lambda x: _fnp().sinh(x))
-cosh = _unary("cosh", lambda x: _fnp().cosh(x))
-tanh = _unary("tanh", lambda x: _fnp().tanh(x))
-asinh = _unary("asinh", lambda x: _fnp().arcsinh(x))
-acosh = _unary("acosh", lambda x: _fnp().arccosh(x))
-atanh = _unary("atanh", lambda x: _fnp().arctanh(x))
-sqrt = _unary("sqrt", lambda x: _fnp().sqrt(x))
-rsqrt = _unary("rsqrt", lambda x: 1.0 / _fnp().sqrt(x))
-cbrt = _unary("cbrt", lambda x: _fnp().cbrt(x))
+neg = _unary("neg", lambda x: fnp.negative(x))
+abs = _unary("abs", lambda x: fnp.abs(x))  # noqa: A001 - lax's name
+sign = _unary("sign", lambda x: fnp.sign(x))
+floor = _unary("floor", lambda x: fnp.floor(x))
+ceil = _unary("ceil", lambda x: fnp.ceil(x))
+exp = _unary("exp", lambda x: fnp.exp(x))
+exp2 = _unary("exp2", lambda x: fnp.exp2(x))
+log = _unary("log", lambda x: fnp.log(x))
+log1p = _unary("log1p", lambda x: fnp.log1p(x))
+expm1 = _unary("expm1", lambda x: fnp.expm1(x))
+sin = _unary("sin", lambda x: fnp.sin(x))
+cos = _unary("cos", lambda x: fnp.cos(x))
+tan = _unary("tan", lambda x: fnp.tan(x))
+asin = _unary("asin", lambda x: fnp.arcsin(x))
+acos = _unary("acos", lambda x: fnp.arccos(x))
+atan = _unary("atan", lambda x: fnp.arctan(x))
+sinh = _unary("sinh", lambda x: fnp.sinh(x))
+cosh = _unary("cosh", lambda x: fnp.cosh(x))
+tanh = _unary("tanh", lambda x: fnp.tanh(x))
+asinh = _unary("asinh", lambda x: fnp.arcsinh(x))
+acosh = _unary("acosh", lambda x: fnp.arccosh(x))
+atanh = _unary("atanh", lambda x: fnp.arctanh(x))
+sqrt = _unary("sqrt", lambda x: fnp.sqrt(x))
+rsqrt = _unary("rsqrt", lambda x: 1.0 / fnp.sqrt(x))
+cbrt = _unary("cbrt", lambda x: fnp.cbrt(x))
 square = _unary("square", lambda x: x * x)
 logistic = _unary("logistic", lambda x: _special().expit(x))
 erf = _unary("erf", lambda x: _special().erf(x))
@@ -129,8 +125,8 @@ erfc = _unary("erfc", lambda x: _special().erfc(x))
 erf_inv = _unary("erf_inv", lambda x: _special().erfinv(x))
 lgamma = _unary("lgamma", lambda x: _special().gammaln(x))
 digamma = _unary("digamma", lambda x: _special().digamma(x))
-is_finite = _unary("is_finite", lambda x: _fnp().isfinite(x))
-bitwise_not = _unary("bitwise_not", lambda x: _fnp().bitwise_not(x))
+is_finite = _unary("is_finite", lambda x: fnp.isfinite(x))
+bitwise_not = _unary("bitwise_not", lambda x: fnp.bitwise_not(x))
 
 
 def pow(x: Any, y: Any) -> Any:  # noqa: A001 - lax's name
@@ -139,7 +135,7 @@ def pow(x: Any, y: Any) -> Any:  # noqa: A001 - lax's name
     y = np.asarray(y) if is_weak(y) else asarray(y)
     if not dtypes.is_int(aval_of(y).dtype):
         x, y = _same_dtype("pow", x, y)
-    return cast(_fnp().power(x, y), aval_of(x).dtype)
+    return cast(fnp.power(x, y), aval_of(x).dtype)
 
 
 def integer_pow(x: Any, y: int) -> Any:
@@ -149,13 +145,12 @@ def integer_pow(x: Any, y: int) -> Any:
     x = asarray(x)
     if y < 0 and dtypes.is_int(aval_of(x).dtype):
         raise TypeError(f"lax.integer_pow: a negative exponent {y} needs an inexact operand, got {aval_of(x)}")
-    return cast(_fnp().power(x, int(y)), aval_of(x).dtype)
+    return cast(fnp.power(x, int(y)), aval_of(x).dtype)
 
 
 def round(x: Any, rounding_method: int = 0) -> Any:  # noqa: A001 - lax's name
     """Round to integral values: halves away from zero (``rounding_method=0``, lax's default)
     or to even (``1``)."""
-    fnp = _fnp()
     x = asarray(x)
     if int(rounding_method) == 1:
         return fnp.rint(x)
@@ -172,13 +167,13 @@ def select(pred: Any, on_true: Any, on_false: Any) -> Any:
         raise TypeError(f"lax.select needs a bool predicate, got {aval_of(p)}")
     if aval_of(t).shape != aval_of(f).shape or aval_of(p).shape not in ((), aval_of(t).shape):
         raise ShapeError(f"lax.select: shapes must agree, got predicate {aval_of(p)}, {aval_of(t)} and {aval_of(f)}")
-    return _fnp().where(p, t, f)
+    return fnp.where(p, t, f)
 
 
 def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - lax's names
     """``x`` clipped to ``[min, max]`` (scalars or arrays of ``x``'s shape and dtype)."""
     lo, x, hi = _same_dtype("clamp", min, x, max)
-    return _fnp().minimum(_fnp().maximum(x, lo), hi)
+    return fnp.minimum(fnp.maximum(x, lo), hi)
 
 
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
@@ -191,7 +186,6 @@ def convert_element_type(operand: Any, new_dtype: Any) -> Any:
 
 def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None) -> Any:
     """``operand`` (transposed by ``dimensions`` first, when given) with shape ``new_sizes``."""
-    fnp = _fnp()
     x = asarray(operand)
     if dimensions is not None:
         x = fnp.transpose(x, tuple(dimensions))
@@ -199,7 +193,7 @@ def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | 
 
 
 def transpose(operand: Any, permutation: Sequence[int]) -> Any:
-    return _fnp().transpose(asarray(operand), tuple(permutation))
+    return fnp.transpose(asarray(operand), tuple(permutation))
 
 
 def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Any:
@@ -215,7 +209,7 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: S
     expanded = [1] * len(shape)
     for s, d in zip(xs, dims):
         expanded[d] = s
-    return _fnp().broadcast_to(_fnp().reshape(x, tuple(expanded)), shape)
+    return fnp.broadcast_to(fnp.reshape(x, tuple(expanded)), shape)
 
 
 def broadcast(operand: Any, sizes: Sequence[int]) -> Any:
@@ -226,15 +220,15 @@ def broadcast(operand: Any, sizes: Sequence[int]) -> Any:
 
 
 def squeeze(array: Any, dimensions: Sequence[int]) -> Any:
-    return _fnp().squeeze(asarray(array), axis=tuple(dimensions))
+    return fnp.squeeze(asarray(array), axis=tuple(dimensions))
 
 
 def expand_dims(array: Any, dimensions: Sequence[int]) -> Any:
-    return _fnp().expand_dims(asarray(array), tuple(dimensions))
+    return fnp.expand_dims(asarray(array), tuple(dimensions))
 
 
 def rev(operand: Any, dimensions: Sequence[int]) -> Any:
-    return _fnp().flip(asarray(operand), axis=tuple(dimensions)) if len(dimensions) else asarray(operand)
+    return fnp.flip(asarray(operand), axis=tuple(dimensions)) if len(dimensions) else asarray(operand)
 
 
 def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = None) -> Any:
@@ -243,18 +237,17 @@ def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = No
     shape = aval_of(x).shape
     stop = len(shape) if stop_dimension is None else stop_dimension
     merged = int(np.prod(shape[start_dimension:stop], dtype=np.int64))
-    return _fnp().reshape(x, shape[:start_dimension] + (merged,) + shape[stop:])
+    return fnp.reshape(x, shape[:start_dimension] + (merged,) + shape[stop:])
 
 
 def concatenate(operands: Sequence[Any], dimension: int) -> Any:
     xs = _same_dtype("concatenate", *operands)
-    return _fnp().concatenate(xs, axis=dimension)
+    return fnp.concatenate(xs, axis=dimension)
 
 
 def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> Any:
     """``(low, high, interior)`` per axis: ``interior`` values between neighbours, then ``low``
     before and ``high`` after; negative ``low``/``high`` crop."""
-    fnp = _fnp()
     x, value = _same_dtype("pad", operand, padding_value)
     shape = aval_of(x).shape
     config = [tuple(int(v) for v in c) for c in padding_config]
@@ -310,13 +303,12 @@ def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True)
     d = aval_of(x).shape[axis]
     i = int(index) + d if index < 0 else int(index)
     out = slice_in_dim(x, i, i + 1, 1, axis)
-    return out if keepdims else _fnp().squeeze(out, axis=axis)
+    return out if keepdims else fnp.squeeze(out, axis=axis)
 
 
 def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: str) -> list[Any]:
     """Each start index as an int64 scalar, negative ones counted from the end, clamped so the
     window of ``sizes`` fits (JAX's rule)."""
-    fnp = _fnp()
     shape = aval_of(x).shape
     if len(start_indices) != len(shape) or len(sizes) != len(shape) or any(
             not 0 <= s <= d for s, d in zip(sizes, shape)):
@@ -354,12 +346,11 @@ def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: 
 
 def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool = True) -> Any:
     out = dynamic_slice_in_dim(operand, index, 1, axis)
-    return out if keepdims else _fnp().squeeze(out, axis=axis)
+    return out if keepdims else fnp.squeeze(out, axis=axis)
 
 
 def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]) -> Any:
     """``operand`` with ``update`` written at traced ``start_indices``, clamped so it fits."""
-    fnp = _fnp()
     x, u = _same_dtype("dynamic_update_slice", operand, update)
     shape, ushape = aval_of(x).shape, aval_of(u).shape
     if len(ushape) != len(shape):
@@ -383,7 +374,7 @@ def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int
     u = asarray(update)
     x = asarray(operand)
     if len(aval_of(u).shape) == len(aval_of(x).shape) - 1:
-        u = _fnp().expand_dims(u, axis)
+        u = fnp.expand_dims(u, axis)
     return dynamic_update_slice_in_dim(x, u, index, axis)
 
 
@@ -393,7 +384,7 @@ def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int
 def _reducer(name: str, fn_name: str) -> Callable[[Any, Sequence[int]], Any]:
     def op(operand: Any, axes: Sequence[int]) -> Any:
         x = asarray(operand)
-        return getattr(_fnp(), fn_name)(x, axis=tuple(axes)) if len(axes) else x
+        return getattr(fnp, fn_name)(x, axis=tuple(axes)) if len(axes) else x
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"``lax.{name}``: over ``axes``, keeping the dtype."
@@ -409,11 +400,11 @@ reduce_or = _reducer("reduce_or", "any")
 
 
 def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:
-    return cast(_fnp().argmax(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
+    return cast(fnp.argmax(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
 
 
 def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
-    return cast(_fnp().argmin(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
+    return cast(fnp.argmin(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
 
 
 def iota(dtype: Any, size: int) -> Any:
@@ -427,7 +418,7 @@ def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
 
 
 def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
-    return _fnp().full(tuple(int(d) for d in shape), fill_value, dtype=dtype)
+    return fnp.full(tuple(int(d) for d in shape), fill_value, dtype=dtype)
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] | None = None) -> Any:
@@ -445,13 +436,13 @@ def _cumulative(name: str, combine: Callable[[Any, Any], Any]) -> Callable[..., 
 
 
 def _logaddexp(a: Any, b: Any) -> Any:
-    return _fnp().logaddexp(a, b)
+    return fnp.logaddexp(a, b)
 
 
 cumsum = _cumulative("cumsum", lambda a, b: a + b)
 cumprod = _cumulative("cumprod", lambda a, b: a * b)
-cummax = _cumulative("cummax", lambda a, b: _fnp().maximum(a, b))
-cummin = _cumulative("cummin", lambda a, b: _fnp().minimum(a, b))
+cummax = _cumulative("cummax", lambda a, b: fnp.maximum(a, b))
+cummin = _cumulative("cummin", lambda a, b: fnp.minimum(a, b))
 cumlogsumexp = _cumulative("cumlogsumexp", _logaddexp)
 
 
@@ -461,7 +452,6 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
     each element combines the ``2^r`` elements ending at it, earlier ones on the left."""
     from fungraph.tree_util import tree_flatten, tree_unflatten
 
-    fnp = _fnp()
     leaves, tree = tree_flatten(elems)
     leaves = [asarray(v) for v in leaves]
     if not leaves:
@@ -489,7 +479,6 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
 def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: int = 1) -> Any:
     """``operand`` sorted along ``dimension``; a sequence of operands is sorted by its first
     ``num_keys`` (lexicographically, stable) and returned as a tuple."""
-    fnp = _fnp()
     if not isinstance(operand, (list, tuple)):
         return fnp.sort(asarray(operand), axis=dimension)
     xs = [asarray(x) for x in operand]
@@ -506,7 +495,6 @@ def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: in
 def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
     """The ``k`` largest entries along ``axis``, largest first (ties: lower index first), and
     their int32 indices."""
-    fnp = _fnp()
     x = asarray(operand)
     d = aval_of(x).shape[axis]
     if not 0 <= int(k) <= d:
@@ -533,7 +521,7 @@ def dot(lhs: Any, rhs: Any, *, dimension_numbers: Any = None, precision: Any = N
     if len(aval_of(a).shape) > 2 or len(aval_of(b).shape) > 2:
         raise ShapeError(f"lax.dot takes operands of rank <= 2, got {aval_of(a)} and {aval_of(b)}; "
                          "use lax.dot_general")
-    out = _fnp().dot(a, b)
+    out = fnp.dot(a, b)
     return out if preferred_element_type is None else cast(out, dtypes.canonical(preferred_element_type))
 
 
@@ -541,7 +529,7 @@ def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:
     a, b = _same_dtype("batch_matmul", lhs, rhs)
     if len(aval_of(a).shape) < 2 or aval_of(a).shape[:-2] != aval_of(b).shape[:-2]:
         raise ShapeError(f"lax.batch_matmul: batch axes differ: {aval_of(a)} and {aval_of(b)}")
-    return _fnp().matmul(a, b)
+    return fnp.matmul(a, b)
 
 
 def map(f: Callable[[Any], Any], xs: Any) -> Any:  # noqa: A001 - lax's name

@@ -278,8 +278,8 @@ class Jitted:
         except TypeError as err:
             raise TypeError(f"jit({self.__name__}): {err}") from None
         bound.apply_defaults()
+        positional, keyword_only = params
         if self._keywords is None:
-            positional, keyword_only = params
             fun = self.fun
 
             def positional_form(*xs: Any) -> Any:
@@ -289,7 +289,6 @@ class Jitted:
             functools.update_wrapper(positional_form, fun, updated=())
             self._keywords = Jitted(positional_form, self.static_argnums, self.donate_argnums, self.backend,
                                     self.incremental)
-        positional, keyword_only = params
         return self._keywords(*(bound.arguments[n] for n in (*positional, *keyword_only)))
 
     def _signature(self, args: Sequence[Any]) -> tuple[list[Any], PyTreeDef, dict[int, Any], Hashable]:

@@ -25,8 +25,9 @@ def _fnp() -> Any:
     return fnp
 
 
-def _flat_hits(a: Any, size: int | None, fill_value: Any, name: str) -> Any:
-    """Flat indices of the nonzero entries of ``a``, in order, as an int64 array of ``size``."""
+def _flat_hits(a: Any, size: int | None, fill_value: Any, name: str) -> tuple[Any, Any]:
+    """Flat indices of the nonzero entries of ``a``, in order, as an int64 array of ``size``,
+    and which of the ``size`` slots hold a hit (None eagerly without ``size``)."""
     fnp = _fnp()
     x = asarray(a)
     if size is None:
@@ -34,7 +35,7 @@ def _flat_hits(a: Any, size: int | None, fill_value: Any, name: str) -> Any:
             raise ConcretizationError(
                 f"{name} of a traced {aval(x)} has a data-dependent shape; pass size= (the number of "
                 "indices to return, padded with fill_value) as in JAX")
-        return np.flatnonzero(np.asarray(x))
+        return np.flatnonzero(np.asarray(x)), None
     size = int(size)
     if size < 0:
         raise ValueError(f"{name}: size must be >= 0, got {size}")
@@ -47,12 +48,12 @@ def _flat_hits(a: Any, size: int | None, fill_value: Any, name: str) -> Any:
     first = order[:size]
     fill = 0 if fill_value is None else fill_value
     kept = fnp.less(np.arange(size), fnp.count_nonzero(hit))
-    return fnp.where(kept, first, np.asarray(fill, np.int64))
+    return fnp.where(kept, first, np.asarray(fill, np.int64)), kept
 
 
 def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
     """Flat indices of the nonzero entries (JAX's ``size``/``fill_value`` when traced)."""
-    return _flat_hits(a, size, fill_value, "flatnonzero")
+    return _flat_hits(a, size, fill_value, "flatnonzero")[0]
 
 
 def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, ...]:
@@ -65,11 +66,10 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
     fills = fill_value if isinstance(fill_value, (tuple, list)) else (fill_value,) * len(shape)
     if len(fills) != len(shape):
         raise ValueError(f"nonzero: fill_value has {len(fills)} entries for an array of rank {len(shape)}")
-    flat = _flat_hits(x, size, 0, "nonzero")
+    flat, kept = _flat_hits(x, size, 0, "nonzero")
     if size is None:
         return tuple(np.unravel_index(flat, shape))
     coords = fnp.unravel_index(flat, shape)
-    kept = fnp.less(np.arange(int(size)), fnp.count_nonzero(x))
     return tuple(c if f is None else fnp.where(kept, c, np.asarray(f, np.int64)) for c, f in zip(coords, fills))
 
 
