@@ -280,8 +280,9 @@ def test_large_reductions_and_matmul() -> None:
 @pytest.mark.usefixtures("cpu_code_paths")
 def test_packed_register_blocked_matmul_and_its_edges(shape) -> None:
     """Row blocks in work-groups plus a leftover group, 16-column panels plus edge kernels
-    for the last rows and columns; for m >= 64 rhs is packed (lhs, contiguous along k, is read
-    in place), below that rhs is read in place too."""
+    for the last rows and columns; for m >= 64 rhs is packed, each panel copied by the product
+    kernel into local memory (lhs, contiguous along k, is read in place), below that rhs is
+    read in place too."""
     b, m, k, n = shape
     rng = np.random.default_rng(m)
     x = rng.standard_normal((b, m, k)).astype(np.float32)
@@ -289,8 +290,8 @@ def test_packed_register_blocked_matmul_and_its_edges(shape) -> None:
     jf = fg.jit(lambda x, y: fnp.matmul(x, fnp.transpose(fnp.transpose(y, (0, 2, 1)), (0, 2, 1))), backend="opencl")
     np.testing.assert_allclose(np.asarray(jf(x, y)), x @ y, rtol=1e-4, atol=1e-4)
     text = jf.lower(x, y).compiled.executable.describe()
-    assert ("rhs packed, lhs rows read in place" in text) == (m >= 64), text
-    assert "pack_rows" not in text
+    assert ("rhs panels copied to local memory (16-wide lines), lhs rows read in place" in text) == (m >= 64), text
+    assert "pack" not in text
 
 
 def test_arena_is_reused_by_intermediates() -> None:

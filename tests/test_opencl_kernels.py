@@ -50,6 +50,29 @@ def device_as(request: pytest.FixtureRequest) -> Iterator[object]:
 GPU_LIKE = {"is_cpu": False}
 
 
+@pytest.fixture(params=[True, False], ids=["fused-pack", "pack-kernel"])
+def fused_pack(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
+    """Packed products with ``rhs`` panels copied inside the product kernel (the default on a
+    CPU) and with the separate pack kernel (what a panel too large for local memory gets)."""
+    from fungraph.backends.opencl import kernels
+
+    monkeypatch.setattr(kernels, "DOT_FUSED_PACK", request.param)
+    clear_caches()
+    yield request.param
+    clear_caches()
+
+
+@pytest.fixture
+def pack_kernel(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Packed products with the separate pack kernel."""
+    from fungraph.backends.opencl import kernels
+
+    monkeypatch.setattr(kernels, "DOT_FUSED_PACK", False)
+    clear_caches()
+    yield
+    clear_caches()
+
+
 def _notes(f, *args) -> str:
     return f.lower(*args).text
 
@@ -80,11 +103,11 @@ def _check_matmuls(rng: np.random.Generator) -> None:
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_matmul_shapes_and_edges_on_the_cpu_kernels() -> None:
+def test_matmul_shapes_and_edges_on_the_cpu_kernels(fused_pack: bool) -> None:
     _check_matmuls(np.random.default_rng(0))
 
 
-def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges() -> None:
+def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges(fused_pack: bool) -> None:
     rng = np.random.default_rng(1)
     a = rng.standard_normal((130, 70)).astype(np.float32)    # 130 = 21 * 6 + 4 rows
     b = rng.standard_normal((70, 40)).astype(np.float32)     # 40 = 2 * 16 + 8 columns
@@ -92,32 +115,92 @@ def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges() -> N
     np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
     text = _notes(f, a, b)
     # lhs rows contiguous along k are read in place; only rhs is packed
-    assert "rhs packed, lhs rows read in place" in text
+    assert "lhs rows read in place" in text
     assert "pack_rows" not in text
     # the last 130 % 6 rows: one more row panel starting at row 124, storing its last 4 rows
     assert "the last 4 rows from a panel at row 124" in text
-    assert "last 8 columns from the zero-padded panel" in text
     assert "scalar corner" not in text and "_rows" not in text
-    assert "pack the last 8 columns" in text
+    if fused_pack:
+        assert "[copy" not in text
+        assert "rhs panels copied to local memory (16-wide lines)" in text
+        assert "the last 8 columns, zero-padded" in text
+    else:
+        assert "rhs packed, lhs rows read in place" in text
+        assert "last 8 columns from the zero-padded panel" in text
+        assert "pack the last 8 columns" in text
     t = fg.jit(lambda x, y: x.T @ y, backend="opencl")
     np.testing.assert_allclose(np.asarray(t(a.T.copy(), b)), a @ b, rtol=1e-4, atol=1e-4)
     text = _notes(t, a.T.copy(), b)
-    assert "both operands packed" in text
-    assert "last 4 rows, 4x16 blocks" in text and "scalar corner" in text
+    assert "scalar corner" in text
+    if fused_pack:
+        # the last 4 rows are computed from the local panel by the last work-item of each panel
+        assert "lhs packed" in text and "the last 4 rows by the last work-item of each panel" in text
+        assert "_rows" not in text.replace("pack_rows", "")
+    else:
+        assert "both operands packed" in text
+        assert "last 4 rows, 4x16 blocks" in text
     # an rhs given as its transpose is packed as 16 x 16 blocks transposed in registers
     # (k = 70: 64 + a tail of 6)
     g = fg.jit(lambda x, y: x @ y.T, backend="opencl")
     np.testing.assert_allclose(np.asarray(g(a, b.T.copy())), a @ b, rtol=1e-4, atol=1e-4)
-    assert "pack 16-wide panels, 16 x 16 blocks transposed in registers" in _notes(g, a, b.T.copy())
+    how = "rhs panels copied to local memory (" if fused_pack else "pack 16-wide panels, "
+    assert how + "16 x 16 blocks transposed in registers" in _notes(g, a, b.T.copy())
+
+
+@pytest.mark.parametrize(("units", "run"), [(2, 43), (4, 22), (8, 11), (16, 8)])
+def test_fused_products_share_row_panels_while_every_core_has_several(
+        units: int, run: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """256 rows are 43 row panels (42 and one overlapping), 4 x 16 columns are 4 column
+    panels: one work-item per column panel computing all 43 row panels from its local copy
+    leaves 4 work-groups, enough for 2 compute units at two per unit; more units split the
+    row panels into runs, never shorter than 8 (a copy costs about a few panels' products)."""
+    from fungraph.backends.opencl import kernels
+
+    monkeypatch.setattr(kernels, "DOT_GROUPS_PER_UNIT", 2)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((256, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 64)).astype(np.float32)
+    with opencl_device_presented_as(compute_units=units):
+        f = fg.jit(lambda x, y: x @ y, backend="opencl")
+        np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
+        text = _notes(f, a, b)
+        assert f"{run} row panels per work-item" in text
+        assert f"launches (4, {-(-43 // run)}, 1)/(1, 1, 1)" in text
+
+
+@pytest.mark.parametrize("limit", ["local memory", "work"])
+def test_fused_copy_falls_back_to_a_pack_kernel(limit: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column panel larger than half the device's local memory, or a product of more than
+    ``FUSED_MAX_WORK`` multiply-adds, is packed by its own kernel."""
+    from fungraph.backends.opencl import kernels
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 32)).astype(np.float32)
+    local = 2 * 300 * 16 * 4 - (4 if limit == "local memory" else 0)
+    monkeypatch.setattr(kernels, "FUSED_MAX_WORK", 64 * 300 * 32 - (1 if limit == "work" else 0))
+    clear_caches()
+    with opencl_device_presented_as(local_mem_size=local):
+        f = fg.jit(lambda x, y: x @ y, backend="opencl")
+        np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
+        text = _notes(f, a, b)
+        assert "pack 16-wide panels" in text and "local memory" not in text
+    clear_caches()
+    with opencl_device_presented_as(local_mem_size=local + 4):
+        monkeypatch.setattr(kernels, "FUSED_MAX_WORK", 64 * 300 * 32)
+        g = fg.jit(lambda x, y: x @ y, backend="opencl")
+        np.testing.assert_allclose(np.asarray(g(a, b)), a @ b, rtol=1e-4, atol=1e-4)
+        assert "rhs panels copied to local memory" in _notes(g, a, b)
+    clear_caches()
 
 
 @pytest.mark.parametrize(("units", "group"), [(2, 43), (4, 43), (8, 1)])
 def test_packed_work_groups_take_many_row_panels_while_every_core_has_several(
-        units: int, group: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """256 rows are 43 row panels (42 and one overlapping), 4 x 16 columns are 4 column
-    panels: one work-group of all 43 row panels per column panel leaves 4 work-groups, which
-    is enough for 2 or 4 compute units at one work-group per unit but not for 8; 43 is prime,
-    so the only other choice is 1."""
+        units: int, group: int, monkeypatch: pytest.MonkeyPatch, pack_kernel: None) -> None:
+    """With the pack kernel: 256 rows are 43 row panels (42 and one overlapping), 4 x 16
+    columns are 4 column panels: one work-group of all 43 row panels per column panel leaves
+    4 work-groups, which is enough for 2 or 4 compute units at one work-group per unit but not
+    for 8; 43 is prime, so the only other choice is 1."""
     from fungraph.backends.opencl import kernels
 
     monkeypatch.setattr(kernels, "DOT_GROUPS_PER_UNIT", 1)
@@ -132,7 +215,7 @@ def test_packed_work_groups_take_many_row_panels_while_every_core_has_several(
 
 @pytest.mark.parametrize("rest", range(6))
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
-def test_row_tail_panel_overlaps_the_last_whole_panel(rest: int, dtype: type) -> None:
+def test_row_tail_panel_overlaps_the_last_whole_panel(rest: int, dtype: type, fused_pack: bool) -> None:
     """m % 6 rows come from a panel starting at m - 6 that stores only its last rows, in the
     16-column kernel and in the zero-padded last panel (n = 16 * 3 + 5)."""
     rng = np.random.default_rng(rest)
@@ -146,7 +229,8 @@ def test_row_tail_panel_overlaps_the_last_whole_panel(rest: int, dtype: type) ->
 
 @pytest.mark.parametrize("shape", [(70, 70, 200), (64, 64, 80), (100, 97, 129)])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
-def test_product_with_a_transposed_rhs_is_computed_transposed(shape: tuple[int, int, int], dtype: type) -> None:
+def test_product_with_a_transposed_rhs_is_computed_transposed(shape: tuple[int, int, int], dtype: type,
+                                                              fused_pack: bool) -> None:
     """``g @ w.T`` with fewer rows in ``g`` than in ``w``: ``w``'s rows are read in place, only
     ``g`` is packed (as 16 x 16 blocks transposed in registers), and ``out`` is stored
     transposed, element by element."""
@@ -158,8 +242,13 @@ def test_product_with_a_transposed_rhs_is_computed_transposed(shape: tuple[int, 
     np.testing.assert_array_equal(np.asarray(f(g, w)), g @ w.T)
     text = _notes(f, g, w)
     assert "transposed product out.T = rhs.T @ lhs.T" in text
-    assert "rhs packed, lhs rows read in place" in text
-    assert f"launches ({m // 16 * (k // 16)},)" in text     # the pack covers g, not w
+    assert "lhs rows read in place" in text
+    if fused_pack:
+        assert "rhs panels copied to local memory (16 x 16 blocks transposed in registers)" in text
+        assert f"launches ({m // 16}, " in text     # a work-item per 16 rows of g (columns of g.T)
+    else:
+        assert "rhs packed, lhs rows read in place" in text
+        assert f"launches ({m // 16 * (k // 16)},)" in text     # the pack covers g, not w
     short = fg.jit(lambda x, y: x @ y.T, backend="opencl")        # k = 10: w packed, out stored by rows
     np.testing.assert_array_equal(np.asarray(short(g[:, :10], w[:, :10])), g[:, :10] @ w[:, :10].T)
     assert "transposed product" not in _notes(short, g[:, :10], w[:, :10])
@@ -183,7 +272,7 @@ def test_narrow_product_of_a_transposed_operand_needs_no_copy() -> None:
 
 @pytest.mark.parametrize("m", [64, 67, 203])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
-def test_narrow_products_cover_every_row(m: int, dtype: type) -> None:
+def test_narrow_products_cover_every_row(m: int, dtype: type, fused_pack: bool) -> None:
     """8 rows per work-item in vectors, the last m % 8 one per work-item; a narrow product
     whose rows are not adjacent (``w @ v``, n < 16) takes one zero-padded 16-column panel."""
     rng = np.random.default_rng(m)
@@ -195,12 +284,15 @@ def test_narrow_products_cover_every_row(m: int, dtype: type) -> None:
     w = fg.jit(lambda a, b: a @ b, backend="opencl")
     np.testing.assert_array_equal(np.asarray(w(h.T.copy(), g)), h.T @ g)
     text = _notes(w, h.T.copy(), g)
-    assert "last 5 columns from the zero-padded panel" in text
-    assert "pack the last 5 columns" in text
+    if fused_pack:
+        assert "the last 5 columns, zero-padded" in text and "[copy" not in text
+    else:
+        assert "last 5 columns from the zero-padded panel" in text
+        assert "pack the last 5 columns" in text
 
 
 @pytest.mark.parametrize("order", ["rows", "columns"])
-def test_panel_packing_reads_either_operand_layout(order: str) -> None:
+def test_panel_packing_reads_either_operand_layout(order: str, fused_pack: bool) -> None:
     rng = np.random.default_rng(2)
     a = rng.standard_normal((200, 48)).astype(np.float32)
     b = rng.standard_normal((48, 64)).astype(np.float32)
@@ -717,7 +809,7 @@ def test_product_epilogue_leaves_a_region_with_transcendentals_alone() -> None:
 
 
 @pytest.mark.parametrize("k, lines", [(64, 8), (100, 4), (70, 2), (33, 1)])
-def test_panel_copy_moves_several_lines_of_k_per_work_item(k: int, lines: int) -> None:
+def test_panel_copy_moves_several_lines_of_k_per_work_item(k: int, lines: int, pack_kernel: None) -> None:
     """The panel copies of a row-major ``rhs`` and of a transposed ``lhs`` (6-row panels) move
     the largest of 8/4/2/1 lines of ``k`` dividing ``k`` per work-item."""
     rng = np.random.default_rng(k)

@@ -62,6 +62,7 @@ from fungraph.backends.opencl.kernels import (
     dot_panels,
     dot_row_panels,
     elementwise_kernel,
+    fused_panels,
     graph_avals,
     pack_kernel,
     pack_tail_kernel,
@@ -462,20 +463,25 @@ class OpenCLExecutable:
             m, n = n, m
         dims = ((lc, rc), (lb, rb))
         panels = row_panels = None
+        fused = False
         if pack:
             b = int(np.prod([rhs.shape[d] for d in rb], dtype=np.int64))
-            scratch = self._scratch(ShapedArray((b, -(-n // DOT_COLS), k, DOT_COLS), rhs.aval.dtype))
-            view, panels = dot_panels(rhs, dims, scratch.slot)
-            specs += pack_kernel(self._name("pack"), view, panels, self.info, self.idx_type)
-            if n % DOT_COLS:
-                specs.append(pack_tail_kernel(self._name("pack_tail"), view, n % DOT_COLS, panels, self.info,
-                                              self.idx_type))
+            fused = fused_panels((b, m, k, n), rhs.aval.dtype, self.info)
+            if fused:
+                panels = dot_panels(rhs, dims, rhs.slot)[0]
+            else:
+                scratch = self._scratch(ShapedArray((b, -(-n // DOT_COLS), k, DOT_COLS), rhs.aval.dtype))
+                view, panels = dot_panels(rhs, dims, scratch.slot)
+                specs += pack_kernel(self._name("pack"), view, panels, self.info, self.idx_type)
+                if n % DOT_COLS:
+                    specs.append(pack_tail_kernel(self._name("pack_tail"), view, n % DOT_COLS, panels, self.info,
+                                                  self.idx_type))
             if merged_stride(lhs, lc) not in (0, 1):
                 scratch = self._scratch(ShapedArray((b, m // PACK_ROWS, k, PACK_ROWS), lhs.aval.dtype))
                 view, row_panels = dot_row_panels(lhs, dims, scratch.slot)
                 specs += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
         products = dot_kernels(self._name("dot_general"), lhs, rhs, out, dims, self.info, self.idx_type,
-                               panels, row_panels, ep) or []
+                               panels, row_panels, ep, fused) or []
         for spec in products:
             if swap:
                 spec.note += "; transposed product out.T = rhs.T @ lhs.T"

@@ -484,6 +484,14 @@ PACK_ROWS = 6
 DOT_GROUP = (1, 64)
 #: Work-groups the packed kernel keeps per compute unit, so that a core left short is not idle.
 DOT_GROUPS_PER_UNIT = 8
+#: Whether packed products copy ``rhs`` panels inside the product kernel (:func:`fused_panels`).
+DOT_FUSED_PACK = True
+#: Most row panels one work-item of the fused kernel computes from its local panel, and the
+#: fewest (copying a panel costs about what one to four row panels of products do).
+FUSED_GROUP, FUSED_MIN_RUN = 64, 8
+#: Largest product (multiply-adds) whose ``rhs`` panels are copied by the product kernel: the
+#: MLP's 256 x 1024 x 1024 layers and smaller.
+FUSED_MAX_WORK = 1 << 28
 #: Lines of ``k`` one work-item of the row-major panel copy moves (1024 x 1024: 0.55 -> 0.38 ms
 #: at best, 0.87 -> 0.56 at median, against 0.32 / 0.47 for a plain copy of the same bytes).
 PACK_LINES = 8
@@ -632,12 +640,13 @@ def _divisor(n: int, cap: int) -> int:
 
 def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, info: DeviceInfo,
                 idx_type: str, panels: Access | None = None, row_panels: Access | None = None,
-                epilogue: Epilogue | None = None) -> list[KernelSpec] | None:
+                epilogue: Epilogue | None = None, fused: bool = False) -> list[KernelSpec] | None:
     """``out[b, m, n] = sum_k lhs[b, m, k] rhs[b, k, n]`` when each operand's batch, free and
     contracting axes merge into one stride each (else None: the engine copies first).
     On a CPU a register-blocked kernel covers the bulk: with ``panels`` (``rhs`` packed by
     :func:`dot_panels`; ``lhs`` packed by :func:`dot_row_panels` into ``row_panels``, or None
-    when its rows are contiguous along ``k``) 6x16 blocks whose work-groups share row panels;
+    when its rows are contiguous along ``k``) 6x16 blocks whose work-groups share row panels
+    (``fused``: ``panels`` is :func:`dot_panels`' view of ``rhs``, copied by the product kernel);
     without, 4x16 blocks that need ``rhs`` rows contiguous.
     Small kernels cover the edges, so no kernel has a bounds test. Other devices get the
     local-memory tiled kernel (:func:`tiled_dot_kernel`). With an ``epilogue`` (packed kernels
@@ -688,7 +697,7 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
 
     if packed:
         specs += _packed_dot_kernels(name, lhs, out, panels, row_panels, (b, m, k, n), (sab, sam, sak),
-                                     (nb, nf, som, son), info, it, t, fma, epilogue)
+                                     (nb, nf, som, son), info, it, t, fma, epilogue, fused)
     elif blocked:
         params = Params()
         pa, oa, pb, ob, pc, oc = common(params)
@@ -817,12 +826,55 @@ def _row_group(count: int, cap: int, others: int = 1, min_groups: int = 1) -> in
     return max(fits, default=1)
 
 
+def fused_panels(sizes: tuple[int, int, int, int], dtype: np.dtype, info: DeviceInfo) -> bool:
+    """Whether a packed product (``sizes``: batch, m, k, n) copies each ``rhs`` column panel
+    into local memory inside the product kernel (:func:`_local_panel`) rather than in a pack
+    kernel before it: on a CPU, for products of at most ``FUSED_MAX_WORK`` multiply-adds, while
+    a panel takes at most half the local memory (PoCL's is one block per worker thread that
+    stays in its cache). Larger products amortise the pack kernel's launch, and reading a
+    panel down its column of ``rhs`` costs more there than the pack kernel's row-wise pass
+    (2048^3: 0.92 against 0.95 of numpy's BLAS; 1000^3: 0.98 against 1.02)."""
+    b, m, k, n = sizes
+    return (DOT_FUSED_PACK and info.is_cpu and b * m * k * n <= FUSED_MAX_WORK
+            and k * DOT_COLS * np.dtype(dtype).itemsize * 2 <= info.local_mem_size)
+
+
+def _local_panel(params: Params, view: Access, p: str, cols: int, it: str) -> tuple[list[str], str]:
+    """Lines that copy column panel ``p`` of ``view`` (``rhs`` as ``[b, x, k, 16]``, strided)
+    into ``__local bl[k * 16]``, zero beyond its first ``cols`` columns, and how: a 16-wide
+    load per line of ``k`` when the columns are adjacent, 16 x 16 blocks transposed in
+    registers when ``k`` is (``rhs`` given as its transpose), else element by element."""
+    _, _, k, _ = view.shape
+    sb, sx, sk, sw = view.strides
+    dt = view.aval.dtype
+    t = ctype(dt)
+    ps, os_ = params(view.slot, dt)
+    lines = [f"  __local {t} bl[{k * DOT_COLS}];",
+             f"  __global const {t}* bs = {ps} + {os_} + {view.offset} + (long)bb * {sb} + (long)({p}) * {sx};"]
+    if cols == DOT_COLS and sw == 1:
+        copy = f"  for ({it} kk = 0; kk < {k}; ++kk) vstore16(vload16(0, bs + (long)kk * {sk}), kk, bl);"
+        return [*lines, copy], "16-wide lines"
+    k16 = k - k % 16 if sk == 1 and cols == DOT_COLS else 0
+    if k16:
+        lines.append(f"  for ({it} kc = 0; kc < {k16}; kc += 16) {{")
+        lines += [f"    const {t}16 v{j} = vload16(0, bs + {j * sw} + kc);" for j in range(DOT_COLS)]
+        lines += [f"    vstore16(({t}16)({', '.join(f'v{j}.s{i:x}' for j in range(DOT_COLS))}), kc + {i}, bl);"
+                  for i in range(16)]
+        lines.append("  }")
+    zero = c_literal(0, dt)
+    lines.append(f"  for ({it} kk = {k16}; kk < {k}; ++kk) {{")
+    lines += [f"    bl[kk * {DOT_COLS} + {j}] = {f'bs[(long)kk * {sk} + {j * sw}]' if j < cols else zero};"
+              for j in range(DOT_COLS)]
+    return [*lines, "  }"], "16 x 16 blocks transposed in registers" if k16 else "element by element"
+
+
 def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row_panels: Access | None,
                         sizes: tuple[int, int, int, int], lstrides: tuple[int, int, int],
                         ostrides: tuple[int, int, int, int], info: DeviceInfo, it: str, t: str,
-                        fma: Callable[[str, str, str], str], epilogue: Epilogue | None = None) -> list[KernelSpec]:
+                        fma: Callable[[str, str, str], str], epilogue: Epilogue | None = None,
+                        fused: bool = False) -> list[KernelSpec]:
     """The 6x16 kernel over the packed ``rhs`` and ``lhs`` (packed into ``row_panels``, or read
-    in place when None: rows contiguous along ``k``); for the last ``n % 16`` columns (all of
+    in place when None: rows contiguous along k); for the last ``n % 16`` columns (all of
     them when ``n < 16``) the same kernel on the zero-padded last panel storing only those
     columns. The last ``m % 6`` rows: with ``lhs`` in place, one more row panel that starts at
     ``m - 6`` and stores only its last rows; with packed rows, one work-item per column panel
@@ -830,7 +882,14 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     ``out.T``): 16-wide stores when its columns are adjacent, else one store per element.
     ``ostrides``: ``out``'s batch and row axis counts, then its row and column strides. An
     ``epilogue`` runs on each row of a block before the store (the overlapping row panel
-    neither loads nor stores the rows it does not own)."""
+    neither loads nor stores the rows it does not own).
+
+    ``fused``: ``panels`` is ``rhs`` itself seen as ``[b, n // 16, k, 16]`` (:func:`dot_panels`'
+    view), and each work-item copies its column panel into local memory (:func:`_local_panel`)
+    and computes a run of row panels from it, the last ``m % 6`` packed rows included: one
+    launch where a pack kernel and the product were two. PoCL often runs the second of two
+    chained kernels on one worker thread for a while (its other worker still asleep): a 512
+    product went from 4.0 to 2.6 ms."""
     b, m, k, n = sizes
     sab, sam, sak = lstrides
     nb, nf, som, son = ostrides
@@ -841,24 +900,44 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     overlap = bool(rest) and row_panels is None and g > 0
     specs = []
 
-    def kernel(kname: str, rows: int, a_of: Callable[[Params], tuple[list[str], str]], row0: str,
-               launches: list[Launch], note: str, cols: int = DOT_COLS) -> KernelSpec:
-        params = Params()
-        pp, op = params(panels.slot, dt)
+    def block(params: Params, rows: int, a_of: Callable[[Params], tuple[list[str], str]], row0: str,
+              cols: int, guard: Callable[[int], str | None]) -> list[str]:
         a_lines, a_load = a_of(params)
         store = BlockStore(epilogue, out, (nb, nf), params, ("bb", "row0", f"p * {DOT_COLS}"), DOT_COLS)
-        body = [f"  const {it} p = get_global_id(0);", f"  const {it} rb = get_global_id(1);",
-                f"  const {it} bb = get_global_id(2);", f"  const long row0 = {row0};",
-                f"  __global const {t}* bq = {pp} + {op} + {panels.offset} + (long)bb * {panels.strides[0]} "
-                f"+ (long)p * {k * DOT_COLS};", *a_lines, *store.lines]
+        body = [f"  const long row0 = {row0};", *a_lines, *store.lines]
         body += [f"  {t}16 c{r} = ({t}16)(0);" for r in range(rows)]
         body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t}16 bv = vload16(kk, bq);"]
         body += [f"    c{r} = {fma(a_load.format(r=r), 'bv', f'c{r}')};" for r in range(rows)]
         body += ["  }"]
+        return body + store.block([f"c{r}" for r in range(rows)], cols, guard)
+
+    def kernel(kname: str, rows: int, a_of: Callable[[Params], tuple[list[str], str]], row0: str,
+               launches: list[Launch], note: str, cols: int = DOT_COLS, run: int = 1,
+               last_rows: bool = False) -> KernelSpec:
+        params = Params()
+        body = [f"  const {it} p = get_global_id(0);", f"  const {it} bb = get_global_id(2);"]
+        if fused:
+            copy, how = _local_panel(params, panels, "p", cols, it)
+            body += [*copy, f"  __local const {t}* bq = bl;"]
+            note = note.replace("copied to local memory", f"copied to local memory ({how})")
+        else:
+            pp, op = params(panels.slot, dt)
+            body.append(f"  __global const {t}* bq = {pp} + {op} + {panels.offset} + (long)bb * {panels.strides[0]} "
+                        f"+ (long)p * {k * DOT_COLS};")
         guarded = overlap and rows == PACK_ROWS
-        body += store.block([f"c{r}" for r in range(rows)], cols,
-                            lambda r: f"rb < {g}" if guarded and r < PACK_ROWS - rest else None)
+        guard = (lambda r: f"rb < {g}" if guarded and r < PACK_ROWS - rest else None)
+        inner = block(params, rows, a_of, row0, cols, guard)
+        if fused:
+            body += [f"  for ({it} rr = 0; rr < {run}; ++rr) {{", f"  const {it} rb = get_global_id(1) * {run} + rr;",
+                     *([f"  if (rb >= {row_count}) break;"] if row_count % run else []), *inner, "  }"]
+            if last_rows:
+                body += [f"  if (get_global_id(1) == {runs - 1}) {{",
+                         *block(params, rest, strided_a, str(g * PACK_ROWS), cols, lambda r: None), "  }"]
+        else:
+            body += [f"  const {it} rb = get_global_id(1);", *inner]
         operands = (panels.slot, lhs.slot if row_panels is None or a_of is strided_a else row_panels.slot)
+        if last_rows:
+            operands += (lhs.slot,)
         return KernelSpec(kname, _kernel(kname, params, body), params.slots, launches, kind="dot", note=note,
                           **(epilogue.own(out, operands) if epilogue else {}))
 
@@ -878,13 +957,30 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
 
     row_count = g + 1 if overlap else g
     row0 = f"rb < {g} ? (long)rb * {PACK_ROWS} : {m - PACK_ROWS}" if overlap else f"(long)rb * {PACK_ROWS}"
+    operands = "both operands packed" if row_panels is not None else "rhs packed, lhs rows read in place"
+    tail = f", the last {rest} rows from a panel at row {m - PACK_ROWS}" if overlap else ""
+    last_rows = fused and bool(rest) and not overlap
+    if fused:
+        others = b * (panels_n + (n > n16))
+        runs = max(-(-DOT_GROUPS_PER_UNIT * info.compute_units // others), -(-row_count // FUSED_GROUP), 1)
+        run = min(max(-(-row_count // runs), FUSED_MIN_RUN), row_count)
+        runs = -(-row_count // run)
+        lhs_how = "lhs packed" if row_panels is not None else "lhs rows read in place"
+        how = (f"rhs panels copied to local memory, {lhs_how}, {run} row panels per work-item{tail}"
+               + (f", the last {rest} rows by the last work-item of each panel" if last_rows else ""))
+        for kname, p0, count, cols in ((name + "_blk", 0, panels_n, DOT_COLS), (name + "_cols", panels_n, 1, n - n16)):
+            if count and cols and runs:
+                launch: Launch = ((count, runs, b), (1, 1, 1), (p0, 0, 0) if p0 else None)
+                note = f"{PACK_ROWS}x{DOT_COLS} register-blocked, {how}" \
+                    + ("" if cols == DOT_COLS else f"; the last {cols} columns, zero-padded")
+                specs.append(kernel(kname, PACK_ROWS, packed_a, row0, [launch], note, cols, run,
+                                    last_rows and cols == DOT_COLS))
+        return specs
     lp = _divisor(panels_n, min(DOT_GROUP[0], info.max_work_group_size))
     lm = _row_group(row_count, max(1, min(DOT_GROUP[1], info.max_work_group_size // lp)),
                     b * (panels_n // lp), DOT_GROUPS_PER_UNIT * info.compute_units)
     grid: list[Launch] = [((panels_n, row_count, b), (lp, lm, 1), None)]
     if row_count and panels_n:
-        operands = "both operands packed" if row_panels is not None else "rhs packed, lhs rows read in place"
-        tail = f", the last {rest} rows from a panel at row {m - PACK_ROWS}" if overlap else ""
         specs.append(kernel(name + "_blk", PACK_ROWS, packed_a, row0, grid,
                             f"{PACK_ROWS}x{DOT_COLS} register-blocked, {operands}, "
                             f"work-groups of {lp}x{lm} panels{tail}"))
