@@ -114,20 +114,20 @@ def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges(fused_
     f = fg.jit(lambda x, y: x @ y, backend="opencl")
     np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
     text = _notes(f, a, b)
-    # lhs rows contiguous along k are read in place; only rhs is packed
-    assert "lhs rows read in place" in text
-    assert "pack_rows" not in text
-    # the last 130 % 6 rows: one more row panel starting at row 124, storing its last 4 rows
-    assert "the last 4 rows from a panel at row 124" in text
-    assert "scalar corner" not in text and "_rows" not in text
     if fused_pack:
+        # lhs rows contiguous along k are read in place; rhs panels are copied by the product
         assert "[copy" not in text
-        assert "rhs panels copied to local memory (16-wide lines)" in text
+        assert "rhs panels copied to local memory (16-wide lines), lhs rows read in place" in text
+        # the last 130 % 6 rows: one more row panel starting at row 124, storing its last 4 rows
+        assert "the last 4 rows from a panel at row 124" in text
+        assert "scalar corner" not in text and "_rows" not in text
         assert "the last 8 columns, zero-padded" in text
     else:
-        assert "rhs packed, lhs rows read in place" in text
+        # a product too large for the fused copy packs both operands, in one launch
+        assert "both operands packed" in text and "(4 copies in one launch)" in text
         assert "last 8 columns from the zero-padded panel" in text
         assert "pack the last 8 columns" in text
+        assert "last 4 rows, 4x16 blocks" in text and "scalar corner" in text
     t = fg.jit(lambda x, y: x.T @ y, backend="opencl")
     np.testing.assert_allclose(np.asarray(t(a.T.copy(), b)), a @ b, rtol=1e-4, atol=1e-4)
     text = _notes(t, a.T.copy(), b)
@@ -194,13 +194,13 @@ def test_fused_copy_falls_back_to_a_pack_kernel(limit: str, monkeypatch: pytest.
     clear_caches()
 
 
-@pytest.mark.parametrize(("units", "group"), [(2, 43), (4, 43), (8, 1)])
+@pytest.mark.parametrize(("units", "group"), [(2, 21), (8, 21), (16, 11), (64, 3)])
 def test_packed_work_groups_take_many_row_panels_while_every_core_has_several(
         units: int, group: int, monkeypatch: pytest.MonkeyPatch, pack_kernel: None) -> None:
-    """With the pack kernel: 256 rows are 43 row panels (42 and one overlapping), 4 x 16
-    columns are 4 column panels: one work-group of all 43 row panels per column panel leaves
-    4 work-groups, which is enough for 2 or 4 compute units at one work-group per unit but not
-    for 8; 43 is prime, so the only other choice is 1."""
+    """With the pack kernels: 256 rows are 42 packed row panels (and 4 rows apart), 4 x 16
+    columns are 4 column panels. Work-groups take at most 34 row panels, so 2 per column
+    panel: 8 work-groups, enough for up to 8 compute units at one per unit; 16 units need 4
+    work-groups per column panel (11 row panels, the last one 9), 64 units 16 (3 each)."""
     from fungraph.backends.opencl import kernels
 
     monkeypatch.setattr(kernels, "DOT_GROUPS_PER_UNIT", 1)
@@ -210,21 +210,27 @@ def test_packed_work_groups_take_many_row_panels_while_every_core_has_several(
     with opencl_device_presented_as(compute_units=units):
         f = fg.jit(lambda x, y: x @ y, backend="opencl")
         np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
-        assert f"work-groups of 1x{group} panels" in _notes(f, a, b)
+        text = _notes(f, a, b)
+        assert f"work-groups of 1x{group} panels" in text
+        assert f"launches (4, {-(-42 // group) * group}, 1)/(1, {group}, 1)" in text
 
 
 @pytest.mark.parametrize("rest", range(6))
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_row_tail_panel_overlaps_the_last_whole_panel(rest: int, dtype: type, fused_pack: bool) -> None:
-    """m % 6 rows come from a panel starting at m - 6 that stores only its last rows, in the
-    16-column kernel and in the zero-padded last panel (n = 16 * 3 + 5)."""
+    """With lhs rows read in place, m % 6 rows come from a panel starting at m - 6 that stores
+    only its last rows, in the 16-column kernel and in the zero-padded last panel
+    (n = 16 * 3 + 5)."""
     rng = np.random.default_rng(rest)
     m = 66 + rest
     a = rng.integers(-4, 4, (m, 23)).astype(dtype)
     b = rng.integers(-4, 4, (23, 53)).astype(dtype)
     f = fg.jit(lambda x, y: x @ y, backend="opencl")
     np.testing.assert_array_equal(np.asarray(f(a, b)), a @ b)
-    assert (f"the last {rest} rows from a panel at row {m - 6}" in _notes(f, a, b)) == (rest > 0)
+    if fused_pack:
+        assert (f"the last {rest} rows from a panel at row {m - 6}" in _notes(f, a, b)) == (rest > 0)
+    else:   # packed lhs rows: the last rows are one more kernel
+        assert (f"last {rest} rows, {rest}x16 blocks" in _notes(f, a, b)) == (rest > 0)
 
 
 @pytest.mark.parametrize("shape", [(70, 70, 200), (64, 64, 80), (100, 97, 129)])
@@ -242,13 +248,12 @@ def test_product_with_a_transposed_rhs_is_computed_transposed(shape: tuple[int, 
     np.testing.assert_array_equal(np.asarray(f(g, w)), g @ w.T)
     text = _notes(f, g, w)
     assert "transposed product out.T = rhs.T @ lhs.T" in text
-    assert "lhs rows read in place" in text
     if fused_pack:
         assert "rhs panels copied to local memory (16 x 16 blocks transposed in registers)" in text
+        assert "lhs rows read in place" in text
         assert f"launches ({m // 16}, " in text     # a work-item per 16 rows of g (columns of g.T)
     else:
-        assert "rhs packed, lhs rows read in place" in text
-        assert f"launches ({m // 16 * (k // 16)},)" in text     # the pack covers g, not w
+        assert "both operands packed" in text and "copies in one launch" in text
     short = fg.jit(lambda x, y: x @ y.T, backend="opencl")        # k = 10: w packed, out stored by rows
     np.testing.assert_array_equal(np.asarray(short(g[:, :10], w[:, :10])), g[:, :10] @ w[:, :10].T)
     assert "transposed product" not in _notes(short, g[:, :10], w[:, :10])

@@ -29,7 +29,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.backends import taking_turns
-from fungraph.backends.opencl import control
+from fungraph.backends.opencl import control, kernels
 from fungraph.backends.opencl.codegen import VIEW_OPS, Access, contiguous, merged_stride, preamble, view_access
 from fungraph.backends.opencl.device import (
     TRANSFER_STATS,
@@ -64,6 +64,7 @@ from fungraph.backends.opencl.kernels import (
     elementwise_kernel,
     fused_panels,
     graph_avals,
+    merge_copies,
     pack_kernel,
     pack_tail_kernel,
     reduce_kernels,
@@ -467,19 +468,24 @@ class OpenCLExecutable:
         if pack:
             b = int(np.prod([rhs.shape[d] for d in rb], dtype=np.int64))
             fused = fused_panels((b, m, k, n), rhs.aval.dtype, self.info)
+            copies: list[KernelSpec] = []
             if fused:
                 panels = dot_panels(rhs, dims, rhs.slot)[0]
             else:
                 scratch = self._scratch(ShapedArray((b, -(-n // DOT_COLS), k, DOT_COLS), rhs.aval.dtype))
                 view, panels = dot_panels(rhs, dims, scratch.slot)
-                specs += pack_kernel(self._name("pack"), view, panels, self.info, self.idx_type)
+                copies += pack_kernel(self._name("pack"), view, panels, self.info, self.idx_type)
                 if n % DOT_COLS:
-                    specs.append(pack_tail_kernel(self._name("pack_tail"), view, n % DOT_COLS, panels, self.info,
-                                                  self.idx_type))
-            if merged_stride(lhs, lc) not in (0, 1):
+                    copies.append(pack_tail_kernel(self._name("pack_tail"), view, n % DOT_COLS, panels, self.info,
+                                                   self.idx_type))
+            if merged_stride(lhs, lc) not in (0, 1) or (merged_stride(lhs, lc) == 1 and not fused
+                                                         and kernels.DOT_PACK_LHS):
                 scratch = self._scratch(ShapedArray((b, m // PACK_ROWS, k, PACK_ROWS), lhs.aval.dtype))
                 view, row_panels = dot_row_panels(lhs, dims, scratch.slot)
-                specs += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
+                copies += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
+            copies = [c for c in copies if c.launches]
+            specs += [merge_copies(self._name("pack"), copies, self.info, self.idx_type)] if len(copies) > 1 \
+                else copies
         products = dot_kernels(self._name("dot_general"), lhs, rhs, out, dims, self.info, self.idx_type,
                                panels, row_panels, ep, fused) or []
         for spec in products:

@@ -480,8 +480,9 @@ PACK_ROWS = 6
 #: Work-group of the packed kernel: ``DOT_GROUP[0]`` column panels x up to ``DOT_GROUP[1]`` row
 #: panels. A work-group runs on one core, which reads its column panel once per row panel, so
 #: more row panels keep it in cache longer: a 2048 product ran 12-15% faster with 38-171 row
-#: panels per work-group than with 6; 1024 measured alike from 3 to 171.
-DOT_GROUP = (1, 64)
+#: panels per work-group than with 6; 1024 (both operands packed, 170 row panels) ran at 1.04-1.05x
+#: numpy's BLAS with 34, 0.94-0.95x with 85 and 0.92x with 10.
+DOT_GROUP = (1, 34)
 #: Work-groups the packed kernel keeps per compute unit, so that a core left short is not idle.
 DOT_GROUPS_PER_UNIT = 8
 #: Whether packed products copy ``rhs`` panels inside the product kernel (:func:`fused_panels`).
@@ -497,6 +498,9 @@ FUSED_MAX_WORK = 1 << 28
 PACK_LINES = 8
 #: Pack both operands into panels when ``m`` is at least this: packing costs one pass over each.
 PACK_MIN_ROWS = 64
+#: Whether products too large for the fused copy pack ``lhs`` rows that are contiguous along
+#: ``k`` too (in the same launch as ``rhs``), rather than reading them in place.
+DOT_PACK_LHS = True
 #: A narrow product (``n < 16``) whose rows lie side by side in ``lhs`` (a transposed
 #: operand, as in ``x.T @ g``) runs one row per work-item, with no copy, from this many rows.
 NARROW_MIN_ROWS = 64
@@ -613,6 +617,25 @@ def _pack_transposed(name: str, src: Access, dst: Access, k16: int, info: Device
         body.append(f"  vstore16(({t}16)({comps}), {q}, d);")
     return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(b * x * chunks, info),
                       kind="copy", note=f"pack {w}-wide panels, 16 x {w} blocks transposed in registers")
+
+
+def merge_copies(name: str, specs: Sequence[KernelSpec], info: DeviceInfo, it: str) -> KernelSpec:
+    """One launch running the one-dimensional copy kernels ``specs`` side by side: work-item
+    ``gid`` runs the body of the kernel whose range of work-items holds it. Packing both
+    operands of a product in one launch rather than two: PoCL often runs the second of two
+    chained kernels on one worker for a while."""
+    params = Params()
+    body = [f"  const {it} gid0 = get_global_id(0);"]
+    start = 0
+    for spec in specs:
+        count = max(g[0] + (o[0] if o else 0) for g, _, o in spec.launches)
+        for slot, dt in spec.slots:
+            params(slot, dt)
+        inner = spec.source.split("{\n", 1)[1].rsplit("\n}", 1)[0].replace("get_global_id(0)", f"(gid0 - {start})")
+        body += [f"  {'if' if start == 0 else 'else if'} (gid0 < {start + count}) {{", inner, "  }"]
+        start += count
+    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(start, info), kind="copy",
+                      note="; ".join(spec.note for spec in specs) + f" ({len(specs)} copies in one launch)")
 
 
 def pack_tail_kernel(name: str, src: Access, cols: int, dst: Access, info: DeviceInfo, it: str) -> KernelSpec:
@@ -817,6 +840,15 @@ def _narrow_dot_kernels(name: str, accesses: tuple[Access, Access, Access], size
     return specs
 
 
+def _runs(count: int, cap: int, others: int, min_groups: int, least: int = 1) -> tuple[int, int]:
+    """(size, number) of equal runs of ``count`` row panels, each at most ``cap`` (and at
+    least ``least``) long, enough of them that with ``others`` along the other axes there are
+    ``min_groups``. The last run may be short: its missing panels are skipped."""
+    number = max(-(-min_groups // max(others, 1)), -(-count // cap), 1)
+    size = min(max(-(-count // number), least), max(count, 1))
+    return size, -(-count // size)
+
+
 def _row_group(count: int, cap: int, others: int = 1, min_groups: int = 1) -> int:
     """Row panels per work-group: the largest size up to ``cap`` dividing ``count`` (so one
     launch covers them all) that still leaves ``min_groups`` work-groups, given ``others``
@@ -915,6 +947,7 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
                launches: list[Launch], note: str, cols: int = DOT_COLS, run: int = 1,
                last_rows: bool = False) -> KernelSpec:
         params = Params()
+        skip = [f"  if (rb >= {row_count}) return;"] if launches[0][0][1] > row_count else []
         body = [f"  const {it} p = get_global_id(0);", f"  const {it} bb = get_global_id(2);"]
         if fused:
             copy, how = _local_panel(params, panels, "p", cols, it)
@@ -934,7 +967,7 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
                 body += [f"  if (get_global_id(1) == {runs - 1}) {{",
                          *block(params, rest, strided_a, str(g * PACK_ROWS), cols, lambda r: None), "  }"]
         else:
-            body += [f"  const {it} rb = get_global_id(1);", *inner]
+            body += [f"  const {it} rb = get_global_id(1);", *skip, *inner]
         operands = (panels.slot, lhs.slot if row_panels is None or a_of is strided_a else row_panels.slot)
         if last_rows:
             operands += (lhs.slot,)
@@ -961,10 +994,8 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     tail = f", the last {rest} rows from a panel at row {m - PACK_ROWS}" if overlap else ""
     last_rows = fused and bool(rest) and not overlap
     if fused:
-        others = b * (panels_n + (n > n16))
-        runs = max(-(-DOT_GROUPS_PER_UNIT * info.compute_units // others), -(-row_count // FUSED_GROUP), 1)
-        run = min(max(-(-row_count // runs), FUSED_MIN_RUN), row_count)
-        runs = -(-row_count // run)
+        run, runs = _runs(row_count, FUSED_GROUP, b * (panels_n + (n > n16)), DOT_GROUPS_PER_UNIT * info.compute_units,
+                          FUSED_MIN_RUN)
         lhs_how = "lhs packed" if row_panels is not None else "lhs rows read in place"
         how = (f"rhs panels copied to local memory, {lhs_how}, {run} row panels per work-item{tail}"
                + (f", the last {rest} rows by the last work-item of each panel" if last_rows else ""))
@@ -977,9 +1008,9 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
                                     last_rows and cols == DOT_COLS))
         return specs
     lp = _divisor(panels_n, min(DOT_GROUP[0], info.max_work_group_size))
-    lm = _row_group(row_count, max(1, min(DOT_GROUP[1], info.max_work_group_size // lp)),
-                    b * (panels_n // lp), DOT_GROUPS_PER_UNIT * info.compute_units)
-    grid: list[Launch] = [((panels_n, row_count, b), (lp, lm, 1), None)]
+    lm, groups = _runs(row_count, max(1, min(DOT_GROUP[1], info.max_work_group_size // lp)),
+                       b * (panels_n // lp), DOT_GROUPS_PER_UNIT * info.compute_units)
+    grid: list[Launch] = [((panels_n, lm * groups, b), (lp, lm, 1), None)]
     if row_count and panels_n:
         specs.append(kernel(name + "_blk", PACK_ROWS, packed_a, row0, grid,
                             f"{PACK_ROWS}x{DOT_COLS} register-blocked, {operands}, "
