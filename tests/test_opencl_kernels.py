@@ -827,3 +827,69 @@ def test_panel_copy_moves_several_lines_of_k_per_work_item(k: int, lines: int, p
     at = a.T.copy()
     np.testing.assert_array_equal(np.asarray(t(at, b)), a @ b)
     assert (f"pack 6-wide panels, {lines} lines per work-item" in _notes(t, at, b)) == (lines > 1)
+
+
+def _chain(x):
+    for _ in range(5):
+        x = x * 1.0001 + 0.5
+    return x
+
+
+@pytest.mark.parametrize(("n", "dtype"), [(4_194_307, np.float32), (2_097_160, np.float64), (4_194_304, np.int32)])
+def test_large_elementwise_kernels_stream_their_stores(n: int, dtype: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs of at least ``STREAM_MIN_BYTES``: 8 elements per work-item stored with one
+    non-temporal 8-wide store, the last ``n % 8`` elements by the plain kernel; the values are
+    bitwise those of the plain kernel."""
+    from fungraph.backends.opencl import kernels
+
+    x = (np.random.default_rng(n).standard_normal(n) * 100).astype(dtype)
+    f = (lambda x: x * 3 + 7) if dtype == np.int32 else _chain
+    clear_caches()
+    streamed = fg.jit(f, backend="opencl")
+    got = np.asarray(streamed(x))
+    text = _notes(streamed, x)
+    assert f"non-temporal stores ({n - n % 8} elements)" in text
+    assert (f"the last {n % 8} elements" in text) == (n % 8 != 0)
+    monkeypatch.setattr(kernels, "STREAM_STORES", False)
+    clear_caches()
+    plain = fg.jit(f, backend="opencl")
+    np.testing.assert_array_equal(got, np.asarray(plain(x)))
+    assert "non-temporal" not in _notes(plain, x)
+    clear_caches()
+
+
+def test_streamed_stores_into_unaligned_destinations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A region stored into a slice of a concatenation that does not start on a 32-byte
+    boundary takes plain 8-wide stores there; an input read through a broadcast keeps the
+    plain kernel."""
+    from fungraph.backends.opencl import kernels
+
+    monkeypatch.setattr(kernels, "STREAM_MIN_BYTES", 0)
+    clear_caches()
+    x = np.arange(1001, dtype=np.float32)
+    y = np.arange(77, dtype=np.float32)
+    f = fg.jit(lambda x, y: fnp.concatenate([x * 2.0 + 1.0, y * 3.0 - 1.0, x[:5] + 1.0]), backend="opencl")
+    np.testing.assert_array_equal(np.asarray(f(x, y)), np.concatenate([x * 2 + 1, y * 3 - 1, x[:5] + 1]))
+    assert "non-temporal stores (72 elements)" in _notes(f, x, y)
+    b = fg.jit(lambda x, r: x * r, backend="opencl")
+    m = np.ones((64, 32), np.float32)
+    r = np.arange(32, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(b(m, r)), m * r)
+    assert "non-temporal" not in _notes(b, m, r)
+    clear_caches()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prog=programs(max_eqns=14))
+def test_random_programs_with_streamed_stores_match_the_cpu(prog: Program, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random programs on OpenCL with every eligible elementwise kernel streaming its stores,
+    against the CPU backend."""
+    from fungraph.backends.opencl import kernels
+
+    monkeypatch.setattr(kernels, "STREAM_MIN_BYTES", 0)
+    clear_caches()
+    got = fg.jit(prog.fun, backend="opencl")(*prog.args)
+    want = fg.jit(prog.fun)(*prog.args)
+    for g_, w_ in zip(tree_flatten(got)[0], tree_flatten(want)[0]):
+        np.testing.assert_allclose(np.asarray(g_), np.asarray(w_), rtol=2e-4, atol=2e-4, err_msg=repr(prog))
+    clear_caches()

@@ -62,6 +62,7 @@ from fungraph.backends.opencl.kernels import (
     dot_panels,
     dot_row_panels,
     elementwise_kernel,
+    elementwise_kernels,
     fused_panels,
     graph_avals,
     merge_copies,
@@ -370,9 +371,9 @@ class OpenCLExecutable:
             self.add_kernels(eqns if ep is None else [*eqns, *ep.eqns], specs)
             return ep is not None
         outs = [(v, self.store(v)) for v in region.outputs]
-        spec = elementwise_kernel(self._name("fused" if len(eqns) > 1 else g.eqns[region.root].primitive.name),
-                                  region.shape, outs, members, self.access.get, self.idx_type, self.info)
-        self.add_kernels(eqns, [spec])
+        specs = elementwise_kernels(self._name("fused" if len(eqns) > 1 else g.eqns[region.root].primitive.name),
+                                    region.shape, outs, members, self.access.get, self.idx_type, self.info)
+        self.add_kernels(eqns, specs)
         return False
 
     def _reduce_epilogue(self, result: Var, g: Graph, region: Region, views: tuple[Eqn, ...],

