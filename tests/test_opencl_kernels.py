@@ -147,6 +147,21 @@ def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges(fused_
     assert how + "16 x 16 blocks transposed in registers" in _notes(g, a, b.T.copy())
 
 
+def _product_notes(units: int, per_unit: int, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The notes of a checked 256x40 @ 40x64 product on the device presented with ``units``
+    compute units, keeping ``per_unit`` work-groups per unit."""
+    from fungraph.backends.opencl import kernels
+
+    monkeypatch.setattr(kernels, "DOT_GROUPS_PER_UNIT", per_unit)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((256, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 64)).astype(np.float32)
+    with opencl_device_presented_as(compute_units=units):
+        f = fg.jit(lambda x, y: x @ y, backend="opencl")
+        np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
+        return _notes(f, a, b)
+
+
 @pytest.mark.parametrize(("units", "run"), [(2, 43), (4, 22), (8, 11), (16, 8)])
 def test_fused_products_share_row_panels_while_every_core_has_several(
         units: int, run: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,18 +169,9 @@ def test_fused_products_share_row_panels_while_every_core_has_several(
     panels: one work-item per column panel computing all 43 row panels from its local copy
     leaves 4 work-groups, enough for 2 compute units at two per unit; more units split the
     row panels into runs, never shorter than 8 (a copy costs about a few panels' products)."""
-    from fungraph.backends.opencl import kernels
-
-    monkeypatch.setattr(kernels, "DOT_GROUPS_PER_UNIT", 2)
-    rng = np.random.default_rng(7)
-    a = rng.standard_normal((256, 40)).astype(np.float32)
-    b = rng.standard_normal((40, 64)).astype(np.float32)
-    with opencl_device_presented_as(compute_units=units):
-        f = fg.jit(lambda x, y: x @ y, backend="opencl")
-        np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
-        text = _notes(f, a, b)
-        assert f"{run} row panels per work-item" in text
-        assert f"launches (4, {-(-43 // run)}, 1)/(1, 1, 1)" in text
+    text = _product_notes(units, 2, monkeypatch)
+    assert f"{run} row panels per work-item" in text
+    assert f"launches (4, {-(-43 // run)}, 1)/(1, 1, 1)" in text
 
 
 @pytest.mark.parametrize("limit", ["local memory", "work"])
@@ -201,18 +207,9 @@ def test_packed_work_groups_take_many_row_panels_while_every_core_has_several(
     columns are 4 column panels. Work-groups take at most 34 row panels, so 2 per column
     panel: 8 work-groups, enough for up to 8 compute units at one per unit; 16 units need 4
     work-groups per column panel (11 row panels, the last one 9), 64 units 16 (3 each)."""
-    from fungraph.backends.opencl import kernels
-
-    monkeypatch.setattr(kernels, "DOT_GROUPS_PER_UNIT", 1)
-    rng = np.random.default_rng(7)
-    a = rng.standard_normal((256, 40)).astype(np.float32)
-    b = rng.standard_normal((40, 64)).astype(np.float32)
-    with opencl_device_presented_as(compute_units=units):
-        f = fg.jit(lambda x, y: x @ y, backend="opencl")
-        np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4)
-        text = _notes(f, a, b)
-        assert f"work-groups of 1x{group} panels" in text
-        assert f"launches (4, {-(-42 // group) * group}, 1)/(1, {group}, 1)" in text
+    text = _product_notes(units, 1, monkeypatch)
+    assert f"work-groups of 1x{group} panels" in text
+    assert f"launches (4, {-(-42 // group) * group}, 1)/(1, {group}, 1)" in text
 
 
 @pytest.mark.parametrize("rest", range(6))
