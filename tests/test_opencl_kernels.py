@@ -123,11 +123,12 @@ def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges(fused_
         assert "scalar corner" not in text and "_rows" not in text
         assert "the last 8 columns, zero-padded" in text
     else:
-        # a product too large for the fused copy packs both operands, in one launch
-        assert "both operands packed" in text and "(4 copies in one launch)" in text
+        # rows 280 bytes apart are read in place; rhs and its zero-padded panel in one launch
+        assert "rhs packed, lhs rows read in place" in text and "(2 copies in one launch)" in text
+        assert "the last 4 rows from a panel at row 124" in text
         assert "last 8 columns from the zero-padded panel" in text
         assert "pack the last 8 columns" in text
-        assert "last 4 rows, 4x16 blocks" in text and "scalar corner" in text
+        assert "scalar corner" not in text
     t = fg.jit(lambda x, y: x.T @ y, backend="opencl")
     np.testing.assert_allclose(np.asarray(t(a.T.copy(), b)), a @ b, rtol=1e-4, atol=1e-4)
     text = _notes(t, a.T.copy(), b)
@@ -200,16 +201,32 @@ def test_fused_copy_falls_back_to_a_pack_kernel(limit: str, monkeypatch: pytest.
     clear_caches()
 
 
-@pytest.mark.parametrize(("units", "group"), [(2, 21), (8, 21), (16, 11), (64, 3)])
+@pytest.mark.parametrize(("units", "group"), [(2, 22), (8, 22), (16, 11), (64, 3)])
 def test_packed_work_groups_take_many_row_panels_while_every_core_has_several(
         units: int, group: int, monkeypatch: pytest.MonkeyPatch, pack_kernel: None) -> None:
-    """With the pack kernels: 256 rows are 42 packed row panels (and 4 rows apart), 4 x 16
+    """With the pack kernel: 256 rows are 43 row panels (42 and one overlapping), 4 x 16
     columns are 4 column panels. Work-groups take at most 34 row panels, so 2 per column
-    panel: 8 work-groups, enough for up to 8 compute units at one per unit; 16 units need 4
-    work-groups per column panel (11 row panels, the last one 9), 64 units 16 (3 each)."""
+    panel (22 and 21): 8 work-groups, enough for up to 8 compute units at one per unit; 16
+    units need 4 work-groups per column panel (11 row panels), 64 units 16 (3 each, 15 of
+    them used)."""
     text = _product_notes(units, 1, monkeypatch)
     assert f"work-groups of 1x{group} panels" in text
-    assert f"launches (4, {-(-42 // group) * group}, 1)/(1, {group}, 1)" in text
+    assert f"launches (4, {-(-43 // group) * group}, 1)/(1, {group}, 1)" in text
+
+
+@pytest.mark.parametrize(("k", "packed"), [(512, True), (500, False), (1024, True), (520, False)])
+def test_large_products_pack_lhs_rows_that_alias_in_the_cache(k: int, packed: bool, pack_kernel: None) -> None:
+    """Beyond the fused copy, lhs rows contiguous along k are packed (with rhs, in one launch)
+    when they lie a multiple of 2 KiB apart (six rows on few L1 sets), else read in place."""
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((70, k)).astype(np.float32)
+    b = rng.standard_normal((k, 48)).astype(np.float32)
+    f = fg.jit(lambda x, y: x @ y, backend="opencl")
+    np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    text = _notes(f, a, b)
+    assert ("both operands packed" in text) == packed
+    assert ("(2 copies in one launch)" in text) == packed
+    assert ("lhs rows read in place" in text) == (not packed)
 
 
 @pytest.mark.parametrize("rest", range(6))
@@ -224,10 +241,7 @@ def test_row_tail_panel_overlaps_the_last_whole_panel(rest: int, dtype: type, fu
     b = rng.integers(-4, 4, (23, 53)).astype(dtype)
     f = fg.jit(lambda x, y: x @ y, backend="opencl")
     np.testing.assert_array_equal(np.asarray(f(a, b)), a @ b)
-    if fused_pack:
-        assert (f"the last {rest} rows from a panel at row {m - 6}" in _notes(f, a, b)) == (rest > 0)
-    else:   # packed lhs rows: the last rows are one more kernel
-        assert (f"last {rest} rows, {rest}x16 blocks" in _notes(f, a, b)) == (rest > 0)
+    assert (f"the last {rest} rows from a panel at row {m - 6}" in _notes(f, a, b)) == (rest > 0)
 
 
 @pytest.mark.parametrize("shape", [(70, 70, 200), (64, 64, 80), (100, 97, 129)])
@@ -250,7 +264,7 @@ def test_product_with_a_transposed_rhs_is_computed_transposed(shape: tuple[int, 
         assert "lhs rows read in place" in text
         assert f"launches ({m // 16}, " in text     # a work-item per 16 rows of g (columns of g.T)
     else:
-        assert "both operands packed" in text and "copies in one launch" in text
+        assert "rhs packed, lhs rows read in place" in text
     short = fg.jit(lambda x, y: x @ y.T, backend="opencl")        # k = 10: w packed, out stored by rows
     np.testing.assert_array_equal(np.asarray(short(g[:, :10], w[:, :10])), g[:, :10] @ w[:, :10].T)
     assert "transposed product" not in _notes(short, g[:, :10], w[:, :10])

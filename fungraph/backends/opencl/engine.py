@@ -479,8 +479,9 @@ class OpenCLExecutable:
                 if n % DOT_COLS:
                     copies.append(pack_tail_kernel(self._name("pack_tail"), view, n % DOT_COLS, panels, self.info,
                                                    self.idx_type))
-            if merged_stride(lhs, lc) not in (0, 1) or (merged_stride(lhs, lc) == 1 and not fused
-                                                         and kernels.DOT_PACK_LHS):
+            row_bytes = (merged_stride(lhs, lf) or 0) * lhs.aval.dtype.itemsize
+            aliasing = kernels.DOT_PACK_LHS and not fused and row_bytes % kernels.ALIAS_BYTES == 0
+            if merged_stride(lhs, lc) not in (0, 1) or (merged_stride(lhs, lc) == 1 and aliasing):
                 scratch = self._scratch(ShapedArray((b, m // PACK_ROWS, k, PACK_ROWS), lhs.aval.dtype))
                 view, row_panels = dot_row_panels(lhs, dims, scratch.slot)
                 copies += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
