@@ -871,8 +871,8 @@ def test_large_elementwise_kernels_stream_their_stores(n: int, dtype: type, monk
 
 def test_streamed_stores_into_unaligned_destinations(monkeypatch: pytest.MonkeyPatch) -> None:
     """A region stored into a slice of a concatenation that does not start on a 32-byte
-    boundary takes plain 8-wide stores there; an input read through a broadcast keeps the
-    plain kernel."""
+    boundary takes plain 8-wide stores there; a scalar input streams, an input read through a
+    broadcast keeps the plain kernel."""
     from fungraph.backends.opencl import kernels
 
     monkeypatch.setattr(kernels, "STREAM_MIN_BYTES", 0)
@@ -882,6 +882,9 @@ def test_streamed_stores_into_unaligned_destinations(monkeypatch: pytest.MonkeyP
     f = fg.jit(lambda x, y: fnp.concatenate([x * 2.0 + 1.0, y * 3.0 - 1.0, x[:5] + 1.0]), backend="opencl")
     np.testing.assert_array_equal(np.asarray(f(x, y)), np.concatenate([x * 2 + 1, y * 3 - 1, x[:5] + 1]))
     assert "non-temporal stores (72 elements)" in _notes(f, x, y)
+    scaled = fg.jit(lambda x, a: x * a + 1.0, backend="opencl")   # a scalar input streams too
+    np.testing.assert_array_equal(np.asarray(scaled(x, np.float32(3))), x * 3 + 1)
+    assert "non-temporal stores (1000 elements)" in _notes(scaled, x, np.float32(3))
     b = fg.jit(lambda x, r: x * r, backend="opencl")
     m = np.ones((64, 32), np.float32)
     r = np.arange(32, dtype=np.float32)

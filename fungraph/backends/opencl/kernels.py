@@ -210,7 +210,9 @@ def elementwise_kernels(name: str, shape: tuple[int, ...], outputs: Sequence[tup
     em.lines.append(f"  const {idx_type} gid = wi8 * 8 + lane;")
     base = em.set_base("gid", shape)
     values = [em.value(v, base) for v, _ in outputs]
-    if not all(em.own_loads.values()):
+    scalars = {a.slot for e in members.values() for v in e.inputs
+               if isinstance(v, Var) and v not in members and (a := access_of(v)) is not None and _prod(a.shape) == 1}
+    if any(not own and slot not in scalars for slot, own in em.own_loads.items()):
         return [plain]
     lines += ["  for (int lane = 0; lane < 8; ++lane) {", *em.lines]
     lines += [f"    lanes{k}[lane] = {val};" for k, val in enumerate(values)]
@@ -962,7 +964,7 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
                         fma: Callable[[str, str, str], str], epilogue: Epilogue | None = None,
                         fused: bool = False) -> list[KernelSpec]:
     """The 6x16 kernel over the packed ``rhs`` and ``lhs`` (packed into ``row_panels``, or read
-    in place when None: rows contiguous along k); for the last ``n % 16`` columns (all of
+    in place when None: rows contiguous along ``k``); for the last ``n % 16`` columns (all of
     them when ``n < 16``) the same kernel on the zero-padded last panel storing only those
     columns. The last ``m % 6`` rows: with ``lhs`` in place, one more row panel that starts at
     ``m - 6`` and stores only its last rows; with packed rows, one work-item per column panel
@@ -1003,7 +1005,6 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
                launches: list[Launch], note: str, cols: int = DOT_COLS, run: int = 1,
                last_rows: bool = False) -> KernelSpec:
         params = Params()
-        skip = [f"  if (rb >= {row_count}) return;"] if launches[0][0][1] > row_count else []
         body = [f"  const {it} p = get_global_id(0);", f"  const {it} bb = get_global_id(2);"]
         if fused:
             copy, how = _local_panel(params, panels, "p", cols, it)
@@ -1023,7 +1024,9 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
                 body += [f"  if (get_global_id(1) == {runs - 1}) {{",
                          *block(params, rest, strided_a, str(g * PACK_ROWS), cols, lambda r: None), "  }"]
         else:
-            body += [f"  const {it} rb = get_global_id(1);", *skip, *inner]
+            padded = launches[0][0][1] > row_count
+            body += [f"  const {it} rb = get_global_id(1);", *([f"  if (rb >= {row_count}) return;"] if padded else []),
+                     *inner]
         operands = (panels.slot, lhs.slot if row_panels is None or a_of is strided_a else row_panels.slot)
         if last_rows:
             operands += (lhs.slot,)
