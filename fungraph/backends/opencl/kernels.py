@@ -55,6 +55,9 @@ class KernelSpec:
     #: slots it only stores at element ``gid`` (after all its loads) and never loads
     own_loads: frozenset[int] = frozenset()
     own_stores: frozenset[int] = frozenset()
+    #: one-dimensional copies: the body after ``gid`` is declared (:func:`merge_copies` runs
+    #: several such bodies side by side in one launch)
+    per_item: tuple[str, ...] = ()
 
 
 class Params:
@@ -106,6 +109,14 @@ def exact_launches(n: int, info: DeviceInfo, work: int | None = None) -> list[La
 
 def _kernel(name: str, params: Params, body: Sequence[str]) -> str:
     return f"__kernel void {name}({params.signature()}) {{\n" + "\n".join(body) + "\n}\n"
+
+
+def _copy_spec(name: str, params: Params, per_item: Sequence[str], count: int, info: DeviceInfo, it: str,
+               note: str) -> KernelSpec:
+    """A one-dimensional copy of ``count`` work-items whose lines ``per_item`` read ``gid``."""
+    body = [f"  const {it} gid = get_global_id(0);", *per_item]
+    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(count, info), kind="copy",
+                      note=note, per_item=tuple(per_item))
 
 
 def _prod(shape: Sequence[int]) -> int:
@@ -625,7 +636,7 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
     fast_k = abs(sk) <= abs(sx)
     rows = 1 if fast_k else _divisor(k, PACK_LINES)
     inner, outer = (k, x) if fast_k else (x, k // rows)
-    body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {inner * outer};",
+    body = [f"  const {it} bb = gid / {inner * outer};",
             f"  const {it} rest = gid % {inner * outer};",
             f"  const {it} {'kk' if fast_k else 'xx'} = rest % {inner};",
             f"  const {it} {'xx' if fast_k else 'kk'} = rest / {inner} * {rows};",
@@ -639,8 +650,7 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
     body.append("  }")
     note = f"pack {w}-wide panels" + (f", {rows} lines per work-item" if rows > 1 else "")
     work = b * x * k // rows
-    return [KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(work, info),
-                       kind="copy", note=note)] if work else []
+    return [_copy_spec(name, params, body, work, info, it, note)] if work else []
 
 
 def _pack_pointers(params: Params, src: Access, dst: Access, xx: str, kk: str) -> list[str]:
@@ -666,20 +676,20 @@ def _pack_transposed(name: str, src: Access, dst: Access, k16: int, info: Device
     t = ctype(dst.aval.dtype)
     params = Params()
     chunks = k16 // 16
-    body = [f"  const {it} gid = get_global_id(0);", f"  const {it} kc = gid % {chunks};",
+    body = [f"  const {it} kc = gid % {chunks};",
             f"  const {it} xx = (gid / {chunks}) % {x};", f"  const {it} bb = gid / {chunks * x};",
             *_pack_pointers(params, src, dst, "xx", "kc * 16")]
     body += [f"  const {t}16 v{j} = vload16(0, s + {j * sw});" for j in range(w)]
     for q in range(w):
         comps = ", ".join(f"v{e % w}.s{e // w:x}" for e in range(16 * q, 16 * q + 16))
         body.append(f"  vstore16(({t}16)({comps}), {q}, d);")
-    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(b * x * chunks, info),
-                      kind="copy", note=f"pack {w}-wide panels, 16 x {w} blocks transposed in registers")
+    return _copy_spec(name, params, body, b * x * chunks, info, it,
+                      f"pack {w}-wide panels, 16 x {w} blocks transposed in registers")
 
 
 def merge_copies(name: str, specs: Sequence[KernelSpec], info: DeviceInfo, it: str) -> KernelSpec:
-    """One launch running the one-dimensional copy kernels ``specs`` side by side: work-item
-    ``gid`` runs the body of the kernel whose range of work-items holds it. Packing both
+    """One launch running the one-dimensional copies ``specs`` (:func:`_copy_spec`) side by
+    side: work-item ``gid0`` runs the body of the copy whose range of work-items holds it. Packing both
     operands of a product in one launch rather than two: PoCL often runs the second of two
     chained kernels on one worker for a while."""
     params = Params()
@@ -689,8 +699,8 @@ def merge_copies(name: str, specs: Sequence[KernelSpec], info: DeviceInfo, it: s
         count = max(g[0] + (o[0] if o else 0) for g, _, o in spec.launches)
         for slot, dt in spec.slots:
             params(slot, dt)
-        inner = spec.source.split("{\n", 1)[1].rsplit("\n}", 1)[0].replace("get_global_id(0)", f"(gid0 - {start})")
-        body += [f"  {'if' if start == 0 else 'else if'} (gid0 < {start + count}) {{", inner, "  }"]
+        body += [f"  {'if' if start == 0 else 'else if'} (gid0 < {start + count}) {{",
+                 f"  const {it} gid = gid0 - {start};", *spec.per_item, "  }"]
         start += count
     return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(start, info), kind="copy",
                       note="; ".join(spec.note for spec in specs) + f" ({len(specs)} copies in one launch)")
@@ -703,12 +713,11 @@ def pack_tail_kernel(name: str, src: Access, cols: int, dst: Access, info: Devic
     sw = src.strides[3]
     dt = dst.aval.dtype
     params = Params()
-    body = [f"  const {it} gid = get_global_id(0);", f"  const {it} bb = gid / {k};", f"  const {it} kk = gid % {k};",
+    body = [f"  const {it} bb = gid / {k};", f"  const {it} kk = gid % {k};",
             *_pack_pointers(params, src, dst, str(x), "kk")]
     zero = c_literal(0, dt)
     body += [f"  d[{j}] = {f's[{j * sw}]' if j < cols else zero};" for j in range(w)]
-    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(b * k, info), kind="copy",
-                      note=f"pack the last {cols} columns, zero-padded")
+    return _copy_spec(name, params, body, b * k, info, it, f"pack the last {cols} columns, zero-padded")
 
 
 def _divisor(n: int, cap: int) -> int:
