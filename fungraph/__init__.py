@@ -1,6 +1,6 @@
 """fungraph: JAX-like function transformations over an immutable, printable IR."""
 
-from fungraph import lax, nn, random, tree
+from fungraph import debug, lax, nn, random, tree
 from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
 from fungraph.api import (
@@ -60,6 +60,7 @@ __all__ = [
     "checkpoint",
     "custom_jvp",
     "custom_vjp",
+    "debug",
     "remat",
     "jvp",
     "linearize",

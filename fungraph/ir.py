@@ -173,6 +173,24 @@ class Eqn:
         """A small int naming (primitive, output types, params): equal for equal equations."""
         return intern_signature((self.primitive.name, tuple([o.aval for o in self.outputs]), self.params))
 
+    @cached_property
+    def subgraphs(self) -> tuple[Graph, ...]:
+        """The sub-graphs this equation carries as parameters (branches, loop bodies, conditions)."""
+        out: list[Graph] = []
+        for v in self.params.values():
+            if isinstance(v, Graph):
+                out.append(v)
+            elif isinstance(v, tuple):
+                out.extend(g for g in v if isinstance(g, Graph))
+        return tuple(out)
+
+    @cached_property
+    def effectful(self) -> bool:
+        """Whether running this equation does more than compute its outputs (a debug print):
+        its primitive's flag, or an effect inside a sub-graph it carries. The optimiser never
+        removes, merges, folds or reorders such equations."""
+        return self.primitive.effectful or any(q.effectful for g in self.subgraphs for q in g.eqns)
+
 
 # Structural keys refer to atoms by small ints: eqn outputs count up from 0 in order, graph
 # inputs are -1, -2, ..., constants start at CONST_REF, literals at LITERAL_REF.

@@ -82,7 +82,7 @@ def _format_eqn(eqn: Eqn, name: _Namer, indent: int, source: bool) -> str:
     if eqn.params:
         params = "[" + ", ".join(f"{k}={_format_value(v, indent)}" for k, v in eqn.params.items()) + "]"
     ins = " ".join(atom(a) for a in eqn.inputs)
-    line = f"{outs} = {eqn.primitive.name}{params} {ins}".rstrip()
+    line = (f"{outs} = " if outs else "") + f"{eqn.primitive.name}{params} {ins}".rstrip()
     if source and eqn.source:
         line += f"    # {eqn.source}"
     return line

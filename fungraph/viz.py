@@ -126,13 +126,16 @@ class _DotWriter:
             node(ids[v], f"shape=box3d, label={_dot_quote(label)}{self.block_attrs(v)}")
         for i, e in enumerate(graph.eqns):
             node_id = f"{prefix}e{i}"
-            out = e.outputs[0]
             operands = " ".join(str(a) if isinstance(a, Literal) else names.get(a, "?") for a in e.inputs)
             outs = ", ".join(names[o] for o in e.outputs)
-            types = ", ".join(str(o.aval) for o in e.outputs)
-            head = f"{outs} = {e.primitive.name}{_params_text(e.params)} {operands}".rstrip()
-            label = f"{head}\n{types}{self.block_label(out, names)}"
-            node(node_id, f"shape=box, label={_dot_quote(label)}{self.block_attrs(out)}")
+            head = (f"{outs} = " if outs else "") + f"{e.primitive.name}{_params_text(e.params)} {operands}".rstrip()
+            if e.outputs:
+                out = e.outputs[0]
+                types = ", ".join(str(o.aval) for o in e.outputs)
+                label = f"{head}\n{types}{self.block_label(out, names)}"
+                node(node_id, f"shape=box, label={_dot_quote(label)}{self.block_attrs(out)}")
+            else:
+                node(node_id, f"shape=note, label={_dot_quote(head)}")
             for o in e.outputs:
                 ids[o] = node_id
             for a in dict.fromkeys(a for a in e.inputs if isinstance(a, Var)):

@@ -422,8 +422,10 @@ class CpuExecutable:
                         env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
                     else:
                         env[outs[0]] = fn(bufs[0], *[env[i] for i in ins])
-                else:
+                elif outs:
                     env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
+                else:
+                    fn(bufs, *[env[i] for i in ins], **params)
             if into is None:
                 results = [np.array(env[s]) if copy else env[s]
                            for s, copy in zip(self.output_slots, self.outputs_to_copy)]

@@ -18,7 +18,7 @@ def cse(graph: Graph) -> Graph:
         ins = rw.inputs(e)
         key = (e.primitive.name, tuple(_key(a) for a in ins), e.params)
         prev = seen.get(key)
-        if prev is not None and e.primitive.name != "pure_callback" and not e.primitive.effectful:
+        if prev is not None and e.primitive.name != "pure_callback" and not e.effectful:
             for o, p in zip(e.outputs, prev):
                 rw.replace(o, p)
             continue

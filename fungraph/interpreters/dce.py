@@ -1,4 +1,4 @@
-"""Dead-code elimination: keep only equations some output depends on (all primitives are pure)."""
+"""Dead-code elimination: keep the equations some output depends on, and every effectful one."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ def dce(graph: Graph) -> Graph:
     live: set[Var] = {a for a in graph.outvars if isinstance(a, Var)}
     kept = []
     for e in reversed(graph.eqns):
-        if e.primitive.effectful or any(o in live for o in e.outputs):
+        if e.effectful or any(o in live for o in e.outputs):
             kept.append(e)
             live.update(a for a in e.inputs if isinstance(a, Var))
     consts = [(v, c) for v, c in zip(graph.constvars, graph.consts) if v in live]

@@ -29,7 +29,7 @@ def fold_constants(graph: Graph) -> Graph:
     for e in graph.eqns:
         ins = rw.inputs(e)
         vals = [value(a) for a in ins]
-        if e.primitive.name in _NEVER or e.primitive.effectful or any(v is None for v in vals):
+        if e.primitive.name in _NEVER or e.effectful or any(v is None for v in vals):
             rw.keep(e)
             continue
         in_size = max([np.size(v) for v in vals] + [1])

@@ -64,7 +64,7 @@ def _fusion_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Grap
 
 
 def _fusible(e: Eqn, min_bytes: int) -> bool:
-    return (e.primitive.elementwise and not e.primitive.effectful and len(e.outputs) == 1
+    return (e.primitive.elementwise and not e.effectful and len(e.outputs) == 1
             and e.outputs[0].aval.nbytes >= min_bytes)
 
 

@@ -38,7 +38,7 @@ def dfs_order(graph: Graph) -> Graph:
     seen: set[int] = set()
     order: list[int] = []
     roots = [producer[a] for a in graph.outvars if isinstance(a, Var) and a in producer]
-    roots += [i for i, e in enumerate(graph.eqns) if e.primitive.effectful]
+    roots += [i for i, e in enumerate(graph.eqns) if e.effectful]
     for root in roots:
         stack = [(root, False)]
         while stack:

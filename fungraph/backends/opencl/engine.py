@@ -926,11 +926,12 @@ class OpenCLExecutable:
         """Copy the inputs to the host, run the primitive's numpy impl, copy the results back."""
         _, e, host_inputs, host_outputs = op
         ins = []
-        for a in host_inputs:
+        for a, v in zip(host_inputs, e.inputs):
             if isinstance(a, Literal):
                 ins.append(a.array)
             else:
-                ins.append(download(self.dev, self.buf[a.slot], a.aval, self.off[a.slot] + a.offset, a.strides))
+                x = download(self.dev, self.buf[a.slot], a.aval, self.off[a.slot] + a.offset, a.strides)
+                ins.append(x.reshape(v.aval.shape))
         res = e.primitive.impl(*ins, **e.params.kwargs())
         outs = res if e.primitive.multiple_results else [res]
         for s, r in zip(host_outputs, outs):

@@ -91,9 +91,9 @@ def find_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Region, tupl
     sites = _Sites(g, fusion)
     found: dict[int, tuple[Region, tuple[Eqn, ...]]] = {}
     for i, e in enumerate(g.eqns):
-        p = e.outputs[0]
-        if e.primitive.name != "dot_general" or not dtypes.is_float(p.aval.dtype):
+        if e.primitive.name != "dot_general" or not dtypes.is_float(e.outputs[0].aval.dtype):
             continue
+        p = e.outputs[0]
         site = sites.consumer(i, p, lambda m: lane_ok(g.eqns[m], p.aval.dtype))
         if site is not None:
             found[i] = site

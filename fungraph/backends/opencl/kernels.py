@@ -1293,22 +1293,11 @@ def canonical_copy_access(a: Access, order: Sequence[int], slot: int, offset: in
     return src, dst
 
 
-def subgraphs(e: Eqn) -> list[Graph]:
-    """The sub-graphs an equation carries as parameters (branches, loop bodies, conditions)."""
-    out: list[Graph] = []
-    for v in e.params.values():
-        if isinstance(v, Graph):
-            out.append(v)
-        elif isinstance(v, tuple):
-            out.extend(g for g in v if isinstance(g, Graph))
-    return out
-
-
 def graph_avals(graph: Graph) -> list[ShapedArray]:
     """Every value type of ``graph`` and of the sub-graphs its equations carry."""
     avals = [v.aval for v in graph.invars + graph.constvars]
     for e in graph.eqns:
         avals.extend(o.aval for o in e.outputs)
-        for g in subgraphs(e):
+        for g in e.subgraphs:
             avals.extend(graph_avals(g))
     return avals
