@@ -58,6 +58,20 @@ def interleaved_samples(fns: dict[str, Callable[[], Any]], rounds: int = 5,
     return times
 
 
+def paired_ratio(ref: list[float], other: list[float], level: float = 0.9, resamples: int = 2000,
+                 seed: int = 0) -> tuple[float, float, float]:
+    """Median over rounds of ``ref[i] / other[i]`` (how many times faster ``other`` ran than
+    ``ref`` in the same round) and a bootstrap ``level`` interval for it: a ratio whose
+    interval holds 1 is a tie on this machine, whatever its median says."""
+    import numpy as np
+
+    r = np.asarray(ref) / np.asarray(other)
+    rng = np.random.default_rng(seed)
+    boot = np.median(r[rng.integers(0, len(r), size=(resamples, len(r)))], axis=1)
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return float(np.median(r)), float(lo), float(hi)
+
+
 def peak_traced_bytes(fn: Callable[[], Any]) -> int:
     """Peak bytes allocated through Python's allocators (numpy included) during one call."""
     tracemalloc.start()
