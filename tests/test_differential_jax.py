@@ -89,3 +89,55 @@ def test_mlp_loss_and_per_example_gradients_match_jax() -> None:
     want = jax.vmap(jax.grad(theirs, argnums=(0, 1)), in_axes=(None, None, 0, 0))(w1, w2, xs, ys)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+# --- debug.print: the same lines, in the same order, as jax.debug.print ------------------------
+
+
+def printing_programs(debug, m, L):
+    """Programs that print under transformations, written once for ``jax`` and ``fungraph``."""
+    def two_prints(x):
+        y = m.sin(x) * 2.0
+        debug.print("y {}", y)
+        debug.print("s {s} f {0}", y[0], s=y.sum())
+        return (y ** 2).sum()
+
+    def loop(x):
+        return L.fori_loop(0, 3, lambda i, c: (debug.print("i {} c {}", i, c), c * 1.5)[1], x)
+
+    def branch(x):
+        return L.cond(x > 0, lambda v: (debug.print("pos {}", v), v)[1], lambda v: (debug.print("neg {}", v), -v)[1], x)
+
+    return two_prints, loop, branch
+
+
+def _printed(run, capsys) -> list[list[str | float]]:
+    """What ``run`` printed, a line per entry, numbers parsed so float32 digits may differ."""
+    capsys.readouterr()
+    run()
+    words = [line.replace("[", " ").replace("]", " ").split() for line in capsys.readouterr().out.splitlines()]
+    return [[float(w) if w[0].isdigit() or w[0] == "-" else w for w in ws] for ws in words]
+
+
+def test_debug_print_prints_what_jax_prints(capsys) -> None:
+    ours = printing_programs(fg.debug, fnp, lax)
+    theirs = printing_programs(jax.debug, jnp, jax.lax)
+    x3 = np.array([0.0, 1.0, 2.0], np.float32)
+    cases = [
+        (lambda p: p[0], lambda t: t.jit, (x3,)),
+        (lambda p: p[0], lambda t: (lambda f: t.vmap(f)), (np.stack([x3, x3 + 1]),)),
+        (lambda p: p[0], lambda t: (lambda f: t.jit(t.grad(f))), (x3,)),
+        (lambda p: p[1], lambda t: t.jit, (np.float32(1.0),)),
+        (lambda p: p[1], lambda t: (lambda f: t.jit(t.grad(f))), (np.float32(1.0),)),
+        (lambda p: p[2], lambda t: t.jit, (np.float32(2.0),)),
+        (lambda p: p[2], lambda t: t.jit, (np.float32(-3.0),)),
+    ]
+    for pick, transform, args in cases:
+        want = _printed(lambda: (transform(jax)(pick(theirs))(*args), jax.effects_barrier()), capsys)
+        got = _printed(lambda: transform(fg)(pick(ours))(*args), capsys)
+        assert len(got) == len(want) and len(want) > 0
+        for g, w in zip(got, want):
+            assert [type(v) for v in g] == [type(v) for v in w], (g, w)
+            np.testing.assert_allclose([v for v in g if isinstance(v, float)],
+                                       [v for v in w if isinstance(v, float)], rtol=1e-5, atol=1e-6)
+            assert [v for v in g if isinstance(v, str)] == [v for v in w if isinstance(v, str)]
