@@ -16,6 +16,7 @@ import numpy as np
 
 import fungraph.numpy as fnp
 from fungraph.testing.op_records import OP_RECORDS
+from fungraph.testing.op_records_extra import EXTRA_RECORDS
 from fungraph.testing.op_records_more import MORE_RECORDS
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "numpy_coverage.md"
@@ -28,6 +29,7 @@ CONCRETE = {
     "isscalar", "linspace", "logspace", "ndim", "ones", "ones_like", "result_type", "rfftfreq", "shape", "size",
     "tri", "tril_indices", "triu_indices", "zeros", "zeros_like", "bartlett", "blackman", "hamming", "hanning",
     "broadcast_shapes", "diag_indices_from", "isdtype", "issubdtype", "iterable", "ix_",
+    "tril_indices_from", "triu_indices_from", "asanyarray", "ascontiguousarray",
 }
 # Integer- or bool-valued (or piecewise-constant) functions: zero derivative by convention.
 NON_DIFFERENTIABLE = {
@@ -38,6 +40,7 @@ NON_DIFFERENTIABLE = {
     "logical_xor", "matrix_rank", "nanargmax", "nanargmin", "not_equal", "ravel_multi_index", "rint", "round",
     "around", "round_", "searchsorted", "sign", "signbit", "trunc", "unravel_index", "divmod",
     "iscomplex", "isreal", "nonzero", "flatnonzero", "argwhere",
+    "gcd", "lcm", "left_shift", "right_shift", "bitwise_left_shift", "bitwise_right_shift", "lexsort",
 }
 # Functions with no op-record row whose values (real and complex), derivatives, jit and vmap are
 # tested in tests/test_complex.py.
@@ -58,7 +61,7 @@ def _public_functions(module: object) -> list[str]:
 
 def _records() -> dict[str, list[bool]]:
     by_name: dict[str, list[bool]] = {}
-    for rec in OP_RECORDS + MORE_RECORDS:
+    for rec in OP_RECORDS + MORE_RECORDS + EXTRA_RECORDS:
         by_name.setdefault(rec.name, []).append(rec.differentiable and "no_grad" not in rec.tags)
     return by_name
 

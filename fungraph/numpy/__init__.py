@@ -73,6 +73,39 @@ from fungraph.numpy._elementwise import (
     true_divide,
     where,
 )
+from fungraph.numpy._extra import (
+    asanyarray,
+    ascontiguousarray,
+    bincount,
+    block,
+    choose,
+    compress,
+    extract,
+    fill_diagonal,
+    gcd,
+    histogram,
+    histogram_bin_edges,
+    i0,
+    kaiser,
+    lcm,
+    left_shift,
+    lexsort,
+    nanmedian,
+    nanpercentile,
+    nanquantile,
+    polyadd,
+    polyder,
+    polyint,
+    polymul,
+    polysub,
+    put_along_axis,
+    right_shift,
+    sort_complex,
+    tril_indices_from,
+    triu_indices_from,
+    unstack,
+    unwrap,
+)
 from fungraph.numpy._index_tricks import c_, r_
 from fungraph.numpy._indexing import take, take_along_axis
 from fungraph.numpy._linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
@@ -273,6 +306,8 @@ from fungraph.numpy.linalg import matrix_transpose, vecdot
 atan = arctan
 atan2 = arctan2
 bitwise_invert = bitwise_not
+bitwise_left_shift = left_shift
+bitwise_right_shift = right_shift
 concat = concatenate
 permute_dims = transpose
 pow = power  # noqa: A001

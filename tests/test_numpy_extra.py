@@ -1,0 +1,140 @@
+"""``fungraph.numpy._extra`` (``fungraph.testing.op_records_extra``): every row against numpy
+eagerly and staged, derivatives against finite differences, jit, vmap against a Python loop;
+then the conventions a row cannot show (sizes under a trace, JAX's ``inplace=False``, errors)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph import dtypes
+from fungraph.testing.op_records_extra import EXTRA_RECORDS
+from tests.helpers import (
+    check_derivatives,
+    check_jit_against_eager,
+    check_values,
+    check_vmap_against_loop,
+    check_zero_tangents,
+)
+
+RECORDS = {r.name: r for r in EXTRA_RECORDS}
+DIFFERENTIABLE = [r.name for r in EXTRA_RECORDS if r.differentiable and "no_grad" not in r.tags]
+NON_DIFFERENTIABLE = [r.name for r in EXTRA_RECORDS
+                      if not r.differentiable and any(dtypes.is_float(d) for d in r.dtypes)]
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+@settings(max_examples=10)
+@given(data=st.data())
+def test_matches_numpy_eager_and_staged(name: str, data: st.DataObject) -> None:
+    check_values(data, RECORDS[name])
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+@settings(max_examples=4)
+@given(data=st.data())
+def test_derivatives_match_finite_differences(name: str, data: st.DataObject) -> None:
+    rec = RECORDS[name]
+    check_derivatives(data, rec, 1 if "grad1" in rec.tags else rec.grad_order)
+
+
+@pytest.mark.parametrize("name", NON_DIFFERENTIABLE)
+@settings(max_examples=2)
+@given(data=st.data())
+def test_non_differentiable_rows_have_zero_tangents(name: str, data: st.DataObject) -> None:
+    check_zero_tangents(data, RECORDS[name])
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+@settings(max_examples=4)
+@given(data=st.data())
+def test_jit_matches_eager(name: str, data: st.DataObject) -> None:
+    check_jit_against_eager(data, RECORDS[name])
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+@settings(max_examples=6)
+@given(data=st.data())
+def test_vmap_matches_a_python_loop(name: str, data: st.DataObject) -> None:
+    check_vmap_against_loop(data, RECORDS[name])
+
+
+# --- conventions -------------------------------------------------------------------------------
+
+
+def test_bincount_sizes_like_numpy_eagerly_and_needs_length_under_jit() -> None:
+    x = np.array([0, 3, 3, 1, 9])
+    np.testing.assert_array_equal(fnp.bincount(x), np.bincount(x))
+    np.testing.assert_array_equal(fnp.bincount(x, minlength=12), np.bincount(x, minlength=12))
+    np.testing.assert_array_equal(fg.jit(lambda v: fnp.bincount(v, length=4))(x), [1, 1, 0, 2])
+    with pytest.raises(TypeError, match="length="):
+        fg.jit(fnp.bincount)(x)
+    with pytest.raises(ValueError, match="non-negative"):
+        fnp.bincount(np.array([1, -1]))
+    with pytest.raises(TypeError, match="integer"):
+        fnp.bincount(np.array([1.0]))
+    w = np.array([0.5, 1.0, 2.0, 4.0, 8.0], np.float32)
+    assert fnp.bincount(x, w).dtype == np.float32
+
+
+def test_histogram_edges_and_out_of_range_values() -> None:
+    a = np.array([-5.0, 0.0, 0.5, 1.0, 1.0, 2.0, 7.0])
+    for bins, rng in ((np.array([0.0, 0.5, 1.0, 2.0]), None), (3, (0.0, 2.0)), (4, None)):
+        got, want = fnp.histogram(a, bins, rng), np.histogram(a, bins, rng)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1])
+    np.testing.assert_array_equal(fnp.histogram(np.full(3, 2.0), 2)[1], np.histogram(np.full(3, 2.0), 2)[1])
+    with pytest.raises(NotImplementedError, match="auto"):
+        fnp.histogram(a, "auto")
+    with pytest.raises(ValueError, match="range"):
+        fnp.histogram(a, 3, (2.0, 1.0))
+
+
+def test_nanquantile_of_an_all_nan_slice_is_nan() -> None:
+    x = np.array([[np.nan, np.nan], [1.0, np.nan]])
+    np.testing.assert_array_equal(fnp.nanmedian(x, axis=1), [np.nan, 1.0])
+    np.testing.assert_array_equal(fg.jit(lambda v: fnp.nanquantile(v, 0.3, axis=1))(x), [np.nan, 1.0])
+
+
+def test_updates_are_functional_as_in_jax() -> None:
+    a = np.zeros((3, 3))
+    for call in (lambda: fnp.fill_diagonal(a, 1.0), lambda: fnp.put_along_axis(a, np.zeros((3, 1), int), 1.0, 1)):
+        with pytest.raises(ValueError, match="inplace=False"):
+            call()
+    out = fg.jit(lambda v: fnp.fill_diagonal(v, 2.0, inplace=False))(a)
+    np.testing.assert_array_equal(out, 2.0 * np.eye(3))
+    assert not a.any()
+
+
+def test_selection_errors_name_the_problem() -> None:
+    x = np.arange(4.0)
+    with pytest.raises(TypeError, match="size="):
+        fg.jit(lambda v: fnp.compress(v > 1, v))(x)
+    with pytest.raises(IndexError, match="5 entries"):
+        fnp.compress(np.ones(5, bool), x)
+    with pytest.raises(ValueError, match="invalid entry"):
+        fnp.choose(np.array([0, 3]), [x[:2], x[2:]])
+    with pytest.raises(ValueError, match="mode"):
+        fnp.choose(np.array([0, 1]), [x[:2], x[2:]], mode="nearest")
+    np.testing.assert_array_equal(fg.jit(lambda i: fnp.choose(i, [x[:2], x[2:]]))(np.array([1, 0])),
+                                  np.choose([1, 0], [x[:2], x[2:]]))
+
+
+def test_block_shift_aliases_window_and_array_constructors() -> None:
+    np.testing.assert_array_equal(fnp.block([[1, 2], [3, 4]]), np.block([[1, 2], [3, 4]]))
+    with pytest.raises(TypeError, match="tuples"):
+        fnp.block((np.ones(2), np.ones(2)))
+    v, s = np.array([5, -5, 1 << 40]), np.array([1, 2, 63])
+    np.testing.assert_array_equal(fnp.bitwise_left_shift(v, s), np.left_shift(v, s))
+    np.testing.assert_array_equal(fnp.bitwise_right_shift(v, s), np.right_shift(v, s))
+    for m, beta in ((1, 3.0), (8, 0.0), (11, 8.6)):
+        np.testing.assert_allclose(fnp.kaiser(m, beta), np.kaiser(m, beta), rtol=1e-12)
+    assert fnp.ascontiguousarray([1, 2]).dtype == np.int64
+    assert fnp.asanyarray(np.float32(1)).dtype == np.float32
+    np.testing.assert_allclose(fg.grad(lambda b: fnp.sum(fnp.kaiser(6, b)))(2.0),
+                               (np.sum(np.kaiser(6, 2.0 + 1e-6)) - np.sum(np.kaiser(6, 2.0 - 1e-6))) / 2e-6,
+                               rtol=1e-6)
