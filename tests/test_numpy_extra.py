@@ -138,3 +138,23 @@ def test_block_shift_aliases_window_and_array_constructors() -> None:
     np.testing.assert_allclose(fg.grad(lambda b: fnp.sum(fnp.kaiser(6, b)))(2.0),
                                (np.sum(np.kaiser(6, 2.0 + 1e-6)) - np.sum(np.kaiser(6, 2.0 - 1e-6))) / 2e-6,
                                rtol=1e-6)
+
+
+def test_unique_matches_numpy_eagerly_and_jax_padding_under_jit() -> None:
+    x = np.array([[3.0, 1.0, np.nan], [3.0, np.nan, 1.0]])
+    for got, want in ((fnp.unique(x, True, True, True), np.unique(x, True, True, True)),
+                      (fnp.unique_all(x), np.unique_all(x)), (fnp.unique_counts(x), np.unique_counts(x)),
+                      (fnp.unique_inverse(x), np.unique_inverse(x)), ((fnp.unique_values(x),), (np.unique_values(x),))):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    v = np.array([3, 1, 3, 2, 1, 1])
+    values, index, counts = fg.jit(lambda a: fnp.unique(a, return_index=True, return_counts=True, size=5))(v)
+    np.testing.assert_array_equal(values, [1, 2, 3, 1, 1])
+    np.testing.assert_array_equal(index, [1, 3, 0, 1, 1])
+    np.testing.assert_array_equal(counts, [3, 1, 2, 0, 0])
+    np.testing.assert_array_equal(fg.jit(lambda a: fnp.unique(a, size=2, fill_value=-1))(v), [1, 2])
+    with pytest.raises(TypeError, match="size="):
+        fg.jit(fnp.unique)(v)
+    with pytest.raises(NotImplementedError, match="axis"):
+        fnp.unique(x, axis=0)

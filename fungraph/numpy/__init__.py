@@ -103,6 +103,12 @@ from fungraph.numpy._extra import (
     sort_complex,
     tril_indices_from,
     triu_indices_from,
+    union1d,
+    unique,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+    unique_values,
     unstack,
     unwrap,
 )

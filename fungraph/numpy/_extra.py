@@ -498,3 +498,85 @@ def ascontiguousarray(a: Any, dtype: Any = None) -> Any:
     """Every fungraph array is contiguous as far as a program can tell: this is ``asarray``."""
     return _fnp().asarray(a, dtype=dtype)
 
+
+
+# --- unique values -------------------------------------------------------------------------------
+
+
+def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False,
+           axis: int | None = None, *, equal_nan: bool = True, size: int | None = None,
+           fill_value: Any = None, sorted: bool = True) -> Any:  # noqa: A002  (numpy's keyword)
+    """The sorted unique values of the flattened ``ar`` (and, as asked, the index of each one's
+    first occurrence, the inverse map with ``ar``'s shape, and the counts). Under a trace the
+    number of values must be given as ``size``, as in JAX: the result is cut or padded to it,
+    values with ``fill_value`` (default: the smallest value), indices with the smallest
+    value's index, counts with 0. Eagerly ``size`` defaults to the number of unique values."""
+    fnp = _fnp()
+    if axis is not None:
+        raise NotImplementedError("unique: axis= is not supported; unique values of the flattened array only")
+    x = asarray(ar)
+    flat = fnp.ravel(x)
+    n = flat.shape[0]
+    if size is None:
+        if not _concrete(flat):
+            raise TypeError("unique: the number of unique values depends on a traced array; pass size= "
+                            "(the result is cut or padded to it)")
+        size = len(np.unique(np.asarray(flat), equal_nan=equal_nan)) if n else 0
+    if n == 0:
+        empty = fnp.zeros((size,), x.dtype)
+        extra = [fnp.zeros((size,), np.int64)] * return_index + [fnp.zeros(x.shape, np.int64)] * return_inverse
+        return (empty, *extra, *[fnp.zeros((size,), np.int64)] * return_counts) if len(extra) or return_counts \
+            else empty
+    perm = fnp.argsort(flat)
+    srt = flat[perm]
+    same = srt[1:] == srt[:-1]
+    if equal_nan and dtypes.is_inexact(x.dtype):
+        same = same | (fnp.isnan(srt[1:]) & fnp.isnan(srt[:-1]))
+    first = fnp.concatenate([np.ones(1, bool), ~same])
+    (pos,) = fnp.nonzero(first, size=size, fill_value=n)
+    valid = pos < n
+    at = fnp.minimum(pos, n - 1)
+    fill = srt[0] if fill_value is None else fnp.asarray(fill_value, x.dtype)
+    out = [fnp.where(valid, srt[at], fill)]
+    if return_index:
+        out.append(fnp.where(valid, perm[at], perm[0]))
+    group = fnp.cumsum(first.astype(np.int64)) - 1
+    if return_inverse:
+        out.append(fnp.reshape(group[fnp.argsort(perm)], x.shape))
+    if return_counts:
+        out.append(bincount(group, length=size))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """The array API's ``unique_values``: NaNs count as distinct values, as in numpy."""
+    return unique(x, equal_nan=False, size=size, fill_value=fill_value)
+
+
+def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+    from collections import namedtuple
+
+    values, counts = unique(x, return_counts=True, equal_nan=False, size=size, fill_value=fill_value)
+    return namedtuple("UniqueCountsResult", ["values", "counts"])(values, counts)
+
+
+def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+    from collections import namedtuple
+
+    values, inverse = unique(x, return_inverse=True, equal_nan=False, size=size, fill_value=fill_value)
+    return namedtuple("UniqueInverseResult", ["values", "inverse_indices"])(values, inverse)
+
+
+def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+    from collections import namedtuple
+
+    values, index, inverse, counts = unique(x, True, True, True, equal_nan=False, size=size, fill_value=fill_value)
+    return namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])(
+        values, index, inverse, counts)
+
+
+def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """The sorted unique values found in either array (``size`` as in :func:`unique`)."""
+    fnp = _fnp()
+    return unique(fnp.concatenate([fnp.ravel(asarray(ar1)), fnp.ravel(asarray(ar2))]), size=size,
+                  fill_value=fill_value)

@@ -109,6 +109,36 @@ def _sort_complex_ref(x: Any) -> Any:
     return np.real(np.sort_complex(x)).astype(np.float32 if x.dtype == np.float32 else np.float64)
 
 
+def _padded(values: np.ndarray, size: int, fill: Any) -> np.ndarray:
+    """numpy's variable-length result cut or padded to ``size``, as ``unique(size=)`` returns it."""
+    return np.concatenate([values[:size], np.full(max(size - values.size, 0), fill, values.dtype)])
+
+
+def _unique(x: Any, xp: Any) -> Any:
+    y = xp.concatenate([xp.ravel(x), xp.ravel(x)[::-1]])
+    if xp is fnp:
+        return fnp.unique(y, size=x.size)
+    u = np.unique(y)
+    return _padded(u, x.size, u[0])
+
+
+def _unique_parts(x: Any, xp: Any) -> Any:
+    """Index, inverse and counts of rounded values (repeats on purpose), stacked."""
+    y = xp.round(x * 2)
+    if xp is fnp:
+        _, index, inverse, counts = fnp.unique(y, True, True, True, size=x.size)
+        return fnp.concatenate([index, fnp.ravel(inverse), counts])
+    _, index, inverse, counts = np.unique(y, True, True, True)
+    return np.concatenate([_padded(index, x.size, index[0]), inverse.ravel(), _padded(counts, x.size, 0)])
+
+
+def _union(x: Any, y: Any, xp: Any) -> Any:
+    if xp is fnp:
+        return fnp.union1d(x, xp.round(y), size=2 * x.size)
+    u = np.union1d(x, np.round(y))
+    return _padded(u, 2 * x.size, u[0])
+
+
 def _poly(name: str) -> Any:
     return lambda a, b, xp: getattr(xp, name)(a, b)
 
@@ -149,6 +179,9 @@ EXTRA_RECORDS: tuple[OpRecord, ...] = (
     _rec("lcm", lambda x, y, xp: xp.lcm(*_ints(x, y, xp)), _same(2), differentiable=False),
     _rec("left_shift", lambda x, y, xp: xp.left_shift(*_shifts(x, y, xp)), _same(2), differentiable=False),
     _rec("right_shift", lambda x, y, xp: xp.right_shift(*_shifts(x, y, xp)), _same(2), differentiable=False),
+    _rec("unique_sized", _unique, _one(min_dims=1), FI),
+    _rec("unique_index_inverse_counts", _unique_parts, _one(min_dims=1), F, differentiable=False),
+    _rec("union1d_sized", _union, _VEC2, F),
     _rec("i0", lambda x, xp: xp.i0(x), _one(), F),
     _rec("unwrap", lambda x, xp: xp.unwrap(x * 3.0, axis=-1), _one(1), F),
     _rec("unwrap_period", lambda x, xp: xp.unwrap(x * 3.0, period=4.0, axis=0), _one(1), F),
