@@ -1,67 +1,14 @@
-"""``fungraph.numpy._extra`` (``fungraph.testing.op_records_extra``): every row against numpy
-eagerly and staged, derivatives against finite differences, jit, vmap against a Python loop;
-then the conventions a row cannot show (sizes under a trace, JAX's ``inplace=False``, errors)."""
+"""``fungraph.numpy._extra``: the conventions an op-record row cannot show (sizes under a trace,
+JAX's ``inplace=False`` and dtypes, errors). Its rows (``fungraph.testing.op_records_extra``) run
+with the wider API's in ``tests/test_numpy_more.py``."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import fungraph as fg
 import fungraph.numpy as fnp
-from fungraph import dtypes
-from fungraph.testing.op_records_extra import EXTRA_RECORDS
-from tests.helpers import (
-    check_derivatives,
-    check_jit_against_eager,
-    check_values,
-    check_vmap_against_loop,
-    check_zero_tangents,
-)
-
-RECORDS = {r.name: r for r in EXTRA_RECORDS}
-DIFFERENTIABLE = [r.name for r in EXTRA_RECORDS if r.differentiable and "no_grad" not in r.tags]
-NON_DIFFERENTIABLE = [r.name for r in EXTRA_RECORDS
-                      if not r.differentiable and any(dtypes.is_float(d) for d in r.dtypes)]
-
-
-@pytest.mark.parametrize("name", list(RECORDS))
-@settings(max_examples=10)
-@given(data=st.data())
-def test_matches_numpy_eager_and_staged(name: str, data: st.DataObject) -> None:
-    check_values(data, RECORDS[name])
-
-
-@pytest.mark.parametrize("name", DIFFERENTIABLE)
-@settings(max_examples=4)
-@given(data=st.data())
-def test_derivatives_match_finite_differences(name: str, data: st.DataObject) -> None:
-    rec = RECORDS[name]
-    check_derivatives(data, rec, 1 if "grad1" in rec.tags else rec.grad_order)
-
-
-@pytest.mark.parametrize("name", NON_DIFFERENTIABLE)
-@settings(max_examples=2)
-@given(data=st.data())
-def test_non_differentiable_rows_have_zero_tangents(name: str, data: st.DataObject) -> None:
-    check_zero_tangents(data, RECORDS[name])
-
-
-@pytest.mark.parametrize("name", list(RECORDS))
-@settings(max_examples=4)
-@given(data=st.data())
-def test_jit_matches_eager(name: str, data: st.DataObject) -> None:
-    check_jit_against_eager(data, RECORDS[name])
-
-
-@pytest.mark.parametrize("name", list(RECORDS))
-@settings(max_examples=6)
-@given(data=st.data())
-def test_vmap_matches_a_python_loop(name: str, data: st.DataObject) -> None:
-    check_vmap_against_loop(data, RECORDS[name])
-
 
 # --- conventions -------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""The wider numpy API (``fungraph.testing.op_records_more``): every row against numpy eagerly
-and staged, its derivatives against finite differences (float64), under jit, and under vmap
+"""The wider numpy API (``fungraph.testing.op_records_more`` and ``op_records_extra``): every
+row against numpy eagerly and staged, its derivatives against finite differences (float64), under jit, and under vmap
 against a Python loop; plus a few direct checks (isinstance, lists, conventions)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import dtypes
+from fungraph.testing.op_records_extra import EXTRA_RECORDS
 from fungraph.testing.op_records_more import MORE_RECORDS
 from fungraph.testing.strategies import random_array
 from tests.helpers import (
@@ -22,9 +23,11 @@ from tests.helpers import (
     check_zero_tangents,
 )
 
-RECORDS = {r.name: r for r in MORE_RECORDS}
-DIFFERENTIABLE = [r.name for r in MORE_RECORDS if r.differentiable and "no_grad" not in r.tags]
-NON_DIFFERENTIABLE = [r.name for r in MORE_RECORDS
+ALL_RECORDS = MORE_RECORDS + EXTRA_RECORDS
+RECORDS = {r.name: r for r in ALL_RECORDS}
+assert len(RECORDS) == len(ALL_RECORDS), "op record names must be unique"
+DIFFERENTIABLE = [r.name for r in ALL_RECORDS if r.differentiable and "no_grad" not in r.tags]
+NON_DIFFERENTIABLE = [r.name for r in ALL_RECORDS
                       if not r.differentiable and any(dtypes.is_float(d) for d in r.dtypes)]
 
 

@@ -47,7 +47,7 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
     if length is None:
         if not _concrete(xs):
             raise TypeError("bincount: the result's length depends on the values of a traced x; pass length= "
-                            "(jit(..., static_argnames=...) or a fixed bound)")
+                            "(a bound on the values; larger ones are dropped)")
         xv = np.asarray(xs)
         if xv.size and xv.min() < 0:
             raise ValueError("bincount: x must be non-negative")
