@@ -141,3 +141,14 @@ def test_debug_print_prints_what_jax_prints(capsys) -> None:
             np.testing.assert_allclose([v for v in g if isinstance(v, float)],
                                        [v for v in w if isinstance(v, float)], rtol=1e-5, atol=1e-6)
             assert [v for v in g if isinstance(v, str)] == [v for v in w if isinstance(v, str)]
+
+
+@pytest.mark.parametrize("name", ["unique", "union1d", "intersect1d", "setdiff1d", "setxor1d"])
+def test_sized_set_functions_pad_as_jax_does(name: str) -> None:
+    a, b = np.array([3.0, 1.0, 5.0, 3.0]), np.array([1.0, 7.0, 7.0])
+    args = (a,) if name == "unique" else (a, b)
+    for operands in (args, tuple(x[:1] for x in args)):
+        for size in (2, 6):
+            got = fg.jit(lambda *xs: getattr(fnp, name)(*xs, size=size))(*operands)
+            want = getattr(jnp, name)(*operands, size=size)
+            np.testing.assert_array_equal(got, np.asarray(want), err_msg=f"{name} size={size} of {operands}")

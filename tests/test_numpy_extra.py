@@ -105,3 +105,18 @@ def test_unique_matches_numpy_eagerly_and_jax_padding_under_jit() -> None:
         fg.jit(fnp.unique)(v)
     with pytest.raises(NotImplementedError, match="axis"):
         fnp.unique(x, axis=0)
+
+
+def test_set_functions_match_numpy_eagerly_and_need_size_under_jit() -> None:
+    a, b = np.array([5, 1, 3, 3, 9, 1]), np.array([3, 4, 1, 1, 7])
+    for name in ("intersect1d", "setdiff1d", "setxor1d", "union1d"):
+        np.testing.assert_array_equal(getattr(fnp, name)(a, b), getattr(np, name)(a, b), err_msg=name)
+        with pytest.raises(TypeError, match="size="):
+            fg.jit(getattr(fnp, name))(a, b)
+    for got, want in zip(fnp.intersect1d(a, b, return_indices=True), np.intersect1d(a, b, return_indices=True)):
+        np.testing.assert_array_equal(got, want)
+    values, i1, i2 = fg.jit(lambda x, y: fnp.intersect1d(x, y, return_indices=True, size=4, fill_value=-1))(a, b)
+    np.testing.assert_array_equal(values, [1, 3, -1, -1])
+    np.testing.assert_array_equal(i1[:2], [1, 2])
+    np.testing.assert_array_equal(i2[:2], [2, 0])
+    np.testing.assert_array_equal(fnp.setdiff1d(a, a), np.setdiff1d(a, a))

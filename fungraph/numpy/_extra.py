@@ -503,6 +503,34 @@ def ascontiguousarray(a: Any, dtype: Any = None) -> Any:
 # --- unique values -------------------------------------------------------------------------------
 
 
+def _runs(flat: Any, equal_nan: bool) -> tuple[Any, Any, Any]:
+    """(stable sorting permutation, sorted values, mask of the first entry of each run of equal
+    sorted values); NaNs form one run when ``equal_nan``."""
+    fnp = _fnp()
+    perm = fnp.argsort(flat)
+    srt = flat[perm]
+    same = srt[1:] == srt[:-1]
+    if equal_nan and dtypes.is_inexact(flat.dtype):
+        same = same | (fnp.isnan(srt[1:]) & fnp.isnan(srt[:-1]))
+    return perm, srt, fnp.concatenate([np.ones(1, bool), ~same])
+
+
+def _select(srt: Any, keep: Any, size: int, fill_value: Any) -> tuple[Any, Any, Any]:
+    """The first ``size`` entries of ``srt`` where ``keep`` holds, padded with ``fill_value``
+    (default, as in JAX: the first entry kept, 0 when none is), with their positions (clamped)
+    and which are real."""
+    fnp = _fnp()
+    n = srt.shape[0]
+    (pos,) = fnp.nonzero(keep, size=size, fill_value=n)
+    valid, at = pos < n, fnp.minimum(pos, n - 1)
+    picked = srt[at]
+    if fill_value is None:
+        fill = fnp.where(valid[0], picked[0], 0) if size else srt[0]
+    else:
+        fill = fnp.asarray(fill_value, srt.dtype)
+    return fnp.where(valid, picked, fill), at, valid
+
+
 def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False,
            axis: int | None = None, *, equal_nan: bool = True, size: int | None = None,
            fill_value: Any = None, sorted: bool = True) -> Any:  # noqa: A002  (numpy's keyword)
@@ -527,17 +555,9 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
         extra = [fnp.zeros((size,), np.int64)] * return_index + [fnp.zeros(x.shape, np.int64)] * return_inverse
         return (empty, *extra, *[fnp.zeros((size,), np.int64)] * return_counts) if len(extra) or return_counts \
             else empty
-    perm = fnp.argsort(flat)
-    srt = flat[perm]
-    same = srt[1:] == srt[:-1]
-    if equal_nan and dtypes.is_inexact(x.dtype):
-        same = same | (fnp.isnan(srt[1:]) & fnp.isnan(srt[:-1]))
-    first = fnp.concatenate([np.ones(1, bool), ~same])
-    (pos,) = fnp.nonzero(first, size=size, fill_value=n)
-    valid = pos < n
-    at = fnp.minimum(pos, n - 1)
-    fill = srt[0] if fill_value is None else fnp.asarray(fill_value, x.dtype)
-    out = [fnp.where(valid, srt[at], fill)]
+    perm, srt, first = _runs(flat, equal_nan)
+    values, at, valid = _select(srt, first, size, fill_value)
+    out = [values]
     if return_index:
         out.append(fnp.where(valid, perm[at], perm[0]))
     group = fnp.cumsum(first.astype(np.int64)) - 1
@@ -580,3 +600,65 @@ def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = No
     fnp = _fnp()
     return unique(fnp.concatenate([fnp.ravel(asarray(ar1)), fnp.ravel(asarray(ar2))]), size=size,
                   fill_value=fill_value)
+
+
+def _set_operands(ar1: Any, ar2: Any) -> tuple[Any, Any]:
+    """Both operands flattened, in their common dtype."""
+    fnp = _fnp()
+    a, b = fnp.ravel(asarray(ar1)), fnp.ravel(asarray(ar2))
+    dt = dtypes.result_type(a, b)
+    return a.astype(dt), b.astype(dt)
+
+
+def _set_size(name: str, size: int | None, arrays: tuple[Any, ...], concrete_result: Any) -> int:
+    if size is not None:
+        return int(size)
+    if not all(_concrete(a) for a in arrays):
+        raise TypeError(f"{name}: the result's size depends on traced arrays; pass size= (the result is cut or "
+                        f"padded to it)")
+    return len(concrete_result(*[np.asarray(a) for a in arrays]))
+
+
+def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False, *,
+                size: int | None = None, fill_value: Any = None) -> Any:
+    """The sorted unique values found in both arrays (and, with ``return_indices``, the index of
+    each one's first occurrence in each array); ``size``/``fill_value`` as in :func:`unique`."""
+    fnp = _fnp()
+    a, b = _set_operands(ar1, ar2)
+    size = _set_size("intersect1d", size, (a, b), np.intersect1d)
+    if a.shape[0] == 0 or size == 0:
+        empty = fnp.zeros((size,), a.dtype)
+        return (empty, fnp.zeros((size,), np.int64), fnp.zeros((size,), np.int64)) if return_indices else empty
+    perm, srt, first = _runs(a, equal_nan=False)
+    values, at, valid = _select(srt, first & fnp.isin(srt, b), size, fill_value)
+    if not return_indices:
+        return values
+    i1 = fnp.where(valid, perm[at], 0)
+    i2 = fnp.where(valid, fnp.argmax(values[:, None] == b[None, :], axis=1), 0)
+    return values, i1, i2
+
+
+def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
+              fill_value: Any = None) -> Any:
+    """The sorted unique values of ``ar1`` that are not in ``ar2``; ``size`` as in :func:`unique`
+    but padded with 0 unless ``fill_value`` says otherwise (JAX's choice for this function)."""
+    fnp = _fnp()
+    a, b = _set_operands(ar1, ar2)
+    size = _set_size("setdiff1d", size, (a, b), np.setdiff1d)
+    if a.shape[0] == 0 or size == 0:
+        return fnp.zeros((size,), a.dtype)
+    _, srt, first = _runs(a, equal_nan=False)
+    return _select(srt, first & ~fnp.isin(srt, b), size, 0 if fill_value is None else fill_value)[0]
+
+
+def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
+             fill_value: Any = None) -> Any:
+    """The sorted unique values found in exactly one of the arrays; ``size`` as in :func:`unique`."""
+    fnp = _fnp()
+    a, b = _set_operands(ar1, ar2)
+    size = _set_size("setxor1d", size, (a, b), np.setxor1d)
+    both = fnp.concatenate([a, b])
+    if both.shape[0] == 0 or size == 0:
+        return fnp.zeros((size,), both.dtype)
+    _, srt, first = _runs(both, equal_nan=False)
+    return _select(srt, first & (fnp.isin(srt, a) != fnp.isin(srt, b)), size, fill_value)[0]

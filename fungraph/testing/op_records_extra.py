@@ -139,6 +139,20 @@ def _union(x: Any, y: Any, xp: Any) -> Any:
     return _padded(u, 2 * x.size, u[0])
 
 
+def _set_op(name: str) -> Any:
+    """``name`` of ``x`` and rounded ``y`` (so they share some values), cut or padded to
+    ``2 * x.size`` as under a trace: numpy's result padded as JAX pads it (its smallest value,
+    0 for an empty result and always for ``setdiff1d``)."""
+    def f(x: Any, y: Any, xp: Any) -> Any:
+        a, b = xp.round(x * 2), xp.round(y * 2)
+        if xp is fnp:
+            return getattr(fnp, name)(a, b, size=2 * x.size)
+        r = getattr(np, name)(a, b)
+        return _padded(r, 2 * x.size, r[0] if r.size and name != "setdiff1d" else 0)
+
+    return f
+
+
 def _poly(name: str) -> Any:
     return lambda a, b, xp: getattr(xp, name)(a, b)
 
@@ -182,6 +196,9 @@ EXTRA_RECORDS: tuple[OpRecord, ...] = (
     _rec("unique_sized", _unique, _one(min_dims=1), FI),
     _rec("unique_index_inverse_counts", _unique_parts, _one(min_dims=1), F, differentiable=False),
     _rec("union1d_sized", _union, _VEC2, F),
+    _rec("intersect1d_sized", _set_op("intersect1d"), _VEC2, F, differentiable=False),
+    _rec("setdiff1d_sized", _set_op("setdiff1d"), _VEC2, F, differentiable=False),
+    _rec("setxor1d_sized", _set_op("setxor1d"), _VEC2, F, differentiable=False),
     _rec("i0", lambda x, xp: xp.i0(x), _one(), F),
     _rec("unwrap", lambda x, xp: xp.unwrap(x * 3.0, axis=-1), _one(1), F),
     _rec("unwrap_period", lambda x, xp: xp.unwrap(x * 3.0, period=4.0, axis=0), _one(1), F),
