@@ -12,7 +12,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import Tracer
-from fungraph.numpy._util import asarray
+from fungraph.numpy._util import asarray, normalize_axes
 
 
 def _fnp() -> Any:
@@ -118,8 +118,7 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
     x = asarray(a)
     if not dtypes.is_inexact(x.dtype) or not isinstance(q, (int, float)):
         x = x.astype(np.promote_types(x.dtype, np.float64))
-    axes = tuple(range(x.ndim)) if axis is None else tuple(
-        a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis))
+    axes = normalize_axes(axis, x.ndim, "nanquantile")
     rest = [i for i in range(x.ndim) if i not in axes]
     flat = fnp.reshape(fnp.transpose(x, rest + list(axes)), tuple(x.shape[i] for i in rest) + (-1,))
     srt = fnp.sort(flat, axis=-1)
@@ -303,9 +302,9 @@ def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True)
     else:
         flat_idx = np.arange(x.shape[0]) * sum(int(np.prod(x.shape[i + 1:])) for i in range(x.ndim))
     v = fnp.ravel(fnp.asarray(val, x.dtype))
-    vals = fnp.take(v, np.arange(flat_idx.size) % max(v.shape[0], 1)) if v.shape[0] else None
-    if vals is None:
+    if v.shape[0] == 0:
         return x
+    vals = fnp.take(v, np.arange(flat_idx.size) % v.shape[0])
     return fnp.reshape(fnp.at(fnp.ravel(x))[flat_idx].set(vals), x.shape)
 
 
@@ -551,10 +550,10 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
                             "(the result is cut or padded to it)")
         size = len(np.unique(np.asarray(flat), equal_nan=equal_nan)) if n else 0
     if n == 0:
-        empty = fnp.zeros((size,), x.dtype)
-        extra = [fnp.zeros((size,), np.int64)] * return_index + [fnp.zeros(x.shape, np.int64)] * return_inverse
-        return (empty, *extra, *[fnp.zeros((size,), np.int64)] * return_counts) if len(extra) or return_counts \
-            else empty
+        zeros = fnp.zeros((size,), np.int64)
+        out = [fnp.zeros((size,), x.dtype)] + [zeros] * return_index + [fnp.zeros(x.shape, np.int64)] * \
+            return_inverse + [zeros] * return_counts
+        return out[0] if len(out) == 1 else tuple(out)
     perm, srt, first = _runs(flat, equal_nan)
     values, at, valid = _select(srt, first, size, fill_value)
     out = [values]
