@@ -355,12 +355,10 @@ def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]
     shape, ushape = aval_of(x).shape, aval_of(u).shape
     if len(ushape) != len(shape):
         raise ShapeError(f"lax.dynamic_update_slice: update {aval_of(u)} and operand {aval_of(x)} differ in rank")
-    starts = _starts(x, list(start_indices), ushape, "dynamic_update_slice")
-    index = tuple(fnp.reshape(s + np.arange(n, dtype=np.int64), [n if k == a else 1 for k in range(len(shape))])
-                  for a, (s, n) in enumerate(zip(starts, ushape)))
-    from fungraph.numpy._at import scatter_unique
+    from fungraph.primitives.indexing import dynamic_update_slice_p
 
-    return scatter_unique(x, index, u)
+    return dynamic_update_slice_p.bind(x, u, *_starts(x, list(start_indices), ushape, "dynamic_update_slice"),
+                                       mode="clamp")
 
 
 def dynamic_update_slice_in_dim(operand: Any, update: Any, start_index: Any, axis: int) -> Any:

@@ -378,6 +378,9 @@ class CpuExecutable:
             self.outputs_to_copy = [not (isinstance(a, Var) and out_index.get(a) == j)
                                     for j, a in enumerate(graph.outvars)]
             self.passthrough_outputs = sum(self.outputs_to_copy)
+            self.donated_outputs = tuple(j for j, a in enumerate(graph.outvars)
+                                         if isinstance(a, Var) and plan.placements[a].kind == "inplace"
+                                         and plan.placements[a].offset < 0)
             produced = {s for _, _, outs, *_ in program for s in outs}
             self.release_slots = tuple(input_slots) + tuple(sorted(set(output_slots) & produced))
         return _Buffers(arena, env, program)
@@ -434,6 +437,8 @@ class CpuExecutable:
                     if copy:
                         np.copyto(target, env[s])
                 results = list(into)
+                for j in self.donated_outputs:
+                    results[j] = env[self.output_slots[j]]
         finally:
             for s in self.release_slots:
                 env[s] = None
@@ -480,6 +485,42 @@ def _views(block: np.ndarray, offset: int, avals: Sequence[Any]) -> tuple[list[n
     return views, offset
 
 
+_LOOP_BODIES: dict[tuple[Graph, int], tuple[Any, tuple[int, ...]]] = {}
+
+
+def _loop_body(graph: Graph, n_carry: int) -> tuple[Any, tuple[int, ...]]:
+    """A loop body compiled with the carries it updates in place donated, and which those
+    are: carry ``j`` whose output the plan puts in input ``j``'s own buffer (an
+    ``x.at[i].set(v)`` writes only its window), no other output there. The loop gives such
+    a carry one buffer of its own for all iterations instead of two alternating views.
+    Donating a carry whose output lands elsewhere could let another output take its buffer,
+    which the next iteration's write would clobber, so the body is re-planned with the
+    kept carries only until every one of them stays."""
+    hit = _LOOP_BODIES.get((graph, n_carry))
+    if hit is not None:
+        return hit
+    stay = tuple(range(n_carry))
+    while True:
+        donated = [j in stay for j in range(len(graph.invars))]
+        compiled = compile_graph_cpu(graph, donated if stay else ())
+        if not stay:
+            break
+        g, plan = compiled.graph, compiled.plan
+        roots = [_root(plan, a) if isinstance(a, Var) and a in plan.placements else None for a in g.outvars]
+        kept = tuple(j for j in stay if roots[j] is g.invars[j] and roots.count(g.invars[j]) == 1)
+        if kept == stay:
+            break
+        stay = kept
+    _LOOP_BODIES[(graph, n_carry)] = (compiled, stay)
+    return compiled, stay
+
+
+def compile_graph_cpu(graph: Graph, donated: Sequence[bool] = ()) -> Any:
+    from fungraph.jit import compile_graph
+
+    return compile_graph(graph, "cpu", donated)
+
+
 def _carry_bytes(avals: Sequence[Any]) -> int:
     return sum(-(-a.nbytes // 64) * 64 for a in avals)
 
@@ -492,10 +533,11 @@ def subgraph_scratch_bytes(eqn: Any) -> int:
     if name == "cond":
         return max(_compiled(b).plan.arena_bytes for b in p["branches"])
     if name == "while":
-        sub = max(_compiled(p["cond_graph"]).plan.arena_bytes, _compiled(p["body_graph"]).plan.arena_bytes)
+        body = _loop_body(p["body_graph"], len(p["body_graph"].outvars))[0]
+        sub = max(_compiled(p["cond_graph"]).plan.arena_bytes, body.plan.arena_bytes)
         return -(-sub // 64) * 64 + _carry_bytes(p["body_graph"].out_avals)
     if name == "scan":
-        sub = _compiled(p["body"]).plan.arena_bytes
+        sub = _loop_body(p["body"], p["num_carry"])[0].plan.arena_bytes
         return -(-sub // 64) * 64 + _carry_bytes(p["body"].out_avals[:p["num_carry"]])
     return 0
 
@@ -509,6 +551,14 @@ def _lower_cond(eqn: Any, block: np.ndarray) -> Lowering:
     return run
 
 
+def _own_carries(outs: Sequence[np.ndarray], carry: list[Any], stay: Sequence[int]) -> None:
+    """The carries updated in place start as copies in the loop's outputs (the initial
+    values belong to the caller), which every iteration then updates."""
+    for j in stay:
+        np.copyto(outs[j], carry[j])
+        carry[j] = outs[j]
+
+
 def _lower_while(eqn: Any, block: np.ndarray) -> Lowering:
     """Iteration k writes the carry into view k % 2: the equation's planned outputs and a
     second view in the block (libnnc's multi-view, k = 2); no carry is copied between
@@ -517,7 +567,8 @@ def _lower_while(eqn: Any, block: np.ndarray) -> Lowering:
 
     p = eqn.params
     n_cc, n_bc = p["n_cc"], p["n_bc"]
-    cond_c, body_c = _compiled(p["cond_graph"]), _compiled(p["body_graph"])
+    cond_c = _compiled(p["cond_graph"])
+    body_c, stay = _loop_body(p["body_graph"], len(p["body_graph"].outvars))
     cond_exe = CpuExecutable(cond_c.graph, cond_c.plan, arena=block)
     body_exe = CpuExecutable(body_c.graph, body_c.plan, arena=block)
     sub = -(-max(cond_c.plan.arena_bytes, body_c.plan.arena_bytes) // 64) * 64
@@ -526,6 +577,7 @@ def _lower_while(eqn: Any, block: np.ndarray) -> Lowering:
 
     def run(outs: list[np.ndarray], *args: Any, **_: Any) -> list[np.ndarray]:
         cc, bc, carry = list(args[:n_cc]), list(args[n_cc:n_cc + n_bc]), list(args[n_cc + n_bc:])
+        _own_carries(outs, carry, stay)
         views = (outs, second)
         k = 0
         while cond_exe.run(carry + cc, pred)[0]:
@@ -533,7 +585,8 @@ def _lower_while(eqn: Any, block: np.ndarray) -> Lowering:
             k += 1
         if k == 0 or k % 2 == 0:
             for o, c in zip(outs, carry):
-                np.copyto(o, c)
+                if o is not c:
+                    np.copyto(o, c)
             LOOP_STATS["final_copies"] += 1
         LOOP_STATS["iterations"] += k
         LOOP_STATS["carry_copies"] += k * body_exe.passthrough_outputs
@@ -545,13 +598,14 @@ def _lower_while(eqn: Any, block: np.ndarray) -> Lowering:
 def _lower_scan(eqn: Any, block: np.ndarray) -> Lowering:
     p = eqn.params
     nc, nx, length, reverse = p["num_carry"], p["num_xs"], p["length"], p["reverse"]
-    body_c = _compiled(p["body"])
+    body_c, stay = _loop_body(p["body"], nc)
     exe = CpuExecutable(body_c.graph, body_c.plan, arena=block)
     sub = -(-body_c.plan.arena_bytes // 64) * 64
     second, _ = _views(block, sub, p["body"].out_avals[:nc])
 
     def run(outs: list[np.ndarray], *args: Any, **_: Any) -> list[np.ndarray]:
         carry, xs, consts = list(args[:nc]), args[nc:nc + nx], list(args[nc + nx:])
+        _own_carries(outs, carry, stay)
         ys = outs[nc:]
         views = (outs[:nc], second)
         order = range(length - 1, -1, -1) if reverse else range(length)
@@ -560,7 +614,8 @@ def _lower_scan(eqn: Any, block: np.ndarray) -> Lowering:
             carry = res[:nc]
         if length == 0 or length % 2 == 0:
             for o, c in zip(outs[:nc], carry):
-                np.copyto(o, c)
+                if o is not c:
+                    np.copyto(o, c)
         return outs
 
     return run

@@ -19,7 +19,14 @@ from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, aval, cast, is_weak
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
-from fungraph.primitives.indexing import scatter_add, take
+from fungraph.primitives.indexing import (
+    clamped_starts,
+    dynamic_slice,
+    dynamic_update_slice,
+    scatter_add,
+    take,
+    wrapped_starts,
+)
 
 
 class IndexUpdateHelper:
@@ -141,6 +148,9 @@ class IndexUpdateRef:
 
     def _update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], options: dict[str, Any]) -> Any:
         _check_options(op, options)
+        window = _window(aval(self._x).shape, self._idx)
+        if window is not None:
+            return self._window_update(op, values, combine, window)
         if _traced(self._idx):
             return self._traced_update(op, values, combine)
         x = self._x
@@ -163,7 +173,20 @@ class IndexUpdateRef:
             out = _where(mask.reshape(shape), combine(out, picked), out)
         return out
 
-    def _traced_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], unique: bool = False) -> Any:
+    def _window_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], window: _Window) -> Any:
+        """One ``dynamic_update_slice`` of the window, O(window) where the plan reuses ``x``'s
+        buffer; with a traced index out of bounds nothing is written (JAX drops the update)."""
+        x = self._x
+        starts, sizes, traced, indexed = window
+        new = sh.reshape(self._values(values, indexed, op), sizes)
+        if 0 in sizes:
+            return x
+        if op != "set":
+            lo = wrapped_starts(starts, aval(x).shape)
+            new = combine(dynamic_slice(x, clamped_starts(lo, aval(x).shape, sizes), sizes), new)
+        return dynamic_update_slice(x, new, starts, "drop" if traced else "clamp")
+
+    def _traced_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any]) -> Any:
         x = self._x
         xshape, size = aval(x).shape, aval(x).size
         ids = _traced_positions(xshape, self._idx)
@@ -176,7 +199,7 @@ class IndexUpdateRef:
         if op in ("add", "subtract"):
             kept = ew.select(inside, flat_v, np.zeros((), aval(flat_v).dtype))
             return combine(x, sh.reshape(scatter_add(kept, flat_ids, 0, (size,)), xshape))
-        if not unique and _may_repeat(self._idx):
+        if _may_repeat(self._idx):
             raise NotImplementedError(
                 f"x.at[...].{op} with a traced index array: positions may repeat and which update wins "
                 f"is not known when tracing ({aval(x)}, indexed shape {shape}); use a concrete index, "
@@ -189,10 +212,61 @@ class IndexUpdateRef:
         return _where(mask, combine(x, picked), x)
 
 
-def scatter_unique(x: Any, idx: Any, values: Any) -> Any:
-    """``x`` with ``values`` written at ``x[idx]`` for an index whose positions cannot repeat
-    (a ``dynamic_update_slice`` window), traced or not."""
-    return IndexUpdateRef(x, idx)._traced_update("set", values, lambda old, new: new, unique=True)
+#: (start per axis, window shape, whether an entry is traced, indexed shape)
+_Window = tuple[list[Any], tuple[int, ...], bool, tuple[int, ...]]
+
+
+def _expand_basic(entries: tuple, ndim: int) -> list[Any] | None:
+    """``entries`` with ``...`` and missing trailing axes as full slices, or None when more
+    than one ``...`` or more axes than ``ndim`` are named."""
+    named = sum(1 for e in entries if e is not None and e is not Ellipsis)
+    if sum(1 for e in entries if e is Ellipsis) > 1 or named > ndim:
+        return None
+    out: list[Any] = []
+    for e in entries:
+        out += [slice(None)] * (ndim - named) if e is Ellipsis else [e]
+    return out + [slice(None)] * (ndim - sum(1 for e in out if e is not None))
+
+
+def _window(shape: tuple[int, ...], idx: Any) -> _Window | None:
+    """The rectangular window a basic index names (integers, concrete or traced scalars;
+    step-1 slices; ``None``; ``...``), or None for any other index (the general path, which
+    also raises numpy's errors for concrete out-of-bounds integers)."""
+    expanded = _expand_basic(idx if isinstance(idx, tuple) else (idx,), len(shape))
+    if expanded is None:
+        return None
+    starts: list[Any] = []
+    sizes: list[int] = []
+    traced = False
+    indexed: list[int] = []
+    axis = 0
+    for e in expanded:
+        if e is None:
+            indexed.append(1)
+            continue
+        d = shape[axis]
+        if isinstance(e, slice):
+            if e.step not in (None, 1) or not all(b is None or isinstance(b, (int, np.integer))
+                                                   for b in (e.start, e.stop)):
+                return None
+            lo, hi, _ = e.indices(d)
+            starts.append(lo)
+            sizes.append(max(hi - lo, 0))
+            indexed.append(sizes[-1])
+        elif isinstance(e, Tracer):
+            if aval(e).shape != () or not np.issubdtype(aval(e).dtype, np.integer):
+                return None
+            starts.append(e)
+            traced = True
+            sizes.append(1)
+        elif isinstance(e, (int, np.integer, np.ndarray)) and not isinstance(e, (bool, np.bool_)) \
+                and np.ndim(e) == 0 and np.issubdtype(np.asarray(e).dtype, np.integer) and -d <= int(e) < d:
+            starts.append(int(e) % d)
+            sizes.append(1)
+        else:
+            return None
+        axis += 1
+    return starts, tuple(sizes), traced, tuple(indexed)
 
 
 def _traced_positions(shape: tuple[int, ...], idx: Any) -> Any:

@@ -158,3 +158,194 @@ def _batch_scatter(args: Any, dims: Any, *, axis: int, shape: tuple[int, ...]) -
 
 take_p.batch = _batch_take
 scatter_add_p.batch = _batch_scatter
+
+
+# dynamic_update_slice ---------------------------------------------------------------------
+
+
+def _window_starts(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...], mode: str) -> list[int] | None:
+    """Host start indices of the window: clamped so it fits (``"clamp"``, XLA's rule); or,
+    for ``"drop"`` (JAX's rule for ``x.at[i].set(v)``), a negative start counted from the end
+    and None when one then lies outside ``[0, d - n]`` (the update is skipped)."""
+    s = [int(v) for v in starts]
+    if mode == "drop":
+        s = [v + d if v < 0 else v for v, d in zip(s, shape)]
+        if any(not 0 <= v <= d - n for v, d, n in zip(s, shape, sizes)):
+            return None
+    return [min(max(v, 0), d - n) for v, d, n in zip(s, shape, sizes)]
+
+
+def _dus_aval(x: ShapedArray, u: ShapedArray, *starts: ShapedArray, mode: str) -> ShapedArray:
+    if (u.ndim != x.ndim or len(starts) != x.ndim or u.dtype != x.dtype
+            or any(n > d for n, d in zip(u.shape, x.shape))
+            or any(s.shape != () or not dtypes.is_int(s.dtype) for s in starts)):
+        raise ShapeError(f"dynamic_update_slice: update {u} does not fit operand {x}, or the {len(starts)} start "
+                         f"indices ({', '.join(str(s) for s in starts)}) are not one integer scalar per axis")
+    if mode not in ("clamp", "drop"):
+        raise ValueError(f"dynamic_update_slice: mode must be 'clamp' or 'drop', got {mode!r}")
+    return x
+
+
+def _write_window(out: np.ndarray, u: Any, starts: Any, mode: str) -> np.ndarray:
+    u = np.asarray(u)
+    lo = _window_starts(starts, out.shape, u.shape, mode)
+    if lo is not None:
+        out[tuple(slice(s, s + n) for s, n in zip(lo, u.shape))] = u
+    return out
+
+
+def _dus_impl(x: Any, u: Any, *starts: Any, mode: str) -> np.ndarray:
+    return _write_window(np.array(x), u, starts, mode)
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.strides == b.strides and a.shape == b.shape)
+
+
+def _dus_cpu(out: np.ndarray, x: Any, u: Any, *starts: Any, mode: str) -> np.ndarray:
+    """Into ``out``: a copy of ``x`` unless the plan put ``out`` in ``x``'s buffer (then only
+    the window is written: O(update), what makes ``x.at[i].set(v)`` in a loop cheap)."""
+    if not (isinstance(x, np.ndarray) and _same_memory(out, x)):
+        np.copyto(out, x)
+    return _write_window(out, u, starts, mode)
+
+
+#: ``dynamic_update_slice(x, u, *starts, mode)``: ``x`` with the window at ``starts`` (int
+#: scalars) replaced by ``u``; a start out of range is clamped (``"clamp"``), or counts from
+#: the end when negative and else skips the update (``"drop"``, as numpy indexing and JAX's
+#: ``.at`` do). The output may take over ``x``'s buffer.
+dynamic_update_slice_p = Primitive("dynamic_update_slice", impl=_dus_impl, abstract_eval=_dus_aval, arity=None,
+                                   inplace=(0,), lowerings={"cpu": _dus_cpu})
+
+
+def dynamic_update_slice(x: Any, u: Any, starts: Any, mode: str = "clamp") -> Any:
+    return dynamic_update_slice_p.bind(x, u, *starts, mode=mode)
+
+
+def clamped_starts(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...]) -> list[Any]:
+    """Each start as int64, clamped into ``[0, d - n]``: host integers stay on the host."""
+    from fungraph.core import Tracer
+    from fungraph.primitives.elementwise import convert, max_p, min_p
+
+    out = []
+    for s, d, n in zip(starts, shape, sizes):
+        if isinstance(s, Tracer):
+            lo, hi = np.asarray(0, np.int64), np.asarray(d - n, np.int64)
+            out.append(min_p.bind(max_p.bind(convert(s, dtypes.int64), lo), hi))
+        else:
+            out.append(np.asarray(min(max(int(s), 0), d - n), np.int64))
+    return out
+
+
+def wrapped_starts(starts: Any, shape: tuple[int, ...]) -> list[Any]:
+    """Negative starts counted from the end (``"drop"`` mode's reading of its starts)."""
+    from fungraph.core import Tracer
+    from fungraph.primitives.elementwise import add, convert, lt, select
+
+    out = []
+    for s, d in zip(starts, shape):
+        if isinstance(s, Tracer):
+            s = convert(s, dtypes.int64)
+            out.append(select(lt(s, np.asarray(0, np.int64)), add(s, np.asarray(d, np.int64)), s))
+        else:
+            out.append(np.asarray(int(s) + d if int(s) < 0 else int(s), np.int64))
+    return out
+
+
+def in_window(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...]) -> Any:
+    """Whether every start lies in ``[0, d - n]`` (a bool scalar of the current trace)."""
+    from fungraph.primitives.elementwise import and_p, convert, gt, lt
+
+    ok: Any = np.asarray(True)
+    for s, d, n in zip(starts, shape, sizes):
+        s = convert(s, dtypes.int64)
+        inside = and_p.bind(gt(s, np.asarray(-1, np.int64)), lt(s, np.asarray(d - n + 1, np.int64)))
+        ok = and_p.bind(ok, inside)
+    return ok
+
+
+def dynamic_slice(x: Any, starts: Any, sizes: tuple[int, ...]) -> Any:
+    """The ``sizes`` window of ``x`` at ``starts`` (already clamped), one ``take`` per axis it
+    narrows."""
+    from fungraph.primitives.elementwise import add
+    from fungraph.primitives.shape import reshape
+
+    for axis, (s, n) in enumerate(zip(starts, sizes)):
+        if n != aval(x).shape[axis]:
+            x = take(x, reshape(s, (1,)) if n == 1 else add(s, np.arange(n, dtype=np.int64)), axis)
+    return x
+
+
+@dynamic_update_slice_p.def_jvp
+def _dus_jvp(primals: tuple, tangents: tuple, *, mode: str) -> tuple:
+    from fungraph.primitives._rules import instantiate
+
+    x, u, *starts = primals
+    tx, tu = tangents[:2]
+    out = dynamic_update_slice(x, u, starts, mode)
+    if tx is None and tu is None:
+        return out, None
+    return out, dynamic_update_slice(instantiate(tx, aval(x)), instantiate(tu, aval(u)), starts, mode)
+
+
+@dynamic_update_slice_p.def_transpose
+def _dus_transpose(ct: Any, x: Any, u: Any, *starts: Any, mode: str) -> tuple:
+    from fungraph.primitives._rules import zeros
+    from fungraph.primitives.elementwise import select
+
+    assert not any(is_undefined(s) for s in starts)
+    xs, us = aval(x).shape, aval(u).shape
+    ct_x = dynamic_update_slice(ct, zeros(aval(u)), starts, mode) if is_undefined(x) else None
+    ct_u = None
+    if is_undefined(u):
+        lo = wrapped_starts(starts, xs) if mode == "drop" else starts
+        ct_u = dynamic_slice(ct, clamped_starts(lo, xs, us), us)
+        if mode == "drop":
+            ct_u = select(in_window(lo, xs, us), ct_u, zeros(aval(u)))
+    return (ct_x, ct_u) + (None,) * len(starts)
+
+
+def dus_by_select(x: Any, u: Any, *starts: Any, mode: str = "clamp") -> Any:
+    """``dynamic_update_slice`` from ``take`` and ``select`` over the whole of ``x``: what a
+    batch of different start indices runs (O(x.size) per example)."""
+    from fungraph.primitives.elementwise import and_p, gt, lt, max_p, min_p, select, sub
+    from fungraph.primitives.shape import broadcast_in_dim
+
+    xs, us = aval(x).shape, aval(u).shape
+    if 0 in us:
+        return x
+    if mode == "drop":
+        starts = wrapped_starts(starts, xs)
+    lo = clamped_starts(starts, xs, us)
+    mask: Any = in_window(starts, xs, us) if mode == "drop" else None
+    if mask is not None:
+        mask = broadcast_in_dim(mask, xs, ())
+    placed = u
+    for axis, (s, d, n) in enumerate(zip(lo, xs, us)):
+        if n == d:
+            continue
+        rel = sub(np.arange(d, dtype=np.int64), s)
+        placed = take(placed, min_p.bind(max_p.bind(rel, np.asarray(0, np.int64)), np.asarray(n - 1, np.int64)),
+                      axis)
+        inside = and_p.bind(gt(rel, np.asarray(-1, np.int64)), lt(rel, np.asarray(n, np.int64)))
+        m = broadcast_in_dim(inside, xs, (axis,))
+        mask = m if mask is None else and_p.bind(mask, m)
+    return placed if mask is None else select(mask, placed, x)
+
+
+def _batch_dus(args: Any, dims: Any, *, mode: str) -> tuple[Any, int]:
+    from fungraph.primitives._batching import batch_size, broadcast_batch
+
+    x, u, *starts = args
+    dx, du, *ds = dims
+    if any(d is not None for d in ds):
+        from fungraph.api import vmap
+
+        return vmap(lambda *a: dus_by_select(*a, mode=mode), in_axes=tuple(dims))(*args), 0
+    size = batch_size(args, dims)
+    return dynamic_update_slice(broadcast_batch(x, dx, size), broadcast_batch(u, du, size),
+                                [np.asarray(0, np.int64), *starts], mode), 0
+
+
+dynamic_update_slice_p.batch = _batch_dus

@@ -92,6 +92,29 @@ def _take_shapes(draw: Any) -> tuple:
 
 
 @st.composite
+def _update_shapes(draw: Any) -> tuple:
+    x = draw(shapes(min_dims=1))
+    return x, tuple(draw(st.integers(0, d)) for d in x), ()
+
+
+def _dus_ref(x: np.ndarray, u: np.ndarray, i: Any) -> np.ndarray:
+    """``lax.dynamic_update_slice`` along axis 0: a negative start counts from the end, then
+    the start is clamped so the window fits."""
+    out = x.copy()
+    d, n = x.shape[0], u.shape[0]
+    s = int(i) + d if int(i) < 0 else int(i)
+    s = min(max(s, 0), d - n)
+    out[(slice(s, s + n),) + tuple(slice(0, m) for m in u.shape[1:])] = u
+    return out
+
+
+def _at_set_ref(x: np.ndarray, v: np.ndarray, i: Any) -> np.ndarray:
+    out = x.copy()
+    out[int(i)] = v
+    return out
+
+
+@st.composite
 def _take_along_shapes(draw: Any) -> tuple:
     x = draw(shapes(min_dims=1))
     idx = tuple(draw(st.integers(1, 4)) if i == len(x) - 1 else d for i, d in enumerate(x))
@@ -271,6 +294,12 @@ OP_RECORDS: tuple[OpRecord, ...] = (
              _take_shapes(), FI, ((-3.0, 3.0), lambda s: (-s[0][0], s[0][0])), (None, dtypes.int64)),
     OpRecord("take", lambda x, i: fnp.take(x, i), lambda x, i: np.take(x, i), _take_shapes(), FI,
              ((-3.0, 3.0), _flat_size), (None, dtypes.int64)),
+    OpRecord("dynamic_update_slice", lambda x, u, i: lax.dynamic_update_slice(x, u, (i,) + (0,) * (x.ndim - 1)),
+             _dus_ref, _update_shapes(), FI, ((-3.0, 3.0), (-3.0, 3.0), lambda s: (-s[0][0] - 2, s[0][0] + 2)),
+             (None, None, dtypes.int64)),
+    OpRecord("at_set_traced", lambda x, v, i: fnp.at(x)[i].set(v), _at_set_ref,
+             _one(1).map(lambda s: (s[0], s[0][1:], ())), FI,
+             ((-3.0, 3.0), (-3.0, 3.0), lambda s: (-s[0][0], s[0][0])), (None, None, dtypes.int64)),
     OpRecord("take_along_axis", lambda x, i: fnp.take_along_axis(x, i, axis=-1),
              lambda x, i: np.take_along_axis(x, i, axis=-1), _take_along_shapes(), FI,
              ((-3.0, 3.0), lambda s: (0, s[0][-1])), (None, dtypes.int64)),

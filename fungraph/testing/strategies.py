@@ -82,8 +82,10 @@ _OTHER = ("sum_keep", "mean_keep", "max_keep", "transpose", "matmul", "reshape_f
 #: Steps holding sub-graphs (``cond``, ``fori_loop``, a ``while_loop`` with a data-dependent trip
 #: count, ``scan``) and index maps beyond slices (gather, concatenate, pad, cumulative sum); each
 #: returns its first operand's shape, or the broadcast of both (``cond``). Predicates compare
-#: maxima, which every backend computes exactly, far from rounding's reach.
-_CONTROL = ("cond", "fori", "while", "scan", "cumsum", "take_perm", "concat_slice", "pad_slice")
+#: maxima, which every backend computes exactly, far from rounding's reach. ``fori_update``
+#: writes row ``i + 1`` of its carry from row ``i`` (``x.at[i + 1].set``, in place on the CPU;
+#: the last write falls outside the carry and is dropped).
+_CONTROL = ("cond", "fori", "while", "scan", "cumsum", "take_perm", "concat_slice", "pad_slice", "fori_update")
 
 
 def _apply(op: str, xs: list[Any], rng_vals: dict[str, Any]) -> Any:
@@ -159,6 +161,8 @@ def _apply_control(op: str, a: Any, b: Any, extra: dict[str, Any]) -> Any:
         def step(c: Any, x: Any) -> Any:
             return c * 0.5 + x, fnp.sin(c) + x
         return lax.scan(step, fnp.zeros_like(a[0]), a, reverse=extra.get("reverse", False))[1]
+    if op == "fori_update":
+        return lax.fori_loop(0, a.shape[0], lambda i, c: c.at[i + 1].set(fnp.tanh(c[i]) * 0.5 + c[i + 1] * 0.25), a)
     axis = extra.get("axis", 0)
     if op == "cumsum":
         return fnp.cumsum(a, axis=axis)

@@ -70,6 +70,7 @@ from fungraph.backends.opencl.kernels import (
     pack_tail_kernel,
     reduce_kernels,
     scatter_kernel,
+    window_update_kernel,
 )
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.interpreters.offsets import plan_offsets
@@ -288,10 +289,22 @@ class OpenCLExecutable:
                 spec = scatter_kernel(self._name("scatter_add"), upd, idx, self.store(e.outputs[0]),
                                       e.params["axis"], self.info, self.idx_type)
                 self.add_kernels([e], [spec])
+            elif name == "dynamic_update_slice":
+                self._lower_update_window(e)
             elif name in control.LOWERINGS:
                 control.LOWERINGS[name](self, e)
             else:
                 self._lower_host(e)
+
+    def _lower_update_window(self, e: Eqn) -> None:
+        """The operand copied into the output, then the update's window written over it."""
+        x, upd, *starts = (self.atom_access(a) for a in e.inputs)
+        out = self.store(e.outputs[0])
+        if out != x:
+            self.copy_into(out, x)
+        if upd.aval.size:
+            self.add_kernels([e], [window_update_kernel(self._name("update_window"), upd, starts, out,
+                                                        e.params["mode"], self.info, self.idx_type)])
 
     def lower_subgraph(self, g: Graph, ins: Sequence[Access], dests: Sequence[Access]) -> list[Step]:
         """Lower a closed sub-graph (a branch, a loop body or condition) with its inputs read

@@ -1285,6 +1285,33 @@ def scatter_kernel(name: str, upd: Access, idx: Access, out: Access, axis: int, 
                       kind="scatter", note="deterministic scan")
 
 
+def window_update_kernel(name: str, upd: Access, starts: Sequence[Access], out: Access, mode: str,
+                         info: DeviceInfo, idx_type: str) -> KernelSpec:
+    """``dynamic_update_slice``'s window: one work-item per element of ``upd`` writes it into
+    ``out`` (already holding the operand) at the start indices, read from the device and
+    clamped so the window fits (``mode="clamp"``) or, negative ones counted from the end,
+    not written when one is out of range (``"drop"``)."""
+    params = Params()
+    it = idx_type
+    em = Emitter(it, {}, lambda v: None, params)
+    em.lines.append(f"  const {it} gid = get_global_id(0);")
+    widx = em.set_base("gid", upd.shape)
+    terms, inside = [], []
+    for st, w, d, n, stride in zip(starts, widx, out.shape, upd.shape, out.strides):
+        raw = em.fresh("long", f"(long){em.load(st, ())}")
+        if mode == "drop":
+            raw = em.fresh("long", f"{raw} < 0 ? {raw} + {d}L : {raw}")
+        inside.append(f"({raw} >= 0 && {raw} <= {d - n}L)")
+        terms.append(f"(clamp({raw}, 0L, {d - n}L) + {w}) * {stride}")
+    if mode == "drop" and inside:
+        em.lines.append(f"  if (!({' && '.join(inside)})) return;")
+    value = em.load(upd, widx)
+    pc, oc = params(out.slot, out.aval.dtype)
+    body = em.lines + [f"  {pc}[{oc} + {out.offset} + {' + '.join(terms) or '0'}] = {value};"]
+    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(upd.aval.size, info),
+                      kind="copy", note=f"dynamic_update_slice window ({mode})")
+
+
 def canonical_copy_access(a: Access, order: Sequence[int], slot: int, offset: int) -> tuple[Access, Access]:
     """(source view permuted to ``order``, contiguous destination) for a layout copy."""
     shape = tuple(a.shape[d] for d in order)

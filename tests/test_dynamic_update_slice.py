@@ -1,0 +1,168 @@
+"""``dynamic_update_slice``: the primitive against numpy in both modes on random shapes and
+starts, on both backends; the memory plan writes only the window when the operand's buffer is
+free (a donated input, a loop carry); loops that update a carry in place leave their initial
+values alone and agree with eager evaluation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph.backends import cpu
+from fungraph.primitives.indexing import dynamic_update_slice, dynamic_update_slice_p
+from fungraph.testing.strategies import random_array, shapes
+
+
+def reference(x: np.ndarray, u: np.ndarray, starts: list[int], mode: str) -> np.ndarray:
+    out = x.copy()
+    lo = []
+    for s, d, n in zip(starts, x.shape, u.shape):
+        if mode == "drop":
+            s = s + d if s < 0 else s
+            if not 0 <= s <= d - n:
+                return out
+        lo.append(min(max(s, 0), d - n))
+    out[tuple(slice(s, s + n) for s, n in zip(lo, u.shape))] = u
+    return out
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, list[int], str]:
+    shape = draw(shapes(min_dims=1, max_dims=3, max_side=5))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    ushape = tuple(draw(st.integers(0, d)) for d in shape)
+    starts = [draw(st.integers(-d - 2, d + 2)) for d in shape]
+    return (random_array(rng, shape, np.float32, 0.5, 2.0), random_array(rng, ushape, np.float32, 0.5, 2.0),
+            starts, draw(st.sampled_from(["clamp", "drop"])))
+
+
+@settings(max_examples=25, deadline=None)
+@given(cases())
+def test_matches_numpy_eagerly_and_under_jit(case: tuple) -> None:
+    x, u, starts, mode = case
+    want = reference(x, u, starts, mode)
+    keep = x.copy()
+
+    def f(x: object, u: object, *s: object) -> object:
+        return dynamic_update_slice(x, u, s, mode)
+
+    args = (x, u, *(np.int64(s) for s in starts))
+    np.testing.assert_array_equal(f(*args), want)
+    np.testing.assert_array_equal(np.asarray(fg.jit(f)(*args)), want)
+    np.testing.assert_array_equal(x, keep)
+
+
+@pytest.mark.parametrize("mode", ["clamp", "drop"])
+def test_opencl_matches_numpy(require_opencl: None, mode: str) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 5, 3)).astype(np.float32)
+    u = rng.standard_normal((2, 3, 3)).astype(np.float32)
+    f = fg.jit(lambda x, u, i, j: dynamic_update_slice(x, u, (i, j, 0), mode), backend="opencl")
+    for i, j in [(1, 1), (-1, 2), (3, -4), (9, 0), (-9, 1)]:
+        got = np.asarray(f(x, u, np.int64(i), np.int64(j)))
+        np.testing.assert_array_equal(got, reference(x, u, [i, j, 0], mode))
+
+
+def test_lax_clamps_like_jax() -> None:
+    x = np.arange(10.0, dtype=np.float32)
+    u = np.ones(3, np.float32)
+    for start, lo in [(8, 7), (-1, 7), (-20, 0), (2, 2)]:
+        got = fg.jit(lambda x, u, i: fg.lax.dynamic_update_slice(x, u, (i,)))(x, u, np.int64(start))
+        want = x.copy()
+        want[lo:lo + 3] = 1
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_a_donated_operand_is_updated_in_place() -> None:
+    """The plan gives the update the operand's buffer: the output is the donated array."""
+    def f(x: object, i: object, v: object) -> object:
+        return x.at[i].set(v)
+
+    jf = fg.jit(f, donate_argnums=0)
+    x = np.zeros((50, 4), np.float32)
+    out = jf(x, np.int64(3), np.ones(4, np.float32))
+    assert np.shares_memory(np.asarray(out), x)
+    assert np.asarray(out)[3].tolist() == [1, 1, 1, 1] and np.asarray(out).sum() == 4
+    kept = np.zeros((50, 4), np.float32)
+    out = fg.jit(f)(kept, np.int64(3), np.ones(4, np.float32))
+    assert not np.shares_memory(np.asarray(out), kept) and kept.sum() == 0
+
+
+@pytest.mark.parametrize("length", [0, 1, 2, 7])
+def test_loop_carries_updated_in_place_keep_the_initial_value(length: int) -> None:
+    """A ``fori_loop`` (a scan) and a ``while_loop`` writing row ``i`` of their carry: the body
+    is planned with that carry in place (one buffer for every iteration), the caller's array is
+    untouched, and odd and even trip counts agree with eager evaluation."""
+    def body(i: object, x: object) -> object:
+        return x.at[i].set(x[i - 1] * 2.0 + 1.0)
+
+    def scan_f(x: object) -> object:
+        return fg.lax.fori_loop(0, length, body, x)
+
+    def while_f(x: object, n: object) -> object:
+        return fg.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, body(c[0], c[1])), (0, x))[1]
+
+    x = np.arange(40, dtype=np.float32).reshape(10, 4)
+    keep = x.copy()
+    want = scan_f(x)
+    np.testing.assert_array_equal(np.asarray(fg.jit(scan_f)(x)), want)
+    np.testing.assert_array_equal(np.asarray(fg.jit(while_f)(x, np.int64(length))), want)
+    np.testing.assert_array_equal(x, keep)
+    stays = {stay for _, stay in cpu._LOOP_BODIES.values()}
+    assert (1,) in stays
+
+
+def test_a_carry_read_after_its_update_is_not_updated_in_place() -> None:
+    """The body returns the carry before and after the update: the update may not overwrite
+    the value the other carry still holds, so that carry alternates between two views."""
+    def f(x: object) -> object:
+        return fg.lax.fori_loop(0, 5, lambda i, c: (c[0].at[i].set(c[1][i] + 1.0), c[0]), (x, x * 0.0))
+
+    x = np.arange(8, dtype=np.float32)
+    want = f(x)
+    for got, w in zip(fg.jit(f)(x), want):
+        np.testing.assert_array_equal(np.asarray(got), w)
+
+
+def test_updates_in_a_loop_are_one_equation_and_no_host_round_trip(require_opencl: None) -> None:
+    """``x.at[i].set(v)`` with a traced ``i`` stages one ``dynamic_update_slice`` (no
+    gather/scatter over the whole array), and runs on the device."""
+    from fungraph.backends.opencl.engine import TRANSFER_STATS
+
+    def f(x: object) -> object:
+        return fg.lax.fori_loop(0, 6, lambda i, x: x.at[i].set(x[i - 1] + 1.0), x)
+
+    graph = fg.make_graph(lambda x, i, v: x.at[i].set(v))(np.zeros((1000, 8), np.float32), np.int64(1),
+                                                        np.ones(8, np.float32))
+    assert [e.primitive for e in graph.eqns] == [fg.core.get_primitive("reshape"), dynamic_update_slice_p]
+    assert not graph.consts
+    x = np.zeros((6, 3), np.float32)
+    jf = fg.jit(f, backend="opencl")
+    jf(x)
+    before = TRANSFER_STATS["host_round_trips"]
+    np.testing.assert_array_equal(np.asarray(jf(x)), f(x))
+    assert TRANSFER_STATS["host_round_trips"] == before
+
+
+def test_gradients_through_dropped_and_kept_updates() -> None:
+    """Reverse mode: a dropped update (index out of bounds) passes the whole cotangent to the
+    operand and none to the values; a kept one the reverse, at the wrapped index."""
+    def f(x: object, v: object, i: object) -> object:
+        return (fnp.at(x)[i].set(v * v) * fnp.arange(5.0)).sum()
+
+    x = np.ones(5)
+    for i, gx, gv in [(-2, [0, 1, 2, 0, 4], 2 * 3.0 * 3), (7, [0, 1, 2, 3, 4], 0.0)]:
+        got_x, got_v = fg.jit(fg.grad(f, argnums=(0, 1)))(x, 3.0, np.int64(i))
+        np.testing.assert_allclose(np.asarray(got_x), gx)
+        np.testing.assert_allclose(float(got_v), gv)
+
+
+def test_errors_name_the_shapes() -> None:
+    with pytest.raises(fg.core.ShapeError, match=r"update f32\[4\] does not fit operand f32\[3\]"):
+        dynamic_update_slice(np.zeros(3, np.float32), np.zeros(4, np.float32), [np.int64(0)])
+    with pytest.raises(fg.core.ShapeError, match="not one integer scalar per axis"):
+        dynamic_update_slice(np.zeros(3, np.float32), np.zeros(2, np.float32), [np.float32(0)])
