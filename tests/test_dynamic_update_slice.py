@@ -116,16 +116,38 @@ def test_loop_carries_updated_in_place_keep_the_initial_value(length: int) -> No
     assert (1,) in stays
 
 
-def test_a_carry_read_after_its_update_is_not_updated_in_place() -> None:
-    """The body returns the carry before and after the update: the update may not overwrite
-    the value the other carry still holds, so that carry alternates between two views."""
-    def f(x: object) -> object:
+@pytest.mark.parametrize("backend", ["cpu", "opencl"])
+def test_a_carry_read_after_its_update_is_not_updated_in_place(backend: str, request: pytest.FixtureRequest) -> None:
+    """The body returns the carry before and after the update, or reads it after the update:
+    the update may not overwrite what is still read, so that carry alternates between two
+    views."""
+    if backend == "opencl":
+        request.getfixturevalue("require_opencl")
+
+    def pair(x: object) -> object:
         return fg.lax.fori_loop(0, 5, lambda i, c: (c[0].at[i].set(c[1][i] + 1.0), c[0]), (x, x * 0.0))
 
+    def later(x: object) -> object:
+        return fg.lax.fori_loop(0, 5, lambda i, c: (c[0].at[i].set(c[0][i + 1] + 1.0), c[1] + c[0]), (x, x))
+
     x = np.arange(8, dtype=np.float32)
-    want = f(x)
-    for got, w in zip(fg.jit(f)(x), want):
-        np.testing.assert_array_equal(np.asarray(got), w)
+    for f in (pair, later):
+        for got, w in zip(fg.jit(f, backend=backend)(x), f(x)):
+            np.testing.assert_array_equal(np.asarray(got), w)
+
+
+def test_opencl_loop_updates_its_carry_in_place(require_opencl: None) -> None:
+    """On OpenCL the updated carry keeps one slot: the body's kernels copy nothing (the window
+    kernel writes the carry's slot), and the result matches eager evaluation."""
+    def f(x: object) -> object:
+        return fg.lax.fori_loop(0, 7, lambda i, x: x.at[i].set(x[i - 1] * 2.0 + 1.0), x)
+
+    x = np.arange(40, dtype=np.float32).reshape(10, 4)
+    jf = fg.jit(f, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(jf(x)), f(x))
+    text = jf.lower(x).text
+    body = text[text.index("  body:"):].split("\nkernel ")[0]
+    assert "update_window" in body and "_copy " not in body, body
 
 
 def test_updates_in_a_loop_are_one_equation_and_no_host_round_trip(require_opencl: None) -> None:

@@ -28,19 +28,46 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
-from fungraph.backends.opencl.fusion import REDUCTIONS
-from fungraph.ir import Eqn, Graph, Literal, ShapedArray
+from fungraph.backends.opencl.fusion import REDUCTIONS, FusionPlan
+from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 #: Primitives with their own kernels (besides fused elementwise regions and reductions).
-KERNEL_PRIMITIVES = frozenset({"dot_general", "conv", "scatter_add"})
+KERNEL_PRIMITIVES = frozenset({"dot_general", "conv", "scatter_add", "dynamic_update_slice"})
 
 if TYPE_CHECKING:
     from fungraph.backends.opencl.engine import OpenCLExecutable, Step
 
 
+def updated_in_place(g: Graph, n: int, fusion: FusionPlan) -> list[bool]:
+    """For each of the first ``n`` outputs of the body ``g``: whether it is a
+    ``dynamic_update_slice`` of the same input that no kernel reads after the update (reads
+    through free views included; a fused read counts where its region is emitted), so the
+    update may write that input's slot in place and the carry needs one slot, not two."""
+    emitted = {i: fusion.region_of[i].root if i in fusion.region_of else i for i in range(len(g.eqns))}
+    producer = {o: i for i, e in enumerate(g.eqns) for o in e.outputs}
+    out = []
+    for j in range(n):
+        x, v = g.invars[j], g.outvars[j]
+        k = producer.get(v) if isinstance(v, Var) else None
+        if (k is None or g.eqns[k].primitive.name != "dynamic_update_slice" or g.eqns[k].inputs[0] is not x
+                or g.outvars.count(v) != 1 or x in g.outvars):
+            out.append(False)
+            continue
+        derived, ok = {x}, True
+        for i, e in enumerate(g.eqns):
+            if i == k or not any(isinstance(a, Var) and a in derived for a in e.inputs):
+                continue
+            if i in fusion.aliases:
+                derived.update(e.outputs)
+            elif emitted[i] >= k or any(a is x for a in g.eqns[k].inputs[1:]):
+                ok = False
+        out.append(ok)
+    return out
+
+
 def _carries(exe: OpenCLExecutable, init: list[Access], passthrough: list[bool]) -> tuple[list[Access], list[Access]]:
     """Slots A (initialised from ``init`` by a device copy) and B for each carry; a carry the
-    body passes through unchanged uses A for both."""
+    body passes through unchanged, or updates in place, uses A for both."""
     a_slots, b_slots = [], []
     for x, same in zip(init, passthrough):
         a = exe.arena_access(x.aval)
@@ -62,7 +89,7 @@ def _swap(a_slots: list[Access], b_slots: list[Access]) -> dict[int, int]:
 def lower_cond(exe: OpenCLExecutable, e: Eqn) -> None:
     from fungraph.backends.opencl.engine import Step
 
-    branches = e.params["branches"]
+    branches = [exe.optimized(b) for b in e.params["branches"]]
     index = e.inputs[0]
     ops = [exe.atom_access(a) for a in e.inputs[1:]]
     dests = [exe.store(o) for o in e.outputs]
@@ -121,19 +148,22 @@ def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
     from fungraph.backends.opencl.engine import Step
 
     p = e.params
-    cg, bg, n_cc, n_bc = p["cond_graph"], p["body_graph"], p["n_cc"], p["n_bc"]
+    cg, bg, n_cc, n_bc = exe.optimized(p["cond_graph"]), exe.optimized(p["body_graph"]), p["n_cc"], p["n_bc"]
     ins = [exe.atom_access(a) for a in e.inputs]
     cc, bc, init = ins[:n_cc], ins[n_cc:n_cc + n_bc], ins[n_cc + n_bc:]
-    passthrough = [bg.outvars[j] is bg.invars[j] for j in range(len(init))]
+    speculative = speculate() and device_only(cg) and device_only(bg)
+    fusion = None if speculative else exe.plan_fusion(bg)
+    in_place = [False] * len(init) if fusion is None else updated_in_place(bg, len(init), fusion)
+    passthrough = [bg.outvars[j] is bg.invars[j] or in_place[j] for j in range(len(init))]
     a_slots, b_slots = _carries(exe, init, passthrough)
     pred = exe.arena_access(ShapedArray((), np.dtype(np.bool_)))
     start = exe.tick()
-    if speculate() and device_only(cg) and device_only(bg):
+    if speculative:
         step = exe.lower_subgraph(masked_step(cg, bg, n_cc, n_bc), a_slots + cc + bc, [pred] + b_slots)
         cond, body = step, []
     else:
         cond = exe.lower_subgraph(cg, a_slots + cc, [pred])
-        body = exe.lower_subgraph(bg, a_slots + bc, b_slots)
+        body = exe.lower_subgraph(bg, a_slots + bc, b_slots, fusion)
     tail = exe.record(lambda: [exe.copy_into(a, b) for a, b in zip(a_slots, b_slots) if a.slot != b.slot])
     exe.extend_lifetimes(start, exe.clock)
     exe.add_step(Step("while", [e], blocks=[cond, body, tail], index=pred, swap=_swap(a_slots, b_slots),
@@ -147,10 +177,12 @@ def lower_scan(exe: OpenCLExecutable, e: Eqn) -> None:
     from fungraph.backends.opencl.engine import Step
 
     p = e.params
-    body, length, reverse, nc, nx = p["body"], p["length"], p["reverse"], p["num_carry"], p["num_xs"]
+    body, length, reverse, nc, nx = exe.optimized(p["body"]), p["length"], p["reverse"], p["num_carry"], p["num_xs"]
     ins = [exe.atom_access(a) for a in e.inputs]
     init, xs, consts = ins[:nc], ins[nc:nc + nx], ins[nc + nx:]
-    passthrough = [body.outvars[j] is body.invars[j] for j in range(nc)]
+    fusion = exe.plan_fusion(body)
+    in_place = updated_in_place(body, nc, fusion)
+    passthrough = [body.outvars[j] is body.invars[j] or in_place[j] for j in range(nc)]
     a_slots, b_slots = _carries(exe, init, passthrough)
     windows, x_in, y_out = [], [], []
     for x, v in zip(xs, body.invars[nc:nc + nx]):
@@ -163,7 +195,7 @@ def lower_scan(exe: OpenCLExecutable, e: Eqn) -> None:
         windows.append(w)
         y_out.append(acc)
     start = exe.tick()
-    block = exe.lower_subgraph(body, a_slots + x_in + consts, b_slots + y_out)
+    block = exe.lower_subgraph(body, a_slots + x_in + consts, b_slots + y_out, fusion)
     exe.extend_lifetimes(start, exe.clock)
     exe.add_step(Step("scan", [e], blocks=[block], swap=_swap(a_slots, b_slots), windows=windows,
                       length=length, reverse=reverse))

@@ -126,6 +126,10 @@ _REENTERED = ("an OpenCL-jitted function was called again from a host callback i
                "callback's work with backend='cpu')")
 
 
+#: Sub-graphs after the optimiser, shared by every executable (graphs are immutable).
+_OPTIMIZED: dict[Graph, Graph] = {}
+
+
 class OpenCLExecutable:
     """``run(args) -> outputs`` on the device; outputs are :class:`OpenCLArray` values.
 
@@ -306,9 +310,11 @@ class OpenCLExecutable:
             self.add_kernels([e], [window_update_kernel(self._name("update_window"), upd, starts, out,
                                                         e.params["mode"], self.info, self.idx_type)])
 
-    def lower_subgraph(self, g: Graph, ins: Sequence[Access], dests: Sequence[Access]) -> list[Step]:
+    def lower_subgraph(self, g: Graph, ins: Sequence[Access], dests: Sequence[Access],
+                       fusion: FusionPlan | None = None) -> list[Step]:
         """Lower a closed sub-graph (a branch, a loop body or condition) with its inputs read
-        from ``ins`` and its outputs written into ``dests``; returns its steps."""
+        from ``ins`` and its outputs written into ``dests`` (``fusion``: its regions, when the
+        caller has planned them already); returns its steps."""
         saved = (self.access, self._block, self._dest)
         self.access = dict(zip(g.invars, ins))
         for v, c in zip(g.constvars, g.consts):
@@ -319,7 +325,7 @@ class OpenCLExecutable:
             if isinstance(v, Var) and v not in self.access and v not in self._dest:
                 self._dest[v] = d
         self._depth += 1
-        self._lower_eqns(g, plan_fusion(g, self._fuse))
+        self._lower_eqns(g, fusion or self.plan_fusion(g))
         for v, d in zip(g.outvars, dests):
             src = v if isinstance(v, Literal) else self.access[v]
             if src != d:
@@ -328,6 +334,18 @@ class OpenCLExecutable:
         block = self._block
         self.access, self._block, self._dest = saved
         return block
+
+    def plan_fusion(self, g: Graph) -> FusionPlan:
+        return plan_fusion(g, self._fuse)
+
+    def optimized(self, g: Graph) -> Graph:
+        """A sub-graph (branch, loop condition or body) after the optimiser passes ``jit`` runs
+        on this backend's graphs (CSE, folding, ``fma``, ...), which do not enter sub-graphs."""
+        from fungraph.backends import backend_factory
+        from fungraph.interpreters.optimize import optimize
+        from fungraph.jit import backend_passes
+
+        return _OPTIMIZED.get(g) or _OPTIMIZED.setdefault(g, optimize(g, backend_passes(backend_factory("opencl")))[0])
 
     @property
     def clock(self) -> int:
