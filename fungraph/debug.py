@@ -34,17 +34,15 @@ def _debug_jvp(primals: tuple, tangents: tuple, *, callback: Callable[..., Any])
 
 def _debug_batch(args: Any, dims: Any, *, callback: Callable[..., Any]) -> tuple:
     """One call per example, in order (JAX unrolls its debug callbacks the same way)."""
-    from fungraph.primitives._batching import batch_size, broadcast_batch
+    from fungraph.primitives._batching import per_example
 
-    size = batch_size(args, dims)
-    stacked = [broadcast_batch(a, d, size) for a, d in zip(args, dims)]
+    stacked, _, each = per_example(args, dims, callback)
 
-    def per_example(*xs: Any) -> None:
-        for i in range(size):
-            callback(*[x[i] for x in xs])
+    def run(*xs: Any) -> None:
+        each(*xs)
 
-    per_example.__name__ = getattr(callback, "__name__", "callback")
-    debug_callback_p.bind(*stacked, callback=per_example)
+    run.__name__ = getattr(callback, "__name__", "callback")
+    debug_callback_p.bind(*stacked, callback=run)
     return (), ()
 
 

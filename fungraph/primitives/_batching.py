@@ -39,6 +39,20 @@ def batch_size(args: Sequence[Any], dims: Sequence[int | None]) -> int:
     raise ValueError("no batched operand")
 
 
+def per_example(args: Sequence[Any], dims: Sequence[int | None],
+                callback: Any) -> tuple[list[Any], int, Any]:
+    """For a host callback under ``vmap``: the operands with their batch axis first (made
+    where missing), the batch size, and a host function calling ``callback`` once per
+    example, in order, that returns the results as a list."""
+    size = batch_size(args, dims)
+    stacked = [broadcast_batch(a, d, size) for a, d in zip(args, dims)]
+
+    def each(*xs: Any) -> list[Any]:
+        return [callback(*[x[i] for x in xs]) for i in range(size)]
+
+    return stacked, size, each
+
+
 def elementwise_batch(prim: Any) -> Any:
     """Batch a numpy-broadcasting primitive: batch axes first, unbatched operands right-aligned."""
 

@@ -45,19 +45,17 @@ stop_gradient_p = Primitive("stop_gradient", impl=lambda x: np.array(x, copy=Tru
 
 def _callback_batch(args: Any, dims: Any, *, callback: Any, result_avals: tuple) -> tuple:
     """The host function is called once per example, on the host (named in docs/vmap.md)."""
-    from fungraph.primitives._batching import batch_size, broadcast_batch
+    from fungraph.primitives._batching import per_example
 
-    size = batch_size(args, dims)
-    stacked = [broadcast_batch(a, d, size) for a, d in zip(args, dims)]
+    stacked, size, each = per_example(args, dims, callback)
 
-    def per_example(*xs: Any) -> tuple:
-        results = [callback(*[x[i] for x in xs]) for i in range(size)]
-        results = [r if isinstance(r, (tuple, list)) else (r,) for r in results]
+    def run(*xs: Any) -> tuple:
+        results = [r if isinstance(r, (tuple, list)) else (r,) for r in each(*xs)]
         return tuple(np.stack([np.asarray(r[k]) for r in results]) for k in range(len(result_avals)))
 
-    per_example.__name__ = f"vmap({getattr(callback, '__name__', 'callback')})"
+    run.__name__ = f"vmap({getattr(callback, '__name__', 'callback')})"
     batched = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in result_avals)
-    return pure_callback_p.bind(*stacked, callback=per_example, result_avals=batched), [0] * len(result_avals)
+    return pure_callback_p.bind(*stacked, callback=run, result_avals=batched), [0] * len(result_avals)
 
 
 pure_callback_p.batch = _callback_batch
