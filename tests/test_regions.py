@@ -110,7 +110,27 @@ def test_chunked_region_with_broadcast_inputs_and_a_tail(tiny_chunks: None, rows
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
     body = _fusions(fg.jit(f).lower(x, col, row, s).graph)[0].params["call"]
-    assert cpu_regions.chunk_rows(body) == max(1, min(rows, 24 // (5 * 8)))
+    axis = 0 if rows > 1 else 1  # one row: chunks split the columns
+    row_bytes = 8 * (5 if axis == 0 else 1)
+    assert cpu_regions.chunk_axis(body) == axis
+    assert cpu_regions.chunk_rows(body) == max(1, min(x.shape[axis], 24 // row_bytes))
+
+
+def test_a_batch_of_one_is_chunked_along_its_channels(tiny_chunks: None) -> None:
+    """An image batch of one (``[1, C, H, W]``, MobileNetV2's depthwise taps): chunks split the
+    channels, slicing a per-channel scale ``[C, 1, 1]`` with them and broadcasting a scalar."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((2, 1, 6, 4, 3))
+    scale = rng.standard_normal((6, 1, 1))
+
+    def f(x, y, scale):
+        return fnp.minimum(fnp.maximum(x * scale + y * 0.5, 0.0), 6.0)
+
+    np.testing.assert_array_equal(fg.jit(f)(x, y, scale), f(x, y, scale))
+    body = _fusions(fg.jit(f).lower(x, y, scale).graph)[0].params["call"]
+    assert cpu_regions.chunk_axis(body) == 1 and cpu_regions.chunk_rows(body) == 1
+    assert cpu_regions._split(body) == tuple(0 if v.aval.shape == (6, 1, 1) else 1 if v.aval.ndim == 4 else None
+                                             for v in body.invars)
 
 
 def test_regions_compose_with_grad_and_vmap(tiny_chunks: None) -> None:

@@ -1,7 +1,8 @@
 """The CPU engine's lowering of ``fusion`` regions: stream the region's body through chunks of
 rows small enough to stay in cache.
 
-Every op of the chain runs on rows ``[i, i + k)`` before the next chunk starts, so the
+Every op of the chain runs on rows ``[i, i + k)`` of the chunk axis (the first axis longer
+than 1) before the next chunk starts, so the
 region's intermediates live in a chunk-sized block of the parent's scratch (planned like any
 body) and its inputs and outputs cross main memory once. ``k`` is chosen so one chunk of the
 widest value in the body is about :data:`CHUNK_BYTES`.
@@ -28,34 +29,50 @@ def region_shape(body: Graph) -> tuple[int, ...]:
     return body.outvars[0].aval.shape
 
 
+def chunk_axis(body: Graph) -> int:
+    """The axis chunks split: the first of the region's shape longer than 1 (axis 0 unless
+    leading axes are 1, as a batch of one image is), or 0 when none is."""
+    return next((k for k, d in enumerate(region_shape(body)) if d > 1), 0)
+
+
 def chunk_rows(body: Graph) -> int:
-    """Rows per chunk along axis 0 of the region's shape (all rows when it cannot be split)."""
+    """Rows per chunk along :func:`chunk_axis` (all of them when it cannot be split)."""
     shape = region_shape(body)
-    if len(shape) == 0 or shape[0] < 2:
-        return shape[0] if shape else 1
+    k = chunk_axis(body)
+    if len(shape) == 0 or shape[k] < 2:
+        return shape[k] if shape else 1
     itemsize = max(o.aval.dtype.itemsize for e in body.eqns for o in e.outputs)
-    row_bytes = max(1, math.prod(shape[1:]) * itemsize)
-    return int(min(shape[0], max(1, CHUNK_BYTES // row_bytes)))
+    row_bytes = max(1, math.prod(shape[k + 1:]) * itemsize)
+    return int(min(shape[k], max(1, CHUNK_BYTES // row_bytes)))
 
 
-def _split(body: Graph) -> tuple[bool, ...]:
-    """Which inputs are sliced per chunk: those that span axis 0 of the region's shape."""
+def _split(body: Graph) -> tuple[int | None, ...]:
+    """For each input, its axis that chunks slice (the region's chunk axis, right-aligned as
+    numpy broadcasts), or None when it is broadcast along that axis."""
     shape = region_shape(body)
-    return tuple(len(shape) > 0 and shape[0] > 1 and v.aval.ndim == len(shape) and v.aval.shape[0] == shape[0]
-                 for v in body.invars)
+    k = chunk_axis(body)
+    out: list[int | None] = []
+    for v in body.invars:
+        j = k - (len(shape) - v.aval.ndim)
+        ok = len(shape) > 0 and shape[k] > 1 and j >= 0 and v.aval.shape[j] == shape[k]
+        out.append(j if ok else None)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=512)
 def _chunk_body(body: Graph, rows: int) -> tuple[Graph, MemoryPlan]:
-    """The body restaged for ``rows`` rows, and its plan."""
-    avals = [ShapedArray((rows,) + v.aval.shape[1:], v.aval.dtype) if s else v.aval
-             for v, s in zip(body.invars, _split(body))]
+    """The body restaged for ``rows`` rows, and its plan (with the CPU engine's scratch)."""
+    from fungraph.backends.cpu import scratch_bytes
+
+    avals = [v.aval if j is None else ShapedArray(v.aval.shape[:j] + (rows,) + v.aval.shape[j + 1:], v.aval.dtype)
+             for v, j in zip(body.invars, _split(body))]
     g, _ = stage(lambda *xs: eval_graph(body, *xs), avals)
-    return g, plan_memory(g)
+    return g, plan_memory(g, scratch_bytes=scratch_bytes)
 
 
 def _chunk_plans(body: Graph) -> list[tuple[int, Graph, MemoryPlan]]:
-    n = region_shape(body)[0] if region_shape(body) else 1
+    shape = region_shape(body)
+    n = shape[chunk_axis(body)] if shape else 1
     rows = chunk_rows(body)
     sizes = {rows} | ({n % rows} if n % rows else set())
     return [(k, *_chunk_body(body, k)) for k in sorted(sizes, reverse=True)]
@@ -74,7 +91,8 @@ def lower_fusion(eqn: Eqn, block: np.ndarray) -> Callable[..., Any]:
     exes = {k: CpuExecutable(g, plan, arena=block) for k, g, plan in _chunk_plans(body)}
     split = _split(body)
     shape = region_shape(body)
-    n = shape[0] if shape else 1
+    axis = chunk_axis(body)
+    n = shape[axis] if shape else 1
     rows = max(exes)
     if rows >= n:
         exe = exes[rows]
@@ -87,8 +105,9 @@ def lower_fusion(eqn: Eqn, block: np.ndarray) -> Callable[..., Any]:
     def run(outs: list[np.ndarray], *ins: Any, **_: Any) -> Sequence[np.ndarray]:
         for start in range(0, n, rows):
             stop = min(start + rows, n)
-            args = [x[start:stop] if s else x for x, s in zip(ins, split)]
-            exes[stop - start].run(args, into=[o[start:stop] for o in outs])
+            part = slice(start, stop)
+            args = [x if j is None else x[(slice(None),) * j + (part,)] for x, j in zip(ins, split)]
+            exes[stop - start].run(args, into=[o[(slice(None),) * axis + (part,)] for o in outs])
         return outs
 
     return run
