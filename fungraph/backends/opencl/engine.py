@@ -70,6 +70,7 @@ from fungraph.backends.opencl.kernels import (
     pack_tail_kernel,
     reduce_kernels,
     scatter_kernel,
+    scatter_order,
     window_update_kernel,
 )
 from fungraph.interpreters.memory import MemoryPlan
@@ -290,8 +291,12 @@ class OpenCLExecutable:
                                                    e.params, self.info, self.idx_type)])
             elif name == "scatter_add":
                 upd, idx = (self.atom_access(a) for a in e.inputs)
+                known = self.const_host.get(idx.slot)
+                order = None
+                if known is not None:
+                    order = tuple(self._const(a) for a in scatter_order(known, e.params["shape"][e.params["axis"]]))
                 spec = scatter_kernel(self._name("scatter_add"), upd, idx, self.store(e.outputs[0]),
-                                      e.params["axis"], self.info, self.idx_type)
+                                      e.params["axis"], self.info, self.idx_type, order)
                 self.add_kernels([e], [spec])
             elif name == "dynamic_update_slice":
                 self._lower_update_window(e)

@@ -1254,10 +1254,21 @@ def conv_kernel(name: str, lhs: Access, rhs: Access, out: Access, p: dict, info:
 # --- scatter_add ------------------------------------------------------------------------------------
 
 
+def scatter_order(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """For indices known at compile time: the positions of ``idx`` sorted by the output row
+    they name (stably, so in index order within a row) and each row's range in that order."""
+    flat = np.asarray(idx, np.int64).reshape(-1)
+    flat = np.clip(np.where(flat < 0, flat + n, flat), 0, max(n - 1, 0))
+    order = np.argsort(flat, kind="stable").astype(np.int64)
+    return order, np.searchsorted(flat[order], np.arange(n + 1)).astype(np.int64)
+
+
 def scatter_kernel(name: str, upd: Access, idx: Access, out: Access, axis: int, info: DeviceInfo,
-                   idx_type: str) -> KernelSpec:
-    """Deterministic scatter-add: one work-item per output element scans every index and sums
-    the matching updates in index order (no atomics; O(output size x number of indices))."""
+                   idx_type: str, order: tuple[Access, Access] | None = None) -> KernelSpec:
+    """Deterministic scatter-add: one work-item per output element sums the updates whose index
+    names its row, in index order (no atomics). With ``order`` (:func:`scatter_order` of
+    indices known at compile time, on the device) it reads only those updates, O(output size +
+    updates); otherwise it scans every index, O(output size x number of indices)."""
     params = Params()
     dt = out.aval.dtype
     it = idx_type
@@ -1266,6 +1277,8 @@ def scatter_kernel(name: str, upd: Access, idx: Access, out: Access, axis: int, 
     oidx = em.set_base("gid", out.shape)
     n = out.shape[axis]
     nidx = idx.aval.size
+    if order is not None:
+        return _ordered_scatter(name, upd, idx, out, axis, order, em, oidx, info)
     pre = em.lines
     em.lines = []
     ii = em.unravel("s", idx.shape, "z")
@@ -1310,6 +1323,29 @@ def window_update_kernel(name: str, upd: Access, starts: Sequence[Access], out: 
     body = em.lines + [f"  {pc}[{oc} + {out.offset} + {' + '.join(terms) or '0'}] = {value};"]
     return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(upd.aval.size, info),
                       kind="copy", note=f"dynamic_update_slice window ({mode})")
+
+
+def _ordered_scatter(name: str, upd: Access, idx: Access, out: Access, axis: int, order: tuple[Access, Access],
+                     em: Emitter, oidx: tuple[str, ...], info: DeviceInfo) -> KernelSpec:
+    """:func:`scatter_kernel` over the rows' own updates (``order``: positions, row ranges)."""
+    it = em.idx_type
+    dt = out.aval.dtype
+    pos, ranges = order
+    lo = em.load(ranges, (oidx[axis],))
+    hi = em.load(ranges, (f"({oidx[axis]} + 1)",))
+    pre = em.lines
+    em.lines = []
+    q = em.load(pos, ("s",))
+    ii = em.unravel(f"(({it}){q})", idx.shape, "z")
+    u = em.load(upd, tuple(oidx[:axis]) + ii + tuple(oidx[axis + 1:]))
+    inner = em.lines
+    pc, oc = em.param_of(out.slot, dt)
+    combine = "acc | " if dt == dtypes.bool_ else "acc + "
+    body = pre + [f"  {ctype(dt)} acc = {c_literal(0, dt)};", f"  for ({it} s = ({it}){lo}; s < ({it}){hi}; ++s) {{"]
+    body += ["  " + line for line in inner]
+    body += [f"    acc = {combine}{u};", "  }", f"  {pc}[{oc} + {out.offset} + gid] = acc;"]
+    return KernelSpec(name, _kernel(name, em.param_of, body), em.param_of.slots, exact_launches(out.aval.size, info),
+                      kind="scatter", note="deterministic, each row's updates by an index order known at compile time")
 
 
 def canonical_copy_access(a: Access, order: Sequence[int], slot: int, offset: int) -> tuple[Access, Access]:
