@@ -513,3 +513,35 @@ def test_eig_derivatives(dtype: np.dtype) -> None:
     got = fg.vmap(fnp.linalg.eigvals)(a)
     _close(got, np.stack([np.linalg.eigvals(m) for m in a]), 1e-12)
     _close(fg.jit(fnp.linalg.eigvals)(a), np.linalg.eigvals(a), 1e-12)
+
+
+@pytest.mark.parametrize("dtype", CX)
+def test_det_and_slogdet_of_complex_matrices(dtype: np.dtype) -> None:
+    """Values against numpy (the sign a unit complex number, the log real), derivatives
+    against finite differences (second order) and JAX's jvp and gradient, jit and vmap."""
+    a = _z((2, 3, 3), dtype, 5)
+    tol = TOL[dtype] * 100
+    _close(fnp.linalg.det(a), np.linalg.det(a), tol)
+    sign, logdet = fnp.linalg.slogdet(a)
+    want_sign, want_log = np.linalg.slogdet(a)
+    assert np.asarray(sign).dtype == dtype and np.asarray(logdet).dtype == dtypes.real_for(dtype)
+    _close(sign, want_sign, tol)
+    _close(logdet, want_log, tol)
+    _close(fg.jit(fnp.linalg.det)(a), np.linalg.det(a), tol)
+    _close(fg.vmap(lambda m: fnp.linalg.slogdet(m)[1])(a), want_log, tol)
+    if dtype != dtypes.complex128:
+        return
+    check_grads(fnp.linalg.det, [a], order=2)
+    check_grads(lambda m: fnp.linalg.slogdet(m)[0], [a], order=1)
+    check_grads(lambda m: fnp.linalg.slogdet(m)[1], [a], order=1)
+    t = _z((2, 3, 3), dtype, 6)
+    pairs = [(fnp.linalg.det, jnp.linalg.det)]
+    pairs += [(lambda m, k=k: fnp.linalg.slogdet(m)[k], lambda m, k=k: jnp.linalg.slogdet(m)[k]) for k in (0, 1)]
+    for f, jf in pairs:
+        _close(fg.jvp(f, (a,), (t,))[1], jax.jvp(jf, (a,), (t,))[1], 1e-10)
+
+    def loss(m: object, x: object) -> object:
+        s, log = m.linalg.slogdet(x)
+        return m.sum(m.abs(m.linalg.det(x)) ** 2 + m.real(s) * log + m.imag(s) ** 2)
+
+    _close(fg.grad(lambda x: loss(fnp, x))(a), jax.grad(lambda x: loss(jnp, x))(a), 1e-10)

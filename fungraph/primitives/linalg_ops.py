@@ -146,7 +146,7 @@ def solve(a: Any, b: Any) -> Any:
 
 
 def _det_aval(a: ShapedArray) -> ShapedArray:
-    _square("det", a)
+    _square("det", a, allow_complex=True)
     return ShapedArray(a.shape[:-2], a.dtype)
 
 
@@ -167,15 +167,26 @@ def det(a: Any) -> Any:
     return det_p.bind(a)
 
 
-slogdet_p = Primitive("slogdet", impl=lambda a: tuple(np.linalg.slogdet(a)),
-                      abstract_eval=lambda a: (_det_aval(a), _det_aval(a)), arity=1, multiple_results=True)
+def _slogdet_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray]:
+    """(sign, log|det|): the sign has ``a``'s dtype (a unit complex number for complex ``a``),
+    the logarithm is real."""
+    d = _det_aval(a)
+    return d, ShapedArray(d.shape, dtypes.real_for(a.dtype))
+
+
+slogdet_p = Primitive("slogdet", impl=lambda a: tuple(np.linalg.slogdet(a)), abstract_eval=_slogdet_aval,
+                      arity=1, multiple_results=True)
 
 
 @slogdet_p.def_jvp
 def _slogdet_jvp(primals: tuple, tangents: tuple) -> tuple:
     (a,), (ta,) = primals, tangents
     sign, logdet = slogdet_p.bind(a)
-    return (sign, logdet), (None, trace(solve(a, ta)))                     # d log|det| = tr(A^-1 dA)
+    t = trace(solve(a, ta))                                                 # d log det = tr(A^-1 dA)
+    if not dtypes.is_complex(aval(a).dtype):
+        return (sign, logdet), (None, t)
+    re = ew.real(t)                                           # d log|det| = Re t, d sign = i Im t sign
+    return (sign, logdet), (ew.mul(sign, ew.sub(t, ew.convert(re, aval(t).dtype))), re)
 
 
 slogdet_p.batch = _leading_batch(slogdet_p)
