@@ -545,3 +545,35 @@ def test_det_and_slogdet_of_complex_matrices(dtype: np.dtype) -> None:
         return m.sum(m.abs(m.linalg.det(x)) ** 2 + m.real(s) * log + m.imag(s) ** 2)
 
     _close(fg.grad(lambda x: loss(fnp, x))(a), jax.grad(lambda x: loss(jnp, x))(a), 1e-10)
+
+
+@pytest.mark.parametrize("dtype", CX)
+def test_cholesky_and_eigh_of_hermitian_matrices(dtype: np.dtype) -> None:
+    """As numpy: only the lower triangle is read (a diagonal's imaginary part ignored), the
+    eigenvalues are real; derivatives through a Hermitian ``B B^H + 3I`` against finite
+    differences and JAX (eigenvectors through the phase-invariant ``|v|``); jit and vmap."""
+    b = _z((2, 3, 3), dtype, 7, -1.0, 1.0)
+    a = b @ np.conj(np.swapaxes(b, -1, -2)) + 3 * np.eye(3, dtype=dtype)
+    junk = a + np.triu(_z((3, 3), dtype, 8), 1) + np.eye(3, dtype=dtype) * 0.25j
+    tol = TOL[dtype] * 100
+    for m in (a, junk):
+        _close(fnp.linalg.cholesky(m), np.linalg.cholesky(m), tol)
+        w, v = fnp.linalg.eigh(m)
+        assert np.asarray(w).dtype == dtypes.real_for(dtype) and np.asarray(v).dtype == dtype
+        _close(w, np.linalg.eigvalsh(m), tol)
+        _close(np.asarray(a @ v), np.asarray(v) * np.asarray(w)[..., None, :], tol * 10)  # a: junk's Hermitian
+    _close(fg.jit(fnp.linalg.cholesky)(a), np.linalg.cholesky(a), tol)
+    _close(fg.vmap(fnp.linalg.eigvalsh)(a), np.linalg.eigvalsh(a), tol)
+    if dtype != dtypes.complex128:
+        return
+
+    def loss(m: object, x: object) -> object:
+        h = x @ m.conj(m.swapaxes(x, -1, -2)) + 3 * m.eye(3)
+        low = m.linalg.cholesky(h)
+        w, v = m.linalg.eigh(h)
+        return m.sum(m.abs(low) ** 2 + m.real(low) * m.imag(low)) + m.sum(w ** 3) + m.sum(m.abs(v) ** 4)
+
+    check_grads(lambda x: loss(fnp, x), [b], order=1)
+    _close(fg.grad(lambda x: loss(fnp, x))(b), jax.grad(lambda x: loss(jnp, x))(b), 1e-10)
+    t = _z((2, 3, 3), dtype, 9)
+    _close(fg.jvp(lambda x: loss(fnp, x), (b,), (t,))[1], jax.jvp(lambda x: loss(jnp, x), (b,), (t,))[1], 1e-9)

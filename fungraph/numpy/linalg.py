@@ -65,9 +65,15 @@ def _float_matrix(a: Any, name: str, square: bool = True) -> Any:
 
 
 def _sym_lower(x: Any) -> Any:
-    """The symmetric matrix whose lower triangle is x's (what LAPACK's 'L' routines see)."""
-    low = ops.tril(x)
-    return ew.add(low, ops.mT(ops.tril(x, -1)))
+    """The symmetric (Hermitian) matrix whose lower triangle is x's, what LAPACK's 'L'
+    routines see: a complex diagonal's imaginary part is ignored."""
+    below = ops.tril(x, -1)
+    if dtypes.is_complex(x.dtype):
+        diag = ew.convert(ew.real(ops.diag_part(x)), x.dtype)
+        on_diag = ew.mul(sh.broadcast_in_dim(diag, x.shape, tuple(range(x.ndim - 1))),
+                         np.eye(x.shape[-1], dtype=x.dtype))
+        return ew.add(ew.add(below, ops.mH(below)), on_diag)
+    return ew.add(ops.tril(x), ops.mT(below))
 
 
 def _broadcast_lead(a: Any, b: Any) -> tuple[Any, Any]:

@@ -38,6 +38,12 @@ def mT(x: Any) -> Any:
     return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
+def mH(x: Any) -> Any:
+    """The conjugate transpose of the last two axes (the transpose for real ``x``)."""
+    t = mT(x)
+    return ew.conj(t) if dtypes.is_complex(aval(x).dtype) else t
+
+
 def _eye(n: int, m: int, dtype: np.dtype, k: int = 0) -> np.ndarray:
     return np.eye(n, m, k, dtype=dtype)
 
@@ -196,7 +202,7 @@ slogdet_p.batch = _leading_batch(slogdet_p)
 
 
 def _cholesky_aval(a: ShapedArray) -> ShapedArray:
-    _square("cholesky", a)
+    _square("cholesky", a, allow_complex=True)
     return a
 
 
@@ -205,11 +211,11 @@ cholesky_p = Primitive("cholesky", impl=lambda a: np.linalg.cholesky(a), abstrac
 
 @cholesky_p.def_jvp
 def _cholesky_jvp(primals: tuple, tangents: tuple) -> tuple:
-    """dL = L Phi(L^-1 dA L^-T), Phi: the lower triangle with the diagonal halved."""
+    """dL = L Phi(L^-1 dA L^-H), Phi: the lower triangle with the diagonal halved."""
     (a,), (ta,) = primals, tangents
     low = cholesky(a)
     n = aval(a).shape[-1]
-    inner = mT(solve(low, mT(solve(low, ta))))
+    inner = mH(solve(low, mH(solve(low, ta))))
     phi = ew.mul(tril(inner), np.asarray(np.eye(n) * -0.5 + 1, aval(a).dtype))
     return low, mm(low, phi)
 
@@ -225,8 +231,9 @@ def cholesky(a: Any) -> Any:
 
 
 def _eigh_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray]:
-    n = _square("eigh", a)
-    return ShapedArray(a.shape[:-2] + (n,), a.dtype), a
+    """Real eigenvalues (of a Hermitian ``a``, complex or not) and eigenvectors of ``a``'s type."""
+    n = _square("eigh", a, allow_complex=True)
+    return ShapedArray(a.shape[:-2] + (n,), dtypes.real_for(a.dtype)), a
 
 
 eigh_p = Primitive("eigh", impl=lambda a: tuple(np.linalg.eigh(a)), abstract_eval=_eigh_aval, arity=1,
@@ -248,11 +255,17 @@ def _inverse_gaps(w: Any, plus: bool = False) -> Any:
 
 @eigh_p.def_jvp
 def _eigh_jvp(primals: tuple, tangents: tuple) -> tuple:
-    """dw = diag(V^T dA V), dV = V (F * (V^T dA V)) with F[i, j] = 1 / (w_j - w_i)."""
+    """dw = Re diag(V^H dA V), dV = V (F * (V^H dA V)) with F[i, j] = 1 / (w_j - w_i) (a gauge
+    where each eigenvector's phase change is zero, as JAX's)."""
     (a,), (ta,) = primals, tangents
     w, v = eigh_p.bind(a)
-    vt_da_v = mm(mT(v), mm(ta, v))
-    return (w, v), (diag_part(vt_da_v), mm(v, ew.mul(_inverse_gaps(w), vt_da_v)))
+    vh_da_v = mm(mH(v), mm(ta, v))
+    gaps = _inverse_gaps(w)
+    dw = diag_part(vh_da_v)
+    if dtypes.is_complex(aval(a).dtype):
+        dw = ew.real(dw)
+        gaps = ew.convert(gaps, aval(a).dtype)
+    return (w, v), (dw, mm(v, ew.mul(gaps, vh_da_v)))
 
 
 eigh_p.batch = _leading_batch(eigh_p)
