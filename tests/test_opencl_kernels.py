@@ -911,17 +911,19 @@ def test_random_programs_with_streamed_stores_match_the_cpu(prog: Program, monke
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
-def test_scatter_with_indices_known_at_compile_time_sums_each_row_in_index_order(data: st.DataObject) -> None:
+def test_scatter_sums_each_row_in_index_order(data: st.DataObject) -> None:
     """Constant indices (repeats, negatives, out of range: clamped) are sorted by row when
-    the kernel is built, so each output element reads only its own updates; the sums keep
-    index order, so they equal the CPU's and the scanning kernel's bit for bit."""
+    the kernel is built, so each output element reads only its own updates; indices computed
+    on the device are scanned once per run of a row's elements. Both keep index order, so the
+    sums equal the CPU's bit for bit."""
     from fungraph.primitives.indexing import scatter_add
 
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1)))
     n = data.draw(st.integers(1, 6))
     idx_shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=2)))
     idx = rng.integers(-n - 2, n + 2, size=idx_shape)
-    upd = rng.standard_normal((3, *idx_shape, 2)).astype(np.float32)
+    dtype = data.draw(st.sampled_from([np.float32, np.int32, np.bool_]))
+    upd = (rng.standard_normal((3, *idx_shape, 2)) * 3).astype(dtype)
 
     def known(u: object) -> object:
         return scatter_add(u, idx, 1, (3, n, 2))
@@ -932,8 +934,10 @@ def test_scatter_with_indices_known_at_compile_time_sums_each_row_in_index_order
     want = known(upd)
     jk = fg.jit(known, backend="opencl")
     np.testing.assert_array_equal(np.asarray(jk(upd)), want)
-    np.testing.assert_array_equal(np.asarray(fg.jit(traced, backend="opencl")(upd, idx)), want)
+    jt = fg.jit(traced, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(jt(upd, idx)), want)
     assert "index order known at compile time" in jk.lower(upd).text
+    assert "elements of a row per work-item" in jt.lower(upd, idx).text
 
 
 def test_max_pool_gradient_runs_row_by_row() -> None:

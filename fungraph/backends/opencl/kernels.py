@@ -1279,6 +1279,8 @@ def scatter_kernel(name: str, upd: Access, idx: Access, out: Access, axis: int, 
     nidx = idx.aval.size
     if order is not None:
         return _ordered_scatter(name, upd, idx, out, axis, order, em, oidx, info)
+    if out.aval.size > n:
+        return _row_scan_scatter(name, upd, idx, out, axis, info, it)
     pre = em.lines
     em.lines = []
     ii = em.unravel("s", idx.shape, "z")
@@ -1323,6 +1325,53 @@ def window_update_kernel(name: str, upd: Access, starts: Sequence[Access], out: 
     body = em.lines + [f"  {pc}[{oc} + {out.offset} + {' + '.join(terms) or '0'}] = {value};"]
     return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(upd.aval.size, info),
                       kind="copy", note=f"dynamic_update_slice window ({mode})")
+
+
+#: Output elements of one row (the axes other than the scattered one, flattened) that one
+#: work-item of the scanning scatter accumulates.
+SCATTER_CHUNK = 32
+
+
+def _row_scan_scatter(name: str, upd: Access, idx: Access, out: Access, axis: int, info: DeviceInfo,
+                      it: str) -> KernelSpec:
+    """:func:`scatter_kernel` for indices computed on the device: one work-item per output row
+    and run of ``SCATTER_CHUNK`` of its elements scans the indices once and adds each matching
+    update to its run's accumulators, so an index is compared once per run rather than once
+    per element (sums in index order, as the one-element form)."""
+    params = Params()
+    dt = out.aval.dtype
+    t = ctype(dt)
+    shape = out.shape
+    n = shape[axis]
+    pre_shape, post_shape = shape[:axis], shape[axis + 1:]
+    post = _prod(post_shape)
+    size = _prod(pre_shape) * post
+    c = min(SCATTER_CHUNK, size)
+    chunks = -(-size // c)
+    em = Emitter(it, {}, lambda v: None, params)
+    ii = em.unravel("s", idx.shape, "z")
+    raw = em.load(idx, ii)
+    scan = em.lines
+    em.lines = []
+    pidx = em.unravel("p", pre_shape, "a") if pre_shape else ()
+    qidx = em.unravel("q", post_shape, "b") if post_shape else ()
+    u = em.load(upd, pidx + ii + qidx)
+    element = em.lines
+    norm = f"clamp((long){raw} < 0 ? (long){raw} + {n}L : (long){raw}, 0L, {max(n - 1, 0)}L)"
+    pc, oc = params(out.slot, dt)
+    combine = " | " if dt == dtypes.bool_ else " + "
+    run = [f"    const {it} e = e0 + k;", *([f"    if (e >= {size}) break;"] if size % c else []),
+           f"    const {it} p = e / {post};", f"    const {it} q = e % {post};"]
+    body = [f"  const {it} gid = get_global_id(0);", f"  const {it} r = gid / {chunks};",
+            f"  const {it} e0 = (gid % {chunks}) * {c};", f"  {t} acc[{c}];",
+            f"  for (int k = 0; k < {c}; ++k) acc[k] = {c_literal(0, dt)};",
+            f"  for ({it} s = 0; s < {idx.aval.size}; ++s) {{", *scan, f"    if ({norm} != (long)r) continue;",
+            f"    for (int k = 0; k < {c}; ++k) {{", *["  " + line for line in run],
+            *["    " + line for line in element], f"      acc[k] = acc[k]{combine}{u};", "    }", "  }",
+            f"  for (int k = 0; k < {c}; ++k) {{", *run,
+            f"    {pc}[{oc} + {out.offset} + (p * {n} + r) * {post} + q] = acc[k];", "  }"]
+    return KernelSpec(name, _kernel(name, params, body), params.slots, exact_launches(n * chunks, info),
+                      kind="scatter", note=f"deterministic scan, {c} elements of a row per work-item")
 
 
 def _ordered_scatter(name: str, upd: Access, idx: Access, out: Access, axis: int, order: tuple[Access, Access],
