@@ -152,3 +152,32 @@ def test_sized_set_functions_pad_as_jax_does(name: str) -> None:
             got = fg.jit(lambda *xs: getattr(fnp, name)(*xs, size=size))(*operands)
             want = getattr(jnp, name)(*operands, size=size)
             np.testing.assert_array_equal(got, np.asarray(want), err_msg=f"{name} size={size} of {operands}")
+
+
+def test_index_updates_at_traced_indices_match_jax() -> None:
+    """``x.at[i, 1:3].set/add/multiply`` and ``lax.dynamic_update_slice`` with traced indices
+    (negative, at the edges, out of bounds: dropped by ``.at``, clamped by ``lax``), their
+    gradients, under jit and vmap over the index, against JAX's."""
+    x = np.arange(40.0).reshape(10, 4)
+    v = np.array([0.5, -2.0])
+
+    def updates(m: object, lx: object, x: object, v: object, i: object) -> object:
+        at = fnp.at if m is fnp else (lambda a: jnp.asarray(a).at)
+        a = at(x)[i, 1:3].set(v)
+        b = at(x)[i, 1:3].add(v * 2.0)
+        c = at(x)[i].multiply(3.0)
+        d = lx.dynamic_update_slice(x, m.reshape(v, (1, 2)), (i, 1))
+        return m.sum(a * b) + m.sum(c ** 2) + m.sum(d * x)
+
+    mine = fg.jit(lambda x, v, i: updates(fnp, lax, x, v, i))
+    theirs = jax.jit(lambda x, v, i: updates(jnp, jax.lax, x, v, i))
+    for i in (0, 3, 9, -1, -10, 10, -11, 25):
+        np.testing.assert_allclose(float(mine(x, v, i)), float(theirs(x, v, i)), rtol=1e-12)
+        got = fg.jit(fg.grad(lambda x, v, i: updates(fnp, lax, x, v, i), argnums=(0, 1)))(x, v, i)
+        want = jax.grad(lambda x, v, i: updates(jnp, jax.lax, x, v, i), argnums=(0, 1))(x, v, i)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
+    idx = np.array([0, -1, 10, 4])
+    got = fg.vmap(lambda i: updates(fnp, lax, x, v, i))(idx)
+    want = jax.vmap(lambda i: updates(jnp, jax.lax, x, v, i))(idx)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12)
