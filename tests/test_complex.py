@@ -577,3 +577,33 @@ def test_cholesky_and_eigh_of_hermitian_matrices(dtype: np.dtype) -> None:
     _close(fg.grad(lambda x: loss(fnp, x))(b), jax.grad(lambda x: loss(jnp, x))(b), 1e-10)
     t = _z((2, 3, 3), dtype, 9)
     _close(fg.jvp(lambda x: loss(fnp, x), (b,), (t,))[1], jax.jvp(lambda x: loss(jnp, x), (b,), (t,))[1], 1e-9)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 3), (3, 5)])
+def test_svd_and_qr_of_complex_matrices(shape: tuple[int, ...]) -> None:
+    """Values against numpy (real singular values), derivatives of gauge-invariant functions
+    (|U|, |V^H|, U V^H, s, Q and R) against finite differences and JAX, jit and vmap."""
+    a = _z(shape, dtypes.complex128, 12)
+    u, s, vt = fnp.linalg.svd(a, full_matrices=False)
+    assert np.asarray(s).dtype == np.float64
+    _close(s, np.linalg.svd(a, compute_uv=False), 1e-12)
+    _close(np.asarray(u) * np.asarray(s)[..., None, :] @ np.asarray(vt), a, 1e-12)
+    tall = shape[-2] >= shape[-1]
+    if tall:
+        for got, want in zip(fnp.linalg.qr(a), np.linalg.qr(a)):
+            _close(got, want, 1e-12)
+    _close(fg.jit(fnp.linalg.svdvals)(a), np.linalg.svd(a, compute_uv=False), 1e-12)
+
+    def loss(m: object, x: object) -> object:
+        u, s, vt = m.linalg.svd(x, full_matrices=False)
+        uv = u @ vt
+        out = m.sum(s ** 3) + m.sum(m.abs(u) ** 4) + m.sum(m.abs(vt) ** 4) + m.sum(m.abs(uv) ** 2 * m.real(uv))
+        if tall:
+            q, r = m.linalg.qr(x)
+            out = out + m.sum(m.abs(q) ** 2 * m.real(q)) + m.sum(m.real(r) * m.imag(r) + m.abs(r) ** 3)
+        return out
+
+    check_grads(lambda x: loss(fnp, x), [a], order=1)
+    _close(fg.grad(lambda x: loss(fnp, x))(a), jax.grad(lambda x: loss(jnp, x))(a), 1e-10)
+    if len(shape) == 3:
+        _close(fg.vmap(lambda x: loss(fnp, x))(a), jax.vmap(lambda x: loss(jnp, x))(a), 1e-10)

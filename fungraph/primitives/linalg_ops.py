@@ -93,8 +93,9 @@ def _square(name: str, a: ShapedArray, allow_complex: bool = False) -> int:
     return a.shape[-1]
 
 
-def _matrix(name: str, a: ShapedArray) -> tuple[int, int]:
-    require_float(name, a)
+def _matrix(name: str, a: ShapedArray, allow_complex: bool = False) -> tuple[int, int]:
+    if not (allow_complex and dtypes.is_complex(a.dtype)):
+        require_float(name, a)
     if a.ndim < 2:
         raise ShapeError(f"{name}: needs a stack of matrices (..., m, n), got {a}")
     return a.shape[-2], a.shape[-1]
@@ -275,10 +276,11 @@ eigh_p.batch = _leading_batch(eigh_p)
 
 
 def _svd_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray, ShapedArray]:
-    m, n = _matrix("svd", a)
+    """(U, s, V^H): the singular values are real, the vectors of ``a``'s type."""
+    m, n = _matrix("svd", a, allow_complex=True)
     k = min(m, n)
     lead = a.shape[:-2]
-    return (ShapedArray(lead + (m, k), a.dtype), ShapedArray(lead + (k,), a.dtype),
+    return (ShapedArray(lead + (m, k), a.dtype), ShapedArray(lead + (k,), dtypes.real_for(a.dtype)),
             ShapedArray(lead + (k, n), a.dtype))
 
 
@@ -288,30 +290,41 @@ svd_p = Primitive("svd", impl=lambda a: tuple(np.linalg.svd(a, full_matrices=Fal
 
 @svd_p.def_jvp
 def _svd_jvp(primals: tuple, tangents: tuple) -> tuple:
-    """The thin SVD's derivative (as in JAX): with dS = U^T dA V and F[i, j] = 1/(s_j^2 - s_i^2),
-    ds = diag(dS), dU = U (F * (dS s + s dS^T)) (+ the part outside U's span when m > n),
-    dV = V (F * (s dS + dS^T s)) (+ the part outside V's span when n > m)."""
+    """The thin SVD's derivative (as in JAX): with dS = U^H dA V and F[i, j] = 1/(s_j^2 - s_i^2),
+    ds = Re diag(dS), dU = U (F * (dS s + s dS^H) + (dS - dS^H) / 2s on the diagonal) (+ the
+    part outside U's span when m > n), dV = V (F * (s dS + dS^H s)) (+ the part outside V's
+    span when n > m). The diagonal term, zero for real matrices, fixes the phases' gauge."""
     (a,), (ta,) = primals, tangents
     u, s, vt = svd_p.bind(a)
     m, n = aval(a).shape[-2:]
+    dt = aval(a).dtype
     shape = aval(s).shape
     k = shape[-1]
-    v = mT(vt)
-    ds_mat = mm(mT(u), mm(ta, v))
+    v = mH(vt)
+    ds_mat = mm(mH(u), mm(ta, v))
     f = _inverse_gaps(s, plus=True)
-    s_row = reshape(s, shape[:-1] + (1, k))
-    s_col = reshape(s, shape[:-1] + (k, 1))
+    sc = ew.convert(s, dt) if dtypes.is_complex(dt) else s
+    s_row = reshape(sc, shape[:-1] + (1, k))
+    s_col = reshape(sc, shape[:-1] + (k, 1))
+    if dtypes.is_complex(dt):
+        f = ew.convert(f, dt)
     dss = ew.mul(ds_mat, s_row)
     sds = ew.mul(s_col, ds_mat)
-    du = mm(u, ew.mul(f, ew.add(dss, mT(dss))))
-    dv = mm(v, ew.mul(f, ew.add(sds, mT(sds))))
+    du = mm(u, ew.mul(f, ew.add(dss, mH(dss))))
+    dv = mm(v, ew.mul(f, ew.add(sds, mH(sds))))
+    ds = diag_part(ds_mat)
+    if dtypes.is_complex(dt):
+        eye = _eye(k, k, dt)
+        half_inv = ew.div(lit(0.5, dt), ew.add(s_row, lit(1, dt) - eye))
+        du = ew.add(du, mm(u, ew.mul(ew.mul(ew.sub(ds_mat, mH(ds_mat)), eye), half_inv)))
+        ds = ew.real(ds)
     if m > n:
         dav = mm(ta, v)
-        du = ew.add(du, ew.div(ew.sub(dav, mm(u, mm(mT(u), dav))), s_row))
+        du = ew.add(du, ew.div(ew.sub(dav, mm(u, mm(mH(u), dav))), s_row))
     if n > m:
-        dau = mm(mT(ta), u)
+        dau = mm(mH(ta), u)
         dv = ew.add(dv, ew.div(ew.sub(dau, mm(v, mm(vt, dau))), s_row))
-    return (u, s, vt), (du, diag_part(ds_mat), mT(dv))
+    return (u, s, vt), (du, ds, mH(dv))
 
 
 svd_p.batch = _leading_batch(svd_p)
@@ -321,7 +334,7 @@ svd_p.batch = _leading_batch(svd_p)
 
 
 def _qr_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray]:
-    m, n = _matrix("qr", a)
+    m, n = _matrix("qr", a, allow_complex=True)
     k = min(m, n)
     lead = a.shape[:-2]
     return ShapedArray(lead + (m, k), a.dtype), ShapedArray(lead + (k, n), a.dtype)
@@ -333,17 +346,20 @@ qr_p = Primitive("qr", impl=lambda a: tuple(np.linalg.qr(a, mode="reduced")), ab
 
 @qr_p.def_jvp
 def _qr_jvp(primals: tuple, tangents: tuple) -> tuple:
-    """For m >= n (as in JAX): with C = Q^T dA R^-1 and O = tril(C, -1) - tril(C, -1)^T,
-    dQ = Q (O - C) + dA R^-1 and dR = (C - O) R."""
+    """For m >= n (as in JAX): with C = Q^H dA R^-1 and O = tril(C, -1) - tril(C, -1)^H (plus
+    i Im diag(C) for complex matrices), dQ = Q (O - C) + dA R^-1 and dR = (C - O) R."""
     (a,), (ta,) = primals, tangents
     q, r = qr_p.bind(a)
     m, n = aval(a).shape[-2:]
     if m < n:
         raise NotImplementedError(f"qr is differentiable only for m >= n, got a matrix of shape {(m, n)}")
+    dt = aval(a).dtype
     da_rinv = mT(solve(mT(r), mT(ta)))
-    c = mm(mT(q), da_rinv)
+    c = mm(mH(q), da_rinv)
     low = tril(c, -1)
-    o = ew.sub(low, mT(low))
+    o = ew.sub(low, mH(low))
+    if dtypes.is_complex(dt):
+        o = ew.add(o, ew.mul(_eye(n, n, dt), ew.sub(c, ew.convert(ew.real(c), dt))))
     return (q, r), (ew.add(mm(q, ew.sub(o, c)), da_rinv), mm(ew.sub(c, o), r))
 
 
