@@ -471,10 +471,10 @@ def _aligned_bytes(n: int, alignment: int = 64) -> np.ndarray:
 # --- control flow: sub-graphs planned recursively into one scratch block of the parent ------
 
 
-def _compiled(graph: Graph) -> Any:
+def _compiled(graph: Graph, donated: Sequence[bool] = ()) -> Any:
     from fungraph.jit import compile_graph
 
-    return compile_graph(graph, "cpu")
+    return compile_graph(graph, "cpu", donated)
 
 
 def _views(block: np.ndarray, offset: int, avals: Sequence[Any]) -> tuple[list[np.ndarray], int]:
@@ -485,9 +485,6 @@ def _views(block: np.ndarray, offset: int, avals: Sequence[Any]) -> tuple[list[n
     return views, offset
 
 
-_LOOP_BODIES: dict[tuple[Graph, int], tuple[Any, tuple[int, ...]]] = {}
-
-
 def _loop_body(graph: Graph, n_carry: int) -> tuple[Any, tuple[int, ...]]:
     """A loop body compiled with the carries it updates in place donated, and which those
     are: carry ``j`` whose output the plan puts in input ``j``'s own buffer (an
@@ -495,30 +492,18 @@ def _loop_body(graph: Graph, n_carry: int) -> tuple[Any, tuple[int, ...]]:
     a carry one buffer of its own for all iterations instead of two alternating views.
     Donating a carry whose output lands elsewhere could let another output take its buffer,
     which the next iteration's write would clobber, so the body is re-planned with the
-    kept carries only until every one of them stays."""
-    hit = _LOOP_BODIES.get((graph, n_carry))
-    if hit is not None:
-        return hit
+    kept carries only until every one of them stays (each plan is in ``jit``'s cache)."""
     stay = tuple(range(n_carry))
     while True:
-        donated = [j in stay for j in range(len(graph.invars))]
-        compiled = compile_graph_cpu(graph, donated if stay else ())
+        compiled = _compiled(graph, [j in stay for j in range(len(graph.invars))] if stay else ())
         if not stay:
-            break
+            return compiled, stay
         g, plan = compiled.graph, compiled.plan
         roots = [_root(plan, a) if isinstance(a, Var) and a in plan.placements else None for a in g.outvars]
         kept = tuple(j for j in stay if roots[j] is g.invars[j] and roots.count(g.invars[j]) == 1)
         if kept == stay:
-            break
+            return compiled, stay
         stay = kept
-    _LOOP_BODIES[(graph, n_carry)] = (compiled, stay)
-    return compiled, stay
-
-
-def compile_graph_cpu(graph: Graph, donated: Sequence[bool] = ()) -> Any:
-    from fungraph.jit import compile_graph
-
-    return compile_graph(graph, "cpu", donated)
 
 
 def _carry_bytes(avals: Sequence[Any]) -> int:

@@ -257,12 +257,12 @@ def in_window(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...]) -> An
     """Whether every start lies in ``[0, d - n]`` (a bool scalar of the current trace)."""
     from fungraph.primitives.elementwise import and_p, convert, gt, lt
 
-    ok: Any = np.asarray(True)
+    ok: Any = None
     for s, d, n in zip(starts, shape, sizes):
         s = convert(s, dtypes.int64)
         inside = and_p.bind(gt(s, np.asarray(-1, np.int64)), lt(s, np.asarray(d - n + 1, np.int64)))
-        ok = and_p.bind(ok, inside)
-    return ok
+        ok = inside if ok is None else and_p.bind(ok, inside)
+    return np.asarray(True) if ok is None else ok
 
 
 def dynamic_slice(x: Any, starts: Any, sizes: tuple[int, ...]) -> Any:

@@ -127,10 +127,6 @@ _REENTERED = ("an OpenCL-jitted function was called again from a host callback i
                "callback's work with backend='cpu')")
 
 
-#: Sub-graphs after the optimiser, shared by every executable (graphs are immutable).
-_OPTIMIZED: dict[Graph, Graph] = {}
-
-
 class OpenCLExecutable:
     """``run(args) -> outputs`` on the device; outputs are :class:`OpenCLArray` values.
 
@@ -350,7 +346,7 @@ class OpenCLExecutable:
         from fungraph.interpreters.optimize import optimize
         from fungraph.jit import backend_passes
 
-        return _OPTIMIZED.get(g) or _OPTIMIZED.setdefault(g, optimize(g, backend_passes(backend_factory("opencl")))[0])
+        return optimize(g, backend_passes(backend_factory("opencl")))[0]
 
     @property
     def clock(self) -> int:
