@@ -216,25 +216,14 @@ class IndexUpdateRef:
 _Window = tuple[list[Any], tuple[int, ...], bool, tuple[int, ...]]
 
 
-def _expand_basic(entries: tuple, ndim: int) -> list[Any] | None:
-    """``entries`` with ``...`` and missing trailing axes as full slices, or None when more
-    than one ``...`` or more axes than ``ndim`` are named."""
-    named = sum(1 for e in entries if e is not None and e is not Ellipsis)
-    if sum(1 for e in entries if e is Ellipsis) > 1 or named > ndim:
-        return None
-    out: list[Any] = []
-    for e in entries:
-        out += [slice(None)] * (ndim - named) if e is Ellipsis else [e]
-    return out + [slice(None)] * (ndim - sum(1 for e in out if e is not None))
-
-
 def _window(shape: tuple[int, ...], idx: Any) -> _Window | None:
     """The rectangular window a basic index names (integers, concrete or traced scalars;
     step-1 slices; ``None``; ``...``), or None for any other index (the general path, which
     also raises numpy's errors for concrete out-of-bounds integers)."""
-    expanded = _expand_basic(idx if isinstance(idx, tuple) else (idx,), len(shape))
-    if expanded is None:
-        return None
+    from fungraph.numpy._indexing import _expand_index
+
+    expanded = _expand_index(idx, len(shape))
+    expanded += [slice(None)] * (len(shape) - sum(1 for e in expanded if e is not None))
     starts: list[Any] = []
     sizes: list[int] = []
     traced = False
