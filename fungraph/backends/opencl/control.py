@@ -55,11 +55,11 @@ def updated_in_place(g: Graph, n: int, fusion: FusionPlan) -> list[bool]:
             continue
         derived, ok = {x}, True
         for i, e in enumerate(g.eqns):
-            if i == k or not any(isinstance(a, Var) and a in derived for a in e.inputs):
+            if not any(isinstance(a, Var) and a in derived for a in (e.inputs[1:] if i == k else e.inputs)):
                 continue
             if i in fusion.aliases:
                 derived.update(e.outputs)
-            elif emitted[i] >= k or any(a is x for a in g.eqns[k].inputs[1:]):
+            elif i == k or emitted[i] >= k:
                 ok = False
         out.append(ok)
     return out
