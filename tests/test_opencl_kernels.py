@@ -909,7 +909,7 @@ def test_random_programs_with_streamed_stores_match_the_cpu(prog: Program, monke
     clear_caches()
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_scatter_sums_each_row_in_index_order(data: st.DataObject) -> None:
     """Constant indices (repeats, negatives, out of range: clamped) are sorted by row when
