@@ -69,9 +69,7 @@ def _sym_lower(x: Any) -> Any:
     routines see: a complex diagonal's imaginary part is ignored."""
     below = ops.tril(x, -1)
     if dtypes.is_complex(x.dtype):
-        diag = ew.convert(ew.real(ops.diag_part(x)), x.dtype)
-        on_diag = ew.mul(sh.broadcast_in_dim(diag, x.shape, tuple(range(x.ndim - 1))),
-                         np.eye(x.shape[-1], dtype=x.dtype))
+        on_diag = ops.diag_embed(ew.convert(ew.real(ops.diag_part(x)), x.dtype))
         return ew.add(ew.add(below, ops.mH(below)), on_diag)
     return ew.add(ops.tril(x), ops.mT(below))
 

@@ -314,10 +314,9 @@ def _svd_jvp(primals: tuple, tangents: tuple) -> tuple:
     dv = mm(v, ew.mul(f, ew.add(sds, mH(sds))))
     ds = diag_part(ds_mat)
     if dtypes.is_complex(dt):
-        eye = _eye(k, k, dt)
-        zero = ew.eq(s_row, lit(0, dt))                                    # 1 / 2s, 0 where s = 0
-        half_inv = ew.select(zero, lit(0, dt), ew.div(lit(0.5, dt), ew.select(zero, lit(1, dt), s_row)))
-        du = ew.add(du, mm(u, ew.mul(ew.mul(ew.sub(ds_mat, mH(ds_mat)), eye), half_inv)))
+        zero = ew.eq(sc, lit(0, dt))                                       # 1 / 2s, 0 where s = 0
+        half_inv = ew.select(zero, lit(0, dt), ew.div(lit(0.5, dt), ew.select(zero, lit(1, dt), sc)))
+        du = ew.add(du, mm(u, diag_embed(ew.mul(ew.sub(ds, ew.conj(ds)), half_inv))))
         ds = ew.real(ds)
     if m > n:
         dav = mm(ta, v)
