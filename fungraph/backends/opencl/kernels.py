@@ -1254,11 +1254,18 @@ def conv_kernel(name: str, lhs: Access, rhs: Access, out: Access, p: dict, info:
 # --- scatter_add ------------------------------------------------------------------------------------
 
 
+def _normalized_index(raw: str, n: int) -> str:
+    """C for an index into an axis of ``n``: negative ones counted from the end, then clamped
+    (``take``'s and ``scatter_add``'s rule)."""
+    return f"clamp((long){raw} < 0 ? (long){raw} + {n}L : (long){raw}, 0L, {max(n - 1, 0)}L)"
+
+
 def scatter_order(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """For indices known at compile time: the positions of ``idx`` sorted by the output row
     they name (stably, so in index order within a row) and each row's range in that order."""
-    flat = np.asarray(idx, np.int64).reshape(-1)
-    flat = np.clip(np.where(flat < 0, flat + n, flat), 0, max(n - 1, 0))
+    from fungraph.primitives.indexing import _normalize_indices
+
+    flat = _normalize_indices(np.asarray(idx, np.int64).reshape(-1), n)
     order = np.argsort(flat, kind="stable").astype(np.int64)
     return order, np.searchsorted(flat[order], np.arange(n + 1)).astype(np.int64)
 
@@ -1288,7 +1295,7 @@ def scatter_kernel(name: str, upd: Access, idx: Access, out: Access, axis: int, 
     uidx = tuple(oidx[:axis]) + ii + tuple(oidx[axis + 1:])
     u = em.load(upd, uidx)
     inner = em.lines
-    norm = f"clamp((long){raw} < 0 ? (long){raw} + {n}L : (long){raw}, 0L, {max(n - 1, 0)}L)"
+    norm = _normalized_index(raw, n)
     pc, oc = params(out.slot, dt)
     acc_init = c_literal(0, dt)
     combine = "acc | " if dt == dtypes.bool_ else "acc + "
@@ -1357,7 +1364,7 @@ def _row_scan_scatter(name: str, upd: Access, idx: Access, out: Access, axis: in
     qidx = em.unravel("q", post_shape, "b") if post_shape else ()
     u = em.load(upd, pidx + ii + qidx)
     element = em.lines
-    norm = f"clamp((long){raw} < 0 ? (long){raw} + {n}L : (long){raw}, 0L, {max(n - 1, 0)}L)"
+    norm = _normalized_index(raw, n)
     pc, oc = params(out.slot, dt)
     combine = " | " if dt == dtypes.bool_ else " + "
     run = [f"    const {it} e = e0 + k;", *([f"    if (e >= {size}) break;"] if size % c else []),
