@@ -202,13 +202,13 @@ def test_reductions_dot_and_shapes_match_numpy(dtype: np.dtype) -> None:
     assert fnp.complex64 == dtypes.complex64
 
 
-@pytest.mark.parametrize("name", ["maximum", "minimum", "less", "greater_equal", "floor_divide", "mod", "arctan2"])
+@pytest.mark.parametrize("name", ["floor_divide", "mod", "arctan2"])
 def test_unordered_binary_ops_refuse_complex(name: str) -> None:
     with pytest.raises(TypeError, match="complex"):
         getattr(fnp, name)(_z((2,)), _z((2,)))
 
 
-@pytest.mark.parametrize("name", ["floor", "max", "min", "ceil"])
+@pytest.mark.parametrize("name", ["floor", "ceil"])
 def test_unordered_unary_ops_refuse_complex(name: str) -> None:
     with pytest.raises(TypeError, match="complex128"):
         getattr(fnp, name)(_z((2,)))
@@ -607,3 +607,80 @@ def test_svd_and_qr_of_complex_matrices(shape: tuple[int, ...]) -> None:
     _close(fg.grad(lambda x: loss(fnp, x))(a), jax.grad(lambda x: loss(jnp, x))(a), 1e-10)
     if len(shape) == 3:
         _close(fg.vmap(lambda x: loss(fnp, x))(a), jax.vmap(lambda x: loss(jnp, x))(a), 1e-10)
+
+
+# --- order: numpy's lexicographic order of complex numbers ------------------------------------------------
+
+
+def _lattice(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype, nan: bool = False) -> np.ndarray:
+    """Complex values on a small integer lattice, so equal real parts (the order's second key)
+    are common; with ``nan``, a few NaN real or imaginary parts."""
+    z = (rng.integers(-2, 3, shape) + 1j * rng.integers(-2, 3, shape)).astype(dtype)
+    if nan and z.size:
+        flat = z.reshape(-1)
+        hit = rng.random(flat.size) < 0.15
+        flat[hit & (rng.random(flat.size) < 0.5)] += np.nan
+        flat[hit] += 1j * np.where(rng.random(flat.size) < 0.5, np.nan, 0)[hit]
+    return z
+
+
+ORDER_BINARY = ("less", "less_equal", "greater", "greater_equal", "maximum", "minimum", "fmax", "fmin")
+
+
+@pytest.mark.parametrize("name", ORDER_BINARY)
+@settings(max_examples=15, deadline=None)
+@given(shape=shapes(max_dims=3, min_side=0, max_side=4), dtype=st.sampled_from(CX), nan=st.booleans(),
+       seed=st.integers(0, 99))
+def test_comparisons_and_extremes_follow_numpy_order(name: str, shape: tuple[int, ...], dtype: np.dtype,
+                                                     nan: bool, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x, y = _lattice(rng, shape, dtype, nan), _lattice(rng, shape, dtype, nan)
+    with np.errstate(invalid="ignore"):
+        want = getattr(np, name)(x, y)
+    np.testing.assert_array_equal(np.asarray(getattr(fnp, name)(x, y)), want)
+    np.testing.assert_array_equal(np.asarray(fg.jit(getattr(fnp, name))(x, y)), want)
+    if name.startswith(("less", "greater")):
+        op = {"less": "__lt__", "less_equal": "__le__", "greater": "__gt__", "greater_equal": "__ge__"}[name]
+        np.testing.assert_array_equal(np.asarray(fg.jit(lambda a, b: getattr(a, op)(b))(x, y)), want)
+
+
+@pytest.mark.parametrize("name", ("max", "min", "ptp"))
+@settings(max_examples=15, deadline=None)
+@given(shape=shapes(min_dims=1, max_dims=3), nan=st.booleans(), seed=st.integers(0, 99),
+       data=st.data())
+def test_complex_max_min_ptp_match_numpy(name: str, shape: tuple[int, ...], nan: bool, seed: int,
+                                         data: st.DataObject) -> None:
+    z = _lattice(np.random.default_rng(seed), shape, dtypes.complex128, nan)
+    axes = data.draw(st.lists(st.integers(0, len(shape) - 1), unique=True, max_size=len(shape)))
+    axis = None if not axes else tuple(axes) if len(axes) > 1 else axes[0]
+    keep = data.draw(st.booleans())
+    want = getattr(np, name)(z, axis=axis, keepdims=keep)
+    np.testing.assert_array_equal(np.asarray(getattr(fnp, name)(z, axis=axis, keepdims=keep)), want)
+    np.testing.assert_array_equal(np.asarray(fg.jit(lambda a: getattr(fnp, name)(a, axis=axis, keepdims=keep))(z)),
+                                  want)
+
+
+def test_complex_order_in_clip_searchsorted_vmap_and_errors() -> None:
+    rng = np.random.default_rng(3)
+    z = _lattice(rng, (4, 6), dtypes.complex64)
+    np.testing.assert_array_equal(np.asarray(fnp.clip(z, -1 + 1j, 1 - 1j)), np.clip(z, -1 + 1j, 1 - 1j))
+    s = np.sort(z.reshape(-1))
+    for side in ("left", "right"):
+        np.testing.assert_array_equal(np.asarray(fnp.searchsorted(s, z, side=side)), np.searchsorted(s, z, side=side))
+    np.testing.assert_array_equal(np.asarray(fg.vmap(fnp.max)(z)), np.max(z, axis=1))
+    np.testing.assert_array_equal(np.asarray(fg.vmap(fnp.minimum)(z, z[::-1])), np.minimum(z, z[::-1]))
+    with pytest.raises(fg.ShapeError, match=r"max: zero-size reduction .*complex64\[4, 0\]"):
+        fnp.max(np.zeros((4, 0), np.complex64), axis=1)
+
+
+def test_complex_order_derivatives_match_jax() -> None:
+    z = _z((3, 4), seed=5)
+    w = _z((3, 4), seed=6)
+    for f, jf in ((lambda a: fnp.real(fnp.max(a * a, axis=1)).sum(), lambda a: jnp.real(jnp.max(a * a, axis=1)).sum()),
+                  (lambda a: fnp.abs(fnp.min(a)), lambda a: jnp.abs(jnp.min(a))),
+                  (lambda a: fnp.real(fnp.sum(fnp.maximum(a, w) ** 2)),
+                   lambda a: jnp.real(jnp.sum(jnp.maximum(a, w) ** 2)))):
+        _close(fg.grad(f)(z), jax.grad(jf)(z), 1e-12)
+        _close(fg.jit(fg.grad(f))(z), jax.grad(jf)(z), 1e-12)
+    check_grads(lambda a: fnp.clip(a, -1 - 1j, 1 + 1j) * a, (z,))     # JAX refuses complex clip; numpy has it
+    check_grads(lambda a: fnp.max(a * w, axis=0), (z,))

@@ -154,6 +154,16 @@ def test_sized_set_functions_pad_as_jax_does(name: str) -> None:
             np.testing.assert_array_equal(got, np.asarray(want), err_msg=f"{name} size={size} of {operands}")
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_sized_unique_along_an_axis_pads_as_jax_does(axis: int) -> None:
+    x = np.array([[1, 2], [0, 5], [1, 2], [1, 0]])
+    for size in (2, 5):
+        got = fg.jit(lambda a: fnp.unique(a, True, True, True, axis=axis, size=size))(x)
+        want = jnp.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis, size=size)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, np.asarray(w), err_msg=f"unique axis={axis} size={size}")
+
+
 def test_index_updates_at_traced_indices_match_jax() -> None:
     """``x.at[i, 1:3].set/add/multiply`` and ``lax.dynamic_update_slice`` with traced indices
     (negative, at the edges, out of bounds: dropped by ``.at``, clamped by ``lax``), their

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fungraph as fg
 import fungraph.numpy as fnp
+from fungraph.testing import shapes
 
 # --- conventions -------------------------------------------------------------------------------
 
@@ -103,8 +106,57 @@ def test_unique_matches_numpy_eagerly_and_jax_padding_under_jit() -> None:
     np.testing.assert_array_equal(fg.jit(lambda a: fnp.unique(a, size=2, fill_value=-1))(v), [1, 2])
     with pytest.raises(TypeError, match="size="):
         fg.jit(fnp.unique)(v)
-    with pytest.raises(NotImplementedError, match="axis"):
-        fnp.unique(x, axis=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(shape=shapes(min_dims=1, max_dims=3, min_side=0, max_side=4), dtype=st.sampled_from(["int64", "float64"]),
+       seed=st.integers(0, 99), data=st.data())
+def test_unique_along_an_axis_matches_numpy(shape: tuple[int, ...], dtype: str, seed: int,
+                                            data: st.DataObject) -> None:
+    """Few distinct values so slices repeat; float slices sometimes hold a NaN (never equal)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 2, shape).astype(dtype)
+    if dtype == "float64" and x.size:
+        x.reshape(-1)[rng.random(x.size) < 0.1] = np.nan
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    want = np.unique(x, True, True, True, axis=axis)
+    got = fnp.unique(x, True, True, True, axis=axis)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    size = want[0].shape[axis] + data.draw(st.integers(-1, 2)) if x.size else 0
+    if size >= 0 and x.shape[axis]:
+        traced = fg.jit(lambda a: fnp.unique(a, True, True, True, axis=axis, size=size))(x)
+        cut = min(size, want[0].shape[axis])
+        np.testing.assert_array_equal(np.take(traced[0], np.arange(cut), axis=axis), np.take(want[0], np.arange(cut),
+                                                                                           axis=axis))
+        np.testing.assert_array_equal(traced[1][:cut], want[1][:cut])
+        np.testing.assert_array_equal(traced[2], want[2])
+        np.testing.assert_array_equal(traced[3][:cut], want[3][:cut])
+        assert not np.any(traced[3][cut:])
+
+
+def test_unique_along_an_axis_errors_and_vmap() -> None:
+    x = np.array([[1, 2], [0, 5], [1, 2], [1, 0]])
+    with pytest.raises(TypeError, match="size="):
+        fg.jit(lambda a: fnp.unique(a, axis=0))(x)
+    with pytest.raises(fg.ShapeError, match="axis 2 is out of bounds"):
+        fnp.unique(x, axis=2)
+    got = fg.vmap(lambda a: fnp.unique(a, axis=0, size=3))(np.stack([x, x[::-1], x[[0, 0, 2, 2]]]))
+    np.testing.assert_array_equal(got, [np.unique(x, axis=0), np.unique(x, axis=0), [[1, 2], [1, 2], [1, 2]]])
+
+
+@pytest.mark.parametrize("shape", [(2, 0), (0, 3), (2, 3), ()])
+def test_all_and_any_of_empty_axes_match_numpy(shape: tuple[int, ...]) -> None:
+    a = np.random.default_rng(0).random(shape) < 0.5
+    for name in ("all", "any"):
+        for axis in (None, 0, 1, (0, 1), -1) if shape else (None,):
+            for keep in (False, True):
+                want = getattr(np, name)(a, axis=axis, keepdims=keep)
+                for got in (getattr(fnp, name)(a, axis=axis, keepdims=keep),
+                            fg.jit(lambda x: getattr(fnp, name)(x, axis=axis, keepdims=keep))(a)):
+                    got = np.asarray(got)
+                    assert got.shape == want.shape and got.dtype == want.dtype, (name, axis, keep)
+                    np.testing.assert_array_equal(got, want)
 
 
 def test_set_functions_match_numpy_eagerly_and_need_size_under_jit() -> None:

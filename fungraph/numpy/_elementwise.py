@@ -84,18 +84,51 @@ subtract = _binary(ew.sub_p)
 multiply = _binary(ew.mul_p)
 divide = _binary(ew.div_p, to_inexact=True)
 true_divide = divide
-maximum = _binary(ew.max_p)
-minimum = _binary(ew.min_p)
 arctan2 = _binary(ew.atan2_p, to_inexact=True)
 mod = _binary(ew.mod_p)
 remainder = mod
 floor_divide = _binary(ew.floor_divide_p)
 equal = _binary(ew.eq_p)
 not_equal = _binary(ew.ne_p)
-less = _binary(ew.lt_p)
-less_equal = _binary(ew.le_p)
-greater = _binary(ew.gt_p)
-greater_equal = _binary(ew.ge_p)
+
+
+def lexicographic(prim: Any, x: Any, y: Any) -> Any:
+    """``prim`` (a comparison) of complex ``x`` and ``y`` ordered by real part, then imaginary part:
+    numpy's and JAX's order of complex numbers (a NaN in either part compares false)."""
+    rx, ry = ew.real_p.bind(x), ew.real_p.bind(y)
+    return ew.select(ew.eq_p.bind(rx, ry), prim.bind(ew.imag_p.bind(x), ew.imag_p.bind(y)), prim.bind(rx, ry))
+
+
+def _comparison(prim: Any) -> Any:
+    def f(x: Any, y: Any) -> Any:
+        x, y = promote(x, y)
+        return lexicographic(prim, x, y) if dtypes.is_complex(x.dtype) else prim.bind(x, y)
+
+    f.__name__ = prim.name
+    return f
+
+
+less = _comparison(ew.lt_p)
+less_equal = _comparison(ew.le_p)
+greater = _comparison(ew.gt_p)
+greater_equal = _comparison(ew.ge_p)
+
+
+def _extreme(prim: Any, keep_x: Any) -> Any:
+    """numpy's ``maximum``/``minimum``: for complex operands the lexicographic extreme, a NaN
+    (in either part) propagating as numpy's does."""
+    def f(x: Any, y: Any) -> Any:
+        x, y = promote(x, y)
+        if not dtypes.is_complex(x.dtype):
+            return prim.bind(x, y)
+        return ew.select(ew.or_p.bind(ew.ne_p.bind(x, x), lexicographic(keep_x, x, y)), x, y)
+
+    f.__name__ = prim.name
+    return f
+
+
+maximum = _extreme(ew.max_p, ew.ge_p)
+minimum = _extreme(ew.min_p, ew.le_p)
 bitwise_and = _binary(ew.and_p)
 bitwise_or = _binary(ew.or_p)
 bitwise_xor = _binary(ew.xor_p)

@@ -515,7 +515,7 @@ def _runs(flat: Any, equal_nan: bool) -> tuple[Any, Any, Any]:
 
 
 def _select(srt: Any, keep: Any, size: int, fill_value: Any) -> tuple[Any, Any, Any]:
-    """The first ``size`` entries of ``srt`` where ``keep`` holds, padded with ``fill_value``
+    """The first ``size`` entries (or rows) of ``srt`` where ``keep`` holds, padded with ``fill_value``
     (default, as in JAX: the first entry kept, 0 when none is), with their positions (clamped)
     and which are real."""
     fnp = _fnp()
@@ -527,7 +527,7 @@ def _select(srt: Any, keep: Any, size: int, fill_value: Any) -> tuple[Any, Any, 
         fill = fnp.where(valid[0], picked[0], 0) if size else srt[0]
     else:
         fill = fnp.asarray(fill_value, srt.dtype)
-    return fnp.where(valid, picked, fill), at, valid
+    return fnp.where(fnp.reshape(valid, valid.shape + (1,) * (srt.ndim - 1)), picked, fill), at, valid
 
 
 def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False,
@@ -537,11 +537,13 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     first occurrence, the inverse map with ``ar``'s shape, and the counts). Under a trace the
     number of values must be given as ``size``, as in JAX: the result is cut or padded to it,
     values with ``fill_value`` (default: the smallest value), indices with the smallest
-    value's index, counts with 0. Eagerly ``size`` defaults to the number of unique values."""
+    value's index, counts with 0. Eagerly ``size`` defaults to the number of unique values.
+    With ``axis``, the unique slices along it, as numpy: sorted lexicographically, a slice
+    holding a NaN never equal to another, the inverse map one-dimensional."""
     fnp = _fnp()
-    if axis is not None:
-        raise NotImplementedError("unique: axis= is not supported; unique values of the flattened array only")
     x = asarray(ar)
+    if axis is not None:
+        return _unique_slices(x, axis, (return_index, return_inverse, return_counts), size, fill_value)
     flat = fnp.ravel(x)
     n = flat.shape[0]
     if size is None:
@@ -562,6 +564,44 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     group = fnp.cumsum(first.astype(np.int64)) - 1
     if return_inverse:
         out.append(fnp.reshape(group[fnp.argsort(perm)], x.shape))
+    if return_counts:
+        out.append(bincount(group, length=size))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _unique_slices(x: Any, axis: int, want: tuple[bool, bool, bool], size: int | None, fill_value: Any) -> Any:
+    """:func:`unique` along ``axis``: the slices as rows, sorted by :func:`lexsort` (first
+    element first), a run of equal rows kept once."""
+    fnp = _fnp()
+    if x.ndim == 0:
+        raise ValueError(f"unique: axis {axis} is out of bounds for a 0-d array")
+    (ax,) = normalize_axes(axis, x.ndim, "unique")
+    moved = fnp.moveaxis(x, ax, 0)
+    n = moved.shape[0]
+    rows = fnp.reshape(moved, (n, int(np.prod(moved.shape[1:], dtype=np.int64))))
+    if size is None:
+        if not _concrete(x):
+            raise TypeError("unique: the number of unique slices depends on a traced array; pass size= "
+                            "(the result is cut or padded to it)")
+        size = np.unique(np.asarray(x), axis=ax).shape[ax]
+    return_index, return_inverse, return_counts = want
+    if n == 0:
+        zeros = fnp.zeros((size,), np.int64)
+        out = [fnp.moveaxis(fnp.zeros((size,) + moved.shape[1:], x.dtype), 0, ax)] + [zeros] * return_index + \
+            [fnp.zeros((0,), np.int64)] * return_inverse + [zeros] * return_counts
+        return out[0] if len(out) == 1 else tuple(out)
+    cols = rows.shape[1]
+    perm = lexsort([rows[:, j] for j in reversed(range(cols))]) if cols else fnp.arange(n)
+    srt = rows[perm]
+    same = fnp.all(srt[1:] == srt[:-1], axis=1)
+    first = fnp.concatenate([np.ones(1, bool), ~same])
+    values, at, valid = _select(srt, first, size, fill_value)
+    out = [fnp.moveaxis(fnp.reshape(values, (size,) + moved.shape[1:]), 0, ax)]
+    if return_index:
+        out.append(fnp.where(valid, fnp.take(perm, at), perm[0]))
+    group = fnp.cumsum(first.astype(np.int64)) - 1
+    if return_inverse:
+        out.append(group[fnp.argsort(perm)])
     if return_counts:
         out.append(bincount(group, length=size))
     return out[0] if len(out) == 1 else tuple(out)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.numpy._elementwise import maximum, minimum
 from fungraph.numpy._util import asarray, cast, promote
 from fungraph.primitives import elementwise as ew
 
@@ -249,18 +250,19 @@ def _isnan(x: Any) -> Any:
 
 
 def fmax(x1: Any, x2: Any) -> Any:
-    """The larger value, ignoring a NaN operand (NaN only when both are)."""
+    """The larger value, ignoring a NaN operand (NaN only when both are); complex numbers in
+    numpy's lexicographic order."""
     a, b = promote(x1, x2)
-    if not dtypes.is_float(a.dtype):
+    if not dtypes.is_inexact(a.dtype):
         return ew.max_p.bind(a, b)
-    return ew.select(_isnan(b), a, ew.select(_isnan(a), b, ew.max_p.bind(a, b)))
+    return ew.select(_isnan(b), a, ew.select(_isnan(a), b, maximum(a, b)))
 
 
 def fmin(x1: Any, x2: Any) -> Any:
     a, b = promote(x1, x2)
-    if not dtypes.is_float(a.dtype):
+    if not dtypes.is_inexact(a.dtype):
         return ew.min_p.bind(a, b)
-    return ew.select(_isnan(b), a, ew.select(_isnan(a), b, ew.min_p.bind(a, b)))
+    return ew.select(_isnan(b), a, ew.select(_isnan(a), b, minimum(a, b)))
 
 
 def fmod(x1: Any, x2: Any) -> Any:

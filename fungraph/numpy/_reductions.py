@@ -8,10 +8,11 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ShapeError
+from fungraph.numpy._indexing import take_along_axis
 from fungraph.numpy._util import asarray, cast, normalize_axes
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import reductions as red
-from fungraph.primitives.shape import reshape
+from fungraph.primitives.shape import reshape, transpose
 
 
 def _keep(out: Any, x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
@@ -43,11 +44,28 @@ def _extremum(prim: Any, name: str) -> Any:
     def f(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
         x = asarray(a)
         axes = normalize_axes(axis, x.ndim, name)
-        out = prim.bind(x, axes=tuple(sorted(axes))) if axes else x
+        if not axes:
+            out = x
+        elif dtypes.is_complex(x.dtype):
+            out = _complex_extremum(x, tuple(sorted(axes)), red.argmax_p if name == "max" else red.argmin_p, name)
+        else:
+            out = prim.bind(x, axes=tuple(sorted(axes)))
         return _keep(out, x, axes, keepdims)
 
     f.__name__ = name
     return f
+
+
+def _complex_extremum(x: Any, axes: tuple[int, ...], arg: Any, name: str) -> Any:
+    """The element ``arg`` (argmax/argmin: numpy's lexicographic order, the first NaN winning)
+    picks along ``axes``, gathered so its derivative reaches that element alone."""
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    size = _count(x, axes)
+    if size == 0:
+        raise ShapeError(f"{name}: zero-size reduction over axes {axes} of {x.dtype}{list(x.shape)} has no identity")
+    rows = reshape(transpose(x, kept + axes), tuple(x.shape[i] for i in kept) + (size,))
+    pick = reshape(arg.bind(rows, axis=len(kept), index_dtype=dtypes.int64), rows.shape[:-1] + (1,))
+    return reshape(take_along_axis(rows, pick, axis=len(kept)), rows.shape[:-1])
 
 
 max = _extremum(red.reduce_max_p, "max")  # noqa: A001
@@ -118,11 +136,20 @@ argmax = _arg(red.argmax_p, "argmax")
 argmin = _arg(red.argmin_p, "argmin")
 
 
-def all(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
+def _logical(a: Any, axis: Any, keepdims: bool, name: str, empty: bool) -> Any:
+    """``all`` (``empty`` True, a minimum) or ``any`` (False, a maximum) of ``a`` as bools; over an
+    axis of length 0, ``empty`` for every remaining element, as numpy."""
     x = cast(asarray(a), dtypes.bool_)
-    return min(x, axis=axis, keepdims=keepdims) if x.size else _keep(np.asarray(True), x, (), False)
+    axes = normalize_axes(axis, x.ndim, name)
+    if 0 in [x.shape[i] for i in axes]:
+        kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return _keep(np.full(kept, empty), x, axes, keepdims)
+    return (min if empty else max)(x, axis=axes, keepdims=keepdims)
+
+
+def all(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
+    return _logical(a, axis, keepdims, "all", True)
 
 
 def any(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    x = cast(asarray(a), dtypes.bool_)
-    return max(x, axis=axis, keepdims=keepdims) if x.size else _keep(np.asarray(False), x, (), False)
+    return _logical(a, axis, keepdims, "any", False)

@@ -10,6 +10,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import Tracer
 from fungraph.numpy import _reductions as red
+from fungraph.numpy._elementwise import less, less_equal
 from fungraph.numpy._reductions import abs_squared
 from fungraph.numpy._shape import moveaxis
 from fungraph.numpy._util import asarray, cast, normalize_axes, promote
@@ -331,7 +332,7 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
     if x.ndim != 1:
         raise ValueError("searchsorted: a must be 1-d")
     vv = sh.reshape(vals, vals.shape + (1,))
-    below = ew.lt(x, vv) if side == "left" else ew.le_p.bind(x, vv)
+    below = (less if side == "left" else less_equal)(x, vv)
     return red.sum(ew.convert(below, dtypes.int64), axis=-1)
 
 
