@@ -15,6 +15,7 @@ import fungraph.numpy as fnp
 from fungraph.backends import cpu
 from fungraph.primitives.indexing import dynamic_update_slice, dynamic_update_slice_p
 from fungraph.testing.strategies import random_array, shapes
+from fungraph.tree_util import tree_leaves
 
 
 def reference(x: np.ndarray, u: np.ndarray, starts: list[int], mode: str) -> np.ndarray:
@@ -149,6 +150,70 @@ def test_opencl_loop_updates_its_carry_in_place(require_opencl: None) -> None:
     text = jf.lower(x).text
     body = text[text.index("  body:"):].split("\nkernel ")[0]
     assert "update_window" in body and "_copy " not in body, body
+
+
+def _kernels(text: str) -> list[str]:
+    return [line.split(" [")[0].split("_", 1)[1] for line in text.splitlines() if line.startswith("kernel ")]
+
+
+def test_opencl_updates_a_dying_intermediate_in_place(require_opencl: None) -> None:
+    """Outside loops too: an update of a value nothing reads afterwards shares its slot (a
+    chain of updates included, the first producer writing the output's buffer), so only
+    windows are written; a value read after the update, or returned as a view, is copied."""
+    x = np.arange(60, dtype=np.float32).reshape(12, 5)
+    v = np.full(5, -1.0, np.float32)
+
+    def chain(x: object, v: object, i: object) -> object:
+        return fnp.at(fnp.at(x * 2.0)[i].set(v))[i + 1].add(v + 1.0)
+
+    def read_after(x: object, v: object, i: object) -> object:
+        z = x * 2.0
+        return fnp.at(z)[i].set(v), z.sum(), z.reshape(-1)
+
+    for f, copies in ((chain, 0), (read_after, 1)):
+        jf = fg.jit(f, backend="opencl")
+        for i in (3, 0, 10, -3):
+            got, want = tree_leaves(jf(x, v, np.int64(i))), tree_leaves(f(x, v, np.int64(i)))
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+        names = _kernels(jf.lower(x, v, np.int64(3)).text)
+        assert names.count("copy") == copies, names
+        assert names.count("update_window") == (2 if f is chain else 1), names
+
+
+def test_opencl_donated_operand_is_not_copied_onto_itself(require_opencl: None) -> None:
+    """A donated device array taken over by the output skips the operand copy at run time;
+    a host array (nothing to take over) is still copied, and neither input is changed."""
+    from fungraph.backends.opencl.engine import ENGINE_STATS
+
+    x = np.arange(40, dtype=np.float32).reshape(8, 5)
+    v = np.zeros(5, np.float32)
+    jf = fg.jit(lambda x, v, i: x.at[i].set(v), backend="opencl", donate_argnums=0)
+    want = x.copy()
+    d = fg.device_put(x, "opencl")
+    for i in range(8):
+        skipped = ENGINE_STATS["copies_skipped"]
+        d = jf(d, v + i, np.int64(i))
+        want[i] = i
+        assert ENGINE_STATS["copies_skipped"] == skipped + 1
+    np.testing.assert_array_equal(np.asarray(d), want)
+    skipped = ENGINE_STATS["copies_skipped"]
+    np.testing.assert_array_equal(np.asarray(jf(x, v + 9, np.int64(2))), np.where(np.arange(8)[:, None] == 2, 9, x))
+    assert ENGINE_STATS["copies_skipped"] == skipped
+    np.testing.assert_array_equal(x, np.arange(40, dtype=np.float32).reshape(8, 5))
+
+
+def test_opencl_small_host_arguments_are_snapshots(require_opencl: None) -> None:
+    """Small host arguments are uploaded without waiting, from a copy: changing the array
+    right after the call does not change what the call computed, and many calls queued
+    back to back see each their own index."""
+    jf = fg.jit(lambda x, v, i: x.at[i].add(v), backend="opencl", donate_argnums=0)
+    v = np.ones(4, np.float32)
+    d = fg.device_put(np.zeros((50, 4), np.float32), "opencl")
+    for i in range(50):
+        d = jf(d, v, np.int64(i))
+        v *= 2.0
+    np.testing.assert_array_equal(np.asarray(d), (2.0 ** np.arange(50, dtype=np.float32))[:, None] * np.ones(4))
 
 
 def test_updates_in_a_loop_are_one_equation_and_no_host_round_trip(require_opencl: None) -> None:

@@ -40,29 +40,34 @@ if TYPE_CHECKING:
 
 def updated_in_place(g: Graph, n: int, fusion: FusionPlan) -> list[bool]:
     """For each of the first ``n`` outputs of the body ``g``: whether it is a
-    ``dynamic_update_slice`` of the same input that no kernel reads after the update (reads
-    through free views included; a fused read counts where its region is emitted), so the
-    update may write that input's slot in place and the carry needs one slot, not two."""
-    emitted = {i: fusion.region_of[i].root if i in fusion.region_of else i for i in range(len(g.eqns))}
+    ``dynamic_update_slice`` of the same input that no kernel reads after the update
+    (:func:`read_before`), so the update may write that input's slot in place and the carry
+    needs one slot, not two."""
     producer = {o: i for i, e in enumerate(g.eqns) for o in e.outputs}
     out = []
     for j in range(n):
         x, v = g.invars[j], g.outvars[j]
         k = producer.get(v) if isinstance(v, Var) else None
-        if (k is None or g.eqns[k].primitive.name != "dynamic_update_slice" or g.eqns[k].inputs[0] is not x
-                or g.outvars.count(v) != 1 or x in g.outvars):
-            out.append(False)
-            continue
-        derived, ok = {x}, True
-        for i, e in enumerate(g.eqns):
-            if not any(isinstance(a, Var) and a in derived for a in (e.inputs[1:] if i == k else e.inputs)):
-                continue
-            if i in fusion.aliases:
-                derived.update(e.outputs)
-            elif i == k or emitted[i] >= k:
-                ok = False
-        out.append(ok)
+        out.append(k is not None and g.eqns[k].primitive.name == "dynamic_update_slice" and g.eqns[k].inputs[0] is x
+                   and g.outvars.count(v) == 1 and read_before(g, x, k, fusion))
     return out
+
+
+def read_before(g: Graph, x: Var, k: int, fusion: FusionPlan) -> bool:
+    """Whether every kernel reading ``x`` of ``g`` (directly or through free views of it; a
+    fused read counts where its region is emitted) runs before equation ``k``, which reads it
+    only as its operand, and ``g`` returns neither ``x`` nor a view of it: then ``k`` may
+    overwrite ``x``'s slot."""
+    emitted = {i: fusion.region_of[i].root if i in fusion.region_of else i for i in range(len(g.eqns))}
+    derived = {x}
+    for i, e in enumerate(g.eqns):
+        if not any(isinstance(a, Var) and a in derived for a in (e.inputs[1:] if i == k else e.inputs)):
+            continue
+        if i in fusion.aliases:
+            derived.update(e.outputs)
+        elif i == k or emitted[i] >= k:
+            return False
+    return not any(isinstance(a, Var) and a in derived for a in g.outvars)
 
 
 def _carries(exe: OpenCLExecutable, init: list[Access], passthrough: list[bool]) -> tuple[list[Access], list[Access]]:

@@ -8,6 +8,7 @@ so :data:`TRANSFER_STATS` counts them.
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 from dataclasses import dataclass
@@ -34,6 +35,12 @@ class DonatedArrayError(RuntimeError):
 
 
 POOL_LIMIT_BYTES = 1 << 30
+#: Host arrays of at most this many bytes are uploaded without waiting, from a snapshot.
+ASYNC_UPLOAD_BYTES = 1 << 16
+#: Uploads in flight before the next one waits for the oldest.
+PENDING_UPLOADS = 64
+#: ``CL_COMPLETE``, an event's execution status once its command has finished.
+CL_COMPLETE = 0
 INSTALL_HINT = ("install pyopencl and an OpenCL driver; on a CPU-only Debian/Ubuntu machine: "
                 "`pip install pyopencl` and `apt-get install pocl-opencl-icd` (PoCL)")
 
@@ -88,6 +95,8 @@ class Device:
 
         self._free: dict[int, list[Any]] = {}
         self._free_bytes = 0
+        #: events of uploads still in flight (each holds its private host copy alive)
+        self.pending: collections.deque[Any] = collections.deque()
         # re-entrant: ``give`` runs from ``OpenCLArray.__del__``, on any thread, and may run
         # while this thread is inside ``take``
         self._pool_lock = threading.RLock()
@@ -166,15 +175,42 @@ def device_put(host: np.ndarray) -> OpenCLArray:
 
 
 def upload(dev: Device, host: np.ndarray, buffer: Any = None, byte_offset: int = 0) -> Any:
-    """Copy ``host`` to the device (into ``buffer`` at ``byte_offset``, or a new buffer)."""
+    """Copy ``host`` to the device (into ``buffer`` at ``byte_offset``, or a new buffer).
+    Up to ``ASYNC_UPLOAD_BYTES`` (a host scalar such as a loop index) the copy is of a private
+    snapshot and does not wait: the queue runs in order, and a blocking write would first wait
+    for every kernel queued before it (200 chained calls of a jitted, donated ``x.at[i].set(v)``
+    on a 1000 x 1000 array with a host ``i``: 247-449 -> 133-136 us a call on PoCL). Larger
+    ones block, so no snapshot is taken."""
     host = np.ascontiguousarray(host)
     if buffer is None:
         buffer = dev.alloc(host.nbytes)
     if host.nbytes:
-        dev.cl.enqueue_copy(dev.queue, buffer, host, dst_offset=byte_offset, is_blocking=True)
+        if host.nbytes <= ASYNC_UPLOAD_BYTES:
+            _settle(dev.pending)
+            dev.pending.append(dev.cl.enqueue_copy(dev.queue, buffer, np.array(host), dst_offset=byte_offset,
+                                                   is_blocking=False))
+        else:
+            dev.cl.enqueue_copy(dev.queue, buffer, host, dst_offset=byte_offset, is_blocking=True)
         TRANSFER_STATS["to_device"] += 1
         TRANSFER_STATS["bytes_to_device"] += host.nbytes
     return buffer
+
+
+def _settle(pending: collections.deque[Any]) -> None:
+    """Drop the finished upload events at the front of ``pending`` (releasing their host
+    snapshots); when more than ``PENDING_UPLOADS`` remain, wait for the oldest."""
+    while pending:
+        try:
+            ev = pending[0]
+        except IndexError:
+            return
+        if len(pending) <= PENDING_UPLOADS and ev.command_execution_status != CL_COMPLETE:
+            return
+        ev.wait()
+        try:
+            pending.popleft()
+        except IndexError:
+            return
 
 
 def download(dev: Device, buffer: Any, aval: ShapedArray, elem_offset: int = 0,

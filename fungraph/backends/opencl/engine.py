@@ -79,7 +79,7 @@ from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 ALIGNMENT = 64
 ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0,
-                "donated_outputs": 0, "loop_iterations": 0, "programs_reused": 0}
+                "donated_outputs": 0, "loop_iterations": 0, "programs_reused": 0, "copies_skipped": 0}
 #: Built programs by (context, source, options), most recently used last: an executable whose kernels
 #: are identical to an earlier one's (the same graph jitted again, or after ``clear_caches``)
 #: takes its program instead of building it; pyopencl's and PoCL's disk caches serve a new process.
@@ -205,7 +205,13 @@ class OpenCLExecutable:
             self.access[v] = dest
             self.touch(dest.slot)
             return dest
-        j = self._out_index.get(v) if self._depth == 0 else None
+        last = self._updated_into.get(v) if self._depth == 0 else None
+        if last is not None and last in self._update_slots:
+            a = self._update_slots[last]
+            self.access[v] = a
+            self.touch(a.slot)
+            return a
+        j = self._out_index.get(v if last is None else last) if self._depth == 0 else None
         if j is not None and j not in self._out_taken:
             self._out_taken.add(j)
             s = self._slot("output", v.aval, j)
@@ -214,6 +220,8 @@ class OpenCLExecutable:
             s = self._slot("arena", v.aval)
         a = Access(s, v.aval, 0, contiguous(v.aval.shape))
         self.access[v] = a
+        if last is not None:
+            self._update_slots[last] = a
         return a
 
     def arena_access(self, aval: ShapedArray) -> Access:
@@ -252,6 +260,8 @@ class OpenCLExecutable:
                 self._out_index[a] = j
         self._out_taken: set[int] = set()
         self._out_slot: dict[int, int] = {}
+        self._updated_into = updated_in_place_chains(g, self.fusion)
+        self._update_slots: dict[Var, Access] = {}
         for i, v in enumerate(g.invars):
             s = self._slot("input", v.aval, i)
             self.access[v] = Access(s, v.aval, 0, contiguous(v.aval.shape))
@@ -302,11 +312,16 @@ class OpenCLExecutable:
                 self._lower_host(e)
 
     def _lower_update_window(self, e: Eqn) -> None:
-        """The operand copied into the output, then the update's window written over it."""
+        """The operand copied into the output, then the update's window written over it. No
+        copy when the operand shares the output's slot (:func:`updated_in_place_chains`); a
+        donated input the output takes over at run time skips it then (``unless_same``)."""
         x, upd, *starts = (self.atom_access(a) for a in e.inputs)
         out = self.store(e.outputs[0])
         if out != x:
             self.copy_into(out, x)
+            whole = x.offset == 0 and x.strides == contiguous(x.shape) and self._depth == 0
+            if whole and self.slots[x.slot].kind == "input" and self.slots[out.slot].kind == "output":
+                self._block[-1].specs[-1].unless_same = (out.slot, x.slot)
         if upd.aval.size:
             self.add_kernels([e], [window_update_kernel(self._name("update_window"), upd, starts, out,
                                                         e.params["mode"], self.info, self.idx_type)])
@@ -729,7 +744,10 @@ class OpenCLExecutable:
         ops: list[tuple] = []
         for st in steps:
             if st.kind == "kernels":
-                ops += [op for op in (self._instance(spec, remap) for spec in st.specs) if op is not None]
+                for spec in st.specs:
+                    op = self._instance(spec, remap)
+                    if op is not None:
+                        ops.append(op if spec.unless_same is None else ("unless_same", *spec.unless_same, op))
             elif st.kind == "host":
                 ins = [a if isinstance(a, Literal) else replace(a, slot=remap.get(a.slot, a.slot))
                        for a in st.host_inputs]
@@ -891,6 +909,12 @@ class OpenCLExecutable:
                 self._launch(op)
             elif tag == "host":
                 self._run_host(op)
+            elif tag == "unless_same":
+                _, dst, src, kernel_op = op
+                if self.buf[dst] is not self.buf[src] or self.off[dst] != self.off[src]:
+                    self._launch(kernel_op)
+                else:
+                    ENGINE_STATS["copies_skipped"] += 1
             elif tag == "cond":
                 _, idx, branches = op
                 k = 0 if idx is None else int(np.clip(self._scalar(idx), 0, len(branches) - 1))
@@ -1075,6 +1099,24 @@ def _transposed_out(out: Access, nb: int, nf: int, nr: int) -> Access:
     order = tuple(range(nb)) + tuple(range(nb + nf, nb + nf + nr)) + tuple(range(nb, nb + nf))
     shape = tuple(out.shape[d] for d in order)
     return Access(out.slot, ShapedArray(shape, out.aval.dtype), out.offset, tuple(out.strides[d] for d in order))
+
+
+def updated_in_place_chains(graph: Graph, fusion: FusionPlan) -> dict[Var, Var]:
+    """``x -> y`` for each ``y = dynamic_update_slice(x, ...)`` whose operand ``x`` the graph
+    computes and nothing reads after the update (:func:`control.read_before`), followed to
+    the last update of a chain: such values share one slot, so each update writes only its
+    window, and when the last is an output the first producer writes the output's buffer."""
+    produced = {o for e in graph.eqns for o in e.outputs}
+    nxt = {e.inputs[0]: e.outputs[0] for k, e in enumerate(graph.eqns)
+           if e.primitive.name == "dynamic_update_slice" and isinstance(e.inputs[0], Var)
+           and e.inputs[0] in produced and control.read_before(graph, e.inputs[0], k, fusion)}
+    chains: dict[Var, Var] = {}
+    for x in nxt:
+        last = nxt[x]
+        while last in nxt:
+            last = nxt[last]
+        chains[x] = chains[nxt[x]] = last
+    return chains
 
 
 def donation_order(graph: Graph, donated: Sequence[bool]) -> Graph:

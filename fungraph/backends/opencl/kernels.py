@@ -58,6 +58,9 @@ class KernelSpec:
     #: one-dimensional copies: the body after ``gid`` is declared (:func:`merge_copies` runs
     #: several such bodies side by side in one launch)
     per_item: tuple[str, ...] = ()
+    #: a copy ``(dst, src)`` between call slots, skipped when a call binds both to one buffer
+    #: (an output taking over the donated input it copies)
+    unless_same: tuple[int, int] | None = None
 
 
 class Params:
