@@ -99,34 +99,31 @@ def lexicographic(prim: Any, x: Any, y: Any) -> Any:
     return ew.select(ew.eq_p.bind(rx, ry), prim.bind(ew.imag_p.bind(x), ew.imag_p.bind(y)), prim.bind(rx, ry))
 
 
-def _comparison(prim: Any) -> Any:
+def _ordered(prim: Any, on_complex: Any) -> Any:
+    """``prim`` of the promoted operands; of complex ones, ``on_complex(x, y)`` (numpy's
+    lexicographic order)."""
     def f(x: Any, y: Any) -> Any:
         x, y = promote(x, y)
-        return lexicographic(prim, x, y) if dtypes.is_complex(x.dtype) else prim.bind(x, y)
+        return on_complex(x, y) if dtypes.is_complex(x.dtype) else prim.bind(x, y)
 
     f.__name__ = prim.name
     return f
+
+
+def _comparison(prim: Any) -> Any:
+    return _ordered(prim, lambda x, y: lexicographic(prim, x, y))
+
+
+def _extreme(prim: Any, keep_x: Any) -> Any:
+    """numpy's ``maximum``/``minimum``: of complex operands the lexicographic extreme, a NaN
+    (in either part) propagating as numpy's does."""
+    return _ordered(prim, lambda x, y: ew.select(ew.or_p.bind(ew.ne_p.bind(x, x), lexicographic(keep_x, x, y)), x, y))
 
 
 less = _comparison(ew.lt_p)
 less_equal = _comparison(ew.le_p)
 greater = _comparison(ew.gt_p)
 greater_equal = _comparison(ew.ge_p)
-
-
-def _extreme(prim: Any, keep_x: Any) -> Any:
-    """numpy's ``maximum``/``minimum``: for complex operands the lexicographic extreme, a NaN
-    (in either part) propagating as numpy's does."""
-    def f(x: Any, y: Any) -> Any:
-        x, y = promote(x, y)
-        if not dtypes.is_complex(x.dtype):
-            return prim.bind(x, y)
-        return ew.select(ew.or_p.bind(ew.ne_p.bind(x, x), lexicographic(keep_x, x, y)), x, y)
-
-    f.__name__ = prim.name
-    return f
-
-
 maximum = _extreme(ew.max_p, ew.ge_p)
 minimum = _extreme(ew.min_p, ew.le_p)
 bitwise_and = _binary(ew.and_p)

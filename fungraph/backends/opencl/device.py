@@ -198,19 +198,12 @@ def upload(dev: Device, host: np.ndarray, buffer: Any = None, byte_offset: int =
 
 def _settle(pending: collections.deque[Any]) -> None:
     """Drop the finished upload events at the front of ``pending`` (releasing their host
-    snapshots); when more than ``PENDING_UPLOADS`` remain, wait for the oldest."""
-    while pending:
-        try:
-            ev = pending[0]
-        except IndexError:
-            return
-        if len(pending) <= PENDING_UPLOADS and ev.command_execution_status != CL_COMPLETE:
-            return
-        ev.wait()
-        try:
-            pending.popleft()
-        except IndexError:
-            return
+    snapshots); while more than ``PENDING_UPLOADS`` remain, wait for the oldest."""
+    try:
+        while len(pending) > PENDING_UPLOADS or pending[0].command_execution_status == CL_COMPLETE:
+            pending.popleft().wait()
+    except IndexError:                                                   # emptied, maybe by another thread
+        pass
 
 
 def download(dev: Device, buffer: Any, aval: ShapedArray, elem_offset: int = 0,

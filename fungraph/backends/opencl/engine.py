@@ -318,10 +318,9 @@ class OpenCLExecutable:
         x, upd, *starts = (self.atom_access(a) for a in e.inputs)
         out = self.store(e.outputs[0])
         if out != x:
-            self.copy_into(out, x)
+            kinds = (self.slots[x.slot].kind, self.slots[out.slot].kind)
             whole = x.offset == 0 and x.strides == contiguous(x.shape) and self._depth == 0
-            if whole and self.slots[x.slot].kind == "input" and self.slots[out.slot].kind == "output":
-                self._block[-1].specs[-1].unless_same = (out.slot, x.slot)
+            self.copy_into(out, x, whole and kinds == ("input", "output"))
         if upd.aval.size:
             self.add_kernels([e], [window_update_kernel(self._name("update_window"), upd, starts, out,
                                                         e.params["mode"], self.info, self.idx_type)])
@@ -387,8 +386,9 @@ class OpenCLExecutable:
         self._block.append(Step("kernels", eqns, specs))
         self.tick()
 
-    def copy_into(self, dst: Access, src: Access | Literal) -> None:
-        """One kernel writing ``src`` (an access or a literal) into the contiguous ``dst``."""
+    def copy_into(self, dst: Access, src: Access | Literal, unless_same: bool = False) -> None:
+        """One kernel writing ``src`` (an access or a literal) into the contiguous ``dst``;
+        ``unless_same``: skipped in a call that binds both slots to one buffer."""
         tmp = Var(dst.aval)
         if isinstance(src, Literal):
             spec = elementwise_kernel(self._name("fill"), dst.shape, [(tmp, dst)], {}, lambda v: None,
@@ -397,6 +397,8 @@ class OpenCLExecutable:
             spec = elementwise_kernel(self._name("copy"), dst.shape, [(tmp, dst)], {},
                                       lambda v: src if v is tmp else None, self.idx_type, self.info)
         spec.kind = "copy"
+        if unless_same:
+            spec.unless_same = (dst.slot, src.slot)
         self.add_kernels([], [spec])
 
     def _lower_region(self, g: Graph, region: Region,
