@@ -538,12 +538,15 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     number of values must be given as ``size``, as in JAX: the result is cut or padded to it,
     values with ``fill_value`` (default: the smallest value), indices with the smallest
     value's index, counts with 0. Eagerly ``size`` defaults to the number of unique values.
-    With ``axis``, the unique slices along it, as numpy: sorted lexicographically, a slice
-    holding a NaN never equal to another, the inverse map one-dimensional."""
+    With ``axis`` (of an array of two or more dimensions), the unique slices along it, as
+    numpy: sorted lexicographically, a slice holding a NaN never equal to another, the
+    inverse map one-dimensional."""
     fnp = _fnp()
     x = asarray(ar)
-    if axis is not None:
+    if axis is not None and x.ndim != 1:
         return _unique_slices(x, axis, (return_index, return_inverse, return_counts), size, fill_value)
+    if axis is not None:
+        normalize_axes(axis, 1, "unique")                               # 1-d: the flat path, as numpy
     flat = fnp.ravel(x)
     n = flat.shape[0]
     if size is None:
@@ -551,19 +554,34 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
             raise TypeError("unique: the number of unique values depends on a traced array; pass size= "
                             "(the result is cut or padded to it)")
         size = len(np.unique(np.asarray(flat), equal_nan=equal_nan)) if n else 0
+    want = (return_index, return_inverse, return_counts)
     if n == 0:
-        zeros = fnp.zeros((size,), np.int64)
-        out = [fnp.zeros((size,), x.dtype)] + [zeros] * return_index + [fnp.zeros(x.shape, np.int64)] * \
-            return_inverse + [zeros] * return_counts
-        return out[0] if len(out) == 1 else tuple(out)
+        return _unique_outputs(None, None, None, size, fill_value, want, lambda _: fnp.zeros((size,), x.dtype),
+                               x.shape)
     perm, srt, first = _runs(flat, equal_nan)
+    return _unique_outputs(srt, perm, first, size, fill_value, want, lambda v: v, x.shape)
+
+
+def _unique_outputs(srt: Any, perm: Any, first: Any, size: int, fill_value: Any, want: tuple[bool, bool, bool],
+                    values_of: Any, inverse_shape: tuple[int, ...]) -> Any:
+    """:func:`unique`'s results from the sorted entries (or rows) ``srt``, the sorting
+    permutation ``perm`` and the mask ``first`` of each run's first entry (``srt`` None: no
+    entries): ``values_of`` the selected values, then as ``want`` asks the index of each
+    one's first occurrence, the inverse map (of ``inverse_shape``) and the counts."""
+    fnp = _fnp()
+    return_index, return_inverse, return_counts = want
+    if srt is None:
+        zeros = fnp.zeros((size,), np.int64)
+        out = [values_of(None)] + [zeros] * return_index + [fnp.zeros(inverse_shape, np.int64)] * return_inverse \
+            + [zeros] * return_counts
+        return out[0] if len(out) == 1 else tuple(out)
     values, at, valid = _select(srt, first, size, fill_value)
-    out = [values]
+    out = [values_of(values)]
     if return_index:
-        out.append(fnp.where(valid, perm[at], perm[0]))
+        out.append(fnp.where(valid, fnp.take(perm, at), perm[0]))
     group = fnp.cumsum(first.astype(np.int64)) - 1
     if return_inverse:
-        out.append(fnp.reshape(group[fnp.argsort(perm)], x.shape))
+        out.append(fnp.reshape(group[fnp.argsort(perm)], inverse_shape))
     if return_counts:
         out.append(bincount(group, length=size))
     return out[0] if len(out) == 1 else tuple(out)
@@ -584,27 +602,17 @@ def _unique_slices(x: Any, axis: int, want: tuple[bool, bool, bool], size: int |
             raise TypeError("unique: the number of unique slices depends on a traced array; pass size= "
                             "(the result is cut or padded to it)")
         size = np.unique(np.asarray(x), axis=ax).shape[ax]
-    return_index, return_inverse, return_counts = want
+    def values_of(values: Any) -> Any:
+        values = fnp.zeros((size,) + moved.shape[1:], x.dtype) if values is None else values
+        return fnp.moveaxis(fnp.reshape(values, (size,) + moved.shape[1:]), 0, ax)
+
     if n == 0:
-        zeros = fnp.zeros((size,), np.int64)
-        out = [fnp.moveaxis(fnp.zeros((size,) + moved.shape[1:], x.dtype), 0, ax)] + [zeros] * return_index + \
-            [fnp.zeros((0,), np.int64)] * return_inverse + [zeros] * return_counts
-        return out[0] if len(out) == 1 else tuple(out)
+        return _unique_outputs(None, None, None, size, fill_value, want, values_of, (0,))
     cols = rows.shape[1]
     perm = lexsort([rows[:, j] for j in reversed(range(cols))]) if cols else fnp.arange(n)
     srt = rows[perm]
-    same = fnp.all(srt[1:] == srt[:-1], axis=1)
-    first = fnp.concatenate([np.ones(1, bool), ~same])
-    values, at, valid = _select(srt, first, size, fill_value)
-    out = [fnp.moveaxis(fnp.reshape(values, (size,) + moved.shape[1:]), 0, ax)]
-    if return_index:
-        out.append(fnp.where(valid, fnp.take(perm, at), perm[0]))
-    group = fnp.cumsum(first.astype(np.int64)) - 1
-    if return_inverse:
-        out.append(group[fnp.argsort(perm)])
-    if return_counts:
-        out.append(bincount(group, length=size))
-    return out[0] if len(out) == 1 else tuple(out)
+    first = fnp.concatenate([np.ones(1, bool), ~fnp.all(srt[1:] == srt[:-1], axis=1)])
+    return _unique_outputs(srt, perm, first, size, fill_value, want, values_of, (n,))
 
 
 def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
