@@ -12,6 +12,11 @@ driver is a failure.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -585,6 +590,37 @@ def test_float64_needs_device_support() -> None:
     else:
         with pytest.raises(TypeError, match="fp64"):
             fg.jit(lambda x: x * 2, backend="opencl")(np.ones(3))
+
+
+_PINNED_WORKERS = """
+import os, sys
+import fungraph.backends.opencl as ocl
+dev = ocl.get_device()
+import numpy as np, fungraph as fg
+fg.jit(lambda x: x + 1, backend="opencl")(np.ones(4096, np.float32)).numpy()
+single = 0
+for t in os.listdir("/proc/self/task"):
+    with open(f"/proc/self/task/{t}/status") as f:
+        allowed = [ln.split(":")[1].strip() for ln in f if ln.startswith("Cpus_allowed_list")][0]
+    single += allowed.isdigit()
+print(os.environ.get("POCL_AFFINITY"), single, dev.info.compute_units, "pthread" in dev.info.name.lower())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("user", [None, "0"])
+def test_pocl_workers_are_pinned_unless_the_user_says_otherwise(user: str | None) -> None:
+    """PoCL's CPU workers are pinned one per core by default (``device.POCL_DEFAULTS``); a
+    ``POCL_AFFINITY`` the user set is left alone."""
+    env = {k: v for k, v in os.environ.items() if k != "POCL_AFFINITY"}
+    if user is not None:
+        env["POCL_AFFINITY"] = user
+    out = subprocess.run([sys.executable, "-c", _PINNED_WORKERS], env=env, capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1]).stdout.split()
+    affinity, single, units, pocl_cpu = out[0], int(out[1]), int(out[2]), out[3] == "True"
+    assert affinity == (user or "1")
+    if pocl_cpu and units > 1 and len(os.sched_getaffinity(0)) >= units:
+        assert (single >= units) == (user is None), out
 
 
 def test_integer_division_by_zero_and_bool_ops_follow_numpy() -> None:

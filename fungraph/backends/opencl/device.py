@@ -41,6 +41,10 @@ ASYNC_UPLOAD_BYTES = 1 << 16
 PENDING_UPLOADS = 64
 #: ``CL_COMPLETE``, an event's execution status once its command has finished.
 CL_COMPLETE = 0
+#: Environment PoCL reads when it starts its CPU workers, set here unless the user set it. Pinned
+#: workers (one per core) keep Linux from stacking both of a launch's workers on one core of two,
+#: where the idle core does not pull the second back within a 2 ms product (``docs/backends.md``).
+POCL_DEFAULTS = {"POCL_AFFINITY": "1"}
 INSTALL_HINT = ("install pyopencl and an OpenCL driver; on a CPU-only Debian/Ubuntu machine: "
                 "`pip install pyopencl` and `apt-get install pocl-opencl-icd` (PoCL)")
 
@@ -68,6 +72,8 @@ class Device:
         except ImportError as err:
             raise OpenCLUnavailable(f"pyopencl is not installed; {INSTALL_HINT}") from err
         self.cl = cl
+        for key, value in POCL_DEFAULTS.items():
+            os.environ.setdefault(key, value)
         try:
             platforms = cl.get_platforms()
         except cl.Error as err:
