@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Create .venv (if needed) and install fungraph with its test and OpenCL extras; when running
-# as root without an OpenCL driver, install PoCL (a CPU OpenCL driver) from Debian's packages.
+# as root without an OpenCL driver, install PoCL (a CPU OpenCL driver) from Debian's packages, and
+# Graphviz (optional, for rendering graphs to SVG) when `dot` is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
-if [ "$(id -u)" = 0 ] && ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd >/dev/null
-  fi
+PKGS=""
+ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || PKGS="pocl-opencl-icd"
+command -v dot >/dev/null 2>&1 || PKGS="$PKGS graphviz"   # optional: SVG rendering and its test
+if [ "$(id -u)" = 0 ] && [ -n "$PKGS" ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq >/dev/null
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $PKGS >/dev/null
 fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
