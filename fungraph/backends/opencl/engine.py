@@ -66,6 +66,7 @@ from fungraph.backends.opencl.kernels import (
     fused_panels,
     graph_avals,
     merge_copies,
+    overlap_row_panel,
     pack_kernel,
     pack_tail_kernel,
     reduce_kernels,
@@ -531,9 +532,17 @@ class OpenCLExecutable:
             row_bytes = (merged_stride(lhs, lf) or 0) * lhs.aval.dtype.itemsize
             aliasing = kernels.DOT_PACK_LHS and not fused and row_bytes % kernels.ALIAS_BYTES == 0
             if merged_stride(lhs, lc) not in (0, 1) or (merged_stride(lhs, lc) == 1 and aliasing):
-                scratch = self._scratch(ShapedArray((b, m // PACK_ROWS, k, PACK_ROWS), lhs.aval.dtype))
-                view, row_panels = dot_row_panels(lhs, dims, scratch.slot)
+                overlap = not fused and m % PACK_ROWS > 0 and m > PACK_ROWS
+                scratch = self._scratch(ShapedArray((b, -(-m // PACK_ROWS) if overlap else m // PACK_ROWS, k,
+                                                     PACK_ROWS), lhs.aval.dtype))
+                view, row_panels = dot_row_panels(lhs, dims, scratch.slot, overlap)
                 copies += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
+                if overlap:
+                    last = pack_kernel(self._name("pack_last_rows"), *overlap_row_panel(view, row_panels, m),
+                                       self.info, self.idx_type)
+                    for spec in last:
+                        spec.note = f"pack rows {m - PACK_ROWS}-{m - 1} into one more panel"
+                    copies += last
             copies = [c for c in copies if c.launches]
             specs += [merge_copies(self._name("pack"), copies, self.info, self.idx_type)] if len(copies) > 1 \
                 else copies

@@ -609,12 +609,24 @@ def dot_panels(rhs: Access, dims: tuple, slot: int) -> tuple[Access, Access] | N
     return _panels(rhs, rb, rf, rc, DOT_COLS, slot, pad=True)
 
 
-def dot_row_panels(lhs: Access, dims: tuple, slot: int) -> tuple[Access, Access] | None:
+def dot_row_panels(lhs: Access, dims: tuple, slot: int, overlap: bool = False) -> tuple[Access, Access] | None:
     """``lhs`` as 6-row panels ``[b, m // 6, k, 6]``: the six values the packed kernel
-    broadcasts at each ``k`` lie side by side."""
+    broadcasts at each ``k`` lie side by side. ``overlap`` (``m % 6`` rows left over) makes room
+    for one more panel, the last six rows (:func:`overlap_row_panel`), so the product covers
+    the last rows without a kernel of its own."""
     (lc, _), (lb, _) = dims
     lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
-    return _panels(lhs, lb, lf, lc, PACK_ROWS, slot, pad=False)
+    return _panels(lhs, lb, lf, lc, PACK_ROWS, slot, pad=overlap)
+
+
+def overlap_row_panel(view: Access, panels: Access, m: int) -> tuple[Access, Access]:
+    """(the last six rows of ``lhs``, seen like :func:`dot_row_panels`' ``view``, and the extra
+    panel of ``panels`` they are packed into): the packed kernel's last row panel starts at row
+    ``m - 6`` and stores only the rows the whole panels leave."""
+    b, g, k, w = view.shape
+    one = ShapedArray((b, 1, k, w), view.aval.dtype)
+    rows = Access(view.slot, one, view.offset + (m - w) * view.strides[3], view.strides)
+    return rows, Access(panels.slot, one, panels.offset + g * panels.strides[1], panels.strides)
 
 
 def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) -> list[KernelSpec]:
@@ -843,7 +855,8 @@ def dot_kernels(name: str, lhs: Access, rhs: Access, out: Access, dims: tuple, i
     launches: list[Launch] = []
     if packed:
         m6 = m - m % PACK_ROWS
-        if m - m6 and n - n16 and (row_panels is not None or not m6):
+        rows_left = row_panels is not None and row_panels.shape[1] * PACK_ROWS < m
+        if m - m6 and n - n16 and (rows_left or not m6):
             launches.append(((n - n16, m - m6, b), None, (n16, m6, 0)))
     elif blocked:
         if m - m4:
@@ -978,10 +991,13 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     """The 6x16 kernel over the packed ``rhs`` and ``lhs`` (packed into ``row_panels``, or read
     in place when None: rows contiguous along ``k``); for the last ``n % 16`` columns (all of
     them when ``n < 16``) the same kernel on the zero-padded last panel storing only those
-    columns. The last ``m % 6`` rows: with ``lhs`` in place, one more row panel that starts at
-    ``m - 6`` and stores only its last rows; with packed rows, one work-item per column panel
-    reading ``lhs`` where it lies. ``out`` may be strided (a transposed product stores
-    ``out.T``): 16-wide stores when its columns are adjacent, else one store per element.
+    columns, as one more column panel of the launch when there are whole panels (one edge
+    launch fewer; the fused kernel keeps a launch of its own). The last ``m % 6`` rows: one more
+    row panel that starts at ``m - 6`` and stores only its last rows, read in place or packed
+    into one more panel of ``row_panels`` (:func:`overlap_row_panel`); with packed rows and no
+    such panel, one work-item per column panel reading ``lhs`` where it lies. ``out`` may be
+    strided (a transposed product stores ``out.T``): 16-wide stores when its columns are
+    adjacent, else one store per element.
     ``ostrides``: ``out``'s batch and row axis counts, then its row and column strides. An
     ``epilogue`` runs on each row of a block before the store (the overlapping row panel
     neither loads nor stores the rows it does not own).
@@ -999,11 +1015,11 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     g, n16 = m // PACK_ROWS, n - n % DOT_COLS
     panels_n = n16 // DOT_COLS
     rest = m - g * PACK_ROWS
-    overlap = bool(rest) and row_panels is None and g > 0
+    overlap = bool(rest) and g > 0 and (row_panels is None or row_panels.shape[1] > g)
     specs = []
 
     def block(params: Params, rows: int, a_of: Callable[[Params], tuple[list[str], str]], row0: str,
-              cols: int, guard: Callable[[int], str | None]) -> list[str]:
+              cols: int, guard: Callable[[int], str | None], edge: int = 0) -> list[str]:
         a_lines, a_load = a_of(params)
         store = BlockStore(epilogue, out, (nb, nf), params, ("bb", "row0", f"p * {DOT_COLS}"), DOT_COLS)
         body = [f"  const long row0 = {row0};", *a_lines, *store.lines]
@@ -1011,11 +1027,15 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
         body += [f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t}16 bv = vload16(kk, bq);"]
         body += [f"    c{r} = {fma(a_load.format(r=r), 'bv', f'c{r}')};" for r in range(rows)]
         body += ["  }"]
-        return body + store.block([f"c{r}" for r in range(rows)], cols, guard)
+        accs = [f"c{r}" for r in range(rows)]
+        if edge:
+            return body + [f"  if (p < {panels_n}) {{", *store.block(accs, cols, guard), "  } else {",
+                           *store.block(accs, edge, guard), "  }"]
+        return body + store.block(accs, cols, guard)
 
     def kernel(kname: str, rows: int, a_of: Callable[[Params], tuple[list[str], str]], row0: str,
                launches: list[Launch], note: str, cols: int = DOT_COLS, run: int = 1,
-               last_rows: bool = False) -> KernelSpec:
+               last_rows: bool = False, edge: int = 0) -> KernelSpec:
         params = Params()
         body = [f"  const {it} p = get_global_id(0);", f"  const {it} bb = get_global_id(2);"]
         if fused:
@@ -1028,7 +1048,7 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
                         f"+ (long)p * {k * DOT_COLS};")
         guarded = overlap and rows == PACK_ROWS
         guard = (lambda r: f"rb < {g}" if guarded and r < PACK_ROWS - rest else None)
-        inner = block(params, rows, a_of, row0, cols, guard)
+        inner = block(params, rows, a_of, row0, cols, guard, edge)
         if fused:
             body += [f"  for ({it} rr = 0; rr < {run}; ++rr) {{", f"  const {it} rb = get_global_id(1) * {run} + rr;",
                      *([f"  if (rb >= {row_count}) break;"] if row_count % run else []), *inner, "  }"]
@@ -1051,7 +1071,7 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
             return ([f"  __global const {t}* ar = {pa} + {oa} + {lhs.offset} + (long)bb * {sab} + row0 * {sam};"],
                     f"ar[(long){{r}} * {sam} + kk]")
         pa, oa = params(row_panels.slot, dt)
-        return ([f"  __global const {t}* aq = {pa} + {oa} + {row_panels.offset} + (long)bb * {g * k * PACK_ROWS} "
+        return ([f"  __global const {t}* aq = {pa} + {oa} + {row_panels.offset} + (long)bb * {row_panels.strides[0]} "
                  f"+ (long)rb * {k * PACK_ROWS};"], f"aq[kk * {PACK_ROWS} + {{r}}]")
 
     def strided_a(params: Params) -> tuple[list[str], str]:
@@ -1078,16 +1098,20 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
                 specs.append(kernel(kname, PACK_ROWS, packed_a, row0, [launch], note, cols, run,
                                     last_rows and cols == DOT_COLS))
         return specs
-    lp = _divisor(panels_n, min(DOT_GROUP[0], info.max_work_group_size))
+    cols = n - n16
+    edge = cols if panels_n else 0
+    columns = panels_n + (1 if edge else 0)
+    lp = _divisor(columns, min(DOT_GROUP[0], info.max_work_group_size))
     lm, groups = _runs(row_count, max(1, min(DOT_GROUP[1], info.max_work_group_size // lp)),
-                       b * (panels_n // lp), DOT_GROUPS_PER_UNIT * info.compute_units)
-    grid: list[Launch] = [((panels_n, lm * groups, b), (lp, lm, 1), None)]
+                       b * (columns // lp), DOT_GROUPS_PER_UNIT * info.compute_units)
+    grid: list[Launch] = [((columns, lm * groups, b), (lp, lm, 1), None)]
     if row_count and panels_n:
         specs.append(kernel(name + "_blk", PACK_ROWS, packed_a, row0, grid,
                             f"{PACK_ROWS}x{DOT_COLS} register-blocked, {operands}, "
-                            f"work-groups of {lp}x{lm} panels{tail}"))
-    cols = n - n16
-    if row_count and cols:
+                            f"work-groups of {lp}x{lm} panels{tail}"
+                            + (f", the last {cols} columns from the zero-padded panel" if edge else ""),
+                            edge=edge))
+    if row_count and cols and not edge:
         lc = _row_group(row_count, min(8, info.max_work_group_size))
         specs.append(kernel(name + "_cols", PACK_ROWS, packed_a, row0,
                             [((1, row_count, b), (1, lc, 1), (panels_n, 0, 0))],
