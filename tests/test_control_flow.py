@@ -237,6 +237,29 @@ def test_loop_lowering_copies_no_carry_and_allocates_nothing_per_iteration() -> 
     assert costs[0] == costs[1], f"allocations grew with the trip count: {costs}"
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_loop_body_reads_and_writes_rows_at_traced_indices(axis: int) -> None:
+    """A body reading ``x[i - 1]`` (a scalar-index ``take``: negative counts from the end, out
+    of range clamps) and writing row ``i`` in place, against a numpy loop; the body runs with
+    its buffers held for the whole loop (``CpuExecutable.held``)."""
+    x = np.arange(42.0).reshape(6, 7)
+    n = x.shape[axis]
+
+    def body(i, x):
+        row = fnp.take(x, i - 1, axis=axis) * 0.5 + fnp.take(x, i + n + 3, axis=axis)
+        return x.at[i].set(row) if axis == 0 else x.at[:, i].set(row)
+
+    want = x.copy()
+    for i in range(n):
+        row = np.take(want, i - 1, axis=axis) * 0.5 + np.take(want, n - 1, axis=axis)
+        if axis == 0:
+            want[i] = row
+        else:
+            want[:, i] = row
+    np.testing.assert_array_equal(fg.jit(lambda x: lax.fori_loop(0, n, body, x))(x), want)
+    np.testing.assert_array_equal(lax.fori_loop(0, n, body, x), want)
+
+
 def test_control_flow_ir_prints_parses_and_verifies() -> None:
     for f, x in ((branchy, 0.5), (scanned, 0.5), (looped, 0.5), (nested, 0.5), (fg.grad(scanned), 0.5),
                  (fg.grad(looped), 0.5),

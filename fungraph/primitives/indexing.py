@@ -167,12 +167,16 @@ def _window_starts(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...], 
     """Host start indices of the window: clamped so it fits (``"clamp"``, XLA's rule); or,
     for ``"drop"`` (JAX's rule for ``x.at[i].set(v)``), a negative start counted from the end
     and None when one then lies outside ``[0, d - n]`` (the update is skipped)."""
-    s = [int(v) for v in starts]
-    if mode == "drop":
-        s = [v + d if v < 0 else v for v, d in zip(s, shape)]
-        if any(not 0 <= v <= d - n for v, d, n in zip(s, shape, sizes)):
-            return None
-    return [min(max(v, 0), d - n) for v, d, n in zip(s, shape, sizes)]
+    lo = []
+    drop = mode == "drop"
+    for v, d, n in zip(starts, shape, sizes):
+        v = int(v)
+        if drop:
+            v = v + d if v < 0 else v
+            if not 0 <= v <= d - n:
+                return None
+        lo.append(min(max(v, 0), d - n))
+    return lo
 
 
 def _dus_aval(x: ShapedArray, u: ShapedArray, *starts: ShapedArray, mode: str) -> ShapedArray:
@@ -199,6 +203,8 @@ def _dus_impl(x: Any, u: Any, *starts: Any, mode: str) -> np.ndarray:
 
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    if a is b:
+        return True
     return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
             and a.strides == b.strides and a.shape == b.shape)
 
