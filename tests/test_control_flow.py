@@ -260,6 +260,21 @@ def test_loop_body_reads_and_writes_rows_at_traced_indices(axis: int) -> None:
     np.testing.assert_array_equal(lax.fori_loop(0, n, body, x), want)
 
 
+def test_a_body_that_allocates_runs_through_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``held`` leaves a body whose steps allocate to ``run`` (here forced): same values, and the
+    buffer set goes back for the next call."""
+    from fungraph.backends import cpu
+
+    monkeypatch.setattr(cpu, "_held_steps", lambda program: False)
+    f = fg.jit(lambda x: lax.fori_loop(0, 5, lambda i, c: c.at[i].set(c[i - 1] * 2.0 + i), x))
+    x = np.ones(5)
+    want = x.copy()
+    for i in range(5):
+        want[i] = want[i - 1] * 2.0 + i
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x), want)
+
+
 def test_control_flow_ir_prints_parses_and_verifies() -> None:
     for f, x in ((branchy, 0.5), (scanned, 0.5), (looped, 0.5), (nested, 0.5), (fg.grad(scanned), 0.5),
                  (fg.grad(looped), 0.5),
