@@ -593,10 +593,10 @@ def test_float64_needs_device_support() -> None:
 
 
 _PINNED_WORKERS = """
-import os, sys
+import os
+import numpy as np, fungraph as fg
 import fungraph.backends.opencl as ocl
 dev = ocl.get_device()
-import numpy as np, fungraph as fg
 fg.jit(lambda x: x + 1, backend="opencl")(np.ones(4096, np.float32)).numpy()
 single = 0
 for t in os.listdir("/proc/self/task"):
