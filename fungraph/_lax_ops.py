@@ -52,9 +52,18 @@ def _unary(name: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return op
 
 
-def _binary(name: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+#: numpy names of the ordered comparisons, for the error that points complex operands to them.
+_NUMPY_NAME = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal"}
+
+
+def _binary(name: str, fn: Callable[[Any, Any], Any], ordered: bool = False) -> Callable[[Any, Any], Any]:
     def op(x: Any, y: Any) -> Any:
-        return fn(*_same_dtype(name, x, y))
+        xs = _same_dtype(name, x, y)
+        if ordered and np.issubdtype(aval_of(xs[0]).dtype, np.complexfloating):
+            raise TypeError(f"lax.{name} does not accept complex operands ({aval_of(xs[0])}): complex numbers "
+                            "have no order; compare their real parts or use fungraph.numpy's lexicographic "
+                            f"{_NUMPY_NAME[name]}")
+        return fn(*xs)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"``lax.{name}``: elementwise over operands of one dtype (no promotion)."
@@ -85,10 +94,10 @@ min = _binary("min", lambda x, y: fnp.minimum(x, y))  # noqa: A001 - lax's name
 atan2 = _binary("atan2", lambda x, y: fnp.arctan2(x, y))
 eq = _binary("eq", lambda x, y: fnp.equal(x, y))
 ne = _binary("ne", lambda x, y: fnp.not_equal(x, y))
-lt = _binary("lt", lambda x, y: fnp.less(x, y))
-le = _binary("le", lambda x, y: fnp.less_equal(x, y))
-gt = _binary("gt", lambda x, y: fnp.greater(x, y))
-ge = _binary("ge", lambda x, y: fnp.greater_equal(x, y))
+lt = _binary("lt", lambda x, y: fnp.less(x, y), ordered=True)
+le = _binary("le", lambda x, y: fnp.less_equal(x, y), ordered=True)
+gt = _binary("gt", lambda x, y: fnp.greater(x, y), ordered=True)
+ge = _binary("ge", lambda x, y: fnp.greater_equal(x, y), ordered=True)
 bitwise_and = _binary("bitwise_and", lambda x, y: fnp.bitwise_and(x, y))
 bitwise_or = _binary("bitwise_or", lambda x, y: fnp.bitwise_or(x, y))
 bitwise_xor = _binary("bitwise_xor", lambda x, y: fnp.bitwise_xor(x, y))

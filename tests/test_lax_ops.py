@@ -169,6 +169,22 @@ def test_fori_loop_with_dynamic_update_index() -> None:
     np.testing.assert_array_equal(fg.jit(lambda: fill(fnp, lax))(), fill(jnp, jax.lax))
 
 
+@pytest.mark.parametrize("name", ["lt", "le", "gt", "ge"])
+def test_lax_ordered_comparisons_refuse_complex_as_jax_does(name: str) -> None:
+    """JAX's ``lax.lt`` and kin refuse complex operands; ``numpy.less`` orders them
+    lexicographically, and fungraph.numpy keeps that."""
+    import fungraph.numpy as fnp
+
+    z = np.array([1 + 2j, 1 - 1j], np.complex64)
+    with pytest.raises(TypeError, match=rf"lax.{name} does not accept complex operands \(c64\[2\]\)"):
+        getattr(lax, name)(z, z[::-1])
+    with pytest.raises(TypeError, match=f"lax.{name}"):
+        fg.jit(lambda a: getattr(lax, name)(a, 1.0))(z)
+    np_name = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal"}[name]
+    np.testing.assert_array_equal(getattr(fnp, np_name)(z, z[::-1]), getattr(np, np_name)(z, z[::-1]))
+    np.testing.assert_array_equal(getattr(lax, name)(z.real, z.imag), getattr(np, np_name)(z.real, z.imag))
+
+
 def test_lax_refuses_mixed_dtypes_and_bad_shapes() -> None:
     with pytest.raises(TypeError, match=r"lax.add requires arguments to have the same dtypes, got f32\[3\], f64\[3\]"):
         lax.add(np.ones(3, np.float32), np.ones(3))
