@@ -52,6 +52,50 @@ def finish() -> None:
     ocl.get_device().queue.finish()
 
 
+#: Independent 16-wide accumulators of the peak kernel: as many AVX2 registers as the 6x16
+#: matmul kernel's, so neither spills and each FMA pipe always has a chain ready.
+PEAK_CHAINS = 6
+
+
+def fma_peak(iters: int = 1_000_000, repeat: int = 7) -> float:
+    """The device's multiply-add rate in FLOP/s, best of ``repeat``: a kernel whose work-items
+    only run ``PEAK_CHAINS`` independent float16 multiply-add chains in registers (contracted to
+    FMA instructions; no memory traffic), eight one-item work-groups per compute unit on a CPU,
+    2048 items per unit on a GPU. The roof every matmul row is measured against."""
+    import pyopencl as cl
+
+    dev = ocl.get_device()
+    chains = range(PEAK_CHAINS)
+    src = "\n".join([
+        "__kernel void peak(__global float* out, const float a, const int iters) {",
+        "  const float16 b = (float16)(a);",
+        *[f"  float16 c{i} = (float16)(get_global_id(0) + {i});" for i in chains],
+        "  for (int i = 0; i < iters; ++i) {",
+        *[f"    c{i} = c{i} * b + b;" for i in chains],
+        "  }",
+        f"  const float16 s = {' + '.join(f'c{i}' for i in chains)};",
+        "  out[get_global_id(0)] = s.s0 + s.sf;",
+        "}"])
+    kernel = cl.Program(dev.context, src).build().peak
+    cpu = dev.info.is_cpu
+    items = (8 if cpu else 2048) * dev.info.compute_units
+    out = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 4 * items)
+
+    def run() -> None:
+        kernel(dev.queue, (items,), (1,) if cpu else None, out, np.float32(0.999), np.int32(iters))
+        dev.queue.finish()
+
+    run()
+    best = min(_seconds(run) for _ in range(repeat))
+    return items * iters * PEAK_CHAINS * 16 * 2 / best
+
+
+def _seconds(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def try_tinygrad():
     """The ``tinygrad`` module, or None (the reason goes to ``SKIPPED``)."""
     try:
@@ -240,13 +284,18 @@ def bench_chain(n: int, fun, numpy_out, reps: int, jax=None, tg=None, jax_fun=No
             ["jit opencl first call (compile)", f"{t_compile * 1e3:.0f} ms", ""]] + rows_native + others
 
 
-def bench_matmul(sizes: tuple[int, ...], reps: int, jax=None, tg=None) -> list[list[str]]:
+def bench_matmul(sizes: tuple[int, ...], reps: int, jax=None, tg=None, peak: float | None = None) -> list[list[str]]:
     """numpy, OpenCL and JAX timed in turns (:func:`interleaved_samples`: medians, a quiet
     pause before each turn so OpenBLAS's spinning threads are idle); tinygrad (1024 only)
     after. "won" counts the rounds whose median beat numpy's in the same round; "paired" is
     the median of the per-round speed-ups over numpy with its 90% bootstrap interval
-    (:func:`paired_ratio`)."""
+    (:func:`paired_ratio`). ``peak``: the FMA rate (FLOP/s) each row's rate is a share of."""
     rows = []
+
+    def row(label: str, t: float, t_ref: float, flops: int) -> list[str]:
+        cells = _row(label, t, t_ref, flops)
+        return cells[:3] + [f"{flops / t / peak:.0%}" if peak else ""] + cells[3:]
+
     for n in sizes:
         rng = np.random.default_rng(0)
         a = rng.standard_normal((n, n)).astype(np.float32)
@@ -277,13 +326,14 @@ def bench_matmul(sizes: tuple[int, ...], reps: int, jax=None, tg=None) -> list[l
             return [f"{wins}/{len(per_round[name])}", f"{mid:.2f} [{lo:.2f}, {hi:.2f}]"]
 
         flops = 2 * n ** 3
-        rows += [_row(f"{n}x{n} numpy (BLAS)", t["numpy"], t["numpy"], flops) + ["", ""],
-                 _row(f"{n}x{n} jit opencl, resident", t["opencl"], t["numpy"], flops) + won("opencl")]
+        rows += [row(f"{n}x{n} numpy (BLAS)", t["numpy"], t["numpy"], flops) + ["", ""],
+                 row(f"{n}x{n} jit opencl, resident", t["opencl"], t["numpy"], flops) + won("opencl")]
         if jax is not None:
-            rows.append(_row(f"{n}x{n} {JAX_LABEL}", t["jax"], t["numpy"], flops) + won("jax"))
+            rows.append(row(f"{n}x{n} {JAX_LABEL}", t["jax"], t["numpy"], flops) + won("jax"))
         if n == 1024:
             for r in tinygrad_rows(tg, lambda a, b: a @ b, (a, b), a @ b, 1e-3, t["numpy"], reps, flops):
-                rows.append([f"{n}x{n} {r[0]}"] + r[1:] + ["", ""])
+                share = f"{float(r[2].split()[0]) * 1e9 / peak:.0%}" if peak and r[2].endswith("GFLOP/s") else ""
+                rows.append([f"{n}x{n} {r[0]}"] + r[1:3] + [share] + r[3:] + ["", ""])
     return rows
 
 
@@ -448,9 +498,11 @@ def main() -> None:
                                 tinygrad_transcendental), ["", "time", "speed-up vs eager"]))
         _print_skipped()
     if "matmul" in only:
-        print("\nmatmul float32 (numpy, OpenCL, JAX timed in turns after quiet pauses, medians; tinygrad after)")
-        print(table(bench_matmul((1024, 1000, 512, 2048), 7 if args.quick else MATMUL_ROUNDS, jax, tg),
-                    ["", "time", "rate", "vs numpy", "won", "paired (90% CI)"]))
+        peak = fma_peak()
+        print("\nmatmul float32 (numpy, OpenCL, JAX timed in turns after quiet pauses, medians; tinygrad after); "
+              f"\"of peak\": of the device's FMA rate, {peak / 1e9:.0f} GFLOP/s (fma_peak)")
+        print(table(bench_matmul((1024, 1000, 512, 2048), 7 if args.quick else MATMUL_ROUNDS, jax, tg, peak),
+                    ["", "time", "rate", "of peak", "vs numpy", "won", "paired (90% CI)"]))
         _print_skipped()
     if "sum" in only:
         print(f"\nsum of {n:,} float32")
