@@ -260,6 +260,62 @@ def test_loop_body_reads_and_writes_rows_at_traced_indices(axis: int) -> None:
     np.testing.assert_array_equal(lax.fori_loop(0, n, body, x), want)
 
 
+def test_generated_loop_step_reads_every_kind_of_operand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated loop step (``cpu._step_function``) against a Python loop: a closure
+    constant, literals, a nested loop (several results), a carry passed through unchanged (a
+    copy into the carry view), a row updated in place (a donated carry), a scan output, and a
+    body with no equations at all."""
+    from fungraph.backends import cpu
+
+    generated, make = [], cpu._step_function
+    monkeypatch.setattr(cpu, "_step_function", lambda *a: generated.append(len(a[0])) or make(*a))
+    table = np.linspace(0.0, 1.0, 5)
+
+    def body(c, xi):
+        i, x, kept, acc = c
+        inner = lax.fori_loop(0, 3, lambda j, t: (t[0] + j, t[1] * 1.5), (i, xi))
+        x = x.at[i].set(x[i - 1] * 0.5 + table * inner[1] + 2)
+        return (i + 1, x, kept, acc + inner[0]), x[i] * kept
+
+    def run(xs):
+        return lax.scan(body, (0, np.ones((4, 5)), np.float64(3.0), 0), xs)
+
+    xs = np.arange(1.0, 5.0)
+    want_x, want_ys, acc = np.ones((4, 5)), [], 0
+    for i, xi in enumerate(xs):
+        want_x[i] = want_x[i - 1] * 0.5 + table * xi * 1.5 ** 3 + 2
+        want_ys.append(want_x[i] * 3.0)
+        acc += i + 3
+    f = fg.jit(run)
+    for _ in range(2):
+        (n, x, kept, total), ys = f(xs)
+        assert (int(n), float(kept), int(total)) == (4, 3.0, acc)
+        np.testing.assert_allclose(x, want_x, rtol=1e-13)
+        np.testing.assert_allclose(ys, np.array(want_ys), rtol=1e-13)
+    still = fg.jit(lambda x: lax.scan(lambda c, _: (c, None), x, None, length=3)[0])
+    np.testing.assert_array_equal(still(np.arange(3.0)), np.arange(3.0))
+    assert 0 in generated and len(generated) >= 3, f"steps generated (equations each): {generated}"
+
+
+def test_step_function_passes_parameters_that_are_not_identifiers() -> None:
+    """A primitive's parameters reach its lowering as keywords; a name that cannot be one in
+    source (any string is a valid ``**`` key) goes through a dict instead."""
+    from fungraph.backends import cpu
+
+    def scaled(out, x, **params):
+        np.multiply(x, params["by"] + params["not-a-name"], out=out)
+        return out
+
+    out = np.empty(3)
+    steps = [(scaled, (0,), (1,), (out,), False, {"by": 2.0, "not-a-name": 1.0}, False),
+             (scaled, (1,), (2,), (0,), True, {"by": 1.0, "not-a-name": 0.0}, False)]
+    into = [np.empty(3)]
+    step = cpu._step_function(steps, [None, None, None], [0], [], [], 1)
+    result = step([np.arange(3.0)], into)
+    assert result[0] is into[0]
+    np.testing.assert_array_equal(into[0], np.arange(3.0) * 3.0)
+
+
 def test_a_body_that_allocates_runs_through_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """``held`` leaves a body whose steps allocate to ``run`` (here forced): same values, and the
     buffer set goes back for the next call."""
