@@ -10,6 +10,7 @@ driver is a failure.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -848,6 +849,38 @@ def test_panel_copy_moves_several_lines_of_k_per_work_item(k: int, lines: int, p
     at = a.T.copy()
     np.testing.assert_array_equal(np.asarray(t(at, b)), a @ b)
     assert (f"pack 6-wide panels, {lines} lines per work-item" in _notes(t, at, b)) == (lines > 1)
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(70, 512, 40), (71, 37, 35), (130, 100, 48)])
+def test_large_panel_copies_stream_their_stores(m: int, k: int, n: int, pack_kernel: None,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Panels of at least ``STREAM_MIN_BYTES`` (here every panel) are stored with non-temporal
+    stores where a line starts 64-byte aligned (odd ``k`` puts some lines off that boundary:
+    plain stores there): ``rhs`` row-major and transposed (16 x 16 blocks), and ``lhs`` rows
+    2 KiB apart (16 x 6 blocks); the products are bitwise those of plainly stored panels."""
+    from fungraph.backends.opencl import kernels
+
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    products = (lambda x, y: x @ y, lambda x, y: x @ y.T)
+    args = ((a, b), (a, b.T.copy()))
+    monkeypatch.setattr(kernels, "STREAM_MIN_BYTES", 0)
+    clear_caches()
+    streamed = [fg.jit(p, backend="opencl") for p in products]
+    got = [np.asarray(f(*xs)) for f, xs in zip(streamed, args)]
+    notes = [_notes(f, *xs) for f, xs in zip(streamed, args)]
+    assert re.search(r"pack 16-wide panels(, \d lines per work-item)?, non-temporal stores", notes[0])
+    assert "16 x 16 blocks transposed in registers, non-temporal stores" in notes[1]
+    assert ("16 x 6 blocks transposed in registers, non-temporal stores" in notes[0]) == (k == 512)
+    monkeypatch.setattr(kernels, "PACK_STREAM", False)
+    clear_caches()
+    for p, xs, g in zip(products, args, got):
+        plain = fg.jit(p, backend="opencl")
+        np.testing.assert_array_equal(g, np.asarray(plain(*xs)))
+        assert "non-temporal" not in _notes(plain, *xs)
+        np.testing.assert_allclose(g, a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    clear_caches()
 
 
 def _chain(x):
