@@ -307,8 +307,8 @@ def test_step_function_passes_parameters_that_are_not_identifiers() -> None:
         return out
 
     out = np.empty(3)
-    steps = [(scaled, (0,), (1,), (out,), False, {"by": 2.0, "not-a-name": 1.0}, False),
-             (scaled, (1,), (2,), (0,), True, {"by": 1.0, "not-a-name": 0.0}, False)]
+    steps = [(scaled, (0,), (1,), (out,), {"by": 2.0, "not-a-name": 1.0}, False),
+             (scaled, (1,), (2,), (0,), {"by": 1.0, "not-a-name": 0.0}, False)]
     into = [np.empty(3)]
     step = cpu._step_function(steps, [None, None, None], [0], [], [], 1)
     result = step([np.arange(3.0)], into)

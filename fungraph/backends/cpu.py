@@ -318,8 +318,7 @@ def _held_steps(program: list[tuple]) -> list[tuple] | bool:
                 return False
             else:
                 spec.append(a[0])
-        late = any(isinstance(b, int) for b in spec)
-        steps.append((fn, ins, outs, tuple(spec), late, params, multi))
+        steps.append((fn, ins, outs, tuple(spec), params, multi))
     return steps
 
 
@@ -533,7 +532,7 @@ def _step_function(steps: list[tuple], env: list[Any], input_slots: Sequence[int
     lines = ["def step(args, into):"]
     if input_slots:
         lines.append(f"    {', '.join(f'v{s}' for s in input_slots)}, = args")
-    for i, (fn, ins, outs, spec, _, params, multi) in enumerate(steps):
+    for i, (fn, ins, outs, spec, params, multi) in enumerate(steps):
         names[f"f{i}"] = fn
         bufs = []
         for j, b in enumerate(spec):

@@ -656,7 +656,8 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
             f"  const {it} {'kk' if fast_k else 'xx'} = rest % {inner};",
             f"  const {it} {'xx' if fast_k else 'kk'} = rest / {inner} * {rows};",
             *_pack_pointers(params, src, dst, "xx", "kk")]
-    if w == 16 and sw == 1 and _stream_pack(dst, info):
+    stream = w == 16 and sw == 1 and _stream_pack(dst, info)
+    if stream:
         line = ["const {t}16 v = vload16(0, s + (long)l * {sk});", *_stream16("v", "d + l * {dk}", ctype(dt))]
     elif w == 16 and sw == 1:
         line = ["vstore16(vload16(0, s + (long)l * {sk}), 0, d + l * {dk});"]
@@ -666,7 +667,7 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
     body += ["    " + text.format(sk=sk, dk=dk, t=ctype(dt)) for text in line]
     body.append("  }")
     note = f"pack {w}-wide panels" + (f", {rows} lines per work-item" if rows > 1 else "") \
-        + (", non-temporal stores" if w == 16 and sw == 1 and _stream_pack(dst, info) else "")
+        + (", non-temporal stores" if stream else "")
     work = b * x * k // rows
     return [_copy_spec(name, params, body, work, info, it, note)] if work else []
 
