@@ -279,26 +279,16 @@ class _Buffers:
     lowerings and control-flow sub-executables hold blocks of it), the environment of values,
     and the large outputs kept for recycling."""
 
-    __slots__ = ("arena", "env", "program", "recycled", "steps")
+    __slots__ = ("arena", "env", "program", "recycled", "step")
 
     def __init__(self, arena: np.ndarray, env: list[Any], program: list[tuple]) -> None:
         self.arena = arena
         self.env = env
         self.program = program
         self.recycled: dict[int, np.ndarray] = {}
-        #: the program for :meth:`CpuExecutable.held` (False: it cannot take it), built once
-        self.steps: list[tuple] | bool | None = None
-
-
-def _apply(env: list[Any], fn: Callable[..., Any], bufs: Sequence[Any], ins: tuple[int, ...],
-           outs: tuple[int, ...], params: dict, multi: bool) -> None:
-    """Run one equation's lowering into its output buffers ``bufs``, its results into ``env``."""
-    if not multi:
-        env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
-    elif outs:
-        env[outs[0]:outs[-1] + 1] = fn(list(bufs), *[env[i] for i in ins], **params)
-    else:
-        fn(list(bufs), *[env[i] for i in ins], **params)
+        #: the generated step for :meth:`CpuExecutable.held` (False: the program allocates, so
+        #: it cannot take one), built on the first held call
+        self.step: Callable[[Sequence[Any], Sequence[Any]], list[Any]] | bool | None = None
 
 
 def _held_steps(program: list[tuple]) -> list[tuple] | bool:
@@ -462,7 +452,12 @@ class CpuExecutable:
                 env[s] = a
             for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
                 bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
-                _apply(env, fn, bufs, ins, outs, params, multi)
+                if not multi:
+                    env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
+                elif outs:
+                    env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
+                else:
+                    fn(bufs, *[env[i] for i in ins], **params)
             if into is None:
                 results = [np.array(env[s]) if copy else env[s]
                            for s, copy in zip(self.output_slots, self.outputs_to_copy)]
@@ -493,13 +488,13 @@ class CpuExecutable:
             buffers = self._idle.pop()
         except IndexError:
             buffers = self._bind(_aligned_bytes(self.plan.arena_bytes))
-        if buffers.steps is None:
+        if buffers.step is None:
             steps = _held_steps(buffers.program)
             copies = [(s, j) for j, (s, copy) in enumerate(zip(self.output_slots, self.outputs_to_copy)) if copy]
             donated = [(j, self.output_slots[j]) for j in self.donated_outputs]
-            buffers.steps = steps if steps is False else _step_function(
+            buffers.step = steps if steps is False else _step_function(
                 steps, buffers.env, self.input_slots, copies, donated, len(self.output_slots))
-        step = buffers.steps
+        step = buffers.step
         if step is False:
             self._idle.append(buffers)
             yield lambda args, into: self.run(args, into)
