@@ -170,6 +170,37 @@ def test_opencl_matches_the_cpu(require_opencl: None) -> None:
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("op", ["add", "subtract"])
+def test_traced_index_array_on_one_axis_is_one_scatter(axis: int, op: str, require_opencl: None) -> None:
+    """``x.at[:, i].add(v)`` with ``i`` traced (an embedding gradient, a segment sum): one
+    ``scatter_add`` along the axis, no table of positions the size of ``x`` in the graph;
+    repeats add up, negative indices wrap once, indices still outside are dropped; on the CPU
+    and on OpenCL; derivatives in ``x`` and ``v`` against finite differences."""
+    rng = np.random.default_rng(axis)
+    x = rng.standard_normal((5, 4, 3))
+    i = np.array([[1, -1, 9], [1, 0, -7]])
+    lead = (slice(None),) * axis
+    v = rng.standard_normal(x.shape[:axis] + i.shape + x.shape[axis + 1:])
+
+    def f(x: Any, v: Any, i: Any) -> Any:
+        return getattr(x.at[(*lead, i)], op)(v)
+
+    d = x.shape[axis]
+    wrapped = np.where(i < 0, i + d, i)
+    keep = (wrapped >= 0) & (wrapped < d)
+    want = np.moveaxis(x.copy(), axis, 0)
+    ufunc = np.add if op == "add" else np.subtract
+    ufunc.at(want, wrapped[keep], np.moveaxis(v, tuple(range(axis, axis + 2)), (0, 1))[keep])
+    want = np.moveaxis(want, 0, axis)
+    np.testing.assert_allclose(fg.jit(f)(x, v, i), want, rtol=1e-12)
+    x32, v32 = x.astype(np.float32), v.astype(np.float32)
+    np.testing.assert_allclose(np.asarray(fg.jit(f, backend="opencl")(x32, v32, i)), want, rtol=1e-5, atol=1e-5)
+    graph = fg.make_graph(f)(x, v, i)
+    assert [e.primitive.name for e in graph.eqns].count("scatter_add") == 1 and not graph.consts
+    check_grads(lambda x, v: fg.jit(f)(x, v, i), (x, v), order=2)
+
+
 def test_errors_name_the_shapes() -> None:
     x = np.zeros((2, 3))
     with pytest.raises(ValueError, match=r"values of shape \(5,\) do not broadcast to the indexed shape \(3,\)"):

@@ -189,6 +189,9 @@ class IndexUpdateRef:
     def _traced_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any]) -> Any:
         x = self._x
         xshape, size = aval(x).shape, aval(x).size
+        along = _along_one_axis(xshape, self._idx)
+        if along is not None and op in ("add", "subtract"):
+            return self._axis_update(op, values, combine, *along)
         ids = _traced_positions(xshape, self._idx)
         shape = aval(ids).shape
         count = int(np.prod(shape, dtype=np.int64))
@@ -210,6 +213,38 @@ class IndexUpdateRef:
         picked = take(flat_v, ew.max_p.bind(src, np.asarray(0, np.int64)), 0)
         mask, picked = sh.reshape(mask, xshape), sh.reshape(picked, xshape)
         return _where(mask, combine(x, picked), x)
+
+
+    def _axis_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], axis: int, idx: Any) -> Any:
+        """``x.at[:, ..., idx].add(v)`` with one traced index array on ``axis``: one scatter-add
+        of ``v`` along that axis (an embedding gradient, a segment sum), O(x + v), updates at
+        out-of-bounds indices dropped."""
+        x = self._x
+        xshape = aval(x).shape
+        d = xshape[axis]
+        shape = xshape[:axis] + aval(idx).shape + xshape[axis + 1:]
+        v = sh.reshape(self._values(values, shape, op), shape)
+        i = cast(asarray(idx), np.dtype(np.int64))
+        wrapped = ew.select(ew.lt(i, np.asarray(0, np.int64)), ew.add(i, np.asarray(d, np.int64)), i)
+        inside = ew.and_p.bind(ew.ge_p.bind(wrapped, np.asarray(0, np.int64)), ew.lt(wrapped, np.asarray(d, np.int64)))
+        inside = sh.broadcast_in_dim(inside, shape, tuple(range(axis, axis + aval(idx).ndim)))
+        kept = ew.select(inside, v, np.zeros((), aval(v).dtype))
+        return combine(x, scatter_add(kept, wrapped, axis, xshape))
+
+
+def _along_one_axis(shape: tuple[int, ...], idx: Any) -> tuple[int, Any] | None:
+    """(axis, index) when ``idx`` is one traced integer array on one axis and whole slices
+    elsewhere (``x.at[i]``, ``x.at[:, i]``, ``x.at[..., i, :]``), else None."""
+    from fungraph.numpy._indexing import _expand_index
+
+    entries = _expand_index(idx, len(shape))
+    if any(e is None for e in entries):
+        return None
+    traced = [a for a, e in enumerate(entries) if isinstance(e, Tracer)]
+    whole = all(isinstance(e, slice) and e == slice(None) for a, e in enumerate(entries) if a not in traced)
+    if len(traced) != 1 or not whole or not np.issubdtype(aval(entries[traced[0]]).dtype, np.integer):
+        return None
+    return traced[0], entries[traced[0]]
 
 
 #: (start per axis, window shape, whether an entry is traced, indexed shape)
