@@ -383,6 +383,45 @@ def bench_sum(n: int, reps: int, jax=None, tg=None) -> list[list[str]]:
     return rows + tinygrad_rows(tg, lambda t: t.sum(), (x,), np.sum(x, dtype=np.float64), 1e-5, t_np, reps)
 
 
+def bench_scatter(reps: int, jax=None) -> list[list[str]]:
+    """The embedding gradient ``zeros(vocab, d).at[tokens].add(g)`` with the tokens passed in,
+    so the OpenCL engine only sees them on the device (and sorts them there)."""
+    rows = []
+    for vocab, d, tokens in ((10_000, 64, 2_048), (50_000, 64, 8_192), (100_000, 1, 100_000)):
+        rng = np.random.default_rng(0)
+        tok = rng.integers(0, vocab, tokens).astype(np.int32)
+        g = rng.standard_normal((tokens, d)).astype(np.float32)
+
+        def scatter(g, tok, vocab=vocab, d=d):
+            return fnp.at(fnp.zeros((vocab, d), np.float32))[tok].add(g)
+
+        def numpy_scatter(g=g, tok=tok, vocab=vocab, d=d):
+            out = np.zeros((vocab, d), np.float32)
+            np.add.at(out, tok, g)
+            return out
+
+        cpu, gpu = fg.jit(scatter), fg.jit(scatter, backend="opencl")
+        np.testing.assert_allclose(np.asarray(gpu(g, tok)), numpy_scatter(), rtol=1e-5, atol=1e-5)
+        gr, tr = resident(g, tok)
+
+        def run_cl(gpu=gpu, gr=gr, tr=tr):
+            gpu(gr, tr)
+            finish()
+
+        t = interleaved_times({"np": numpy_scatter, "cpu": lambda cpu=cpu, g=g, tok=tok: cpu(g, tok),
+                               "cl": run_cl}, rounds=reps)
+        label = f"{vocab:,} x {d} rows, {tokens:,} indices"
+        rows += [[f"{label}: numpy.add.at", ms(t["np"]), "1.00"],
+                 [f"{label}: jit cpu", ms(t["cpu"]), f"{t['np'] / t['cpu']:.2f}"],
+                 [f"{label}: jit opencl, resident", ms(t["cl"]), f"{t['np'] / t['cl']:.2f}"]]
+        if jax is not None:
+            def jax_scatter(g, tok, vocab=vocab, d=d):
+                return jax.numpy.zeros((vocab, d), np.float32).at[tok].add(g)
+
+            rows += jax_rows(jax, f"{label}: {JAX_LABEL}", jax_scatter, (g, tok), t["np"], reps)
+    return rows
+
+
 def bench_mlp(reps: int, jax=None) -> list[list[str]]:
     params, x, y = mlp_problem()
     cpu = fg.jit(sgd_step)
@@ -467,7 +506,7 @@ def bench_transfers() -> list[list[str]]:
     return rows
 
 
-SECTIONS = ("chain", "matmul", "sum", "mlp", "loops", "transfers")
+SECTIONS = ("chain", "matmul", "sum", "scatter", "mlp", "loops", "transfers")
 #: Rounds of the matmul section: a few per cent separate the engines there, and this machine's
 #: round-to-round noise is larger, so 7 rounds could not tell a tie from a win.
 MATMUL_ROUNDS = 21
@@ -508,6 +547,9 @@ def main() -> None:
         print(f"\nsum of {n:,} float32")
         print(table(bench_sum(n, reps, jax, tg), ["", "time", "speed-up"]))
         _print_skipped()
+    if "scatter" in only:
+        print("\nscatter-add (an embedding gradient), float32, indices passed in")
+        print(table(bench_scatter(reps, jax), ["", "time", "speed-up vs numpy"]))
     if "mlp" in only:
         print("\nMLP training step 784-1024-1024-10, batch 256, float32")
         print(table(bench_mlp(3 if args.quick else 15, jax), ["", "median", "best", "speed-up vs numpy"]))

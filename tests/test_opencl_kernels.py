@@ -952,18 +952,24 @@ def test_random_programs_with_streamed_stores_match_the_cpu(prog: Program, monke
     clear_caches()
 
 
+@pytest.mark.parametrize("device_sort", [False, True], ids=["scan", "sort"])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.data())
-def test_scatter_sums_each_row_in_index_order(data: st.DataObject) -> None:
+@given(data=st.data())
+def test_scatter_sums_each_row_in_index_order(data: st.DataObject, device_sort: bool,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Constant indices (repeats, negatives, out of range: clamped) are sorted by row when
     the kernel is built, so each output element reads only its own updates; indices computed
-    on the device are scanned once per run of a row's elements. Both keep index order, so the
-    sums equal the CPU's bit for bit."""
+    on the device are scanned once per run of a row's elements, or (``device_sort``: every
+    size) merge-sorted on the device first. All keep index order, so the sums equal the CPU's
+    bit for bit."""
+    from fungraph.backends.opencl import kernels
     from fungraph.primitives.indexing import scatter_add
 
+    monkeypatch.setattr(kernels, "SCATTER_SORT_MIN", -1 if device_sort else 1 << 62)
+    clear_caches()
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1)))
     n = data.draw(st.integers(1, 6))
-    idx_shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=2)))
+    idx_shape = tuple(data.draw(st.lists(st.integers(1, 40 if device_sort else 4), min_size=1, max_size=2)))
     idx = rng.integers(-n - 2, n + 2, size=idx_shape)
     dtype = data.draw(st.sampled_from([np.float32, np.int32, np.bool_]))
     upd = (rng.standard_normal((3, *idx_shape, 2)) * 3).astype(dtype)
@@ -980,7 +986,29 @@ def test_scatter_sums_each_row_in_index_order(data: st.DataObject) -> None:
     jt = fg.jit(traced, backend="opencl")
     np.testing.assert_array_equal(np.asarray(jt(upd, idx)), want)
     assert "index order known at compile time" in jk.lower(upd).text
-    assert "elements of a row per work-item" in jt.lower(upd, idx).text
+    assert ("index order sorted on the device" if device_sort else "elements of a row per work-item") \
+        in jt.lower(upd, idx).text
+
+
+def test_large_scatter_sorts_its_device_indices() -> None:
+    """An embedding gradient with token indices passed in (so only known on the device):
+    more indices and rows than a scan pays for, so they are merge-sorted on the device (runs
+    not a power of two long, the last merge short); the sums equal the CPU's bit for bit."""
+    from fungraph.primitives.indexing import scatter_add
+
+    rng = np.random.default_rng(3)
+    vocab, tokens = 3001, 2500
+    idx = rng.integers(-vocab - 5, vocab + 5, size=(50, tokens // 50)).astype(np.int32)
+    idx[0, :40] = 7
+    upd = rng.standard_normal((*idx.shape, 3)).astype(np.float32)
+
+    def grad_rows(u: object, i: object) -> object:
+        return scatter_add(u, i, 0, (vocab, 3))
+
+    jt = fg.jit(grad_rows, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(jt(upd, idx)), fg.jit(grad_rows)(upd, idx))
+    text = jt.lower(upd, idx).text
+    assert "index order sorted on the device" in text and "merge sorted runs of 2048" in text
 
 
 def test_max_pool_gradient_runs_row_by_row() -> None:

@@ -72,6 +72,8 @@ from fungraph.backends.opencl.kernels import (
     reduce_kernels,
     scatter_kernel,
     scatter_order,
+    scatter_sort_kernels,
+    scatter_sorts,
     window_update_kernel,
 )
 from fungraph.interpreters.memory import MemoryPlan
@@ -299,12 +301,16 @@ class OpenCLExecutable:
             elif name == "scatter_add":
                 upd, idx = (self.atom_access(a) for a in e.inputs)
                 known = self.const_host.get(idx.slot)
-                order = None
+                shape, axis = e.params["shape"], e.params["axis"]
+                order, specs = None, []
                 if known is not None:
-                    order = tuple(self._const(a) for a in scatter_order(known, e.params["shape"][e.params["axis"]]))
-                spec = scatter_kernel(self._name("scatter_add"), upd, idx, self.store(e.outputs[0]),
-                                      e.params["axis"], self.info, self.idx_type, order)
-                self.add_kernels([e], [spec])
+                    order = tuple(self._const(a) for a in scatter_order(known, shape[axis]))
+                elif scatter_sorts(shape, axis, idx.aval.size):
+                    specs, order = scatter_sort_kernels(self._name("scatter_sort"), idx, shape[axis], self._scratch,
+                                                        self.info, self.idx_type)
+                specs.append(scatter_kernel(self._name("scatter_add"), upd, idx, self.store(e.outputs[0]),
+                                            axis, self.info, self.idx_type, order, sorted_here=bool(specs)))
+                self.add_kernels([e], specs)
             elif name == "dynamic_update_slice":
                 self._lower_update_window(e)
             elif name in control.LOWERINGS:
