@@ -544,11 +544,9 @@ class OpenCLExecutable:
                 view, row_panels = dot_row_panels(lhs, dims, scratch.slot, overlap)
                 copies += pack_kernel(self._name("pack_rows"), view, row_panels, self.info, self.idx_type)
                 if overlap:
-                    last = pack_kernel(self._name("pack_last_rows"), *overlap_row_panel(view, row_panels, m),
-                                       self.info, self.idx_type)
-                    for spec in last:
-                        spec.note = f"pack rows {m - PACK_ROWS}-{m - 1} into one more panel"
-                    copies += last
+                    copies += pack_kernel(self._name("pack_last_rows"), *overlap_row_panel(view, row_panels, m),
+                                          self.info, self.idx_type,
+                                          f"pack rows {m - PACK_ROWS}-{m - 1} into one more panel")
             copies = [c for c in copies if c.launches]
             specs += [merge_copies(self._name("pack"), copies, self.info, self.idx_type)] if len(copies) > 1 \
                 else copies

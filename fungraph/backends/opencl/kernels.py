@@ -629,23 +629,26 @@ def overlap_row_panel(view: Access, panels: Access, m: int) -> tuple[Access, Acc
     return rows, Access(panels.slot, one, panels.offset + g * panels.strides[1], panels.strides)
 
 
-def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) -> list[KernelSpec]:
+def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str,
+                what: str | None = None) -> list[KernelSpec]:
     """Copy the strided view ``src`` of shape ``[b, x, k, w]`` into the panels ``dst``: one
     work-item per ``w``-wide row (a 16-wide vector load when the row is contiguous), walking
     fastest along whichever of ``x``/``k`` is closer in memory; for a view contiguous along
     ``k``, 16 x ``w`` blocks transposed in registers (:func:`_pack_transposed`) and this kernel
-    for the last ``k % 16``. A zero-padded last panel is :func:`pack_tail_kernel`'s."""
+    for the last ``k % 16``. A zero-padded last panel is :func:`pack_tail_kernel`'s. ``what``:
+    the kernels' note, when not how they copy."""
     b, x, k, w = src.shape
     _, sx, sk, sw = src.strides
     dk = dst.strides[2]
     dt = dst.aval.dtype
     k16 = k - k % 16
     if sk == 1 and sw != 1 and k16 and dk == w:
-        specs = [_pack_transposed(name, src, dst, k16, info, it)]
+        specs = [_pack_transposed(name, src, dst, k16, info, it, what)]
         if k16 < k:
             tail = (b, x, k - k16, w)
             specs += pack_kernel(name + "_k", Access(src.slot, ShapedArray(tail, dt), src.offset + k16, src.strides),
-                                 Access(dst.slot, ShapedArray(tail, dt), dst.offset + k16 * dk, dst.strides), info, it)
+                                 Access(dst.slot, ShapedArray(tail, dt), dst.offset + k16 * dk, dst.strides), info, it,
+                                 what)
         return specs
     params = Params()
     fast_k = abs(sk) <= abs(sx)
@@ -669,7 +672,7 @@ def pack_kernel(name: str, src: Access, dst: Access, info: DeviceInfo, it: str) 
     note = f"pack {w}-wide panels" + (f", {rows} lines per work-item" if rows > 1 else "") \
         + (", non-temporal stores" if stream else "")
     work = b * x * k // rows
-    return [_copy_spec(name, params, body, work, info, it, note)] if work else []
+    return [_copy_spec(name, params, body, work, info, it, what or note)] if work else []
 
 
 #: Whether panel copies of at least ``STREAM_MIN_BYTES`` (on a CPU) store past the caches:
@@ -705,7 +708,8 @@ def _pack_pointers(params: Params, src: Access, dst: Access, xx: str, kk: str) -
             f"+ (long)({kk}) * {dk};"]
 
 
-def _pack_transposed(name: str, src: Access, dst: Access, k16: int, info: DeviceInfo, it: str) -> KernelSpec:
+def _pack_transposed(name: str, src: Access, dst: Access, k16: int, info: DeviceInfo, it: str,
+                     what: str | None = None) -> KernelSpec:
     """Panels from an operand contiguous along ``k`` (``lhs`` rows, or ``rhs`` given as its
     transpose): each work-item loads 16 values of ``k`` from each of the ``w`` lines with
     ``vload16`` and writes the interleaved ``16 x w`` block as ``w`` vector stores."""
@@ -726,7 +730,7 @@ def _pack_transposed(name: str, src: Access, dst: Access, k16: int, info: Device
         else:
             body.append(f"  vstore16(({t}16)({comps}), {q}, d);")
     return _copy_spec(name, params, body, b * x * chunks, info, it,
-                      f"pack {w}-wide panels, 16 x {w} blocks transposed in registers"
+                      what or f"pack {w}-wide panels, 16 x {w} blocks transposed in registers"
                       + (", non-temporal stores" if stream else ""))
 
 
