@@ -224,8 +224,7 @@ class IndexUpdateRef:
         d = xshape[axis]
         shape = xshape[:axis] + aval(idx).shape + xshape[axis + 1:]
         v = sh.reshape(self._values(values, shape, op), shape)
-        i = cast(asarray(idx), np.dtype(np.int64))
-        wrapped = ew.select(ew.lt(i, np.asarray(0, np.int64)), ew.add(i, np.asarray(d, np.int64)), i)
+        wrapped = _wrapped(idx, d)
         inside = ew.and_p.bind(ew.ge_p.bind(wrapped, np.asarray(0, np.int64)), ew.lt(wrapped, np.asarray(d, np.int64)))
         inside = sh.broadcast_in_dim(inside, shape, tuple(range(axis, axis + aval(idx).ndim)))
         kept = ew.select(inside, v, np.zeros((), aval(v).dtype))
@@ -308,9 +307,7 @@ def _traced_positions(shape: tuple[int, ...], idx: Any) -> Any:
             shifted.append(e)
             continue
         if isinstance(e, Tracer):
-            d = shape[axis]
-            e = cast(asarray(e), np.dtype(np.int64))
-            wrapped = ew.select(ew.lt(e, np.asarray(0, np.int64)), ew.add(e, np.asarray(d, np.int64)), e)
+            wrapped = _wrapped(e, shape[axis])
             inside = ew.select(ew.lt(wrapped, np.asarray(0, np.int64)), np.asarray(-1, np.int64), wrapped)
             shifted.append(ew.add(inside, np.asarray(1, np.int64)))
             padded.append(axis)
@@ -319,6 +316,13 @@ def _traced_positions(shape: tuple[int, ...], idx: Any) -> Any:
         axis += 1
     pad = [(1, 1) if a in padded else (0, 0) for a in range(len(shape))]
     return getitem(np.pad(ids, pad, constant_values=-1), tuple(shifted))
+
+
+def _wrapped(i: Any, d: int) -> Any:
+    """The traced index ``i`` as int64 with negative entries counted from the end of an axis
+    of ``d`` (once: still negative, or ``d`` and beyond, is out of bounds)."""
+    i = cast(asarray(i), np.dtype(np.int64))
+    return ew.select(ew.lt(i, np.asarray(0, np.int64)), ew.add(i, np.asarray(d, np.int64)), i)
 
 
 def _positions(shape: tuple[int, ...], idx: Any) -> np.ndarray:
