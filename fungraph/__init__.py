@@ -31,6 +31,7 @@ from fungraph.primitives.callback import stop_gradient
 from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 jacobian = jacrev  # jax.jacobian
+make_jaxpr = make_graph  # jax.make_jaxpr: the staged Graph, printed in fungraph's IR text
 __version__ = "0.1.0"
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "device_put",
     "eval_shape",
     "jacobian",
+    "make_jaxpr",
     "tree",
     "Array",
     "ConcretizationError",

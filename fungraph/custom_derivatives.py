@@ -122,12 +122,36 @@ def _custom_jvp_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: 
     return outs, [0] * len(outs)
 
 
+def _nondiff_positions(fun: Callable[..., Any], nums: Sequence[int], names: Sequence[str]) -> tuple[int, ...]:
+    from fungraph.jit import _argnums
+
+    return tuple(sorted(_argnums(fun, nums, names, "nondiff")))
+
+
+def _split_nondiff(name: str, positions: tuple[int, ...],
+                   args: tuple) -> tuple[list[Any], Callable[[tuple], list[Any]]]:
+    """The arguments at ``positions`` (passed to the rules first, as JAX does) and a function that
+    puts the remaining, differentiable arguments back among them."""
+    if positions[-1] >= len(args):
+        raise TypeError(f"{name}: nondiff_argnums {positions} name argument {positions[-1]}, but it was called "
+                        f"with {len(args)} positional arguments")
+    fixed = {i: args[i] for i in positions}
+
+    def merged(diff: tuple) -> list[Any]:
+        rest = iter(diff)
+        return [fixed[i] if i in fixed else next(rest) for i in range(len(args))]
+
+    return [fixed[i] for i in positions], merged
+
+
 class custom_jvp:
     """A function with a hand-written JVP: ``f.defjvp(lambda primals, tangents: (out, t_out))``."""
 
-    def __init__(self, fun: Callable[..., Any]) -> None:
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = (),
+                 nondiff_argnames: Sequence[str] = ()) -> None:
         self.fun = fun
         self.jvp: Callable[..., Any] | None = None
+        self.nondiff = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         functools.update_wrapper(self, fun, updated=())
 
     def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
@@ -137,6 +161,8 @@ class custom_jvp:
     def __call__(self, *args: Any) -> Any:
         if self.jvp is None:
             raise AttributeError(f"no JVP defined for custom_jvp function {self.fun.__name__}; use defjvp")
+        if self.nondiff:
+            return self._call_nondiff(args)
         leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
         rule = self.jvp
 
@@ -152,6 +178,15 @@ class custom_jvp:
         flat_jvp.__name__ = f"{self.fun.__name__}_jvp"
         outs = custom_jvp_call_p.bind(*leaves, *closure, call=graph, jvp=flat_jvp, num_consts=len(closure))
         return tree_unflatten(out_tree, outs)
+
+    def _call_nondiff(self, args: tuple) -> Any:
+        """JAX's ``nondiff_argnums``: those arguments are held fixed and passed to the rule first."""
+        fixed, merged = _split_nondiff(f"custom_jvp {self.fun.__name__}", self.nondiff, args)
+        fun, rule = self.fun, self.jvp
+        assert rule is not None
+        inner = custom_jvp(functools.wraps(fun)(lambda *diff: fun(*merged(diff))))
+        inner.defjvp(lambda primals, tangents: rule(*fixed, primals, tangents))
+        return inner(*(a for i, a in enumerate(args) if i not in self.nondiff))
 
 
 # --- custom_vjp -------------------------------------------------------------------------
@@ -260,10 +295,12 @@ class custom_vjp:
     """A function with a hand-written VJP: ``f.defvjp(fwd, bwd)`` where ``fwd(*args) -> (out, res)``
     and ``bwd(res, ct) -> cotangents`` (a tuple with one entry per argument)."""
 
-    def __init__(self, fun: Callable[..., Any]) -> None:
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = (),
+                 nondiff_argnames: Sequence[str] = ()) -> None:
         self.fun = fun
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
+        self.nondiff = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         functools.update_wrapper(self, fun, updated=())
 
     def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
@@ -272,6 +309,8 @@ class custom_vjp:
     def __call__(self, *args: Any) -> Any:
         if self.fwd is None or self.bwd is None:
             raise AttributeError(f"no VJP defined for custom_vjp function {self.fun.__name__}; use defvjp")
+        if self.nondiff:
+            return self._call_nondiff(args)
         leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
         fwd, bwd = self.fwd, self.bwd
         res_tree: list[PyTreeDef] = []
@@ -300,6 +339,16 @@ class custom_vjp:
         outs = custom_vjp_call_p.bind(*leaves, *closure, call=graph, fwd=flat_fwd, bwd=flat_bwd,
                                       num_consts=len(closure))
         return tree_unflatten(out_tree, outs)
+
+    def _call_nondiff(self, args: tuple) -> Any:
+        """JAX's ``nondiff_argnums``: ``fwd`` sees every argument where it was, ``bwd`` the held
+        ones first and returns cotangents for the others only."""
+        fixed, merged = _split_nondiff(f"custom_vjp {self.fun.__name__}", self.nondiff, args)
+        fun, fwd, bwd = self.fun, self.fwd, self.bwd
+        assert fwd is not None and bwd is not None
+        inner = custom_vjp(functools.wraps(fun)(lambda *diff: fun(*merged(diff))))
+        inner.defvjp(lambda *diff: fwd(*merged(diff)), lambda res, ct: bwd(*fixed, res, ct))
+        return inner(*(a for i, a in enumerate(args) if i not in self.nondiff))
 
 
 # --- checkpoint -------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 Outside any transformation the functions run eagerly and return numpy arrays.
 """
 
-from fungraph.dtypes import bool_, complex64, complex128, float32, float64, int32, int64
 from fungraph.numpy import _methods, fft, linalg
 from fungraph.numpy._at import at
 from fungraph.numpy._creation import (
@@ -258,6 +257,23 @@ from fungraph.numpy._more import (
     vecmat,
 )
 from fungraph.numpy._reductions import all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum, var
+from fungraph.numpy._scalar_types import (
+    bool_,
+    complex64,
+    complex128,
+    complexfloating,
+    float32,
+    float64,
+    floating,
+    generic,
+    inexact,
+    int32,
+    int64,
+    integer,
+    number,
+    signedinteger,
+    unsignedinteger,
+)
 from fungraph.numpy._shape import (
     astype,
     broadcast_arrays,
@@ -320,6 +336,7 @@ bitwise_right_shift = right_shift
 concat = concatenate
 permute_dims = transpose
 pow = power  # noqa: A001
+bool = bool_  # noqa: A001
 
 _methods.install()
 

@@ -168,20 +168,35 @@ def power(x: Any, y: Any) -> Any:
     return cast(ew.floor(ew.add(out, np.asarray(0.5))), x.dtype)
 
 
-def where(condition: Any, x: Any = None, y: Any = None) -> Any:
+def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None,
+          fill_value: Any = None) -> Any:
+    """``x`` where ``condition`` holds, else ``y``; with ``condition`` alone, ``nonzero(condition,
+    size=size, fill_value=fill_value)`` as in JAX."""
+    if x is None and y is None:
+        from fungraph.numpy._sized import nonzero
+
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
-        raise ValueError("fungraph.numpy.where needs all three arguments (the one-argument form has a "
-                         "data-dependent shape; use numpy.nonzero on concrete arrays)")
+        raise ValueError("fungraph.numpy.where takes one argument (condition) or three (condition, x, y), "
+                         f"got {'x' if y is None else 'y'} without {'y' if y is None else 'x'}")
+    if size is not None or fill_value is not None:
+        raise ValueError("fungraph.numpy.where: size and fill_value apply only to the one-argument form")
     x, y = promote(x, y)
     return ew.select(cast(condition, dtypes.bool_), x, y)
 
 
-def clip(a: Any, a_min: Any = None, a_max: Any = None) -> Any:
+def clip(a: Any, a_min: Any = None, a_max: Any = None, *, min: Any = None, max: Any = None) -> Any:  # noqa: A002
+    """``a`` limited to ``[min, max]``; the bounds by position (numpy) or as ``min=``/``max=`` (JAX)."""
+    for name, positional, keyword in (("min", a_min, min), ("max", a_max, max)):
+        if positional is not None and keyword is not None:
+            raise TypeError(f"clip: {name} given twice (as a_{name} and as {name}=)")
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
     out = asarray(a)
-    if a_min is not None:
-        out = maximum(out, a_min)
-    if a_max is not None:
-        out = minimum(out, a_max)
+    if lo is not None:
+        out = maximum(out, lo)
+    if hi is not None:
+        out = minimum(out, hi)
     return out
 
 

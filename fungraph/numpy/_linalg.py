@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ShapeError
-from fungraph.numpy._util import asarray, promote
+from fungraph.numpy._util import asarray, cast, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import reductions as red
 from fungraph.primitives import shape as sh
@@ -89,52 +90,140 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     return dot_general(x, y, ((xa, ya), ((), ())))
 
 
-def _parse_einsum(subscripts: str, n: int) -> tuple[list[str], str]:
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _parse_einsum(subscripts: str, ndims: list[int]) -> tuple[list[str], str]:
+    """Each operand's index letters and the output's, with every ``...`` spelled out as fresh
+    letters (right-aligned across operands, as numpy broadcasts them)."""
     subscripts = subscripts.replace(" ", "")
-    if "." in subscripts:
-        raise NotImplementedError("einsum: ellipsis ('...') subscripts are not supported yet")
-    if "->" in subscripts:
-        lhs, out = subscripts.split("->")
-    else:
-        lhs = subscripts
-        letters = lhs.replace(",", "")
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    lhs, arrow, out = subscripts.partition("->")
     ins = lhs.split(",")
-    if len(ins) != n:
-        raise ValueError(f"einsum: {len(ins)} operand subscripts for {n} operands")
+    if len(ins) != len(ndims):
+        raise ValueError(f"einsum: {len(ins)} operand subscripts for {len(ndims)} operands")
+    for part in [*ins, out]:
+        if part.replace("...", "").count(".") or not part.replace("...", "").isalpha() and part.replace("...", ""):
+            raise ValueError(f"einsum: subscripts {subscripts!r} may hold only letters, ',', '->' and '...'")
+    ell = [nd - len(spec.replace("...", "")) if "..." in spec else 0 for spec, nd in zip(ins, ndims)]
+    if min(ell, default=0) < 0:
+        bad = next(i for i, e in enumerate(ell) if e < 0)
+        raise ShapeError(f"einsum: subscripts '{ins[bad]}' name more axes than operand {bad} has ({ndims[bad]})")
+    width = max(ell, default=0)
+    fresh = "".join(c for c in _LETTERS if c not in subscripts)[:width]
+    if len(fresh) < width:
+        raise ValueError(f"einsum: too many axes under '...' ({width}) for the unused index letters")
+    ins = [spec.replace("...", fresh[width - e:]) for spec, e in zip(ins, ell)]
+    if arrow:
+        out = out.replace("...", fresh)
+    else:
+        letters = "".join(ins)
+        out = fresh + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in fresh))
     return ins, out
+
+
+def _take_diagonals(x: Any, spec: str) -> tuple[Any, str]:
+    """``x`` with each index its subscripts repeat ('ii') reduced to the diagonal, as one axis."""
+    from fungraph.numpy._manip import diagonal
+
+    while len(set(spec)) != len(spec):
+        c = next(c for c in spec if spec.count(c) > 1)
+        i = spec.index(c)
+        j = spec.index(c, i + 1)
+        x = diagonal(x, 0, i, j)
+        spec = "".join(d for k, d in enumerate(spec) if k not in (i, j)) + c
+    return x, spec
 
 
 def _reduce_own(x: Any, spec: str, keep: set[str]) -> tuple[Any, str]:
     """Sum out indices that only this operand has and nobody needs later."""
-    if len(set(spec)) != len(spec):
-        raise NotImplementedError(f"einsum: repeated index within one operand ('{spec}') is not supported yet")
     axes = tuple(i for i, c in enumerate(spec) if c not in keep)
     return red.reduce_sum(x, axes), "".join(c for c in spec if c in keep)
 
 
-def einsum(subscripts: str, *operands: Any) -> Any:
-    ins, out = _parse_einsum(subscripts, len(operands))
+def _broadcast_ones(xs: list[Any], ins: list[str], sizes: dict[str, int]) -> tuple[list[Any], list[str]]:
+    """Drop the size-1 axes that broadcast against a larger size of the same index elsewhere."""
+    out_xs, out_ins = [], []
+    for x, spec in zip(xs, ins):
+        drop = [i for i, c in enumerate(spec) if x.shape[i] == 1 and sizes[c] != 1]
+        if drop:
+            x = sh.reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in drop))
+            spec = "".join(c for i, c in enumerate(spec) if i not in drop)
+        out_xs.append(x)
+        out_ins.append(spec)
+    return out_xs, out_ins
+
+
+def _greedy_pair(specs: list[str], out: str, sizes: dict[str, int]) -> tuple[int, int]:
+    """The two operands whose product is smallest once indices nobody else needs are summed out
+    (opt_einsum's greedy choice; ties to the leftmost pair, so two operands keep their order)."""
+    best: tuple[int, int, int] | None = None
+    for i in range(len(specs)):
+        for j in range(i + 1, len(specs)):
+            others = set(out).union(*(s for k, s in enumerate(specs) if k not in (i, j)))
+            kept = (set(specs[i]) | set(specs[j])) & others
+            cost = int(np.prod([sizes[c] for c in kept], dtype=np.int64))
+            if best is None or cost < best[0]:
+                best = (cost, i, j)
+    assert best is not None
+    return best[1], best[2]
+
+
+def einsum(subscripts: str, *operands: Any, out: Any = None, optimize: Any = "auto", precision: Any = None,
+           preferred_element_type: Any = None) -> Any:
+    """numpy's and JAX's ``einsum``, lowered to ``dot_general`` and sums: ``...`` broadcasts,
+    repeated indices take diagonals, and three or more operands contract in opt_einsum's greedy
+    order (smallest intermediate first) unless ``optimize=False`` (left to right). ``precision``
+    is accepted and ignored (every backend computes in the operands' dtype);
+    ``preferred_element_type`` casts the operands to that dtype first."""
+    if out is not None:
+        raise TypeError("einsum: out= is not supported (arrays are immutable); use the return value")
+    if not isinstance(subscripts, str):
+        raise TypeError("einsum: only the subscripts-string form is supported, not interleaved operands")
     xs = [asarray(x) for x in promote(*operands)]
+    if preferred_element_type is not None:
+        xs = [cast(x, dtypes.canonical(preferred_element_type)) for x in xs]
+    ins, out_spec = _parse_einsum(subscripts, [x.ndim for x in xs])
     for spec, x in zip(ins, xs):
         if len(spec) != x.ndim:
             raise ShapeError(f"einsum: subscripts '{spec}' do not match operand of shape {x.shape}")
     sizes: dict[str, int] = {}
     for spec, x in zip(ins, xs):
+        for c in set(spec):
+            own = {d for s, d in zip(spec, x.shape) if s == c}
+            if len(own) > 1:
+                raise ShapeError(f"einsum: index '{c}' repeats in '{spec}' over axes of sizes "
+                                 f"{' and '.join(map(str, sorted(own)))}")
         for c, d in zip(spec, x.shape):
-            if sizes.setdefault(c, d) != d:
+            if sizes.setdefault(c, d) != d and 1 not in (sizes[c], d):
                 raise ShapeError(f"einsum: index '{c}' has sizes {sizes[c]} and {d}")
-    acc, acc_spec = xs[0], ins[0]
-    later = set(out).union(*ins[1:]) if len(ins) > 1 else set(out)
-    acc, acc_spec = _reduce_own(acc, acc_spec, later)
-    for k in range(1, len(xs)):
-        rest = set(out).union(*ins[k + 1:])
-        y, y_spec = _reduce_own(xs[k], ins[k], rest | set(acc_spec))
-        acc, acc_spec = _contract(acc, acc_spec, y, y_spec, rest)
-    missing = [c for c in out if c not in acc_spec]
+            sizes[c] = builtins.max(sizes[c], d)
+    missing = [c for c in out_spec if c not in sizes]
     if missing:
         raise ValueError(f"einsum: output index '{missing[0]}' does not appear in any input")
-    return sh.transpose(acc, tuple(acc_spec.index(c) for c in out))
+    if len(set(out_spec)) != len(out_spec):
+        raise ValueError(f"einsum: output subscripts '{out_spec}' repeat an index")
+    xs, ins = _broadcast_ones(xs, ins, sizes)
+    pairs = [_take_diagonals(x, spec) for x, spec in zip(xs, ins)]
+    xs, ins = [p[0] for p in pairs], [p[1] for p in pairs]
+    for k in range(len(xs)):
+        needed = set(out_spec).union(*(s for i, s in enumerate(ins) if i != k))
+        xs[k], ins[k] = _reduce_own(xs[k], ins[k], needed)
+    while len(xs) > 1:
+        i, j = (0, 1) if optimize is False else _greedy_pair(ins, out_spec, sizes)
+        rest = set(out_spec).union(*(s for k, s in enumerate(ins) if k not in (i, j)))
+        x, x_spec = _reduce_own(xs[i], ins[i], rest | set(ins[j]))
+        y, y_spec = _reduce_own(xs[j], ins[j], rest | set(x_spec))
+        acc, acc_spec = _contract(x, x_spec, y, y_spec, rest)
+        xs = [x for k, x in enumerate(xs) if k not in (i, j)] + [acc]
+        ins = [s for k, s in enumerate(ins) if k not in (i, j)] + [acc_spec]
+        if optimize is False:
+            xs, ins = xs[-1:] + xs[:-1], ins[-1:] + ins[:-1]
+    acc, acc_spec = _reduce_own(xs[0], ins[0], set(out_spec))
+    for c in out_spec:
+        if c not in acc_spec:
+            acc = sh.broadcast_in_dim(acc, (*acc.shape, sizes[c]), tuple(range(acc.ndim)))
+            acc_spec += c
+    return sh.transpose(acc, tuple(acc_spec.index(c) for c in out_spec))
 
 
 def _contract(x: Any, xs: str, y: Any, ys: str, needed: set[str]) -> tuple[Any, str]:

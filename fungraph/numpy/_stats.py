@@ -90,20 +90,34 @@ def nancumprod(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
 # --- sorting --------------------------------------------------------------------------------------
 
 
-def sort(a: Any, axis: int | None = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> Any:
+def _check_order(order: Any, name: str) -> None:
     if order is not None:
-        raise NotImplementedError("sort: structured arrays (order=) are not supported")
+        raise NotImplementedError(f"{name}: structured arrays (order=) are not supported")
+
+
+def sort(a: Any, axis: int | None = -1, kind: Any = None, order: Any = None, *, stable: Any = True,
+         descending: bool = False) -> Any:
+    """``a`` sorted along ``axis`` (NaNs last; ``descending``: the ascending order reversed, as JAX)."""
+    _check_order(order, "sort")
     x, ax = _flat_or_axis(a, axis, "sort")
-    return sort_p.bind(x, axis=ax) if x.ndim else x
+    if not x.ndim:
+        return x
+    out = sort_p.bind(x, axis=ax)
+    return sh.rev(out, (ax,)) if descending else out
 
 
-def argsort(a: Any, axis: int | None = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> Any:
-    if order is not None:
-        raise NotImplementedError("argsort: structured arrays (order=) are not supported")
+def argsort(a: Any, axis: int | None = -1, kind: Any = None, order: Any = None, *, stable: Any = True,
+            descending: bool = False) -> Any:
+    """Indices that sort ``a`` along ``axis``, stably: equal entries keep their order, also when
+    ``descending`` (then from the last entry's view: the reversed array's ascending order, reversed)."""
+    _check_order(order, "argsort")
     x, ax = _flat_or_axis(a, axis, "argsort")
     if x.ndim == 0:
         return np.zeros((), np.int64)
-    return argsort_p.bind(x, axis=ax)
+    if not descending:
+        return argsort_p.bind(x, axis=ax)
+    last = np.asarray(x.shape[ax] - 1, np.int64)
+    return ew.sub(last, sh.rev(argsort_p.bind(sh.rev(x, (ax,)), axis=ax), (ax,)))
 
 
 def partition(a: Any, kth: Any, axis: int | None = -1, kind: str = "introselect", order: Any = None) -> Any:
