@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -421,8 +421,10 @@ def _broadcast_prefix(prefix: Any, tree: Any, what: str) -> list[Any]:
     raise ValueError(f"vmap {what} specification {prefix!r} does not match the structure {t_flat}")
 
 
-def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None) -> Callable:
-    """Map ``fun`` over an axis of its arguments, with JAX's ``in_axes``/``out_axes`` rules."""
+def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None,
+         axis_name: Hashable | None = None) -> Callable:
+    """Map ``fun`` over an axis of its arguments, with JAX's ``in_axes``/``out_axes`` rules;
+    ``axis_name`` names the mapped axis for collectives (``psum(x, axis_name)``) inside ``fun``."""
     from fungraph.interpreters.batching import vmap_flat
 
     @functools.wraps(fun, updated=())
@@ -462,7 +464,7 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
         def out_dims(outs: list[Any]) -> list[Any]:
             return _broadcast_prefix(out_axes, tree_unflatten(out_box[-1], outs), "out_axes")
 
-        outs = vmap_flat(flat, [_concrete(x) for x in leaves], norm_dims, out_dims, size)
+        outs = vmap_flat(flat, [_concrete(x) for x in leaves], norm_dims, out_dims, size, axis_name)
         return tree_unflatten(out_box[-1], outs)
 
     return mapped

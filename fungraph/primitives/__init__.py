@@ -2,6 +2,7 @@
 
 from fungraph.primitives import (  # noqa: F401
     callback,
+    collectives,
     control_flow,
     conv,
     cumulative,

@@ -1,0 +1,344 @@
+"""Collectives over a named ``vmap`` axis: psum, pmax, pmin, all_gather, psum_scatter,
+axis_index, and pmean built on psum; JAX's collectives with their semantics under ``vmap``.
+
+Inside ``vmap(f, axis_name='i')`` each example sees its own slice; ``psum(x, 'i')`` sums the
+slices of all examples and gives every example the sum. Each primitive names one axis; the
+functions below take a name or a tuple of names and apply one primitive per name.
+
+The batching rule of the trace that maps the named axis does the work (a reduction over the
+batch axis, a gather, an iota); under the trace of another axis a collective is mapped like
+an elementwise operation. Reverse mode transposes psum to psum and all_gather to
+psum_scatter, as JAX does under ``vmap``. A value that reaches ``impl`` (a ``jit`` called
+inside the ``vmap`` with values that are the same for every example) does not depend on the
+axis, so psum's ``impl`` multiplies by the axis size. The primitives are ``effectful`` so that
+the optimiser never folds them into constants of one axis size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import NOT_DIFFERENTIABLE, ShapeError, Tracer, to_concrete_dtype_array
+from fungraph.interpreters.batching import NamedAxisPrimitive, axis_frame, rule_frame
+from fungraph.ir import ShapedArray
+from fungraph.primitives._batching import broadcast_batch, to_front
+from fungraph.primitives._rules import aval, lit, normalize_axis
+from fungraph.primitives.elementwise import add, convert, div, eq, mul
+from fungraph.primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum
+from fungraph.primitives.shape import reshape, transpose
+from fungraph.tree_util import tree_map
+
+AxisName = Hashable | tuple[Hashable, ...]
+
+
+def _names(axis_name: AxisName) -> tuple[Hashable, ...]:
+    return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+
+
+def _array(x: Any) -> Any:
+    return x if isinstance(x, Tracer) else to_concrete_dtype_array(x)
+
+
+def _numeric_aval(name: str) -> Callable[..., ShapedArray]:
+    def abstract_eval(x: ShapedArray, *, axis_name: Hashable) -> ShapedArray:
+        if x.dtype == dtypes.bool_:
+            raise ShapeError(f"{name} over axis {axis_name!r} is not defined for bool, got {x}")
+        return x
+
+    return abstract_eval
+
+
+# --- psum ------------------------------------------------------------------------------------
+
+
+def _psum_impl(x: Any, *, axis_name: Hashable) -> np.ndarray:
+    x = np.asarray(x)
+    return x * np.asarray(axis_frame(axis_name).size, x.dtype)
+
+
+psum_p = NamedAxisPrimitive("psum", impl=_psum_impl, abstract_eval=_numeric_aval("psum"), arity=1, effectful=True)
+
+
+@psum_p.def_jvp
+def _psum_jvp(primals: tuple, tangents: tuple, *, axis_name: Hashable) -> tuple:
+    return psum_p.bind(primals[0], axis_name=axis_name), psum_p.bind(tangents[0], axis_name=axis_name)
+
+
+psum_p.transpose = lambda ct, x, *, axis_name: (psum_p.bind(ct, axis_name=axis_name),)  # psum^T = psum
+
+
+@psum_p.def_batch
+def _psum_batch(args: Sequence[Any], dims: Sequence[int | None], *, axis_name: Hashable) -> tuple:
+    (x,), (d,) = args, dims
+    frame = rule_frame()
+    if frame.name != axis_name:
+        return psum_p.bind(x, axis_name=axis_name), d
+    if d is None:
+        return mul(x, lit(frame.size, aval(x).dtype)), None
+    return reduce_sum(x, (d,)), None
+
+
+# --- pmax, pmin ------------------------------------------------------------------------------
+
+
+def _extremum(name: str, reduce_p: Any) -> NamedAxisPrimitive:
+    def impl(x: Any, *, axis_name: Hashable) -> np.ndarray:
+        """A value that reaches ``impl`` is the same for every example, so it is its own extremum."""
+        axis_frame(axis_name)
+        return np.asarray(x)
+
+    prim = NamedAxisPrimitive(name, impl=impl, abstract_eval=lambda x, *, axis_name: x, arity=1, effectful=True)
+
+    def jvp(primals: tuple, tangents: tuple, *, axis_name: Hashable) -> tuple:
+        """The tangent of the examples that attain the extremum; ties share it equally."""
+        (x,), (t,) = primals, tangents
+        y = prim.bind(x, axis_name=axis_name)
+        mask = convert(eq(x, y), aval(x).dtype)
+        return y, div(psum_p.bind(mul(t, mask), axis_name=axis_name), psum_p.bind(mask, axis_name=axis_name))
+
+    def batch(args: Sequence[Any], dims: Sequence[int | None], *, axis_name: Hashable) -> tuple:
+        (x,), (d,) = args, dims
+        if rule_frame().name != axis_name:
+            return prim.bind(x, axis_name=axis_name), d
+        if d is None:
+            return x, None
+        return reduce_p.bind(x, axes=(d,)), None
+
+    prim.jvp = jvp
+    prim.batch = batch
+    return prim
+
+
+pmax_p = _extremum("pmax", reduce_max_p)
+pmin_p = _extremum("pmin", reduce_min_p)
+
+
+# --- all_gather and psum_scatter ---------------------------------------------------------------
+
+
+def _all_gather_aval(x: ShapedArray, *, axis_name: Hashable, axis: int, tiled: bool, axis_size: int) -> ShapedArray:
+    if tiled:
+        if not 0 <= axis < x.ndim:
+            raise ShapeError(f"all_gather over {axis_name!r}: tiled axis {axis} is out of bounds for {x}")
+        return ShapedArray(x.shape[:axis] + (axis_size * x.shape[axis],) + x.shape[axis + 1:], x.dtype)
+    if not 0 <= axis <= x.ndim:
+        raise ShapeError(f"all_gather over {axis_name!r}: axis {axis} is out of bounds for {x}")
+    return ShapedArray(x.shape[:axis] + (axis_size,) + x.shape[axis:], x.dtype)
+
+
+def _check_size(name: str, axis_name: Hashable, axis_size: int) -> None:
+    size = axis_frame(axis_name).size
+    if size != axis_size:
+        raise ValueError(f"{name} over {axis_name!r} was staged for an axis of size {axis_size}, "
+                         f"but the vmap that binds it has size {size}")
+
+
+def _all_gather_impl(x: Any, *, axis_name: Hashable, axis: int, tiled: bool, axis_size: int) -> np.ndarray:
+    _check_size("all_gather", axis_name, axis_size)
+    x = np.asarray(x)
+    return np.concatenate([x] * axis_size, axis) if tiled else np.stack([x] * axis_size, axis)
+
+
+all_gather_p = NamedAxisPrimitive("all_gather", impl=_all_gather_impl, abstract_eval=_all_gather_aval, arity=1,
+                                  effectful=True)
+
+
+@all_gather_p.def_jvp
+def _all_gather_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
+    return all_gather_p.bind(primals[0], **params), all_gather_p.bind(tangents[0], **params)
+
+
+@all_gather_p.def_transpose
+def _all_gather_transpose(ct: Any, x: Any, *, axis_name: Hashable, axis: int, tiled: bool, axis_size: int) -> tuple:
+    return (psum_scatter_p.bind(ct, axis_name=axis_name, scatter_dimension=axis, tiled=tiled, axis_size=axis_size),)
+
+
+@all_gather_p.def_batch
+def _all_gather_batch(args: Sequence[Any], dims: Sequence[int | None], *, axis_name: Hashable, axis: int,
+                      tiled: bool, axis_size: int) -> tuple:
+    (x,), (d,) = args, dims
+    if rule_frame().name != axis_name:
+        return all_gather_p.bind(to_front(x, d), axis_name=axis_name, axis=axis + 1, tiled=tiled,
+                                 axis_size=axis_size), 0
+    stacked = broadcast_batch(x, d, axis_size)
+    nd = aval(stacked).ndim
+    gathered = transpose(stacked, tuple(range(1, axis + 1)) + (0,) + tuple(range(axis + 1, nd)))
+    if not tiled:
+        return gathered, None
+    shape = aval(gathered).shape
+    return reshape(gathered, shape[:axis] + (axis_size * shape[axis + 1],) + shape[axis + 2:]), None
+
+
+def _psum_scatter_aval(x: ShapedArray, *, axis_name: Hashable, scatter_dimension: int, tiled: bool,
+                       axis_size: int) -> ShapedArray:
+    sd = scatter_dimension
+    if not 0 <= sd < x.ndim:
+        raise ShapeError(f"psum_scatter over {axis_name!r}: scatter_dimension {sd} is out of bounds for {x}")
+    if tiled:
+        if x.shape[sd] % axis_size:
+            raise ShapeError(f"psum_scatter over {axis_name!r}: dimension {sd} of {x} is not a multiple of the "
+                             f"axis size {axis_size}")
+        return ShapedArray(x.shape[:sd] + (x.shape[sd] // axis_size,) + x.shape[sd + 1:], x.dtype)
+    if x.shape[sd] != axis_size:
+        raise ShapeError(f"psum_scatter over {axis_name!r}: dimension {sd} of {x} must equal the axis size "
+                         f"{axis_size} (or pass tiled=True)")
+    return ShapedArray(x.shape[:sd] + x.shape[sd + 1:], x.dtype)
+
+
+def _psum_scatter_impl(x: Any, **params: Any) -> np.ndarray:
+    raise ValueError(f"psum_scatter over {params['axis_name']!r} gives each example a different slice, so it "
+                     "cannot run on values that are the same for every example (a jit called inside vmap with "
+                     "no mapped argument); pass the jitted function a mapped value")
+
+
+psum_scatter_p = NamedAxisPrimitive("psum_scatter", impl=_psum_scatter_impl, abstract_eval=_psum_scatter_aval,
+                                    arity=1, effectful=True)
+
+
+@psum_scatter_p.def_jvp
+def _psum_scatter_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
+    return psum_scatter_p.bind(primals[0], **params), psum_scatter_p.bind(tangents[0], **params)
+
+
+@psum_scatter_p.def_transpose
+def _psum_scatter_transpose(ct: Any, x: Any, *, axis_name: Hashable, scatter_dimension: int, tiled: bool,
+                            axis_size: int) -> tuple:
+    return (all_gather_p.bind(ct, axis_name=axis_name, axis=scatter_dimension, tiled=tiled, axis_size=axis_size),)
+
+
+@psum_scatter_p.def_batch
+def _psum_scatter_batch(args: Sequence[Any], dims: Sequence[int | None], *, axis_name: Hashable,
+                        scatter_dimension: int, tiled: bool, axis_size: int) -> tuple:
+    (x,), (d,) = args, dims
+    sd = scatter_dimension
+    if rule_frame().name != axis_name:
+        return psum_scatter_p.bind(to_front(x, d), axis_name=axis_name, scatter_dimension=sd + 1, tiled=tiled,
+                                   axis_size=axis_size), 0
+    total = mul(x, lit(axis_size, aval(x).dtype)) if d is None else reduce_sum(x, (d,))
+    if tiled:
+        shape = aval(total).shape
+        total = reshape(total, shape[:sd] + (axis_size, shape[sd] // axis_size) + shape[sd + 1:])
+    return total, sd
+
+
+# --- axis_index ------------------------------------------------------------------------------
+
+
+def _axis_index_impl(*, axis_name: Hashable) -> np.ndarray:
+    axis_frame(axis_name)
+    raise ValueError(f"axis_index of {axis_name!r} ran outside the batching of its axis")
+
+
+axis_index_p = NamedAxisPrimitive("axis_index", impl=_axis_index_impl, arity=0, jvp=NOT_DIFFERENTIABLE,
+                                  abstract_eval=lambda *, axis_name: ShapedArray((), dtypes.int32))
+
+
+@axis_index_p.def_batch
+def _axis_index_batch(args: Sequence[Any], dims: Sequence[int | None], *, axis_name: Hashable) -> tuple:
+    frame = rule_frame()
+    if frame.name != axis_name:
+        return axis_index_p.bind(axis_name=axis_name), None
+    return np.arange(frame.size, dtype=dtypes.int32), 0
+
+
+# --- the functions users call ----------------------------------------------------------------
+
+
+def axis_size(axis_name: AxisName) -> int:
+    """The number of examples along the named axes (the product for a tuple of names)."""
+    return int(np.prod([axis_frame(n).size for n in _names(axis_name)], dtype=np.int64))
+
+
+def psum(x: Any, axis_name: AxisName) -> Any:
+    """The sum of ``x`` (a pytree) over the examples of the named axes, for every example."""
+    names = _names(axis_name)
+
+    def one(leaf: Any) -> Any:
+        leaf = _array(leaf)
+        for name in names:
+            leaf = psum_p.bind(leaf, axis_name=name)
+        return leaf
+
+    return tree_map(one, x)
+
+
+def pmean(x: Any, axis_name: AxisName) -> Any:
+    """The mean of ``x`` (a pytree) over the examples of the named axes; integers give floats."""
+    n = axis_size(axis_name)
+
+    def one(leaf: Any) -> Any:
+        total = psum(leaf, axis_name)
+        dt = dtypes.float_dtype_for(aval(total).dtype)
+        return div(convert(total, dt), lit(n, dt))
+
+    return tree_map(one, x)
+
+
+def _repeated(prim: NamedAxisPrimitive, x: Any, axis_name: AxisName) -> Any:
+    names = _names(axis_name)
+
+    def one(leaf: Any) -> Any:
+        leaf = _array(leaf)
+        for name in names:
+            leaf = prim.bind(leaf, axis_name=name)
+        return leaf
+
+    return tree_map(one, x)
+
+
+def pmax(x: Any, axis_name: AxisName) -> Any:
+    """The maximum of ``x`` (a pytree) over the examples of the named axes, for every example."""
+    return _repeated(pmax_p, x, axis_name)
+
+
+def pmin(x: Any, axis_name: AxisName) -> Any:
+    """The minimum of ``x`` (a pytree) over the examples of the named axes, for every example."""
+    return _repeated(pmin_p, x, axis_name)
+
+
+def axis_index(axis_name: AxisName) -> Any:
+    """Each example's position along the named axes (row-major over a tuple of names), int32."""
+    names = _names(axis_name)
+    index = axis_index_p.bind(axis_name=names[0])
+    for name in names[1:]:
+        index = add(mul(index, lit(axis_frame(name).size, dtypes.int32)), axis_index_p.bind(axis_name=name))
+    return index
+
+
+def all_gather(x: Any, axis_name: AxisName, *, axis: int = 0, tiled: bool = False) -> Any:
+    """Every example's ``x`` (a pytree) stacked along a new ``axis``, or concatenated along
+    ``axis`` when ``tiled``; over a tuple of names the first name is the major one."""
+    names = _names(axis_name)
+
+    def one(leaf: Any) -> Any:
+        leaf = _array(leaf)
+        nd = aval(leaf).ndim
+        ax = normalize_axis(axis, nd if tiled else nd + 1, "all_gather")
+        size = axis_frame(names[-1]).size
+        out = all_gather_p.bind(leaf, axis_name=names[-1], axis=ax, tiled=tiled, axis_size=size)
+        for name in reversed(names[:-1]):
+            out = all_gather_p.bind(out, axis_name=name, axis=ax, tiled=True, axis_size=axis_frame(name).size)
+        return out
+
+    return tree_map(one, x)
+
+
+def psum_scatter(x: Any, axis_name: AxisName, *, scatter_dimension: int = 0, tiled: bool = False) -> Any:
+    """``psum`` of ``x`` (a pytree), of which example ``k`` keeps only block ``k`` along
+    ``scatter_dimension`` (one element without ``tiled``, which removes that dimension)."""
+    names = _names(axis_name)
+
+    def one(leaf: Any) -> Any:
+        leaf = _array(leaf)
+        sd = normalize_axis(scatter_dimension, aval(leaf).ndim, "psum_scatter")
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            leaf = psum_scatter_p.bind(leaf, axis_name=name, scatter_dimension=sd, tiled=tiled or not last,
+                                       axis_size=axis_frame(name).size)
+        return leaf
+
+    return tree_map(one, x)
