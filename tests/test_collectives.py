@@ -196,8 +196,6 @@ def test_a_jit_of_constants_rejects_a_different_axis_size() -> None:
         fg.vmap(lambda x: gather(np.ones(2)), axis_name="i")(XS[:3])
 
 
-@pytest.mark.xfail(strict=True, reason="graph_transforms.batched_graph's cache key lacks batching_axis_name(): "
-                                       "a jitted graph batched under 'i' is reused under 'j'")
 def test_a_jitted_graph_batched_under_two_names() -> None:
     psum_i = fg.jit(lambda x: fc.psum(x, "i"))
     fg.vmap(psum_i, axis_name="i")(GRID[0, :3])

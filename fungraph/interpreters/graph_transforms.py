@@ -70,14 +70,15 @@ def transpose_graph(call: Graph, linear_mask: tuple[bool, ...]) -> Graph:
 
 
 def batched_graph(call: Graph, in_dims: tuple[int | None, ...], size: int, in_avals: tuple) -> Graph:
-    """The graph of ``call`` mapped over ``in_dims`` (outputs batched along axis 0), cached."""
-    from fungraph.interpreters.batching import vmap_flat
+    """The graph of ``call`` mapped over ``in_dims`` (outputs batched along axis 0), cached per
+    axis name too: the name decides what the graph's collectives reduce over."""
+    from fungraph.interpreters.batching import batching_axis_name, vmap_flat
 
     def build() -> Graph:
         n_out = len(call.outvars)
         return stage(lambda *a: vmap_flat(lambda *b: eval_graph(call, *b), a, in_dims, [0] * n_out, size),
                      list(in_avals))[0]
 
-    return _cached("batch", call, (in_dims, size, in_avals), build)
+    return _cached("batch", call, (in_dims, size, in_avals, batching_axis_name()), build)
 
 
