@@ -243,6 +243,42 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
     return primal_out, f_vjp
 
 
+def linear_transpose(fun: Callable[..., Any], *primals: Any) -> Callable[[Any], tuple[Any, ...]]:
+    """The transpose of ``fun``, linear in its inputs, at inputs shaped like ``primals`` (arrays
+    or :class:`ShapeDtypeStruct`; only shapes and dtypes are read), as ``jax.linear_transpose``:
+    ``f_t(ct)`` returns one cotangent per primal. ``fun``'s graph is transposed directly, so a
+    nonlinear operation on an input is an error, not a silent Jacobian at some point (a constant
+    added to the output is dropped: the transpose of the linear part)."""
+    from fungraph.interpreters.transpose import backward_pass
+    from fungraph.primitives._rules import zeros
+
+    leaves, in_tree = tree_flatten(tuple(primals))
+    avals = [abstractify(x) for x in leaves]
+    box: list[PyTreeDef] = []
+    graph, closure = stage(flat_fun(fun, in_tree, {}, box), avals)
+    out_tree = box[0]
+    name = getattr(fun, "__name__", "fun")
+    mask = [True] * len(avals) + [False] * len(closure)
+
+    def f_t(ct: Any) -> tuple[Any, ...]:
+        ct_leaves, ct_tree = tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"linear_transpose: cotangent structure {ct_tree} differs from the output structure "
+                            f"{out_tree} of {name}")
+        for c, want in zip(ct_leaves, graph.out_avals):
+            got = abstractify(c)
+            if got.shape != want.shape:
+                raise ValueError(f"linear_transpose: cotangent of shape {got.shape} for an output {want} of {name}")
+        try:
+            cts = backward_pass(graph, closure, [_concrete(c) for c in ct_leaves], linear_mask=mask)
+        except TypeError as err:
+            reason = str(err).split(";")[0]
+            raise TypeError(f"linear_transpose: {name} is not linear in its inputs ({reason})") from None
+        return tuple(tree_unflatten(in_tree, [zeros(a) if c is None else c for a, c in zip(avals, cts)]))
+
+    return f_t
+
+
 def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
 

@@ -209,3 +209,26 @@ def test_make_jaxpr_is_make_graph() -> None:
     graph = fg.make_jaxpr(lambda x: fnp.sin(x) * 2)(X)
     assert isinstance(graph, fg.Graph)
     assert [e.primitive.name for e in graph.eqns] == ["sin", "mul"]
+
+
+def test_linear_transpose_matches_jax() -> None:
+    a = RNG.standard_normal((3, 4))
+    primals = (np.ones(4), np.ones(5))
+    ct = (np.arange(3.0), 2.0)
+    got = fg.linear_transpose(lambda x, y: (a @ x + 2 * y[:3], fnp.sum(x)), *primals)(ct)
+    want = jax.linear_transpose(lambda x, y: (jnp.asarray(a) @ x + 2 * y[:3], jnp.sum(x)), *primals)(ct)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    shapes = (fg.ShapeDtypeStruct((4,), np.float64), fg.ShapeDtypeStruct((5,), np.float64))
+    again = fg.jit(lambda c: fg.linear_transpose(lambda x, y: (a @ x + 2 * y[:3], fnp.sum(x)), *shapes)((c, 2.0)))
+    for g, w in zip(again(np.arange(3.0)), want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("fun,match", [(fnp.sin, "not linear in its inputs .cannot transpose `sin`"),
+                                       (lambda x: x * x, "not linear in its inputs")])
+def test_linear_transpose_refuses_nonlinear_functions(fun: Any, match: str) -> None:
+    with pytest.raises(TypeError, match=match):
+        fg.linear_transpose(fun, np.ones(3))(np.ones(3))
+    with pytest.raises(ValueError, match=r"cotangent of shape \(4,\) for an output f64\[3\]"):
+        fg.linear_transpose(lambda x: x, np.ones(3))(np.ones(4))
