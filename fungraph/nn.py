@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph import initializers as initializers
 from fungraph import numpy as fnp
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
