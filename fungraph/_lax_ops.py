@@ -539,10 +539,41 @@ def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:
     return fnp.matmul(a, b)
 
 
-def map(f: Callable[[Any], Any], xs: Any) -> Any:  # noqa: A001 - lax's name
-    """``f`` applied to each slice of ``xs`` along its leading axis, as a ``scan``."""
+def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001 - lax's name
+    """``f`` applied to each slice of ``xs`` along its leading axis, as a ``scan``. With
+    ``batch_size``, each scan step applies ``vmap(f)`` to ``batch_size`` slices, and the
+    remaining ``n % batch_size`` slices go through one more ``vmap(f)`` after the scan;
+    ``batch_size=0`` (or one above ``n``) is a single ``vmap``, as in JAX."""
+    from fungraph.api import vmap
     from fungraph.lax import scan
+    from fungraph.tree_util import tree_flatten, tree_map, tree_unflatten
 
-    _, ys = scan(lambda carry, x: (carry, f(x)), (), xs)
-    return ys
+    if batch_size is None:
+        _, ys = scan(lambda carry, x: (carry, f(x)), (), xs)
+        return ys
+    if int(batch_size) < 0:
+        raise ValueError(f"lax.map: batch_size must be >= 0, got {batch_size}")
+    leaves, tree = tree_flatten(xs)
+    if not leaves:
+        return map(f, xs)
+    leaves = [asarray(x) for x in leaves]
+    lengths = {aval_of(x).shape[0] if aval_of(x).shape else None for x in leaves}
+    if len(lengths) != 1 or None in lengths:
+        raise ShapeError(f"lax.map: every leaf of xs needs the same leading axis, got "
+                         f"{[str(aval_of(x)) for x in leaves]}")
+    n = lengths.pop()
+    size = int(batch_size)
+    batches = n // size if size else 0
+    split = batches * size
+    ys = None
+    if batches:
+        chunked = [fnp.reshape(x[:split], (batches, size) + aval_of(x).shape[1:]) for x in leaves]
+        _, stacked = scan(lambda carry, x: (carry, vmap(f)(x)), (), tree_unflatten(tree, chunked))
+        ys = tree_map(lambda y: fnp.reshape(y, (split,) + aval_of(y).shape[2:]), stacked)
+    if ys is not None and split == n:
+        return ys
+    rest = vmap(f)(tree_unflatten(tree, [x[split:] for x in leaves]))
+    if ys is None:
+        return rest
+    return tree_map(lambda a, b: fnp.concatenate([a, b], axis=0), ys, rest)
 

@@ -89,12 +89,14 @@ __all__ = [
     "neg",
     "pad",
     "pow",
+    "reduce",
     "reduce_and",
     "reduce_max",
     "reduce_min",
     "reduce_or",
     "reduce_prod",
     "reduce_sum",
+    "reduce_window",
     "rem",
     "reshape",
     "rev",
@@ -131,20 +133,22 @@ __all__ = [
 
 def padding_pairs(padding: Any, in_shape: Sequence[int], window: Sequence[int],
                   strides: Sequence[int], dilation: Sequence[int] | None = None) -> tuple[tuple[int, int], ...]:
-    """"SAME"/"VALID" or explicit (lo, hi) pairs, as explicit pairs (JAX's SAME split)."""
+    """"SAME"/"SAME_LOWER"/"VALID" or explicit (lo, hi) pairs, as explicit pairs (JAX's SAME
+    split: the odd element goes high, or low for SAME_LOWER)."""
     if isinstance(padding, str):
         mode = padding.upper()
         if mode == "VALID":
             return tuple((0, 0) for _ in in_shape)
-        if mode == "SAME":
+        if mode in ("SAME", "SAME_LOWER"):
             dil = dilation or (1,) * len(window)
             pairs = []
             for n, k, s, d in zip(in_shape, window, strides, dil):
                 out = -(-n // s)
                 total = builtins.max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-                pairs.append((total // 2, total - total // 2))
+                small, large = total // 2, total - total // 2
+                pairs.append((small, large) if mode == "SAME" else (large, small))
             return tuple(pairs)
-        raise ValueError(f"padding must be 'SAME', 'VALID' or (lo, hi) pairs, got {padding!r}")
+        raise ValueError(f"padding must be 'SAME', 'SAME_LOWER', 'VALID' or (lo, hi) pairs, got {padding!r}")
     pairs = tuple((int(lo), int(hi)) for lo, hi in padding)
     if len(pairs) != len(in_shape):
         raise ShapeError(f"padding {padding} needs one (lo, hi) pair per spatial axis ({len(in_shape)})")
@@ -432,3 +436,4 @@ from fungraph._lax_ops import (  # noqa: E402
     top_k,
     transpose,
 )
+from fungraph._lax_windows import reduce, reduce_window  # noqa: E402
