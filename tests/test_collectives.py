@@ -201,3 +201,8 @@ def test_a_jitted_graph_batched_under_two_names() -> None:
     fg.vmap(psum_i, axis_name="i")(GRID[0, :3])
     got = fg.vmap(fg.vmap(psum_i, axis_name="j"), axis_name="i")(GRID[:, :3])
     np.testing.assert_allclose(got, np.broadcast_to(GRID[:, :3].sum(0), (3, 3)))
+
+
+def test_collectives_are_exported_from_lax() -> None:
+    for name in ("psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "axis_index", "axis_size"):
+        assert getattr(fg.lax, name) is getattr(fc, name)
