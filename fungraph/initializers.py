@@ -21,7 +21,6 @@ import numpy as np
 from fungraph import dtypes
 from fungraph import numpy as fnp
 from fungraph import random as fr
-from fungraph.core import Tracer
 from fungraph.primitives import elementwise as ew
 
 __all__ = ["Initializer", "constant", "delta_orthogonal", "glorot_normal", "glorot_uniform", "he_normal",
@@ -261,16 +260,7 @@ def _axis(axis: Any, shape: tuple[int, ...], name: str, arg: str) -> int:
 
 
 def _shape(shape: Any, name: str) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
-    try:
-        dims = tuple(dims)
-    except TypeError:
-        raise TypeError(f"{name}: shape must be a sequence of ints, got {shape!r}") from None
-    if any(isinstance(d, Tracer) for d in dims):
-        raise TypeError(f"{name}: shape must be concrete, got a traced dimension in {shape!r}")
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims):
-        raise ValueError(f"{name}: shape must hold non-negative ints, got {shape!r}")
-    return tuple(int(d) for d in dims)
+    return fr._shape((shape,) if isinstance(shape, (int, np.integer)) else shape, name, prefix="")
 
 
 def _any_dtype(dtype: Any) -> np.dtype:

@@ -247,15 +247,15 @@ def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | No
     return fnp.reshape(fnp.moveaxis(idx, -1, 0), shape)
 
 
-def _shape(shape: Any, name: str) -> tuple[int, ...]:
+def _shape(shape: Any, name: str, prefix: str = "random.") -> tuple[int, ...]:
     try:
         dims = tuple(shape)
     except TypeError:
-        raise TypeError(f"random.{name}: shape must be a sequence of ints, got {shape!r}") from None
+        raise TypeError(f"{prefix}{name}: shape must be a sequence of ints, got {shape!r}") from None
     if any(isinstance(d, Tracer) for d in dims):
-        raise TypeError(f"random.{name}: shape must be concrete, got a traced dimension in {shape!r}")
+        raise TypeError(f"{prefix}{name}: shape must be concrete, got a traced dimension in {shape!r}")
     if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims):
-        raise ValueError(f"random.{name}: shape must hold non-negative ints, got {shape!r}")
+        raise ValueError(f"{prefix}{name}: shape must hold non-negative ints, got {shape!r}")
     return tuple(int(d) for d in dims)
 
 

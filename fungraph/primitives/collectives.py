@@ -253,17 +253,21 @@ def axis_size(axis_name: AxisName) -> int:
     return int(np.prod([axis_frame(n).size for n in _names(axis_name)], dtype=np.int64))
 
 
-def psum(x: Any, axis_name: AxisName) -> Any:
-    """The sum of ``x`` (a pytree) over the examples of the named axes, for every example."""
+def _repeated(prim: NamedAxisPrimitive, x: Any, axis_name: AxisName) -> Any:
     names = _names(axis_name)
 
     def one(leaf: Any) -> Any:
         leaf = _array(leaf)
         for name in names:
-            leaf = psum_p.bind(leaf, axis_name=name)
+            leaf = prim.bind(leaf, axis_name=name)
         return leaf
 
     return tree_map(one, x)
+
+
+def psum(x: Any, axis_name: AxisName) -> Any:
+    """The sum of ``x`` (a pytree) over the examples of the named axes, for every example."""
+    return _repeated(psum_p, x, axis_name)
 
 
 def pmean(x: Any, axis_name: AxisName) -> Any:
@@ -274,18 +278,6 @@ def pmean(x: Any, axis_name: AxisName) -> Any:
         total = psum(leaf, axis_name)
         dt = dtypes.float_dtype_for(aval(total).dtype)
         return div(convert(total, dt), lit(n, dt))
-
-    return tree_map(one, x)
-
-
-def _repeated(prim: NamedAxisPrimitive, x: Any, axis_name: AxisName) -> Any:
-    names = _names(axis_name)
-
-    def one(leaf: Any) -> Any:
-        leaf = _array(leaf)
-        for name in names:
-            leaf = prim.bind(leaf, axis_name=name)
-        return leaf
 
     return tree_map(one, x)
 
