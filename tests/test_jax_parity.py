@@ -232,3 +232,17 @@ def test_linear_transpose_refuses_nonlinear_functions(fun: Any, match: str) -> N
         fg.linear_transpose(fun, np.ones(3))(np.ones(3))
     with pytest.raises(ValueError, match=r"cotangent of shape \(4,\) for an output f64\[3\]"):
         fg.linear_transpose(lambda x: x, np.ones(3))(np.ones(4))
+
+
+@pytest.mark.parametrize("name,args", [("dot", ((3, 4), (4, 2))), ("matmul", ((2, 3, 4), (4, 5))),
+                                       ("inner", ((3, 4), (2, 4))), ("vdot", ((3, 4), (3, 4))),
+                                       ("tensordot", ((3, 4), (3, 4)))])
+def test_products_take_precision_and_preferred_element_type(name: str, args: tuple) -> None:
+    ops = [RNG.integers(-4, 5, s).astype(np.int32) for s in args]
+    for precision in (None, "highest", ("high", "default"), jax.lax.Precision.HIGHEST):
+        got = getattr(fnp, name)(*ops, precision=precision, preferred_element_type=fnp.float32)
+        want = getattr(jnp, name)(*ops, precision=precision, preferred_element_type=jnp.float32)
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(TypeError, match=f"{name}: precision='hihgest' is not one of"):
+        getattr(fnp, name)(*ops, precision="hihgest")

@@ -15,14 +15,35 @@ from fungraph.primitives import reductions as red
 from fungraph.primitives import shape as sh
 from fungraph.primitives.linalg import dot_general
 
+_PRECISIONS = {"default", "high", "highest", "bfloat16", "tensorfloat32", "float32", "fastest"}
 
-def _pair(a: Any, b: Any) -> tuple[Any, Any]:
+
+def check_precision(precision: Any, name: str) -> None:
+    """Accept JAX's ``precision`` values (None, a name, a ``lax.Precision``, or a pair of them)
+    and refuse anything else: every backend computes in the operands' dtype, so the value
+    changes nothing, but a misspelt one should not pass silently."""
+    for p in precision if isinstance(precision, tuple) and len(precision) == 2 else (precision,):
+        label = getattr(p, "name", p)
+        if p is not None and not (isinstance(label, str) and label.lower() in _PRECISIONS):
+            raise TypeError(f"{name}: precision={precision!r} is not one of None, {sorted(_PRECISIONS)}, "
+                            "a lax.Precision or a pair of them")
+
+
+def _pair(a: Any, b: Any, precision: Any = None, preferred_element_type: Any = None,
+          name: str = "dot") -> tuple[Any, Any]:
+    """Both operands at their common dtype, or at ``preferred_element_type`` when given (JAX's
+    result dtype; computed by casting the operands)."""
+    check_precision(precision, name)
     x, y = promote(a, b)
-    return asarray(x), asarray(y)
+    x, y = asarray(x), asarray(y)
+    if preferred_element_type is not None:
+        dt = dtypes.canonical(preferred_element_type)
+        x, y = cast(x, dt), cast(y, dt)
+    return x, y
 
 
-def dot(a: Any, b: Any) -> Any:
-    x, y = _pair(a, b)
+def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    x, y = _pair(a, b, precision, preferred_element_type, "dot")
     if x.ndim == 0 or y.ndim == 0:
         return ew.mul(x, y)
     yc = 0 if y.ndim == 1 else y.ndim - 2
@@ -33,8 +54,8 @@ def dot(a: Any, b: Any) -> Any:
     return out
 
 
-def matmul(a: Any, b: Any) -> Any:
-    x, y = _pair(a, b)
+def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    x, y = _pair(a, b, precision, preferred_element_type, "matmul")
     if x.ndim == 2 and y.ndim == 2 and x.shape[1] == y.shape[0]:
         return dot_general(x, y, (((1,), (0,)), ((), ())))
     if x.ndim == 0 or y.ndim == 0:
@@ -56,28 +77,30 @@ def matmul(a: Any, b: Any) -> Any:
     return sh.reshape(out, shape)
 
 
-def vdot(a: Any, b: Any) -> Any:
+def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``sum(conj(a) * b)`` over the flattened arrays (numpy conjugates the first argument)."""
-    x, y = _pair(a, b)
+    x, y = _pair(a, b, precision, preferred_element_type, "vdot")
     if dtypes.is_complex(x.dtype):
         x = ew.conj(x)
     return dot(sh.reshape(x, (x.size,)), sh.reshape(y, (y.size,)))
 
 
-def outer(a: Any, b: Any) -> Any:
+def outer(a: Any, b: Any, out: Any = None) -> Any:
+    if out is not None:
+        raise TypeError("outer: out= is not supported (arrays are immutable); use the return value")
     x, y = _pair(a, b)
     return ew.mul(sh.reshape(x, (x.size, 1)), sh.reshape(y, (1, y.size)))
 
 
-def inner(a: Any, b: Any) -> Any:
-    x, y = _pair(a, b)
+def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    x, y = _pair(a, b, precision, preferred_element_type, "inner")
     if x.ndim == 0 or y.ndim == 0:
         return ew.mul(x, y)
     return dot_general(x, y, (((x.ndim - 1,), (y.ndim - 1,)), ((), ())))
 
 
-def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
-    x, y = _pair(a, b)
+def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    x, y = _pair(a, b, precision, preferred_element_type, "tensordot")
     if isinstance(axes, int):
         xa = tuple(range(x.ndim - axes, x.ndim))
         ya = tuple(range(axes))
@@ -177,6 +200,7 @@ def einsum(subscripts: str, *operands: Any, out: Any = None, optimize: Any = "au
     ``preferred_element_type`` casts the operands to that dtype first."""
     if out is not None:
         raise TypeError("einsum: out= is not supported (arrays are immutable); use the return value")
+    check_precision(precision, "einsum")
     if not isinstance(subscripts, str):
         raise TypeError("einsum: only the subscripts-string form is supported, not interleaved operands")
     xs = [asarray(x) for x in promote(*operands)]

@@ -389,8 +389,10 @@ def matrix_transpose(x: Any, /) -> Any:
     return swapaxes(v, -1, -2)
 
 
-def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
-    a, b = promote(x1, x2)
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    from fungraph.numpy._linalg import _pair
+
+    a, b = _pair(x1, x2, precision, preferred_element_type, "vecdot")
     if dtypes.is_complex(a.dtype):                                       # conjugates x1, as numpy
         a = ew.conj(a)
     return red.sum(ew.mul(a, b), axis=axis, dtype=a.dtype)
