@@ -261,6 +261,7 @@ class Jitted:
         self.incremental = incremental
         self._cache: dict[Hashable, _Entry] = {}
         self._fast: dict[tuple, _Entry] = {}
+        self._fast_tree: dict[tuple, _Entry] = {}
         self._incremental: dict[Hashable, Any] = {}
         self._keywords: Jitted | None = None
         functools.update_wrapper(self, fun, updated=())
@@ -329,6 +330,15 @@ class Jitted:
             if entry is not None and entry.compiled is not None and not self.donate_argnums:
                 outs = entry.compiled.executable.run(args)
                 return outs[0] if entry.out_tree is LEAF else tree_unflatten(entry.out_tree, outs)
+        tree_key = None
+        if not self.static_argnums and not self.donate_argnums:
+            flat, tree = tree_flatten(args)
+            leaf_key = _fast_key(flat)
+            if leaf_key is not None:
+                tree_key = (tree, leaf_key)
+                entry = self._fast_tree.get(tree_key)
+                if entry is not None and entry.compiled is not None:
+                    return tree_unflatten(entry.out_tree, entry.compiled.executable.run(flat))
         leaves, in_tree, static, key = self._signature(args)
         if any(isinstance(x, Tracer) for x in leaves):
             graph, closure, out_tree = self._stage(in_tree, static, key[2])
@@ -346,6 +356,8 @@ class Jitted:
             self._cache[key] = entry
             if fast_key is not None:
                 self._fast[fast_key] = entry
+        if tree_key is not None and entry.compiled is not None:
+            self._fast_tree[tree_key] = entry
         arrays = self._prepare(leaves, entry)
         if entry.compiled is None:
             outs = self._run_incremental(key, entry.graph, arrays)

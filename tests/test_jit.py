@@ -470,3 +470,19 @@ def test_threads_trace_and_transform_at_once() -> None:
     for t in threads:
         t.join()
     assert not errors, "\n".join(errors[:3])
+
+
+def test_pytree_arguments_take_the_cached_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call whose leaves are numpy arrays of a seen structure, shapes and dtypes skips the
+    signature (abstract values, key hashing); another structure or dtype still recompiles."""
+    f = fg.jit(lambda d: d["a"] + d["b"][0] * d["b"][1])
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(f({"a": x, "b": [x, x]}), x + x * x)
+    calls = []
+    original = type(f)._signature
+    monkeypatch.setattr(type(f), "_signature", lambda self, args: calls.append(args) or original(self, args))
+    np.testing.assert_array_equal(f({"a": x + 1, "b": [x, x]}), x + 1 + x * x)
+    assert calls == []
+    np.testing.assert_array_equal(f({"a": x.astype(np.float32), "b": [x, x]}), x + x * x)
+    np.testing.assert_array_equal(f({"a": x, "b": (x, x), "c": None}), x + x * x)
+    assert len(calls) == 2
