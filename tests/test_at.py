@@ -129,8 +129,51 @@ def test_traced_out_of_bounds_updates_are_dropped_and_gathers_clamp() -> None:
     np.testing.assert_array_equal(fg.jit(lambda y, j: y.at[1:, j].set(0.0))(y, 4), y)
     np.testing.assert_array_equal(fg.jit(lambda y, i: y.at[i, 2].min(-1.0))(y, 2), reference(y, (2, 2), "min", -1.0))
     assert fg.jit(lambda x, i: x.at[i].get())(x, 9) == 4.0
-    with pytest.raises(TypeError, match="mode='fill' is not supported"):
-        fg.jit(lambda x: x.at[1].get(mode="fill", fill_value=0.0))(x)
+    with pytest.raises(TypeError, match=r"mode='wrap' is not supported \(mode takes one of"):
+        fg.jit(lambda x: x.at[1].get(mode="wrap"))(x)
+    with pytest.raises(TypeError, match="fill_value goes with get"):
+        fnp.at(x)[1].set(0.0, fill_value=1.0)
+
+
+MODE_INDICES = [7, -7, 2, (np.array([1, 9, -2, -9]),), (np.array([0, 5, 3]), np.array([1, 2, 9])),
+                (slice(None), np.array([4, 5, -6])), (np.array([[1, 6], [0, 2]]),), (2, 6),
+                (Ellipsis, np.array([0, 7]))]
+
+
+@pytest.mark.parametrize("idx", MODE_INDICES, ids=[str(i) for i in range(len(MODE_INDICES))])
+def test_explicit_modes_match_jax(idx: Any) -> None:
+    """``mode="fill"``/``"clip"`` for ``get`` and ``"drop"``/``"clip"`` for updates, with
+    concrete indices out of bounds (which the default mode refuses), eagerly and under jit."""
+    from tests.helpers import jax_or_skip
+
+    jax, jnp = jax_or_skip()
+    rng = np.random.default_rng(1)
+    for arr in (rng.standard_normal((4, 5)), rng.integers(-9, 9, (4, 5))):
+        for mode, kw in [("fill", {}), ("fill", {"fill_value": 3}), ("clip", {})]:
+            want = np.asarray(jnp.asarray(arr).at[idx].get(mode=mode, **kw))
+            np.testing.assert_array_equal(fnp.at(arr)[idx].get(mode=mode, **kw), want)
+            np.testing.assert_array_equal(fg.jit(lambda a: a.at[idx].get(mode=mode, **kw))(arr), want)
+        v = 2.5 if arr.dtype.kind == "f" else 3
+        for op in ("set", "add", "multiply", "min"):
+            for mode in ("drop", "clip"):
+                want = np.asarray(getattr(jnp.asarray(arr).at[idx], op)(v, mode=mode))
+                np.testing.assert_array_equal(getattr(fnp.at(arr)[idx], op)(v, mode=mode), want)
+                np.testing.assert_array_equal(fg.jit(lambda a: getattr(a.at[idx], op)(v, mode=mode))(arr), want)
+
+
+@pytest.mark.parametrize("i", [np.int64(7), np.int64(-7), np.array([1, 9, -2, -9])], ids=["7", "-7", "array"])
+def test_explicit_modes_with_traced_indices_match_jax(i: Any) -> None:
+    from tests.helpers import jax_or_skip
+
+    jax, jnp = jax_or_skip()
+    x = np.random.default_rng(2).standard_normal((4, 3))
+    for mode in ("fill", "clip"):
+        np.testing.assert_array_equal(fg.jit(lambda a, j: a.at[j].get(mode=mode))(x, i),
+                                      jnp.asarray(x).at[i].get(mode=mode))
+    for mode in ("drop", "clip"):
+        np.testing.assert_array_equal(fg.jit(lambda a, j: a.at[j].add(1.5, mode=mode))(x, i),
+                                      jnp.asarray(x).at[i].add(1.5, mode=mode))
+    check_grads(lambda a: fg.jit(lambda b, j: b.at[j].get(mode="fill", fill_value=0.0))(a, i), (x,), order=2)
 
 
 def test_vmap_matches_a_loop() -> None:

@@ -48,16 +48,22 @@ def at(x: Any) -> IndexUpdateHelper:
     return IndexUpdateHelper(x)
 
 
-def _check_options(op: str, options: dict[str, Any]) -> None:
-    """JAX's keywords: the ordering hints are accepted and unused; ``mode`` only where it names
-    what fungraph does (gathers clamp; traced out-of-bounds updates are dropped; concrete
-    out-of-bounds indices raise ``IndexError``)."""
-    allowed = (None, "promise_in_bounds", "clip" if op == "get" else "drop")
+def _check_options(op: str, options: dict[str, Any]) -> str | None:
+    """JAX's keywords, and the ``mode`` they name: the ordering hints are accepted and unused;
+    ``mode`` is None (gathers clamp, traced out-of-bounds updates are dropped, concrete
+    out-of-bounds indices raise ``IndexError``), ``"promise_in_bounds"`` (the same), ``"clip"``
+    (indices clamped into bounds), ``"drop"`` (updates out of bounds skipped) or, for ``get``,
+    ``"fill"`` (out-of-bounds reads give ``fill_value``)."""
+    allowed = (None, "promise_in_bounds", "clip", "fill" if op == "get" else "drop")
     for name, value in options.items():
         if name in ("indices_are_sorted", "unique_indices") or (name == "mode" and value in allowed):
             continue
-        raise TypeError(f"x.at[...].{op}: {name}={value!r} is not supported (out-of-bounds gathers clamp, "
-                        "traced out-of-bounds updates are dropped, concrete out-of-bounds indices raise IndexError)")
+        if name == "fill_value" and op == "get":
+            continue
+        raise TypeError(f"x.at[...].{op}: {name}={value!r} is not supported (mode takes one of {allowed}"
+                        + ("; fill_value goes with get(mode='fill')" if name == "fill_value" else "") + ")")
+    mode = options.get("mode")
+    return None if mode == "promise_in_bounds" else mode
 
 
 def _traced(idx: Any) -> bool:
@@ -85,8 +91,11 @@ class IndexUpdateRef:
     def get(self, **options: Any) -> Any:
         from fungraph.numpy._indexing import getitem
 
-        _check_options("get", options)
-        return getitem(self._x, self._idx)
+        mode = _check_options("get", options)
+        if mode == "fill":
+            return self._filled_get(options.get("fill_value"))
+        idx = _clipped(aval(self._x).shape, self._idx) if mode == "clip" else self._idx
+        return getitem(self._x, idx)
 
     def set(self, values: Any, **options: Any) -> Any:
         return self._update("set", values, lambda old, new: new, options)
@@ -146,21 +155,47 @@ class IndexUpdateRef:
         size = int(np.prod(shape, dtype=np.int64))
         return sh.reshape(sh.broadcast_to(v, tuple(shape)), (size,))
 
+    def _filled_get(self, fill_value: Any) -> Any:
+        """``x[idx]`` with ``fill_value`` (JAX's default: NaN, or the dtype's most negative
+        value, or True) wherever an integer index is out of bounds."""
+        x = self._x
+        shape, size, dt = aval(x).shape, aval(x).size, aval(x).dtype
+        ids = _traced_positions(shape, self._idx, concrete_too=True)
+        count = int(np.prod(aval(ids).shape, dtype=np.int64))
+        flat_ids = sh.reshape(ids, (count,))
+        picked = take(sh.reshape(x, (size,)), ew.max_p.bind(flat_ids, np.asarray(0, np.int64)), 0)
+        if fill_value is None:
+            fill_value = (np.nan if np.issubdtype(dt, np.inexact) else True if dt == np.bool_
+                          else np.iinfo(dt).min)
+        fill = np.asarray(fill_value).astype(dt) if is_weak(fill_value) else cast(asarray(fill_value), dt)
+        inside = ew.gt(flat_ids, np.asarray(-1, np.int64))
+        return sh.reshape(ew.select(inside, picked, sh.broadcast_to(fill, (count,))), aval(ids).shape)
+
     def _update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], options: dict[str, Any]) -> Any:
-        _check_options(op, options)
+        mode = _check_options(op, options)
+        if mode == "clip":
+            return IndexUpdateRef(self._x, _clipped(aval(self._x).shape, self._idx))._update(op, values, combine, {})
+        if mode == "drop" and not _traced(self._idx) and _out_of_bounds(aval(self._x).shape, self._idx):
+            return self._positions_update(op, values, combine, _traced_positions(aval(self._x).shape, self._idx,
+                                                                                 concrete_too=True))
         window = _window(aval(self._x).shape, self._idx)
         if window is not None:
             return self._window_update(op, values, combine, window)
         if _traced(self._idx):
             return self._traced_update(op, values, combine)
+        return self._positions_update(op, values, combine, _positions(aval(self._x).shape, self._idx))
+
+    def _positions_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], ids: np.ndarray) -> Any:
+        """The update at the concrete flat positions ``ids`` (-1: dropped), repeated positions
+        applied in order."""
         x = self._x
         shape, size = aval(x).shape, aval(x).size
-        ids = _positions(shape, self._idx)
         flat_v = self._values(values, ids.shape, op)
         pos = ids.reshape(-1)
         if op == "set":
             last = np.full(size, -1, np.int64)
-            np.maximum.at(last, pos, np.arange(pos.size, dtype=np.int64))
+            kept = pos >= 0
+            np.maximum.at(last, pos[kept], np.arange(pos.size, dtype=np.int64)[kept])
             layers = [last]
         else:
             layers = _layers(pos, size)
@@ -292,11 +327,51 @@ def _window(shape: tuple[int, ...], idx: Any) -> _Window | None:
     return starts, tuple(sizes), traced, tuple(indexed)
 
 
-def _traced_positions(shape: tuple[int, ...], idx: Any) -> Any:
+def _concrete_int(e: Any) -> bool:
+    return (isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_))) or \
+        (isinstance(e, np.ndarray) and np.issubdtype(e.dtype, np.integer))
+
+
+def _out_of_bounds(shape: tuple[int, ...], idx: Any) -> bool:
+    """Whether a concrete integer entry of ``idx`` lies outside its axis."""
+    from fungraph.numpy._indexing import _expand_index
+
+    axis = 0
+    for e in _expand_index(idx, len(shape)):
+        if e is None:
+            continue
+        if _concrete_int(e) and np.size(e) and (np.max(e) >= shape[axis] or np.min(e) < -shape[axis]):
+            return True
+        axis += 1
+    return False
+
+
+def _clipped(shape: tuple[int, ...], idx: Any) -> tuple:
+    """``idx`` with each integer entry, concrete or traced, counted from the end when negative
+    and clamped into its axis (JAX's ``mode="clip"``)."""
+    from fungraph.numpy._indexing import _expand_index
+
+    out, axis = [], 0
+    for e in _expand_index(idx, len(shape)):
+        if e is not None and (_concrete_int(e) or isinstance(e, Tracer) and np.issubdtype(aval(e).dtype, np.integer)):
+            d = shape[axis]
+            if isinstance(e, Tracer):
+                w = _wrapped(e, d)
+                e = ew.min_p.bind(ew.max_p.bind(w, np.asarray(0, np.int64)), np.asarray(d - 1, np.int64))
+            else:
+                i = np.asarray(e, np.int64)
+                e = np.clip(np.where(i < 0, i + d, i), 0, d - 1)
+        out.append(e)
+        axis += e is not None
+    return tuple(out)
+
+
+def _traced_positions(shape: tuple[int, ...], idx: Any, concrete_too: bool = False) -> Any:
     """The flat positions ``x[idx]`` names for an index holding traced entries, -1 where a
     traced entry is out of bounds (JAX drops those updates; a gather would clamp them): each
     axis a traced entry indexes is padded with -1 on both sides, and the entry shifted onto
-    the padded axis, so clamping lands on the border."""
+    the padded axis, so clamping lands on the border. ``concrete_too``: concrete integer
+    entries out of bounds give -1 as well."""
     from fungraph.numpy._indexing import _expand_index, getitem
 
     ids = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
@@ -311,11 +386,20 @@ def _traced_positions(shape: tuple[int, ...], idx: Any) -> Any:
             inside = ew.select(ew.lt(wrapped, np.asarray(0, np.int64)), np.asarray(-1, np.int64), wrapped)
             shifted.append(ew.add(inside, np.asarray(1, np.int64)))
             padded.append(axis)
+        elif concrete_too and _concrete_int(e):
+            d = shape[axis]
+            i = np.asarray(e, np.int64)
+            w = np.where(i < 0, i + d, i)
+            shifted.append(np.where((w < 0) | (w >= d), -1, w) + 1)
+            padded.append(axis)
         else:
             shifted.append(e)
         axis += 1
     pad = [(1, 1) if a in padded else (0, 0) for a in range(len(shape))]
-    return getitem(np.pad(ids, pad, constant_values=-1), tuple(shifted))
+    table = np.pad(ids, pad, constant_values=-1)
+    if not any(isinstance(e, Tracer) for e in shifted):
+        return table[tuple(shifted)]
+    return getitem(table, tuple(shifted))
 
 
 def _wrapped(i: Any, d: int) -> Any:
@@ -333,6 +417,8 @@ def _positions(shape: tuple[int, ...], idx: Any) -> np.ndarray:
 def _layers(pos: np.ndarray, size: int) -> list[np.ndarray]:
     """Per layer k, the update applied to each position by its (k+1)-th occurrence in ``pos``
     (-1 where none), so updates of a repeated position apply in order."""
+    valid = np.nonzero(pos >= 0)[0]
+    pos = pos[valid]
     order = np.argsort(pos, kind="stable")
     sorted_pos = pos[order]
     first = np.searchsorted(sorted_pos, sorted_pos, side="left")
@@ -342,7 +428,7 @@ def _layers(pos: np.ndarray, size: int) -> list[np.ndarray]:
     for k in range(int(rank.max()) + 1 if pos.size else 0):
         src = np.full(size, -1, np.int64)
         sel = rank == k
-        src[pos[sel]] = np.nonzero(sel)[0]
+        src[pos[sel]] = valid[sel]
         layers.append(src)
     return layers
 
