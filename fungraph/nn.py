@@ -11,6 +11,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph import initializers as initializers
 from fungraph import numpy as fnp
+from fungraph._attention import dot_product_attention as dot_product_attention
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
 from fungraph.numpy._util import asarray, normalize_axes, promote
