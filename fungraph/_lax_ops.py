@@ -512,31 +512,7 @@ def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
     return fnp.take_along_axis(x, idx, axis=axis), cast(idx, dtypes.int32)
 
 
-# --- products and map ------------------------------------------------------------------------
-
-
-def dot(lhs: Any, rhs: Any, *, dimension_numbers: Any = None, precision: Any = None,
-        preferred_element_type: Any = None) -> Any:
-    """Vector/matrix products of rank <= 2 operands of one dtype, or ``dot_general`` when
-    ``dimension_numbers`` are given (``lax.dot``)."""
-    a, b = _same_dtype("dot", lhs, rhs)
-    if dimension_numbers is not None:
-        from fungraph.primitives.linalg import dot_general
-
-        out = dot_general(a, b, dimension_numbers)
-        return out if preferred_element_type is None else cast(out, dtypes.canonical(preferred_element_type))
-    if len(aval_of(a).shape) > 2 or len(aval_of(b).shape) > 2:
-        raise ShapeError(f"lax.dot takes operands of rank <= 2, got {aval_of(a)} and {aval_of(b)}; "
-                         "use lax.dot_general")
-    out = fnp.dot(a, b)
-    return out if preferred_element_type is None else cast(out, dtypes.canonical(preferred_element_type))
-
-
-def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:
-    a, b = _same_dtype("batch_matmul", lhs, rhs)
-    if len(aval_of(a).shape) < 2 or aval_of(a).shape[:-2] != aval_of(b).shape[:-2]:
-        raise ShapeError(f"lax.batch_matmul: batch axes differ: {aval_of(a)} and {aval_of(b)}")
-    return fnp.matmul(a, b)
+# --- map ------------------------------------------------------------------------
 
 
 def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001 - lax's name

@@ -10,10 +10,8 @@ import numpy as np
 
 from fungraph.core import ShapeError, user_source
 from fungraph.ir import ShapedArray
-from fungraph.numpy._util import asarray, promote
-from fungraph.primitives import conv as _conv
+from fungraph.numpy._util import asarray
 from fungraph.primitives.callback import stop_gradient
-from fungraph.primitives.linalg import dot_general
 
 __all__ = [
     "abs",
@@ -32,22 +30,36 @@ __all__ = [
     "axis_index",
     "axis_size",
     "batch_matmul",
+    "bessel_i0e",
+    "bessel_i1e",
+    "betainc",
+    "bitcast_convert_type",
     "bitwise_and",
     "bitwise_not",
     "bitwise_or",
     "bitwise_xor",
     "broadcast",
     "broadcast_in_dim",
+    "broadcast_to_rank",
     "broadcasted_iota",
     "cbrt",
     "ceil",
     "clamp",
+    "clz",
     "collapse",
+    "complex",
     "concatenate",
     "cond",
+    "conj",
     "conv",
+    "conv_dimension_numbers",
     "conv_general_dilated",
+    "conv_general_dilated_patches",
+    "conv_transpose",
+    "conv_with_general_padding",
+    "ConvDimensionNumbers",
     "convert_element_type",
+    "ConvGeneralDilatedDimensionNumbers",
     "cos",
     "cosh",
     "cumlogsumexp",
@@ -55,10 +67,13 @@ __all__ = [
     "cummin",
     "cumprod",
     "cumsum",
+    "custom_linear_solve",
+    "custom_root",
     "digamma",
     "div",
     "dot",
     "dot_general",
+    "DotDimensionNumbers",
     "dynamic_index_in_dim",
     "dynamic_slice",
     "dynamic_slice_in_dim",
@@ -79,7 +94,12 @@ __all__ = [
     "full_like",
     "ge",
     "gt",
+    "igamma",
+    "igamma_grad_a",
+    "igammac",
+    "imag",
     "index_in_dim",
+    "index_take",
     "integer_pow",
     "iota",
     "is_finite",
@@ -95,22 +115,32 @@ __all__ = [
     "mul",
     "ne",
     "neg",
+    "nextafter",
+    "optimization_barrier",
     "pad",
     "padding_pairs",
     "pmax",
     "pmean",
     "pmin",
+    "polygamma",
+    "population_count",
     "pow",
+    "Precision",
+    "PrecisionLike",
     "psum",
     "psum_scatter",
+    "real",
+    "reciprocal",
     "reduce",
     "reduce_and",
     "reduce_max",
     "reduce_min",
     "reduce_or",
+    "reduce_precision",
     "reduce_prod",
     "reduce_sum",
     "reduce_window",
+    "reduce_xor",
     "rem",
     "reshape",
     "rev",
@@ -118,12 +148,18 @@ __all__ = [
     "rsqrt",
     "scan",
     "select",
+    "select_n",
+    "shift_left",
+    "shift_right_arithmetic",
+    "shift_right_logical",
     "sign",
     "sin",
     "sinh",
     "slice",
     "slice_in_dim",
     "sort",
+    "sort_key_val",
+    "split",
     "sqrt",
     "square",
     "squeeze",
@@ -132,9 +168,11 @@ __all__ = [
     "switch",
     "tan",
     "tanh",
+    "tile",
     "top_k",
     "transpose",
     "while_loop",
+    "zeta",
 ]
 
 
@@ -161,26 +199,6 @@ def padding_pairs(padding: Any, in_shape: Sequence[int], window: Sequence[int],
     if len(pairs) != len(in_shape):
         raise ShapeError(f"padding {padding} needs one (lo, hi) pair per spatial axis ({len(in_shape)})")
     return pairs
-
-
-def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any,
-                         lhs_dilation: Sequence[int] | None = None,
-                         rhs_dilation: Sequence[int] | None = None) -> Any:
-    """2-D convolution of an NCHW input with an OIHW kernel."""
-    x, w = (asarray(a) for a in promote(lhs, rhs, to_inexact=True))
-    if x.ndim != 4 or w.ndim != 4:
-        raise ShapeError(f"conv: expected NCHW input and OIHW kernel (rank 4), got shapes {x.shape} and {w.shape}")
-    strides = tuple(window_strides)
-    rd = tuple(rhs_dilation or (1, 1))
-    pads = padding_pairs(padding, x.shape[2:], w.shape[2:], strides, rd)
-    return _conv.conv(x, w, strides, pads, tuple(lhs_dilation or (1, 1)), rd)
-
-
-def conv(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any) -> Any:
-    """``jax.lax.conv``: NCHW input, OIHW kernel, strides and "SAME"/"VALID"/explicit padding."""
-    return conv_general_dilated(lhs, rhs, window_strides, padding)
-
-
 
 
 # --- control flow ------------------------------------------------------------------------
@@ -343,6 +361,45 @@ def fori_loop(lower: Any, upper: Any, body_fun: Any, init_val: Any) -> Any:
 
 
 # jax.lax's array operations; imported last, since several shadow builtins (max, min, slice, map)
+from fungraph._lax_more import (  # noqa: E402
+    DotDimensionNumbers,
+    Precision,
+    PrecisionLike,
+    batch_matmul,
+    bessel_i0e,
+    bessel_i1e,
+    betainc,
+    bitcast_convert_type,
+    broadcast_to_rank,
+    clz,
+    complex,
+    conj,
+    custom_linear_solve,
+    custom_root,
+    dot,
+    dot_general,
+    igamma,
+    igamma_grad_a,
+    igammac,
+    imag,
+    index_take,
+    nextafter,
+    optimization_barrier,
+    polygamma,
+    population_count,
+    real,
+    reciprocal,
+    reduce_precision,
+    reduce_xor,
+    select_n,
+    shift_left,
+    shift_right_arithmetic,
+    shift_right_logical,
+    sort_key_val,
+    split,
+    tile,
+    zeta,
+)
 from fungraph._lax_ops import (  # noqa: E402
     abs,
     acos,
@@ -356,7 +413,6 @@ from fungraph._lax_ops import (  # noqa: E402
     atan,
     atan2,
     atanh,
-    batch_matmul,
     bitwise_and,
     bitwise_not,
     bitwise_or,
@@ -379,7 +435,6 @@ from fungraph._lax_ops import (  # noqa: E402
     cumsum,
     digamma,
     div,
-    dot,
     dynamic_index_in_dim,
     dynamic_slice,
     dynamic_slice_in_dim,
@@ -444,7 +499,18 @@ from fungraph._lax_ops import (  # noqa: E402
     top_k,
     transpose,
 )
-from fungraph._lax_windows import reduce, reduce_window  # noqa: E402
+from fungraph._lax_windows import (  # noqa: E402
+    ConvDimensionNumbers,
+    ConvGeneralDilatedDimensionNumbers,
+    conv,
+    conv_dimension_numbers,
+    conv_general_dilated,
+    conv_general_dilated_patches,
+    conv_transpose,
+    conv_with_general_padding,
+    reduce,
+    reduce_window,
+)
 from fungraph.primitives.collectives import (  # noqa: E402
     all_gather,
     axis_index,

@@ -10,6 +10,7 @@ from fungraph.primitives import (  # noqa: F401
     fft,
     fused,
     indexing,
+    lax_extra,
     linalg,
     linalg_ops,
     reductions,
