@@ -1,14 +1,29 @@
 """fungraph: JAX-like function transformations over an immutable, printable IR."""
 
-from fungraph import debug, lax, nn, random, tree
+from fungraph import checkpoint_policies, debug, lax, nn, random, scipy, tree
 from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
+from fungraph._config import config, default_matmul_precision, enable_x64
+from fungraph._devices import (
+    Device,
+    default_backend,
+    device_count,
+    devices,
+    local_device_count,
+    local_devices,
+    process_count,
+    process_index,
+)
 from fungraph.api import (
     ShapeDtypeStruct,
     block_until_ready,
+    closure_convert,
+    device_get,
     device_put,
+    ensure_compile_time_eval,
     eval_graph,
     eval_shape,
+    float0,
     grad,
     hessian,
     jacfwd,
@@ -17,17 +32,20 @@ from fungraph.api import (
     linear_transpose,
     linearize,
     make_graph,
+    named_call,
+    named_scope,
     pure_callback,
+    typeof,
     value_and_grad,
     vjp,
     vmap,
 )
 from fungraph.array import Array
 from fungraph.core import ConcretizationError, Primitive, ShapeError
-from fungraph.custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat
+from fungraph.custom_derivatives import checkpoint, custom_gradient, custom_jvp, custom_vjp, remat
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, verify
 from fungraph.ir_text import ParseError, parse
-from fungraph.jit import disable_jit, jit
+from fungraph.jit import clear_caches, disable_jit, jit
 from fungraph.primitives.callback import stop_gradient
 from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
@@ -36,6 +54,28 @@ make_jaxpr = make_graph  # jax.make_jaxpr: the staged Graph, printed in fungraph
 __version__ = "0.1.0"
 
 __all__ = [
+    "Device",
+    "checkpoint_policies",
+    "clear_caches",
+    "closure_convert",
+    "config",
+    "custom_gradient",
+    "default_backend",
+    "default_matmul_precision",
+    "device_count",
+    "device_get",
+    "devices",
+    "enable_x64",
+    "ensure_compile_time_eval",
+    "float0",
+    "local_device_count",
+    "local_devices",
+    "named_call",
+    "named_scope",
+    "process_count",
+    "process_index",
+    "scipy",
+    "typeof",
     "block_until_ready",
     "disable_jit",
     "device_put",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import weakref
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,12 +13,20 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.array import Array
-from fungraph.core import Tracer, to_concrete_dtype_array
+from fungraph.core import EvalTrace, MainTrace, Tracer, new_dynamic, to_concrete_dtype_array
 from fungraph.interpreters.eval import eval_graph as _eval_graph
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Graph, ShapedArray
 from fungraph.primitives.callback import pure_callback_p
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+
+#: JAX's dtype of tangents and cotangents for integer and boolean values (a zero-size numpy
+#: void type): ``jvp`` and ``vjp`` accept arrays of it where JAX gives or takes them.
+float0 = np.dtype([("float0", np.void, 0)])
+
+
+def _is_float0(x: Any) -> bool:
+    return getattr(x, "dtype", None) == float0
 
 
 @dataclass(frozen=True)
@@ -138,11 +147,15 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
 
 
 def _check_tangent(p: Any, t: Any, i: int) -> Any:
-    pa, ta = abstractify(p), abstractify(t)
-    if pa.shape != ta.shape:
-        raise ValueError(f"jvp: primal {i} has shape {pa.shape} but its tangent has shape {ta.shape}")
+    pa = abstractify(p)
+    t_shape = np.shape(t) if _is_float0(t) else abstractify(t).shape
+    if pa.shape != t_shape:
+        raise ValueError(f"jvp: primal {i} has shape {pa.shape} but its tangent has shape {t_shape}")
     if not dtypes.is_inexact(pa.dtype):
         return None
+    if _is_float0(t):
+        raise TypeError(f"jvp: primal {i} has dtype {pa.dtype}, so its tangent cannot be float0")
+    ta = abstractify(t)
     if ta.dtype != pa.dtype:
         raise TypeError(f"jvp: primal {i} has dtype {pa.dtype} but its tangent has dtype {ta.dtype}")
     return t if isinstance(t, Tracer) else to_concrete_dtype_array(t)
@@ -225,10 +238,11 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
         if ct_tree != out_tree:
             raise TypeError(f"vjp: cotangent structure {ct_tree} differs from output structure {out_tree}")
         for c, o in zip(ct_leaves, outs):
-            if abstractify(c).shape != abstractify(o).shape:
-                raise ValueError(f"vjp: cotangent of shape {abstractify(c).shape} for an output of shape "
+            c_shape = np.shape(c) if _is_float0(c) else abstractify(c).shape
+            if c_shape != abstractify(o).shape:
+                raise ValueError(f"vjp: cotangent of shape {c_shape} for an output of shape "
                                  f"{abstractify(o).shape}")
-        cts = [_concrete(c) for c in ct_leaves] + [None] * (len(outs) - n_out)
+        cts = [None if _is_float0(c) else _concrete(c) for c in ct_leaves] + [None] * (len(outs) - n_out)
         grads_iter = iter(transpose_linear(lin, res, cts))
         grads = []
         for a, d in zip(avals, diff):
@@ -287,13 +301,14 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
                    has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
     """``(fun(*args), gradient)`` of a scalar-valued ``fun`` with respect to ``argnums``.
 
-    Complex inputs follow JAX: for a real-valued ``fun`` of ``z = x + iy`` the gradient is
+    Keyword arguments are passed to ``fun`` and not differentiated, as in JAX. Complex inputs
+    follow JAX: for a real-valued ``fun`` of ``z = x + iy`` the gradient is
     ``df/dx - i df/dy``; a complex-valued ``fun`` needs ``holomorphic=True`` (and complex
     inputs), and then the gradient is ``f'(z)``."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
-    def vg(*args: Any) -> Any:
+    def vg(*args: Any, **kwargs: Any) -> Any:
         for i in nums:
             if not -len(args) <= i < len(args):
                 raise ValueError(f"argnums {argnums} refers to argument {i}, but only {len(args)} were given")
@@ -311,7 +326,7 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
             full = list(args)
             for i, d in zip(nums, diff):
                 full[i] = d
-            return fun(*full)
+            return fun(*full, **kwargs)
 
         result = vjp(partial_fun, *diff_args, has_aux=has_aux)
         out, f_vjp = result[0], result[1]
@@ -342,8 +357,8 @@ def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
     vg = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     @functools.wraps(fun, updated=())
-    def g(*args: Any) -> Any:
-        (out, grads) = vg(*args)
+    def g(*args: Any, **kwargs: Any) -> Any:
+        (out, grads) = vg(*args, **kwargs)
         return (grads, out[1]) if has_aux else grads
 
     return g
@@ -506,14 +521,16 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
     return mapped
 
 
-def device_put(x: Any, device: str | None = None) -> Any:
+def device_put(x: Any, device: Any = None) -> Any:
     """Every array leaf of ``x`` on ``device`` (a backend name: ``"cpu"``, the default, gives
     numpy arrays; ``"opencl"`` gives device arrays that OpenCL-jitted functions take without a
-    transfer), converted to fungraph's dtypes. JAX's ``device`` is a Device object; here it
-    is a backend name."""
+    transfer), converted to fungraph's dtypes. ``device`` may also be one of ``devices()``."""
+    from fungraph._devices import Device
     from fungraph.backends import known_backends
     from fungraph.tree_util import tree_map
 
+    if isinstance(device, Device):
+        device = device.platform
     where = "cpu" if device is None else device
     if where not in known_backends():
         raise ValueError(f"device_put: unknown device {device!r}; available: {', '.join(known_backends())}")
@@ -539,3 +556,69 @@ def block_until_ready(x: Any) -> Any:
         if isinstance(leaf, Array):
             leaf.block_until_ready()
     return x
+
+
+def device_get(x: Any) -> Any:
+    """``x`` with every device array leaf copied to a numpy array (other leaves unchanged), as
+    ``jax.device_get``; a traced leaf raises the usual concretization error."""
+    from fungraph.tree_util import tree_map
+
+    return tree_map(lambda leaf: np.asarray(leaf) if isinstance(leaf, (Array, Tracer)) else leaf, x)
+
+
+def typeof(x: Any) -> ShapedArray:
+    """The abstract value (shape and dtype) of an array, a traced value or a Python scalar."""
+    return abstractify(x)
+
+
+# --- tracing utilities -------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval() -> Iterator[None]:
+    """Within the block, operations whose operands are all concrete run now, even while a
+    function is being staged (under ``jit``, ``make_graph``); operations on traced values are
+    still staged. Lets Python control flow and shape arithmetic use values computed from
+    constants inside a jitted function, as in JAX."""
+    with new_dynamic(MainTrace(0, EvalTrace, None)):
+        yield
+
+
+def closure_convert(fun: Callable[..., Any], *example_args: Any) -> tuple[Callable[..., Any], list[Any]]:
+    """``(converted, consts)`` where ``converted(*args, *consts)`` computes ``fun(*args)`` and
+    ``consts`` are the traced values ``fun`` closes over (from an enclosing transformation), now
+    explicit arguments, e.g. to pass through ``custom_vjp``. Traced once on ``example_args``'
+    shapes and dtypes; concrete values ``fun`` closes over stay constants of its graph."""
+    leaves, in_tree = tree_flatten(example_args)
+    box: list[PyTreeDef] = []
+    graph, consts = stage(flat_fun(fun, in_tree, {}, box), [abstractify(x) for x in leaves])
+    out_tree = box[0]
+    n_consts = len(consts)
+    name = getattr(fun, "__name__", "fun")
+
+    def converted(*args_and_consts: Any) -> Any:
+        args = args_and_consts[:len(args_and_consts) - n_consts]
+        arg_leaves, tree = tree_flatten(args)
+        if tree != in_tree:
+            raise TypeError(f"closure_convert({name}): called with arguments {tree}, traced with {in_tree}")
+        return tree_unflatten(out_tree, eval_graph(graph, *arg_leaves, *args_and_consts[len(args):]))
+
+    functools.update_wrapper(converted, fun, updated=())
+    return converted, list(consts)
+
+
+def named_call(fun: Callable[..., Any], *, name: str | None = None) -> Callable[..., Any]:
+    """``fun`` itself: JAX names the call in its IR for profiles; fungraph's equations record
+    their user source line instead, so the name is not kept."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"named_call: name must be a string, got {type(name).__name__}")
+    return fun
+
+
+@contextlib.contextmanager
+def named_scope(name: str) -> Iterator[None]:
+    """Accepted for JAX code and changes nothing: equations record their user source line, not
+    scope names."""
+    if not isinstance(name, str):
+        raise TypeError(f"named_scope: name must be a string, got {type(name).__name__}")
+    yield

@@ -411,13 +411,39 @@ def _tangent_batch(args: Sequence[Any], dims: Sequence[int | None], *, jvp_graph
     return outs, [0] * n_out
 
 
-def checkpoint(fun: Callable[..., Any]) -> Callable[..., Any]:
+def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool | Sequence[bool] = True,
+               policy: Callable[..., bool] | None = None, static_argnums: int | Sequence[int] = (),
+               static_argnames: str | Sequence[str] = ()) -> Callable[..., Any]:
     """Differentiate ``fun`` by recomputing its forward pass in the backward pass instead of
-    saving its intermediates: only its inputs are kept as residuals."""
+    saving its intermediates: only its inputs are kept as residuals.
+
+    ``policy`` is one of :mod:`fungraph.checkpoint_policies`: ``everything_saveable`` returns
+    ``fun`` itself (nothing is recomputed); every other policy recomputes everything.
+    ``static_argnums``/``static_argnames`` name arguments passed through as Python values (not
+    traced). ``prevent_cse`` is accepted and has no effect."""
+    from fungraph.checkpoint_policies import everything_saveable
+    from fungraph.jit import _argnums
+
+    if policy is not None and not callable(policy):
+        raise TypeError(f"checkpoint: policy must be a callable from fungraph.checkpoint_policies, got {policy!r}")
+    if policy is everything_saveable:
+        return fun
+    static_nums = _argnums(fun, static_argnums, static_argnames, "static")
+    static_names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
 
     @functools.wraps(fun, updated=())
-    def wrapped(*args: Any) -> Any:
-        leaves, graph, closure, _, out_tree = _stage_call(fun, args)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        fixed = {i % len(args): args[i] for i in static_nums if -len(args) <= i < len(args)}
+        fixed_kw = {k: v for k, v in kwargs.items() if k in static_names}
+        traced = [a for i, a in enumerate(args) if i not in fixed]
+        traced_kw = {k: v for k, v in kwargs.items() if k not in static_names}
+
+        def call(traced: list[Any], traced_kw: dict[str, Any]) -> Any:
+            rest = iter(traced)
+            full = [fixed[i] if i in fixed else next(rest) for i in range(len(args))]
+            return fun(*full, **traced_kw, **fixed_kw)
+
+        leaves, graph, closure, _, out_tree = _stage_call(call, (traced, traced_kw))
         outs = remat_p.bind(*leaves, *closure, call=graph)
         return tree_unflatten(out_tree, outs)
 
@@ -425,3 +451,42 @@ def checkpoint(fun: Callable[..., Any]) -> Callable[..., Any]:
 
 
 remat = checkpoint
+
+
+# --- custom_gradient --------------------------------------------------------------------
+
+
+def custom_gradient(fun: Callable[..., Any]) -> Callable[..., Any]:
+    """JAX's ``custom_gradient``: ``fun(*args)`` returns ``(value, vjp)`` where ``vjp(ct)`` returns
+    one cotangent per argument (a tuple; a lone value for a one-argument function). Built on
+    :class:`custom_vjp`: ``vjp`` is staged on the cotangent's shapes in the forward pass, and the
+    values it closes over become the residuals."""
+
+    @functools.wraps(fun, updated=())
+    def wrapped(*args: Any) -> Any:
+        rules: list[tuple[Graph, PyTreeDef]] = []
+
+        def fwd(*primals: Any) -> tuple[Any, tuple]:
+            value, rule = fun(*primals)
+            out_leaves, out_tree = tree_flatten(value)
+            ct_tree: list[PyTreeDef] = []
+
+            def flat_rule(*ct_leaves: Any) -> list[Any]:
+                cts = rule(tree_unflatten(out_tree, list(ct_leaves)))
+                leaves, tree = tree_flatten(cts if isinstance(cts, tuple) else (cts,))
+                ct_tree.append(tree)
+                return leaves
+
+            graph, closure = stage(flat_rule, [abstractify(asarray(x)) for x in out_leaves])
+            rules.append((graph, ct_tree[0]))
+            return value, tuple(closure)
+
+        def bwd(res: tuple, ct: Any) -> tuple:
+            graph, ct_tree = rules[-1]
+            return tree_unflatten(ct_tree, eval_graph(graph, *tree_flatten(ct)[0], *res))
+
+        inner = custom_vjp(functools.wraps(fun)(lambda *primals: fun(*primals)[0]))
+        inner.defvjp(fwd, bwd)
+        return inner(*args)
+
+    return wrapped

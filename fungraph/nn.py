@@ -1,4 +1,4 @@
-"""``fungraph.nn``: ``jax.nn``'s activations, the softmax family and pooling (NCHW)."""
+"""``fungraph.nn``: ``jax.nn``'s activations, the softmax family, pooling (NCHW) and ``dot_product_attention``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,185 @@
+"""``fungraph.config``: ``jax.config``'s interface (``update(name, value)``, attribute reads) over
+the options that mean something here. Each option either does what JAX's does, is accepted
+with no effect because fungraph already behaves that way, or refuses the values fungraph
+cannot honour with the reason."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+X64_ONLY = ("fungraph has no 32-bit mode: float64 is the default dtype (numpy's) and dtypes promote as in "
+            "numpy 2 (NEP 50), so float32 arrays stay float32; cast explicitly (x.astype(numpy.float32)) "
+            "where JAX code relies on jax_enable_x64=False")
+
+
+def _x64(value: Any) -> bool:
+    if not value:
+        raise NotImplementedError(f"jax_enable_x64=False: {X64_ONLY}")
+    return True
+
+
+def _platforms(value: Any) -> str | None:
+    """A comma-separated list of fungraph's backends (JAX's ``jax_platforms``)."""
+    from fungraph.backends import known_backends
+
+    if value is None or value == "":
+        return None
+    names = [p.strip() for p in str(value).split(",")]
+    unknown = [p for p in names if p not in known_backends()]
+    if unknown:
+        raise ValueError(f"jax_platforms={value!r}: fungraph has no platform {', '.join(map(repr, unknown))}; "
+                         f"its backends are {', '.join(known_backends())} (chosen per function with "
+                         "jit(..., backend=...))")
+    return ",".join(names)
+
+
+def _platform_name(value: Any) -> str | None:
+    if value is not None and "," in str(value):
+        raise ValueError(f"jax_platform_name takes one platform, got {value!r}")
+    return _platforms(value)
+
+
+def _one_of(option: str, allowed: tuple[Any, ...], why: str) -> Callable[[Any], Any]:
+    """A checker accepting ``allowed`` values only; ``why`` says why the others are refused."""
+
+    def check(value: Any) -> Any:
+        if value not in allowed:
+            raise NotImplementedError(f"{option}={value!r}: {why} (accepted: {', '.join(map(repr, allowed))})")
+        return value
+
+    return check
+
+
+_PRECISIONS = (None, "default", "high", "highest", "fastest", "bfloat16", "tensorfloat32", "float32",
+               "bfloat16_3x", "tensorfloat32_3x")
+
+
+def _precision(value: Any) -> str | None:
+    if value not in _PRECISIONS:
+        raise ValueError(f"jax_default_matmul_precision={value!r}: expected one of {_PRECISIONS}")
+    return value
+
+
+_DEBUG_NANS = ("fungraph does not check every operation's output; test values with fungraph.numpy.isnan/isinf, "
+               "or inside jit with fungraph.debug.callback")
+
+
+def _get_disable_jit() -> bool:
+    from fungraph.jit import _JIT_DISABLED
+
+    return _JIT_DISABLED.on
+
+
+def _set_disable_jit(value: Any) -> bool:
+    from fungraph.jit import _JIT_DISABLED
+
+    _JIT_DISABLED.on = bool(value)
+    return bool(value)
+
+
+@dataclass
+class _Option:
+    """One option: ``check`` validates and normalises a new value (raising when fungraph cannot
+    honour it); ``read``, when given, reads the value from where fungraph keeps it."""
+
+    value: Any
+    check: Callable[[Any], Any]
+    read: Callable[[], Any] | None = None
+
+
+def _options() -> dict[str, _Option]:
+    return {
+        "jax_enable_x64": _Option(True, _x64),
+        "jax_platforms": _Option(None, _platforms),
+        "jax_platform_name": _Option(None, _platform_name),
+        "jax_default_matmul_precision": _Option(None, _precision),
+        "jax_disable_jit": _Option(False, _set_disable_jit, read=_get_disable_jit),
+        "jax_debug_nans": _Option(False, _one_of("jax_debug_nans", (False,), _DEBUG_NANS)),
+        "jax_debug_infs": _Option(False, _one_of("jax_debug_infs", (False,), _DEBUG_NANS)),
+        "jax_numpy_rank_promotion": _Option("allow", _one_of(
+            "jax_numpy_rank_promotion", ("allow",), "fungraph always broadcasts ranks as numpy does")),
+        "jax_numpy_dtype_promotion": _Option("standard", _one_of(
+            "jax_numpy_dtype_promotion", ("standard",), "fungraph always promotes implicitly, as numpy 2 does")),
+        "jax_default_prng_impl": _Option("threefry2x32", _one_of(
+            "jax_default_prng_impl", ("threefry2x32",), "fungraph.random implements threefry2x32 only")),
+        "jax_threefry_partitionable": _Option(True, _one_of(
+            "jax_threefry_partitionable", (True,), "fungraph.random uses the partitionable counter layout only")),
+        "jax_traceback_filtering": _Option("auto", _one_of(
+            "jax_traceback_filtering", ("auto", "off", "tracebackhide", "remove_frames", "quiet_remove_frames"),
+            "not a traceback filtering mode")),
+    }
+
+
+class Config:
+    """``jax.config`` for fungraph: ``config.update("jax_enable_x64", True)``, ``config.jax_enable_x64``,
+    ``config.values``. Unknown names raise ``AttributeError`` listing the known ones.
+
+    ``jax_enable_x64`` is always True; ``jax_disable_jit`` is ``fungraph.disable_jit`` on the calling
+    thread; ``jax_platforms``/``jax_platform_name`` take fungraph's backend names and, like
+    ``jax_default_matmul_precision`` and ``jax_traceback_filtering``, are recorded with no effect
+    (``jit(..., backend=)`` picks the backend, products use the operands' precision, tracebacks are
+    never filtered); the others accept only the behaviour fungraph has.
+    """
+
+    _options: dict[str, _Option]
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_options", _options())
+
+    def _option(self, name: str) -> _Option:
+        options: dict[str, _Option] = self._options
+        if name not in options:
+            raise AttributeError(f"fungraph.config has no option {name!r} (unknown, or a JAX option fungraph does "
+                                 f"not model); its options are: {', '.join(options)}")
+        return options[name]
+
+    def update(self, name: str, value: Any) -> None:
+        """Set option ``name``; raises when fungraph cannot honour ``value``."""
+        option = self._option(name)
+        option.value = option.check(value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        option = self._option(name)
+        return option.read() if option.read is not None else option.value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"set options with fungraph.config.update({name!r}, value)")
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every option's current value."""
+        return {name: getattr(self, name) for name in self._options}
+
+    def __dir__(self) -> list[str]:
+        return ["update", "values", *self._options]
+
+    def __repr__(self) -> str:
+        return f"fungraph.config({self.values})"
+
+
+config = Config()
+
+
+@contextlib.contextmanager
+def enable_x64(new_val: bool = True) -> Iterator[None]:
+    """``jax.enable_x64``: 64-bit types are always on here, so True changes nothing and False
+    raises ``NotImplementedError``."""
+    _x64(new_val)
+    yield
+
+
+@contextlib.contextmanager
+def default_matmul_precision(precision: str | None) -> Iterator[None]:
+    """``jax.default_matmul_precision``: sets the option for the block, which fungraph records
+    only (products always use the operands' own precision)."""
+    saved = config.jax_default_matmul_precision
+    config.update("jax_default_matmul_precision", precision)
+    try:
+        yield
+    finally:
+        config.update("jax_default_matmul_precision", saved)

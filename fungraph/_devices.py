@@ -1,0 +1,68 @@
+"""JAX's device queries over fungraph's backends: each backend is one device, named by its
+``platform`` (the name ``jit(..., backend=)`` and ``device_put`` take). ``cpu`` (numpy) always
+exists; ``opencl`` when an OpenCL platform does. ``cpu`` is the default, as ``jit``'s backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fungraph.backends import known_backends
+
+
+@dataclass(frozen=True)
+class Device:
+    """One backend as a JAX user sees a device; ``device_put(x, device)`` accepts it."""
+
+    platform: str
+    device_kind: str
+    id: int = 0
+    process_index: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.id}"
+
+
+def default_backend() -> str:
+    """The backend ``jit`` uses without ``backend=``: always ``"cpu"``."""
+    return "cpu"
+
+
+def devices(backend: str | None = None) -> list[Device]:
+    """The devices of ``backend`` (default: the default backend's); raises ``RuntimeError`` for an
+    unknown backend or one this machine cannot run, as ``jax.devices`` does."""
+    name = default_backend() if backend is None else backend
+    if name not in known_backends():
+        raise RuntimeError(f"unknown backend {name!r}; fungraph's backends are {', '.join(known_backends())}")
+    if name == "cpu":
+        return [Device("cpu", "cpu")]
+    try:
+        from fungraph.backends.opencl import get_device
+
+        info = get_device().info
+    except (ImportError, RuntimeError) as err:
+        raise RuntimeError(f"backend 'opencl' is not available: {err}") from None
+    return [Device("opencl", f"{info.platform}: {info.name}")]
+
+
+def local_devices(process_index: int | None = None, backend: str | None = None) -> list[Device]:
+    """``devices(backend)``: fungraph runs in one process."""
+    if process_index not in (None, 0):
+        raise ValueError(f"fungraph runs in one process (index 0), got process_index={process_index}")
+    return devices(backend)
+
+
+def device_count(backend: str | None = None) -> int:
+    return len(devices(backend))
+
+
+def local_device_count(backend: str | None = None) -> int:
+    return len(devices(backend))
+
+
+def process_index() -> int:
+    """Always 0: fungraph runs in one process."""
+    return 0
+
+
+def process_count() -> int:
+    return 1

@@ -1,0 +1,326 @@
+"""JAX's top-level names beyond the transformations: ``config``, ``enable_x64``, devices,
+``device_get``, ``named_call``/``named_scope``, ``ensure_compile_time_eval``, ``custom_gradient``,
+``closure_convert``, ``clear_caches``, ``typeof``, ``checkpoint`` with policies, ``float0``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph import checkpoint_policies as cp
+from tests.helpers import jax_or_skip
+
+NAMES = ["config", "enable_x64", "default_matmul_precision", "device_get", "devices", "local_devices", "device_count",
+         "local_device_count", "default_backend", "process_index", "process_count", "named_call", "named_scope",
+         "ensure_compile_time_eval", "custom_gradient", "closure_convert", "clear_caches", "typeof",
+         "checkpoint_policies", "float0", "scipy"]
+
+
+def test_the_names_exist_in_both() -> None:
+    jax, _ = jax_or_skip()
+    assert [n for n in NAMES if not hasattr(jax, n)] == []
+    assert [n for n in NAMES if not hasattr(fg, n)] == []
+    policies = ["everything_saveable", "nothing_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable",
+                "checkpoint_dots", "checkpoint_dots_with_no_batch_dims"]
+    assert [p for p in policies if not hasattr(fg.checkpoint_policies, p)] == []
+
+
+# --- config -----------------------------------------------------------------------------
+
+
+def test_config_reads_and_updates_like_jax() -> None:
+    jax, _ = jax_or_skip()
+    for config in (jax.config, fg.config):
+        config.update("jax_enable_x64", True)
+        assert config.jax_enable_x64
+        config.update("jax_platforms", "cpu")
+        assert config.jax_platforms == "cpu"
+        config.update("jax_default_matmul_precision", "highest")
+        assert config.jax_default_matmul_precision == "highest"
+        config.update("jax_default_matmul_precision", None)
+        config.update("jax_debug_nans", False)
+        assert not config.jax_debug_nans
+    assert fg.config.values["jax_enable_x64"] is True
+    fg.config.update("jax_platforms", None)
+
+
+def test_config_refuses_what_fungraph_cannot_do() -> None:
+    with pytest.raises(NotImplementedError, match="NEP 50"):
+        fg.config.update("jax_enable_x64", False)
+    with pytest.raises(NotImplementedError, match="NEP 50"), fg.enable_x64(False):
+        pass
+    with fg.enable_x64():
+        assert fnp.asarray(1.0).dtype == np.float64
+    with pytest.raises(NotImplementedError, match="fungraph.debug.callback"):
+        fg.config.update("jax_debug_nans", True)
+    with pytest.raises(ValueError, match=r"no platform 'gpu'; its backends are cpu, opencl"):
+        fg.config.update("jax_platforms", "cpu,gpu")
+    with pytest.raises(ValueError, match="jax_default_matmul_precision='fp8'"):
+        fg.config.update("jax_default_matmul_precision", "fp8")
+    with pytest.raises(NotImplementedError, match="threefry2x32 only"):
+        fg.config.update("jax_default_prng_impl", "rbg")
+    with pytest.raises(AttributeError, match=r"no option 'jax_log_compiles'.*options are: jax_enable_x64, "):
+        fg.config.update("jax_log_compiles", True)
+    with pytest.raises(AttributeError, match="no option 'jax_enable_64'"):
+        _ = fg.config.jax_enable_64
+    with pytest.raises(AttributeError, match="config.update"):
+        fg.config.jax_enable_x64 = True
+
+
+def test_config_disable_jit_is_disable_jit() -> None:
+    seen: list[Any] = []
+
+    @fg.jit
+    def f(x: Any) -> Any:
+        seen.append(type(x))
+        return x + 1
+
+    fg.config.update("jax_disable_jit", True)
+    try:
+        assert fg.config.jax_disable_jit
+        np.testing.assert_array_equal(f(np.ones(2)), 2 * np.ones(2))
+        assert seen == [np.ndarray]
+    finally:
+        fg.config.update("jax_disable_jit", False)
+    with fg.disable_jit():
+        assert fg.config.jax_disable_jit
+    assert not fg.config.jax_disable_jit
+
+
+def test_default_matmul_precision_is_recorded_for_the_block() -> None:
+    with fg.default_matmul_precision("float32"):
+        assert fg.config.jax_default_matmul_precision == "float32"
+        np.testing.assert_allclose(fg.jit(lambda a: a @ a)(np.eye(2)), np.eye(2))
+    assert fg.config.jax_default_matmul_precision is None
+
+
+# --- devices ----------------------------------------------------------------------------
+
+
+def test_devices_describe_the_cpu_backend() -> None:
+    jax, _ = jax_or_skip()
+    assert fg.default_backend() == jax.default_backend() == "cpu"
+    (cpu,) = fg.devices()
+    assert (cpu.platform, cpu.id, cpu.process_index) == (jax.devices()[0].platform, 0, 0)
+    assert fg.local_devices() == fg.devices("cpu") == [cpu]
+    assert fg.device_count() == fg.local_device_count() == 1
+    assert (fg.process_index(), fg.process_count()) == (0, 1)
+    with pytest.raises(RuntimeError, match="unknown backend 'tpu'; fungraph's backends are cpu, opencl"):
+        fg.devices("tpu")
+    np.testing.assert_array_equal(fg.device_put([1.0, 2.0], cpu), [1.0, 2.0])
+
+
+def test_opencl_device_put_and_device_get(require_opencl: None) -> None:
+    (dev,) = fg.devices("opencl")
+    assert dev.platform == "opencl" and fg.device_count("opencl") == 1
+    on_device = fg.device_put({"w": np.arange(3.0), "n": 2}, dev)
+    assert isinstance(on_device["w"], fg.Array)
+    back = fg.device_get(on_device)
+    assert type(back["w"]) is np.ndarray and back["n"] is not None
+    np.testing.assert_array_equal(back["w"], np.arange(3.0))
+
+
+def test_device_get_leaves_host_values_and_refuses_tracers() -> None:
+    tree = {"a": np.ones(2), "b": 3, "c": [np.float32(1.5)]}
+    got = fg.device_get(tree)
+    assert got["a"] is tree["a"] and got["b"] == 3 and got["c"][0] == np.float32(1.5)
+    with pytest.raises(fg.ConcretizationError):
+        fg.jit(lambda x: fg.device_get(x))(np.ones(2))
+
+
+# --- tracing utilities ------------------------------------------------------------------
+
+
+def test_named_call_and_named_scope_change_nothing() -> None:
+    def f(x: Any) -> Any:
+        with fg.named_scope("layer"):
+            return fnp.sin(x) * 2
+
+    g = fg.named_call(f, name="block")
+    x = np.linspace(0, 1, 4)
+    np.testing.assert_allclose(fg.jit(g)(x), 2 * np.sin(x))
+    np.testing.assert_allclose(fg.grad(lambda v: g(v).sum())(x), 2 * np.cos(x))
+    with pytest.raises(TypeError, match="name must be a string"), fg.named_scope(3):  # type: ignore[arg-type]
+        pass
+
+
+def test_ensure_compile_time_eval_computes_constants_while_tracing() -> None:
+    jax, jnp = jax_or_skip()
+
+    def body(xp: Any, ensure: Any) -> Any:
+        def f(x: Any) -> Any:
+            with ensure():
+                n = xp.sum(xp.arange(4))
+                if n > 3:                              # a Python branch on a value computed now
+                    x = x * n
+            return x + 1
+
+        return f
+
+    x = np.arange(3.0)
+    got = fg.jit(body(fnp, fg.ensure_compile_time_eval))(x)
+    np.testing.assert_array_equal(got, jax.jit(body(jnp, jax.ensure_compile_time_eval))(x))
+    graph = fg.make_graph(body(fnp, fg.ensure_compile_time_eval))(x)
+    assert "arange" not in str(graph) and "reduce_sum" not in str(graph)
+
+
+def test_typeof_is_the_abstract_value() -> None:
+    assert fg.typeof(np.ones((2, 3), np.float32)) == fg.ShapedArray((2, 3), np.float32)
+    assert str(fg.typeof(1.0)) == "f64[]"
+    seen: list[Any] = []
+    fg.jit(lambda x: seen.append(fg.typeof(x)) or x)(np.ones(4, np.int32))
+    assert seen == [fg.ShapedArray((4,), np.int32)]
+
+
+def test_clear_caches_drops_compiled_plans() -> None:
+    x = np.ones(3)
+    before = fg.jit(lambda v: fnp.tanh(v) * 3).lower(x).compiled
+    assert fg.jit(lambda v: fnp.tanh(v) * 3).lower(x).compiled is before   # shared across functions
+    fg.clear_caches()
+    after = fg.jit(lambda v: fnp.tanh(v) * 3).lower(x).compiled
+    assert after is not before
+    np.testing.assert_allclose(fg.jit(lambda v: fnp.tanh(v) * 3)(x), np.tanh(x) * 3)
+
+
+# --- custom_gradient and closure_convert ------------------------------------------------
+
+
+def _clipped_product(xp: Any, custom_gradient: Any) -> Any:
+    @custom_gradient
+    def f(x: Any, y: Any) -> Any:
+        def vjp(g: Any) -> tuple:
+            return xp.clip(g, -1.0, 1.0) * y, g * x
+        return x * y, vjp
+
+    return f
+
+
+def _log1pexp(xp: Any, custom_gradient: Any) -> Any:
+    @custom_gradient
+    def f(x: Any) -> Any:
+        e = xp.exp(x)
+        return xp.log1p(e), lambda g: g * (1 - 1 / (1 + e))   # one argument: a lone cotangent
+
+    return f
+
+
+def test_custom_gradient_matches_jax() -> None:
+    jax, jnp = jax_or_skip()
+    x, y = np.array([0.5, 2.0, -1.0]), np.array([3.0, -4.0, 0.25])
+
+    def loss(xp: Any, cg: Any) -> Any:
+        f = _clipped_product(xp, cg)
+        return lambda x, y: (f(x, y) * 10).sum()
+
+    want = jax.grad(loss(jnp, jax.custom_gradient), argnums=(0, 1))(x, y)
+    grad = fg.grad(loss(fnp, fg.custom_gradient), argnums=(0, 1))
+    for got in (grad(x, y), fg.jit(grad)(x, y)):
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+    per_example = fg.vmap(fg.grad(lambda a, b: _clipped_product(fnp, fg.custom_gradient)(a, b) * 10,
+                                  argnums=(0, 1)))(x, y)
+    np.testing.assert_allclose(per_example, want, rtol=1e-15)
+    for order in (1, 2):
+        f_fg, f_jax = _log1pexp(fnp, fg.custom_gradient), _log1pexp(jnp, jax.custom_gradient)
+        for _ in range(order):
+            f_fg, f_jax = fg.grad(f_fg), jax.grad(f_jax)
+        np.testing.assert_allclose(f_fg(3.0), f_jax(3.0), rtol=1e-14)
+
+
+def test_closure_convert_hoists_traced_values() -> None:
+    jax, jnp = jax_or_skip()
+
+    def model(xp: Any, closure_convert: Any) -> Any:
+        def loss(w: Any, x: Any) -> Any:
+            f = lambda v: xp.sin(w * v) + 2.0 * v        # noqa: E731 - closes over w
+            converted, consts = closure_convert(f, x)
+            return converted(x, *consts).sum(), len(consts)
+        return loss
+
+    x = np.array([0.5, 1.5])
+    value, n = model(fnp, fg.closure_convert)(1.5, x)
+    assert n == 0
+    np.testing.assert_allclose(value, np.sum(np.sin(1.5 * x) + 2 * x))
+    got = fg.grad(lambda w: model(fnp, fg.closure_convert)(w, x)[0])(1.5)
+    want = jax.grad(lambda w: model(jnp, jax.closure_convert)(w, x)[0])(1.5)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    seen: list[int] = []
+    fg.grad(lambda w: seen.append(model(fnp, fg.closure_convert)(w, x)[1]) or w)(1.5)
+    assert seen == [1]
+    converted, _ = fg.closure_convert(lambda a, b: a * b, 1.0, 2.0)
+    with pytest.raises(TypeError, match="called with arguments"):
+        converted((1.0, 2.0))
+
+
+# --- checkpoint and its policies --------------------------------------------------------
+
+
+def _net(w: Any, x: Any) -> Any:
+    return fnp.tanh(fnp.tanh(x @ w) @ w).sum()
+
+
+@pytest.mark.parametrize("policy", [None, cp.nothing_saveable, cp.everything_saveable, cp.dots_saveable,
+                                    cp.dots_with_no_batch_dims_saveable])
+def test_every_policy_gives_the_same_gradient(policy: Any) -> None:
+    rng = np.random.default_rng(0)
+    w, x = rng.normal(size=(3, 3)), rng.normal(size=(2, 3))
+    remat = fg.checkpoint(_net, policy=policy, prevent_cse=False)
+    np.testing.assert_allclose(fg.grad(remat)(w, x), fg.grad(_net)(w, x), rtol=1e-14)
+    graph = str(fg.make_graph(fg.grad(remat))(w, x))
+    assert ("remat" in graph) == (policy is not cp.everything_saveable)
+
+
+def test_policies_answer_for_equations() -> None:
+    plain = fg.make_graph(lambda a, b: a @ b)(np.ones((2, 3)), np.ones((3, 4))).eqns[0]
+    batched = fg.make_graph(lambda a, b: a @ b)(np.ones((5, 2, 3)), np.ones((5, 3, 4))).eqns[0]
+    sine = fg.make_graph(fnp.sin)(np.ones(2)).eqns[0]
+
+    def ask(policy: Any, eqn: Any) -> bool:
+        return policy(eqn.primitive, *(a.aval for a in eqn.inputs), **eqn.params.kwargs())
+
+    assert [ask(cp.dots_saveable, e) for e in (plain, batched, sine)] == [True, True, False]
+    assert [ask(cp.dots_with_no_batch_dims_saveable, e) for e in (plain, batched, sine)] == [True, False, False]
+    assert ask(cp.everything_saveable, sine) and not ask(cp.nothing_saveable, plain)
+    with pytest.raises(TypeError, match="policy must be a callable"):
+        fg.checkpoint(_net, policy="dots")  # type: ignore[arg-type]
+
+
+def test_checkpoint_static_arguments() -> None:
+    def layers(x: Any, n: int, *, act: str = "sin") -> Any:
+        for _ in range(n):
+            x = getattr(fnp, act)(x)
+        return x.sum()
+
+    remat = fg.checkpoint(layers, static_argnums=(1,), static_argnames="act")
+    x = np.linspace(0, 1, 3)
+    for n, act in [(1, "sin"), (3, "cos")]:
+        np.testing.assert_allclose(fg.grad(remat)(x, n, act=act), fg.grad(layers)(x, n, act=act), rtol=1e-14)
+    with pytest.raises(ValueError, match="static_argnames names 'nope'"):
+        fg.checkpoint(layers, static_argnames="nope")
+
+
+# --- float0 -----------------------------------------------------------------------------
+
+
+def test_float0_tangents_and_cotangents_for_integers() -> None:
+    jax, jnp = jax_or_skip()
+    assert fg.float0 == jax.dtypes.float0
+
+    def f(xp: Any) -> Any:
+        return lambda x, i: (x * i, xp.argmax(x))
+
+    x, i = np.array([1.0, 3.0]), np.array(2)
+    zero = np.zeros((), fg.float0)
+    (p, _), (t, t_int) = fg.jvp(f(fnp), (x, i), (np.ones(2), zero))
+    (jp, _), (jt, _) = jax.jvp(f(jnp), (x, i), (np.ones(2), zero))
+    np.testing.assert_array_equal(p, jp)
+    np.testing.assert_array_equal(t, jt)
+    _, f_vjp = fg.vjp(f(fnp), x, i)
+    gx, gi = f_vjp((np.ones(2), zero))
+    np.testing.assert_array_equal(gx, [2.0, 2.0])
+    assert gi.dtype == np.int64 and gi == 0              # JAX gives float0 here; fungraph integer zeros
+    with pytest.raises(TypeError, match="cannot be float0"):
+        fg.jvp(f(fnp), (x, i), (np.zeros(2, fg.float0), zero))
