@@ -57,7 +57,7 @@ def _tolerance(dtype: np.dtype) -> float:
     return 2e-5 if dtype == np.float32 else 2e-6
 
 
-@settings(max_examples=30)
+@settings(max_examples=20)
 @given(_cases())
 def test_matches_jax(case: tuple) -> None:
     jax, _ = jax_or_skip()
