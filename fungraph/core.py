@@ -93,7 +93,8 @@ class Primitive:
     ``batch(args, dims, **params) -> (out, out_dim)``; ``lowerings[backend]`` for engines;
     ``partial_eval(eqn, unknown_inputs)`` splits a call-like equation for reverse mode;
     ``inplace`` names the inputs an engine may overwrite with the output; ``effectful``
-    primitives are never merged, folded or removed by the optimiser.
+    primitives are never merged, folded or removed by the optimiser; equations of a primitive
+    that is not ``mergeable`` are never merged by CSE (an optimisation barrier).
     """
 
     name: str
@@ -112,6 +113,7 @@ class Primitive:
     inplace_rule: Callable[[Any, int], tuple[int, ...]] | None = None
     elementwise: bool = False
     effectful: bool = False
+    mergeable: bool = True
 
     registry: ClassVar[dict[str, Primitive]] = {}
 

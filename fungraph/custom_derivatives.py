@@ -24,6 +24,7 @@ from fungraph.ir import Graph, ShapedArray
 from fungraph.numpy._util import asarray
 from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import aval, instantiate
+from fungraph.primitives.barrier import optimization_barrier
 from fungraph.primitives.reductions import reduce_sum
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
@@ -385,10 +386,12 @@ remat_tangent_p = Primitive(
 
 @remat_tangent_p.def_transpose
 def _remat_tangent_transpose(cts: Sequence[Any], *args: Any, jvp_graph: Graph, num_primals: int) -> tuple:
-    """Recompute the forward pass from the saved inputs, then transpose its linear part."""
+    """Recompute the forward pass from the saved inputs, then transpose its linear part. The
+    inputs pass an optimisation barrier first, so that under ``jit`` CSE does not merge the
+    recomputation with the forward pass and keep its intermediates alive after all."""
     n_tan = len(args) - num_primals
     known, linear, _, out_unknown = partial_eval(jvp_graph, [False] * num_primals + [True] * n_tan)
-    known_vals = eval_graph(known, *args[:num_primals])
+    known_vals = eval_graph(known, *optimization_barrier(args[:num_primals]))
     n_out = len(jvp_graph.outvars) // 2
     num_res = len(linear.invars) - n_tan
     residuals = known_vals[len(known_vals) - num_res:]
@@ -420,7 +423,8 @@ def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool | Sequence[bool] = 
     ``policy`` is one of :mod:`fungraph.checkpoint_policies`: ``everything_saveable`` returns
     ``fun`` itself (nothing is recomputed); every other policy recomputes everything.
     ``static_argnums``/``static_argnames`` name arguments passed through as Python values (not
-    traced). ``prevent_cse`` is accepted and has no effect."""
+    traced). ``prevent_cse`` is accepted; the recomputation always passes an optimisation
+    barrier, so CSE under ``jit`` never merges it with the forward pass."""
     from fungraph.checkpoint_policies import everything_saveable
     from fungraph.jit import _argnums
 

@@ -18,10 +18,26 @@ def cse(graph: Graph) -> Graph:
         ins = rw.inputs(e)
         key = (e.primitive.name, tuple(_key(a) for a in ins), e.params)
         prev = seen.get(key)
-        if prev is not None and e.primitive.name != "pure_callback" and not e.effectful:
+        if prev is not None and e.primitive.name != "pure_callback" and not e.effectful and e.primitive.mergeable:
             for o, p in zip(e.outputs, prev):
                 rw.replace(o, p)
             continue
         seen[key] = e.outputs
+        rw.keep(e)
+    return rw.finish()
+
+
+def strip_barriers(graph: Graph) -> Graph:
+    """Replace each ``optimization_barrier`` by its operands once CSE has run: the barrier
+    kept CSE from merging a recomputation (``checkpoint``) with the values it recomputes, and
+    no pass after CSE merges, so the engines never see it."""
+    if not any(e.primitive.name == "optimization_barrier" for e in graph.eqns):
+        return graph
+    rw = Rewriter(graph)
+    for e in graph.eqns:
+        if e.primitive.name == "optimization_barrier":
+            for o, a in zip(e.outputs, rw.inputs(e)):
+                rw.replace(o, a)
+            continue
         rw.keep(e)
     return rw.finish()

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from fungraph.interpreters.cse import cse
+from fungraph.interpreters.cse import cse, strip_barriers
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.fold import fold_constants
 from fungraph.interpreters.fuse import fuse_adagrad, fuse_fma
@@ -22,6 +22,7 @@ DEFAULT_PASSES: tuple[tuple[str, Pass], ...] = (
     ("fold", fold_constants),
     ("simplify", simplify),
     ("cse", cse),
+    ("strip_barriers", strip_barriers),
     ("fuse_adagrad", fuse_adagrad),
     ("fuse_fma", fuse_fma),
     ("dce_final", dce),

@@ -1,6 +1,7 @@
 """The primitive set, one module per family; importing this package registers them all."""
 
 from fungraph.primitives import (  # noqa: F401
+    barrier,
     callback,
     collectives,
     control_flow,
