@@ -15,6 +15,7 @@ import functools
 import inspect
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,9 +117,20 @@ def best_schedule(graph: Graph, donated: Sequence[bool] = (),
     return best
 
 
+#: Every live jitted function, so that :func:`clear_caches` reaches their own caches too.
+_JITTED: weakref.WeakSet[Jitted] = weakref.WeakSet()
+
+
 def clear_caches() -> None:
+    """Forget every compiled graph, transformed graph and jitted function's signature cache
+    (``jax.clear_caches``): the next call of each jitted function traces and compiles again."""
     _COMPILED.clear()
     clear_transform_cache()
+    for j in list(_JITTED):
+        j._cache.clear()
+        j._fast.clear()
+        j._fast_tree.clear()
+        j._incremental.clear()
 
 
 # --- the jit_call primitive --------------------------------------------------------------
@@ -265,6 +277,7 @@ class Jitted:
         self._incremental: dict[Hashable, Any] = {}
         self._keywords: Jitted | None = None
         functools.update_wrapper(self, fun, updated=())
+        _JITTED.add(self)
 
     def _with_keywords(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         """A call with keyword arguments: bound to the parameters (defaults filled in) and run

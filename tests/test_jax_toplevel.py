@@ -186,6 +186,17 @@ def test_clear_caches_drops_compiled_plans() -> None:
     np.testing.assert_allclose(fg.jit(lambda v: fnp.tanh(v) * 3)(x), np.tanh(x) * 3)
 
 
+def test_clear_caches_makes_a_jitted_function_trace_again() -> None:
+    traces = []
+    f = fg.jit(lambda v: traces.append(1) or v * 2)
+    f(np.ones(3))
+    f({"a": np.ones(3)}["a"])
+    assert len(traces) == 1
+    fg.clear_caches()
+    np.testing.assert_array_equal(f(np.ones(3)), 2 * np.ones(3))
+    assert len(traces) == 2
+
+
 # --- custom_gradient and closure_convert ------------------------------------------------
 
 
