@@ -30,6 +30,9 @@ CONCRETE = {
     "tri", "tril_indices", "triu_indices", "zeros", "zeros_like", "bartlett", "blackman", "hamming", "hanning",
     "broadcast_shapes", "diag_indices_from", "isdtype", "issubdtype", "iterable", "ix_",
     "tril_indices_from", "triu_indices_from", "asanyarray", "ascontiguousarray",
+    "promote_types", "einsum_path", "mask_indices", "trim_zeros", "array_repr", "array_str", "printoptions",
+    "get_printoptions", "set_printoptions", "load", "save", "savez", "frombuffer", "fromstring", "fromfile",
+    "fromiter",
 }
 # Integer- or bool-valued (or piecewise-constant) functions: zero derivative by convention.
 NON_DIFFERENTIABLE = {
@@ -41,10 +44,17 @@ NON_DIFFERENTIABLE = {
     "around", "round_", "searchsorted", "sign", "signbit", "trunc", "unravel_index", "divmod",
     "iscomplex", "isreal", "nonzero", "flatnonzero", "argwhere",
     "gcd", "lcm", "left_shift", "right_shift", "bitwise_left_shift", "bitwise_right_shift", "lexsort",
+    "nextafter", "spacing", "packbits", "unpackbits", "bitwise_count",
 }
 # Functions with no op-record row whose values (real and complex), derivatives, jit and vmap are
 # tested in tests/test_complex.py.
 COMPLEX_TESTED = {"conj", "conjugate", "imag", "angle", "eig", "hfft", "ihfft"}
+# Functions with no op-record row whose values (against numpy and JAX), jit, vmap (against a loop)
+# and, where differentiable, derivatives to second order are tested in tests/test_numpy_breadth.py.
+BREADTH_TESTED = {
+    "frexp", "nextafter", "spacing", "piecewise", "polyfit", "polydiv", "poly", "roots", "fromfunction",
+    "histogram2d", "histogramdd", "apply_over_axes", "place", "put", "packbits", "unpackbits", "bitwise_count",
+}
 
 
 def _public_functions(module: object) -> list[str]:
@@ -89,6 +99,9 @@ def _status(name: str, has: bool, records: dict[str, list[bool]], ours: object =
         return "yes", "n.a. (concrete)", "n.a."
     if name in COMPLEX_TESTED:
         return "yes", "differentiable (tested, complex)", "yes (tested)"
+    if name in BREADTH_TESTED:
+        deriv = "not differentiable" if name in NON_DIFFERENTIABLE else "differentiable"
+        return "yes", deriv + " (tested)", "yes (tested)"
     if tested:
         deriv = "differentiable" if any(tested) else "not differentiable"
         if name in NON_DIFFERENTIABLE:
@@ -134,6 +147,9 @@ def main() -> int:
         "",
         "*(tested, complex)*: tested in `tests/test_complex.py` (values against numpy for complex64 and",
         "complex128, derivatives against finite differences and JAX, jit, vmap against a loop).",
+        "The functions without a row that `tests/test_numpy_breadth.py` covers (`frexp`, `polyfit`, `roots`,",
+        "`histogramdd`, `put`, `packbits`, ...) are marked *(tested)* on the same terms, their values checked",
+        "against numpy and JAX.",
         "",
         "Complex dtypes (complex64, complex128) work in the arithmetic, exponential, logarithmic,",
         "trigonometric and hyperbolic functions, powers, `abs`, `sign`, `where`, `equal`/`not_equal`,",

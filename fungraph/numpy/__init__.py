@@ -3,8 +3,45 @@
 Outside any transformation the functions run eagerly and return numpy arrays.
 """
 
+from numpy.exceptions import ComplexWarning
+
 from fungraph.numpy import _methods, fft, linalg
 from fungraph.numpy._at import at
+from fungraph.numpy._breadth import (
+    apply_over_axes,
+    array_repr,
+    array_str,
+    bitwise_count,
+    einsum_path,
+    frexp,
+    frombuffer,
+    fromfile,
+    fromfunction,
+    fromiter,
+    fromstring,
+    get_printoptions,
+    histogram2d,
+    histogramdd,
+    load,
+    mask_indices,
+    nextafter,
+    packbits,
+    piecewise,
+    place,
+    poly,
+    polydiv,
+    polyfit,
+    printoptions,
+    promote_types,
+    put,
+    roots,
+    save,
+    savez,
+    set_printoptions,
+    spacing,
+    trim_zeros,
+    unpackbits,
+)
 from fungraph.numpy._creation import (
     arange,
     array,
@@ -114,7 +151,7 @@ from fungraph.numpy._extra import (
     unstack,
     unwrap,
 )
-from fungraph.numpy._index_tricks import c_, r_
+from fungraph.numpy._index_tricks import c_, index_exp, mgrid, ogrid, r_, s_
 from fungraph.numpy._indexing import take, take_along_axis
 from fungraph.numpy._linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
 from fungraph.numpy._manip import (
@@ -227,13 +264,11 @@ from fungraph.numpy._more import (
     empty,
     empty_like,
     finfo,
-    float_,
     geomspace,
     hamming,
     hanning,
     iinfo,
     indices,
-    int_,
     iscomplexobj,
     isdtype,
     isin,
@@ -259,21 +294,31 @@ from fungraph.numpy._more import (
 from fungraph.numpy._reductions import all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum, var
 from fungraph.numpy._scalar_types import (
     bool_,
+    cdouble,
+    character,
     complex64,
     complex128,
+    complex_,
     complexfloating,
+    csingle,
+    double,
+    flexible,
     float32,
     float64,
+    float_,
     floating,
     generic,
     inexact,
     int32,
     int64,
+    int_,
     integer,
     number,
     signedinteger,
+    single,
     unsignedinteger,
 )
+from fungraph.numpy._scalar_types import unsupported_dtype_error as _unsupported_dtype_error
 from fungraph.numpy._shape import (
     astype,
     broadcast_arrays,
@@ -350,3 +395,12 @@ PINF = inf
 NINF = -inf
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+
+def __getattr__(name: str) -> object:
+    """``fungraph.numpy.int8`` and the other ``jax.numpy`` dtypes fungraph lacks raise an
+    AttributeError that says so and lists the supported dtypes."""
+    err = _unsupported_dtype_error(name)
+    if err is not None:
+        raise err
+    raise AttributeError(f"module 'fungraph.numpy' has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""``r_`` and ``c_``: numpy's index-expression concatenation, on arrays and traced values."""
+"""numpy's index-expression helpers: ``r_`` and ``c_`` (concatenation, on arrays and traced
+values), ``mgrid`` and ``ogrid`` (concrete grids), ``s_`` and ``index_exp`` (numpy's own)."""
 
 from __future__ import annotations
 
@@ -83,3 +84,46 @@ class _Concatenator:
 
 r_ = _Concatenator(0, 1, -1)
 c_ = _Concatenator(-1, 2, 0)
+
+
+def _grid_axis(item: slice) -> np.ndarray:
+    """The points one slice of ``mgrid``/``ogrid`` names: ``arange``, or with a complex step
+    ``5j`` that many points from start to stop inclusive (``linspace``)."""
+    if not isinstance(item, slice):
+        raise TypeError(f"mgrid/ogrid: expected slices such as 0:5 or 0:1:5j, got {item!r}")
+    start = 0 if item.start is None else item.start
+    step = 1 if item.step is None else item.step
+    if isinstance(step, complex):
+        return np.asarray(linspace(start, item.stop, int(abs(step))))
+    return np.asarray(arange(start, item.stop, step))
+
+
+class _Grid:
+    """``mgrid[...]`` (``sparse=False``: the dense grid, stacked on a new first axis) and
+    ``ogrid[...]`` (``sparse=True``: a list of open, broadcastable axes). Every axis takes the
+    dtype the slices promote to, as in numpy and JAX; results are concrete numpy arrays."""
+
+    def __init__(self, sparse: bool) -> None:
+        self.sparse = sparse
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return _grid_axis(key)
+        axes = [_grid_axis(item) for item in key]
+        if not axes:
+            return np.zeros(0, np.int64) if not self.sparse else []
+        dtype = np.result_type(*axes)
+        axes = [a.astype(dtype) for a in axes]
+        n = len(axes)
+        if self.sparse:
+            return [a.reshape((1,) * i + (a.size,) + (1,) * (n - i - 1)) for i, a in enumerate(axes)]
+        return np.stack(np.meshgrid(*axes, indexing="ij"))
+
+    def __len__(self) -> int:
+        return 0
+
+
+mgrid = _Grid(sparse=False)
+ogrid = _Grid(sparse=True)
+s_ = np.s_
+index_exp = np.index_exp

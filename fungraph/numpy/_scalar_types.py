@@ -53,6 +53,14 @@ float64 = _scalar_type("float64", dtypes.float64)
 complex64 = _scalar_type("complex64", dtypes.complex64)
 complex128 = _scalar_type("complex128", dtypes.complex128)
 
+double = float64
+single = float32
+cdouble = complex128
+csingle = complex64
+complex_ = complex128
+float_ = float64
+int_ = int64
+
 generic = np.generic
 number = np.number
 inexact = np.inexact
@@ -61,3 +69,23 @@ complexfloating = np.complexfloating
 integer = np.integer
 signedinteger = np.signedinteger
 unsignedinteger = np.unsignedinteger
+character = np.character
+flexible = np.flexible
+
+_UNSUPPORTED = frozenset({
+    "int1", "int2", "int4", "int8", "int16", "uint", "uint1", "uint2", "uint4", "uint8", "uint16", "uint32",
+    "uint64", "float16", "bfloat16", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4",
+    "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "object_",
+})
+
+
+def unsupported_dtype_error(name: str) -> AttributeError | None:
+    """The error for ``fungraph.numpy.<name>`` when ``name`` is a ``jax.numpy`` dtype fungraph
+    lacks (None for any other name), so a port learns why rather than meeting a bare miss."""
+    if name not in _UNSUPPORTED:
+        return None
+    supported = ", ".join(str(d) for d in dtypes.SUPPORTED)
+    return AttributeError(f"fungraph.numpy has no {name!r}: fungraph does not support the {name} dtype. "
+                          f"Its dtypes are {supported}; numpy arrays of int8, int16, uint8, uint16, uint32 "
+                          f"or float16 are widened to int32, int64 or float32 on the way in.")
