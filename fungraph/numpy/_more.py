@@ -83,8 +83,6 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
 finfo = np.finfo
 iinfo = np.iinfo
 dtype = np.dtype
-float_ = np.float64
-int_ = np.int64
 
 
 # --- creation ----------------------------------------------------------------------------------------
