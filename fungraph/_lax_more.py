@@ -529,7 +529,8 @@ def custom_linear_solve(matvec: Callable[[Any], Any], b: Any, solve: Callable[[C
     """``solve(matvec, b)``, differentiated implicitly as ``jax.lax.custom_linear_solve``: the
     solution is linear in ``b`` (its transpose is ``transpose_solve(vecmat, ct)``, or ``solve``
     again when ``symmetric``), and the tangent of what ``matvec`` closes over enters as
-    ``-A^-1 (dA x)``; nothing is differentiated through ``solve`` itself."""
+    ``-A^-1 (dA x)``; nothing is differentiated through ``solve`` itself. With ``has_aux``
+    both solves return ``(solution, aux)`` and the aux outputs carry no derivative."""
     from fungraph.api import linear_transpose
     from fungraph.tree_util import tree_flatten, tree_unflatten
 
@@ -555,14 +556,17 @@ def custom_linear_solve(matvec: Callable[[Any], Any], b: Any, solve: Callable[[C
         raise TypeError(f"custom_linear_solve: solve must return a solution shaped like b ({b_tree}), got {x_tree} "
                         f"{[str(a) for a in s_graph.out_avals[:n_x]]}")
     t_graph, t_consts = None, []
-    if symmetric:
-        t_graph, t_consts = _first_outputs(s_graph, n_x), s_consts
-    elif transpose_solve is not None:
+    t_solve = solve if transpose_solve is None and symmetric else transpose_solve
+    if t_solve is not None:
         def vecmat(ct: Any) -> Any:
             (out,) = linear_transpose(matvec, b)(ct)
             return out
 
-        t_graph, t_consts, _, _ = _stage(lambda ct: transpose_solve(vecmat, ct), b, "custom_linear_solve transpose")
+        def transposed(ct: Any) -> Any:
+            out = t_solve(matvec if symmetric else vecmat, ct)
+            return out[0] if has_aux else out
+
+        t_graph, t_consts, _, _ = _stage(transposed, b, "custom_linear_solve transpose_solve")
     outs = lx.linear_solve_p.bind(*m_consts, *s_consts, *t_consts, *b_leaves, matvec=m_graph, solve=s_graph,
                                   transpose_solve=t_graph, counts=(len(m_consts), len(s_consts), len(t_consts)),
                                   num_aux=len(s_graph.outvars) - n_x)
@@ -570,13 +574,6 @@ def custom_linear_solve(matvec: Callable[[Any], Any], b: Any, solve: Callable[[C
     if not has_aux:
         return x
     return x, tree_unflatten(s_out.children[1], list(outs[n_x:]))
-
-
-def _first_outputs(graph: Any, n: int) -> Any:
-    """``graph`` keeping only its first ``n`` outputs."""
-    from fungraph.ir import Graph
-
-    return Graph(graph.invars, graph.constvars, graph.consts, graph.eqns, graph.outvars[:n])
 
 
 def custom_root(f: Callable[[Any], Any], initial_guess: Any, solve: Callable[[Callable[[Any], Any], Any], Any],

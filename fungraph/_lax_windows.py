@@ -332,11 +332,13 @@ ConvGeneralDilatedDimensionNumbers = tuple[str, str, str] | ConvDimensionNumbers
 
 
 def _specs(rank: int, dimension_numbers: Any) -> ConvDimensionNumbers:
-    """``dimension_numbers`` as axis positions; spatial axes are ordered as in the kernel's string."""
+    """``dimension_numbers`` as axis positions; spatial axes are ordered as in the kernel's string.
+    Any triple of axis sequences is taken as positions (JAX's own ``ConvDimensionNumbers`` too)."""
     if dimension_numbers is None:
         same = tuple(range(rank))
         return ConvDimensionNumbers(same, same, same)
-    if isinstance(dimension_numbers, ConvDimensionNumbers):
+    if isinstance(dimension_numbers, (tuple, list)) and len(dimension_numbers) == 3 and not any(
+            isinstance(s, str) for s in dimension_numbers):
         specs = dimension_numbers
         if any(sorted(s) != list(range(rank)) for s in specs):
             raise ShapeError(f"conv dimension_numbers {specs} must each permute the {rank} axes")
