@@ -355,20 +355,24 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> An
 
 
 def reduce_xor(operand: Any, axes: Sequence[int]) -> Any:
-    """The bitwise xor of ``operand`` (bool or integer) over ``axes``, folded pairwise."""
+    """The bitwise xor of ``operand`` (bool or integer) over ``axes``: each axis folded in
+    halves, ``ceil(log2 n)`` whole-array xors."""
     x = asarray(operand)
     a = aval_of(x)
     if dtypes.is_inexact(a.dtype):
         raise TypeError(f"lax.reduce_xor needs a bool or integer operand, got {a}")
     for axis in sorted({int(ax) % builtins.max(len(a.shape), 1) for ax in axes}, reverse=True):
-        parts = [fnp.take(x, k, axis=axis) for k in range(aval_of(x).shape[axis])]
-        if not parts:
+        n = aval_of(x).shape[axis]
+        if n == 0:
             x = fnp.zeros(aval_of(x).shape[:axis] + aval_of(x).shape[axis + 1:], a.dtype)
             continue
-        while len(parts) > 1:
-            pairs = [fnp.bitwise_xor(p, q) for p, q in zip(parts[::2], parts[1::2])]
-            parts = pairs + parts[len(pairs) * 2:]
-        x = parts[0]
+        lead = (builtins.slice(None),) * axis
+        while n > 1:
+            half = n // 2
+            folded = fnp.bitwise_xor(x[lead + (builtins.slice(0, half),)], x[lead + (builtins.slice(half, 2 * half),)])
+            x = fnp.concatenate([folded, x[lead + (builtins.slice(2 * half, n),)]], axis=axis) if n % 2 else folded
+            n = half + n % 2
+        x = fnp.squeeze(x, axis=axis)
     return x
 
 
@@ -531,8 +535,8 @@ def custom_linear_solve(matvec: Callable[[Any], Any], b: Any, solve: Callable[[C
     again when ``symmetric``), and the tangent of what ``matvec`` closes over enters as
     ``-A^-1 (dA x)``; nothing is differentiated through ``solve`` itself. With ``has_aux``
     both solves return ``(solution, aux)`` and the aux outputs carry no derivative."""
-    from fungraph.api import linear_transpose
-    from fungraph.tree_util import tree_flatten, tree_unflatten
+    from fungraph.api import vjp
+    from fungraph.tree_util import tree_flatten, tree_map, tree_unflatten
 
     b_leaves, b_tree = tree_flatten(b)
     b_leaves = [asarray(v) for v in b_leaves]
@@ -559,7 +563,8 @@ def custom_linear_solve(matvec: Callable[[Any], Any], b: Any, solve: Callable[[C
     t_solve = solve if transpose_solve is None and symmetric else transpose_solve
     if t_solve is not None:
         def vecmat(ct: Any) -> Any:
-            (out,) = linear_transpose(matvec, b)(ct)
+            _, pullback = vjp(matvec, tree_map(fnp.zeros_like, b))
+            (out,) = pullback(ct)
             return out
 
         def transposed(ct: Any) -> Any:
@@ -596,7 +601,7 @@ def custom_root(f: Callable[[Any], Any], initial_guess: Any, solve: Callable[[Ca
         return tree_unflatten(f_out, eval_graph(f_graph, *tree_flatten(x)[0], *consts))
 
     def run(consts: Sequence[Any], x0: Any) -> Any:
-        out = solve(lambda x: f_at(x, consts), stop_gradient(x0))
+        out = solve(lambda x: f_at(x, consts), tree_map(stop_gradient, x0))
         return out if has_aux else (out, ())
 
     @custom_jvp

@@ -445,15 +445,17 @@ def _grouped(x: Any, w: Any, groups: int, by_batch: bool, core: Callable[[Any, A
 def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any,
                          lhs_dilation: Sequence[int] | None = None, rhs_dilation: Sequence[int] | None = None,
                          dimension_numbers: ConvGeneralDilatedDimensionNumbers = None, feature_group_count: int = 1,
-                         batch_group_count: int = 1, precision: Any = None, preferred_element_type: Any = None) -> Any:
+                         batch_group_count: int = 1, precision: Any = None, preferred_element_type: Any = None,
+                         out_sharding: Any = None) -> Any:
     """``jax.lax.conv_general_dilated``: an N-d convolution (cross-correlation) of ``lhs`` with
     the kernel ``rhs``, any rank and layout, strides, "SAME"/"SAME_LOWER"/"VALID" or (lo, hi)
     padding, input and kernel dilation, and feature or batch groups. ``precision`` is accepted
     and ignored; integer operands are computed in float64 (exact below 2**53) and cast back."""
-    from fungraph._lax_more import _finish, canonical_precision, preferred_operands
+    from fungraph._lax_more import _finish, _no_sharding, canonical_precision, preferred_operands
     from fungraph.lax import padding_pairs
 
     canonical_precision(precision)
+    _no_sharding("conv_general_dilated", out_sharding)
     (x, w), after = preferred_operands("conv_general_dilated", (lhs, rhs), preferred_element_type)
     dtype = aval_of(x).dtype
     if not dtypes.is_inexact(dtype):

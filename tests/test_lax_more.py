@@ -374,6 +374,23 @@ def test_custom_root_differentiates_implicitly() -> None:
     np.testing.assert_allclose(fg.jit(fg.vmap(fg.grad(lambda s: got_f(s))))(a), 0.5 / np.sqrt(a), rtol=1e-10)
 
 
+def test_custom_root_of_a_pytree_with_aux() -> None:
+    """The cube root of ``a`` as a dict, the solver's iteration count as an (integer) aux output."""
+    def cbrt(a: Any) -> Any:
+        def solve(f: Any, x: Any) -> Any:
+            y = lax.fori_loop(0, 30, lambda i, y: {"p": y["p"] - f(y)["p"] / (3 * y["p"] ** 2)}, x)
+            return y, np.int32(30)
+
+        return lax.custom_root(lambda x: {"p": x["p"] ** 3 - a}, {"p": fnp.ones_like(a)}, solve,
+                               lambda g, y: {"p": y["p"] / g({"p": fnp.ones_like(y["p"])})["p"]}, has_aux=True)
+
+    a = np.array([8.0, 27.0])
+    (root, steps) = cbrt(a)
+    np.testing.assert_allclose(root["p"], [2.0, 3.0], rtol=1e-12)
+    assert int(steps) == 30
+    np.testing.assert_allclose(fg.grad(lambda a: cbrt(a)[0]["p"].sum())(a), a ** (-2 / 3) / 3, rtol=1e-12)
+
+
 def _linear_solve(lib: Any, m: Any, symmetric: bool) -> Callable[[Any, Any], Any]:
     """A(theta) x = b with A = theta theta^T + 3 I (symmetric) or theta + 3 I, solved by
     numpy's solve on the materialised matrix; the aux output counts calls."""
