@@ -1,8 +1,9 @@
 """More of ``jax.lax`` for :mod:`fungraph.lax`: ``Precision`` and the products that take it,
 ``select_n``, complex parts, bit operations (shifts, population count, leading zeros,
-``nextafter`` and ``reduce_precision`` on the exact bit patterns), ``split``/``tile`` and
-other shape helpers, the special functions with ``jax.lax``'s derivative rules, and
-``custom_root``/``custom_linear_solve`` with implicit differentiation."""
+``nextafter`` and ``reduce_precision`` on the exact bit patterns), ``split``/``tile``/``stack``
+and other shape helpers, exact ``approx_max_k``/``approx_min_k``, the special functions with
+``jax.lax``'s derivative rules, and ``custom_root``/``custom_linear_solve`` with implicit
+differentiation."""
 
 from __future__ import annotations
 
@@ -443,6 +444,55 @@ def optimization_barrier(operand: Any) -> Any:
     from fungraph.tree_util import tree_map
 
     return tree_map(asarray, operand)
+
+
+def stack(operands: Sequence[Any], axis: int = 0) -> Any:
+    """The operands (one shape, one dtype) joined along a new ``axis``."""
+    return fnp.stack(_same_dtype("stack", *operands), axis=axis)
+
+
+def unstack(x: Any, axis: int = 0) -> tuple[Any, ...]:
+    """``x``'s slices along ``axis``, that axis removed."""
+    x = asarray(x)
+    return tuple(fnp.moveaxis(x, axis, 0)[k] for k in range(aval_of(x).shape[axis]))
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The shape numpy broadcasting gives ``shapes``."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*(tuple(s) for s in shapes)))
+    except ValueError:
+        raise ValueError(f"lax.broadcast_shapes: incompatible shapes {[tuple(s) for s in shapes]}") from None
+
+
+def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Any:
+    """An array of ``shape`` whose values must not be read (zeros here)."""
+    _no_sharding("empty", out_sharding)
+    return fnp.zeros(tuple(int(d) for d in shape), dtypes.canonical(dtype))
+
+
+def _approx_k(name: str, operand: Any, k: int, reduction_dimension: int, largest: bool) -> tuple[Any, Any]:
+    from fungraph._lax_ops import top_k
+
+    (x,) = _floats(name, operand)
+    axis = int(reduction_dimension) % builtins.max(len(aval_of(x).shape), 1)
+    moved = fnp.moveaxis(x, axis, -1)
+    values, idx = top_k(moved if largest else fnp.negative(moved), k)
+    values = values if largest else fnp.negative(values)
+    return fnp.moveaxis(values, -1, axis), fnp.moveaxis(idx, -1, axis)
+
+
+def approx_max_k(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
+                 reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> tuple[Any, Any]:
+    """The ``k`` largest values along ``reduction_dimension`` and their int32 indices, found
+    exactly (recall 1, so the recall target and size override are met and unused)."""
+    return _approx_k("approx_max_k", operand, k, reduction_dimension, True)
+
+
+def approx_min_k(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
+                 reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> tuple[Any, Any]:
+    """The ``k`` smallest values along ``reduction_dimension`` and their int32 indices, exactly."""
+    return _approx_k("approx_min_k", operand, k, reduction_dimension, False)
 
 
 # --- special functions ------------------------------------------------------------------------------

@@ -83,6 +83,9 @@ CASES: dict[str, tuple[tuple, dict]] = {
                               {"dimension_numbers": (((1,), (1,)), ((), ())), "preferred_element_type": np.float64,
                                "precision": "highest"}),
     "batch_matmul": ((RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 4, 2))), {"precision": "high"}),
+    "stack": (([A, B, A],), {"axis": 1}), "unstack": ((B,), {"axis": 1}),
+    "approx_max_k": ((np.array([[3.0, 1, 2, 5], [0, -1, 7, 7]]), 2), {}),
+    "approx_min_k": ((np.array([[3.0, 1, 2, 5], [0, -1, 7, 7]]), 1), {"reduction_dimension": 0}),
 }
 ALIASES = {"select_n_int": "select_n", "select_n_clamped": "select_n", "select_n_scalar": "select_n",
            "conj_float": "conj", "reduce_xor_bool": "reduce_xor",
@@ -278,7 +281,8 @@ def _loss(lib: Any, m: Any, name: str, args: tuple, kwargs: dict, pos: list[int]
 
 
 # name -> positions of the arguments to differentiate
-GRADS = {"select_n": [1, 2], "select_n_int": [1, 2, 3], "complex": [0, 1], "real": [0], "imag": [0], "conj": [0],
+GRADS = {"unstack": [0], "approx_max_k": [0], "select_n": [1, 2], "select_n_int": [1, 2, 3], "complex": [0, 1],
+         "real": [0], "imag": [0], "conj": [0],
          "conj_float": [0], "reciprocal": [0], "split": [0], "tile": [0], "broadcast_to_rank": [0],
          "sort_key_val": [1], "index_take": [0], "polygamma": [1], "bessel_i0e": [0], "bessel_i1e": [0],
          "batch_matmul": [0, 1]}
@@ -455,6 +459,10 @@ def test_precision_is_jaxs_enum_and_accepted_everywhere() -> None:
 
 
 def test_bad_inputs_name_shapes_and_dtypes() -> None:
+    assert lax.broadcast_shapes((2, 1), (3,)) == jax.lax.broadcast_shapes((2, 1), (3,)) == (2, 3)
+    with pytest.raises(ValueError, match=r"incompatible shapes \[\(2,\), \(3,\)\]"):
+        lax.broadcast_shapes((2,), (3,))
+    _check(lax.empty((2, 3), np.float32), jax.lax.empty((2, 3), np.float32), "empty")
     with pytest.raises(TypeError, match=r"lax.select_n: a bool which selects between at most 2 cases"):
         lax.select_n(A > 1, A, B, A)
     with pytest.raises(ValueError, match=r"which bool\[2\] and cases"):
