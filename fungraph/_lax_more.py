@@ -640,12 +640,14 @@ def custom_root(f: Callable[[Any], Any], initial_guess: Any, solve: Callable[[Ca
     from fungraph.api import jvp
     from fungraph.custom_derivatives import custom_jvp
     from fungraph.interpreters.eval import eval_graph
+    from fungraph.interpreters.jvp import jvp_flat
     from fungraph.primitives.callback import stop_gradient
     from fungraph.tree_util import tree_flatten, tree_map, tree_unflatten
 
     guess = tree_map(asarray, initial_guess)
     f_graph, f_consts, x_tree, f_out = _stage(f, guess, "custom_root f")
-    n_x = len(tree_flatten(guess)[0])
+    if f_out != x_tree:
+        raise TypeError(f"custom_root: f must map the guess's structure {x_tree} to itself, got {f_out}")
 
     def f_at(x: Any, consts: Sequence[Any]) -> Any:
         return tree_unflatten(f_out, eval_graph(f_graph, *tree_flatten(x)[0], *consts))
@@ -661,14 +663,13 @@ def custom_root(f: Callable[[Any], Any], initial_guess: Any, solve: Callable[[Ca
     @root.defjvp
     def _(primals: tuple, tangents: tuple) -> tuple:
         consts, x0 = primals
-        t_consts = tangents[0]
+        t_consts = [t if dtypes.is_inexact(aval_of(c).dtype) else None for c, t in zip(consts, tangents[0])]
         sol, aux = run(consts, x0)
-        _, rhs = jvp(lambda *c: f_at(sol, c), tuple(consts), tuple(t_consts))
+        _, rhs = jvp_flat(lambda *c: tree_flatten(f_at(sol, c))[0], consts, t_consts)
+        rhs = tree_unflatten(f_out, rhs)
         step = custom_linear_solve(lambda v: jvp(lambda x: f_at(x, consts), (sol,), (v,))[1], rhs,
                                    tangent_solve, lambda g, y: tangent_solve(g, y))
         return (sol, aux), (tree_map(lambda v: -v, step), tree_map(fnp.zeros_like, aux))
 
-    if n_x != len(tree_flatten(guess)[0]) or f_out != x_tree:
-        raise TypeError(f"custom_root: f must map the guess's structure {x_tree} to itself, got {f_out}")
     sol, aux = root(tuple(f_consts), guess)
     return (sol, tree_map(stop_gradient, aux)) if has_aux else sol
