@@ -263,7 +263,7 @@ def linear_transpose(fun: Callable[..., Any], *primals: Any) -> Callable[[Any], 
     ``f_t(ct)`` returns one cotangent per primal. ``fun``'s graph is transposed directly, so a
     nonlinear operation on an input is an error, not a silent Jacobian at some point (a constant
     added to the output is dropped: the transpose of the linear part)."""
-    from fungraph.interpreters.transpose import backward_pass
+    from fungraph.interpreters.transpose import backward_pass, partial_eval
     from fungraph.primitives._rules import zeros
 
     leaves, in_tree = tree_flatten(tuple(primals))
@@ -272,7 +272,9 @@ def linear_transpose(fun: Callable[..., Any], *primals: Any) -> Callable[[Any], 
     graph, closure = stage(flat_fun(fun, in_tree, {}, box), avals)
     out_tree = box[0]
     name = getattr(fun, "__name__", "fun")
-    mask = [True] * len(avals) + [False] * len(closure)
+    known, linear, r, out_unknown = partial_eval(graph, [True] * len(avals) + [False] * len(closure))
+    known_vals = eval_graph(known, *closure)
+    residuals = known_vals[len(known_vals) - r:] if r else []
 
     def f_t(ct: Any) -> tuple[Any, ...]:
         ct_leaves, ct_tree = tree_flatten(ct)
@@ -284,7 +286,7 @@ def linear_transpose(fun: Callable[..., Any], *primals: Any) -> Callable[[Any], 
             if got.shape != want.shape:
                 raise ValueError(f"linear_transpose: cotangent of shape {got.shape} for an output {want} of {name}")
         try:
-            cts = backward_pass(graph, closure, [_concrete(c) for c in ct_leaves], linear_mask=mask)
+            cts = backward_pass(linear, residuals, [_concrete(c) for c, u in zip(ct_leaves, out_unknown) if u])
         except TypeError as err:
             reason = str(err).split(";")[0]
             raise TypeError(f"linear_transpose: {name} is not linear in its inputs ({reason})") from None

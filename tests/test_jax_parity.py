@@ -246,3 +246,11 @@ def test_products_take_precision_and_preferred_element_type(name: str, args: tup
         np.testing.assert_array_equal(got, want)
     with pytest.raises(TypeError, match=f"{name}: precision='hihgest' is not one of"):
         getattr(fnp, name)(*ops, precision="hihgest")
+
+
+def test_linear_transpose_of_a_function_computing_on_constants() -> None:
+    """Work on values that do not depend on the inputs (here ``sin`` of a constant) is
+    evaluated once, as the residuals of the transpose; an output that does not depend on the
+    inputs gets no cotangent."""
+    got = fg.linear_transpose(lambda x: (x * fnp.sin(np.ones(3)), fnp.cos(np.ones(2))), np.ones(3))
+    np.testing.assert_allclose(got((np.arange(3.0), np.ones(2)))[0], np.arange(3.0) * np.sin(1.0), rtol=1e-15)
