@@ -438,12 +438,14 @@ def index_take(src: Any, idxs: Sequence[Any], axes: Sequence[int]) -> Any:
 
 
 def optimization_barrier(operand: Any) -> Any:
-    """``operand`` (any pytree) unchanged. JAX uses it to stop XLA moving work across it;
-    fungraph's optimiser does not reorder across equations in the ways this prevents, so it
-    is the identity."""
-    from fungraph.tree_util import tree_map
+    """``operand`` (any pytree) unchanged, behind one ``optimization_barrier`` equation: CSE
+    never merges a computation on its outputs with the same computation on its inputs (the
+    barrier is removed after CSE; fungraph's other passes do not move work across values)."""
+    from fungraph.primitives.barrier import optimization_barrier as barrier
+    from fungraph.tree_util import tree_flatten, tree_unflatten
 
-    return tree_map(asarray, operand)
+    leaves, tree = tree_flatten(operand)
+    return tree_unflatten(tree, barrier([asarray(x) for x in leaves]))
 
 
 def stack(operands: Sequence[Any], axis: int = 0) -> Any:

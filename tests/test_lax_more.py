@@ -581,3 +581,19 @@ def test_scatter_gradients_and_apply_match_jax() -> None:
         lax.GatherScatterMode.from_any("wrap")
     with pytest.raises(ValueError, match=r"lax.gather: indices i64\[4,1\] .* do not fit the operand f64\[10\]"):
         lax.gather(np.arange(10.0), IDX1, lax.GatherDimensionNumbers((1,), (), (0,)), (11,))
+
+
+def test_optimization_barrier_keeps_cse_from_merging_across_it() -> None:
+    """``sin(x)`` and ``sin(barrier(x))`` stay two equations under jit; values, gradients and
+    batching pass through unchanged, and the engines never see the barrier."""
+    def f(x: Any) -> Any:
+        y = lax.optimization_barrier({"a": x})["a"]
+        return fg.numpy.sin(x) + fg.numpy.sin(y)
+
+    x = np.linspace(-1.0, 1.0, 5)
+    lowered = fg.jit(f).lower(x)
+    assert [e.primitive.name for e in lowered.graph.eqns].count("sin") == 2
+    assert all(e.primitive.name != "optimization_barrier" for e in lowered.graph.eqns)
+    np.testing.assert_allclose(fg.jit(f)(x), 2 * np.sin(x))
+    np.testing.assert_allclose(fg.grad(lambda v: fg.numpy.sum(f(v)))(x), 2 * np.cos(x))
+    np.testing.assert_allclose(fg.vmap(f)(x), 2 * np.sin(x))

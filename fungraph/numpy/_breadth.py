@@ -70,29 +70,14 @@ def frexp(x: Any, /) -> tuple[Any, Any]:
 
 def nextafter(x1: Any, x2: Any, /) -> Any:
     """The next floating-point value after ``x1`` towards ``x2`` (``x2`` itself when they are
-    equal, NaN if either is). Built from ``frexp``: the step is one unit in the last place of
-    ``x1``, half that below a power of two when moving towards zero, and never less than the
-    smallest subnormal. Piecewise constant in spirit: its derivatives are zero (JAX has none)."""
+    equal, NaN if either is): ``lax.nextafter`` (one step of the bit pattern) at the operands'
+    common dtype. Piecewise constant: its derivatives are zero (JAX has none)."""
+    from fungraph.lax import nextafter as lax_nextafter
     from fungraph.lax import stop_gradient
 
     fnp = _fnp()
     a, b = (stop_gradient(t) for t in fnp.broadcast_arrays(*_real_inexact("nextafter", x1, x2)))
-    info = np.finfo(a.dtype)
-    tiny = np.asarray(info.smallest_subnormal, a.dtype)
-    biggest = np.asarray(info.max, a.dtype)
-    up = b > a
-    towards_zero = up == (a < 0)
-    overflow = (fnp.abs(a) == biggest) & ~towards_zero
-    safe = fnp.where(fnp.isinf(a) | overflow, 1, a)
-    m, e = frexp(safe)
-    expo = e - (info.nmant + 1) - ((fnp.abs(m) == 0.5) & towards_zero).astype(np.int32)
-    step = fnp.maximum(_times_pow2(fnp.ones_like(a), expo), tiny)
-    out = safe + fnp.where(up, step, -step)
-    out = fnp.where(a == 0, fnp.where(up, tiny, -tiny), out)
-    out = fnp.where(overflow, fnp.where(up, np.inf, -np.inf).astype(a.dtype), out)
-    out = fnp.where(fnp.isinf(a), fnp.where(a > 0, biggest, -biggest), out)
-    out = fnp.where(a == b, b, out)
-    return fnp.where(fnp.isnan(a) | fnp.isnan(b), np.asarray(np.nan, a.dtype), out)
+    return lax_nextafter(a, b)
 
 
 def spacing(x: Any, /) -> Any:
@@ -497,17 +482,15 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
 def bitwise_count(x: Any, /) -> Any:
     """The number of 1 bits in ``|x|`` (the two's-complement bits, so the most negative value
     counts 1), as int32 (numpy and JAX: uint8)."""
+    from fungraph.lax import population_count
+
     fnp = _fnp()
     v = asarray(x)
     if v.dtype == dtypes.bool_:
         return v.astype(np.int32)
     if not dtypes.is_int(v.dtype):
         raise TypeError(f"bitwise_count: expected an integer array, got {v.dtype}")
-    v = fnp.abs(v)
-    width = np.dtype(v.dtype).itemsize * 8
-    powers = (2 ** np.arange(width - 1, dtype=np.int64)).astype(v.dtype)
-    low = fnp.sum(((v[..., None] // powers) % 2).astype(np.int32), axis=-1)
-    return (low + (v < 0)).astype(np.int32)
+    return population_count(fnp.abs(v)).astype(np.int32)
 
 
 # --- einsum_path ----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import Tracer
-from fungraph.numpy._util import asarray, normalize_axes
+from fungraph.numpy._util import asarray, normalize_axes, promote
 
 
 def _fnp() -> Any:
@@ -338,9 +338,11 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
 
 
 def _int_pair(x1: Any, x2: Any, name: str) -> tuple[Any, Any]:
-    a, b = _fnp().broadcast_arrays(_int_array(x1, name), _int_array(x2, name))
-    dt = dtypes.result_type(a, b)
-    return a.astype(dt), b.astype(dt)
+    """Both integer operands broadcast to their promoted dtype (a Python int is weak, NEP 50:
+    ``int32_array >> 1`` stays int32)."""
+    _int_array(x1, name), _int_array(x2, name)
+    a, b = promote(x1, x2)
+    return tuple(_fnp().broadcast_arrays(asarray(a), asarray(b)))
 
 
 def gcd(x1: Any, x2: Any) -> Any:
@@ -384,7 +386,7 @@ def right_shift(x1: Any, x2: Any) -> Any:
     fnp = _fnp()
     a, b = _int_pair(x1, x2, "right_shift")
     ok = (b >= 0) & (b < np.dtype(a.dtype).itemsize * 8 - 1)
-    return fnp.where(ok, a // _pow2(fnp.where(ok, b, 0), a.dtype), fnp.where(a < 0, -1, 0))
+    return fnp.where(ok, a // _pow2(fnp.where(ok, b, 0), a.dtype), fnp.where(a < 0, -1, 0).astype(a.dtype))
 
 
 def _pow2(n: Any, dtype: Any) -> Any:
