@@ -186,7 +186,7 @@ def orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None) -> In
             return fnp.zeros(shape, dt)
         n_cols = shape[axis]
         rows = shape[:axis] + shape[axis + 1:]
-        q = _semi_orthogonal(key, math.prod(rows), n_cols, dt)
+        q = fr.orthogonal(key, math.prod(rows), (), dt, n_cols)
         q = fnp.moveaxis(fnp.reshape(q, (*rows, n_cols)), -1, axis)
         return fnp.multiply(fnp.asarray(scale, dtype=dt), q)
 
@@ -301,12 +301,3 @@ def _complex_truncated_normal(key: Any, upper: float, shape: tuple[int, ...], dt
     radius = fnp.sqrt(fnp.negative(fnp.log(fnp.subtract(np.asarray(1, real), t))))
     return _polar(key_theta, radius, dt)
 
-
-def _semi_orthogonal(key: Any, n: int, m: int, dt: np.dtype) -> Any:
-    """An (n, m) matrix with orthonormal rows or columns, uniform over them (Mezzadri 2007): Q of
-    the QR of a Gaussian matrix, each column multiplied by the sign of R's diagonal entry."""
-    z = fr.normal(key, (max(n, m), min(n, m)), dt)
-    q, r = fnp.linalg.qr(z)
-    signs = fnp.sign(fnp.diagonal(r, axis1=-2, axis2=-1))
-    q = fnp.multiply(q, fnp.expand_dims(signs, -2))
-    return fnp.transpose(q) if n < m else q

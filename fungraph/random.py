@@ -12,6 +12,16 @@ The bits, ``split``, ``fold_in``, ``uniform``, ``bernoulli``, ``randint``, ``per
 a float32 ``log`` (``normal``, ``truncated_normal``, ``exponential``, float32 ``gumbel``) use JAX's
 formulas, but XLA's CPU backend has its own ``log1p`` and float32 ``log`` and fuses multiply-adds,
 so their floats can differ from JAX's in the last few bits.
+
+The distribution samplers use JAX's formulas and key splitting as well. ``rademacher`` and
+``geometric`` agree bit for bit; the other closed-form transforms of uniform, normal and exponential
+draws (``laplace``, ``logistic``, ``cauchy``, ``maxwell``, ``double_sided_maxwell``, ``weibull_min``,
+``pareto``, ``rayleigh``, ``wald``, ``triangular``, ``lognormal``) to a few ulp, more where the
+formula cancels (``wald``) or raises to a power (``weibull_min``). The rejection samplers and those
+built on them (``gamma``, ``poisson``, ``binomial``, ...) are in ``fungraph._random_dists``.
+Parameters outside their domain are refused, naming them, when they are concrete; traced ones
+give what JAX gives (mostly nan). ``clone``, ``key_data`` and ``wrap_key_data`` are near identities
+on raw keys.
 """
 
 from __future__ import annotations
@@ -29,8 +39,12 @@ from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, aval
 from fungraph.primitives.callback import stop_gradient
 
-__all__ = ["PRNGKey", "bernoulli", "bits", "categorical", "choice", "exponential", "fold_in", "gumbel", "key",
-           "normal", "permutation", "randint", "split", "truncated_normal", "uniform"]
+__all__ = ["PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare", "choice",
+           "clone", "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in", "gamma", "generalized_normal",
+           "geometric", "gumbel", "key", "key_data", "laplace", "loggamma", "logistic", "lognormal", "maxwell",
+           "multinomial", "multivariate_normal", "normal", "orthogonal", "pareto", "permutation", "poisson",
+           "rademacher", "randint", "rayleigh", "split", "t", "triangular", "truncated_normal", "uniform", "wald",
+           "weibull_min", "wrap_key_data"]
 
 _UNSIGNED_WIDTHS = {np.dtype(np.uint8): 8, np.dtype(np.uint16): 16, np.dtype(np.uint32): 32}
 
@@ -245,6 +259,236 @@ def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | No
     scores = fnp.moveaxis(fnp.add(logits, gumbel(key, la.shape, la.dtype)), axis, -1)
     _, idx = _lax.top_k(scores, k)
     return fnp.reshape(fnp.moveaxis(idx, -1, 0), shape)
+
+
+def laplace(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> Any:
+    """Standard Laplace samples ``sign(u) * log1p(-|u|)``, ``u`` uniform in (-1, 1)."""
+    key, shape, dt = _plain_args("laplace", key, shape, dtype)
+    u = uniform(key, shape, dt, -1.0 + np.finfo(dt).epsneg, 1.0)
+    return fnp.multiply(fnp.sign(u), fnp.log1p(fnp.negative(fnp.abs(u))))
+
+
+def logistic(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> Any:
+    """Standard logistic samples ``log(u) - log1p(-u)``, ``u`` uniform in [tiny, 1)."""
+    key, shape, dt = _plain_args("logistic", key, shape, dtype)
+    u = uniform(key, shape, dt, np.finfo(dt).tiny, 1.0)
+    return fnp.subtract(fnp.log(u), fnp.log1p(fnp.negative(u)))
+
+
+def cauchy(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> Any:
+    """Standard Cauchy samples ``tan(pi * (u - 1/2))``, ``u`` uniform in [eps, 1)."""
+    key, shape, dt = _plain_args("cauchy", key, shape, dtype)
+    u = uniform(key, shape, dt, np.finfo(dt).eps, 1.0)
+    return fnp.tan(fnp.multiply(np.asarray(np.pi, dt), fnp.subtract(u, np.asarray(0.5, dt))))
+
+
+def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.int64) -> Any:
+    """-1 or +1 with equal probability: ``2 * bernoulli(key, 0.5) - 1`` in ``dtype``."""
+    key = _threefry.check_key(key, "rademacher")
+    shape = _shape(shape, "rademacher")
+    dt = dtypes.canonical(dtype)
+    b = fnp.asarray(bernoulli(key, 0.5, shape), dtype=dt)
+    return fnp.subtract(fnp.multiply(np.asarray(2, dt), b), np.asarray(1, dt))
+
+
+def maxwell(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> Any:
+    """Maxwell samples: the length of a standard normal vector in three dimensions."""
+    key, shape, dt = _plain_args("maxwell", key, shape, dtype)
+    z = normal(key, (*shape, 3), dt)
+    return fnp.sqrt(fnp.sum(fnp.multiply(z, z), axis=-1))
+
+
+def double_sided_maxwell(key: Any, loc: Any, scale: Any, shape: Sequence[int] = (),
+                         dtype: Any = dtypes.float64) -> Any:
+    """``loc + scale * s * m``, ``m`` Maxwell and ``s`` a random sign, of shape ``shape`` followed
+    by the parameters' broadcast shape. (JAX repeats that shape when ``shape`` is empty, giving
+    ``(3, 3)`` for parameters of shape ``(3,)``; here the result then has the parameters' shape.)"""
+    key, shape, dt = _plain_args("double_sided_maxwell", key, shape, dtype)
+    loc, scale = (fnp.asarray(v, dtype=dt) for v in (loc, scale))
+    _check_range("double_sided_maxwell", "scale", scale, low=0)
+    out_shape = shape + _broadcast("double_sided_maxwell", loc=aval(loc).shape, scale=aval(scale).shape)
+    key_m, key_s = _pair(key)
+    draws = fnp.multiply(rademacher(key_s, out_shape, dt), maxwell(key_m, out_shape, dt))
+    return fnp.add(fnp.multiply(draws, scale), loc)
+
+
+def weibull_min(key: Any, scale: Any, concentration: Any, shape: Sequence[int] = (),
+                dtype: Any = dtypes.float64) -> Any:
+    """Weibull samples by the inverse CDF, ``scale * (-log1p(-u)) ** (1 / concentration)``; the
+    result has the broadcast shape of ``shape`` and the parameters, as in JAX."""
+    key, shape, dt = _plain_args("weibull_min", key, shape, dtype)
+    scale, concentration = asarray(scale), asarray(concentration)
+    _check_range("weibull_min", "scale", scale, low=0, low_open=True)
+    _check_range("weibull_min", "concentration", concentration, low=0, low_open=True)
+    _broadcast("weibull_min", shape=shape, scale=aval(scale).shape, concentration=aval(concentration).shape)
+    power = fnp.asarray(fnp.divide(1.0, concentration), dtype=dt)
+    u = uniform(key, shape, dt)
+    return fnp.multiply(fnp.power(fnp.negative(fnp.log1p(fnp.negative(u))), power), fnp.asarray(scale, dtype=dt))
+
+
+def pareto(key: Any, b: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.float64) -> Any:
+    """Pareto samples with shape parameter ``b`` (support [1, inf)): ``exp(e / b)``, ``e`` exponential."""
+    key, dt, (b,) = _param_args("pareto", key, dtype, b=b)
+    shape = _sample_shape("pareto", shape, b=b)
+    _check_range("pareto", "b", b, low=0, low_open=True)
+    return fnp.exp(fnp.divide(exponential(key, shape, dt), b))
+
+
+def rayleigh(key: Any, scale: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.float64) -> Any:
+    """Rayleigh samples ``scale * sqrt(-2 log u)``, ``u`` uniform in [0, 1)."""
+    key, dt, (scale,) = _param_args("rayleigh", key, dtype, scale=scale)
+    shape = _sample_shape("rayleigh", shape, scale=scale)
+    _check_range("rayleigh", "scale", scale, low=0)
+    u = uniform(key, shape, dt)
+    return fnp.multiply(scale, fnp.sqrt(fnp.multiply(fnp.log(u), np.asarray(-2, dt))))
+
+
+def wald(key: Any, mean: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.float64) -> Any:
+    """Wald (inverse Gaussian, unit shape) samples by Michael, Schucany and Haas' transformation of
+    a normal draw ``v`` and a uniform ``z``: the smaller root ``x`` of the quadratic, kept with
+    probability ``mean / (mean + x)``, else ``mean**2 / x``."""
+    key, dt, (mean,) = _param_args("wald", key, dtype, mean=mean)
+    shape = _sample_shape("wald", shape, mean=mean)
+    _check_range("wald", "mean", mean, low=0, low_open=True)
+    key_v, key_z = _pair(key)
+    mean = fnp.broadcast_to(mean, shape)
+    v = normal(key_v, shape, dt)
+    z = uniform(key_z, shape, dt)
+    y = fnp.multiply(v, v)
+    mean_sq = fnp.multiply(mean, mean)
+    root = fnp.sqrt(fnp.add(fnp.multiply(fnp.multiply(np.asarray(4, dt), mean), y),
+                            fnp.multiply(mean_sq, fnp.multiply(y, y))))
+    half = np.asarray(2, dt)
+    x = fnp.subtract(fnp.add(mean, fnp.divide(fnp.multiply(mean_sq, y), half)),
+                     fnp.multiply(fnp.divide(mean, half), root))
+    return fnp.where(fnp.less_equal(z, fnp.divide(mean, fnp.add(mean, x))), x, fnp.divide(mean_sq, x))
+
+
+def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.int64) -> Any:
+    """The number of Bernoulli(p) trials up to the first success (values 1, 2, ...):
+    ``floor(log u / log1p(-p)) + 1``, with ``u`` drawn in ``p``'s float dtype."""
+    key = _threefry.check_key(key, "geometric")
+    dt = dtypes.canonical(dtype)
+    if dt.kind != "i":
+        raise TypeError(f"random.geometric: dtype must be int32 or int64, got {dt}")
+    p = asarray(p)
+    if not dtypes.is_float(aval(p).dtype):
+        p = fnp.asarray(p, dtype=np.float64)
+    shape = _sample_shape("geometric", shape, p=p)
+    _check_range("geometric", "p", p, low=0, high=1, low_open=True)
+    u = uniform(key, shape, aval(p).dtype)
+    u = fnp.where(fnp.equal(u, 0), np.asarray(1, aval(p).dtype), u)
+    with np.errstate(divide="ignore"):
+        log_fail = fnp.broadcast_to(fnp.log1p(fnp.negative(p)), shape)
+    trials = fnp.floor(fnp.divide(fnp.log(u), log_fail))
+    return fnp.asarray(fnp.add(trials, np.asarray(1, aval(p).dtype)), dtype=dt)
+
+
+def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Sequence[int] | None = None,
+               dtype: Any = dtypes.float64) -> Any:
+    """Triangular samples on [left, right] peaking at ``mode``, by inverting the piecewise
+    quadratic CDF on a uniform draw."""
+    key, dt, (left, mode, right) = _param_args("triangular", key, dtype, left=left, mode=mode, right=right)
+    shape = _sample_shape("triangular", shape, left=left, mode=mode, right=right)
+    if not any(isinstance(v, Tracer) for v in (left, mode, right)):
+        lo, mid, hi = np.broadcast_arrays(left, mode, right)
+        bad = (mid < lo) | (mid > hi)
+        if np.any(bad):
+            at = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+            raise ValueError(f"random.triangular: need left <= mode <= right, got left={lo[at]}, mode={mid[at]}, "
+                             f"right={hi[at]}" + (f" at index {at}" if at else ""))
+    left, mode, right = (fnp.broadcast_to(v, shape) for v in (left, mode, right))
+    width = fnp.subtract(right, left)
+    u = uniform(key, shape, dt)
+    rising = fnp.add(left, fnp.sqrt(fnp.multiply(fnp.multiply(u, width), fnp.subtract(mode, left))))
+    falling = fnp.subtract(right, fnp.sqrt(fnp.multiply(fnp.multiply(fnp.subtract(np.asarray(1, dt), u), width),
+                                                        fnp.subtract(right, mode))))
+    return fnp.where(fnp.less(u, fnp.divide(fnp.subtract(mode, left), width)), rising, falling)
+
+
+def lognormal(key: Any, sigma: Any = 1.0, shape: Sequence[int] | None = None, dtype: Any = dtypes.float64) -> Any:
+    """Log-normal samples ``exp(sigma * z)``, ``z`` standard normal (complex dtypes allowed)."""
+    key = _threefry.check_key(key, "lognormal")
+    dt = dtypes.canonical(dtype)
+    if not dtypes.is_inexact(dt):
+        raise TypeError(f"random.lognormal: dtype must be a float or complex dtype, got {dt}")
+    sigma = fnp.asarray(sigma, dtype=dt)
+    shape = _sample_shape("lognormal", shape, sigma=sigma)
+    return fnp.exp(fnp.multiply(normal(key, shape, dt), sigma))
+
+
+def clone(key: Any) -> Any:
+    """The key itself (JAX's ``clone`` marks a key for reuse; fungraph checks no key reuse)."""
+    return _key_array(key, "clone")
+
+
+def key_data(keys: Any) -> Any:
+    """The raw words of a key or batch of keys: here keys are raw already, so ``keys`` itself."""
+    return _key_array(keys, "key_data")
+
+
+def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> Any:
+    """Raw words of shape ``(..., 2)`` as keys: each word taken modulo 2**32 (fungraph has no key
+    dtype, so this is where uint32 bits viewed as signed integers are put right)."""
+    if impl is not None and dtype is not None:
+        raise ValueError("random.wrap_key_data: give impl or dtype, not both")
+    spec = impl if dtype is None else dtype
+    if spec not in (None, "threefry2x32"):
+        raise ValueError(f"random.wrap_key_data: only threefry2x32 keys exist in fungraph, got {spec!r}")
+    bits = _key_array(key_bits_array, "wrap_key_data")
+    return fnp.bitwise_and(fnp.asarray(bits, dtype=np.int64), _threefry.MASK32)
+
+
+def _key_array(keys: Any, name: str) -> Any:
+    keys = asarray(keys)
+    a = aval(keys)
+    if a.dtype.kind not in "iu" or a.shape[-1:] != (2,):
+        raise TypeError(f"random.{name}: keys are integer arrays of shape (..., 2), got {a}")
+    return keys
+
+
+def _plain_args(name: str, key: Any, shape: Any, dtype: Any) -> tuple[Any, tuple[int, ...], np.dtype]:
+    return _threefry.check_key(key, name), _shape(shape, name), _float_dtype(dtype, name)
+
+
+def _param_args(name: str, key: Any, dtype: Any, **params: Any) -> tuple[Any, np.dtype, list[Any]]:
+    """The checked key, the float dtype and the parameters converted to it."""
+    dt = _float_dtype(dtype, name)
+    return _threefry.check_key(key, name), dt, [fnp.asarray(v, dtype=dt) for v in params.values()]
+
+
+def _broadcast(name: str, **shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes.values()))
+    except ValueError:
+        named = ", ".join(f"{k} {s}" for k, s in shapes.items())
+        raise ShapeError(f"random.{name}: shapes ({named}) do not broadcast together") from None
+
+
+def _sample_shape(name: str, shape: Any, **params: Any) -> tuple[int, ...]:
+    """``shape``, which the parameters must broadcast to, or their broadcast shape when None."""
+    if shape is None:
+        return _broadcast(name, **{k: aval(v).shape for k, v in params.items()})
+    shape = _shape(shape, name)
+    _check_param_shapes(name, shape, **params)
+    return shape
+
+
+def _check_range(name: str, arg: str, value: Any, low: float = -np.inf, high: float = np.inf,
+                 low_open: bool = False) -> None:
+    """Refuse a concrete parameter outside its domain, naming it (nan passes, as a missing value).
+    Traced values are not checked: out of domain they give nan or meaningless draws, as in JAX."""
+    if isinstance(value, Tracer):
+        return
+    v = np.asarray(value)
+    if v.dtype.kind not in "biuf":
+        return
+    bad = (v <= low if low_open else v < low) | (v > high)
+    if np.any(bad):
+        left = "(" if low_open else "["
+        domain = f"in {left}{low:g}, {high:g}]" if np.isfinite(high) else f"{'>' if low_open else '>='} {low:g}"
+        raise ValueError(f"random.{name}: {arg} must be {domain}, got {v[bad].ravel()[0].item()!r}"
+                         + (f" (in an array of shape {v.shape})" if v.ndim else ""))
 
 
 def _shape(shape: Any, name: str, prefix: str = "random.") -> tuple[int, ...]:
@@ -505,3 +749,22 @@ def _choice_shape(arr: Any, shape: tuple[int, ...], axis: int, scalar: bool) -> 
         return shape
     full = aval(arr).shape
     return full[:axis] + shape + full[axis + 1:]
+
+
+# The rejection samplers and those built on them use the samplers above.
+from fungraph._random_dists import (  # noqa: E402
+    ball,
+    beta,
+    binomial,
+    chisquare,
+    dirichlet,
+    f,
+    gamma,
+    generalized_normal,
+    loggamma,
+    multinomial,
+    multivariate_normal,
+    orthogonal,
+    poisson,
+    t,
+)
