@@ -272,3 +272,21 @@ def jax_or_skip() -> tuple[Any, Any]:
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_platforms", "cpu")
     return jax, jnp
+
+
+def check_eager_and_jit(call: Callable[[tuple], Any], args: tuple, want: Any,
+                        check: Callable[[Any, Any, str], None], what: str) -> None:
+    """``call(args)`` eagerly, then under ``jit`` with its numpy-array arguments traced (the
+    others stay Python values), each checked against ``want`` by ``check(got, want, what)``."""
+    import fungraph as fg
+
+    check(call(args), want, what)
+    arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
+
+    def staged(*xs: Any) -> Any:
+        full = list(args)
+        for i, x in zip(arrays, xs):
+            full[i] = x
+        return call(tuple(full))
+
+    check(fg.jit(staged)(*[args[i] for i in arrays]), want, f"jit {what}")

@@ -17,7 +17,7 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import lax
 from fungraph.testing import check_grads
-from tests.helpers import jax_or_skip
+from tests.helpers import check_eager_and_jit, jax_or_skip
 
 jax, jnp = jax_or_skip()
 
@@ -122,16 +122,7 @@ def test_values_match_jax_eagerly_and_under_jit(name: str) -> None:
     else:
         with np.errstate(all="ignore"):
             want = _call(jax.lax, name, args, kwargs)
-    _check(_call(lax, name, args, kwargs), want, name)
-    arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
-
-    def staged(*xs: Any) -> Any:
-        full = list(args)
-        for i, x in zip(arrays, xs):
-            full[i] = x
-        return _call(lax, name, tuple(full), kwargs)
-
-    _check(fg.jit(staged)(*[args[i] for i in arrays]), want, f"jit {name}")
+    check_eager_and_jit(lambda a: _call(lax, name, a, kwargs), args, want, _check, name)
 
 
 X4 = RNG.standard_normal((2, 4, 7, 6))
