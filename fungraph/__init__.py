@@ -1,6 +1,6 @@
 """fungraph: JAX-like function transformations over an immutable, printable IR."""
 
-from fungraph import checkpoint_policies, debug, lax, nn, random, scipy, tree
+from fungraph import ad_checkpoint, checkpoint_policies, debug, lax, nn, random, scipy, tree
 from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
 from fungraph._config import config, default_matmul_precision, enable_x64
@@ -55,6 +55,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Device",
+    "ad_checkpoint",
     "checkpoint_policies",
     "clear_caches",
     "closure_convert",

@@ -20,11 +20,12 @@ from fungraph.interpreters.graph_transforms import batched_graph, jvp_graph
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
 from fungraph.interpreters.transpose import backward_pass, partial_eval
-from fungraph.ir import Graph, ShapedArray
+from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.numpy._util import asarray
 from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import aval, instantiate
 from fungraph.primitives.barrier import optimization_barrier
+from fungraph.primitives.names import name_p, saved_p
 from fungraph.primitives.reductions import reduce_sum
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
@@ -359,12 +360,61 @@ remat_p = Primitive("remat", impl=_call_impl, abstract_eval=_call_aval, multiple
 
 @remat_p.def_jvp
 def _remat_jvp(primals: tuple, tangents: tuple, *, call: Graph) -> tuple:
-    outs = remat_p.bind(*primals, call=call)
+    """The forward pass also returns the values its policy saves (those behind a
+    ``remat_saved`` marker); the tangent equation takes them beside the inputs, so the backward
+    pass reads them instead of recomputing them."""
+    marks = _saved_marks(call)
+    n = len(call.outvars)
+    outs = remat_p.bind(*primals, call=_with_saved_outputs(call, marks) if marks else call)
+    saved = outs[n:]
     diff = tuple(t is not None for t in tangents)
     jg = jvp_graph(call, diff)
-    t_outs = remat_tangent_p.bind(*primals, *[t for t in tangents if t is not None], jvp_graph=jg,
-                                  num_primals=len(primals))
-    return outs, t_outs
+    t_outs = remat_tangent_p.bind(*primals, *saved, *[t for t in tangents if t is not None], jvp_graph=jg,
+                                  num_primals=len(primals), num_saved=len(saved))
+    return outs[:n], t_outs
+
+
+def _saved_marks(call: Graph) -> list[Eqn]:
+    return [e for e in call.eqns if e.primitive is saved_p]
+
+
+def _with_saved_outputs(call: Graph, marks: Sequence[Eqn]) -> Graph:
+    """``call`` returning the marked values after its own outputs, in marker order."""
+    return Graph(call.invars, call.constvars, call.consts, call.eqns,
+                 call.outvars + tuple(e.outputs[0] for e in sorted(marks, key=lambda e: e.params["index"])))
+
+
+def _read_saved(known: Graph, saved: Sequence[ShapedArray]) -> Graph:
+    """``known`` with each ``remat_saved`` marker's value taken from a new trailing input (the
+    value the forward pass saved, of type ``saved[index]``) instead of computed. The marked
+    value's own equation (and the ``checkpoint_name`` labels before it) read the input too, so
+    derivative rules that use an output (``tanh``'s) need no recomputation; what only fed
+    them is dropped."""
+    from fungraph.interpreters.dce import dce
+
+    slots = [Var(a) for a in saved]
+    producer = {o: e for e in known.eqns for o in e.outputs}
+    rename: dict[Var, Var] = {}
+    for e in known.eqns:
+        if e.primitive is saved_p:
+            slot = slots[e.params["index"]]
+            rename[e.outputs[0]] = slot
+            v = e.inputs[0]
+            while isinstance(v, Var) and v not in rename and v in producer:
+                rename[v] = slot
+                p = producer[v]
+                if p.primitive is not name_p:
+                    break
+                v = p.inputs[0]
+    eqns = [e for e in known.eqns if e.primitive is not saved_p]
+
+    def sub(a: Any) -> Any:
+        return rename.get(a, a) if isinstance(a, Var) else a
+
+    eqns = [Eqn(e.primitive, tuple(sub(a) for a in e.inputs), e.outputs, e.params, e.source) for e in eqns]
+    graph = Graph(known.invars + tuple(slots), known.constvars, known.consts, tuple(eqns),
+                  tuple(sub(a) for a in known.outvars))
+    return dce(graph)
 
 
 @remat_p.def_batch
@@ -374,43 +424,57 @@ def _remat_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Graph
     return outs, [0] * len(outs)
 
 
-def _tangent_impl(*args: Any, jvp_graph: Graph, num_primals: int) -> list[Any]:
-    outs = eval_graph(jvp_graph, *args)
+def _without_saved(args: Sequence[Any], num_primals: int, num_saved: int) -> list[Any]:
+    """The ``jvp_graph``'s own arguments: the inputs and tangents, without the saved values."""
+    return list(args[:num_primals]) + list(args[num_primals + num_saved:])
+
+
+def _tangent_impl(*args: Any, jvp_graph: Graph, num_primals: int, num_saved: int = 0) -> list[Any]:
+    outs = eval_graph(jvp_graph, *_without_saved(args, num_primals, num_saved))
     return outs[len(outs) // 2:]
 
 
 remat_tangent_p = Primitive(
     "remat_tangent", impl=_tangent_impl, multiple_results=True,
-    abstract_eval=lambda *avals, jvp_graph, num_primals: jvp_graph.out_avals[len(jvp_graph.outvars) // 2:])
+    abstract_eval=lambda *avals, jvp_graph, **_: jvp_graph.out_avals[len(jvp_graph.outvars) // 2:])
 
 
 @remat_tangent_p.def_transpose
-def _remat_tangent_transpose(cts: Sequence[Any], *args: Any, jvp_graph: Graph, num_primals: int) -> tuple:
-    """Recompute the forward pass from the saved inputs, then transpose its linear part. The
-    inputs pass an optimisation barrier first, so that under ``jit`` CSE does not merge the
-    recomputation with the forward pass and keep its intermediates alive after all."""
-    n_tan = len(args) - num_primals
+def _remat_tangent_transpose(cts: Sequence[Any], *args: Any, jvp_graph: Graph, num_primals: int,
+                             num_saved: int = 0) -> tuple:
+    """Recompute the forward pass from the saved inputs (reading the values the policy saved
+    instead of recomputing them), then transpose its linear part. The inputs pass an
+    optimisation barrier first, so that under ``jit`` CSE does not merge the recomputation with
+    the forward pass and keep its intermediates alive after all."""
+    n_tan = len(args) - num_primals - num_saved
     known, linear, _, out_unknown = partial_eval(jvp_graph, [False] * num_primals + [True] * n_tan)
-    known_vals = eval_graph(known, *optimization_barrier(args[:num_primals]))
+    kept = args[:num_primals + num_saved]
+    if num_saved:
+        known = _read_saved(known, [aval(x) for x in kept[num_primals:]])
+    known_vals = eval_graph(known, *optimization_barrier(kept))
     n_out = len(jvp_graph.outvars) // 2
     num_res = len(linear.invars) - n_tan
     residuals = known_vals[len(known_vals) - num_res:]
     t_cts = [c for c, u in zip(cts, out_unknown[n_out:]) if u]
-    return (None,) * num_primals + tuple(backward_pass(linear, residuals, t_cts))
+    return (None,) * (num_primals + num_saved) + tuple(backward_pass(linear, residuals, t_cts))
 
 
 @remat_tangent_p.def_jvp
-def _remat_tangent_jvp(primals: tuple, tangents: tuple, *, jvp_graph: Graph, num_primals: int) -> tuple:
+def _remat_tangent_jvp(primals: tuple, tangents: tuple, *, jvp_graph: Graph, num_primals: int,
+                       num_saved: int = 0) -> tuple:
     n_out = len(jvp_graph.outvars) // 2
-    p, t = jvp_flat(lambda *a: eval_graph(jvp_graph, *a)[n_out:], primals, tangents)
+    p, t = jvp_flat(lambda *a: eval_graph(jvp_graph, *a)[n_out:], _without_saved(primals, num_primals, num_saved),
+                    _without_saved(tangents, num_primals, num_saved))
     return p, t
 
 
 @remat_tangent_p.def_batch
-def _tangent_batch(args: Sequence[Any], dims: Sequence[int | None], *, jvp_graph: Graph, num_primals: int) -> tuple:
+def _tangent_batch(args: Sequence[Any], dims: Sequence[int | None], *, jvp_graph: Graph, num_primals: int,
+                   num_saved: int = 0) -> tuple:
     n_out = len(jvp_graph.outvars) // 2
     size = batch_size(args, dims)
-    outs = vmap_flat(lambda *a: eval_graph(jvp_graph, *a)[n_out:], args, dims, [0] * n_out, size)
+    outs = vmap_flat(lambda *a: eval_graph(jvp_graph, *a)[n_out:], _without_saved(args, num_primals, num_saved),
+                     _without_saved(dims, num_primals, num_saved), [0] * n_out, size)
     return outs, [0] * n_out
 
 
@@ -420,12 +484,13 @@ def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool | Sequence[bool] = 
     """Differentiate ``fun`` by recomputing its forward pass in the backward pass instead of
     saving its intermediates: only its inputs are kept as residuals.
 
-    ``policy`` is one of :mod:`fungraph.checkpoint_policies`: ``everything_saveable`` returns
-    ``fun`` itself (nothing is recomputed); every other policy recomputes everything.
+    ``policy(prim, *avals, **params)`` (see :mod:`fungraph.checkpoint_policies`) says which
+    equations' outputs the forward pass saves instead: the backward pass reads those and
+    recomputes only the rest. ``everything_saveable`` returns ``fun`` itself.
     ``static_argnums``/``static_argnames`` name arguments passed through as Python values (not
     traced). ``prevent_cse`` is accepted; the recomputation always passes an optimisation
     barrier, so CSE under ``jit`` never merges it with the forward pass."""
-    from fungraph.checkpoint_policies import everything_saveable
+    from fungraph.checkpoint_policies import everything_saveable, nothing_saveable
     from fungraph.jit import _argnums
 
     if policy is not None and not callable(policy):
@@ -448,10 +513,40 @@ def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool | Sequence[bool] = 
             return fun(*full, **traced_kw, **fixed_kw)
 
         leaves, graph, closure, _, out_tree = _stage_call(call, (traced, traced_kw))
+        if policy is not None and policy is not nothing_saveable:
+            graph = mark_saved(graph, policy)
         outs = remat_p.bind(*leaves, *closure, call=graph)
         return tree_unflatten(out_tree, outs)
 
     return wrapped
+
+
+def mark_saved(graph: Graph, policy: Callable[..., Any]) -> Graph:
+    """``graph`` with a ``remat_saved`` marker after each output of each equation ``policy``
+    saves (one that returns a true value for ``(primitive, *input avals, **params)``). A policy
+    with an ``excluded_names`` attribute saves no value that a ``checkpoint_name`` of one of
+    those names labels."""
+    excluded = getattr(policy, "excluded_names", frozenset())
+    unsaved = {a for e in graph.eqns if e.primitive is name_p and e.params["name"] in excluded
+               for a in (*e.inputs, *e.outputs)}
+    rename: dict[Var, Var] = {}
+    eqns: list[Eqn] = []
+
+    def sub(a: Any) -> Any:
+        return rename.get(a, a) if isinstance(a, Var) else a
+
+    for e in graph.eqns:
+        e = Eqn(e.primitive, tuple(sub(a) for a in e.inputs), e.outputs, e.params, e.source)
+        eqns.append(e)
+        if e.primitive is saved_p or not policy(e.primitive, *(a.aval for a in e.inputs), **e.params.kwargs()):
+            continue
+        for o in e.outputs:
+            if o not in unsaved:
+                rename[o] = Var(o.aval)
+                eqns.append(Eqn(saved_p, (o,), (rename[o],), Params({"index": len(rename) - 1}), e.source))
+    if not rename:
+        return graph
+    return Graph(graph.invars, graph.constvars, graph.consts, tuple(eqns), tuple(sub(a) for a in graph.outvars))
 
 
 remat = checkpoint

@@ -18,7 +18,7 @@ from fungraph.backends import backend_factory
 from fungraph.backends.cpu import ENGINE_STATS, CpuExecutable
 from fungraph.interpreters.memory import plan_memory, verify_plan
 from fungraph.interpreters.optimize import optimize
-from fungraph.interpreters.regions import find_regions, fuse_regions
+from fungraph.interpreters.regions import READ_WINDOW, find_regions, fuse_regions
 from fungraph.interpreters.simplify import simplify
 from fungraph.jit import backend_passes, clear_caches, compile_graph
 from fungraph.testing import Program, programs
@@ -85,6 +85,21 @@ def test_a_value_that_depends_on_the_region_from_outside_starts_a_new_region() -
     x, y = np.random.default_rng(0).standard_normal((2, 4, 3))
     for a, b in zip(fg.eval_graph(fused, x, y), f(x, y)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_a_region_read_long_before_does_not_take_in_a_late_reader() -> None:
+    """``1 - y * y`` far below the region computing ``y`` (a backward pass reading a saved
+    value) starts its own region: joining would run it, and keep its result alive, early."""
+    def f(x, w):
+        y = fnp.tanh(x * 2.0)
+        h = y @ w
+        for _ in range(READ_WINDOW):
+            h = h @ w
+        return (1.0 - y * y) * h
+
+    g = fg.make_graph(f)(np.ones((4, 4)), np.ones((4, 4)))
+    assert [[g.eqns[i].primitive.name for i in r] for r in find_regions(g)] == [["mul", "tanh"],
+                                                                                ["mul", "sub", "mul"]]
 
 
 def test_small_regions_are_left_alone_on_cpu() -> None:

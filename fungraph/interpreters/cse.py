@@ -27,15 +27,20 @@ def cse(graph: Graph) -> Graph:
     return rw.finish()
 
 
+#: Identity equations that only matter until CSE: barriers, and the labels ``checkpoint``'s
+#: policies read (``checkpoint_name``, ``remat_saved``).
+STRIPPED = frozenset({"optimization_barrier", "checkpoint_name", "remat_saved"})
+
+
 def strip_barriers(graph: Graph) -> Graph:
-    """Replace each ``optimization_barrier`` by its operands once CSE has run: the barrier
-    kept CSE from merging a recomputation (``checkpoint``) with the values it recomputes, and
-    no pass after CSE merges, so the engines never see it."""
-    if not any(e.primitive.name == "optimization_barrier" for e in graph.eqns):
+    """Replace each ``optimization_barrier`` (and each ``checkpoint`` label) by its operands
+    once CSE has run: the barrier kept CSE from merging a recomputation (``checkpoint``) with
+    the values it recomputes, and no pass after CSE merges, so the engines never see it."""
+    if not any(e.primitive.name in STRIPPED for e in graph.eqns):
         return graph
     rw = Rewriter(graph)
     for e in graph.eqns:
-        if e.primitive.name == "optimization_barrier":
+        if e.primitive.name in STRIPPED:
             for o, a in zip(e.outputs, rw.inputs(e)):
                 rw.replace(o, a)
             continue

@@ -68,19 +68,28 @@ def _fusible(e: Eqn, min_bytes: int) -> bool:
             and e.outputs[0].aval.nbytes >= min_bytes)
 
 
+#: Equations after an outside read of a region's value during which the region may still grow.
+READ_WINDOW = 8
+
+
 def find_regions(graph: Graph, min_bytes: int = 0) -> list[list[int]]:
     """Groups of equation indices, in graph order, each an elementwise chain of one output
     shape whose contraction to one node keeps the graph acyclic.
 
     Equations are visited in order; one joins the region of a producer of the same shape
     unless some other input depends on that region through an equation outside it (which
-    would make the fused node both before and after that equation). ``deps[v]`` is the set
-    of regions ``v`` depends on, as a bit mask."""
+    would make the fused node both before and after that equation), or an equation outside
+    the region read one of its values more than :data:`READ_WINDOW` equations before: the
+    fused node runs where its last member was, so joining holds that reader back, and a
+    backward-pass use of a forward value (a saved ``checkpoint`` value) would pull the forward
+    region, and whatever it waits for, out of order, keeping both values alive in between.
+    ``deps[v]`` is the set of regions ``v`` depends on, as a bit mask."""
     region_of: dict[int, int] = {}
     producer: dict[Var, int] = {}
     deps: dict[Var, int] = {}
     regions: list[list[int]] = []
     shapes: list[tuple[int, ...]] = []
+    read_at: dict[int, int] = {}
     for i, e in enumerate(graph.eqns):
         var_ins = [a for a in e.inputs if isinstance(a, Var)]
         mask = 0
@@ -91,7 +100,7 @@ def find_regions(graph: Graph, min_bytes: int = 0) -> list[list[int]]:
             shape = e.outputs[0].aval.shape
             for a in var_ins:
                 cand = region_of.get(producer.get(a, -1))
-                if cand is None or shapes[cand] != shape:
+                if cand is None or shapes[cand] != shape or i - read_at.get(cand, i) > READ_WINDOW:
                     continue
                 if all(region_of.get(producer.get(b, -1)) == cand or not (deps.get(b, 0) >> cand) & 1
                        for b in var_ins):
@@ -104,6 +113,10 @@ def find_regions(graph: Graph, min_bytes: int = 0) -> list[list[int]]:
             regions[r].append(i)
             region_of[i] = r
             mask |= 1 << r
+        for a in var_ins:
+            read = region_of.get(producer.get(a, -1))
+            if read is not None and read != r:
+                read_at.setdefault(read, i)
         for o in e.outputs:
             producer[o] = i
             deps[o] = mask
