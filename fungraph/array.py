@@ -29,9 +29,52 @@ class Array(HasAval):
         """Wait until the value is computed (JAX's method); returns the array itself."""
         return self
 
+    @property
+    def at(self) -> Any:
+        """``x.at[idx].set(v)`` and the other functional updates (``fungraph.numpy.at``); an
+        eager update computes on the host."""
+        from fungraph.numpy._at import at
+
+        return at(self)
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)
 
     def __repr__(self) -> str:
         return f"fungraph.Array({self.numpy()!r}, backend={self.backend!r})"
+
+
+class HostArray(np.ndarray):
+    """A numpy array with JAX's array methods: what eager operations and CPU-jitted functions
+    return, so ``x.at[i].set(v)`` and ``f(x).block_until_ready()`` work as in JAX. It is a
+    numpy array in every other way (operators, ufuncs and ``isinstance`` are numpy's), and
+    prints as one."""
+
+    @property
+    def at(self) -> Any:
+        """``x.at[idx].set(v)`` and the other functional updates (``fungraph.numpy.at``)."""
+        from fungraph.numpy._at import at
+
+        return at(self)
+
+    def block_until_ready(self) -> HostArray:
+        """Computed already (the CPU engine is synchronous): the array itself."""
+        return self
+
+    def copy_to_host_async(self) -> None:
+        """On the host already: nothing to do."""
+
+    def __repr__(self) -> str:
+        return repr(self.view(np.ndarray))
+
+
+def hosted(x: Any) -> Any:
+    """``x`` as a :class:`HostArray` view if it is a plain numpy array, else ``x``."""
+    return x.view(HostArray) if type(x) is np.ndarray else x
+
+
+def unhosted(x: Any) -> Any:
+    """``x`` as a plain numpy array view if it is a :class:`HostArray`, else ``x``: impls and
+    engines see numpy arrays only, so 0-d results stay numpy scalars inside them."""
+    return x.view(np.ndarray) if type(x) is HostArray else x

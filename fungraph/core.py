@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.array import HostArray, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
 
 
@@ -202,7 +203,7 @@ class EvalTrace(Trace):
     def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> Sequence[Any]:
         avals = [aval_of(x) for x in tracers]
         expected = checked_abstract_eval(prim, avals, params)
-        out = prim.impl(*tracers, **params.kwargs())
+        out = prim.impl(*[unhosted(x) for x in tracers], **params.kwargs())
         outs = out if prim.multiple_results else (out,)
         return [_as_array(o, a) for o, a in zip(outs, expected)]
 
@@ -211,7 +212,7 @@ def _as_array(x: Any, aval: ShapedArray) -> np.ndarray:
     arr = np.asarray(x, dtype=aval.dtype)
     if arr.shape != aval.shape:
         raise AssertionError(f"impl gave shape {arr.shape}, shape rule {aval.shape}")
-    return arr
+    return arr.view(HostArray)
 
 
 class _TraceState(threading.local):

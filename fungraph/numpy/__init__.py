@@ -1,6 +1,7 @@
 """``fungraph.numpy``: numpy's API over traced and concrete arrays (like ``jax.numpy``).
 
-Outside any transformation the functions run eagerly and return numpy arrays.
+Outside any transformation the functions run eagerly and return numpy arrays
+(``fungraph.array.HostArray``: numpy's, with JAX's ``.at`` and ``.block_until_ready()``).
 """
 
 from numpy.exceptions import ComplexWarning
@@ -395,6 +396,34 @@ PINF = inf
 NINF = -inf
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+
+def _host_results(namespace: dict) -> None:
+    """Wrap each public function so that a numpy array it returns (the creation functions'
+    ``np.zeros`` and the like, alone or in a tuple) comes back as a :class:`HostArray`, as
+    primitives' results do: every eager result has ``.at`` and ``.block_until_ready()``."""
+    import functools
+    import types
+
+    from fungraph.array import hosted
+
+    wrapped: dict[int, object] = {}
+    for name in __all__:
+        f = namespace[name]
+        if not isinstance(f, types.FunctionType) or not f.__module__.startswith("fungraph.numpy"):
+            continue
+        if id(f) not in wrapped:
+            def call(*args: object, __f: types.FunctionType = f, **kwargs: object) -> object:
+                out = __f(*args, **kwargs)
+                if type(out) is tuple or type(out) is list:
+                    return type(out)(hosted(o) for o in out)
+                return hosted(out)
+
+            wrapped[id(f)] = functools.wraps(f)(call)
+        namespace[name] = wrapped[id(f)]
+
+
+_host_results(globals())
 
 
 def __getattr__(name: str) -> object:

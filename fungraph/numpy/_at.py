@@ -43,8 +43,8 @@ class IndexUpdateHelper:
 
 
 def at(x: Any) -> IndexUpdateHelper:
-    """``at(x)[idx].set(v)``: the ``.at`` property for any array, numpy arrays included (eager
-    results are numpy arrays, which have no ``.at`` of their own)."""
+    """``at(x)[idx].set(v)``: the ``.at`` property for any array, arrays made by numpy itself
+    included (fungraph's results have ``.at``; numpy's ``ndarray`` has none)."""
     return IndexUpdateHelper(x)
 
 
