@@ -63,8 +63,16 @@ def _precision(value: Any) -> str | None:
     return value
 
 
-_DEBUG_NANS = ("fungraph does not check every operation's output; test values with fungraph.numpy.isnan/isinf, "
-               "or inside jit with fungraph.debug.callback")
+def _float_check(kind: str) -> _Option:
+    """``jax_debug_nans``/``jax_debug_infs``: eager primitives and jitted functions' outputs
+    are checked (see :func:`fungraph.core.check_finite`)."""
+    from fungraph.core import FLOAT_CHECKS
+
+    def check(value: Any) -> bool:
+        setattr(FLOAT_CHECKS, kind, bool(value))
+        return bool(value)
+
+    return _Option(False, check, read=lambda: getattr(FLOAT_CHECKS, kind))
 
 
 def _get_disable_jit() -> bool:
@@ -97,8 +105,8 @@ def _options() -> dict[str, _Option]:
         "jax_platform_name": _Option(None, _platform_name),
         "jax_default_matmul_precision": _Option(None, _precision),
         "jax_disable_jit": _Option(False, _set_disable_jit, read=_get_disable_jit),
-        "jax_debug_nans": _Option(False, _one_of("jax_debug_nans", (False,), _DEBUG_NANS)),
-        "jax_debug_infs": _Option(False, _one_of("jax_debug_infs", (False,), _DEBUG_NANS)),
+        "jax_debug_nans": _float_check("nans"),
+        "jax_debug_infs": _float_check("infs"),
         "jax_numpy_rank_promotion": _Option("allow", _one_of(
             "jax_numpy_rank_promotion", ("allow",), "fungraph always broadcasts ranks as numpy does")),
         "jax_numpy_dtype_promotion": _Option("standard", _one_of(
@@ -121,7 +129,8 @@ class Config:
     thread; ``jax_platforms``/``jax_platform_name`` take fungraph's backend names and, like
     ``jax_default_matmul_precision`` and ``jax_traceback_filtering``, are recorded with no effect
     (``jit(..., backend=)`` picks the backend, products use the operands' precision, tracebacks are
-    never filtered); the others accept only the behaviour fungraph has.
+    never filtered); ``jax_debug_nans``/``jax_debug_infs`` make every eager primitive and every
+    jitted call check its outputs, as JAX's do; the others accept only the behaviour fungraph has.
     """
 
     _options: dict[str, _Option]

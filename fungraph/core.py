@@ -192,6 +192,35 @@ class Trace:
         raise NotImplementedError
 
 
+class _FloatChecks:
+    """``jax_debug_nans``/``jax_debug_infs``: which non-finite values an eager primitive's
+    output may not hold (set through ``fungraph.config``)."""
+
+    nans = False
+    infs = False
+
+
+FLOAT_CHECKS = _FloatChecks()
+
+
+def check_finite(what: str, outs: Sequence[Any], source: str | None) -> None:
+    """Raise ``FloatingPointError`` (as JAX's ``jax_debug_nans`` does) if an inexact array of
+    ``outs`` holds a NaN (or, with ``jax_debug_infs``, an infinity), naming ``what`` made it
+    and where."""
+    for i, o in enumerate(outs):
+        arr = np.asarray(o)
+        if arr.dtype.kind not in "fc":
+            continue
+        for bad, on, test in (("nan", FLOAT_CHECKS.nans, np.isnan), ("inf", FLOAT_CHECKS.infs, np.isinf)):
+            count = int(np.count_nonzero(test(arr))) if on else 0
+            if count:
+                where = f" at {source}" if source else ""
+                which = f" (output {i})" if len(outs) > 1 else ""
+                raise FloatingPointError(f"invalid value ({bad}) encountered in {what}{which}{where}: "
+                                         f"{count} of the {arr.size} values of its {arr.dtype.name}{list(arr.shape)} "
+                                         f"result (jax_debug_{bad}s is on)")
+
+
 class EvalTrace(Trace):
     """The bottom of the stack: run the numpy implementation."""
 
@@ -205,6 +234,8 @@ class EvalTrace(Trace):
         expected = checked_abstract_eval(prim, avals, params)
         out = prim.impl(*[unhosted(x) for x in tracers], **params.kwargs())
         outs = out if prim.multiple_results else (out,)
+        if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
+            check_finite(prim.name, outs, user_source())
         return [_as_array(o, a) for o, a in zip(outs, expected)]
 
 

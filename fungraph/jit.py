@@ -26,7 +26,7 @@ from fungraph import dtypes
 from fungraph.api import abstractify, flat_fun, split_static
 from fungraph.array import Array
 from fungraph.backends import backend_factory, known_backends
-from fungraph.core import Primitive, Tracer, to_concrete_dtype_array
+from fungraph.core import FLOAT_CHECKS, Primitive, Tracer, check_finite, to_concrete_dtype_array
 from fungraph.interpreters.graph_transforms import (
     batched_graph,
     clear_transform_cache,
@@ -333,6 +333,28 @@ class Jitted:
         return tuple(mask)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._call(args, kwargs)
+        if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
+            self._check_finite(out, args, kwargs)
+        return out
+
+    def _check_finite(self, out: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+        """``jax_debug_nans``/``infs`` as JAX does: a non-finite output runs the function again
+        op by op (``disable_jit``), so the error names the primitive and the line that made it."""
+        leaves = [x for x in tree_flatten(out)[0] if not isinstance(x, Tracer)]
+        try:
+            check_finite(f"the output of jit-compiled {self.__name__}", leaves, None)
+        except FloatingPointError as found:
+            if self.donate_argnums:
+                raise FloatingPointError(f"{found}; its donated arguments are gone, so it is not run again "
+                                         "op by op: call it without donate_argnums to find the operation") from None
+            with disable_jit():
+                self.fun(*args, **kwargs)
+            raise FloatingPointError(f"{found}, but running it op by op gave none: the optimised graph computes "
+                                     "differently (fused or reordered operations); compare with "
+                                     f"jit({self.__name__}).lower(...).text") from None
+
+    def _call(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         if _JIT_DISABLED.on:
             return self.fun(*args, **kwargs)
         if kwargs:
