@@ -13,6 +13,14 @@ import numpy as np
 from fungraph.ir import HasAval, ShapedArray
 
 
+def _functional_updates(x: Any) -> Any:
+    """``x.at[idx].set(v)`` and the other functional updates (``fungraph.numpy.at``); an eager
+    update of a device array computes on the host."""
+    from fungraph.numpy._at import at
+
+    return at(x)
+
+
 class Array(HasAval):
     """A device array: ``shape``, ``dtype``, ``aval``, ``numpy()`` and ``np.asarray(x)``."""
 
@@ -29,13 +37,7 @@ class Array(HasAval):
         """Wait until the value is computed (JAX's method); returns the array itself."""
         return self
 
-    @property
-    def at(self) -> Any:
-        """``x.at[idx].set(v)`` and the other functional updates (``fungraph.numpy.at``); an
-        eager update computes on the host."""
-        from fungraph.numpy._at import at
-
-        return at(self)
+    at = property(_functional_updates)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
@@ -51,12 +53,7 @@ class HostArray(np.ndarray):
     numpy array in every other way (operators, ufuncs and ``isinstance`` are numpy's), and
     prints as one."""
 
-    @property
-    def at(self) -> Any:
-        """``x.at[idx].set(v)`` and the other functional updates (``fungraph.numpy.at``)."""
-        from fungraph.numpy._at import at
-
-        return at(self)
+    at = property(_functional_updates)
 
     def block_until_ready(self) -> HostArray:
         """Computed already (the CPU engine is synchronous): the array itself."""

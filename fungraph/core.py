@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.array import HostArray, unhosted
+from fungraph.array import hosted, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
 
 
@@ -243,7 +243,7 @@ def _as_array(x: Any, aval: ShapedArray) -> np.ndarray:
     arr = np.asarray(x, dtype=aval.dtype)
     if arr.shape != aval.shape:
         raise AssertionError(f"impl gave shape {arr.shape}, shape rule {aval.shape}")
-    return arr.view(HostArray)
+    return hosted(arr)
 
 
 class _TraceState(threading.local):

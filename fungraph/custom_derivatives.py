@@ -15,12 +15,14 @@ from typing import Any
 from fungraph.api import abstractify, flat_fun
 from fungraph.core import Primitive, innermost_main
 from fungraph.interpreters.batching import BatchTracer, vmap_flat
+from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.graph_transforms import batched_graph, jvp_graph
 from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.rewrite import Rewriter, producers
 from fungraph.interpreters.staging import stage
 from fungraph.interpreters.transpose import backward_pass, partial_eval
-from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
+from fungraph.ir import Eqn, Graph, ShapedArray, Var
 from fungraph.numpy._util import asarray
 from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import aval, instantiate
@@ -390,31 +392,24 @@ def _read_saved(known: Graph, saved: Sequence[ShapedArray]) -> Graph:
     value's own equation (and the ``checkpoint_name`` labels before it) read the input too, so
     derivative rules that use an output (``tanh``'s) need no recomputation; what only fed
     them is dropped."""
-    from fungraph.interpreters.dce import dce
-
-    slots = [Var(a) for a in saved]
-    producer = {o: e for e in known.eqns for o in e.outputs}
-    rename: dict[Var, Var] = {}
+    slots = tuple(Var(a) for a in saved)
+    producer = producers(known)
+    rw = Rewriter(Graph(known.invars + slots, known.constvars, known.consts, known.eqns, known.outvars))
     for e in known.eqns:
         if e.primitive is saved_p:
             slot = slots[e.params["index"]]
-            rename[e.outputs[0]] = slot
+            rw.replace(e.outputs[0], slot)
             v = e.inputs[0]
-            while isinstance(v, Var) and v not in rename and v in producer:
-                rename[v] = slot
+            while isinstance(v, Var) and v not in rw.subst and v in producer:
+                rw.replace(v, slot)
                 p = producer[v]
                 if p.primitive is not name_p:
                     break
                 v = p.inputs[0]
-    eqns = [e for e in known.eqns if e.primitive is not saved_p]
-
-    def sub(a: Any) -> Any:
-        return rename.get(a, a) if isinstance(a, Var) else a
-
-    eqns = [Eqn(e.primitive, tuple(sub(a) for a in e.inputs), e.outputs, e.params, e.source) for e in eqns]
-    graph = Graph(known.invars + tuple(slots), known.constvars, known.consts, tuple(eqns),
-                  tuple(sub(a) for a in known.outvars))
-    return dce(graph)
+    for e in known.eqns:
+        if e.primitive is not saved_p:
+            rw.keep(e)
+    return rw.finish()
 
 
 @remat_p.def_batch
@@ -529,24 +524,18 @@ def mark_saved(graph: Graph, policy: Callable[..., Any]) -> Graph:
     excluded = getattr(policy, "excluded_names", frozenset())
     unsaved = {a for e in graph.eqns if e.primitive is name_p and e.params["name"] in excluded
                for a in (*e.inputs, *e.outputs)}
-    rename: dict[Var, Var] = {}
-    eqns: list[Eqn] = []
-
-    def sub(a: Any) -> Any:
-        return rename.get(a, a) if isinstance(a, Var) else a
-
+    graph = dce(graph)
+    rw = Rewriter(graph)
+    count = 0
     for e in graph.eqns:
-        e = Eqn(e.primitive, tuple(sub(a) for a in e.inputs), e.outputs, e.params, e.source)
-        eqns.append(e)
+        rw.keep(e)
         if e.primitive is saved_p or not policy(e.primitive, *(a.aval for a in e.inputs), **e.params.kwargs()):
             continue
         for o in e.outputs:
-            if o not in unsaved:
-                rename[o] = Var(o.aval)
-                eqns.append(Eqn(saved_p, (o,), (rename[o],), Params({"index": len(rename) - 1}), e.source))
-    if not rename:
-        return graph
-    return Graph(graph.invars, graph.constvars, graph.consts, tuple(eqns), tuple(sub(a) for a in graph.outvars))
+            if o not in unsaved and rw.uses(o):
+                rw.replace(o, rw.emit(saved_p, (o,), {"index": count}, e.source)[0])
+                count += 1
+    return rw.finish() if count else graph
 
 
 remat = checkpoint

@@ -333,7 +333,16 @@ class Jitted:
         return tuple(mask)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        out = self._call(args, kwargs)
+        entry = None
+        if not kwargs and not self.static_argnums and not self.donate_argnums and not _JIT_DISABLED.on:
+            fast_key = _fast_key(args)
+            if fast_key is not None:
+                entry = self._fast.get(fast_key)
+        if entry is not None and entry.compiled is not None:
+            outs = entry.compiled.executable.run(args)
+            out = outs[0] if entry.out_tree is LEAF else tree_unflatten(entry.out_tree, outs)
+        else:
+            out = self._call(args, kwargs)
         if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
             self._check_finite(out, args, kwargs)
         return out
@@ -355,16 +364,13 @@ class Jitted:
                                      f"jit({self.__name__}).lower(...).text") from None
 
     def _call(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """Every call but the hottest (a compiled signature seen before, positional arrays only),
+        which ``__call__`` runs itself."""
         if _JIT_DISABLED.on:
             return self.fun(*args, **kwargs)
         if kwargs:
             return self._with_keywords(args, kwargs)
         fast_key = _fast_key(args) if not self.static_argnums else None
-        if fast_key is not None:
-            entry = self._fast.get(fast_key)
-            if entry is not None and entry.compiled is not None and not self.donate_argnums:
-                outs = entry.compiled.executable.run(args)
-                return outs[0] if entry.out_tree is LEAF else tree_unflatten(entry.out_tree, outs)
         tree_key = None
         if not self.static_argnums and not self.donate_argnums:
             flat, tree = tree_flatten(args)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.array import HostArray
+from fungraph.array import hosted
 from fungraph.backends import register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.core import Primitive
@@ -460,7 +460,7 @@ class CpuExecutable:
                 else:
                     fn(bufs, *[env[i] for i in ins], **params)
             if into is None:
-                results = [np.asarray(np.array(env[s]) if copy else env[s]).view(HostArray)
+                results = [hosted(np.asarray(np.array(env[s]) if copy else env[s]))
                            for s, copy in zip(self.output_slots, self.outputs_to_copy)]
             else:
                 for s, copy, target in zip(self.output_slots, self.outputs_to_copy, into):
