@@ -24,7 +24,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.api import abstractify, flat_fun, split_static
-from fungraph.array import Array
+from fungraph.array import Array, HostArray
 from fungraph.backends import backend_factory, known_backends
 from fungraph.core import FLOAT_CHECKS, Primitive, Tracer, check_finite, to_concrete_dtype_array
 from fungraph.interpreters.graph_transforms import (
@@ -395,10 +395,11 @@ class Jitted:
             compiled = None if self.incremental else compile_graph(graph, self.backend, donated)
             entry = _Entry(graph, out_tree, compiled)
             self._cache[key] = entry
+        if entry.compiled is not None:
             if fast_key is not None:
                 self._fast[fast_key] = entry
-        if tree_key is not None and entry.compiled is not None:
-            self._fast_tree[tree_key] = entry
+            if tree_key is not None:
+                self._fast_tree[tree_key] = entry
         arrays = self._prepare(leaves, entry)
         if entry.compiled is None:
             outs = self._run_incremental(key, entry.graph, arrays)
@@ -445,13 +446,14 @@ def _as_input(x: Any) -> Any:
 
 
 def _fast_key(args: Sequence[Any]) -> tuple | None:
-    """A cache key for the common call with only numpy arrays of supported dtypes, else None."""
+    """A cache key for the common call with only numpy arrays (results of earlier calls
+    included) of supported dtypes, else None."""
     key = []
     for a in args:
         if isinstance(a, Array):
             key.append((type(a), a.shape, a.dtype))
             continue
-        if type(a) is not np.ndarray or a.dtype not in dtypes.SHORT_NAMES:
+        if (type(a) is not np.ndarray and type(a) is not HostArray) or a.dtype not in dtypes.SHORT_NAMES:
             return None
         key.append((a.shape, a.dtype))
     return tuple(key)

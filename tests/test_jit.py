@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import dtypes, lax
+from fungraph.array import HostArray
 from fungraph.interpreters.cse import cse
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.fold import fold_constants
@@ -486,3 +487,27 @@ def test_pytree_arguments_take_the_cached_dispatch(monkeypatch: pytest.MonkeyPat
     np.testing.assert_array_equal(f({"a": x.astype(np.float32), "b": [x, x]}), x + x * x)
     np.testing.assert_array_equal(f({"a": x, "b": (x, x), "c": None}), x + x * x)
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("backend", ["cpu", "opencl"])
+def test_results_fed_back_take_the_cached_dispatch(backend: str, monkeypatch: pytest.MonkeyPatch,
+                                                    request: pytest.FixtureRequest) -> None:
+    """A training loop feeds results back in: a HostArray (CPU) or a device array (OpenCL),
+    first seen after the function was compiled for numpy inputs, skips the signature from its
+    second call on (it once took 36 us against 6 for a numpy input on every call)."""
+    if backend == "opencl":
+        request.getfixturevalue("require_opencl")
+    f = fg.jit(lambda x: x * 2.0 + 1.0, backend=backend)
+    x = np.arange(4.0, dtype=np.float32)
+    y = f(x)
+    calls = []
+    original = type(f)._signature
+    monkeypatch.setattr(type(f), "_signature", lambda self, args: calls.append(args) or original(self, args))
+    z = f(y)
+    for _ in range(3):
+        z = f(z)
+    np.testing.assert_allclose(np.asarray(z), ((((x * 2 + 1) * 2 + 1) * 2 + 1) * 2 + 1) * 2 + 1)
+    np.testing.assert_allclose(np.asarray(y), x * 2 + 1)
+    assert len(calls) <= 1
+    if backend == "cpu":
+        assert type(z) is HostArray and type(np.asarray(z)) is np.ndarray

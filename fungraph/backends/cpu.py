@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.array import hosted
+from fungraph.array import hosted, unhosted
 from fungraph.backends import register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.core import Primitive
@@ -450,7 +450,7 @@ class CpuExecutable:
         env, recycled = buffers.env, buffers.recycled
         try:
             for s, a in zip(self.input_slots, args):
-                env[s] = a
+                env[s] = unhosted(a)
             for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
                 bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
                 if not multi:
