@@ -333,16 +333,16 @@ class Jitted:
         return tuple(mask)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        entry = None
-        if not kwargs and not self.static_argnums and not self.donate_argnums and not _JIT_DISABLED.on:
+        entry = fast_key = None
+        if not kwargs and not self.static_argnums and not _JIT_DISABLED.on:
             fast_key = _fast_key(args)
-            if fast_key is not None:
+            if fast_key is not None and not self.donate_argnums:
                 entry = self._fast.get(fast_key)
         if entry is not None and entry.compiled is not None:
             outs = entry.compiled.executable.run(args)
             out = outs[0] if entry.out_tree is LEAF else tree_unflatten(entry.out_tree, outs)
         else:
-            out = self._call(args, kwargs)
+            out = self._call(args, kwargs, fast_key)
         if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
             self._check_finite(out, args, kwargs)
         return out
@@ -363,14 +363,13 @@ class Jitted:
                                      "differently (fused or reordered operations); compare with "
                                      f"jit({self.__name__}).lower(...).text") from None
 
-    def _call(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+    def _call(self, args: tuple, kwargs: dict[str, Any], fast_key: tuple | None) -> Any:
         """Every call but the hottest (a compiled signature seen before, positional arrays only),
-        which ``__call__`` runs itself."""
+        which ``__call__`` runs itself; ``fast_key``: ``__call__``'s key for ``args``, if any."""
         if _JIT_DISABLED.on:
             return self.fun(*args, **kwargs)
         if kwargs:
             return self._with_keywords(args, kwargs)
-        fast_key = _fast_key(args) if not self.static_argnums else None
         tree_key = None
         if not self.static_argnums and not self.donate_argnums:
             flat, tree = tree_flatten(args)

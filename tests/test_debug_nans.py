@@ -82,6 +82,6 @@ def test_donated_calls_are_not_rerun(checks: None) -> None:
 def test_a_nan_only_the_optimised_graph_makes_is_reported_as_such(checks: None,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     jitted = fg.jit(lambda x: x + 1.0)
-    monkeypatch.setattr(jitted, "_call", lambda args, kwargs: np.array([np.nan]))
+    monkeypatch.setattr(jitted, "_call", lambda args, kwargs, fast_key: np.array([np.nan]))
     with pytest.raises(FloatingPointError, match="running it op by op gave none"):
         jitted(np.ones(1))
