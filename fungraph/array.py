@@ -22,9 +22,11 @@ def _functional_updates(x: Any) -> Any:
 
 
 class Array(HasAval):
-    """A device array: ``shape``, ``dtype``, ``aval``, ``numpy()`` and ``np.asarray(x)``."""
+    """A device array: ``shape``, ``dtype``, ``aval``, ``numpy()`` and ``np.asarray(x)``, with
+    numpy's operators and methods (``fungraph.numpy._methods``), which run eagerly on the host."""
 
     backend: str = "?"
+    __array_priority__ = 1000
 
     @property
     def aval(self) -> ShapedArray:

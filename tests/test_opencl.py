@@ -840,3 +840,47 @@ def test_donation_only_where_safe_and_values_always_right(case) -> None:
     _assert_close_trees(got, want, 1e-6, name)
     if not reusable:
         np.testing.assert_array_equal(np.asarray(x), sq)
+
+
+DEVICE_ARRAY_EXPRESSIONS = [
+    "y + 1", "1.5 - y", "y * y", "y / 3", "y // 2", "y % 2", "y ** 2", "2 ** y", "-y", "abs(y)",
+    "y < 2", "y >= y", "y == y", "y != 0", "y @ y.T", "n @ y.T", "n + y", "y[1]", "y[:, ::-1]", "y[None, 0]",
+    "y[:, n[0] > 1]", "y.T", "y.reshape(3, 2)", "y.reshape((6,))", "y.astype(np.int32)", "y.ravel()", "y.sum()",
+    "y.sum(axis=0)", "y.mean()", "y.max(axis=1)", "y.argmin()", "y.var()", "y.prod()", "y.clip(1, 3)",
+    "y.at[0, 1].set(9.0)", "y.at[:, 0].add(1.0)", "fnp.sin(y)", "fnp.where(y > 2, y, 0.0)",
+]
+
+
+@pytest.mark.parametrize("expr", DEVICE_ARRAY_EXPRESSIONS)
+def test_device_arrays_take_numpys_operators_and_methods(expr: str) -> None:
+    """A jitted function's device result works like a JAX array in eager code: operators,
+    indexing and methods compute on the host from its one cached download and give a
+    HostArray equal to numpy's (before, ``y + 1`` raised TypeError)."""
+    from fungraph.array import HostArray
+
+    host = np.array([[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]], np.float32)
+    y = fg.jit(lambda x: x * 1.0, backend="opencl")(host)
+    assert type(y).__name__ == "OpenCLArray"
+    n = host.copy()
+    got = eval(expr, {"y": y, "n": n, "np": np, "fnp": fnp})
+    want = eval(expr.replace("y.at[0, 1].set(9.0)", "np.where(np.arange(6).reshape(2, 3) == 1, 9.0, y)")
+                .replace("y.at[:, 0].add(1.0)", "y + (np.arange(3) == 0)").replace("fnp.", "np."),
+                {"y": host.copy(), "n": n, "np": np})
+    assert type(got) is HostArray, type(got)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got, want)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(y), host)
+
+
+def test_device_arrays_convert_to_python_values_and_say_why_not() -> None:
+    """``len``, iteration, ``float``/``int``/``bool``, ``item``, ``tolist`` and format specs
+    work on device arrays as on JAX's; converting a many-element array names its type."""
+    f = fg.jit(lambda x: x + 0.5, backend="opencl")
+    y = f(np.arange(6.0).reshape(2, 3))
+    s = f(np.float64(1.0))
+    assert len(y) == 2 and [r.tolist() for r in y] == [[0.5, 1.5, 2.5], [3.5, 4.5, 5.5]]
+    assert float(s) == 1.5 and int(s) == 1 and bool(s) and complex(s) == 1.5 and f"{s:.2f}" == "1.50"
+    assert y.item(4) == 4.5 and y.tolist()[1][2] == 5.5
+    with pytest.raises(TypeError, match=r"f64\[2,3\]"):
+        float(y)
+    assert type(f(y + 1)).__name__ == "OpenCLArray" and +y is y

@@ -1,9 +1,14 @@
-"""Operators and array methods of tracers, so traced code reads like numpy code."""
+"""Operators and array methods of tracers and device arrays, so code reads like numpy code.
+
+On a device array (``fungraph.Array``, e.g. an ``OpenCLArray`` returned by a jitted function)
+they run eagerly, like every ``fungraph.numpy`` function called outside a transformation: on
+the host, from the array's host copy (downloaded once and cached), giving a ``HostArray``."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fungraph.array import Array, hosted
 from fungraph.core import Tracer
 from fungraph.numpy import _at, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
 from fungraph.numpy import _elementwise as e
@@ -73,6 +78,47 @@ _METHODS: dict[str, Any] = {
 }
 
 
+def _host(self: Array) -> Any:
+    return self.numpy()
+
+
+def _scalar(self: Array) -> Any:
+    """The value of a one-element array, for ``float(x)`` and the other conversions."""
+    if self.size != 1:
+        raise TypeError(f"only an array of one element converts to a Python scalar; this one is {self.aval}")
+    return _host(self).reshape(())[()]
+
+
+def _hosting(method: Any) -> Any:
+    """``method`` giving a :class:`HostArray` where it gives a numpy array (methods that change
+    nothing, like ``x.T`` of a vector, return their host operand)."""
+    if isinstance(method, property):
+        return property(_hosting(method.fget))
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return hosted(method(*args, **kwargs))
+
+    return call
+
+
+_ARRAY_METHODS: dict[str, Any] = {
+    "__len__": lambda self: len(_host(self)),
+    "__iter__": lambda self: iter(hosted(_host(self))),
+    "__bool__": lambda self: bool(_scalar(self)),
+    "__int__": lambda self: int(_scalar(self)),
+    "__float__": lambda self: float(_scalar(self)),
+    "__complex__": lambda self: complex(_scalar(self)),
+    "__index__": lambda self: _host(self).__index__(),
+    "__format__": lambda self, spec: format(_scalar(self), spec),
+    "item": lambda self, *args: _host(self).item(*args),
+    "tolist": lambda self: _host(self).tolist(),
+}
+
+
 def install() -> None:
     for name, fn in _METHODS.items():
         setattr(Tracer, name, fn)
+        if name not in vars(Array):
+            setattr(Array, name, _hosting(fn))
+    for name, fn in _ARRAY_METHODS.items():
+        setattr(Array, name, fn)
