@@ -51,7 +51,8 @@ class ShapedArray:
 
 
 class HasAval:
-    """``shape``, ``dtype``, ``ndim`` and ``size`` of anything that has an ``aval``."""
+    """``shape``, ``dtype``, ``ndim``, ``size``, ``itemsize`` and ``nbytes`` of anything that has
+    an ``aval``."""
 
     __slots__ = ()
 
@@ -74,6 +75,14 @@ class HasAval:
     @property
     def size(self) -> int:
         return self.aval.size
+
+    @property
+    def itemsize(self) -> int:
+        return self.aval.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.aval.nbytes
 
 
 def aval_of(x: Any) -> ShapedArray:

@@ -30,7 +30,31 @@ def _transpose(self: Any, *axes: Any) -> Any:
     return _shape.transpose(self, axes or None)
 
 
+def _public(name: str, operand: int = 0) -> Any:
+    """A method calling ``fungraph.numpy.<name>`` with the array as its ``operand``-th argument
+    (``a.compress(c)`` is ``compress(c, a)``)."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        import fungraph.numpy as fnp
+
+        args = (*args[:operand], self, *args[operand:])
+        return getattr(fnp, name)(*args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+_PUBLIC = ("conj", "conjugate", "round", "cumsum", "cumprod", "sort", "argsort", "argpartition", "repeat",
+           "searchsorted", "trace", "diagonal", "ptp", "nonzero", "choose")
+
 _METHODS: dict[str, Any] = {
+    **{name: _public(name) for name in _PUBLIC},
+    "compress": _public("compress", operand=1),
+    "real": property(_public("real")),
+    "imag": property(_public("imag")),
+    "__divmod__": _public("divmod"), "__rdivmod__": _public("divmod", operand=1),
+    "__lshift__": _public("left_shift"), "__rlshift__": _public("left_shift", operand=1),
+    "__rshift__": _public("right_shift"), "__rrshift__": _public("right_shift", operand=1),
     "__add__": e.add, "__radd__": _swap(e.add),
     "__sub__": e.subtract, "__rsub__": _swap(e.subtract),
     "__mul__": e.multiply, "__rmul__": _swap(e.multiply),

@@ -8,7 +8,10 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ShapeError
+from fungraph.numpy._elementwise import maximum, minimum
+from fungraph.numpy._elementwise import where as _select
 from fungraph.numpy._indexing import take_along_axis
+from fungraph.numpy._shape import broadcast_to
 from fungraph.numpy._util import asarray, cast, normalize_axes
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import reductions as red
@@ -21,29 +24,64 @@ def _keep(out: Any, x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     return reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
 
 
+def _check_out(out: Any, name: str) -> None:
+    if out is not None:
+        raise NotImplementedError(f"{name}: out= is not supported (arrays are immutable; use the returned value)")
+
+
+def _mask(x: Any, where: Any, name: str) -> Any:
+    """``where`` broadcast to ``x``'s shape as bools (numpy's ``where=`` of a reduction)."""
+    m = cast(asarray(where), dtypes.bool_)
+    try:
+        return broadcast_to(m, x.shape)
+    except ShapeError as err:
+        raise ShapeError(f"{name}: where= of shape {m.shape} does not broadcast to the operand's {x.shape}") from err
+
+
+def _masked(x: Any, where: Any, fill: Any, name: str) -> Any:
+    """``x`` with the elements ``where`` leaves out replaced by ``fill`` (the reduction's identity)."""
+    return x if where is None else _select(_mask(x, where, name), x, cast(asarray(fill), x.dtype))
+
+
+def _with_initial(out: Any, initial: Any, combine: Any, x: Any) -> Any:
+    return out if initial is None else combine(out, cast(asarray(initial), x.dtype))
+
+
 def _accumulating_dtype(dtype: np.dtype) -> np.dtype:
     """numpy sums and multiplies bools and narrow ints in the platform integer (int64)."""
     return dtypes.int64 if dtype in (dtypes.bool_, dtypes.int32) else dtype
 
 
-def sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
+def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,  # noqa: A001
+        initial: Any = None, where: Any = None) -> Any:
+    """numpy's ``sum``: ``where`` leaves elements out, ``initial`` is added."""
+    _check_out(out, "sum")
     x = asarray(a)
     x = cast(x, dtypes.canonical(dtype) if dtype is not None else _accumulating_dtype(x.dtype))
     axes = normalize_axes(axis, x.ndim, "sum")
-    return _keep(red.reduce_sum(x, axes), x, axes, keepdims)
+    total = red.reduce_sum(_masked(x, where, 0, "sum"), axes)
+    return _keep(_with_initial(total, initial, ew.add, x), x, axes, keepdims)
 
 
-def prod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = None, where: Any = None) -> Any:
+    """numpy's ``prod``: ``where`` leaves elements out, ``initial`` multiplies in."""
+    _check_out(out, "prod")
     x = asarray(a)
     x = cast(x, dtypes.canonical(dtype) if dtype is not None else _accumulating_dtype(x.dtype))
     axes = normalize_axes(axis, x.ndim, "prod")
-    return _keep(red.reduce_prod(x, axes), x, axes, keepdims)
+    product = red.reduce_prod(_masked(x, where, 1, "prod"), axes)
+    return _keep(_with_initial(product, initial, ew.mul, x), x, axes, keepdims)
 
 
 def _extremum(prim: Any, name: str) -> Any:
-    def f(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    def f(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
+          where: Any = None) -> Any:
+        _check_out(out, name)
         x = asarray(a)
         axes = normalize_axes(axis, x.ndim, name)
+        if where is not None or initial is not None:
+            return _initial_extremum(x, axes, keepdims, initial, where, name)
         if not axes:
             out = x
         elif dtypes.is_complex(x.dtype):
@@ -54,6 +92,23 @@ def _extremum(prim: Any, name: str) -> Any:
 
     f.__name__ = name
     return f
+
+
+def _initial_extremum(x: Any, axes: tuple[int, ...], keepdims: bool, initial: Any, where: Any, name: str) -> Any:
+    """``max``/``min`` with ``initial`` (the result for an empty or fully masked-out reduction)
+    and ``where``, which, as in numpy, needs ``initial``: a max has no identity to fill with."""
+    if initial is None:
+        raise ValueError(f"{name}: where= needs initial= (the {name} of no elements is undefined), as in numpy")
+    if dtypes.is_complex(x.dtype):
+        raise TypeError(f"{name}: initial= and where= take real operands, not {x.dtype.name}")
+    fill = cast(asarray(initial), x.dtype)
+    combine = maximum if name == "max" else minimum
+    if 0 in [x.shape[i] for i in axes]:
+        kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape)) if keepdims else \
+            tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return broadcast_to(fill, kept)
+    best = (max if name == "max" else min)(_masked(x, where, fill, name), axis=axes, keepdims=keepdims)
+    return combine(best, fill)
 
 
 def _complex_extremum(x: Any, axes: tuple[int, ...], arg: Any, name: str) -> Any:
@@ -78,16 +133,29 @@ def _count(x: Any, axes: tuple[int, ...]) -> int:
     return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
 
 
-def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+def _where_count(x: Any, axes: tuple[int, ...], where: Any, dtype: np.dtype, ddof: int, name: str) -> Any:
+    """How many elements each reduction over ``axes`` takes, less ``ddof``, as ``dtype`` (NaN at
+    or below zero, so the mean of nothing is NaN as in numpy): a constant without ``where``."""
+    if where is None:
+        n = _count(x, axes) - ddof
+        return np.asarray(n if n > 0 else np.nan, dtype)
+    real = dtypes.real_for(dtype)
+    n = ew.sub(red.reduce_sum(cast(_mask(x, where, name), real), axes), np.asarray(ddof, real))
+    return cast(_select(ew.gt(n, np.asarray(0, real)), n, np.asarray(np.nan, real)), dtype)
+
+
+def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
+         where: Any = None) -> Any:
+    """numpy's ``mean``; ``where`` leaves elements out of both the sum and the count."""
+    _check_out(out, "mean")
     x = asarray(a)
     out_dtype = dtypes.canonical(dtype) if dtype is not None else (
         x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
     x = cast(x, out_dtype)
     axes = normalize_axes(axis, x.ndim, "mean")
-    total = red.reduce_sum(x, axes)
-    n = _count(x, axes)
-    out = ew.div(total, np.asarray(n if n else np.nan, out_dtype))
-    return _keep(out, x, axes, keepdims)
+    total = red.reduce_sum(_masked(x, where, 0, "mean"), axes)
+    result = ew.div(total, _where_count(x, axes, where, out_dtype, 0, "mean"))
+    return _keep(result, x, axes, keepdims)
 
 
 def abs_squared(x: Any) -> Any:
@@ -98,21 +166,26 @@ def abs_squared(x: Any) -> Any:
     return ew.add(ew.mul(re, re), ew.mul(im, im))
 
 
-def var(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
+        where: Any = None) -> Any:
+    """numpy's ``var``; ``where`` leaves elements out of the mean, the squares and the count."""
+    _check_out(out, "var")
     x = asarray(a)
     in_dtype = dtypes.canonical(dtype) if dtype is not None else (
         x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
     x = cast(x, in_dtype)
     axes = normalize_axes(axis, x.ndim, "var")
-    centered = ew.sub(x, mean(x, axis=axes, keepdims=True))
-    ss = red.reduce_sum(abs_squared(centered), axes)
-    n = _count(x, axes) - ddof
-    out = ew.div(ss, np.asarray(n if n > 0 else np.nan, dtypes.real_for(in_dtype)))
-    return _keep(out, x, axes, keepdims)
+    centered = ew.sub(x, mean(x, axis=axes, keepdims=True, where=where))
+    squares = abs_squared(centered)
+    ss = red.reduce_sum(_masked(squares, where, 0, "var"), axes)
+    result = ew.div(ss, _where_count(x, axes, where, dtypes.real_for(in_dtype), ddof, "var"))
+    return _keep(result, x, axes, keepdims)
 
 
-def std(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
-    return ew.sqrt_p.bind(var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
+        where: Any = None) -> Any:
+    """numpy's ``std``: the square root of :func:`var`."""
+    return ew.sqrt_p.bind(var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where))
 
 
 def _arg(prim: Any, name: str) -> Any:
@@ -136,10 +209,10 @@ argmax = _arg(red.argmax_p, "argmax")
 argmin = _arg(red.argmin_p, "argmin")
 
 
-def _logical(a: Any, axis: Any, keepdims: bool, name: str, empty: bool) -> Any:
+def _logical(a: Any, axis: Any, keepdims: bool, name: str, empty: bool, where: Any = None) -> Any:
     """``all`` (``empty`` True, a minimum) or ``any`` (False, a maximum) of ``a`` as bools; over an
     axis of length 0, ``empty`` for every remaining element, as numpy."""
-    x = cast(asarray(a), dtypes.bool_)
+    x = _masked(cast(asarray(a), dtypes.bool_), where, empty, name)
     axes = normalize_axes(axis, x.ndim, name)
     if 0 in [x.shape[i] for i in axes]:
         kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)
@@ -147,9 +220,11 @@ def _logical(a: Any, axis: Any, keepdims: bool, name: str, empty: bool) -> Any:
     return (min if empty else max)(x, axis=axes, keepdims=keepdims)
 
 
-def all(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    return _logical(a, axis, keepdims, "all", True)
+def all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, where: Any = None) -> Any:  # noqa: A001
+    _check_out(out, "all")
+    return _logical(a, axis, keepdims, "all", True, where)
 
 
-def any(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    return _logical(a, axis, keepdims, "any", False)
+def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, where: Any = None) -> Any:  # noqa: A001
+    _check_out(out, "any")
+    return _logical(a, axis, keepdims, "any", False, where)
