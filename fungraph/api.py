@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.array import Array
+from fungraph.array import Array, hosted
 from fungraph.core import EvalTrace, MainTrace, Tracer, new_dynamic, to_concrete_dtype_array
 from fungraph.interpreters.eval import eval_graph as _eval_graph
 from fungraph.interpreters.staging import stage
@@ -542,7 +542,7 @@ def device_put(x: Any, device: Any = None) -> Any:
             return leaf
         host = to_concrete_dtype_array(leaf)
         if where == "cpu":
-            return host
+            return hosted(host)
         from fungraph.backends.opencl.device import device_put as to_opencl
 
         return to_opencl(host)

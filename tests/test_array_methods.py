@@ -109,3 +109,75 @@ def test_masked_mean_and_var_of_complex_operands_match_numpy() -> None:
         got = fg.jit(lambda v, m, name=name: getattr(fnp, name)(v, axis=1, where=m))(z, mask)
         np.testing.assert_allclose(got, want, rtol=1e-6)
         assert got.dtype == want.dtype
+
+
+X_NAN = np.where(np.arange(12).reshape(3, 4) % 5 == 1, np.nan, np.linspace(-2, 2, 12).reshape(3, 4))
+ROW_MASK = np.array([True, False, True, True])
+MASK = np.array([[True, False, True, True], [False] * 4, [True] * 4])
+
+# (fungraph call, JAX call): both see x (with NaNs), xs (without), m (a row mask), mm (a full mask
+# with one row all left out), as fg/jax and fnp/jnp.
+WHERE_CALLS = [
+    ("fg.nn.softmax(xs, where=mm)", "jax.nn.softmax(xs, where=mm)"),
+    ("fg.nn.log_softmax(xs, axis=1, where=mm)", "jax.nn.log_softmax(xs, axis=1, where=mm)"),
+    ("fg.nn.logsumexp(xs, axis=1, where=mm)", "jax.nn.logsumexp(xs, axis=1, where=mm)"),
+    ("fg.scipy.special.logsumexp(xs, axis=1, b=xs, where=mm, return_sign=True)",
+     "jax.scipy.special.logsumexp(xs, axis=1, b=xs, where=mm, return_sign=True)"),
+    ("fnp.nansum(x, axis=1, where=m, initial=0.5)", "jnp.nansum(x, axis=1, where=m, initial=0.5)"),
+    ("fnp.nanprod(x, where=m, initial=2.0)", "jnp.nanprod(x, where=m, initial=2.0)"),
+    ("fnp.nanmean(x, axis=1, where=m)", "jnp.nanmean(x, axis=1, where=m)"),
+    ("fnp.nanvar(x, axis=0, where=m, ddof=1)", "jnp.nanvar(x, axis=0, where=m, ddof=1)"),
+    ("fnp.nanstd(x, axis=1, keepdims=True)", "jnp.nanstd(x, axis=1, keepdims=True)"),
+    ("fnp.nanmax(x, axis=1, where=m, initial=-3.0)", "jnp.nanmax(x, axis=1, where=m, initial=-3.0)"),
+    ("fnp.nanmin(x, axis=0)", "jnp.nanmin(x, axis=0)"),
+    ("fnp.std(xs, axis=0, correction=1)", "jnp.std(xs, axis=0, correction=1)"),
+    ("fnp.var(xs, correction=2)", "jnp.var(xs, correction=2)"),
+    ("fnp.sum(np.arange(4, dtype=np.int32), promote_integers=False)",
+     "jnp.sum(np.arange(4, dtype=np.int32), promote_integers=False)"),
+]
+
+
+@pytest.mark.parametrize("ours, theirs", WHERE_CALLS, ids=[c[0] for c in WHERE_CALLS])
+def test_masked_softmax_logsumexp_and_nan_reductions_match_jax(ours: str, theirs: str) -> None:
+    from tests.helpers import jax_or_skip
+
+    jax, jnp = jax_or_skip()
+    env = {"x": X_NAN, "xs": np.nan_to_num(X_NAN), "m": ROW_MASK, "mm": MASK, "np": np}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = eval(ours, {**env, "fg": fg, "fnp": fnp})
+        traced = fg.jit(lambda x, xs: eval(ours, {**env, "x": x, "xs": xs, "fg": fg, "fnp": fnp}))(X_NAN, env["xs"])
+    want = eval(theirs, {**env, "jax": jax, "jnp": jnp})
+    for g in (got, traced):
+        for a, b in zip(*(v if isinstance(v, tuple) else (v,) for v in (g, want)), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-14, equal_nan=True)
+            assert np.asarray(a).dtype == np.asarray(b).dtype
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_masked_softmax_and_nan_reductions_have_finite_gradients_like_jax() -> None:
+    """A left-out element adds nothing to the gradient, even where it is large enough that its
+    exponential overflows or is a NaN (no 0 * inf or 0 * NaN)."""
+    from tests.helpers import jax_or_skip
+
+    jax, jnp = jax_or_skip()
+    xs = np.nan_to_num(X_NAN) * 300
+
+    def ours(v: np.ndarray) -> object:
+        return fg.nn.softmax(v, where=MASK)[0, 0] + fg.nn.logsumexp(v, axis=1, where=MASK).sum()
+
+    def theirs(v: np.ndarray) -> object:
+        return jax.nn.softmax(v, where=MASK)[0, 0] + jax.nn.logsumexp(v, axis=1, where=MASK).sum()
+
+    g = fg.grad(ours)(xs)
+    assert np.isfinite(g).all()
+    np.testing.assert_allclose(g, jax.grad(theirs)(xs), rtol=1e-12, atol=1e-14)
+    g = fg.grad(lambda v: fnp.nanvar(v, axis=1).sum() + fnp.nanmean(v, where=ROW_MASK))(X_NAN)
+    gj = jax.grad(lambda v: jnp.nanvar(v, axis=1).sum() + jnp.nanmean(v, where=ROW_MASK))(X_NAN)
+    np.testing.assert_allclose(g, gj, rtol=1e-12, atol=1e-14)
+    assert np.isfinite(g).all()
+
+
+def test_device_put_on_the_cpu_gives_an_array_with_at() -> None:
+    y = fg.device_put(X)
+    np.testing.assert_array_equal(y.at[0, 0].set(7.0)[0], [7.0, -1.5, 2.0])

@@ -29,7 +29,7 @@ def _check_out(out: Any, name: str) -> None:
         raise NotImplementedError(f"{name}: out= is not supported (arrays are immutable; use the returned value)")
 
 
-def _mask(x: Any, where: Any, name: str) -> Any:
+def where_mask(x: Any, where: Any, name: str) -> Any:
     """``where`` broadcast to ``x``'s shape as bools (numpy's ``where=`` of a reduction)."""
     m = cast(asarray(where), dtypes.bool_)
     try:
@@ -40,35 +40,38 @@ def _mask(x: Any, where: Any, name: str) -> Any:
 
 def _masked(x: Any, where: Any, fill: Any, name: str) -> Any:
     """``x`` with the elements ``where`` leaves out replaced by ``fill`` (the reduction's identity)."""
-    return x if where is None else _select(_mask(x, where, name), x, cast(asarray(fill), x.dtype))
+    return x if where is None else _select(where_mask(x, where, name), x, cast(asarray(fill), x.dtype))
 
 
 def _with_initial(out: Any, initial: Any, combine: Any, x: Any) -> Any:
     return out if initial is None else combine(out, cast(asarray(initial), x.dtype))
 
 
-def _accumulating_dtype(dtype: np.dtype) -> np.dtype:
-    """numpy sums and multiplies bools and narrow ints in the platform integer (int64)."""
-    return dtypes.int64 if dtype in (dtypes.bool_, dtypes.int32) else dtype
+def _accumulating_dtype(dtype: np.dtype, promote_integers: bool = True) -> np.dtype:
+    """numpy sums and multiplies bools and narrow ints in the platform integer (int64); JAX's
+    ``promote_integers=False`` keeps an integer dtype (bools still count in int64)."""
+    if dtype == dtypes.bool_ or (promote_integers and dtype == dtypes.int32):
+        return dtypes.int64
+    return dtype
 
 
 def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,  # noqa: A001
-        initial: Any = None, where: Any = None) -> Any:
+        initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
     """numpy's ``sum``: ``where`` leaves elements out, ``initial`` is added."""
     _check_out(out, "sum")
     x = asarray(a)
-    x = cast(x, dtypes.canonical(dtype) if dtype is not None else _accumulating_dtype(x.dtype))
+    x = cast(x, dtypes.canonical(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
     axes = normalize_axes(axis, x.ndim, "sum")
     total = red.reduce_sum(_masked(x, where, 0, "sum"), axes)
     return _keep(_with_initial(total, initial, ew.add, x), x, axes, keepdims)
 
 
 def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
-         initial: Any = None, where: Any = None) -> Any:
+         initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
     """numpy's ``prod``: ``where`` leaves elements out, ``initial`` multiplies in."""
     _check_out(out, "prod")
     x = asarray(a)
-    x = cast(x, dtypes.canonical(dtype) if dtype is not None else _accumulating_dtype(x.dtype))
+    x = cast(x, dtypes.canonical(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
     axes = normalize_axes(axis, x.ndim, "prod")
     product = red.reduce_prod(_masked(x, where, 1, "prod"), axes)
     return _keep(_with_initial(product, initial, ew.mul, x), x, axes, keepdims)
@@ -140,7 +143,7 @@ def _where_count(x: Any, axes: tuple[int, ...], where: Any, dtype: np.dtype, ddo
         n = _count(x, axes) - ddof
         return np.asarray(n if n > 0 else np.nan, dtype)
     real = dtypes.real_for(dtype)
-    n = ew.sub(red.reduce_sum(cast(_mask(x, where, name), real), axes), np.asarray(ddof, real))
+    n = ew.sub(red.reduce_sum(cast(where_mask(x, where, name), real), axes), np.asarray(ddof, real))
     return cast(_select(ew.gt(n, np.asarray(0, real)), n, np.asarray(np.nan, real)), dtype)
 
 
@@ -166,26 +169,37 @@ def abs_squared(x: Any) -> Any:
     return ew.add(ew.mul(re, re), ew.mul(im, im))
 
 
+def _ddof(ddof: int, correction: Any, name: str) -> int:
+    """``correction`` (the array API's name, which JAX takes too) for ``ddof``."""
+    if correction is None:
+        return ddof
+    if ddof:
+        raise ValueError(f"{name}: ddof={ddof} and correction={correction} both given; they are one argument")
+    return correction
+
+
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
-        where: Any = None) -> Any:
-    """numpy's ``var``; ``where`` leaves elements out of the mean, the squares and the count."""
+        where: Any = None, correction: Any = None) -> Any:
+    """numpy's ``var``; ``where`` leaves elements out of the mean, the squares and the count (and
+    their gradients: a left-out NaN gives no ``0 * NaN``)."""
     _check_out(out, "var")
+    ddof = _ddof(ddof, correction, "var")
     x = asarray(a)
     in_dtype = dtypes.canonical(dtype) if dtype is not None else (
         x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
     x = cast(x, in_dtype)
     axes = normalize_axes(axis, x.ndim, "var")
-    centered = ew.sub(x, mean(x, axis=axes, keepdims=True, where=where))
-    squares = abs_squared(centered)
-    ss = red.reduce_sum(_masked(squares, where, 0, "var"), axes)
+    centered = _masked(ew.sub(x, mean(x, axis=axes, keepdims=True, where=where)), where, 0, "var")
+    ss = red.reduce_sum(abs_squared(centered), axes)
     result = ew.div(ss, _where_count(x, axes, where, dtypes.real_for(in_dtype), ddof, "var"))
     return _keep(result, x, axes, keepdims)
 
 
 def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
-        where: Any = None) -> Any:
+        where: Any = None, correction: Any = None) -> Any:
     """numpy's ``std``: the square root of :func:`var`."""
-    return ew.sqrt_p.bind(var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where))
+    return ew.sqrt_p.bind(var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where,
+                              correction=correction))
 
 
 def _arg(prim: Any, name: str) -> Any:

@@ -11,7 +11,6 @@ from fungraph import dtypes
 from fungraph.core import Tracer
 from fungraph.numpy import _reductions as red
 from fungraph.numpy._elementwise import less, less_equal
-from fungraph.numpy._reductions import abs_squared
 from fungraph.numpy._shape import moveaxis
 from fungraph.numpy._util import asarray, cast, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
@@ -193,48 +192,50 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = Fa
 # --- NaN-aware reductions --------------------------------------------------------------------------
 
 
-def nansum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-    return red.sum(_nan_to(asarray(a), 0), axis=axis, dtype=dtype, keepdims=keepdims)
+def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+           initial: Any = None, where: Any = None) -> Any:
+    return red.sum(_nan_to(asarray(a), 0), axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial,
+                   where=where)
 
 
-def nanprod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-    return red.prod(_nan_to(asarray(a), 1), axis=axis, dtype=dtype, keepdims=keepdims)
+def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+            initial: Any = None, where: Any = None) -> Any:
+    return red.prod(_nan_to(asarray(a), 1), axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial,
+                    where=where)
 
 
-def _count_valid(x: Any, axis: Any, keepdims: bool, dtype: Any = None) -> Any:
-    valid = ew.convert(ew.eq(x, x), x.dtype if dtype is None else dtype)
-    return red.sum(valid, axis=axis, keepdims=keepdims)
+def _valid(x: Any, where: Any) -> Any:
+    """The elements a NaN-ignoring reduction takes: not NaN, and in ``where`` if given."""
+    valid = ew.eq(x, x)
+    return valid if where is None else ew.and_p.bind(valid, red.where_mask(x, where, "nan-reduction"))
 
 
-def nanmean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
+            where: Any = None) -> Any:
     (x,) = promote(a, to_inexact=True)
-    if dtype is not None:
-        x = cast(x, dtypes.canonical(dtype))
-    total = red.sum(_nan_to(x, 0), axis=axis, keepdims=keepdims)
-    return ew.div(total, _count_valid(x, axis, keepdims))
+    return red.mean(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, where=_valid(x, where))
 
 
-def nanvar(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
+           where: Any = None, correction: Any = None) -> Any:
     (x,) = promote(a, to_inexact=True)
-    if dtype is not None:
-        x = cast(x, dtypes.canonical(dtype))
-    centered = ew.sub(x, nanmean(x, axis=axis, keepdims=True))
-    ss = red.sum(abs_squared(_nan_to(centered, 0)), axis=axis, keepdims=keepdims)  # no 0 * NaN in the gradient
-    real = dtypes.real_for(x.dtype)
-    n = ew.sub(_count_valid(x, axis, keepdims, real), np.asarray(ddof, real))
-    n = ew.max_p.bind(n, np.asarray(0, real))
-    return ew.div(ss, n)
+    return red.var(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=_valid(x, where),
+                   correction=correction)
 
 
-def nanstd(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
-    return ew.sqrt_p.bind(nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
+           where: Any = None, correction: Any = None) -> Any:
+    return ew.sqrt_p.bind(nanvar(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where,
+                                 correction=correction))
 
 
 def _nan_extremum(reducer: Any, fill: float) -> Any:
-    def f(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    def f(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
+          where: Any = None) -> Any:
         x = asarray(a)
-        if not dtypes.is_float(x.dtype):
-            return reducer(x, axis=axis, keepdims=keepdims)
+        if not dtypes.is_float(x.dtype) or initial is not None or where is not None:
+            return reducer(_nan_to(x, fill) if dtypes.is_float(x.dtype) else x, axis=axis, out=out,
+                           keepdims=keepdims, initial=initial, where=where)
         out = reducer(_nan_to(x, fill), axis=axis, keepdims=keepdims)
         all_nan = red.all(ew.ne_p.bind(x, x), axis=axis, keepdims=keepdims)
         return ew.select(all_nan, np.asarray(np.nan, x.dtype), out)

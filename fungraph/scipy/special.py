@@ -159,15 +159,20 @@ def entr(x: Any) -> Any:
     return fnp.where(negative, _c(-np.inf, x), ew.sub(_c(0, x), xlogy(xs, xs)))
 
 
-def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False) -> Any:
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
+              where: Any = None) -> Any:
     """log(sum(b * exp(a))) over ``axis``, shifted by the maximum so it neither overflows nor
-    underflows. A negative sum gives nan unless ``return_sign``, which returns ``(log|sum|, sign)``."""
+    underflows. A negative sum gives nan unless ``return_sign``, which returns ``(log|sum|, sign)``;
+    ``where`` leaves elements out (-inf where it leaves out all)."""
     if b is None:
         (a,) = promote(a, to_inexact=True)
     else:
         a, b = promote(a, b, to_inexact=True)
         shape = np.broadcast_shapes(a.shape, b.shape)
         a, b = fnp.broadcast_to(a, shape), fnp.broadcast_to(b, shape)
+    if where is not None:
+        mask = fnp.broadcast_to(fnp.asarray(where, dtype=bool), a.shape)
+        a = fnp.where(mask, a, _c(-np.inf, a))
     axes = normalize_axes(axis, a.ndim, "logsumexp")
     live = a if b is None else fnp.where(fnp.not_equal(b, _c(0, b)), a, _c(-np.inf, a))
     m = stop_gradient(fnp.max(live, axis=axes, keepdims=True))
