@@ -16,7 +16,8 @@ from fungraph import lax as flax
 from fungraph.primitives import collectives as fc
 from tests.helpers import jax_or_skip
 
-COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "axis_index", "all_gather", "psum_scatter")
+COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "axis_index", "all_gather", "psum_scatter", "ppermute", "pshuffle",
+               "all_to_all", "pswapaxes")
 
 
 def _namespaces() -> tuple[SimpleNamespace, SimpleNamespace]:
@@ -44,6 +45,9 @@ def _check(program: Callable[[SimpleNamespace], Callable[..., Any]], *args: Any)
 XS = np.array([0.5, -1.25, 2.0, 3.5])
 GRID = np.arange(12.0).reshape(3, 4) / 7.0 - 0.6
 ROWS = np.arange(12.0).reshape(4, 3) ** 1.5 / 10.0
+SHUFFLE = [2, 3, 1, 0]
+CUBE = np.arange(48.0).reshape(4, 4, 3) / 7.0
+TALL = np.arange(64.0).reshape(4, 8, 2) / 5.0
 
 VALUES: dict[str, tuple[Callable[[SimpleNamespace], Callable[..., Any]], np.ndarray]] = {
     "psum": (lambda c: c.vmap(lambda x: c.psum(x, "i"), axis_name="i"), XS),
@@ -63,6 +67,19 @@ VALUES: dict[str, tuple[Callable[[SimpleNamespace], Callable[..., Any]], np.ndar
                      np.arange(16.0).reshape(4, 4)),
     "psum_scatter_tiled": (lambda c: c.vmap(lambda x: c.psum_scatter(x, "i", scatter_dimension=1, tiled=True),
                                             axis_name="i"), np.arange(48.0).reshape(4, 3, 4)),
+    "ppermute": (lambda c: c.vmap(lambda x: c.ppermute(x, "i", [(0, 1), (1, 3), (2, 0), (3, 2)]), axis_name="i"),
+                 ROWS),
+    "pshuffle": (lambda c: c.vmap(lambda x: c.pshuffle(x, "i", [3, 0, 2, 1]) * x, axis_name="i"), ROWS),
+    "all_to_all": (lambda c: c.vmap(lambda x: c.all_to_all(x, "i", 0, 0), axis_name="i"), CUBE),
+    "all_to_all_concat_1": (lambda c: c.vmap(lambda x: c.all_to_all(x, "i", 0, 1), axis_name="i"), CUBE),
+    "all_to_all_split_1": (lambda c: c.vmap(lambda x: c.all_to_all(x, "i", 1, 0), axis_name="i"),
+                           np.transpose(CUBE, (0, 2, 1)).copy()),
+    "all_to_all_tiled": (lambda c: c.vmap(lambda x: c.all_to_all(x, "i", 0, 1, tiled=True), axis_name="i"), TALL),
+    "all_to_all_tiled_same": (lambda c: c.vmap(lambda x: c.all_to_all(x, "i", 0, 0, tiled=True), axis_name="i"),
+                              TALL),
+    "all_to_all_in_axes": (lambda c: c.vmap(lambda x: c.all_to_all(x, "i", 0, 1), axis_name="i", in_axes=1),
+                           np.transpose(CUBE, (1, 0, 2)).copy()),
+    "pswapaxes": (lambda c: c.vmap(lambda x: c.pswapaxes(x, "i", 0), axis_name="i"), CUBE),
 }
 
 
@@ -93,6 +110,10 @@ GRADS: dict[str, Callable[[SimpleNamespace], Callable[..., Any]]] = {
     "psum_scatter": lambda c: c.vmap(c.grad(lambda x: c.np.sum(c.np.sin(c.psum_scatter(x, "i")))),
                                      axis_name="i"),
     "outer": lambda c: c.grad(lambda xs: c.np.sum(c.vmap(_bn(c), axis_name="i")(xs))),
+    "ppermute": lambda c: c.grad(lambda xs: c.np.sum(c.vmap(lambda x: c.np.sin(x) * c.pshuffle(x * x, "i", SHUFFLE),
+                                                            axis_name="i")(xs) ** 2)),
+    "all_to_all": lambda c: c.grad(lambda xs: c.np.sum(c.np.cos(c.vmap(lambda x: c.all_to_all(x ** 3, "i", 0, 0),
+                                                                       axis_name="i")(xs)) * c.np.arange(4.0))),
     "jit_inside": lambda c: c.vmap(c.jit(c.grad(_bn(c))), axis_name="i"),
     "grad_of_jit": lambda c: c.vmap(c.grad(c.jit(_bn(c))), axis_name="i"),
     "jit_outside": lambda c: c.jit(c.grad(lambda xs: c.np.sum(c.vmap(_bn(c), axis_name="i")(xs)))),
@@ -103,7 +124,7 @@ GRADS: dict[str, Callable[[SimpleNamespace], Callable[..., Any]]] = {
 
 @pytest.mark.parametrize("name", list(GRADS))
 def test_gradients_match_jax(name: str) -> None:
-    x = np.arange(16.0).reshape(4, 4) / 5.0 - 1.0 if name == "psum_scatter" else ROWS
+    x = np.arange(16.0).reshape(4, 4) / 5.0 - 1.0 if name in ("psum_scatter", "all_to_all") else ROWS
     if name in ("psum", "pmean", "x_psum"):
         x = XS
     _check(GRADS[name], x)
@@ -136,12 +157,30 @@ NESTED: dict[str, Callable[[SimpleNamespace], Callable[..., Any]]] = {
     "jit_between": lambda c: c.vmap(c.jit(c.vmap(lambda x: c.psum(x, "i") * c.axis_index("j"), axis_name="j")),
                                     axis_name="i"),
     "same_name_shadows": lambda c: c.vmap(c.vmap(lambda x: c.psum(x, "i"), axis_name="i"), axis_name="i"),
+    "ppermute_outer": lambda c: _nested(c, lambda x: c.pshuffle(x, "i", [1, 2, 0]) - x),
+    "all_to_all_outer": lambda c: c.vmap(c.vmap(lambda x: c.all_to_all(x, "i", 0, 0), axis_name="j"),
+                                         axis_name="i", in_axes=1),
 }
 
 
 @pytest.mark.parametrize("name", list(NESTED))
 def test_nested_names_match_jax(name: str) -> None:
-    _check(NESTED[name], GRID)
+    _check(NESTED[name], np.arange(27.0).reshape(3, 3, 3) / 4.0 if name == "all_to_all_outer" else GRID)
+
+
+def test_partial_permutations_send_zeros_and_bad_ones_are_refused() -> None:
+    """JAX's pmap takes a partial ``perm`` (examples nobody sends to get zeros); its vmap
+    refuses one, ours runs it. A repeated destination or an example out of range is an error."""
+    got = fg.vmap(lambda x: fc.ppermute(x, "i", [(0, 2), (3, 1)]), axis_name="i")(ROWS)
+    np.testing.assert_array_equal(got, np.stack([0 * ROWS[0], ROWS[3], ROWS[0], 0 * ROWS[0]]))
+    jitted = fg.jit(fg.vmap(fg.grad(lambda x: fnp.sum(fc.ppermute(x, "i", [(0, 2), (3, 1)]) ** 2)), axis_name="i"))
+    np.testing.assert_allclose(jitted(ROWS), np.stack([2 * ROWS[0], 0 * ROWS[0], 0 * ROWS[0], 2 * ROWS[3]]))
+    with pytest.raises(ValueError, match="repeats a source or a destination"):
+        fg.vmap(lambda x: fc.ppermute(x, "i", [(0, 1), (2, 1)]), axis_name="i")(ROWS)
+    with pytest.raises(ValueError, match="outside 0..3"):
+        fg.vmap(lambda x: fc.ppermute(x, "i", [(0, 4)]), axis_name="i")(ROWS)
+    with pytest.raises(fg.core.ShapeError, match="must equal the axis size 4"):
+        fg.vmap(lambda x: fc.all_to_all(x, "i", 0, 0), axis_name="i")(ROWS)
 
 
 def test_tuple_gathers_are_row_major_over_the_names() -> None:
@@ -204,5 +243,6 @@ def test_a_jitted_graph_batched_under_two_names() -> None:
 
 
 def test_collectives_are_exported_from_lax() -> None:
-    for name in ("psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "axis_index", "axis_size"):
+    for name in ("psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "axis_index", "axis_size", "ppermute",
+                 "pshuffle", "all_to_all", "pswapaxes"):
         assert getattr(fg.lax, name) is getattr(fc, name)

@@ -1,5 +1,6 @@
 """Collectives over a named ``vmap`` axis: psum, pmax, pmin, all_gather, psum_scatter,
-axis_index, and pmean built on psum; JAX's collectives with their semantics under ``vmap``.
+ppermute, all_to_all, axis_index, and pmean, pshuffle and pswapaxes built on them; JAX's
+collectives with their semantics under ``vmap``.
 
 Inside ``vmap(f, axis_name='i')`` each example sees its own slice; ``psum(x, 'i')`` sums the
 slices of all examples and gives every example the sum. Each primitive names one axis; the
@@ -27,7 +28,8 @@ from fungraph.interpreters.batching import NamedAxisPrimitive, axis_frame, rule_
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import broadcast_batch, to_front
 from fungraph.primitives._rules import aval, lit, normalize_axis
-from fungraph.primitives.elementwise import add, convert, div, eq, mul
+from fungraph.primitives.elementwise import add, convert, div, eq, mul, select
+from fungraph.primitives.indexing import take
 from fungraph.primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum
 from fungraph.primitives.shape import reshape, transpose
 from fungraph.tree_util import tree_map
@@ -225,6 +227,117 @@ def _psum_scatter_batch(args: Sequence[Any], dims: Sequence[int | None], *, axis
     return total, sd
 
 
+# --- ppermute and all_to_all ------------------------------------------------------------------
+
+
+def _per_example_impl(name: str) -> Callable[..., np.ndarray]:
+    def impl(x: Any, **params: Any) -> np.ndarray:
+        raise ValueError(f"{name} over {params['axis_name']!r} gives each example a different value, so it cannot "
+                         "run on values that are the same for every example (a jit called inside vmap with no "
+                         "mapped argument); pass the jitted function a mapped value")
+
+    return impl
+
+
+ppermute_p = NamedAxisPrimitive("ppermute", impl=_per_example_impl("ppermute"), arity=1, effectful=True,
+                                abstract_eval=lambda x, *, axis_name, perm: x)
+
+
+@ppermute_p.def_jvp
+def _ppermute_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
+    return ppermute_p.bind(primals[0], **params), ppermute_p.bind(tangents[0], **params)
+
+
+@ppermute_p.def_transpose
+def _ppermute_transpose(ct: Any, x: Any, *, axis_name: Hashable, perm: tuple[tuple[int, int], ...]) -> tuple:
+    return (ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm)),)
+
+
+@ppermute_p.def_batch
+def _ppermute_batch(args: Sequence[Any], dims: Sequence[int | None], *, axis_name: Hashable,
+                    perm: tuple[tuple[int, int], ...]) -> tuple:
+    (x,), (d,) = args, dims
+    frame = rule_frame()
+    if frame.name != axis_name:
+        return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
+    _check_perm(perm, axis_name, frame.size)
+    source = np.zeros(frame.size, dtypes.int32)
+    received = np.zeros(frame.size, bool)
+    for src, dst in perm:
+        source[dst], received[dst] = src, True
+    moved = take(broadcast_batch(x, d, frame.size), source, 0)
+    shape = aval(moved).shape
+    if received.all():
+        return moved, 0
+    mask = np.broadcast_to(received.reshape((-1,) + (1,) * (len(shape) - 1)), shape)
+    return select(mask, moved, np.zeros(shape, aval(moved).dtype)), 0
+
+
+def _check_perm(perm: tuple[tuple[int, int], ...], axis_name: Hashable, size: int) -> None:
+    sources, dests = [s for s, _ in perm], [d for _, d in perm]
+    if len(set(sources)) < len(sources) or len(set(dests)) < len(dests):
+        raise ValueError(f"ppermute over {axis_name!r}: perm {list(perm)} repeats a source or a destination")
+    if any(not 0 <= i < size for i in sources + dests):
+        raise ValueError(f"ppermute over {axis_name!r}: perm {list(perm)} names an example outside 0..{size - 1}")
+
+
+def _all_to_all_aval(x: ShapedArray, *, axis_name: Hashable, split_axis: int, concat_axis: int, tiled: bool,
+                     axis_size: int) -> ShapedArray:
+    if not (0 <= split_axis < x.ndim and 0 <= concat_axis < x.ndim):
+        raise ShapeError(f"all_to_all over {axis_name!r}: split_axis {split_axis} or concat_axis {concat_axis} is "
+                         f"out of bounds for {x}")
+    n = x.shape[split_axis]
+    if (n % axis_size if tiled else n != axis_size):
+        need = "be a multiple of" if tiled else "equal"
+        raise ShapeError(f"all_to_all over {axis_name!r}: dimension {split_axis} of {x} must {need} the axis size "
+                         f"{axis_size}")
+    shape = list(x.shape)
+    shape[split_axis] = n // axis_size
+    shape[concat_axis] *= axis_size
+    return ShapedArray(tuple(shape), x.dtype)
+
+
+all_to_all_p = NamedAxisPrimitive("all_to_all", impl=_per_example_impl("all_to_all"), abstract_eval=_all_to_all_aval,
+                                  arity=1, effectful=True)
+
+
+@all_to_all_p.def_jvp
+def _all_to_all_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
+    return all_to_all_p.bind(primals[0], **params), all_to_all_p.bind(tangents[0], **params)
+
+
+@all_to_all_p.def_transpose
+def _all_to_all_transpose(ct: Any, x: Any, *, axis_name: Hashable, split_axis: int, concat_axis: int, tiled: bool,
+                          axis_size: int) -> tuple:
+    return (all_to_all_p.bind(ct, axis_name=axis_name, split_axis=concat_axis, concat_axis=split_axis, tiled=tiled,
+                              axis_size=axis_size),)
+
+
+@all_to_all_p.def_batch
+def _all_to_all_batch(args: Sequence[Any], dims: Sequence[int | None], *, axis_name: Hashable, split_axis: int,
+                      concat_axis: int, tiled: bool, axis_size: int) -> tuple:
+    """Example ``k`` receives block ``k`` (along ``split_axis``) of every example ``j``, and
+    concatenates them in ``j``'s order along ``concat_axis``: on the stacked examples, a
+    reshape that splits the blocks out, a transpose that swaps the example and block axes,
+    and a reshape that merges the examples into ``concat_axis``."""
+    (x,), (d,) = args, dims
+    params = {"split_axis": split_axis, "concat_axis": concat_axis, "tiled": tiled, "axis_size": axis_size}
+    if rule_frame().name != axis_name:
+        params.update(split_axis=split_axis + 1, concat_axis=concat_axis + 1)
+        return all_to_all_p.bind(to_front(x, d), axis_name=axis_name, **params), 0
+    _check_size("all_to_all", axis_name, axis_size)
+    stacked = broadcast_batch(x, d, axis_size)
+    shape = aval(stacked).shape
+    n, s, c = axis_size, split_axis + 1, concat_axis + 1
+    blocks = reshape(stacked, shape[:s] + (n, shape[s] // n) + shape[s + 1:])
+    # axes of blocks: 0 the sending example j, s the block k, the rest x's axes (s+1 holds split_axis)
+    rest = [a for a in range(1, len(shape) + 1) if a != s]
+    rest.insert(c - 1, 0)
+    swapped = transpose(blocks, (s, *rest))
+    out = aval(swapped).shape
+    return reshape(swapped, out[:c] + (out[c] * out[c + 1],) + out[c + 2:]), 0
+
+
 # --- axis_index ------------------------------------------------------------------------------
 
 
@@ -317,6 +430,53 @@ def all_gather(x: Any, axis_name: AxisName, *, axis: int = 0, tiled: bool = Fals
         return out
 
     return tree_map(one, x)
+
+
+def ppermute(x: Any, axis_name: Hashable, perm: Sequence[tuple[int, int]]) -> Any:
+    """Each ``(source, destination)`` pair of ``perm`` sends example ``source``'s ``x`` (a
+    pytree) to example ``destination``; an example no pair sends to gets zeros."""
+    pairs = tuple((int(s), int(d)) for s, d in perm)
+    return tree_map(lambda leaf: ppermute_p.bind(_array(leaf), axis_name=axis_name, perm=pairs), x)
+
+
+def pshuffle(x: Any, axis_name: Hashable, perm: Sequence[int]) -> Any:
+    """Example ``i`` gets example ``perm[i]``'s ``x``: :func:`ppermute` with the pairs ``(perm[i], i)``."""
+    return ppermute(x, axis_name, [(int(src), dst) for dst, src in enumerate(perm)])
+
+
+def all_to_all(x: Any, axis_name: Hashable, split_axis: int, concat_axis: int, *, tiled: bool = False) -> Any:
+    """Example ``k`` gets block ``k`` of every example's ``x`` (blocks along ``split_axis``), in
+    the examples' order along ``concat_axis``. Without ``tiled`` the split axis must have the
+    axis size and is removed, and the examples make a new axis at ``concat_axis``, as in JAX."""
+    size = axis_frame(axis_name).size
+
+    def one(leaf: Any) -> Any:
+        leaf = _array(leaf)
+        nd = aval(leaf).ndim
+        s = normalize_axis(split_axis, nd, "all_to_all")
+        if tiled:
+            c = normalize_axis(concat_axis, nd, "all_to_all")
+            return all_to_all_p.bind(leaf, axis_name=axis_name, split_axis=s, concat_axis=c, tiled=True,
+                                     axis_size=size)
+        c = normalize_axis(concat_axis, nd, "all_to_all")
+        shape = aval(leaf).shape
+        if shape[s] != size:
+            raise ShapeError(f"all_to_all over {axis_name!r}: dimension {s} of {aval(leaf)} must equal the axis "
+                             f"size {size} (or pass tiled=True)")
+        e = c if c <= s else c + 1  # where the new axis goes, so that it is at c once the split axis is gone
+        expanded = reshape(leaf, shape[:e] + (1,) + shape[e:])
+        s2 = s + 1 if s >= e else s
+        moved = all_to_all_p.bind(expanded, axis_name=axis_name, split_axis=s2, concat_axis=e, tiled=True,
+                                  axis_size=size)
+        out = aval(moved).shape
+        return reshape(moved, out[:s2] + out[s2 + 1:])
+
+    return tree_map(one, x)
+
+
+def pswapaxes(x: Any, axis_name: Hashable, axis: int, *, tiled: bool = False) -> Any:
+    """:func:`all_to_all` with the same split and concat axis: swaps the named axis with ``axis``."""
+    return all_to_all(x, axis_name, axis, axis, tiled=tiled)
 
 
 def psum_scatter(x: Any, axis_name: AxisName, *, scatter_dimension: int = 0, tiled: bool = False) -> Any:
