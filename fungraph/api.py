@@ -383,13 +383,33 @@ def _basis(a: ShapedArray) -> np.ndarray:
     return np.eye(a.size, dtype=a.dtype).reshape((a.size,) + a.shape)
 
 
-def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+def _output_and_aux(fun: Callable[..., Any]) -> tuple[Callable[..., Any], list[Any]]:
+    """``fun`` returning the output of its ``(output, aux)`` pair alone, and a box that keeps
+    the ``aux`` of its first call (made at the caller's level, so never differentiated)."""
+    box: list[Any] = []
+
+    def main(*args: Any) -> Any:
+        pair = fun(*args)
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError("has_aux=True needs a function returning a pair (output, aux)")
+        if not box:
+            box.append(pair[1])
+        return pair[0]
+
+    return main, box
+
+
+def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """The Jacobian by forward mode: a JVP per input element, batched with vmap; shape
-    out.shape + in.shape."""
+    out.shape + in.shape. With ``has_aux`` ``fun`` returns ``(out, aux)`` and so does this."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
     def jac(*args: Any) -> Any:
+        if has_aux:
+            main, box = _output_and_aux(fun)
+            main(*args)  # one primal evaluation for aux: forward mode evaluates fun under vmap
+            return jacfwd(main, argnums)(*args), box[0]
         from fungraph.numpy import moveaxis, reshape
 
         f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
@@ -412,8 +432,9 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callabl
     return jac
 
 
-def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
-    """The Jacobian by reverse mode: one linearization, a VJP per output element batched with vmap."""
+def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The Jacobian by reverse mode: one linearization, a VJP per output element batched with
+    vmap. With ``has_aux`` ``fun`` returns ``(out, aux)`` and so does this."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
@@ -421,7 +442,10 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callabl
         from fungraph.numpy import reshape
 
         f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
-        out, f_vjp = vjp(f_flat, *in_leaves)
+        if has_aux:
+            out, f_vjp, aux = vjp(f_flat, *in_leaves, has_aux=True)
+        else:
+            out, f_vjp = vjp(f_flat, *in_leaves)
         out_leaves, out_tree = tree_flatten(out)
         out_avals = [abstractify(o) for o in out_leaves]
         in_avals = [abstractify(x) for x in in_leaves]
@@ -436,7 +460,8 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callabl
             grads = vmap(pull)(_basis(oa))
             rows.append([reshape(g, oa.shape + ia.shape) for g, ia in zip(grads, in_avals)])
         per_input = [[rows[k][j] for k in range(len(out_avals))] for j in range(len(in_avals))]
-        return _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
+        result = _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
+        return (result, aux) if has_aux else result
 
     return jac
 
@@ -451,9 +476,10 @@ def _assemble(per_input: list[list[Any]], out_tree: PyTreeDef, in_tree: PyTreeDe
     return tree_unflatten(out_tree, result)
 
 
-def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
-    """``jacfwd(jacrev(fun))``: forward-over-reverse second derivatives."""
-    return jacfwd(jacrev(fun, argnums), argnums)
+def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """``jacfwd(jacrev(fun))``: forward-over-reverse second derivatives (with ``has_aux``,
+    ``fun`` returns ``(out, aux)`` and so does this)."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
 
 
 # --- vmap --------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -201,9 +201,12 @@ def _jit_call_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Gr
 
 @dataclass(frozen=True)
 class Lowered:
-    """What ``jit(f).lower(*args)`` shows: the optimised graph, pass statistics, memory plan."""
+    """What ``jit(f).lower(*args)`` shows: the optimised graph, pass statistics, memory plan;
+    :meth:`compile` makes it callable (JAX's ahead-of-time API)."""
 
     compiled: Compiled
+    jitted: Any = field(default=None, compare=False, repr=False)
+    signature: Hashable = field(default=None, compare=False, repr=False)
 
     @property
     def graph(self) -> Graph:
@@ -231,6 +234,48 @@ class Lowered:
         from fungraph.viz import to_dot
 
         return to_dot(self.graph, self.plan)
+
+    def as_text(self) -> str:
+        """:attr:`text` (JAX's gives StableHLO; ours is the optimised graph and its plan)."""
+        return self.text
+
+    def compile(self) -> AOTCompiled:
+        """A callable for arguments shaped like the lowered ones, as ``jax.jit(f).lower(x).compile()``."""
+        if self.jitted is None:
+            raise ValueError("compile() needs a Lowered made by jit(f).lower(*args)")
+        return AOTCompiled(self)
+
+
+def _shapes(signature: Hashable) -> tuple:
+    in_tree, static_key, avals = signature  # type: ignore[misc]
+    return in_tree, static_key, tuple((a.shape, a.dtype) for a in avals)
+
+
+def _show(signature: Hashable) -> str:
+    _, static, avals = _shapes(signature)
+    return ", ".join(f"{dt.name}{list(shape)}" for shape, dt in avals) + (f"; static {dict(static)}" if static else "")
+
+
+class AOTCompiled:
+    """``jit(f).lower(*args).compile()``: runs the lowered executable on arguments with the
+    lowered shapes, dtypes and structure, and refuses others (it never traces again)."""
+
+    def __init__(self, lowered: Lowered) -> None:
+        self.lowered = lowered
+
+    def __call__(self, *args: Any) -> Any:
+        jitted = self.lowered.jitted
+        key = jitted._signature(args)[3]
+        if _shapes(key) != _shapes(self.lowered.signature):
+            raise TypeError(f"jit({jitted.__name__}) was compiled for arguments ({_show(self.lowered.signature)}) "
+                            f"but called with ({_show(key)})")
+        return jitted(*args)
+
+    def as_text(self) -> str:
+        return self.lowered.text
+
+    def __repr__(self) -> str:
+        return f"AOTCompiled({self.lowered.jitted.__name__})"
 
 
 @dataclass(frozen=True)
@@ -432,7 +477,7 @@ class Jitted:
         graph, closure, _ = self._stage(in_tree, static, key[2])
         if closure:
             raise TypeError(f"jit({self.__name__}).lower: the function closes over traced values")
-        return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves))))
+        return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves))), self, key)
 
     def last_incremental(self) -> Any:
         """The incremental executable of the most recent signature (for inspection in tests)."""

@@ -333,3 +333,42 @@ def test_float0_tangents_and_cotangents_for_integers() -> None:
     assert gi.dtype == np.int64 and gi == 0              # JAX gives float0 here; fungraph integer zeros
     with pytest.raises(TypeError, match="cannot be float0"):
         fg.jvp(f(fnp), (x, i), (np.zeros(2, fg.float0), zero))
+
+
+def test_ahead_of_time_compile_runs_the_lowered_signature_and_refuses_others() -> None:
+    """``jit(f).lower(x).compile()`` as in JAX: a callable for arguments like the lowered ones,
+    with ``as_text()``; other shapes, dtypes or static values are a TypeError naming both."""
+    x = np.arange(6.0).reshape(2, 3)
+    lowered = fg.jit(lambda a, n: fnp.sin(a) * n, static_argnums=1).lower(x, 2)
+    compiled = lowered.compile()
+    np.testing.assert_allclose(compiled(x + 1, 2), np.sin(x + 1) * 2)
+    assert "sin" in lowered.as_text() and compiled.as_text() == lowered.as_text()
+    with pytest.raises(TypeError, match=r"compiled for arguments \(float64\[2, 3\]; static \{1: 2\}\) but called "
+                                        r"with \(float32\[2, 3\]"):
+        compiled(x.astype(np.float32), 2)
+    with pytest.raises(TypeError, match=r"static \{1: 3\}"):
+        compiled(x, 3)
+
+
+@pytest.mark.parametrize("transform", ["jacfwd", "jacrev", "hessian"])
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
+def test_jacobians_with_aux_match_jax(transform: str, argnums: Any) -> None:
+    jax, jnp = jax_or_skip()
+    x = np.linspace(-1.0, 1.0, 5)
+
+    def f(np_: Any) -> Any:
+        def fun(a: Any, b: Any) -> Any:
+            out = np_.sum(np_.sin(a) * b ** 2) if transform == "hessian" else np_.sin(a) * b ** 2
+            return out, {"dot": np_.sum(a * b), "label": 3}
+
+        return fun
+
+    got, aux = getattr(fg, transform)(f(fnp), argnums=argnums, has_aux=True)(x, x + 1)
+    want, want_aux = getattr(jax, transform)(f(jnp), argnums=argnums, has_aux=True)(x, x + 1)
+    for g, w in zip(fg.tree_util.tree_leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(aux["dot"], want_aux["dot"])
+    assert aux["label"] == 3
+    jitted, _ = fg.jit(getattr(fg, transform)(f(fnp), argnums=argnums, has_aux=True))(x, x + 1)
+    for g, w in zip(fg.tree_util.tree_leaves(jitted), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
