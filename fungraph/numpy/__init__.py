@@ -386,6 +386,9 @@ bool = bool_  # noqa: A001
 
 _methods.install()
 
+from fungraph.numpy._ufunc import frompyfunc, ufunc  # noqa: E402
+from fungraph.numpy._ufunc import install as _install_ufuncs  # noqa: E402
+
 pi = 3.141592653589793
 e = 2.718281828459045
 inf = float("inf")
@@ -424,6 +427,9 @@ def _host_results(namespace: dict) -> None:
 
 
 _host_results(globals())
+
+
+_install_ufuncs(globals())
 
 
 def __getattr__(name: str) -> object:
