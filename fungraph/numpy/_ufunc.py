@@ -17,6 +17,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ShapeError, Tracer
+from fungraph.numpy._reductions import _keep
 from fungraph.numpy._util import asarray, cast, normalize_axes
 
 
@@ -65,15 +66,14 @@ class ufunc:  # noqa: N801 - numpy's and JAX's name
         if dtype is not None:
             x = cast(x, dtypes.canonical(dtype))
         axes = normalize_axes(axis, x.ndim, f"{self.__name__}.reduce")
-        rows, kept = _rows(x, axes)
-        mask = None if where is None else _rows(_where(where, x), axes)[0]
+        rows = _rows(x, axes)
+        mask = None if where is None else _rows(_where(where, x), axes)
         start = initial if initial is not None else self.identity
         if start is None and (rows.shape[0] == 0 or mask is not None):
+            why = "where= may leave no element" if mask is not None else "the reduction is empty"
             raise ValueError(f"{self.__name__}.reduce of {x.dtype.name}{list(x.shape)} over axes {axes} needs "
-                             "initial= (the ufunc has no identity" + (" and where= may leave nothing)" if mask
-                                                                       is not None else ")"))
-        out_val = self._fold(rows, mask, start)
-        return _keep(out_val, x, axes, kept, keepdims)
+                             f"initial=: {why} and the ufunc has no identity")
+        return _keep(self._fold(rows, mask, start), x, axes, keepdims)
 
     def _fold(self, rows: Any, mask: Any, start: Any) -> Any:
         """The left fold of ``rows`` from ``start`` (from the first row when None), skipping the
@@ -203,20 +203,14 @@ def _broadcast(v: Any, shape: tuple[int, ...]) -> Any:
         raise ShapeError(f"{v.shape} does not broadcast to {shape}") from err
 
 
-def _rows(x: Any, axes: tuple[int, ...]) -> tuple[Any, tuple[int, ...]]:
-    """``x`` with ``axes`` moved to the front and flattened into one, and the kept shape."""
+def _rows(x: Any, axes: tuple[int, ...]) -> Any:
+    """``x`` with ``axes`` moved to the front and flattened into one."""
     from fungraph.numpy._shape import reshape, transpose
 
     kept = tuple(i for i in range(x.ndim) if i not in axes)
     moved = transpose(x, tuple(axes) + kept)
     size = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
-    return reshape(moved, (size,) + tuple(x.shape[i] for i in kept)), kept
-
-
-def _keep(value: Any, x: Any, axes: tuple[int, ...], kept: tuple[int, ...], keepdims: bool) -> Any:
-    from fungraph.numpy._shape import reshape
-
-    return reshape(value, tuple(1 if i in axes else d for i, d in enumerate(x.shape))) if keepdims else value
+    return reshape(moved, (size,) + tuple(x.shape[i] for i in kept))
 
 
 def frompyfunc(func: Callable[..., Any], /, nin: int, nout: int, *, identity: Any = None) -> ufunc:
