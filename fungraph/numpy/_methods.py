@@ -102,15 +102,11 @@ _METHODS: dict[str, Any] = {
 }
 
 
-def _host(self: Array) -> Any:
-    return self.numpy()
-
-
 def _scalar(self: Array) -> Any:
     """The value of a one-element array, for ``float(x)`` and the other conversions."""
     if self.size != 1:
         raise TypeError(f"only an array of one element converts to a Python scalar; this one is {self.aval}")
-    return _host(self).reshape(())[()]
+    return self.numpy().reshape(())[()]
 
 
 def _hosting(method: Any) -> Any:
@@ -126,16 +122,16 @@ def _hosting(method: Any) -> Any:
 
 
 _ARRAY_METHODS: dict[str, Any] = {
-    "__len__": lambda self: len(_host(self)),
-    "__iter__": lambda self: iter(hosted(_host(self))),
+    "__len__": lambda self: len(self.numpy()),
+    "__iter__": lambda self: iter(hosted(self.numpy())),
     "__bool__": lambda self: bool(_scalar(self)),
     "__int__": lambda self: int(_scalar(self)),
     "__float__": lambda self: float(_scalar(self)),
     "__complex__": lambda self: complex(_scalar(self)),
-    "__index__": lambda self: _host(self).__index__(),
+    "__index__": lambda self: self.numpy().__index__(),
     "__format__": lambda self, spec: format(_scalar(self), spec),
-    "item": lambda self, *args: _host(self).item(*args),
-    "tolist": lambda self: _host(self).tolist(),
+    "item": lambda self, *args: self.numpy().item(*args),
+    "tolist": lambda self: self.numpy().tolist(),
 }
 
 

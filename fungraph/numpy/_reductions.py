@@ -107,9 +107,7 @@ def _initial_extremum(x: Any, axes: tuple[int, ...], keepdims: bool, initial: An
     fill = cast(asarray(initial), x.dtype)
     combine = maximum if name == "max" else minimum
     if 0 in [x.shape[i] for i in axes]:
-        kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape)) if keepdims else \
-            tuple(d for i, d in enumerate(x.shape) if i not in axes)
-        return broadcast_to(fill, kept)
+        return _keep(broadcast_to(fill, tuple(d for i, d in enumerate(x.shape) if i not in axes)), x, axes, keepdims)
     best = (max if name == "max" else min)(_masked(x, where, fill, name), axis=axes, keepdims=keepdims)
     return combine(best, fill)
 

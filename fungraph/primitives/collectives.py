@@ -281,18 +281,18 @@ def _check_perm(perm: tuple[tuple[int, int], ...], axis_name: Hashable, size: in
         raise ValueError(f"ppermute over {axis_name!r}: perm {list(perm)} names an example outside 0..{size - 1}")
 
 
-def _all_to_all_aval(x: ShapedArray, *, axis_name: Hashable, split_axis: int, concat_axis: int, tiled: bool,
+def _all_to_all_aval(x: ShapedArray, *, axis_name: Hashable, split_axis: int, concat_axis: int,
                      axis_size: int) -> ShapedArray:
+    """Blocks of ``split_axis`` go out, the examples' blocks come in along ``concat_axis`` (the
+    tiled form; :func:`all_to_all` builds the untiled one from it)."""
     if not (0 <= split_axis < x.ndim and 0 <= concat_axis < x.ndim):
         raise ShapeError(f"all_to_all over {axis_name!r}: split_axis {split_axis} or concat_axis {concat_axis} is "
                          f"out of bounds for {x}")
-    n = x.shape[split_axis]
-    if (n % axis_size if tiled else n != axis_size):
-        need = "be a multiple of" if tiled else "equal"
-        raise ShapeError(f"all_to_all over {axis_name!r}: dimension {split_axis} of {x} must {need} the axis size "
-                         f"{axis_size}")
+    if x.shape[split_axis] % axis_size:
+        raise ShapeError(f"all_to_all over {axis_name!r}: dimension {split_axis} of {x} must be a multiple of the "
+                         f"axis size {axis_size}")
     shape = list(x.shape)
-    shape[split_axis] = n // axis_size
+    shape[split_axis] //= axis_size
     shape[concat_axis] *= axis_size
     return ShapedArray(tuple(shape), x.dtype)
 
@@ -307,24 +307,23 @@ def _all_to_all_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
 
 
 @all_to_all_p.def_transpose
-def _all_to_all_transpose(ct: Any, x: Any, *, axis_name: Hashable, split_axis: int, concat_axis: int, tiled: bool,
+def _all_to_all_transpose(ct: Any, x: Any, *, axis_name: Hashable, split_axis: int, concat_axis: int,
                           axis_size: int) -> tuple:
-    return (all_to_all_p.bind(ct, axis_name=axis_name, split_axis=concat_axis, concat_axis=split_axis, tiled=tiled,
+    return (all_to_all_p.bind(ct, axis_name=axis_name, split_axis=concat_axis, concat_axis=split_axis,
                               axis_size=axis_size),)
 
 
 @all_to_all_p.def_batch
 def _all_to_all_batch(args: Sequence[Any], dims: Sequence[int | None], *, axis_name: Hashable, split_axis: int,
-                      concat_axis: int, tiled: bool, axis_size: int) -> tuple:
+                      concat_axis: int, axis_size: int) -> tuple:
     """Example ``k`` receives block ``k`` (along ``split_axis``) of every example ``j``, and
     concatenates them in ``j``'s order along ``concat_axis``: on the stacked examples, a
     reshape that splits the blocks out, a transpose that swaps the example and block axes,
     and a reshape that merges the examples into ``concat_axis``."""
     (x,), (d,) = args, dims
-    params = {"split_axis": split_axis, "concat_axis": concat_axis, "tiled": tiled, "axis_size": axis_size}
     if rule_frame().name != axis_name:
-        params.update(split_axis=split_axis + 1, concat_axis=concat_axis + 1)
-        return all_to_all_p.bind(to_front(x, d), axis_name=axis_name, **params), 0
+        return all_to_all_p.bind(to_front(x, d), axis_name=axis_name, split_axis=split_axis + 1,
+                                 concat_axis=concat_axis + 1, axis_size=axis_size), 0
     _check_size("all_to_all", axis_name, axis_size)
     stacked = broadcast_batch(x, d, axis_size)
     shape = aval(stacked).shape
@@ -454,11 +453,9 @@ def all_to_all(x: Any, axis_name: Hashable, split_axis: int, concat_axis: int, *
         leaf = _array(leaf)
         nd = aval(leaf).ndim
         s = normalize_axis(split_axis, nd, "all_to_all")
-        if tiled:
-            c = normalize_axis(concat_axis, nd, "all_to_all")
-            return all_to_all_p.bind(leaf, axis_name=axis_name, split_axis=s, concat_axis=c, tiled=True,
-                                     axis_size=size)
         c = normalize_axis(concat_axis, nd, "all_to_all")
+        if tiled:
+            return all_to_all_p.bind(leaf, axis_name=axis_name, split_axis=s, concat_axis=c, axis_size=size)
         shape = aval(leaf).shape
         if shape[s] != size:
             raise ShapeError(f"all_to_all over {axis_name!r}: dimension {s} of {aval(leaf)} must equal the axis "
@@ -466,8 +463,7 @@ def all_to_all(x: Any, axis_name: Hashable, split_axis: int, concat_axis: int, *
         e = c if c <= s else c + 1  # where the new axis goes, so that it is at c once the split axis is gone
         expanded = reshape(leaf, shape[:e] + (1,) + shape[e:])
         s2 = s + 1 if s >= e else s
-        moved = all_to_all_p.bind(expanded, axis_name=axis_name, split_axis=s2, concat_axis=e, tiled=True,
-                                  axis_size=size)
+        moved = all_to_all_p.bind(expanded, axis_name=axis_name, split_axis=s2, concat_axis=e, axis_size=size)
         out = aval(moved).shape
         return reshape(moved, out[:s2] + out[s2 + 1:])
 
