@@ -854,7 +854,7 @@ def test_panel_copy_moves_several_lines_of_k_per_work_item(k: int, lines: int, p
 @pytest.mark.parametrize(("m", "k", "n"), [(70, 512, 40), (71, 37, 35), (130, 100, 48)])
 def test_large_panel_copies_stream_their_stores(m: int, k: int, n: int, pack_kernel: None,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Panels of at least ``STREAM_MIN_BYTES`` (here every panel) are stored with non-temporal
+    """Panels of at least ``PACK_STREAM_MIN_BYTES`` (here every panel) are stored with non-temporal
     stores where a line starts 64-byte aligned (odd ``k`` puts some lines off that boundary:
     plain stores there): ``rhs`` row-major and transposed (16 x 16 blocks), and ``lhs`` rows
     2 KiB apart (16 x 6 blocks); the products are bitwise those of plainly stored panels."""
@@ -865,7 +865,7 @@ def test_large_panel_copies_stream_their_stores(m: int, k: int, n: int, pack_ker
     b = rng.standard_normal((k, n)).astype(np.float32)
     products = (lambda x, y: x @ y, lambda x, y: x @ y.T)
     args = ((a, b), (a, b.T.copy()))
-    monkeypatch.setattr(kernels, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(kernels, "PACK_STREAM_MIN_BYTES", 0)
     clear_caches()
     streamed = [fg.jit(p, backend="opencl") for p in products]
     got = [np.asarray(f(*xs)) for f, xs in zip(streamed, args)]
@@ -880,6 +880,31 @@ def test_large_panel_copies_stream_their_stores(m: int, k: int, n: int, pack_ker
         np.testing.assert_array_equal(g, np.asarray(plain(*xs)))
         assert "non-temporal" not in _notes(plain, *xs)
         np.testing.assert_allclose(g, a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    clear_caches()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize(("m", "k", "n"), [(70, 1, 40), (66, 3, 16), (71, 37, 35), (64, 512, 33)])
+def test_unrolled_products_match_the_plain_loop(m: int, k: int, n: int, fused: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packed kernel's ``k`` loop unrolled by ``DOT_UNROLL`` (``k`` below it or not a
+    multiple of it included) sums in the same order as the plain loop: bitwise equal."""
+    from fungraph.backends.opencl import kernels
+
+    rng = np.random.default_rng(m * k + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    monkeypatch.setattr(kernels, "DOT_FUSED_PACK", fused)
+    got = {}
+    for unroll in (1, 4):
+        monkeypatch.setattr(kernels, "DOT_UNROLL", unroll)
+        clear_caches()
+        f = fg.jit(lambda x, y: x @ y, backend="opencl")
+        got[unroll] = np.asarray(f(a, b))
+        source = f.lower(a, b).compiled.executable.source
+        assert ("#pragma unroll 4" in source) == (unroll == 4)
+    np.testing.assert_array_equal(got[1], got[4])
+    np.testing.assert_allclose(got[4], a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
     clear_caches()
 
 
