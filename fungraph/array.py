@@ -45,6 +45,17 @@ class Array(HasAval):
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)
 
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """A DLPack capsule of a host copy of the values (``np.from_dlpack``, ``torch.from_dlpack``
+        and ``jnp.from_dlpack`` take device arrays this way); the device buffer is not shared."""
+        kwargs = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device)) if v is not None}
+        return np.array(self.numpy(), copy=True).__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(kDLCPU, 0)``: what :meth:`__dlpack__` exports lies on the host."""
+        return (1, 0)
+
     def __repr__(self) -> str:
         return f"fungraph.Array({self.numpy()!r}, backend={self.backend!r})"
 

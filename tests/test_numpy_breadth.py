@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import fungraph as fg
 import fungraph.numpy as fnp
+from fungraph.array import HostArray
 from fungraph.core import ConcretizationError
 from fungraph.testing import check_grads, shapes
 from tests.helpers import jax_or_skip
@@ -53,7 +54,43 @@ def test_every_jax_numpy_name_is_present_or_an_unsupported_dtype() -> None:
         except AttributeError as err:
             if "does not support" in str(err):
                 unsupported.add(name)
-    assert missing - unsupported <= {"from_dlpack"}, sorted(missing - unsupported)
+    assert missing == unsupported, sorted(missing - unsupported)
+
+
+def test_from_dlpack_shares_memory_converts_dtypes_and_takes_device_arrays() -> None:
+    """``from_dlpack`` as ``jnp.from_dlpack``: a view of the producer's memory unless
+    ``copy=True`` or a dtype conversion needs a copy (which ``copy=False`` refuses, naming the
+    dtype); ``device`` places the result; device arrays and JAX arrays export and import."""
+    jax, jnp = jax_or_skip()
+    a = np.arange(6.0).reshape(2, 3)
+    shared = fnp.from_dlpack(a)
+    assert isinstance(shared, HostArray) and np.shares_memory(shared, a)
+    _same(shared, a, exact=True)
+    copied = fnp.from_dlpack(a, copy=True)
+    assert not np.shares_memory(copied, a)
+    small = np.array([1, 2, 255], np.uint8)
+    widened = fnp.from_dlpack(small)
+    assert widened.dtype == np.int32 and widened.tolist() == [1, 2, 255]
+    with pytest.raises(ValueError, match=r"uint8\[3\] .* int32"):
+        fnp.from_dlpack(small, copy=False)
+    _same(fnp.from_dlpack(jnp.asarray(a) * 2), a * 2, exact=True)
+    _same(np.asarray(jnp.from_dlpack(fnp.from_dlpack(a))), a, exact=True)
+    with pytest.raises(TypeError, match="does not support"):
+        fnp.from_dlpack(np.arange(3, dtype=np.uint64))
+
+
+def test_device_arrays_export_dlpack(require_opencl: None) -> None:
+    """A device array exports a host copy: numpy, JAX and fungraph import it; ``device=``
+    uploads an imported array."""
+    _, jnp = jax_or_skip()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    d = fg.jit(lambda x: x * 2 + 1, backend="opencl")(a)
+    assert d.__dlpack_device__() == (1, 0)
+    for imported in (np.from_dlpack(d), fnp.from_dlpack(d), np.asarray(jnp.from_dlpack(d))):
+        _same(imported, a * 2 + 1, exact=True)
+    back = fnp.from_dlpack(a, device="opencl")
+    assert isinstance(back, fg.Array) and back.backend == "opencl"
+    _same(np.asarray(back), a, exact=True)
 
 
 def test_dtype_aliases_cast_like_float32_and_unsupported_dtypes_explain() -> None:

@@ -15,6 +15,7 @@ from fungraph.numpy._breadth import (
     bitwise_count,
     einsum_path,
     frexp,
+    from_dlpack,
     frombuffer,
     fromfile,
     fromfunction,

@@ -621,6 +621,21 @@ def fromiter(*args: Any, **kwargs: Any) -> np.ndarray:
     return _canonical_result(np.fromiter(*args, **kwargs))
 
 
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """An array from any object that exports DLPack (a numpy or CPU torch/JAX array, a device
+    array's host copy), as ``jnp.from_dlpack``: it shares the producer's memory unless
+    ``copy=True`` or its dtype is not one fungraph supports (then converted, which
+    ``copy=False`` refuses); ``device`` puts it on a backend, as ``device_put`` does."""
+    from fungraph.api import device_put
+
+    shared = np.from_dlpack(x) if copy is None else np.from_dlpack(x, copy=copy)
+    dt = dtypes.canonical(shared.dtype)
+    if dt != shared.dtype and copy is False:
+        raise ValueError(f"from_dlpack(copy=False): {shared.dtype.name}[{','.join(map(str, shared.shape))}] is not "
+                         f"a fungraph dtype and would need converting to {dt.name}, a copy")
+    return device_put(shared, device)
+
+
 save = np.save
 savez = np.savez
 printoptions = np.printoptions
