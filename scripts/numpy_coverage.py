@@ -31,8 +31,8 @@ CONCRETE = {
     "broadcast_shapes", "diag_indices_from", "isdtype", "issubdtype", "iterable", "ix_",
     "tril_indices_from", "triu_indices_from", "asanyarray", "ascontiguousarray",
     "promote_types", "einsum_path", "mask_indices", "trim_zeros", "array_repr", "array_str", "printoptions",
-    "get_printoptions", "set_printoptions", "load", "save", "savez", "frombuffer", "from_dlpack", "fromstring", "fromfile",
-    "fromiter",
+    "get_printoptions", "set_printoptions", "load", "save", "savez", "frombuffer", "from_dlpack", "fromstring",
+    "fromfile", "fromiter",
 }
 # Integer- or bool-valued (or piecewise-constant) functions: zero derivative by convention.
 NON_DIFFERENTIABLE = {
