@@ -281,13 +281,14 @@ def test_large_reductions_and_matmul() -> None:
         np.testing.assert_allclose(np.asarray(fg.jit(f, backend="opencl")(a, b)), want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("shape", [(1, 64, 16, 16), (3, 150, 33, 40), (2, 67, 9, 83), (1, 200, 1, 35), (2, 63, 20, 48)])
+@pytest.mark.parametrize("shape", [(1, 64, 16, 16), (3, 150, 33, 40), (2, 67, 9, 83), (1, 200, 1, 35), (2, 63, 20, 48),
+                                   (2, 11, 20, 48), (1, 12, 30, 33), (3, 8, 5, 17)])
 @pytest.mark.usefixtures("cpu_code_paths")
 def test_packed_register_blocked_matmul_and_its_edges(shape) -> None:
     """Row blocks in work-groups plus a leftover group, 16-column panels plus edge kernels
-    for the last rows and columns; for m >= 64 rhs is packed, each panel copied by the product
-    kernel into local memory (lhs, contiguous along k, is read in place), below that rhs is
-    read in place too."""
+    for the last rows and columns; for m >= 12 (``PACK_MIN_ROWS``) rhs is packed, each panel
+    copied by the product kernel into local memory (lhs, contiguous along k, is read in place),
+    below that rhs is read in place too."""
     b, m, k, n = shape
     rng = np.random.default_rng(m)
     x = rng.standard_normal((b, m, k)).astype(np.float32)
@@ -295,7 +296,7 @@ def test_packed_register_blocked_matmul_and_its_edges(shape) -> None:
     jf = fg.jit(lambda x, y: fnp.matmul(x, fnp.transpose(fnp.transpose(y, (0, 2, 1)), (0, 2, 1))), backend="opencl")
     np.testing.assert_allclose(np.asarray(jf(x, y)), x @ y, rtol=1e-4, atol=1e-4)
     text = jf.lower(x, y).compiled.executable.describe()
-    assert ("rhs panels copied to local memory (16-wide lines), lhs rows read in place" in text) == (m >= 64), text
+    assert ("rhs panels copied to local memory (16-wide lines), lhs rows read in place" in text) == (m >= 12), text
     assert "pack" not in text
 
 

@@ -888,13 +888,15 @@ def test_large_panel_copies_stream_their_stores(m: int, k: int, n: int, pack_ker
 def test_unrolled_products_match_the_plain_loop(m: int, k: int, n: int, fused: bool,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The packed kernel's ``k`` loop unrolled by ``DOT_UNROLL`` (``k`` below it or not a
-    multiple of it included) sums in the same order as the plain loop: bitwise equal."""
+    multiple of it included) sums in the same order as the plain loop: bitwise equal. Products
+    below ``DOT_UNROLL_MIN_WORK`` are not unrolled."""
     from fungraph.backends.opencl import kernels
 
     rng = np.random.default_rng(m * k + n)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     monkeypatch.setattr(kernels, "DOT_FUSED_PACK", fused)
+    monkeypatch.setattr(kernels, "DOT_UNROLL_MIN_WORK", 0)
     got = {}
     for unroll in (1, 4):
         monkeypatch.setattr(kernels, "DOT_UNROLL", unroll)
@@ -905,6 +907,11 @@ def test_unrolled_products_match_the_plain_loop(m: int, k: int, n: int, fused: b
         assert ("#pragma unroll 4" in source) == (unroll == 4)
     np.testing.assert_array_equal(got[1], got[4])
     np.testing.assert_allclose(got[4], a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    monkeypatch.setattr(kernels, "DOT_UNROLL_MIN_WORK", m * k * n + 1)
+    clear_caches()
+    small = fg.jit(lambda x, y: x @ y, backend="opencl")
+    np.testing.assert_array_equal(np.asarray(small(a, b)), got[1])
+    assert "#pragma unroll" not in small.lower(a, b).compiled.executable.source
     clear_caches()
 
 

@@ -276,6 +276,10 @@ class OpenCLExecutable:
     def _lower_eqns(self, g: Graph, fusion: FusionPlan) -> None:
         epilogues = find_epilogues(g, fusion) if self.info.is_cpu and self._fuse and DOT_EPILOGUES else {}
         reduce_sites = find_reduce_epilogues(g, fusion) if self._fuse and REDUCE_EPILOGUES else {}
+        donated: set[Var] = set()
+        if g is self.graph:
+            for x, d in zip(g.invars, self.donated):
+                donated |= _views_of(g.eqns, x) if d else set()
         absorbed: set[int] = set()
         for i, e in enumerate(g.eqns):
             region = fusion.region_of.get(i)
@@ -292,6 +296,8 @@ class OpenCLExecutable:
                 continue
             elif name == "dot_general":
                 site = epilogues.get(i)
+                if site is not None and _reads_donated_later(g, i, site[0], donated):
+                    site = None
                 if self._lower_dot(e, None if site is None else (g, *site)):
                     absorbed |= site[0].members
             elif name == "conv":
@@ -463,7 +469,7 @@ class OpenCLExecutable:
     def _lower_dot(self, e: Eqn, epilogue: tuple[Graph, Region, tuple[Eqn, ...]] | None = None) -> bool:
         """Pick a dot kernel and copy operands into the layout it needs: on a CPU a narrow
         ``out`` (n < 16) whose rows are adjacent in ``lhs`` needs no copy; otherwise for
-        m >= 64 ``rhs`` is packed into 16-column panels (the last one zero-padded) and ``lhs``
+        m >= PACK_MIN_ROWS (12) ``rhs`` is packed into 16-column panels (the last one zero-padded) and ``lhs``
         into 6-row panels unless its rows are contiguous along k; the unpacked register-blocked
         kernel wants rows of ``rhs`` contiguous (n >= 16, m >= 4); for k >= 16 the dot-product
         kernel wants both operands contiguous along k; else the scalar kernel. Other devices
@@ -1164,6 +1170,16 @@ def donation_order(graph: Graph, donated: Sequence[bool]) -> Graph:
         if last > k and not any(a is result for e in eqns[k + 1:last + 1] for a in e.inputs):
             eqns.insert(last, eqns.pop(k))
     return graph if all(a is b for a, b in zip(eqns, graph.eqns)) else replace(graph, eqns=tuple(eqns))
+
+
+def _reads_donated_later(g: Graph, i: int, region: Region, donated: set[Var]) -> bool:
+    """Whether ``region`` reads a donated input (or a view of it) that an equation after
+    product ``i`` and outside the region also reads. Computed as the product's epilogue, the
+    region would write its outputs before that read, and an SGD update ``w - lr * g``, which
+    :func:`donation_order` placed after the last read of ``w``, would need a fresh buffer."""
+    read = {a for m in region.members for a in g.eqns[m].inputs if isinstance(a, Var) and a in donated}
+    return bool(read) and any(isinstance(a, Var) and a in read for k in range(i + 1, len(g.eqns))
+                              if k not in region.members for a in g.eqns[k].inputs)
 
 
 def _views_of(eqns: Sequence[Eqn], x: Var) -> set[Var]:

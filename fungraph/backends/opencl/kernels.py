@@ -544,6 +544,11 @@ def _column_sum_kernel(name: str, x: Access, out: Access | None, m: int, k: int,
 #: speed-up over numpy's BLAS, unrolled 1 / 4 / 8 (16 was worse than 4): 512 0.89 / 0.98 / 1.07,
 #: 1000 0.98 / 1.06 / 1.07, 2048 1.01 / 1.10 / 1.06; 1024 unchanged.
 DOT_UNROLL = 4
+#: Fewest multiply-adds for which the loop is unrolled: smaller products are bound by dispatch
+#: (~50-60 us a launch on PoCL), and an unrolled kernel's first launch compiles 70-120 ms
+#: longer (the 1024 product's: 105-173 -> 174-261 ms), which a test suite of small products pays
+#: hundreds of times on a cold cache.
+DOT_UNROLL_MIN_WORK = 1 << 22
 #: Rows and columns of ``out`` one work-item of the unpacked register-blocked matmul computes:
 #: four 16-wide accumulators.
 DOT_ROWS, DOT_COLS = 4, 16
@@ -569,8 +574,13 @@ FUSED_MAX_WORK = 1 << 28
 #: Lines of ``k`` one work-item of the row-major panel copy moves (1024 x 1024: 0.55 -> 0.38 ms
 #: at best, 0.87 -> 0.56 at median, against 0.32 / 0.47 for a plain copy of the same bytes).
 PACK_LINES = 8
-#: Pack both operands into panels when ``m`` is at least this: packing costs one pass over each.
-PACK_MIN_ROWS = 64
+#: Use the packed 6x16 kernel (``rhs`` panels, copied inside the product when small enough)
+#: when ``m`` is at least this, two row panels; below it the 4x16 kernel reads ``rhs`` rows in
+#: place. Paired speed-up over numpy's BLAS with the 4x16 kernel / packed: 12 x 1024 x 1024
+#: 0.97-0.99 / 1.23-1.25, 24 x 1024 x 1024 0.72-0.74 / 1.00-1.04, 48 x 784 x 1024 0.52-0.56 /
+#: 0.88-0.91; at ``m = 8`` packed was worse (0.65-0.66 against 0.68-0.76). The threshold had
+#: been 64.
+PACK_MIN_ROWS = 12
 #: Whether products too large for the fused copy pack ``lhs`` rows that are contiguous along
 #: ``k`` too (in the same launch as ``rhs``) when they lie a multiple of ``ALIAS_BYTES`` apart:
 #: six such rows share few L1 sets (4 KiB apart, one). Packed, the 1024 product ran at 1.04x
@@ -1051,6 +1061,7 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
     b, m, k, n = sizes
     sab, sam, sak = lstrides
     nb, nf, som, son = ostrides
+    unroll = DOT_UNROLL > 1 and b * m * k * n >= DOT_UNROLL_MIN_WORK
     dt = out.aval.dtype
     g, n16 = m // PACK_ROWS, n - n % DOT_COLS
     panels_n = n16 // DOT_COLS
@@ -1064,7 +1075,7 @@ def _packed_dot_kernels(name: str, lhs: Access, out: Access, panels: Access, row
         store = BlockStore(epilogue, out, (nb, nf), params, ("bb", "row0", f"p * {DOT_COLS}"), DOT_COLS)
         body = [f"  const long row0 = {row0};", *a_lines, *store.lines]
         body += [f"  {t}16 c{r} = ({t}16)(0);" for r in range(rows)]
-        body += [*([f"  #pragma unroll {DOT_UNROLL}"] if DOT_UNROLL > 1 else []),
+        body += [*([f"  #pragma unroll {DOT_UNROLL}"] if unroll else []),
                  f"  for ({it} kk = 0; kk < {k}; ++kk) {{", f"    const {t}16 bv = vload16(kk, bq);"]
         body += [f"    c{r} = {fma(a_load.format(r=r), 'bv', f'c{r}')};" for r in range(rows)]
         body += ["  }"]
