@@ -48,7 +48,11 @@ class Array(HasAval):
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Any = None) -> Any:
         """A DLPack capsule of a host copy of the values (``np.from_dlpack``, ``torch.from_dlpack``
-        and ``jnp.from_dlpack`` take device arrays this way); the device buffer is not shared."""
+        and ``jnp.from_dlpack`` take device arrays this way); the device buffer is not shared, so
+        ``copy=False`` is a ``BufferError``, as the DLPack protocol asks."""
+        if copy is False:
+            raise BufferError(f"{type(self).__name__} ({self.aval}): its values are on the device and DLPack exports "
+                              "a host copy, which copy=False refuses")
         kwargs = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device)) if v is not None}
         return np.array(self.numpy(), copy=True).__dlpack__(stream=stream, **kwargs)
 

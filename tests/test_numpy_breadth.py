@@ -80,14 +80,16 @@ def test_from_dlpack_shares_memory_converts_dtypes_and_takes_device_arrays() -> 
 
 
 def test_device_arrays_export_dlpack(require_opencl: None) -> None:
-    """A device array exports a host copy: numpy, JAX and fungraph import it; ``device=``
-    uploads an imported array."""
+    """A device array exports a host copy: numpy, JAX and fungraph import it, and a consumer
+    that asks for no copy gets a ``BufferError``; ``device=`` uploads an imported array."""
     _, jnp = jax_or_skip()
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     d = fg.jit(lambda x: x * 2 + 1, backend="opencl")(a)
     assert d.__dlpack_device__() == (1, 0)
     for imported in (np.from_dlpack(d), fnp.from_dlpack(d), np.asarray(jnp.from_dlpack(d))):
         _same(imported, a * 2 + 1, exact=True)
+    with pytest.raises(BufferError, match=r"f32\[3,4\].*copy=False"):
+        d.__dlpack__(copy=False)
     back = fnp.from_dlpack(a, device="opencl")
     assert isinstance(back, fg.Array) and back.backend == "opencl"
     _same(np.asarray(back), a, exact=True)

@@ -276,10 +276,8 @@ class OpenCLExecutable:
     def _lower_eqns(self, g: Graph, fusion: FusionPlan) -> None:
         epilogues = find_epilogues(g, fusion) if self.info.is_cpu and self._fuse and DOT_EPILOGUES else {}
         reduce_sites = find_reduce_epilogues(g, fusion) if self._fuse and REDUCE_EPILOGUES else {}
-        donated: set[Var] = set()
-        if g is self.graph:
-            for x, d in zip(g.invars, self.donated):
-                donated |= _views_of(g.eqns, x) if d else set()
+        donated = {v for x, d in zip(g.invars, self.donated) if d for v in _views_of(g.eqns, x)} \
+            if g is self.graph else set()
         absorbed: set[int] = set()
         for i, e in enumerate(g.eqns):
             region = fusion.region_of.get(i)
