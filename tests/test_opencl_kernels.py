@@ -888,8 +888,9 @@ def test_large_panel_copies_stream_their_stores(m: int, k: int, n: int, pack_ker
 def test_unrolled_products_match_the_plain_loop(m: int, k: int, n: int, fused: bool,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The packed kernel's ``k`` loop unrolled by ``DOT_UNROLL`` (``k`` below it or not a
-    multiple of it included) sums in the same order as the plain loop: bitwise equal. Products
-    below ``DOT_UNROLL_MIN_WORK`` are not unrolled."""
+    multiple of it included) sums in the same order as the plain loop: bitwise equal; so does
+    the fused kernel's panel copy unrolled by ``COPY_UNROLL``. Products below
+    ``DOT_UNROLL_MIN_WORK`` are not unrolled."""
     from fungraph.backends.opencl import kernels
 
     rng = np.random.default_rng(m * k + n)
@@ -900,11 +901,13 @@ def test_unrolled_products_match_the_plain_loop(m: int, k: int, n: int, fused: b
     got = {}
     for unroll in (1, 4):
         monkeypatch.setattr(kernels, "DOT_UNROLL", unroll)
+        monkeypatch.setattr(kernels, "COPY_UNROLL", 2 * unroll if unroll > 1 else 1)
         clear_caches()
         f = fg.jit(lambda x, y: x @ y, backend="opencl")
         got[unroll] = np.asarray(f(a, b))
         source = f.lower(a, b).compiled.executable.source
         assert ("#pragma unroll 4" in source) == (unroll == 4)
+        assert ("#pragma unroll 8" in source) == (unroll == 4 and fused)
     np.testing.assert_array_equal(got[1], got[4])
     np.testing.assert_allclose(got[4], a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
     monkeypatch.setattr(kernels, "DOT_UNROLL_MIN_WORK", m * k * n + 1)
