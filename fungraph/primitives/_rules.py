@@ -87,3 +87,10 @@ def unbroadcast(ct: Any, target: ShapedArray) -> Any:
     )
     out = reduce_sum(ct, axes) if axes else ct
     return reshape(out, target.shape) if aval_of(out).shape != target.shape else out
+
+
+def linear_jvp(prim: Any, primals: tuple, tangents: tuple, **params: Any) -> tuple:
+    """The JVP of a primitive linear in all its inputs: itself, applied to the tangents."""
+    out = prim.bind(*primals, **params)
+    ts = [instantiate(t, aval(p)) for p, t in zip(primals, tangents)]
+    return out, prim.bind(*ts, **params)

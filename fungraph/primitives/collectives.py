@@ -18,6 +18,7 @@ the optimiser never folds them into constants of one axis size.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from fungraph.core import NOT_DIFFERENTIABLE, ShapeError, Tracer, to_concrete_dt
 from fungraph.interpreters.batching import NamedAxisPrimitive, axis_frame, rule_frame
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import broadcast_batch, to_front
-from fungraph.primitives._rules import aval, lit, normalize_axis
+from fungraph.primitives._rules import aval, linear_jvp, lit, normalize_axis
 from fungraph.primitives.elementwise import add, convert, div, eq, mul, select
 from fungraph.primitives.indexing import take
 from fungraph.primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum
@@ -65,9 +66,7 @@ def _psum_impl(x: Any, *, axis_name: Hashable) -> np.ndarray:
 psum_p = NamedAxisPrimitive("psum", impl=_psum_impl, abstract_eval=_numeric_aval("psum"), arity=1, effectful=True)
 
 
-@psum_p.def_jvp
-def _psum_jvp(primals: tuple, tangents: tuple, *, axis_name: Hashable) -> tuple:
-    return psum_p.bind(primals[0], axis_name=axis_name), psum_p.bind(tangents[0], axis_name=axis_name)
+psum_p.jvp = partial(linear_jvp, psum_p)
 
 
 psum_p.transpose = lambda ct, x, *, axis_name: (psum_p.bind(ct, axis_name=axis_name),)  # psum^T = psum
@@ -149,9 +148,7 @@ all_gather_p = NamedAxisPrimitive("all_gather", impl=_all_gather_impl, abstract_
                                   effectful=True)
 
 
-@all_gather_p.def_jvp
-def _all_gather_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
-    return all_gather_p.bind(primals[0], **params), all_gather_p.bind(tangents[0], **params)
+all_gather_p.jvp = partial(linear_jvp, all_gather_p)
 
 
 @all_gather_p.def_transpose
@@ -201,9 +198,7 @@ psum_scatter_p = NamedAxisPrimitive("psum_scatter", impl=_psum_scatter_impl, abs
                                     arity=1, effectful=True)
 
 
-@psum_scatter_p.def_jvp
-def _psum_scatter_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
-    return psum_scatter_p.bind(primals[0], **params), psum_scatter_p.bind(tangents[0], **params)
+psum_scatter_p.jvp = partial(linear_jvp, psum_scatter_p)
 
 
 @psum_scatter_p.def_transpose
@@ -243,9 +238,7 @@ ppermute_p = NamedAxisPrimitive("ppermute", impl=_per_example_impl("ppermute"), 
                                 abstract_eval=lambda x, *, axis_name, perm: x)
 
 
-@ppermute_p.def_jvp
-def _ppermute_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
-    return ppermute_p.bind(primals[0], **params), ppermute_p.bind(tangents[0], **params)
+ppermute_p.jvp = partial(linear_jvp, ppermute_p)
 
 
 @ppermute_p.def_transpose
@@ -301,9 +294,7 @@ all_to_all_p = NamedAxisPrimitive("all_to_all", impl=_per_example_impl("all_to_a
                                   arity=1, effectful=True)
 
 
-@all_to_all_p.def_jvp
-def _all_to_all_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
-    return all_to_all_p.bind(primals[0], **params), all_to_all_p.bind(tangents[0], **params)
+all_to_all_p.jvp = partial(linear_jvp, all_to_all_p)
 
 
 @all_to_all_p.def_transpose

@@ -12,19 +12,12 @@ import numpy as np
 from fungraph.core import Primitive, ShapeError
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
-from fungraph.primitives._rules import aval, instantiate, is_undefined, normalize_axis, require_same_dtype
-
-
-def _linear_jvp(prim: Primitive, primals: tuple, tangents: tuple, **params: Any) -> tuple:
-    """A primitive linear in all its inputs is its own derivative."""
-    out = prim.bind(*primals, **params)
-    ts = [instantiate(t, aval(p)) for p, t in zip(primals, tangents)]
-    return out, prim.bind(*ts, **params)
+from fungraph.primitives._rules import aval, is_undefined, linear_jvp, normalize_axis, require_same_dtype
 
 
 def _linear(name: str, impl: Any, abstract_eval: Any, arity: int | None = 1) -> Primitive:
     p = Primitive(name, impl=impl, abstract_eval=abstract_eval, arity=arity)
-    p.jvp = partial(_linear_jvp, p)
+    p.jvp = partial(linear_jvp, p)
     return p
 
 
