@@ -13,7 +13,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.array import Array, hosted
-from fungraph.core import EvalTrace, MainTrace, Tracer, new_dynamic, to_concrete_dtype_array
+from fungraph.core import EvalTrace, MainTrace, Tracer, is_staging, new_dynamic, to_concrete_dtype_array
 from fungraph.interpreters.eval import eval_graph as _eval_graph
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Graph, ShapedArray
@@ -181,15 +181,20 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     return tree_unflatten(out_tree[0], po), tree_unflatten(out_tree[0], to)
 
 
-def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str) -> tuple[Any, ...]:
+def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str, staged: bool = False) -> tuple[Any, ...]:
+    """Linearize ``fun`` at ``primals``: at concrete values (JAX's eager autodiff, so Python
+    control flow on values works) unless ``staged`` or the primals are abstract (under ``jit``,
+    ``vmap``), where the JVP is staged into one graph and split."""
+    from fungraph.interpreters.linearize import is_concrete, linearize_concrete
     from fungraph.interpreters.transpose import linearize_flat
 
     leaves, in_tree = tree_flatten(tuple(primals))
     avals = [abstractify(x) for x in leaves]
     diff = [dtypes.is_inexact(a.dtype) for a in avals]
     out_tree: list[PyTreeDef] = []
-    outs, lin, known_t, res = linearize_flat(flat_fun(fun, in_tree, {}, out_tree),
-                                             [_concrete(x) for x in leaves], avals, diff)
+    concrete = not staged and not is_staging() and all(is_concrete(x) for x in leaves)
+    split = linearize_concrete if concrete else linearize_flat
+    outs, lin, known_t, res = split(flat_fun(fun, in_tree, {}, out_tree), [_concrete(x) for x in leaves], avals, diff)
     return outs, out_tree[0], lin, known_t, res, leaves, in_tree, avals, diff
 
 
@@ -206,16 +211,20 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
         ts = [_concrete(t) for t, d in zip(t_leaves, diff) if d]
         return tree_unflatten(out_tree, eval_linear(lin, res, known_t, ts))
 
-    _hold_tapes(f_jvp, res)
+    _hold_tapes(f_jvp, res, lin.linear)
     return tree_unflatten(out_tree, outs), f_jvp
 
 
-def _hold_tapes(fun: Callable[..., Any], residuals: Sequence[Any]) -> None:
-    """The ``while_loop`` tapes among ``residuals`` live as long as ``fun`` (a ``vjp`` or
-    ``linearize`` function) and no longer: it may be called many times, or never."""
+def _hold_tapes(fun: Callable[..., Any], residuals: Sequence[Any], linear: Graph) -> None:
+    """The ``while_loop`` tapes among ``residuals`` (and the scalars ``linear`` holds as
+    literals) live as long as ``fun`` (a ``vjp`` or ``linearize`` function) and no longer: it
+    may be called many times, or never."""
+    from fungraph.ir import Literal
     from fungraph.primitives.while_loop import release_tapes, retain_tapes
 
-    handles = retain_tapes([np.asarray(r) for r in residuals if isinstance(r, (np.ndarray, np.generic))])
+    literals = [a.array for e in linear.eqns for a in e.inputs if isinstance(a, Literal)]
+    values = [np.asarray(r) for r in list(residuals) + literals if isinstance(r, (np.ndarray, np.generic))]
+    handles = retain_tapes(values)
     if handles:
         weakref.finalize(fun, release_tapes, handles)
 
@@ -250,7 +259,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
             grads.append(zeros(a) if g is None else g)
         return tuple(tree_unflatten(in_tree, grads))
 
-    _hold_tapes(f_vjp, res)
+    _hold_tapes(f_vjp, res, lin.linear)
     primal_out = tree_unflatten(out_tree, outs[:n_out])
     if has_aux:
         return primal_out, f_vjp, tree_unflatten(aux_tree, outs[n_out:])

@@ -21,9 +21,10 @@ class Linearized:
     """A function split at a primal point: ``known`` maps primals to (known outputs,
     residuals); ``linear`` maps (residuals, tangents) to the tangent outputs that depend on
     the tangents, and is linear in them. ``out_unknown[i]`` says whether tangent output ``i``
-    comes from ``linear`` (otherwise it is a known zero)."""
+    comes from ``linear`` (otherwise it is a known zero). ``known`` is None when the primal
+    part ran concretely (``linearize_concrete``)."""
 
-    known: Graph
+    known: Graph | None
     linear: Graph
     num_residuals: int
     num_primal_outputs: int

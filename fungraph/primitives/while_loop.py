@@ -248,6 +248,15 @@ def _tape(handle: Any, consume: bool) -> Tape:
     return _TAPES.pop(h) if consume and h not in _RETAINED else _TAPES[h]
 
 
+def _drop_nested_tapes(residuals: Sequence[Any]) -> None:
+    """Free the tapes of loops nested in a body whose residuals a checkpointing tape does not
+    keep: recomputing the segment in the backward loop records them afresh."""
+    for r in residuals:
+        r = np.asarray(r)
+        if r.dtype == np.int64 and r.ndim == 0 and int(r) in _TAPES and int(r) not in _RETAINED:
+            del _TAPES[int(r)]
+
+
 def _policy(policy: str) -> tuple[str, int]:
     if policy in ("all", "sqrt"):
         return policy, 1
@@ -270,6 +279,8 @@ def _while_fwd_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int,
             break
         outs = _run(body_graph, carry + bc)
         tape.record(carry, outs[nc:])
+        if kind != "all" and not batched:
+            _drop_nested_tapes(outs[nc:])
         if batched:
             tape.active.append(pred)
             outs[:nc] = [np.where(pred.reshape(pred.shape + (1,) * (o.ndim - 1)), o, c)
@@ -281,7 +292,7 @@ def _while_fwd_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int,
 
 
 while_fwd_p = Primitive(
-    "while_fwd", impl=_while_fwd_impl, multiple_results=True, effectful=True,
+    "while_fwd", impl=_while_fwd_impl, multiple_results=True, effectful=True, effect_in_outputs=True,
     abstract_eval=lambda *avals, cond_graph, body_graph, n_cc, n_bc, num_res, policy, batched=False:
     tuple(body_graph.out_avals[:len(body_graph.out_avals) - num_res]) + (_I64, _I64))
 
@@ -292,9 +303,18 @@ def _masked(active: np.ndarray | None, new: list[np.ndarray], old: list[np.ndarr
     return [np.where(active.reshape(active.shape + (1,) * (n.ndim - 1)), n, o) for n, o in zip(new, old)]
 
 
-def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_bcu: int,
-              batched: bool = False) -> list[Any]:
+def n_deps(fwd_body: Graph, num_res: int, fwd_n_cc: int, fwd_n_bc: int) -> int:
+    """How many inputs of ``while_lin``/``while_bwd`` after the trip count and the handle are
+    the forward loop's own inputs (its cond and body constants and its carry): they do not
+    feed the tape's reader but expose what its residuals depend on to the rules that
+    differentiate the loop again."""
+    return fwd_n_cc + fwd_n_bc + len(fwd_body.outvars) - num_res
+
+
+def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_bcu: int, fwd_cond: Graph,
+              fwd_body: Graph, fwd_n_cc: int, fwd_n_bc: int, policy: str, batched: bool = False) -> list[Any]:
     tape = _tape(handle, consume=False)
+    args = args[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc):]
     tk, tc = list(args[:n_bcu]), [np.asarray(a) for a in args[n_bcu:]]
     for i in range(int(n)):
         new = _run(lin_body, tape.residuals_at(i) + tc + tk)
@@ -302,26 +322,32 @@ def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_
     return tc
 
 
-while_lin_p = Primitive("while_lin", impl=_lin_impl, multiple_results=True,
-                        abstract_eval=lambda n, h, *avals, lin_body, num_res, n_bcu, batched=False:
-                        tuple(avals[n_bcu:]))
+def _lin_aval(n: ShapedArray, h: ShapedArray, *avals: ShapedArray, lin_body: Graph, num_res: int, n_bcu: int,
+              fwd_cond: Graph, fwd_body: Graph, fwd_n_cc: int, fwd_n_bc: int, policy: str,
+              batched: bool = False) -> tuple[ShapedArray, ...]:
+    return tuple(avals[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc) + n_bcu:])
+
+
+while_lin_p = Primitive("while_lin", impl=_lin_impl, multiple_results=True, abstract_eval=_lin_aval)
 
 
 @while_lin_p.def_transpose
 def _while_lin_transpose(cts: Sequence[Any], n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int,
-                         n_bcu: int, batched: bool = False) -> tuple:
-    tk, tc = args[:n_bcu], args[n_bcu:]
+                         n_bcu: int, batched: bool = False, **fwd: Any) -> tuple:
+    nd = n_deps(fwd["fwd_body"], num_res, fwd["fwd_n_cc"], fwd["fwd_n_bc"])
+    deps, tk, tc = args[:nd], args[nd:nd + n_bcu], args[nd + n_bcu:]
     ct_vals = [zeros(aval(c)) if ct is None else ct for ct, c in zip(cts, tc)]
-    outs = while_bwd_p.bind(n, handle, *ct_vals, lin_body=lin_body, num_res=num_res,
-                            k_avals=tuple(aval(k) for k in tk), batched=batched)
+    outs = while_bwd_p.bind(n, handle, *deps, *ct_vals, lin_body=lin_body, num_res=num_res,
+                            k_avals=tuple(aval(k) for k in tk), batched=batched, **fwd)
     n_k = len(tk)
-    return (None, None) + tuple(outs[len(tc):len(tc) + n_k]) + tuple(outs[:len(tc)])
+    return (None, None) + (None,) * nd + tuple(outs[len(tc):len(tc) + n_k]) + tuple(outs[:len(tc)])
 
 
-def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_avals: tuple,
-              batched: bool = False) -> list[Any]:
+def _bwd_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, k_avals: tuple, fwd_cond: Graph,
+              fwd_body: Graph, fwd_n_cc: int, fwd_n_bc: int, policy: str, batched: bool = False) -> list[Any]:
     from fungraph.interpreters.graph_transforms import transpose_graph
 
+    cts = args[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc):]
     tape = _tape(handle, consume=True)
     LOOP_STATS["last_tape_peak"] = tape.peak_stored
     LOOP_STATS["last_tape_length"] = tape.count
@@ -338,9 +364,13 @@ def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_a
     return ct_c + ct_k
 
 
-while_bwd_p = Primitive("while_bwd", impl=_bwd_impl, multiple_results=True, effectful=True,
-                        abstract_eval=lambda n, h, *cts, lin_body, num_res, k_avals, batched=False:
-                        tuple(cts) + tuple(k_avals))
+def _bwd_aval(n: ShapedArray, h: ShapedArray, *avals: ShapedArray, lin_body: Graph, num_res: int, k_avals: tuple,
+              fwd_cond: Graph, fwd_body: Graph, fwd_n_cc: int, fwd_n_bc: int, policy: str,
+              batched: bool = False) -> tuple[ShapedArray, ...]:
+    return tuple(avals[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc):]) + tuple(k_avals)
+
+
+while_bwd_p = Primitive("while_bwd", impl=_bwd_impl, multiple_results=True, effectful=True, abstract_eval=_bwd_aval)
 
 
 def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
@@ -376,11 +406,13 @@ def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], l
                             "n_bc": sum(not u for u in bc_unk), "num_res": r, "policy": policy}), eqn.source)
     n_bcu = sum(bc_unk)
     # lin_b invars: (residuals, carry_u, bc_u) -> the loop passes (residuals, carry_u, bc_u)
+    fwd = {"fwd_cond": cond_k, "fwd_body": known_b, "fwd_n_cc": n_cc, "fwd_n_bc": sum(not u for u in bc_unk),
+           "policy": policy}
     lin_eqn = Eqn(while_lin_p,
-                  (n_var, h_var) + tuple(a for a, u in zip(bc_in, bc_unk) if u)
+                  (n_var, h_var) + known_eqn.inputs + tuple(a for a, u in zip(bc_in, bc_unk) if u)
                   + tuple(a for a, u in zip(c_in, c_unk) if u),
                   tuple(o for o, u in zip(eqn.outputs, c_unk) if u),
-                  Params({"lin_body": lin_b, "num_res": r, "n_bcu": n_bcu}), eqn.source)
+                  Params({"lin_body": lin_b, "num_res": r, "n_bcu": n_bcu, **fwd}), eqn.source)
     return [known_eqn], [lin_eqn]
 
 
@@ -422,37 +454,267 @@ def _scalar_handle(h: Any, d: int | None) -> Any:
     return reshape(slice_(h, (0,), (1,), None), ())
 
 
+def _batched_forward(fwd: dict[str, Any], deps: Sequence[Any], size: int) -> dict[str, Any]:
+    """The forward loop's graphs mapped over a batch of its inputs, as ``_fwd_batch`` maps them."""
+    from fungraph.interpreters.graph_transforms import batched_graph
+
+    n_cc, n_bc = fwd["fwd_n_cc"], fwd["fwd_n_bc"]
+    cc, bc, carry = deps[:n_cc], deps[n_cc:n_cc + n_bc], deps[n_cc + n_bc:]
+    c_avals, b_avals = tuple(aval(a) for a in carry + cc), tuple(aval(a) for a in carry + bc)
+    bcond = batched_graph(fwd["fwd_cond"], (0,) * len(c_avals), size, c_avals)
+    bbody = batched_graph(fwd["fwd_body"], (0,) * len(b_avals), size, b_avals)
+    return {**fwd, "fwd_cond": bcond, "fwd_body": bbody}
+
+
+def _tape_batched(dims: Sequence[int | None], nd: int, batched: bool) -> bool:
+    """Whether a reader's batch runs over the tape's examples (the handle is batched) rather
+    than over tangents or cotangents alone (one tape shared by every example)."""
+    if dims[1] is None and all(d is None for d in dims[2:2 + nd]):
+        if batched:
+            raise NotImplementedError("vmap of the tangents of an already batched while_loop tape")
+        return False
+    if batched:
+        raise NotImplementedError("vmap of an already batched while_loop tape (nested vmap of grad)")
+    return True
+
+
 @while_lin_p.def_batch
 def _lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, n_bcu: int,
-               batched: bool = False) -> tuple:
+               batched: bool = False, **fwd: Any) -> tuple:
     from fungraph.interpreters.graph_transforms import batched_graph
     from fungraph.primitives._batching import batch_size, broadcast_batch
 
     if dims[0] is not None:
         raise NotImplementedError("while_lin: a batched trip count")
+    nd = n_deps(fwd["fwd_body"], num_res, fwd["fwd_n_cc"], fwd["fwd_n_bc"])
     size = batch_size(args, dims)
-    rest = [broadcast_batch(a, d, size) for a, d in zip(args[2:], dims[2:])]
-    handle = _scalar_handle(args[1], dims[1])
+    rest = [broadcast_batch(a, d, size) for a, d in zip(args[2 + nd:], dims[2 + nd:])]
     tk, tc = rest[:n_bcu], rest[n_bcu:]
+    lin_avals = tuple(aval(a) for a in tc + tk)
+    if not _tape_batched(dims, nd, batched):
+        res_avals = tuple(v.aval for v in lin_body.invars[:num_res])
+        blin = batched_graph(lin_body, (None,) * num_res + (0,) * len(lin_avals), size, res_avals + lin_avals)
+        outs = while_lin_p.bind(*args[:2 + nd], *tk, *tc, lin_body=blin, num_res=num_res, n_bcu=n_bcu, **fwd)
+        return outs, [0] * len(outs)
+    deps = [broadcast_batch(a, d, size) for a, d in zip(args[2:2 + nd], dims[2:2 + nd])]
+    handle = _scalar_handle(args[1], dims[1])
     res_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[:num_res])
-    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size,
-                         res_avals + tuple(aval(a) for a in tc + tk))
-    outs = while_lin_p.bind(args[0], handle, *tk, *tc, lin_body=blin, num_res=num_res, n_bcu=n_bcu, batched=True)
+    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size, res_avals + lin_avals)
+    outs = while_lin_p.bind(args[0], handle, *deps, *tk, *tc, lin_body=blin, num_res=num_res, n_bcu=n_bcu,
+                            batched=True, **_batched_forward(fwd, deps, size))
     return outs, [0] * len(outs)
 
 
 @while_bwd_p.def_batch
 def _bwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, k_avals: tuple,
-               batched: bool = False) -> tuple:
+               batched: bool = False, **fwd: Any) -> tuple:
     from fungraph.interpreters.graph_transforms import batched_graph
     from fungraph.primitives._batching import batch_size, broadcast_batch
 
+    nd = n_deps(fwd["fwd_body"], num_res, fwd["fwd_n_cc"], fwd["fwd_n_bc"])
     size = batch_size(args, dims)
-    cts = [broadcast_batch(a, d, size) for a, d in zip(args[2:], dims[2:])]
-    res_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[:num_res])
+    cts = [broadcast_batch(a, d, size) for a, d in zip(args[2 + nd:], dims[2 + nd:])]
     lin_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[num_res:])
-    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size, res_avals + lin_avals)
     bk = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in k_avals)
+    if not _tape_batched(dims, nd, batched):
+        res_avals = tuple(v.aval for v in lin_body.invars[:num_res])
+        blin = batched_graph(lin_body, (None,) * num_res + (0,) * len(lin_avals), size, res_avals + lin_avals)
+        outs = while_bwd_p.bind(*args[:2 + nd], *cts, lin_body=blin, num_res=num_res, k_avals=bk, **fwd)
+        return outs, [0] * len(outs)
+    deps = [broadcast_batch(a, d, size) for a, d in zip(args[2:2 + nd], dims[2:2 + nd])]
+    res_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[:num_res])
+    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size, res_avals + lin_avals)
     handle = _scalar_handle(args[1], dims[1])
-    outs = while_bwd_p.bind(args[0], handle, *cts, lin_body=blin, num_res=num_res, k_avals=bk, batched=True)
+    outs = while_bwd_p.bind(args[0], handle, *deps, *cts, lin_body=blin, num_res=num_res, k_avals=bk, batched=True,
+                            **_batched_forward(fwd, deps, size))
     return outs, [0] * len(outs)
+
+
+# --- higher order: the tape primitives' JVPs re-run the forward loop ----------------------
+# A tape hides how its residuals depend on the forward loop's inputs, so the readers take
+# those inputs too (``n_deps``), and each rule below rebuilds the loop it stands for from
+# them, out of ``while`` equations alone. Those differentiate by the rules above (a new tape,
+# with the same checkpoint policy), so every order of forward and reverse mode works.
+
+
+@dataclass(frozen=True)
+class _Forward:
+    """The forward loop of a tape: ``cond(carry, cc)``, ``body(carry, bc) -> (carry, res)``,
+    over a batch of independent lanes (finished lanes keep their carry) when ``batched``."""
+
+    cond: Graph
+    body: Graph
+    n_cc: int
+    n_bc: int
+    num_res: int
+    policy: str
+    batched: bool
+
+    @staticmethod
+    def of(params: dict[str, Any], num_res: int, batched: bool) -> _Forward:
+        return _Forward(params["fwd_cond"], params["fwd_body"], params["fwd_n_cc"], params["fwd_n_bc"], num_res,
+                        params["policy"], batched)
+
+    @property
+    def num_deps(self) -> int:
+        return n_deps(self.body, self.num_res, self.n_cc, self.n_bc)
+
+    def split(self, deps: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+        n_cc, n_bc = self.n_cc, self.n_bc
+        return list(deps[:n_cc]), list(deps[n_cc:n_cc + n_bc]), list(deps[n_cc + n_bc:])
+
+    def step(self, carry: Sequence[Any], cc: Sequence[Any], bc: Sequence[Any]) -> tuple[list[Any], list[Any], Any]:
+        """One iteration: the next carry, its residuals, and (batched) which lanes ran."""
+        from fungraph.interpreters.eval import eval_graph
+
+        outs = eval_graph(self.body, *carry, *bc)
+        nc = len(outs) - self.num_res
+        if not self.batched:
+            return outs[:nc], outs[nc:], None
+        pred = eval_graph(self.cond, *carry, *cc)[0]
+        return _lanes(pred, outs[:nc], carry), outs[nc:], pred
+
+    def loop(self, cc: Sequence[Any], bc: Sequence[Any], carry: Sequence[Any]) -> list[Any]:
+        """The final carry, as a ``while`` equation."""
+        from fungraph.interpreters.eval import eval_graph
+        from fungraph.primitives.reductions import reduce_max_p
+
+        nc, n_cc = len(carry), len(cc)
+
+        def cond(*a: Any) -> list[Any]:
+            pred = eval_graph(self.cond, *a)[0]
+            return [reduce_max_p.bind(pred, axes=(0,))] if self.batched else [pred]
+
+        def body(*a: Any) -> list[Any]:
+            return self.step(a[:nc], a[nc:nc + n_cc], a[nc + n_cc:])[0]
+
+        c_av, cc_av, bc_av = [aval(c) for c in carry], [aval(c) for c in cc], [aval(b) for b in bc]
+        return list(while_p.bind(*cc, *cc, *bc, *carry, cond_graph=_stage(cond, c_av + cc_av),
+                                 body_graph=_stage(body, c_av + cc_av + bc_av), n_cc=n_cc, n_bc=n_cc + len(bc),
+                                 policy=self.policy))
+
+    def counted(self, n: Any, consts: Sequence[Any], init: Sequence[Any], step: Any, down: bool = False) -> list[Any]:
+        """``step(i, state, consts) -> state`` for ``i`` in ``0..n-1`` (``n-1..0`` when ``down``),
+        as a ``while`` equation; returns the final state."""
+        from fungraph.primitives.elementwise import add, gt, lt, sub
+
+        i_av = aval(n)
+        one = np.asarray(1, i_av.dtype)
+        start = n if down else np.zeros((), i_av.dtype)
+        ns = len(init)
+        s_av, k_av = [aval(x) for x in init], [aval(k) for k in consts]
+
+        def cond(*a: Any) -> list[Any]:
+            return [gt(a[0], np.zeros((), i_av.dtype))] if down else [lt(a[0], a[ns + 1])]
+
+        def body(*a: Any) -> list[Any]:
+            i = sub(a[0], one) if down else a[0]
+            new = step(i, list(a[1:ns + 1]), list(a[ns + 1:]))
+            return [i if down else add(i, one), *new]
+
+        cond_consts = [] if down else [n]
+        outs = while_p.bind(*cond_consts, *consts, start, *init,
+                            cond_graph=_stage(cond, [i_av] + s_av + [aval(c) for c in cond_consts]),
+                            body_graph=_stage(body, [i_av] + s_av + k_av), n_cc=len(cond_consts),
+                            n_bc=len(consts), policy=self.policy)
+        return list(outs[1:])
+
+
+def _lanes(pred: Any, new: Sequence[Any], old: Sequence[Any]) -> list[Any]:
+    """``new`` in the lanes where ``pred`` holds, ``old`` elsewhere (lanes on axis 0)."""
+    from fungraph.primitives.elementwise import select
+    from fungraph.primitives.shape import reshape
+
+    size = aval(pred).shape[0]
+    return [select(reshape(pred, (size,) + (1,) * (aval(o).ndim - 1)), x, o) for x, o in zip(new, old)]
+
+
+@while_fwd_p.def_jvp
+def _fwd_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int,
+             num_res: int, policy: str, batched: bool = False) -> tuple:
+    """The carry's tangent is the JVP of the loop the tape recorded (a second run of it)."""
+    from fungraph.interpreters.jvp import jvp_flat
+
+    outs = while_fwd_p.bind(*primals, cond_graph=cond_graph, body_graph=body_graph, n_cc=n_cc, n_bc=n_bc,
+                            num_res=num_res, policy=policy, batched=batched)
+    fwd = _Forward(cond_graph, body_graph, n_cc, n_bc, num_res, policy, batched)
+    _, t = jvp_flat(lambda *d: fwd.loop(*fwd.split(d)), primals, tangents, instantiate=False)
+    return outs, list(t) + [None, None]
+
+
+def _lin_loop(fwd: _Forward, lin_body: Graph, n: Any, deps: Sequence[Any], tk: Sequence[Any],
+              tc: Sequence[Any]) -> list[Any]:
+    """What ``while_lin`` computes, with the residuals recomputed alongside: ``n`` steps of
+    the forward body and of ``lin_body`` together."""
+    from fungraph.interpreters.eval import eval_graph
+
+    cc, bc, carry = fwd.split(deps)
+    nc = len(carry)
+
+    def step(i: Any, state: list[Any], consts: list[Any]) -> list[Any]:
+        c, t = state[:nc], state[nc:]
+        k_cc, k_bc, k_tk = consts[:len(cc)], consts[len(cc):len(cc) + len(bc)], consts[len(cc) + len(bc):]
+        new, res, pred = fwd.step(c, k_cc, k_bc)
+        t_new = eval_graph(lin_body, *res, *t, *k_tk)
+        return new + (t_new if pred is None else _lanes(pred, t_new, t))
+
+    return fwd.counted(n, cc + bc + list(tk), carry + list(tc), step)[nc:]
+
+
+@while_lin_p.def_jvp
+def _lin_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, n_bcu: int,
+             batched: bool = False, **params: Any) -> tuple:
+    from fungraph.interpreters.jvp import jvp_flat
+
+    fwd = _Forward.of(params, num_res, batched)
+    nd = fwd.num_deps
+
+    def run(*a: Any) -> list[Any]:
+        return _lin_loop(fwd, lin_body, primals[0], a[:nd], a[nd:nd + n_bcu], a[nd + n_bcu:])
+
+    return jvp_flat(run, primals[2:], tangents[2:], instantiate=False)
+
+
+def _bwd_loop(fwd: _Forward, lin_body: Graph, n: Any, deps: Sequence[Any], cts: Sequence[Any],
+              k_avals: Sequence[ShapedArray]) -> list[Any]:
+    """What ``while_bwd`` computes, without its tape: iteration ``i``'s residuals come from
+    re-running the forward loop ``i`` steps (quadratic in the trip count, memory-free)."""
+    from fungraph.interpreters.eval import eval_graph
+    from fungraph.interpreters.graph_transforms import transpose_graph
+    from fungraph.primitives.elementwise import add
+
+    cc, bc, carry0 = fwd.split(deps)
+    nc, n_cc, n_bc = len(cts), len(cc), len(bc)
+    tg = transpose_graph(lin_body, tuple([False] * fwd.num_res + [True] * (len(lin_body.invars) - fwd.num_res)))
+
+    def advance(i: Any, c: list[Any], consts: list[Any]) -> list[Any]:
+        return fwd.step(c, consts[:n_cc], consts[n_cc:])[0]
+
+    def step(i: Any, state: list[Any], consts: list[Any]) -> list[Any]:
+        k_cc, k_bc, c0 = consts[:n_cc], consts[n_cc:n_cc + n_bc], consts[n_cc + n_bc:]
+        carry_i = fwd.counted(i, k_cc + k_bc, c0, advance)
+        _, res, pred = fwd.step(carry_i, k_cc, k_bc)
+        ct_c, ct_k = state[:nc], state[nc:]
+        outs = eval_graph(tg, *res, *ct_c)
+        new_c, inc = outs[:nc], outs[nc:]
+        if pred is not None:
+            new_c = _lanes(pred, new_c, ct_c)
+            inc = _lanes(pred, inc, [zeros(aval(x)) for x in inc])
+        return new_c + [add(a, b) for a, b in zip(ct_k, inc)]
+
+    return fwd.counted(n, cc + bc + carry0, list(cts) + [zeros(a) for a in k_avals], step, down=True)
+
+
+@while_bwd_p.def_jvp
+def _bwd_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, k_avals: tuple,
+             batched: bool = False, **params: Any) -> tuple:
+    """The primal reads the tape; the tangent differentiates the tape-free backward loop."""
+    from fungraph.interpreters.jvp import jvp_flat
+
+    outs = while_bwd_p.bind(*primals, lin_body=lin_body, num_res=num_res, k_avals=k_avals, batched=batched,
+                            **params)
+    fwd = _Forward.of(params, num_res, batched)
+    nd = fwd.num_deps
+    _, t = jvp_flat(lambda *a: _bwd_loop(fwd, lin_body, primals[0], a[:nd], a[nd:], k_avals), primals[2:],
+                    tangents[2:], instantiate=False)
+    return outs, t
