@@ -119,6 +119,10 @@ class Primitive:
     #: An effectful primitive whose effect only the readers of its outputs observe (the tape
     #: ``while_fwd`` records): dead-code elimination removes it when its outputs are dead.
     effect_in_outputs: bool = False
+    #: Its jvp rule binds control flow on primals and tangents together (its primal outputs
+    #: are not computed apart from the tangents), so reverse mode at concrete primals splits
+    #: it as it splits a primitive with a ``partial_eval`` rule.
+    joint_jvp: bool = False
 
     registry: ClassVar[dict[str, Primitive]] = {}
 

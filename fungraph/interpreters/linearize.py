@@ -23,12 +23,14 @@ from fungraph.primitives._rules import zeros
 
 class LinearizeTrace(JVPTrace):
     """A JVP trace over concrete primals. A primitive whose jvp rule binds primal and tangent
-    in one equation (control flow, jit calls: those with a ``partial_eval`` rule) is split
-    here, one equation at a time, so that its primal outputs are concrete too."""
+    in one equation (control flow, jit calls: those with a ``partial_eval`` rule or marked
+    ``joint_jvp``) is split here, one equation at a time, so that its primal outputs are
+    concrete too."""
 
     def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> list[JVPTracer]:
         tangents = [t.tangent for t in tracers]
-        if prim.partial_eval is None or prim.jvp is NOT_DIFFERENTIABLE or all(t is None for t in tangents):
+        joint = prim.partial_eval is not None or prim.joint_jvp
+        if not joint or prim.jvp is NOT_DIFFERENTIABLE or all(t is None for t in tangents):
             return super().process_primitive(prim, tracers, params)
         p_out, t_out = _split_jvp(prim, [t.primal for t in tracers], tangents, params)
         return [JVPTracer(self, p, t) for p, t in zip(p_out, t_out)]

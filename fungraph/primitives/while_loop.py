@@ -34,7 +34,8 @@ def _run(graph: Graph, args: Sequence[Any]) -> list[np.ndarray]:
     return compile_graph(graph).executable.run([np.asarray(a) for a in args])
 
 
-LOOP_STATS = {"iterations": 0, "carry_copies": 0, "final_copies": 0, "last_tape_peak": 0, "last_tape_length": 0}
+LOOP_STATS = {"iterations": 0, "carry_copies": 0, "final_copies": 0, "last_tape_peak": 0, "last_tape_length": 0,
+              "max_tape_peak": 0}
 
 
 def _while_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int,
@@ -219,6 +220,11 @@ def tape_count() -> int:
     return len(_TAPES)
 
 
+def live_tapes() -> set[int]:
+    """The handles of the tapes alive now."""
+    return set(_TAPES)
+
+
 def retain_tapes(residuals: Sequence[Any]) -> list[int]:
     """The live tape handles among ``residuals`` (a ``vjp``'s concrete residuals), now kept
     until :func:`release_tapes`: the backward loop reads a retained tape instead of consuming
@@ -237,7 +243,20 @@ def release_tapes(handles: Sequence[int]) -> None:
     """Drop the tapes a ``vjp`` function held (called when the function is collected)."""
     for h in handles:
         _RETAINED.discard(h)
-        _TAPES.pop(h, None)
+        _free(h)
+
+
+def _free(h: int) -> None:
+    """Drop tape ``h`` and the unread tapes of loops nested in its body (their handles are
+    among its residuals): reading a tape consumes the nested tapes it reaches, not others."""
+    tape = _TAPES.pop(h, None)
+    if tape is None or not any(e.primitive is while_fwd_p for e in tape.known_body.eqns):
+        return
+    segment = tape.segment[1] if tape.segment is not None else []
+    for rs in tape.residuals + segment:
+        for r in rs:
+            if r.dtype == np.int64 and r.ndim == 0 and int(r) in _TAPES and int(r) not in _RETAINED:
+                _free(int(r))
 
 
 def _tape(handle: Any, consume: bool) -> Tape:
@@ -283,7 +302,7 @@ def _while_fwd_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int,
             _drop_nested_tapes(outs[nc:])
         if batched:
             tape.active.append(pred)
-            outs[:nc] = [np.where(pred.reshape(pred.shape + (1,) * (o.ndim - 1)), o, c)
+            outs[:nc] = [np.where(pred.reshape(pred.shape + (1,) * (o.ndim - pred.ndim)), o, c)
                          for o, c in zip(outs[:nc], carry)]
         carry = outs[:nc]
     handle = next(_HANDLES)
@@ -300,7 +319,7 @@ while_fwd_p = Primitive(
 def _masked(active: np.ndarray | None, new: list[np.ndarray], old: list[np.ndarray]) -> list[np.ndarray]:
     if active is None:
         return new
-    return [np.where(active.reshape(active.shape + (1,) * (n.ndim - 1)), n, o) for n, o in zip(new, old)]
+    return [np.where(active.reshape(active.shape + (1,) * (n.ndim - active.ndim)), n, o) for n, o in zip(new, old)]
 
 
 def n_deps(fwd_body: Graph, num_res: int, fwd_n_cc: int, fwd_n_bc: int) -> int:
@@ -348,9 +367,10 @@ def _bwd_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, k_
     from fungraph.interpreters.graph_transforms import transpose_graph
 
     cts = args[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc):]
-    tape = _tape(handle, consume=True)
+    tape = _tape(handle, consume=False)
     LOOP_STATS["last_tape_peak"] = tape.peak_stored
     LOOP_STATS["last_tape_length"] = tape.count
+    LOOP_STATS["max_tape_peak"] = max(LOOP_STATS["max_tape_peak"], tape.peak_stored)
     nc = len(cts)
     mask = tuple([False] * num_res + [True] * (nc + len(k_avals)))
     tg = transpose_graph(lin_body, mask)
@@ -361,6 +381,8 @@ def _bwd_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, k_
         active = tape.active[i] if batched else None
         ct_c = _masked(active, outs[:nc], ct_c)
         ct_k = [a + b for a, b in zip(ct_k, _masked(active, outs[nc:], [np.zeros_like(o) for o in outs[nc:]]))]
+    if int(handle) not in _RETAINED:
+        _free(int(handle))
     return ct_c + ct_k
 
 
@@ -428,8 +450,6 @@ def _fwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: G
     from fungraph.interpreters.graph_transforms import batched_graph
     from fungraph.primitives._batching import batch_size, broadcast_batch
 
-    if batched:
-        raise NotImplementedError("vmap of an already batched while_loop tape (nested vmap of grad)")
     size = batch_size(args, dims)
     full = [broadcast_batch(a, d, size) for a, d in zip(args, dims)]
     cc, bc, carry = full[:n_cc], full[n_cc:n_cc + n_bc], full[n_cc + n_bc:]
@@ -473,8 +493,6 @@ def _tape_batched(dims: Sequence[int | None], nd: int, batched: bool) -> bool:
         if batched:
             raise NotImplementedError("vmap of the tangents of an already batched while_loop tape")
         return False
-    if batched:
-        raise NotImplementedError("vmap of an already batched while_loop tape (nested vmap of grad)")
     return True
 
 
@@ -529,192 +547,3 @@ def _bwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Gra
                             **_batched_forward(fwd, deps, size))
     return outs, [0] * len(outs)
 
-
-# --- higher order: the tape primitives' JVPs re-run the forward loop ----------------------
-# A tape hides how its residuals depend on the forward loop's inputs, so the readers take
-# those inputs too (``n_deps``), and each rule below rebuilds the loop it stands for from
-# them, out of ``while`` equations alone. Those differentiate by the rules above (a new tape,
-# with the same checkpoint policy), so every order of forward and reverse mode works.
-
-
-@dataclass(frozen=True)
-class _Forward:
-    """The forward loop of a tape: ``cond(carry, cc)``, ``body(carry, bc) -> (carry, res)``,
-    over a batch of independent lanes (finished lanes keep their carry) when ``batched``."""
-
-    cond: Graph
-    body: Graph
-    n_cc: int
-    n_bc: int
-    num_res: int
-    policy: str
-    batched: bool
-
-    @staticmethod
-    def of(params: dict[str, Any], num_res: int, batched: bool) -> _Forward:
-        return _Forward(params["fwd_cond"], params["fwd_body"], params["fwd_n_cc"], params["fwd_n_bc"], num_res,
-                        params["policy"], batched)
-
-    @property
-    def num_deps(self) -> int:
-        return n_deps(self.body, self.num_res, self.n_cc, self.n_bc)
-
-    def split(self, deps: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any]]:
-        n_cc, n_bc = self.n_cc, self.n_bc
-        return list(deps[:n_cc]), list(deps[n_cc:n_cc + n_bc]), list(deps[n_cc + n_bc:])
-
-    def step(self, carry: Sequence[Any], cc: Sequence[Any], bc: Sequence[Any]) -> tuple[list[Any], list[Any], Any]:
-        """One iteration: the next carry, its residuals, and (batched) which lanes ran."""
-        from fungraph.interpreters.eval import eval_graph
-
-        outs = eval_graph(self.body, *carry, *bc)
-        nc = len(outs) - self.num_res
-        if not self.batched:
-            return outs[:nc], outs[nc:], None
-        pred = eval_graph(self.cond, *carry, *cc)[0]
-        return _lanes(pred, outs[:nc], carry), outs[nc:], pred
-
-    def loop(self, cc: Sequence[Any], bc: Sequence[Any], carry: Sequence[Any]) -> list[Any]:
-        """The final carry, as a ``while`` equation."""
-        from fungraph.interpreters.eval import eval_graph
-        from fungraph.primitives.reductions import reduce_max_p
-
-        nc, n_cc = len(carry), len(cc)
-
-        def cond(*a: Any) -> list[Any]:
-            pred = eval_graph(self.cond, *a)[0]
-            return [reduce_max_p.bind(pred, axes=(0,))] if self.batched else [pred]
-
-        def body(*a: Any) -> list[Any]:
-            return self.step(a[:nc], a[nc:nc + n_cc], a[nc + n_cc:])[0]
-
-        c_av, cc_av, bc_av = [aval(c) for c in carry], [aval(c) for c in cc], [aval(b) for b in bc]
-        return list(while_p.bind(*cc, *cc, *bc, *carry, cond_graph=_stage(cond, c_av + cc_av),
-                                 body_graph=_stage(body, c_av + cc_av + bc_av), n_cc=n_cc, n_bc=n_cc + len(bc),
-                                 policy=self.policy))
-
-    def counted(self, n: Any, consts: Sequence[Any], init: Sequence[Any], step: Any, down: bool = False) -> list[Any]:
-        """``step(i, state, consts) -> state`` for ``i`` in ``0..n-1`` (``n-1..0`` when ``down``),
-        as a ``while`` equation; returns the final state."""
-        from fungraph.primitives.elementwise import add, gt, lt, sub
-
-        i_av = aval(n)
-        one = np.asarray(1, i_av.dtype)
-        start = n if down else np.zeros((), i_av.dtype)
-        ns = len(init)
-        s_av, k_av = [aval(x) for x in init], [aval(k) for k in consts]
-
-        def cond(*a: Any) -> list[Any]:
-            return [gt(a[0], np.zeros((), i_av.dtype))] if down else [lt(a[0], a[ns + 1])]
-
-        def body(*a: Any) -> list[Any]:
-            i = sub(a[0], one) if down else a[0]
-            new = step(i, list(a[1:ns + 1]), list(a[ns + 1:]))
-            return [i if down else add(i, one), *new]
-
-        cond_consts = [] if down else [n]
-        outs = while_p.bind(*cond_consts, *consts, start, *init,
-                            cond_graph=_stage(cond, [i_av] + s_av + [aval(c) for c in cond_consts]),
-                            body_graph=_stage(body, [i_av] + s_av + k_av), n_cc=len(cond_consts),
-                            n_bc=len(consts), policy=self.policy)
-        return list(outs[1:])
-
-
-def _lanes(pred: Any, new: Sequence[Any], old: Sequence[Any]) -> list[Any]:
-    """``new`` in the lanes where ``pred`` holds, ``old`` elsewhere (lanes on axis 0)."""
-    from fungraph.primitives.elementwise import select
-    from fungraph.primitives.shape import reshape
-
-    size = aval(pred).shape[0]
-    return [select(reshape(pred, (size,) + (1,) * (aval(o).ndim - 1)), x, o) for x, o in zip(new, old)]
-
-
-@while_fwd_p.def_jvp
-def _fwd_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int,
-             num_res: int, policy: str, batched: bool = False) -> tuple:
-    """The carry's tangent is the JVP of the loop the tape recorded (a second run of it)."""
-    from fungraph.interpreters.jvp import jvp_flat
-
-    outs = while_fwd_p.bind(*primals, cond_graph=cond_graph, body_graph=body_graph, n_cc=n_cc, n_bc=n_bc,
-                            num_res=num_res, policy=policy, batched=batched)
-    fwd = _Forward(cond_graph, body_graph, n_cc, n_bc, num_res, policy, batched)
-    _, t = jvp_flat(lambda *d: fwd.loop(*fwd.split(d)), primals, tangents, instantiate=False)
-    return outs, list(t) + [None, None]
-
-
-def _lin_loop(fwd: _Forward, lin_body: Graph, n: Any, deps: Sequence[Any], tk: Sequence[Any],
-              tc: Sequence[Any]) -> list[Any]:
-    """What ``while_lin`` computes, with the residuals recomputed alongside: ``n`` steps of
-    the forward body and of ``lin_body`` together."""
-    from fungraph.interpreters.eval import eval_graph
-
-    cc, bc, carry = fwd.split(deps)
-    nc = len(carry)
-
-    def step(i: Any, state: list[Any], consts: list[Any]) -> list[Any]:
-        c, t = state[:nc], state[nc:]
-        k_cc, k_bc, k_tk = consts[:len(cc)], consts[len(cc):len(cc) + len(bc)], consts[len(cc) + len(bc):]
-        new, res, pred = fwd.step(c, k_cc, k_bc)
-        t_new = eval_graph(lin_body, *res, *t, *k_tk)
-        return new + (t_new if pred is None else _lanes(pred, t_new, t))
-
-    return fwd.counted(n, cc + bc + list(tk), carry + list(tc), step)[nc:]
-
-
-@while_lin_p.def_jvp
-def _lin_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, n_bcu: int,
-             batched: bool = False, **params: Any) -> tuple:
-    from fungraph.interpreters.jvp import jvp_flat
-
-    fwd = _Forward.of(params, num_res, batched)
-    nd = fwd.num_deps
-
-    def run(*a: Any) -> list[Any]:
-        return _lin_loop(fwd, lin_body, primals[0], a[:nd], a[nd:nd + n_bcu], a[nd + n_bcu:])
-
-    return jvp_flat(run, primals[2:], tangents[2:], instantiate=False)
-
-
-def _bwd_loop(fwd: _Forward, lin_body: Graph, n: Any, deps: Sequence[Any], cts: Sequence[Any],
-              k_avals: Sequence[ShapedArray]) -> list[Any]:
-    """What ``while_bwd`` computes, without its tape: iteration ``i``'s residuals come from
-    re-running the forward loop ``i`` steps (quadratic in the trip count, memory-free)."""
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.graph_transforms import transpose_graph
-    from fungraph.primitives.elementwise import add
-
-    cc, bc, carry0 = fwd.split(deps)
-    nc, n_cc, n_bc = len(cts), len(cc), len(bc)
-    tg = transpose_graph(lin_body, tuple([False] * fwd.num_res + [True] * (len(lin_body.invars) - fwd.num_res)))
-
-    def advance(i: Any, c: list[Any], consts: list[Any]) -> list[Any]:
-        return fwd.step(c, consts[:n_cc], consts[n_cc:])[0]
-
-    def step(i: Any, state: list[Any], consts: list[Any]) -> list[Any]:
-        k_cc, k_bc, c0 = consts[:n_cc], consts[n_cc:n_cc + n_bc], consts[n_cc + n_bc:]
-        carry_i = fwd.counted(i, k_cc + k_bc, c0, advance)
-        _, res, pred = fwd.step(carry_i, k_cc, k_bc)
-        ct_c, ct_k = state[:nc], state[nc:]
-        outs = eval_graph(tg, *res, *ct_c)
-        new_c, inc = outs[:nc], outs[nc:]
-        if pred is not None:
-            new_c = _lanes(pred, new_c, ct_c)
-            inc = _lanes(pred, inc, [zeros(aval(x)) for x in inc])
-        return new_c + [add(a, b) for a, b in zip(ct_k, inc)]
-
-    return fwd.counted(n, cc + bc + carry0, list(cts) + [zeros(a) for a in k_avals], step, down=True)
-
-
-@while_bwd_p.def_jvp
-def _bwd_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, k_avals: tuple,
-             batched: bool = False, **params: Any) -> tuple:
-    """The primal reads the tape; the tangent differentiates the tape-free backward loop."""
-    from fungraph.interpreters.jvp import jvp_flat
-
-    outs = while_bwd_p.bind(*primals, lin_body=lin_body, num_res=num_res, k_avals=k_avals, batched=batched,
-                            **params)
-    fwd = _Forward.of(params, num_res, batched)
-    nd = fwd.num_deps
-    _, t = jvp_flat(lambda *a: _bwd_loop(fwd, lin_body, primals[0], a[:nd], a[nd:], k_avals), primals[2:],
-                    tangents[2:], instantiate=False)
-    return outs, t
