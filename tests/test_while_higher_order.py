@@ -133,3 +133,11 @@ def test_second_order_keeps_the_sqrt_checkpointing_of_a_long_loop() -> None:
     LOOP_STATS["max_tape_peak"] = 0
     fg.grad(fg.grad(long_loop(fnp, lax, "all")))(0.3)
     assert LOOP_STATS["max_tape_peak"] >= 100
+
+
+def test_vmap_of_second_derivatives_matches_jax() -> None:
+    thetas = np.array([0.7, 1.3, 2.0])
+    want = jax.vmap(jax.jacfwd(jax.jacfwd(newton(jnp, jax.lax))))(thetas)
+    f = newton(fnp, lax)
+    for batched in (fg.vmap(fg.hessian(f)), fg.vmap(fg.grad(fg.grad(f))), fg.jit(fg.vmap(fg.grad(fg.grad(f))))):
+        np.testing.assert_allclose(batched(thetas), want, rtol=1e-10)

@@ -7,7 +7,9 @@ needs on a host-side *tape* and returns its handle and the trip count; ``while_l
 linear loop over tangents and ``while_bwd`` its transpose, which runs the transposed body that
 many times backwards. Checkpoint policies trade memory for recomputation: ``"all"`` keeps every
 iteration's residuals, ``"every:k"`` keeps every k-th carry, ``"sqrt"`` keeps O(sqrt(n)) carries
-by thinning as the loop runs, and both recompute one segment's residuals at a time.
+by thinning as the loop runs, and both recompute one segment's residuals at a time. The
+readers ``while_lin``/``while_bwd`` also take the forward loop's inputs (``n_deps``), which
+the rules of ``while_tape_jvp`` differentiate them by, to any order.
 """
 
 from __future__ import annotations

@@ -301,18 +301,25 @@ while_bwd_lin_p = Primitive("while_bwd_lin", impl=_bwd_lin_impl, abstract_eval=_
                             multiple_results=True)
 
 
-@while_bwd_lin_p.def_jvp
-def _bwd_lin_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, k_avals: tuple,
-                 **params: Any) -> tuple:
-    from fungraph.interpreters.jvp import jvp_flat
-
-    fwd, n, deps, ct, d_deps, _ = _bwd_lin_parts(primals, num_res, params)
+def _bwd_tangent_fun(args: Sequence[Any], lin_body: Graph, num_res: int, k_avals: tuple,
+                     params: dict[str, Any]) -> Any:
+    """``while_bwd_lin``'s computation as a function of its inputs after the trip count."""
+    fwd, _, deps, ct, d_deps, _ = _bwd_lin_parts(args, num_res, params)
     nd, nc, n_d = len(deps), len(ct), len(d_deps)
 
     def run(*a: Any) -> list[Any]:
         return _bwd_tangent(fwd, lin_body, k_avals, a[:nd], a[nd:nd + nc], a[nd + nc:nd + nc + n_d],
                             a[nd + nc + n_d:])
 
+    return run
+
+
+@while_bwd_lin_p.def_jvp
+def _bwd_lin_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, k_avals: tuple,
+                 **params: Any) -> tuple:
+    from fungraph.interpreters.jvp import jvp_flat
+
+    run = _bwd_tangent_fun(primals, lin_body, num_res, k_avals, params)
     return jvp_flat(run, primals[1:], tangents[1:], instantiate=False)
 
 
@@ -324,14 +331,7 @@ def _bwd_lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body:
 
     if dims[0] is not None:
         raise NotImplementedError("while_bwd_lin: a batched trip count")
-    fwd, n, deps, ct, d_deps, _ = _bwd_lin_parts(args, num_res, params)
-    nd, nc, n_d = len(deps), len(ct), len(d_deps)
-
-    def run(*a: Any) -> list[Any]:
-        fwd_b = _Forward.of(params, num_res, params.get("batched", False))
-        return _bwd_tangent(fwd_b, lin_body, k_avals, a[:nd], a[nd:nd + nc], a[nd + nc:nd + nc + n_d],
-                            a[nd + nc + n_d:])
-
+    run = _bwd_tangent_fun(args, lin_body, num_res, k_avals, params)
     n_out = len(lin_body.outvars) + len(k_avals)
     outs = vmap_flat(run, args[1:], dims[1:], [0] * n_out, batch_size(args, dims))
     return outs, [0] * n_out
