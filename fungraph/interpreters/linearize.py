@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from fungraph import dtypes
 from fungraph.core import NOT_DIFFERENTIABLE, Primitive, Tracer, new_main
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import eval_graph
@@ -59,7 +60,8 @@ def _split_jvp(prim: Primitive, primals: Sequence[Any], tangents: Sequence[Any],
     lin_vals = iter(eval_graph(linear, *known_vals[n_known:], *t_in))
     known_t = iter(known_vals[n_out:n_known])
     t_out = [next(lin_vals) if u else next(known_t) for u in out_unknown[n_out:]]
-    return known_vals[:n_out], t_out
+    p_out = known_vals[:n_out]
+    return p_out, [t if dtypes.is_inexact(aval_of(p).dtype) else None for p, t in zip(p_out, t_out)]
 
 
 def linearize_concrete(fun: Callable[..., Sequence[Any]], primals: Sequence[Any],
@@ -75,28 +77,35 @@ def linearize_concrete(fun: Callable[..., Sequence[Any]], primals: Sequence[Any]
         tangents = [next(t_args) if d else None for d in differentiable]
         p_out, t_out = jvp_flat(fun, primals, tangents, instantiate=False, trace_type=LinearizeTrace)
         staged = [_staged_var(builder, t, gmain) is not None for t in t_out]
-        graph, closure = build_graph(builder, [t for t, s in zip(t_out, staged) if s])
-    if any(isinstance(p, GraphTracer) and p._trace.main is gmain for p in p_out):
-        raise AssertionError("a primal output depends on tangents")
+        # A rule that binds a primitive on primals and tangents together leaves primal outputs
+        # staged (an island): the split below computes them.
+        island = [_staged_var(builder, p, gmain) is not None for p in p_out]
+        outs = [t for t, s in zip(t_out, staged) if s] + [p for p, s in zip(p_out, island) if s]
+        graph, closure = build_graph(builder, outs)
     n_t = sum(differentiable)
     res_vars = graph.constvars + graph.invars[n_t:]
     res_vals = list(graph.consts) + list(closure)
     linear = Graph(res_vars + graph.invars[:n_t], (), (), graph.eqns, graph.outvars)
-    linear, res_vals, split_unknown = _split_nonlinear(linear, res_vals, n_t)
+    linear, res_vals, unknown, known_vals = _split_nonlinear(linear, res_vals, n_t, any(island))
+    n_staged = sum(staged)
+    if any(unknown[n_staged:]):
+        raise AssertionError("a primal output depends on tangents")
+    linear = Graph(linear.invars, linear.constvars, linear.consts, linear.eqns, linear.outvars[:sum(unknown)])
     linear = dce(linear)
-    known_t = iter(split_unknown[1])
-    unknown = iter(split_unknown[0])
+    known = iter(known_vals)
+    unknown_t = iter(unknown[:n_staged])
     out_unknown: list[bool] = []
     known_tangents: list[Any] = []
     for p, t, s in zip(p_out, t_out, staged):
-        if s and next(unknown):
+        if s and next(unknown_t):
             out_unknown.append(True)
             continue
         out_unknown.append(False)
-        value = next(known_t) if s else _known_tangent(builder, t, gmain)
+        value = next(known) if s else _known_value(builder, t, gmain)
         known_tangents.append(zeros(aval_of(p)) if value is None else value)
+    primals_out = [next(known) if s else _known_value(builder, p, gmain) for p, s in zip(p_out, island)]
     lin = Linearized(None, linear, len(res_vals), len(p_out), tuple(out_unknown))
-    return list(p_out), lin, known_tangents, res_vals
+    return primals_out, lin, known_tangents, res_vals
 
 
 def _staged_var(builder: GraphBuilder, t: Any, main: Any) -> Var | None:
@@ -110,27 +119,28 @@ def _staged_var(builder: GraphBuilder, t: Any, main: Any) -> Var | None:
     return atom
 
 
-def _known_tangent(builder: GraphBuilder, t: Any, main: Any) -> Any:
-    """The value of a tangent output that the linear graph does not compute."""
+def _known_value(builder: GraphBuilder, t: Any, main: Any) -> Any:
+    """The value of an output that no equation of the graph being built computes."""
     if not isinstance(t, GraphTracer) or t._trace.main is not main:
         return t
     atom = builder.tracer_to_atom[id(t)]
     return atom.array if isinstance(atom, Literal) else builder.const_values[atom]
 
 
-def _split_nonlinear(linear: Graph, res_vals: list[Any], n_t: int,
-                     ) -> tuple[Graph, list[Any], tuple[list[bool], list[Any]]]:
+def _split_nonlinear(linear: Graph, res_vals: list[Any], n_t: int, force: bool,
+                     ) -> tuple[Graph, list[Any], list[bool], list[Any]]:
     """A primitive's jvp rule may bind another call-like primitive on primals and tangents
     together (the ``while`` inside ``while_fwd``'s rule): split such equations as the staged
     path does and evaluate their primal part now. Returns the linear graph, its residual
-    values, and for each output whether it stays linear (else its known value)."""
-    if not any(e.primitive.partial_eval is not None for e in linear.eqns):
-        return linear, res_vals, ([True] * len(linear.outvars), [])
+    values, for each output whether the linear graph computes it, and the others' values
+    (``force``: some outputs are primal values of such equations)."""
+    if not force and not any(e.primitive.partial_eval is not None or e.primitive.joint_jvp for e in linear.eqns):
+        return linear, res_vals, [True] * len(linear.outvars), []
     n_r = len(res_vals)
     known, lin, r, out_unknown = partial_eval(linear, [False] * n_r + [True] * n_t)
     known_vals = eval_graph(known, *res_vals)
     n_known = len(known.outvars) - r
-    return lin, list(known_vals[n_known:]), (list(out_unknown), list(known_vals[:n_known]))
+    return lin, list(known_vals[n_known:]), list(out_unknown), list(known_vals[:n_known])
 
 
 def is_concrete(x: Any) -> bool:
