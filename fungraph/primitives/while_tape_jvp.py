@@ -89,32 +89,6 @@ class _Forward:
                                  body_graph=_stage(body, c_av + cc_av + bc_av), n_cc=n_cc, n_bc=n_cc + len(bc),
                                  policy=self.policy))
 
-    def counted(self, n: Any, consts: Sequence[Any], init: Sequence[Any], step: Any, down: bool = False) -> list[Any]:
-        """``step(i, state, consts) -> state`` for ``i`` in ``0..n-1`` (``n-1..0`` when ``down``),
-        as a ``while`` equation; returns the final state."""
-        from fungraph.primitives.elementwise import add, gt, lt, sub
-
-        i_av = aval(n)
-        one = np.asarray(1, i_av.dtype)
-        start = n if down else np.zeros((), i_av.dtype)
-        ns = len(init)
-        s_av, k_av = [aval(x) for x in init], [aval(k) for k in consts]
-
-        def cond(*a: Any) -> list[Any]:
-            return [gt(a[0], np.zeros((), i_av.dtype))] if down else [lt(a[0], a[ns + 1])]
-
-        def body(*a: Any) -> list[Any]:
-            i = sub(a[0], one) if down else a[0]
-            new = step(i, list(a[1:ns + 1]), list(a[ns + 1:]))
-            return [i if down else add(i, one), *new]
-
-        cond_consts = [] if down else [n]
-        outs = while_p.bind(*cond_consts, *consts, start, *init,
-                            cond_graph=_stage(cond, [i_av] + s_av + [aval(c) for c in cond_consts]),
-                            body_graph=_stage(body, [i_av] + s_av + k_av), n_cc=len(cond_consts),
-                            n_bc=len(consts), policy=self.policy)
-        return list(outs[1:])
-
 
 def _lanes(pred: Any, new: Sequence[Any], old: Sequence[Any]) -> list[Any]:
     """``new`` in the lanes where ``pred`` holds, ``old`` elsewhere (lanes on axis 0)."""
@@ -139,23 +113,32 @@ def _fwd_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph: 
     return list(p) + list(outs[-2:]), list(t) + [None, None]
 
 
-def _lin_loop(fwd: _Forward, lin_body: Graph, n: Any, deps: Sequence[Any], tk: Sequence[Any],
-              tc: Sequence[Any]) -> list[Any]:
-    """What ``while_lin`` computes, with the residuals recomputed alongside: ``n`` steps of
-    the forward body and of ``lin_body`` together."""
+def _lin_loop(fwd: _Forward, lin_body: Graph, deps: Sequence[Any], tk: Sequence[Any], tc: Sequence[Any]) -> list[Any]:
+    """What ``while_lin`` computes, with the residuals recomputed alongside: the forward loop
+    and ``lin_body`` stepped together while the forward loop's condition holds."""
     from fungraph.interpreters.eval import eval_graph
+    from fungraph.primitives.reductions import reduce_max_p
 
     cc, bc, carry = fwd.split(deps)
-    nc = len(carry)
+    nc, n_cc, n_bc, ns = len(carry), len(cc), len(bc), len(carry) + len(tc)
 
-    def step(i: Any, state: list[Any], consts: list[Any]) -> list[Any]:
-        c, t = state[:nc], state[nc:]
-        k_cc, k_bc, k_tk = consts[:len(cc)], consts[len(cc):len(cc) + len(bc)], consts[len(cc) + len(bc):]
+    def cond(*a: Any) -> list[Any]:
+        pred = eval_graph(fwd.cond, *a[:nc], *a[ns:])[0]
+        return [reduce_max_p.bind(pred, axes=tuple(range(aval(pred).ndim)))] if fwd.batched else [pred]
+
+    def body(*a: Any) -> list[Any]:
+        c, t = a[:nc], a[nc:ns]
+        k_cc, k_bc, k_tk = a[ns:ns + n_cc], a[ns + n_cc:ns + n_cc + n_bc], a[ns + n_cc + n_bc:]
         new, res, pred = fwd.step(c, k_cc, k_bc)
         t_new = eval_graph(lin_body, *res, *t, *k_tk)
         return new + (t_new if pred is None else _lanes(pred, t_new, t))
 
-    return fwd.counted(n, cc + bc + list(tk), carry + list(tc), step)[nc:]
+    s_av = [aval(x) for x in list(carry) + list(tc)]
+    cc_av = [aval(x) for x in cc]
+    outs = while_p.bind(*cc, *cc, *bc, *tk, *carry, *tc, cond_graph=_stage(cond, s_av + cc_av),
+                        body_graph=_stage(body, s_av + cc_av + [aval(x) for x in list(bc) + list(tk)]),
+                        n_cc=n_cc, n_bc=n_cc + n_bc + len(tk), policy=fwd.policy)
+    return list(outs[nc:])
 
 
 @while_lin_p.def_jvp
@@ -167,7 +150,7 @@ def _lin_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, 
     nd = fwd.num_deps
 
     def run(*a: Any) -> list[Any]:
-        return _lin_loop(fwd, lin_body, primals[0], a[:nd], a[nd:nd + n_bcu], a[nd + n_bcu:])
+        return _lin_loop(fwd, lin_body, a[:nd], a[nd:nd + n_bcu], a[nd + n_bcu:])
 
     return jvp_flat(run, primals[2:], tangents[2:], instantiate=False)
 
@@ -275,18 +258,18 @@ def _bwd_tangent(fwd: _Forward, lin_body: Graph, k_avals: Sequence[ShapedArray],
 
 
 def _bwd_lin_parts(args: Sequence[Any], num_res: int, params: dict[str, Any]) -> tuple:
-    """``while_bwd_lin``'s inputs ``(n, deps, ct, d_deps, dct)``, split."""
+    """``while_bwd_lin``'s inputs ``(deps, ct, d_deps, dct)``, split."""
     fwd = _Forward.of(params, num_res, params.get("batched", False))
     nd = fwd.num_deps
-    deps = args[1:1 + nd]
+    deps = args[:nd]
     n_d = len(_diff_positions(fwd, deps))
-    nc = (len(args) - 1 - nd - n_d) // 2
-    rest = args[1 + nd:]
-    return fwd, args[0], list(deps), list(rest[:nc]), list(rest[nc:nc + n_d]), list(rest[nc + n_d:])
+    nc = (len(args) - nd - n_d) // 2
+    rest = args[nd:]
+    return fwd, list(deps), list(rest[:nc]), list(rest[nc:nc + n_d]), list(rest[nc + n_d:])
 
 
 def _bwd_lin_impl(*args: Any, lin_body: Graph, num_res: int, k_avals: tuple, **params: Any) -> list[Any]:
-    fwd, _, deps, ct, d_deps, dct = _bwd_lin_parts(args, num_res, params)
+    fwd, deps, ct, d_deps, dct = _bwd_lin_parts(args, num_res, params)
     return _bwd_tangent(fwd, lin_body, k_avals, deps, ct, d_deps, dct)
 
 
@@ -295,7 +278,7 @@ def _bwd_lin_aval(*avals: ShapedArray, lin_body: Graph, num_res: int, k_avals: t
     return tuple(lin_body.out_avals) + tuple(k_avals)
 
 
-#: ``while_bwd_lin(n, deps, ct, d_deps, dct)``: the tangent of ``while_bwd``, linear in
+#: ``while_bwd_lin(deps, ct, d_deps, dct)``: the tangent of ``while_bwd``, linear in
 #: ``(d_deps, dct)``; ``d_deps`` are the tangents of the inexact body constants and carries.
 while_bwd_lin_p = Primitive("while_bwd_lin", impl=_bwd_lin_impl, abstract_eval=_bwd_lin_aval,
                             multiple_results=True)
@@ -303,8 +286,8 @@ while_bwd_lin_p = Primitive("while_bwd_lin", impl=_bwd_lin_impl, abstract_eval=_
 
 def _bwd_tangent_fun(args: Sequence[Any], lin_body: Graph, num_res: int, k_avals: tuple,
                      params: dict[str, Any]) -> Any:
-    """``while_bwd_lin``'s computation as a function of its inputs after the trip count."""
-    fwd, _, deps, ct, d_deps, _ = _bwd_lin_parts(args, num_res, params)
+    """``while_bwd_lin``'s computation as a function of its inputs."""
+    fwd, deps, ct, d_deps, _ = _bwd_lin_parts(args, num_res, params)
     nd, nc, n_d = len(deps), len(ct), len(d_deps)
 
     def run(*a: Any) -> list[Any]:
@@ -320,7 +303,7 @@ def _bwd_lin_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: i
     from fungraph.interpreters.jvp import jvp_flat
 
     run = _bwd_tangent_fun(primals, lin_body, num_res, k_avals, params)
-    return jvp_flat(run, primals[1:], tangents[1:], instantiate=False)
+    return jvp_flat(run, primals, tangents, instantiate=False)
 
 
 @while_bwd_lin_p.def_batch
@@ -329,11 +312,9 @@ def _bwd_lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body:
     from fungraph.interpreters.batching import vmap_flat
     from fungraph.primitives._batching import batch_size
 
-    if dims[0] is not None:
-        raise NotImplementedError("while_bwd_lin: a batched trip count")
     run = _bwd_tangent_fun(args, lin_body, num_res, k_avals, params)
     n_out = len(lin_body.outvars) + len(k_avals)
-    outs = vmap_flat(run, args[1:], dims[1:], [0] * n_out, batch_size(args, dims))
+    outs = vmap_flat(run, args, dims, [0] * n_out, batch_size(args, dims))
     return outs, [0] * n_out
 
 
@@ -346,12 +327,12 @@ def _bwd_lin_transpose(cts: Sequence[Any], *args: Any, lin_body: Graph, num_res:
     from fungraph.primitives.elementwise import add, mul
     from fungraph.primitives.reductions import reduce_sum
 
-    fwd, n, deps, ct, d_deps, dct = _bwd_lin_parts(args, num_res, params)
+    fwd, deps, ct, d_deps, dct = _bwd_lin_parts(args, num_res, params)
     nc = len(ct)
     outs = [zeros(a) if c is None else c for c, a in zip(cts, _bwd_lin_aval(lin_body=lin_body, num_res=num_res,
                                                                          k_avals=k_avals))]
     out_c, out_k = outs[:nc], outs[nc:]
-    ct_dct = _lin_loop(fwd, lin_body, n, deps, out_k, out_c)
+    ct_dct = _lin_loop(fwd, lin_body, deps, out_k, out_c)
     pos = _diff_positions(fwd, deps)
 
     def pairing(*xs: Any) -> list[Any]:
@@ -359,7 +340,7 @@ def _bwd_lin_transpose(cts: Sequence[Any], *args: Any, lin_body: Graph, num_res:
         for p, x in zip(pos, xs):
             full[p] = x
         total = None
-        for o, c in zip(_lin_loop(fwd, lin_body, n, full, out_k, out_c), ct):
+        for o, c in zip(_lin_loop(fwd, lin_body, full, out_k, out_c), ct):
             term = reduce_sum(mul(o, c), tuple(range(aval(o).ndim)))
             total = term if total is None else add(total, term)
         return [total]
@@ -368,7 +349,7 @@ def _bwd_lin_transpose(cts: Sequence[Any], *args: Any, lin_body: Graph, num_res:
     _, lin, _, res = linearize_flat(pairing, xs, [aval(x) for x in xs], [True] * len(xs))
     seed = np.ones((), aval(ct[0]).dtype if ct else np.float64)
     ct_dx = [zeros(aval(x)) if g is None else g for g, x in zip(transpose_linear(lin, res, [seed]), xs)]
-    return (None,) * (1 + len(deps) + nc) + tuple(ct_dx) + tuple(ct_dct)
+    return (None,) * (len(deps) + nc) + tuple(ct_dx) + tuple(ct_dct)
 
 
 @while_bwd_p.def_jvp
@@ -382,7 +363,7 @@ def _bwd_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, 
     deps, ct = primals[2:2 + nd], primals[2 + nd:]
     d_deps = [instantiate(tangents[2 + p], aval(deps[p])) for p in _diff_positions(fwd, deps)]
     dct = [instantiate(t, aval(c)) for t, c in zip(tangents[2 + nd:], ct)]
-    t = while_bwd_lin_p.bind(primals[0], *deps, *ct, *d_deps, *dct, lin_body=lin_body, num_res=num_res,
+    t = while_bwd_lin_p.bind(*deps, *ct, *d_deps, *dct, lin_body=lin_body, num_res=num_res,
                              k_avals=k_avals, batched=batched, **params)
     return outs, list(t)
 
