@@ -1,4 +1,5 @@
-"""Array creation. Constant shapes only; a fill value may be traced."""
+"""Array creation: from shapes and values (constant shapes only; a fill value may be traced) and
+from existing data (buffers, iterables, DLPack, ``fromfunction``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """numpy indexing on traced values: basic indices become one slice (plus rev/reshape),
-integer arrays become one ``take`` over the merged indexed axes."""
+integer arrays become one ``take`` over the merged indexed axes; the indexing routines
+(``take``, ``choose``, ``compress``, functional ``put``/``place``/``fill_diagonal`` with
+``inplace=False`` as JAX requires) and the index arrays (``indices``, ``ix_``,
+``unravel_index``, ``tril_indices``, ...)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""dot, matmul, einsum, outer and tensordot, all lowered to ``dot_general``."""
+"""dot, matmul, einsum, outer, tensordot, matvec and vecmat, all lowered to ``dot_general``, and
+``einsum_path`` (the contraction order ``einsum`` takes)."""
 
 from __future__ import annotations
 

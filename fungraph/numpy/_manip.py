@@ -1,6 +1,7 @@
 """Array manipulation in ``fungraph.numpy``: flips, rolls, tiling, padding, stacking, splitting,
-diagonals and triangles. Every function is a composition of the linear shape primitives
-(slice, pad, rev, concatenate, reshape, broadcast, take), so it is differentiable and batched."""
+diagonals and triangles, ``block``/``unstack``/``trim_zeros``. Every traced function is a
+composition of the linear shape primitives (slice, pad, rev, concatenate, reshape, broadcast,
+take), so it is differentiable and batched."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""More elementwise functions of ``fungraph.numpy``, each a composition of existing primitives
-chosen to stay accurate (so derivatives and batching come from the primitives' rules)."""
+"""Mathematical functions of ``fungraph.numpy`` beyond the one-primitive ones in ``_elementwise``
+(inverse trigonometric and hyperbolic functions, exponentials and logarithms, rounding,
+NaN-aware comparisons, complex parts, rational routines, ``i0``, ``unwrap``, interpolation and
+integration), each a composition of existing primitives chosen to stay accurate (so
+derivatives and batching come from the primitives' rules)."""
 
 from __future__ import annotations
 

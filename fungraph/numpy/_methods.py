@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fungraph.array import Array, hosted
+from fungraph.array import Array, HostArray, hosted
 from fungraph.core import Tracer
 from fungraph.numpy import _at, _bits, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
 from fungraph.numpy import _elementwise as e
@@ -71,7 +71,6 @@ _METHODS: dict[str, Any] = {
     "__xor__": _bits.bitwise_xor, "__rxor__": _swap(_bits.bitwise_xor),
     "__invert__": _bits.bitwise_not,
     "__getitem__": _indexing.getitem,
-    "at": property(_at.IndexUpdateHelper),
     "T": property(lambda self: _shape.transpose(self)),
     "mT": property(lambda self: _shape.swapaxes(self, -1, -2)),
     "reshape": _reshape,
@@ -135,7 +134,14 @@ _ARRAY_METHODS: dict[str, Any] = {
 }
 
 
+#: ``x.at[idx].set(v)`` and the other functional updates: one property for tracers, device
+#: arrays and host arrays (an eager update of a device array computes on the host).
+AT = property(_at.IndexUpdateHelper)
+
+
 def install() -> None:
+    for cls in (Tracer, Array, HostArray):
+        cls.at = AT
     for name, fn in _METHODS.items():
         setattr(Tracer, name, fn)
         if name not in vars(Array):

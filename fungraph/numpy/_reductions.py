@@ -1,4 +1,5 @@
-"""Reductions of ``fungraph.numpy`` with numpy's axis/keepdims/dtype conventions."""
+"""Reductions of ``fungraph.numpy`` with numpy's axis/keepdims/dtype conventions, and the
+cumulative sums and products (the ``cumsum`` primitive; ``cumprod`` the one ``associative_scan``)."""
 
 from __future__ import annotations
 
@@ -262,7 +263,7 @@ def cumsum(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
 def cumprod(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
     x, ax = flat_or_axis(a, axis, "cumprod")
     x = cast(x, _acc_dtype(x, dtype))
-    return associative_scan(ew.mul, x, ax, 1)
+    return associative_scan(ew.mul, x, axis=ax)
 
 
 def cumulative_sum(x: Any, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:

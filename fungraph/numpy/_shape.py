@@ -1,4 +1,5 @@
-"""Shape manipulation in ``fungraph.numpy``."""
+"""Shape manipulation in ``fungraph.numpy`` (reshape, transpose, broadcasting, joining), and the
+``ndarray`` type test with ``ndim``/``shape``/``size``."""
 
 from __future__ import annotations
 

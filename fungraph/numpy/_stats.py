@@ -1,5 +1,5 @@
-"""Cumulative functions, sorting, order statistics and NaN-aware reductions of
-``fungraph.numpy``: the ``cumsum``, ``sort`` and ``argsort`` primitives plus compositions."""
+"""Statistics of ``fungraph.numpy``: order statistics (quantiles, percentiles, medians, with and
+without NaNs), NaN-aware reductions, averages, variances and correlations, and convolution."""
 
 from __future__ import annotations
 

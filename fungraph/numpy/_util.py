@@ -1,4 +1,5 @@
-"""Argument handling shared by the numpy API: weak Python scalars and dtype promotion."""
+"""Argument handling shared by the numpy API: weak Python scalars and dtype promotion, and the
+small helpers of the functions composed of the public ones."""
 
 from __future__ import annotations
 

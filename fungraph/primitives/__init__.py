@@ -11,7 +11,6 @@ from fungraph.primitives import (  # noqa: F401
     fft,
     fused,
     indexing,
-    lax_extra,
     linalg,
     linalg_ops,
     reductions,

@@ -76,13 +76,14 @@ def polygamma(n: Any, x: Any) -> Any:
 
 
 def gammainc(a: Any, x: Any) -> Any:
-    """The regularised lower incomplete gamma function P(a, x); differentiable in x only."""
+    """The regularised lower incomplete gamma function P(a, x): ``lax.igamma``'s primitive, so
+    differentiable in both (in ``a`` by ``igamma_grad_a``)."""
     a, x = promote(a, x, to_inexact=True)
     return sp.igamma_p.bind(a, x)
 
 
 def gammaincc(a: Any, x: Any) -> Any:
-    """The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x); differentiable in x only."""
+    """The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x), differentiable in both."""
     a, x = promote(a, x, to_inexact=True)
     return sp.igammac_p.bind(a, x)
 
