@@ -173,6 +173,15 @@ def test_stats_outside_the_support() -> None:
         fst.dirichlet.logpdf(np.ones(5) / 5, np.ones(3))
 
 
+def test_nn_and_scipy_special_share_one_softmax_family() -> None:
+    """``nn.logsumexp`` is ``scipy.special.logsumexp`` (as in JAX), like the softmaxes: one
+    implementation below both namespaces, so neither imports the other."""
+    assert fg.nn.logsumexp is fs.logsumexp and fg.nn.softmax is fs.softmax and fg.nn.log_softmax is fs.log_softmax
+    x = np.array([[0.5, -1.0, 3.0], [2.0, 2.0, -np.inf]])
+    np.testing.assert_allclose(fg.nn.logsumexp(x, axis=1, b=np.array([1.0, 2.0, 0.5])),
+                               ss.logsumexp(x, axis=1, b=np.array([1.0, 2.0, 0.5])), rtol=1e-14)
+
+
 def test_logsumexp_options_like_scipy() -> None:
     a = np.array([[1.0, 2.0, -np.inf], [-np.inf, -np.inf, -np.inf], [np.inf, 0.0, 1.0]])
     with np.errstate(all="ignore"):
