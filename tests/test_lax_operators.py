@@ -117,24 +117,6 @@ def test_values_match_jax_eagerly_and_under_jit(name: str) -> None:
 # (lhs shape, rhs shape, keyword arguments of conv_general_dilated)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _loss(lib: Any, m: Any, name: str, args: tuple, kwargs: dict, pos: list[int]) -> Callable[..., Any]:
     def f(*xs: Any) -> Any:
         full = list(args)
@@ -226,18 +208,6 @@ def test_vmap_matches_a_loop(name: str) -> None:
         np.testing.assert_allclose(np.asarray(leaf), expect, rtol=1e-14, atol=0, err_msg=name)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def test_precision_is_jaxs_enum_and_accepted_everywhere() -> None:
     P = lax.Precision
     for s in ["default", "high", "highest", "bfloat16", "tensorfloat32", "float32"]:
@@ -297,18 +267,6 @@ def test_opencl_spot_check() -> None:
         for got, want in zip(jax.tree_util.tree_leaves(fg.jit(f, backend="opencl")(*args)),
                              jax.tree_util.tree_leaves(f(*args))):
             np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-9, atol=1e-12)
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def test_optimization_barrier_keeps_cse_from_merging_across_it() -> None:

@@ -43,8 +43,6 @@ def test_logaddexp_infinities_and_tie_gradient() -> None:
 # --- floating-point decomposition -----------------------------------------------------------------
 
 
-
-
 @settings(max_examples=8)
 @given(st.sampled_from([np.float32, np.float64]), shapes(1, 2, 1, 6), st.integers(0, 2**31 - 1))
 def test_frexp_nextafter_spacing_match_numpy(dtype: Any, shape: tuple[int, ...], seed: int) -> None:

@@ -82,34 +82,3 @@ def test_per_example_gradients(name: str, data: st.DataObject) -> None:
     got = fg.vmap(fg.grad(loss), in_axes=(0,) + (None,) * len(rest))(xs, *rest)
     want = np.stack([fg.grad(loss)(x, *rest) for x in xs])
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
-
-
-# --- direct checks ---------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -12,7 +12,7 @@ from fungraph import numpy as fnp
 from fungraph.ir import aval_of
 from fungraph.lax._control_flow import _leaves, _single, _stage_fn
 from fungraph.numpy._util import asarray
-from fungraph.primitives.linalg_ops import linear_solve_p
+from fungraph.primitives.linear_solve import linear_solve_p
 
 
 def _stage(fun: Callable[..., Any], example: Any, what: str) -> tuple[Any, list[Any], Any, Any]:

@@ -128,10 +128,6 @@ maximum = _extreme(ew.max_p, ew.ge_p)
 minimum = _extreme(ew.min_p, ew.le_p)
 
 
-
-
-
-
 def logical_and(x: Any, y: Any) -> Any:
     return ew.and_p.bind(cast(x, dtypes.bool_), cast(y, dtypes.bool_))
 

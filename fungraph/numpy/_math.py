@@ -175,10 +175,6 @@ def float_power(x1: Any, x2: Any) -> Any:
     return ew.pow_(cast(a, wide), cast(b, wide))
 
 
-
-
-
-
 def heaviside(x1: Any, x2: Any) -> Any:
     """0 below zero, ``x2`` at zero, 1 above (NaN stays NaN)."""
     a, b = promote(x1, x2, to_inexact=True)
@@ -384,8 +380,6 @@ def angle(z: Any, deg: bool = False) -> Any:
 
 
 conj = conjugate
-
-
 
 
 def divmod_(x1: Any, x2: Any) -> tuple[Any, Any]:

@@ -16,38 +16,7 @@ from fungraph.primitives import shape as sh
 from fungraph.primitives.indexing import take as take_prim
 from fungraph.primitives.sorting import sort_p
 
-# --- cumulative ---------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-# --- sorting --------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
+# --- order statistics -----------------------------------------------------------------------------
 
 
 def _any_nan(x: Any, axes: tuple[int, ...]) -> Any:
@@ -251,22 +220,7 @@ def _clip_unit(c: Any) -> Any:
     return ew.max_p.bind(ew.min_p.bind(c, one), ew.neg(one))
 
 
-# --- searching and interpolation ----------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-# --- polynomials and convolution ------------------------------------------------------------------------
-
-
-
-
+# --- convolution and correlation ------------------------------------------------------------------------
 
 
 def convolve(a: Any, v: Any, mode: str = "full") -> Any:

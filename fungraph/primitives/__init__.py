@@ -13,6 +13,7 @@ from fungraph.primitives import (  # noqa: F401
     indexing,
     linalg,
     linalg_ops,
+    linear_solve,
     reductions,
     scan,
     shape,
