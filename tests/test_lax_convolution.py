@@ -19,14 +19,8 @@ from tests.helpers import check_like_jax, jax_or_skip
 jax, jnp = jax_or_skip()
 
 RNG = np.random.default_rng(1)
-
-
 X4 = RNG.standard_normal((2, 4, 7, 6))
-
-
 W4 = RNG.standard_normal((6, 4, 3, 2))
-
-
 CONVS: dict[str, tuple[tuple, tuple, dict]] = {
     "nchw_same": ((2, 4, 7, 6), (6, 4, 3, 2), dict(window_strides=(1, 1), padding="SAME")),
     "strided_dilated": ((2, 4, 9, 8), (6, 4, 3, 2), dict(window_strides=(2, 1), padding=[(1, 2), (0, -1)],

@@ -17,14 +17,8 @@ from tests.helpers import check_like_jax, jax_or_skip
 jax, jnp = jax_or_skip()
 
 RNG = np.random.default_rng(1)
-
-
 OP3 = np.arange(60.0).reshape(3, 4, 5) / 7
-
-
 GI = np.array([[[0, 1], [2, 3]], [[1, 0], [2, 4]]])
-
-
 IDX1 = np.array([[0], [8], [-1], [20]])
 
 

@@ -17,14 +17,8 @@ from fungraph.numpy._util import asarray, cast
 from fungraph.primitives import elementwise as ew
 
 bitwise_and = _binary("bitwise_and", lambda x, y: fnp.bitwise_and(x, y))
-
-
 bitwise_or = _binary("bitwise_or", lambda x, y: fnp.bitwise_or(x, y))
-
-
 bitwise_xor = _binary("bitwise_xor", lambda x, y: fnp.bitwise_xor(x, y))
-
-
 bitwise_not = _unary("bitwise_not", lambda x: fnp.bitwise_not(x))
 
 

@@ -68,125 +68,45 @@ def _div(x: Any, y: Any) -> Any:
 
 
 add = _binary("add", lambda x, y: fnp.add(x, y))
-
-
 sub = _binary("sub", lambda x, y: fnp.subtract(x, y))
-
-
 mul = _binary("mul", lambda x, y: fnp.multiply(x, y))
-
-
 div = _binary("div", _div)
-
-
 rem = _binary("rem", lambda x, y: fnp.fmod(x, y))
-
-
 max = _binary("max", lambda x, y: fnp.maximum(x, y))  # noqa: A001 - lax's name
-
-
 min = _binary("min", lambda x, y: fnp.minimum(x, y))  # noqa: A001 - lax's name
-
-
 atan2 = _binary("atan2", lambda x, y: fnp.arctan2(x, y))
-
-
 eq = _binary("eq", lambda x, y: fnp.equal(x, y))
-
-
 ne = _binary("ne", lambda x, y: fnp.not_equal(x, y))
-
-
 lt = _binary("lt", lambda x, y: fnp.less(x, y), ordered=True)
-
-
 le = _binary("le", lambda x, y: fnp.less_equal(x, y), ordered=True)
-
-
 gt = _binary("gt", lambda x, y: fnp.greater(x, y), ordered=True)
-
-
 ge = _binary("ge", lambda x, y: fnp.greater_equal(x, y), ordered=True)
-
-
 neg = _unary("neg", lambda x: fnp.negative(x))
-
-
 abs = _unary("abs", lambda x: fnp.abs(x))  # noqa: A001 - lax's name
-
-
 sign = _unary("sign", lambda x: fnp.sign(x))
-
-
 floor = _unary("floor", lambda x: fnp.floor(x))
-
-
 ceil = _unary("ceil", lambda x: fnp.ceil(x))
-
-
 exp = _unary("exp", lambda x: fnp.exp(x))
-
-
 exp2 = _unary("exp2", lambda x: fnp.exp2(x))
-
-
 log = _unary("log", lambda x: fnp.log(x))
-
-
 log1p = _unary("log1p", lambda x: fnp.log1p(x))
-
-
 expm1 = _unary("expm1", lambda x: fnp.expm1(x))
-
-
 sin = _unary("sin", lambda x: fnp.sin(x))
-
-
 cos = _unary("cos", lambda x: fnp.cos(x))
-
-
 tan = _unary("tan", lambda x: fnp.tan(x))
-
-
 asin = _unary("asin", lambda x: fnp.arcsin(x))
-
-
 acos = _unary("acos", lambda x: fnp.arccos(x))
-
-
 atan = _unary("atan", lambda x: fnp.arctan(x))
-
-
 sinh = _unary("sinh", lambda x: fnp.sinh(x))
-
-
 cosh = _unary("cosh", lambda x: fnp.cosh(x))
-
-
 tanh = _unary("tanh", lambda x: fnp.tanh(x))
-
-
 asinh = _unary("asinh", lambda x: fnp.arcsinh(x))
-
-
 acosh = _unary("acosh", lambda x: fnp.arccosh(x))
-
-
 atanh = _unary("atanh", lambda x: fnp.arctanh(x))
-
-
 sqrt = _unary("sqrt", lambda x: fnp.sqrt(x))
-
-
 rsqrt = _unary("rsqrt", lambda x: 1.0 / fnp.sqrt(x))
-
-
 cbrt = _unary("cbrt", lambda x: fnp.cbrt(x))
-
-
 square = _unary("square", lambda x: x * x)
-
-
 is_finite = _unary("is_finite", lambda x: fnp.isfinite(x))
 
 

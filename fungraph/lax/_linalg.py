@@ -43,8 +43,6 @@ _PRECISION_NAMES = {
 
 
 DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
-
-
 PrecisionLike = Precision | str | tuple[Any, Any] | None
 
 

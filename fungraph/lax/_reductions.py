@@ -16,6 +16,7 @@ from fungraph.lax._elementwise import _floats
 from fungraph.lax._slicing import _axis_window
 from fungraph.numpy._util import asarray, cast
 from fungraph.primitives import cumulative
+from fungraph.tree_util import tree_flatten, tree_unflatten
 
 # --- reductions -----------------------------------------------------------------------------------
 
@@ -36,20 +37,10 @@ def _reducer(name: str, fn_name: str) -> Callable[[Any, Sequence[int]], Any]:
 
 
 reduce_sum = _keep(_reducer("reduce_sum", "sum"))
-
-
 reduce_prod = _keep(_reducer("reduce_prod", "prod"))
-
-
 reduce_max = _reducer("reduce_max", "max")
-
-
 reduce_min = _reducer("reduce_min", "min")
-
-
 reduce_and = _reducer("reduce_and", "all")
-
-
 reduce_or = _reducer("reduce_or", "any")
 
 
@@ -84,22 +75,14 @@ def cumsum(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
 
 
 cumprod = _cumulative("cumprod", lambda a, b: a * b)
-
-
 cummax = _cumulative("cummax", lambda a, b: fnp.maximum(a, b))
-
-
 cummin = _cumulative("cummin", lambda a, b: fnp.minimum(a, b))
-
-
 cumlogsumexp = _cumulative("cumlogsumexp", _logaddexp)
 
 
 def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = False, axis: int = 0) -> Any:
     """Inclusive scan of the associative ``fn`` along ``axis`` of every leaf of ``elems``
     (:func:`fungraph.primitives.cumulative.associative_scan`, the one ``numpy.cumprod`` uses)."""
-    from fungraph.tree_util import tree_flatten, tree_unflatten
-
     leaves, tree = tree_flatten(elems)
     return cumulative.associative_scan(fn, tree_unflatten(tree, [asarray(v) for v in leaves]), reverse, axis)
 

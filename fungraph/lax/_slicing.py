@@ -358,17 +358,9 @@ def _scatter_op(combine: str, doc: str) -> Callable[..., Any]:
 
 
 scatter = _scatter_op("set", "each update window written over the operand, the last one winning a repeated position")
-
-
 scatter_add = _scatter_op("add", "each update window added to the operand")
-
-
 scatter_mul = _scatter_op("mul", "the operand multiplied by each update window")
-
-
 scatter_min = _scatter_op("min", "the elementwise minimum of the operand and each update window")
-
-
 scatter_max = _scatter_op("max", "the elementwise maximum of the operand and each update window")
 
 

@@ -19,20 +19,10 @@ def _special() -> Any:
 
 
 logistic = _unary("logistic", lambda x: _special().expit(x))
-
-
 erf = _unary("erf", lambda x: _special().erf(x))
-
-
 erfc = _unary("erfc", lambda x: _special().erfc(x))
-
-
 erf_inv = _unary("erf_inv", lambda x: _special().erfinv(x))
-
-
 lgamma = _unary("lgamma", lambda x: _special().gammaln(x))
-
-
 digamma = _unary("digamma", lambda x: _special().digamma(x))
 
 

@@ -20,11 +20,7 @@ from fungraph.primitives.callback import stop_gradient  # noqa: F401  (re-export
 
 
 bitwise_and = _binary(ew.and_p)
-
-
 bitwise_or = _binary(ew.or_p)
-
-
 bitwise_xor = _binary(ew.xor_p)
 
 

@@ -27,15 +27,7 @@ def load(file: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 save = np.save
-
-
 savez = np.savez
-
-
 printoptions = np.printoptions
-
-
 get_printoptions = np.get_printoptions
-
-
 set_printoptions = np.set_printoptions

@@ -41,17 +41,9 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
 
 
 finfo = np.finfo
-
-
 iinfo = np.iinfo
-
-
 dtype = np.dtype
-
-
 issubdtype = np.issubdtype
-
-
 isdtype = np.isdtype
 
 

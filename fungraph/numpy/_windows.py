@@ -20,14 +20,8 @@ def _window(fn: Any) -> Any:
 
 
 hamming = _window(np.hamming)
-
-
 hanning = _window(np.hanning)
-
-
 blackman = _window(np.blackman)
-
-
 bartlett = _window(np.bartlett)
 
 

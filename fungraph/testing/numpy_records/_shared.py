@@ -18,14 +18,8 @@ from fungraph.testing.op_records import FI, F, OpRecord
 from fungraph.testing.strategies import shapes
 
 POS = (0.1, 3.0)
-
-
 UNIT = (-0.9, 0.9)
-
-
 SMALL = (-1.0, 1.0)
-
-
 NONZERO = (0.3, 3.0)
 
 
@@ -315,9 +309,5 @@ def _poly(name: str) -> Any:
 
 
 _VEC = _one(1, 1)
-
-
 _VEC2 = _same(2, 1, 1)
-
-
 _COEFFS = st.tuples(_VEC.map(lambda s: s[0]), _VEC.map(lambda s: s[0]))
