@@ -51,7 +51,7 @@ COMPLEX_TESTED = {"conj", "conjugate", "imag", "angle", "eig", "hfft", "ihfft"}
 # Functions with no op-record row whose values (against numpy and JAX), jit, vmap (against a loop)
 # and, where differentiable, derivatives to second order are tested in tests/test_numpy_{math,polynomials,
 # statistics,indexing,api}.py.
-BREADTH_TESTED = {
+DIRECTLY_TESTED = {
     "frexp", "nextafter", "spacing", "piecewise", "polyfit", "polydiv", "poly", "roots", "fromfunction",
     "histogram2d", "histogramdd", "apply_over_axes", "place", "put", "packbits", "unpackbits", "bitwise_count",
 }
@@ -99,7 +99,7 @@ def _status(name: str, has: bool, records: dict[str, list[bool]], ours: object =
         return "yes", "n.a. (concrete)", "n.a."
     if name in COMPLEX_TESTED:
         return "yes", "differentiable (tested, complex)", "yes (tested)"
-    if name in BREADTH_TESTED:
+    if name in DIRECTLY_TESTED:
         deriv = "not differentiable" if name in NON_DIFFERENTIABLE else "differentiable"
         return "yes", deriv + " (tested)", "yes (tested)"
     if tested:
