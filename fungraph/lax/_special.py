@@ -8,22 +8,23 @@ from __future__ import annotations
 from typing import Any
 
 from fungraph.lax._elementwise import _floats, _unary
+from fungraph.numpy._util import promote
+from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
 
 
-def _special() -> Any:
-    """``fungraph.scipy.special``, imported on first use as ``fungraph.scipy`` intends."""
-    from fungraph.scipy import special
+def _float_op(prim: Any) -> Any:
+    """``prim`` bound to its operand made inexact (ints compute in float64), as
+    ``fungraph.scipy.special`` binds it: the same primitive, not an import of that layer."""
+    return lambda x: prim.bind(*promote(x, to_inexact=True))
 
-    return special
 
-
-logistic = _unary("logistic", lambda x: _special().expit(x))
-erf = _unary("erf", lambda x: _special().erf(x))
-erfc = _unary("erfc", lambda x: _special().erfc(x))
-erf_inv = _unary("erf_inv", lambda x: _special().erfinv(x))
-lgamma = _unary("lgamma", lambda x: _special().gammaln(x))
-digamma = _unary("digamma", lambda x: _special().digamma(x))
+logistic = _unary("logistic", _float_op(ew.logistic_p))
+erf = _unary("erf", _float_op(ew.erf_p))
+erfc = _unary("erfc", _float_op(sp.erfc_p))
+erf_inv = _unary("erf_inv", _float_op(sp.erf_inv_p))
+lgamma = _unary("lgamma", _float_op(sp.lgamma_p))
+digamma = _unary("digamma", _float_op(sp.digamma_p))
 
 
 def zeta(x: Any, q: Any) -> Any:
