@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._config import FLOAT_CHECKS
 from fungraph.array import hosted, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
 
@@ -56,23 +57,28 @@ def _is_internal(filename: str) -> bool:
     return internal
 
 
-_source_override: list[str | None] = [None]
+def source_stack() -> list[str | None]:
+    """This thread's stack of source lines that interpreters re-binding an equation push
+    (its last item, when not None, is the line :func:`user_source` reports)."""
+    return _STATE.sources
 
 
 @contextmanager
 def source_of(source: str | None) -> Iterator[None]:
     """Attribute equations staged inside to ``source`` (an interpreter re-binding an equation)."""
-    _source_override.append(source)
+    sources = _STATE.sources
+    sources.append(source)
     try:
         yield
     finally:
-        _source_override.pop()
+        sources.pop()
 
 
 def user_source() -> str | None:
     """``file:line (function)`` of the innermost stack frame outside the fungraph package."""
-    if _source_override[-1] is not None:
-        return _source_override[-1]
+    override = _STATE.sources[-1]
+    if override is not None:
+        return override
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
@@ -192,17 +198,6 @@ class Trace:
         raise NotImplementedError
 
 
-class _FloatChecks:
-    """``jax_debug_nans``/``jax_debug_infs``: which non-finite values an eager primitive's
-    output may not hold (set through ``fungraph.config``)."""
-
-    nans = False
-    infs = False
-
-
-FLOAT_CHECKS = _FloatChecks()
-
-
 def check_finite(what: str, outs: Sequence[Any], source: str | None) -> None:
     """Raise ``FloatingPointError`` (as JAX's ``jax_debug_nans`` does) if an inexact array of
     ``outs`` holds a NaN (or, with ``jax_debug_infs``, an infinity), naming ``what`` made it
@@ -248,11 +243,13 @@ def _as_array(x: Any, aval: ShapedArray) -> np.ndarray:
 
 class _TraceState(threading.local):
     """The stack of active transformations and the dynamic (staging) trace, per thread as in
-    JAX: a thread starts at the eval trace, so threads may trace and transform at once."""
+    JAX: a thread starts at the eval trace, so threads may trace and transform at once. The
+    source lines interpreters push (:func:`source_of`) are per thread too."""
 
     def __init__(self) -> None:
         self.stack: list[MainTrace] = [MainTrace(0, EvalTrace, None)]
         self.dynamic: list[MainTrace] = [self.stack[0]]
+        self.sources: list[str | None] = [None]
 
 
 _STATE = _TraceState()

@@ -6,6 +6,7 @@ Graphs compare and hash *structurally* (up to renaming of vars), which is what c
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections.abc import Iterator, Mapping
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._caches import on_clear
+from fungraph._config import CACHE_LIMITS
 
 if TYPE_CHECKING:
     from fungraph.core import Primitive
@@ -205,8 +208,14 @@ class Eqn:
 # inputs are -1, -2, ..., constants start at CONST_REF, literals at LITERAL_REF.
 CONST_REF = -(1 << 40)
 LITERAL_REF = -(1 << 50)
+#: Interned equation signatures. Their keys hold params, sub-graphs among them, so the table
+#: is emptied by ``clear_caches`` and when it outgrows its bound; ids come from a counter that
+#: never restarts, so equal ids still mean equal keys (an emptied table costs cache misses only).
 _SIGNATURES: dict[Any, int] = {}
 _SIGNATURES_LOCK = threading.Lock()
+_SIGNATURE_IDS = itertools.count()
+#: Entries per ``fungraph_cache_size`` the intern table holds before it is emptied.
+SIGNATURES_PER_CACHE_ENTRY = 16
 
 
 def intern_signature(key: Any) -> int:
@@ -216,8 +225,16 @@ def intern_signature(key: Any) -> int:
         with _SIGNATURES_LOCK:
             sid = _SIGNATURES.get(key)
             if sid is None:
-                sid = _SIGNATURES[key] = len(_SIGNATURES)
+                if len(_SIGNATURES) >= CACHE_LIMITS.size * SIGNATURES_PER_CACHE_ENTRY:
+                    _SIGNATURES.clear()
+                sid = _SIGNATURES[key] = next(_SIGNATURE_IDS)
     return sid
+
+
+@on_clear
+def clear_signatures() -> None:
+    with _SIGNATURES_LOCK:
+        _SIGNATURES.clear()
 
 
 def literal_ref(lit: Literal) -> int:
