@@ -582,6 +582,21 @@ def _parameters(fun: Callable[..., Any]) -> tuple[tuple[str, ...], tuple[str, ..
             tuple(p.name for p in params if p.kind == p.KEYWORD_ONLY))
 
 
+def _in_range(fun: Callable[..., Any], nums: int | Sequence[int], what: str) -> tuple[int, ...]:
+    """``nums`` checked against ``fun``'s positional parameters and made non-negative (left as
+    given for a function taking ``*args``, as JAX does)."""
+    nums = (nums,) if isinstance(nums, int) else tuple(nums)
+    params = _parameters(fun)
+    if params is None:
+        return nums
+    n = len(params[0])
+    bad = [i for i in nums if not -n <= i < n]
+    if bad:
+        raise ValueError(f"jit({getattr(fun, '__name__', fun)}) has {what}_argnums={nums}, but it takes only {n} "
+                         f"positional argument(s) {params[0]}")
+    return tuple(i % n for i in nums)
+
+
 def _argnums(fun: Callable[..., Any], nums: int | Sequence[int], names: str | Sequence[str], what: str) -> tuple:
     """``nums`` with the positions of the parameters ``names`` added (keyword-only parameters
     counted after the positional ones, as :meth:`Jitted._with_keywords` orders them)."""
@@ -606,8 +621,13 @@ def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence
     Calls may pass keyword arguments; ``static_argnames``/``donate_argnames`` name parameters
     as ``static_argnums``/``donate_argnums`` number them."""
     def make(f: Callable[..., Any]) -> Jitted:
-        sa = _argnums(f, static_argnums, static_argnames, "static")
-        da = _argnums(f, donate_argnums, donate_argnames, "donate")
+        sa = _argnums(f, _in_range(f, static_argnums, "static"), static_argnames, "static")
+        da = _argnums(f, _in_range(f, donate_argnums, "donate"), donate_argnames, "donate")
+        both = sorted(set(sa) & set(da))
+        if both:
+            raise ValueError(f"jit({getattr(f, '__name__', f)}): argument(s) {both} are both static and donated "
+                             "(static_argnums/static_argnames and donate_argnums/donate_argnames must not "
+                             "intersect: a static argument is not an array to donate)")
         return Jitted(f, sa, da, backend, incremental)
 
     return make if fun is None else make(fun)
