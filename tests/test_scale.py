@@ -1,0 +1,63 @@
+"""Scale: the verifier is linear in the graph's size, deep nesting of ``cond`` and of pytrees
+works as deep as JAX's (or fails naming the depth), never with a ``RecursionError``."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, VerificationError
+
+
+def _chain(n: int) -> Graph:
+    def f(x):
+        for _ in range(n):
+            x = fnp.sin(x)
+        return x
+
+    return fg.make_graph(f)(np.ones(3))
+
+
+def test_verify_is_linear_ten_thousand_equations_well_under_a_second() -> None:
+    big = _chain(10_000)
+    small = _chain(1_000)
+    t0 = time.perf_counter()
+    small.verify()
+    t_small = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    big.verify()
+    t_big = time.perf_counter() - t0
+    assert t_big < 1.0, f"verify of 10,000 equations took {t_big:.2f} s"
+    assert t_big < 30 * max(t_small, 1e-3), f"1k: {t_small:.3f} s, 10k: {t_big:.3f} s (not linear)"
+
+
+def _verify_error(graph: Graph) -> str:
+    with pytest.raises(VerificationError) as err:
+        graph.verify()
+    return str(err.value)
+
+
+def test_verifier_error_texts_name_the_equation_as_before() -> None:
+    g = fg.make_graph(lambda x: fnp.sin(fnp.cos(x)) * 2.0)(np.ones(3))
+    cos, sin, mul = g.eqns
+    assert _verify_error(Graph(g.invars, (), (), (sin, cos, mul), g.outvars)) == \
+        "eqn 0 `b:f64[3] = sin c`: var used before it is defined"
+    assert _verify_error(Graph(g.invars, (), (), (cos, cos, sin, mul), g.outvars)) == \
+        "eqn 1 `b:f64[3] = cos a`: var Var(f64[3]) is defined twice (SSA)"
+    wide = Literal(2.0, ShapedArray((2,), np.float64))
+    bad_mul = Eqn(mul.primitive, (mul.inputs[0], wide), mul.outputs, mul.params)
+    assert _verify_error(Graph(g.invars, (), (), (cos, sin, bad_mul), g.outvars)) == \
+        "eqn 2 `d:f64[3] = mul c 2.0:f64[2]`: literal 2.0:f64[2] is not a scalar"
+    assert _verify_error(Graph(g.invars, (), (), (cos, Eqn(sin.primitive, sin.inputs * 2, sin.outputs, sin.params),
+                                                  mul), g.outvars)) == \
+        "eqn 1 `c:f64[3] = sin b b`: sin takes 1 inputs, got 2"
+    out4 = Var(ShapedArray((4,), np.float64))
+    assert _verify_error(Graph(g.invars, (), (), (cos, sin, Eqn(mul.primitive, mul.inputs, (out4,), mul.params)),
+                               (out4,))) == \
+        "eqn 2 `d:f64[4] = mul c 2.0:f64[]`: outputs have types f64[4] but mul's shape rule gives f64[3]"
+    assert _verify_error(Graph(g.invars, (), (), (cos, sin), g.outvars)) == \
+        "graph outputs: var used before it is defined"
