@@ -30,6 +30,11 @@ class ConcretizationError(TypeError):
     """A traced value was used where Python needs a concrete one (``if``, ``bool``, ``int``)."""
 
 
+class NestingError(RecursionError):
+    """A program nests transformations or sub-graphs (cond in cond, pytrees in pytrees)
+    deeper than fungraph can trace; the message names the depth."""
+
+
 class MissingRuleError(NotImplementedError):
     """A primitive lacks the rule an interpreter needs."""
 
@@ -170,6 +175,44 @@ def get_primitive(name: str) -> Primitive:
         return Primitive.registry[name]
     except KeyError:
         raise KeyError(f"unknown primitive `{name}`") from None
+
+
+# --- deep nesting ----------------------------------------------------------------------
+
+#: Python's recursion limit while fungraph traces or compiles: a nested ``cond`` costs about
+#: seven frames a level, so JAX's 200 levels need more than Python's default 1000. Bounded so
+#: that recursion through C (hashing nested graphs) stays well inside a thread's stack.
+TRACE_RECURSION_LIMIT = 4000
+_DEEP = threading.Lock()
+_deep_users = 0
+_saved_limit = 0
+
+
+@contextmanager
+def deep_recursion() -> Iterator[None]:
+    """Raise Python's recursion limit to :data:`TRACE_RECURSION_LIMIT` while any thread is
+    inside (restored when the last one leaves)."""
+    global _deep_users, _saved_limit
+    with _DEEP:
+        if _deep_users == 0:
+            _saved_limit = sys.getrecursionlimit()
+            if _saved_limit < TRACE_RECURSION_LIMIT:
+                sys.setrecursionlimit(TRACE_RECURSION_LIMIT)
+        _deep_users += 1
+    try:
+        yield
+    finally:
+        with _DEEP:
+            _deep_users -= 1
+            if _deep_users == 0:
+                sys.setrecursionlimit(_saved_limit)
+
+
+def nesting_error(what: str, depth: int) -> NestingError:
+    """The error for a program nested ``depth`` levels deep, past what Python's stack allows."""
+    return NestingError(f"{what} nests {depth} levels deep (cond, while_loop, scan or jit inside one another), "
+                        f"past what fungraph can trace with Python's recursion limit of {TRACE_RECURSION_LIMIT}; "
+                        "flatten the nesting (lax.switch over several branches, a loop instead of recursion)")
 
 
 # --- the trace stack -------------------------------------------------------------------

@@ -29,7 +29,15 @@ from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED
 from fungraph.api import abstractify, flat_fun, split_static
 from fungraph.array import Array, HostArray
 from fungraph.backends import backend_factory, known_backends
-from fungraph.core import Primitive, Tracer, check_finite, to_concrete_dtype_array
+from fungraph.core import (
+    NestingError,
+    Primitive,
+    Tracer,
+    check_finite,
+    deep_recursion,
+    nesting_error,
+    to_concrete_dtype_array,
+)
 from fungraph.interpreters.graph_transforms import (
     batched_graph,
     jvp_graph,
@@ -72,6 +80,27 @@ on_clear(_SHARED.clear)
 def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = (), keep: bool = True) -> Compiled:
     """Optimise and plan ``graph`` once; later calls with an equal graph hit the cache. The
     result is kept in the bounded cache when ``keep``, else only while the caller holds it."""
+    with deep_recursion():
+        try:
+            return _compile_graph(graph, backend, tuple(donated), keep)
+        except RecursionError as err:
+            if isinstance(err, NestingError):
+                raise
+            raise nesting_error("the jitted graph", graph_depth(graph)) from None
+
+
+def graph_depth(graph: Graph) -> int:
+    """How many graphs deep ``graph``'s sub-graphs nest (1 without any), found with a stack."""
+    deepest = 0
+    stack = [(graph, 1)]
+    while stack:
+        g, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((sub, depth + 1) for e in g.eqns for sub in e.subgraphs)
+    return deepest
+
+
+def _compile_graph(graph: Graph, backend: str, donated: tuple[bool, ...], keep: bool) -> Compiled:
     factory = backend_factory(backend)
     key = (graph, backend, tuple(donated))
     hit = _COMPILED.get(key)
