@@ -273,3 +273,19 @@ def test_argnums_past_a_star_args_function_are_accepted_as_jax() -> None:
         return xs[0] * 2
 
     assert float(jax.jit(f, static_argnums=3)(1.0)) == float(fg.jit(f, static_argnums=3)(1.0)) == 2.0
+
+
+def test_opencl_signatures_are_freed_by_clear_caches(require_opencl: None) -> None:
+    import weakref
+
+    from fungraph.backends.opencl import engine
+
+    jf = fg.jit(lambda x: fnp.tanh(x) * 2.0 + 1.0, backend="opencl")
+    for n in range(1, 9):
+        jf(np.ones(n, np.float32))
+    executables = [weakref.ref(e.compiled.executable) for e in jf._cache.values()]
+    assert len(executables) == 8 and engine._PROGRAMS
+    fg.clear_caches()
+    gc.collect()
+    assert not engine._PROGRAMS
+    assert all(ref() is None for ref in executables), "an OpenCL executable outlived clear_caches()"
