@@ -321,9 +321,9 @@ def is_tree_node(typ: type) -> bool:
 
 class PyTreeDef:
     """The shape of a pytree without its leaves; immutable and hashable so it can key caches.
-    Its hash and leaf count are computed once, from its children's, and equality walks two
-    structures with a stack, so a structure as deep as JAX's (900 nested lists) needs no
-    recursion."""
+    Its hash (when it is made) and leaf count are computed from its children's, and equality
+    walks two structures with a stack, so a structure as deep as JAX's (900 nested lists)
+    needs no recursion."""
 
     __slots__ = ("node_type", "aux", "children", "_hash", "_num_leaves")
     node_type: type | None
@@ -335,6 +335,7 @@ class PyTreeDef:
         setattr_(self, "node_type", node_type)
         setattr_(self, "aux", aux)
         setattr_(self, "children", children)
+        setattr_(self, "_hash", hash((node_type, aux, tuple([c._hash for c in children]))))
 
     @property
     def num_leaves(self) -> int:
@@ -348,10 +349,7 @@ class PyTreeDef:
         raise AttributeError(f"PyTreeDef is immutable (cannot set {name})")
 
     def __hash__(self) -> int:
-        try:
-            return self._hash
-        except AttributeError:
-            return _bottom_up(self, "_hash", _node_hash)
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PyTreeDef):
@@ -361,7 +359,7 @@ class PyTreeDef:
             a, b = pairs.pop()
             if a is b:
                 continue
-            if (hash(a) != hash(b) or a.node_type is not b.node_type or len(a.children) != len(b.children)
+            if (a._hash != b._hash or a.node_type is not b.node_type or len(a.children) != len(b.children)
                     or a.aux != b.aux):
                 return False
             pairs.extend(zip(a.children, b.children))
@@ -396,10 +394,6 @@ class PyTreeDef:
 
     def __repr__(self) -> str:
         return f"PyTreeDef({_show(self)})"
-
-
-def _node_hash(td: PyTreeDef) -> int:
-    return hash((td.node_type, td.aux, tuple([c._hash for c in td.children])))
 
 
 def _bottom_up(td: PyTreeDef, slot: str, compute: Callable[[PyTreeDef], Any]) -> Any:
