@@ -13,6 +13,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from fungraph._caches import on_clear
+
 _T = TypeVar("_T")
 _Typ = TypeVar("_Typ", bound=type)
 
@@ -301,6 +303,9 @@ def _namedtuple_rule(cls: type) -> _NodeRule:
         lambda _, c: cls(*c),
         lambda t: ([(GetAttrKey(f), v) for f, v in zip(cls._fields, t)], None),
     )
+
+
+on_clear(_namedtuple_rule.cache_clear)
 
 
 def _rule_for(t: type) -> _NodeRule | None:
