@@ -198,15 +198,7 @@ def trunc(x: Any) -> Any:
 fix = trunc
 
 
-def _rint(x: Any) -> Any:
-    """Round half to even: floor, then up when the fraction is above 1/2 or is 1/2 on an odd floor."""
-    fl = ew.floor(x)
-    frac = ew.sub(x, fl)                                                # exact for floats
-    half = _c(0.5, x)
-    odd = ew.eq(ew.mod_p.bind(fl, _c(2, x)), _c(1, x))
-    up = ew.or_p.bind(ew.gt(frac, half), ew.and_p.bind(ew.eq(frac, half), odd))
-    out = ew.select(up, ew.add(fl, _c(1, x)), fl)
-    return ew.select(ew.eq(frac, frac), out, x)                         # inf and nan pass through
+_rint = ew.round_half_even
 
 
 def rint(x: Any) -> Any:

@@ -1,0 +1,65 @@
+"""Operands as the primitives take them: weak Python scalars, conversion to arrays, and numpy-2
+(NEP 50) promotion. Shared by ``lax`` and ``numpy``, so both convert arguments one way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import ShapeError, Tracer, to_concrete_dtype_array
+from fungraph.ir import ShapedArray, aval_of
+from fungraph.primitives import shape as sh
+from fungraph.primitives.elementwise import convert
+
+_SCALARS = (bool, int, float, complex)
+
+
+def is_weak(x: Any) -> bool:
+    return isinstance(x, _SCALARS) and not isinstance(x, np.generic)
+
+
+def asarray(x: Any) -> Any:
+    """A tracer, or a numpy array of a supported dtype (lists and scalars converted)."""
+    if isinstance(x, Tracer):
+        return x
+    if isinstance(x, (list, tuple)) and any(isinstance(e, Tracer) for e in _flat(x)):
+        return _stack([asarray(e) for e in x])
+    return to_concrete_dtype_array(x)
+
+
+def _flat(x: Any) -> list[Any]:
+    if isinstance(x, (list, tuple)):
+        return [y for e in x for y in _flat(e)]
+    return [x]
+
+
+def _stack(arrays: list[Any]) -> Any:
+    """The arrays promoted to one dtype and stacked along a new leading axis."""
+    if len(arrays) == 0:
+        raise ValueError("need at least one array to stack")
+    xs = [asarray(x) for x in promote(*arrays)]
+    shapes = {aval_of(x).shape for x in xs}
+    if len(shapes) != 1:
+        raise ShapeError(f"stack: all input arrays must have the same shape, got {[aval_of(x).shape for x in xs]}")
+    return sh.concatenate([sh.reshape(x, (1,) + aval_of(x).shape) for x in xs], axis=0)
+
+
+def aval(x: Any) -> ShapedArray:
+    return aval_of(x) if not is_weak(x) else aval_of(np.asarray(x))
+
+
+def promote(*args: Any, to_inexact: bool = False) -> list[Any]:
+    """Bring operands to one dtype the numpy-2 way; ``to_inexact`` makes ints float64."""
+    args = tuple(a if is_weak(a) or isinstance(a, Tracer) else asarray(a) for a in args)
+    dtype = dtypes.result_type(*args)
+    if to_inexact and not dtypes.is_inexact(dtype):
+        dtype = dtypes.float64
+    return [cast(a, dtype) for a in args]
+
+
+def cast(x: Any, dtype: np.dtype) -> Any:
+    if is_weak(x):
+        return np.asarray(x, dtype=dtype)
+    return convert(asarray(x), dtype)
