@@ -3,7 +3,8 @@ differentiable through the decomposition primitives of ``fungraph.primitives.lin
 
 ``eig``/``eigvals`` take real or complex matrices and, like JAX, always return complex arrays
 (numpy returns real ones when every eigenvalue of a real matrix is real); the other routines
-take real matrices. ``eigh``, ``eigvalsh`` and ``cholesky`` read the lower triangle, as numpy does."""
+take real matrices. ``eigh`` and ``eigvalsh`` read the lower triangle, as numpy does; ``cholesky``
+factors ``(a + a^H) / 2``, as JAX does (the same for a Hermitian ``a``; its gradient is symmetric)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,11 @@ def _sym_lower(x: Any) -> Any:
         on_diag = ops.diag_embed(ew.convert(ew.real(ops.diag_part(x)), x.dtype))
         return ew.add(ew.add(below, ops.mH(below)), on_diag)
     return ew.add(ops.tril(x), ops.mT(below))
+
+
+def _hermitian_part(x: Any) -> Any:
+    """``(x + x^H) / 2``: JAX's symmetrisation before a Hermitian decomposition."""
+    return ew.mul(ew.add(x, ops.mH(x)), np.asarray(0.5, x.dtype))
 
 
 def _broadcast_lead(a: Any, b: Any) -> tuple[Any, Any]:
@@ -194,8 +200,11 @@ def tensorinv(a: Any, ind: int = 2) -> Any:
 # --- decompositions -------------------------------------------------------------------------------
 
 
-def cholesky(a: Any, *, upper: bool = False) -> Any:
-    low = ops.cholesky(_sym_lower(_float_matrix(a, "cholesky")))
+def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> Any:
+    """The Cholesky factor of ``(a + a^H) / 2`` as JAX's (so the gradient is symmetric), or of
+    the Hermitian matrix ``a``'s lower triangle gives with ``symmetrize_input=False``."""
+    x = _float_matrix(a, "cholesky")
+    low = ops.cholesky(_hermitian_part(x) if symmetrize_input else _sym_lower(x))
     return ops.mT(low) if upper else low
 
 

@@ -1,0 +1,168 @@
+"""``fungraph.scipy.linalg`` against JAX 0.10's ``jax.scipy.linalg`` (and SciPy): values,
+gradients (JAX's and finite differences), and ``vmap`` against a loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph.scipy import linalg as fsl
+from fungraph.testing import check_grads
+from tests.helpers import jax_or_skip
+
+jax, jnp = jax_or_skip()
+jsl = jax.scipy.linalg
+
+RNG = np.random.default_rng(7)
+A = RNG.standard_normal((4, 4)) + 4 * np.eye(4)
+SPD = A @ A.T + np.eye(4)
+B = RNG.standard_normal((4, 2))
+V = RNG.standard_normal(4)
+TALL = RNG.standard_normal((5, 3))
+WIDE = RNG.standard_normal((3, 5))
+
+
+def _leaves(x: Any) -> list[np.ndarray]:
+    return [np.asarray(v) for v in jax.tree_util.tree_leaves(x)]
+
+
+def _close(got: Any, want: Any, tol: float = 1e-10) -> None:
+    got_l, want_l = _leaves(got), _leaves(want)
+    assert len(got_l) == len(want_l)
+    for g, w in zip(got_l, want_l):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+# (name, function of the library's scipy.linalg, arguments): each is compared on values,
+# gradient of a weighted sum (a non-symmetric weight, so symmetrisation shows) and vmap.
+CASES: list[tuple[str, Callable[[Any], Callable[..., Any]], tuple[np.ndarray, ...]]] = [
+    ("solve_triangular_lower", lambda sl: lambda a, b: sl.solve_triangular(a, b, lower=True), (A, B)),
+    ("solve_triangular_upper_T", lambda sl: lambda a, b: sl.solve_triangular(a, b, trans="T"), (A, V)),
+    ("solve_triangular_unit_C", lambda sl: lambda a, b: sl.solve_triangular(a, b, trans=2, lower=True,
+                                                                           unit_diagonal=True), (A, B)),
+    ("cholesky_upper", lambda sl: lambda a: sl.cholesky(a), (SPD,)),
+    ("cholesky_lower", lambda sl: lambda a: sl.cholesky(a, lower=True), (SPD,)),
+    ("cho_solve", lambda sl: lambda a, b: sl.cho_solve(sl.cho_factor(a), b), (SPD, B)),
+    ("cho_solve_lower", lambda sl: lambda a, b: sl.cho_solve(sl.cho_factor(a, lower=True), b), (SPD, V)),
+    ("lu", lambda sl: lambda a: sl.lu(a), (A,)),
+    ("lu_tall", lambda sl: lambda a: sl.lu(a)[1:], (TALL,)),
+    ("lu_wide", lambda sl: lambda a: sl.lu(a)[1:], (WIDE,)),
+    ("lu_permute_l", lambda sl: lambda a: sl.lu(a, permute_l=True), (A,)),
+    ("lu_factor", lambda sl: lambda a: sl.lu_factor(a)[0], (A,)),
+    ("lu_solve", lambda sl: lambda a, b: sl.lu_solve(sl.lu_factor(a), b), (A, B)),
+    ("lu_solve_T", lambda sl: lambda a, b: sl.lu_solve(sl.lu_factor(a), b, trans=1), (A, V)),
+    ("qr_economic", lambda sl: lambda a: sl.qr(a, mode="economic"), (TALL,)),
+    ("qr_full_square", lambda sl: lambda a: sl.qr(a), (A,)),
+    ("qr_r", lambda sl: lambda a: sl.qr(a, mode="r"), (TALL,)),
+    ("svd_values", lambda sl: lambda a: sl.svd(a, compute_uv=False), (TALL,)),
+    ("eigh_values", lambda sl: lambda a: sl.eigh(a, eigvals_only=True), (SPD,)),
+    ("eigh_upper_values", lambda sl: lambda a: sl.eigh(a, lower=False, eigvals_only=True), (SPD,)),
+    ("inv", lambda sl: lambda a: sl.inv(a), (A,)),
+    ("det", lambda sl: lambda a: sl.det(a), (A,)),
+    ("solve", lambda sl: lambda a, b: sl.solve(a, b), (A, B)),
+    ("solve_pos", lambda sl: lambda a, b: sl.solve(a, b, assume_a="pos"), (SPD, V)),
+    ("expm_small", lambda sl: lambda a: sl.expm(a * 0.01), (A,)),
+    ("expm", lambda sl: lambda a: sl.expm(a * 0.3), (A,)),
+    ("expm_large", lambda sl: lambda a: sl.expm(a * 2.0), (A,)),
+    ("expm_upper_triangular", lambda sl: lambda a: sl.expm(a * 0.5, upper_triangular=True), (np.triu(A),)),
+    ("block_diag", lambda sl: lambda a, b: sl.block_diag(a, b, b[0]), (A, B)),
+]
+IDS = [c[0] for c in CASES]
+
+
+def _weighted_sum(m: Any, fun: Callable[..., Any]) -> Callable[..., Any]:
+    def scalar(*args: Any) -> Any:
+        leaves = [x for x in m.tree_util.tree_leaves(fun(*args)) if x.dtype.kind in "fc"]
+        total = 0.0
+        for i, x in enumerate(leaves):
+            w = np.cos(np.arange(x.size) * 1.3 + i).reshape(x.shape)
+            total = total + (x * w).sum()
+        return total
+
+    return scalar
+
+
+@pytest.mark.parametrize("name, make, args", CASES, ids=IDS)
+def test_values_match_jax(name: str, make: Callable[[Any], Any], args: tuple) -> None:
+    _close(make(fsl)(*args), make(jsl)(*args), 1e-9)
+
+
+@pytest.mark.parametrize("name, make, args", CASES, ids=IDS)
+def test_gradients_match_jax(name: str, make: Callable[[Any], Any], args: tuple) -> None:
+    argnums = tuple(range(len(args)))
+    got = fg.grad(_weighted_sum(fg, make(fsl)), argnums=argnums)(*args)
+    want = jax.grad(_weighted_sum(jax, make(jsl)), argnums=argnums)(*args)
+    _close(got, want, 1e-7)
+
+
+@pytest.mark.parametrize("name, make, args", [c for c in CASES if c[0] in (
+    "solve_triangular_lower", "solve", "lu", "lu_solve", "expm", "expm_large", "block_diag", "qr_economic")],
+    ids=["solve_triangular_lower", "lu", "lu_solve", "solve", "expm", "expm_large", "block_diag", "qr_economic"])
+def test_gradients_match_finite_differences(name: str, make: Callable[[Any], Any], args: tuple) -> None:
+    check_grads(_weighted_sum(fg, make(fsl)), args, order=1)
+
+
+VMAPPED = ["solve_triangular_lower", "cholesky_upper", "cho_solve", "lu", "lu_tall", "lu_factor", "lu_solve",
+           "qr_economic", "inv", "det", "solve", "expm", "expm_large"]
+
+
+@pytest.mark.parametrize("name, make, args", [c for c in CASES if c[0] in VMAPPED], ids=VMAPPED)
+def test_vmap_matches_a_loop(name: str, make: Callable[[Any], Any], args: tuple) -> None:
+    scales = np.array([0.5, 1.0, 1.7])
+    batched = tuple(np.stack([a * s if i == 0 else a + s for s in scales]) for i, a in enumerate(args))
+    fun = make(fsl)
+    got = fg.vmap(fun)(*batched)
+    for k in range(len(scales)):
+        want = fun(*(b[k] for b in batched))
+        _close(jax.tree_util.tree_map(lambda x: np.asarray(x)[k], got), want, 1e-10)
+
+
+def test_batched_inputs_match_jax() -> None:
+    """Leading axes are a batch, as in jax.scipy.linalg."""
+    a = np.stack([A, A.T + np.eye(4)])
+    _close(fsl.expm(a * 0.2), jsl.expm(a * 0.2))
+    _close(fsl.solve_triangular(a, np.stack([B, B]), lower=True), jsl.solve_triangular(a, np.stack([B, B]), lower=True))
+
+
+def test_values_match_scipy() -> None:
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    np.testing.assert_allclose(fsl.expm(A * 0.7), scipy_linalg.expm(A * 0.7), rtol=1e-10)
+    lu_, piv = fsl.lu_factor(A)
+    want_lu, want_piv = scipy_linalg.lu_factor(A)
+    np.testing.assert_allclose(lu_, want_lu, rtol=1e-12)
+    np.testing.assert_array_equal(piv, want_piv)
+    np.testing.assert_allclose(fsl.qr(TALL)[0] @ fsl.qr(TALL)[1], TALL, atol=1e-12)
+
+
+def test_jit_matches_eager() -> None:
+    f = lambda a, b: fsl.lu_solve(fsl.lu_factor(a), b) + fsl.expm(a * 0.1) @ b  # noqa: E731
+    _close(fg.jit(f)(A, B), f(A, B))
+
+
+def test_numpy_cholesky_gradient_is_symmetric_as_jaxs() -> None:
+    """jnp.linalg.cholesky symmetrises its input, so a non-symmetric cotangent gives a symmetric
+    gradient (before, only the lower triangle got one)."""
+    w = np.arange(16.0).reshape(4, 4)
+    got = fg.grad(lambda a: (fnp.linalg.cholesky(a) * w).sum())(SPD)
+    want = jax.grad(lambda a: (jnp.linalg.cholesky(a) * w).sum())(SPD)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    np.testing.assert_allclose(got, got.T, rtol=1e-12)
+
+
+def test_bad_arguments_raise_clear_errors() -> None:
+    with pytest.raises(ValueError, match="trans"):
+        fsl.solve_triangular(A, B, trans=3)
+    with pytest.raises(ValueError, match="square"):
+        fsl.inv(TALL)
+    with pytest.raises(ValueError, match="mode"):
+        fsl.qr(A, mode="bad")
+    with pytest.raises(ValueError, match="assume_a"):
+        fsl.solve(A, B, assume_a="tri")
+    with pytest.raises(ValueError, match="at most 2"):
+        fsl.block_diag(np.ones((2, 2, 2)))
