@@ -537,6 +537,13 @@ from fungraph._lax_ops import (  # noqa: E402
     top_k,
     transpose,
 )
+from fungraph._lax_window_shapes import (  # noqa: E402
+    conv_general_shape_tuple,
+    conv_shape_tuple,
+    conv_transpose_shape_tuple,
+    padtype_to_pads,
+    reduce_window_shape_tuple,
+)
 from fungraph._lax_windows import (  # noqa: E402
     ConvDimensionNumbers,
     ConvGeneralDilatedDimensionNumbers,
@@ -549,6 +556,9 @@ from fungraph._lax_windows import (  # noqa: E402
     reduce,
     reduce_window,
 )
+
+__all__ += ["conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose_shape_tuple", "padtype_to_pads",
+            "reduce_window_shape_tuple"]
 from fungraph.primitives.collectives import (  # noqa: E402
     all_gather,
     all_to_all,
