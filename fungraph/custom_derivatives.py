@@ -392,18 +392,20 @@ class custom_vjp:
         fwd, bwd = self.fwd, self.bwd
         res_tree: list[PyTreeDef] = []
 
-        def flat_fwd(primals: list[Any]) -> tuple[list[Any], list[Any]]:
-            out, res = fwd(*tree_unflatten(in_tree, primals))
-            out_leaves, tree1 = tree_flatten(out)
-            if tree1 != out_tree:
-                raise TypeError(f"custom_vjp fwd of {self.fun.__name__} returned {tree1}, expected {out_tree}")
-            res_leaves, rt = tree_flatten(res)
-            res_tree.append(rt)
-            return [asarray(x) for x in out_leaves], [asarray(x) for x in res_leaves]
-
         in_avals = [aval(x) for x in leaves]
         fun_name = self.fun.__name__
+        fwd_name = getattr(fwd, "__name__", "fwd")
         bwd_name = getattr(bwd, "__name__", "bwd")
+
+        def flat_fwd(primals: list[Any]) -> tuple[list[Any], list[Any]]:
+            out, res = checks.fwd_pair(fwd(*tree_unflatten(in_tree, primals)), fwd_name, fun_name)
+            out_leaves, tree1 = tree_flatten(out)
+            out_leaves = [asarray(x) for x in out_leaves]
+            checks.check_fwd_primals(fwd_name, fun_name, tree1, out_leaves, out_tree, graph.out_avals)
+            res_leaves, rt = tree_flatten(res)
+            res_tree.append(rt)
+            return out_leaves, [asarray(x) for x in res_leaves]
+
 
         def flat_bwd(res: list[Any], cts: list[Any]) -> list[Any]:
             out = bwd(tree_unflatten(res_tree[-1], res), tree_unflatten(out_tree, cts))

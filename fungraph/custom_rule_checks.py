@@ -92,6 +92,27 @@ def checked_tangents(rule: str, fun: str, outs: Sequence[Any], tangents: Sequenc
 # --- custom_vjp ---------------------------------------------------------------------------------
 
 
+def fwd_pair(out: Any, rule: str, fun: str) -> tuple[Any, Any]:
+    if not isinstance(out, (list, tuple)) or len(out) != 2:
+        raise TypeError(f"Custom VJP fwd rule {rule} for function {fun} must produce a pair (list or tuple of "
+                        f"length two) where the first element represents the primal output and the second the "
+                        f"residuals, but got {out!r}.")
+    return out[0], out[1]
+
+
+def check_fwd_primals(rule: str, fun: str, out_tree: PyTreeDef, outs: Sequence[Any],
+                      expected_tree: PyTreeDef, expected: Sequence[ShapedArray]) -> None:
+    """The fwd rule's primal output must have the structure and types of the function's output."""
+    if out_tree != expected_tree:
+        raise TypeError(f"Custom VJP fwd rule {rule} for function {fun} must produce a primal output with the "
+                        f"container (pytree) structure of {fun}'s output, {expected_tree}, but got {out_tree}.")
+    got = [aval_of(o) for o in outs]
+    if any(g != e for g, e in zip(got, expected)):
+        raise TypeError(f"Custom VJP fwd rule {rule} for function {fun} must produce a primal output with the "
+                        f"shapes/dtypes of {fun}'s output, {[str(e) for e in expected]}, but got "
+                        f"{[str(g) for g in got]}.")
+
+
 def bwd_cotangents(rule: str, fun: str, out: Any, in_tree: PyTreeDef,
                    in_avals: Sequence[ShapedArray]) -> list[Any]:
     """The flat cotangents of a bwd rule's output: one entry per input leaf, None for a zero

@@ -266,3 +266,27 @@ def test_jvp_rule_primal_output_must_match_the_function() -> None:
 
     with pytest.raises(TypeError, match=r"tuple_jvp.*structure"):
         fg.grad(lambda x: fg.jit(f)(x).sum())(X)
+
+
+def test_fwd_rule_must_return_a_pair_with_the_functions_output() -> None:
+    f = fg.custom_vjp(lambda x: x * 2)
+
+    def lone_fwd(x: Any) -> Any:
+        return x * 2
+
+    f.defvjp(lone_fwd, lambda res, ct: (ct * 2,))
+    with pytest.raises(TypeError, match=r"lone_fwd.*must produce a pair"):
+        fg.grad(lambda x: f(x).sum())(X)
+
+    g = fg.custom_vjp(lambda x: x * 2)
+
+    def short_fwd(x: Any) -> tuple:
+        return x[:2] * 2, None
+
+    g.defvjp(short_fwd, lambda res, ct: (ct * 2,))
+    with pytest.raises(TypeError, match=r"short_fwd.*\['f64\[3\]'\].*\['f64\[2\]'\]"):
+        fg.grad(lambda x: g(x).sum())(X)
+    h = jax.custom_vjp(lambda x: x * 2)
+    h.defvjp(lambda x: (x[:2] * 2, None), lambda res, ct: (ct * 2,))
+    with pytest.raises((TypeError, ValueError)):
+        jax.grad(lambda x: h(x).sum())(X)
