@@ -170,3 +170,48 @@ def test_bad_arguments_raise_clear_errors() -> None:
         fsl.solve(A, B, assume_a="tri")
     with pytest.raises(ValueError, match="at most 2"):
         fsl.block_diag(np.ones((2, 2, 2)))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5)])
+def test_full_matrices_under_jit_and_vmap_match_jax(shape: tuple[int, int]) -> None:
+    """qr(mode='full') and svd(full_matrices=True) of non-square matrices run under jit and vmap
+    (they were eager-only), and refuse differentiation as JAX's do."""
+    a = RNG.standard_normal(shape)
+    stack = np.stack([a, 2 * a])
+    q, r = fg.jit(fsl.qr)(a)
+    jq, jr = jsl.qr(a)
+    assert q.shape == jq.shape and r.shape == jr.shape
+    np.testing.assert_allclose(np.abs(q), np.abs(jq), atol=1e-10)
+    np.testing.assert_allclose(np.asarray(q) @ np.asarray(r), a, atol=1e-12)
+    qs, rs = fg.vmap(fsl.qr)(stack)
+    np.testing.assert_allclose(np.einsum("bij,bjk->bik", qs, rs), stack, atol=1e-12)
+    u, s, vh = fg.jit(fsl.svd)(a)
+    ju, js, jvh = jsl.svd(a)
+    assert u.shape == ju.shape and vh.shape == jvh.shape
+    np.testing.assert_allclose(s, js, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(u)[:, :len(s)] * np.asarray(s) @ np.asarray(vh)[:len(s)], a, atol=1e-12)
+    with pytest.raises(NotImplementedError):
+        jax.grad(lambda m: jsl.svd(m)[0].sum())(a)
+    with pytest.raises(NotImplementedError, match="full_matrices"):
+        fg.grad(lambda m: fsl.svd(m)[0].sum())(a)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
+@pytest.mark.parametrize("mode", ["full", "economic", "r"])
+def test_qr_gradients_of_every_mode_and_shape_match_jax(shape: tuple[int, int], mode: str) -> None:
+    """JAX's rules: wide matrices through the leading square block, the complete Q of a tall
+    matrix through Householder's gauge."""
+    a = RNG.standard_normal(shape)
+    got = fg.grad(_weighted_sum(fg, lambda m: fsl.qr(m, mode=mode)))(a)
+    want = jax.grad(_weighted_sum(jax, lambda m: jsl.qr(m, mode=mode)))(a)
+    np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+    got_v = fg.vmap(fg.grad(_weighted_sum(fg, lambda m: fsl.qr(m, mode=mode))))(np.stack([a, 2 * a]))
+    np.testing.assert_allclose(got_v[1], fg.grad(_weighted_sum(fg, lambda m: fsl.qr(m, mode=mode)))(2 * a),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_numpy_qr_complete_gradient_matches_jax() -> None:
+    w = np.cos(np.arange(25.0)).reshape(5, 5)
+    got = fg.grad(lambda m: (fnp.linalg.qr(m, mode="complete")[0] * w).sum())(TALL)
+    want = jax.grad(lambda m: (jnp.linalg.qr(m, mode="complete")[0] * w).sum())(TALL)
+    np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)

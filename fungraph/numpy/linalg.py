@@ -236,18 +236,14 @@ def eigvals(a: Any) -> Any:
 
 
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
-    """The SVD; ``full_matrices=True`` (numpy's default) is supported for square inputs, where it
-    equals the thin one (a full basis of the larger space has no unique derivative)."""
+    """The SVD; with ``full_matrices=True`` (numpy's default) a non-square matrix gets square U
+    and V^H, whose derivative is not defined (a full basis of the larger space is not unique:
+    differentiate ``full_matrices=False``), as in JAX."""
     x = _float_matrix(a, "svd", square=False)
-    u, s, vt = ops.svd_p.bind(x)
     if not compute_uv:
-        return s
+        return ops.svd_p.bind(x)[1]
     m, n = x.shape[-2:]
-    if full_matrices and m != n:
-        if isinstance(x, np.ndarray):
-            return SVDResult(*np.linalg.svd(x, full_matrices=True))
-        raise NotImplementedError("svd(full_matrices=True) of a non-square traced matrix: pass full_matrices=False")
-    return SVDResult(u, s, vt)
+    return SVDResult(*ops.svd_p.bind(x, full_matrices=bool(full_matrices) and m != n))
 
 
 def svdvals(x: Any) -> Any:
@@ -257,13 +253,9 @@ def svdvals(x: Any) -> Any:
 def qr(a: Any, mode: str = "reduced") -> Any:
     x = _float_matrix(a, "qr", square=False)
     m, n = x.shape[-2:]
-    if mode == "complete" and m > n:
-        if isinstance(x, np.ndarray):
-            return QRResult(*np.linalg.qr(x, mode="complete"))
-        raise NotImplementedError("qr(mode='complete') of a tall traced matrix is not supported")
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"qr: unrecognized mode {mode!r}")
-    q, r = ops.qr_p.bind(x)
+    q, r = ops.qr_p.bind(x, full_matrices=mode == "complete" and m > n)
     return r if mode == "r" else QRResult(q, r)
 
 
