@@ -388,11 +388,25 @@ class custom_vjp:
             raise AttributeError(f"no VJP defined for custom_vjp function {self.fun.__name__}; use defvjp")
         if self.nondiff:
             return self._call_nondiff(args)
+        leaves, in_tree = tree_flatten(tuple(args))
+        trace = find_top_trace(leaves)
+        if isinstance(trace, JVPTrace) and trace.main is innermost_main():
+            return self._fwd_only(trace, leaves, in_tree)
         leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
-        fwd, bwd = self.fwd, self.bwd
-        res_tree: list[PyTreeDef] = []
+        flat_fwd, flat_bwd = self._flat_rules(in_tree, [aval(x) for x in leaves], (out_tree, graph.out_avals), [])
+        outs = custom_vjp_call_p.bind(*leaves, *closure, call=graph, fwd=flat_fwd, bwd=flat_bwd,
+                                      num_consts=len(closure))
+        return tree_unflatten(out_tree, outs)
 
-        in_avals = [aval(x) for x in leaves]
+    def _flat_rules(self, in_tree: PyTreeDef, in_avals: list[ShapedArray],
+                    expected: tuple[PyTreeDef, tuple[ShapedArray, ...]] | None,
+                    out_box: list[PyTreeDef]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """``fwd`` and ``bwd`` over flat lists, their outputs checked (``expected``: the
+        function's output structure and types, when it was staged); fwd's output structure goes
+        to ``out_box``."""
+        fwd, bwd = self.fwd, self.bwd
+        assert fwd is not None and bwd is not None
+        res_tree: list[PyTreeDef] = []
         fun_name = self.fun.__name__
         fwd_name = getattr(fwd, "__name__", "fwd")
         bwd_name = getattr(bwd, "__name__", "bwd")
@@ -401,22 +415,38 @@ class custom_vjp:
             out, res = checks.fwd_pair(fwd(*tree_unflatten(in_tree, primals)), fwd_name, fun_name)
             out_leaves, tree1 = tree_flatten(out)
             out_leaves = [asarray(x) for x in out_leaves]
-            checks.check_fwd_primals(fwd_name, fun_name, tree1, out_leaves, out_tree, graph.out_avals)
+            if expected is not None:
+                checks.check_fwd_primals(fwd_name, fun_name, tree1, out_leaves, *expected)
+            out_box.append(tree1)
             res_leaves, rt = tree_flatten(res)
             res_tree.append(rt)
             return out_leaves, [asarray(x) for x in res_leaves]
 
-
         def flat_bwd(res: list[Any], cts: list[Any]) -> list[Any]:
-            out = bwd(tree_unflatten(res_tree[-1], res), tree_unflatten(out_tree, cts))
+            out = bwd(tree_unflatten(res_tree[-1], res), tree_unflatten(out_box[-1], cts))
             ct_leaves = checks.bwd_cotangents(bwd_name, fun_name, out, in_tree, in_avals)
             return [_cotangent(c, a) for c, a in zip(ct_leaves, in_avals)]
 
-        flat_fwd.__name__ = f"{self.fun.__name__}_fwd"
-        flat_bwd.__name__ = f"{self.fun.__name__}_bwd"
-        outs = custom_vjp_call_p.bind(*leaves, *closure, call=graph, fwd=flat_fwd, bwd=flat_bwd,
-                                      num_consts=len(closure))
-        return tree_unflatten(out_tree, outs)
+        flat_fwd.__name__ = f"{fun_name}_fwd"
+        flat_bwd.__name__ = f"{fun_name}_bwd"
+        return flat_fwd, flat_bwd
+
+    def _fwd_only(self, trace: JVPTrace, leaves: list[Any], in_tree: PyTreeDef) -> Any:
+        """Differentiated: ``fwd`` gives the outputs and residuals (the function itself is not
+        called, as in JAX), and a ``custom_lin`` equation, transposed by ``bwd``, the tangents;
+        with no tangent in, the call moves one level down."""
+        tracers = [full_raise(trace, x if isinstance(x, Tracer) else asarray(x)) for x in leaves]
+        primals = [t.primal for t in tracers]
+        if all(t.tangent is None for t in tracers):
+            return self(*tree_unflatten(in_tree, primals))
+        box: list[PyTreeDef] = []
+        flat_fwd, flat_bwd = self._flat_rules(in_tree, [aval(p) for p in primals], None, box)
+        outs, res = flat_fwd(primals)
+        tangents = [instantiate(t.tangent, aval(p)) for p, t in zip(primals, tracers)]
+        t_outs = custom_lin_p.bind(*res, *tangents, bwd=flat_bwd, num_res=len(res),
+                                   out_avals=tuple(aval(o) for o in outs))
+        return tree_unflatten(box[0], [JVPTracer(trace, p, t if dtypes.is_inexact(aval(p).dtype) else None)
+                                       for p, t in zip(outs, t_outs)])
 
     def _call_nondiff(self, args: tuple) -> Any:
         """JAX's ``nondiff_argnums``: ``fwd`` sees every argument where it was, ``bwd`` the held

@@ -66,6 +66,42 @@ def test_function_and_rule_run_as_often_as_in_jax(name: str) -> None:
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
 
 
+def _counted_vjp(lib: Any, m: Any) -> tuple[Any, dict[str, int]]:
+    counts = {"fun": 0, "fwd": 0, "bwd": 0}
+
+    @lib.custom_vjp
+    def f(x: Any) -> Any:
+        counts["fun"] += 1
+        return m.sin(x)
+
+    def f_fwd(x: Any) -> tuple:
+        counts["fwd"] += 1
+        return m.sin(x), x
+
+    def f_bwd(x: Any, g: Any) -> tuple:
+        counts["bwd"] += 1
+        return (m.cos(x) * g,)
+
+    f.defvjp(f_fwd, f_bwd)
+    return f, counts
+
+
+VJP_TRANSFORMS = {k: TRANSFORMS[k] for k in ("eager", "grad", "value_and_grad", "jit", "jit_grad", "vmap",
+                                             "vmap_grad", "jacrev")}
+
+
+@pytest.mark.parametrize("name", sorted(VJP_TRANSFORMS))
+def test_custom_vjp_function_fwd_and_bwd_run_as_often_as_in_jax(name: str) -> None:
+    """Under reverse-mode differentiation only fwd and bwd run, not the function itself."""
+    ours, ours_counts = _counted_vjp(fg, fnp)
+    theirs, their_counts = _counted_vjp(jax, jnp)
+    got = VJP_TRANSFORMS[name](fg, ours)()
+    want = VJP_TRANSFORMS[name](jax, theirs)()
+    assert ours_counts == their_counts
+    for g, w in zip(fg.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
+
+
 # --- defjvps ------------------------------------------------------------------------------------
 
 
@@ -269,6 +305,8 @@ def test_jvp_rule_primal_output_must_match_the_function() -> None:
 
 
 def test_fwd_rule_must_return_a_pair_with_the_functions_output() -> None:
+    """Checked where the function was staged (under jit); otherwise, as in JAX, the mismatch
+    surfaces as the bwd rule's cotangent type error."""
     f = fg.custom_vjp(lambda x: x * 2)
 
     def lone_fwd(x: Any) -> Any:
@@ -283,8 +321,13 @@ def test_fwd_rule_must_return_a_pair_with_the_functions_output() -> None:
     def short_fwd(x: Any) -> tuple:
         return x[:2] * 2, None
 
-    g.defvjp(short_fwd, lambda res, ct: (ct * 2,))
+    def short_bwd(res: Any, ct: Any) -> tuple:
+        return (ct * 2,)
+
+    g.defvjp(short_fwd, short_bwd)
     with pytest.raises(TypeError, match=r"short_fwd.*\['f64\[3\]'\].*\['f64\[2\]'\]"):
+        fg.grad(lambda x: fg.jit(g)(x).sum())(X)
+    with pytest.raises(ValueError, match=r"short_bwd.*f64\[2\].*f64\[3\]"):
         fg.grad(lambda x: g(x).sum())(X)
     h = jax.custom_vjp(lambda x: x * 2)
     h.defvjp(lambda x: (x[:2] * 2, None), lambda res, ct: (ct * 2,))
