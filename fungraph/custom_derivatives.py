@@ -167,7 +167,10 @@ class custom_jvp:
         self.nondiff = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         functools.update_wrapper(self, fun, updated=())
 
-    def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
+    def defjvp(self, jvp: Callable[..., Any], symbolic_zeros: bool = False) -> Callable[..., Any]:
+        if symbolic_zeros:
+            raise NotImplementedError("custom_jvp.defjvp(symbolic_zeros=True) is not supported: the rule gets "
+                                      "instantiated zero tangents")
         self.jvp = jvp
         return jvp
 
@@ -380,7 +383,11 @@ class custom_vjp:
         self.nondiff = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         functools.update_wrapper(self, fun, updated=())
 
-    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any], symbolic_zeros: bool = False,
+               optimize_remat: bool = False) -> None:
+        if symbolic_zeros:
+            raise NotImplementedError("custom_vjp.defvjp(symbolic_zeros=True) is not supported: fwd gets plain "
+                                      "arrays and bwd instantiated zero cotangents")
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any) -> Any:
