@@ -462,7 +462,8 @@ class custom_vjp:
         fun, fwd, bwd = self.fun, self.fwd, self.bwd
         assert fwd is not None and bwd is not None
         inner = custom_vjp(functools.wraps(fun)(lambda *diff: fun(*merged(diff))))
-        inner.defvjp(lambda *diff: fwd(*merged(diff)), lambda res, ct: bwd(*fixed, res, ct))
+        inner.defvjp(functools.wraps(fwd)(lambda *diff: fwd(*merged(diff))),
+                     functools.wraps(bwd)(lambda res, ct: bwd(*fixed, res, ct)))
         return inner(*(a for i, a in enumerate(args) if i not in self.nondiff))
 
 

@@ -333,3 +333,27 @@ def test_fwd_rule_must_return_a_pair_with_the_functions_output() -> None:
     h.defvjp(lambda x: (x[:2] * 2, None), lambda res, ct: (ct * 2,))
     with pytest.raises((TypeError, ValueError)):
         jax.grad(lambda x: h(x).sum())(X)
+
+
+def test_symbolic_zeros_flag_is_accepted_off_and_refused_on() -> None:
+    f = fg.custom_jvp(lambda x: x * 2)
+    f.defjvp(lambda p, t: (p[0] * 2, t[0] * 2), symbolic_zeros=False)
+    assert fg.grad(f)(1.0) == 2.0
+    with pytest.raises(NotImplementedError, match="symbolic_zeros"):
+        f.defjvp(lambda p, t: (p[0] * 2, t[0] * 2), symbolic_zeros=True)
+    g = fg.custom_vjp(lambda x: x * 2)
+    g.defvjp(lambda x: (x * 2, None), lambda res, ct: (ct * 2,), symbolic_zeros=False, optimize_remat=False)
+    assert fg.grad(g)(1.0) == 2.0
+    with pytest.raises(NotImplementedError, match="symbolic_zeros"):
+        g.defvjp(lambda x: (x * 2, None), lambda res, ct: (ct * 2,), symbolic_zeros=True)
+
+
+def test_errors_name_the_users_rules_with_nondiff_argnums() -> None:
+    f = fg.custom_vjp(lambda n, x: x * n, nondiff_argnums=(0,))
+
+    def n_bwd(n: Any, res: Any, ct: Any) -> tuple:
+        return (fnp.sum(ct),)
+
+    f.defvjp(lambda n, x: (x * n, None), n_bwd)
+    with pytest.raises(ValueError, match="n_bwd"):
+        fg.grad(lambda x: f(2.0, x).sum())(X)
