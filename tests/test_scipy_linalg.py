@@ -215,3 +215,27 @@ def test_numpy_qr_complete_gradient_matches_jax() -> None:
     got = fg.grad(lambda m: (fnp.linalg.qr(m, mode="complete")[0] * w).sum())(TALL)
     want = jax.grad(lambda m: (jnp.linalg.qr(m, mode="complete")[0] * w).sum())(TALL)
     np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+
+
+def test_structured_matrices_match_jax() -> None:
+    c, r = np.array([1.0, 2.0, 3.0]), np.array([9.0, 4.0, 5.0, 6.0])
+    z = np.array([1 + 1j, 2 - 1j, 0.5j])
+    for args in ((c,), (c, r), (z,), (np.arange(6.0).reshape(2, 3),), (np.arange(6.0).reshape(2, 3), r)):
+        _close(fsl.toeplitz(*args), jsl.toeplitz(*args), 0)
+    for args in ((c,), (c, r), (np.arange(6.0).reshape(2, 3), r)):
+        _close(fsl.hankel(*args), jsl.hankel(*args), 0)
+    _close(fsl.hilbert(5), jsl.hilbert(5), 1e-15)
+    got = fg.grad(lambda c, r: (fsl.toeplitz(c, r) * np.arange(12.0).reshape(3, 4)).sum(), argnums=(0, 1))(c, r)
+    want = jax.grad(lambda c, r: (jsl.toeplitz(c, r) * np.arange(12.0).reshape(3, 4)).sum(), argnums=(0, 1))(c, r)
+    _close(got, want, 1e-12)
+
+
+def test_expm_frechet_matches_jax_and_its_float32_path() -> None:
+    e = RNG.standard_normal((4, 4))
+    _close(fsl.expm_frechet(A * 0.3, e), jsl.expm_frechet(A * 0.3, e), 1e-9)
+    _close(fsl.expm_frechet(A * 0.3, e, compute_expm=False), jsl.expm_frechet(A * 0.3, e, compute_expm=False), 1e-9)
+    for scale in (0.01, 0.3, 3.0):
+        a32 = (A * scale).astype(np.float32)
+        got, want = np.asarray(fsl.expm(a32)), np.asarray(jsl.expm(a32))
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

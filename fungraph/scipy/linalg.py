@@ -22,8 +22,8 @@ from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.lu import lu_p, permutation_matrix, unpack
 
 __all__ = [
-    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "lu", "lu_factor",
-    "lu_solve", "qr", "solve", "solve_triangular", "svd",
+    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "expm_frechet", "hankel", "hilbert",
+    "inv", "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd", "toeplitz",
 ]
 
 
@@ -289,6 +289,59 @@ def expm(A: Any, *, upper_triangular: bool = False, max_squarings: int = 16) -> 
     flat = fnp.reshape(a, (-1,) + a.shape[-2:])
     out = vmap(lambda m: _expm_one(m, upper_triangular, max_squarings))(flat)
     return fnp.reshape(out, a.shape)
+
+
+def expm_frechet(A: Any, E: Any, *, method: str | None = None,  # noqa: N803
+                 compute_expm: bool = True) -> Any:
+    """The Frechet derivative of ``expm`` at ``A`` in the direction ``E`` (its JVP, as JAX
+    computes it), with ``expm(A)`` first when ``compute_expm``."""
+    from fungraph.api import jvp
+
+    a, e = _square(A, "expm_frechet"), _square(E, "expm_frechet")
+    if a.shape != e.shape:
+        raise ValueError(f"expected A and E to be the same shape, got A.shape={a.shape} E.shape={e.shape}")
+    a, e = promote(a, e, to_inexact=True)
+    value, derivative = jvp(expm, (a,), (e,))
+    return (value, derivative) if compute_expm else derivative
+
+
+# --- structured matrices ----------------------------------------------------------------------------
+
+
+def toeplitz(c: Any, r: Any = None) -> Any:
+    """``A[..., i, j] = c[..., i - j]`` for ``i >= j``, else ``r[..., j - i]`` (``r``: ``conj(c)`` by
+    default; ``r[0]`` is ignored); leading axes of ``c`` and ``r`` broadcast to a batch."""
+    c_ = fnp.atleast_1d(fnp.asarray(c))
+    r_ = fnp.conj(c_) if r is None else fnp.atleast_1d(fnp.asarray(r))
+    return _from_diagonals(fnp.flip(c_, -1), r_, lambda m, n: (m - 1) - np.arange(m)[:, None] + np.arange(n))
+
+
+def hankel(c: Any, r: Any = None) -> Any:
+    """``H[..., i, j] = v[..., i + j]`` with ``v = concatenate([c, r[1:]])`` (``r``: zeros by default)."""
+    c_ = fnp.atleast_1d(fnp.asarray(c))
+    r_ = fnp.zeros_like(c_) if r is None else fnp.atleast_1d(fnp.asarray(r))
+    return _from_diagonals(c_, r_, lambda m, n: np.arange(m)[:, None] + np.arange(n))
+
+
+def _from_diagonals(head: Any, r: Any, index: Callable[[int, int], np.ndarray]) -> Any:
+    """The (m, n) matrix of ``concatenate([head, r[1:]])[index(m, n)]`` over broadcast leading axes."""
+    dtype = fnp.result_type(head, r)
+    lead = np.broadcast_shapes(head.shape[:-1], r.shape[:-1])
+    head = fnp.broadcast_to(head.astype(dtype), lead + head.shape[-1:])
+    r = fnp.broadcast_to(r.astype(dtype), lead + r.shape[-1:])
+    m, n = head.shape[-1], r.shape[-1]
+    if m == 0 or n == 0:
+        return fnp.zeros(lead + (m, n), dtype)
+    elems = fnp.concatenate([head, r[..., 1:]], axis=-1)
+    return fnp.take(elems, index(m, n), axis=-1)
+
+
+def hilbert(n: int) -> Any:
+    """The Hilbert matrix ``1 / (i + j + 1)`` in the default float dtype."""
+    from fungraph import dtypes
+
+    i = np.arange(n, dtype=dtypes.default_float())
+    return fnp.asarray(1 / (i[:, None] + i[None, :] + 1))
 
 
 # --- block_diag --------------------------------------------------------------------------------------
