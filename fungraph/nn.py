@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,10 @@ from fungraph.primitives import reductions as red
 from fungraph.primitives import shape as sh
 from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.indexing import take
+
+#: ``fungraph.nn`` is a module, so ``from fungraph.nn.initializers import glorot_normal`` (JAX
+#: programs' ``from jax.nn.initializers import ...``) finds the submodule here.
+sys.modules[f"{__name__}.initializers"] = initializers
 
 
 def relu(x: Any) -> Any:
