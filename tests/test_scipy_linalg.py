@@ -239,3 +239,24 @@ def test_expm_frechet_matches_jax_and_its_float32_path() -> None:
         got, want = np.asarray(fsl.expm(a32)), np.asarray(jsl.expm(a32))
         assert got.dtype == want.dtype == np.float32
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def _gp_neg_log_likelihood(lib: Any, m: Any, sl: Any) -> Callable[..., Any]:
+    """A Gaussian-process marginal likelihood as JAX tutorials write it."""
+    x = np.linspace(0.0, 3.0, 7)
+    y = np.sin(2 * x)
+
+    def nll(log_scale: Any, log_noise: Any) -> Any:
+        d = x[:, None] - x[None, :]
+        k = m.exp(-0.5 * d ** 2 / m.exp(2 * log_scale)) + m.exp(2 * log_noise) * m.eye(7)
+        c, low = sl.cho_factor(k, lower=True)
+        alpha = sl.cho_solve((c, low), y)
+        return 0.5 * y @ alpha + m.sum(m.log(m.diag(c))) + 0.5 * 7 * m.log(2 * m.pi)
+
+    return lib.jit(lib.value_and_grad(nll, argnums=(0, 1)))
+
+
+def test_gaussian_process_program_matches_jax() -> None:
+    got = _gp_neg_log_likelihood(fg, fnp, fsl)(0.1, -1.0)
+    want = _gp_neg_log_likelihood(jax, jnp, jsl)(0.1, -1.0)
+    _close(got, want, 1e-10)
