@@ -260,3 +260,17 @@ def test_gaussian_process_program_matches_jax() -> None:
     got = _gp_neg_log_likelihood(fg, fnp, fsl)(0.1, -1.0)
     want = _gp_neg_log_likelihood(jax, jnp, jsl)(0.1, -1.0)
     _close(got, want, 1e-10)
+
+
+def test_lu_edge_cases_match_jax() -> None:
+    """Singular (a zero pivot is left unscaled, as LAPACK), empty, integer and complex inputs."""
+    singular = np.array([[1.0, 2, 3], [2, 4, 6], [1, 0, 1]])
+    for a in (singular, np.zeros((2, 2)), np.arange(9).reshape(3, 3), np.zeros((0, 0))):
+        _close(fsl.lu_factor(a), jsl.lu_factor(a), 1e-12)
+    c = RNG.standard_normal((3, 3)) + 1j * RNG.standard_normal((3, 3))
+    _close(fsl.lu(c), jsl.lu(c), 1e-12)
+    w = np.arange(9.0).reshape(3, 3)
+    got = fg.grad(lambda a: fnp.real(fsl.lu(a)[1] * w).sum())(c)
+    want = jax.grad(lambda a: jnp.real(jsl.lu(a)[1] * w).sum())(c)
+    _close(got, want, 1e-10)
+    assert fsl.lu(np.zeros((2, 0, 3)))[1].shape == (2, 0, 0)

@@ -33,7 +33,7 @@ def _lu_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Right-looking elimination, one column per step, vectorised over the batch."""
     *lead, m, n = a.shape
     k = min(m, n)
-    work = np.array(a, copy=True).reshape(-1, m, n)
+    work = np.array(a, copy=True).reshape(int(np.prod(lead, dtype=np.int64)), m, n)
     rows = np.arange(work.shape[0])
     pivots = np.zeros((work.shape[0], k), np.int32)
     perm = np.tile(np.arange(m, dtype=np.int32), (work.shape[0], 1))
