@@ -223,6 +223,7 @@ class custom_jvp:
                 raise TypeError(f"Custom JVP rule {rule_name} for function {fun_name} must produce primal and "
                                 f"tangent outputs with equal container (pytree) structures, but got {tree1} and "
                                 f"{tree2} respectively.")
+            _refuse_differentiated_closure(rule_name, fun_name, [*out_leaves, *t_leaves])
             out_leaves = [asarray(x) for x in out_leaves]
             if expected is not None:
                 checks.check_jvp_primals(rule_name, fun_name, tree1, out_leaves, *expected)
@@ -253,6 +254,18 @@ class custom_jvp:
         inner = custom_jvp(functools.wraps(fun)(lambda *diff: fun(*merged(diff))))
         inner.defjvp(functools.wraps(rule)(lambda primals, tangents: rule(*fixed, primals, tangents)))
         return inner(*(a for i, a in enumerate(args) if i not in self.nondiff))
+
+
+def _refuse_differentiated_closure(rule: str, fun: str, outs: Sequence[Any]) -> None:
+    """A rule runs inside the JVP that differentiates its function; an output traced by that
+    JVP itself came from a value the rule closes over, which the rule cannot differentiate
+    (JAX raises UnexpectedTracerError). Refuse it instead of letting the tracer escape."""
+    main = innermost_main()
+    if main.trace_type is not JVPTrace:
+        return
+    if any(isinstance(x, Tracer) and x._trace.main is main for x in outs):
+        raise TypeError(f"Custom JVP rule {rule} for function {fun} closes over a value that the enclosing "
+                        f"differentiation traces; pass that value to {fun} as an argument instead")
 
 
 def _cotangent(ct: Any, a: ShapedArray) -> Any:

@@ -357,3 +357,29 @@ def test_errors_name_the_users_rules_with_nondiff_argnums() -> None:
     f.defvjp(lambda n, x: (x * n, None), n_bwd)
     with pytest.raises(ValueError, match="n_bwd"):
         fg.grad(lambda x: f(2.0, x).sum())(X)
+
+
+def _closing_over(lib: Any, m: Any) -> Callable[[Any, Any], Any]:
+    def outer(x: Any, w: Any) -> Any:
+        @lib.custom_jvp
+        def f(x: Any) -> Any:
+            return m.sin(x) * w
+
+        @f.defjvp
+        def closing_jvp(p: tuple, t: tuple) -> tuple:
+            return m.sin(p[0]) * w, m.cos(p[0]) * t[0] * w
+
+        return f(x)
+
+    return outer
+
+
+def test_rule_closing_over_a_differentiated_value_is_an_error_as_in_jax() -> None:
+    """JAX raises UnexpectedTracerError; before, jvp returned escaped tracers."""
+    ours, theirs = _closing_over(fg, fnp), _closing_over(jax, jnp)
+    assert fg.grad(ours)(0.5, 2.0) == pytest.approx(float(jax.grad(theirs)(0.5, 2.0)))
+    for call in (lambda: fg.grad(ours, argnums=1)(0.5, 2.0), lambda: fg.jvp(lambda w: ours(0.5, w), (2.0,), (1.0,))):
+        with pytest.raises(TypeError, match="closing_jvp.*closes over a value"):
+            call()
+    with pytest.raises(jax.errors.UnexpectedTracerError):
+        jax.jvp(lambda w: theirs(0.5, w), (2.0,), (1.0,))
