@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from fungraph.core import ShapeError
+from fungraph.lax._convolution import conv_dimension_numbers
+from fungraph.lax._windows import padding_pairs
 
 
 def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int], window_strides: Sequence[int],
                     padding: str) -> list[tuple[int, int]]:
     """'SAME', 'SAME_LOWER' or 'VALID' as one (low, high) pair per spatial axis (SAME puts the
     odd element high, SAME_LOWER low)."""
-    from fungraph.lax import padding_pairs
-
     if not isinstance(padding, str) or padding.upper() not in ("SAME", "SAME_LOWER", "VALID"):
         raise RuntimeError(f"Unrecognized padding type: expected 'VALID', 'SAME', or 'SAME_LOWER', got {padding}.")
     return list(padding_pairs(padding, in_shape, window_shape, window_strides))
@@ -52,8 +52,6 @@ def conv_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], strides
 
 def _canonical(lhs_shape: Sequence[int], rhs_shape: Sequence[int],
                dimension_numbers: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    from fungraph._lax_windows import conv_dimension_numbers
-
     lhs_perm, rhs_perm, out_perm = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
     return tuple(int(lhs_shape[i]) for i in lhs_perm), tuple(int(rhs_shape[i]) for i in rhs_perm), tuple(out_perm)
 
