@@ -115,3 +115,9 @@ def float_dtype_for(dtype: np.dtype) -> np.dtype:
     """The inexact dtype numpy gives transcendental functions of ``dtype`` (int -> float64;
     float and complex dtypes are kept)."""
     return dtype if is_inexact(dtype) else float64
+
+
+def default_float() -> np.dtype:
+    """The default floating dtype of the current mode: float64, as JAX's with ``jax_enable_x64``
+    (the one mode fungraph has)."""
+    return float64
