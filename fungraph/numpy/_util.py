@@ -12,28 +12,15 @@ from fungraph import dtypes
 from fungraph.core import Tracer
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
-from fungraph.primitives.operands import asarray, aval, cast, is_weak, promote  # noqa: F401 - for the numpy modules
-
-
-def normalize_axes(axis: Any, ndim: int, name: str) -> tuple[int, ...]:
-    from fungraph.primitives._rules import normalize_axis
-
-    if axis is None:
-        return tuple(range(ndim))
-    if isinstance(axis, (tuple, list)):
-        axes = tuple(normalize_axis(int(a), ndim, name) for a in axis)
-    else:
-        axes = (normalize_axis(_int(axis, "axis"), ndim, name),)
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"{name}: repeated axis in {axis}")
-    return axes
-
-
-def _int(x: Any, what: str) -> int:
-    if isinstance(x, Tracer):
-        raise TypeError(f"{what} must be a concrete integer, got a traced value {x.aval}")
-    return int(x)
-
+from fungraph.primitives.operands import (  # noqa: F401 - for the numpy modules
+    asarray,
+    aval,
+    cast,
+    is_weak,
+    normalize_axes,
+    promote,
+    take_static,
+)
 
 # --- helpers of the functions composed of the public ones -----------------------------------------
 
@@ -76,13 +63,6 @@ def flat_or_axis(a: Any, axis: int | None, name: str) -> tuple[Any, int]:
         return sh.reshape(x, (x.size,)), 0
     (ax,) = normalize_axes(axis, x.ndim, name)
     return x, ax
-
-
-def take_static(x: Any, i: int, axis: int) -> Any:
-    lo = [0] * x.ndim
-    hi = list(x.shape)
-    lo[axis], hi[axis] = i, i + 1
-    return sh.reshape(sh.slice_(x, lo, hi, None), x.shape[:axis] + x.shape[axis + 1:])
 
 
 def nan_to(x: Any, value: float) -> Any:

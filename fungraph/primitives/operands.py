@@ -11,6 +11,7 @@ from fungraph import dtypes
 from fungraph.core import ShapeError, Tracer, to_concrete_dtype_array
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives import shape as sh
+from fungraph.primitives._rules import normalize_axis
 from fungraph.primitives.elementwise import convert
 
 _SCALARS = (bool, int, float, complex)
@@ -63,3 +64,30 @@ def cast(x: Any, dtype: np.dtype) -> Any:
     if is_weak(x):
         return np.asarray(x, dtype=dtype)
     return convert(asarray(x), dtype)
+
+
+def normalize_axes(axis: Any, ndim: int, name: str) -> tuple[int, ...]:
+    """``axis`` (None: all, an int or a sequence) as distinct non-negative axes of a rank-``ndim`` array."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(normalize_axis(int(a), ndim, name) for a in axis)
+    else:
+        axes = (normalize_axis(_int(axis, "axis"), ndim, name),)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{name}: repeated axis in {axis}")
+    return axes
+
+
+def _int(x: Any, what: str) -> int:
+    if isinstance(x, Tracer):
+        raise TypeError(f"{what} must be a concrete integer, got a traced value {x.aval}")
+    return int(x)
+
+
+def take_static(x: Any, i: int, axis: int) -> Any:
+    """``x``'s slice ``i`` along ``axis`` (a concrete index), that axis removed."""
+    lo = [0] * x.ndim
+    hi = list(x.shape)
+    lo[axis], hi[axis] = i, i + 1
+    return sh.reshape(sh.slice_(x, lo, hi, None), x.shape[:axis] + x.shape[axis + 1:])
