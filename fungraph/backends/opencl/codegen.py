@@ -471,7 +471,10 @@ class Emitter:
         self.cache: dict[tuple, str] = {}
         self.counter = 0
         self.flat = "gid"
-        self.base: tuple[str, ...] = ()
+        #: the multi-index ``flat`` unravels to, once :meth:`set_base` names it; until then no
+        #: load is addressed by ``flat`` (a kernel over rows or runs has no such base, and a
+        #: scalar read there through ``gid`` would read past its one element)
+        self.base: tuple[str, ...] | None = None
         self.base_shape: tuple[int, ...] = ()
         #: slot -> whether every load of it so far reads element ``gid`` (what donation asks)
         self.own_loads: dict[int, bool] = {}
