@@ -153,3 +153,131 @@ def test_cond_on_a_complex_predicate_is_a_type_error_as_in_jax() -> None:
         jax.lax.cond(1j, lambda: 1, lambda: 0)
     with pytest.raises(TypeError, match="cond predicate must be a bool or a real number.*complex128"):
         lax.cond(1j, lambda: 1, lambda: 0)
+
+
+# --- derivatives at special points (#36 items 6 and 8) --------------------------------------------
+
+
+def _derivative(grad, f, order: int):
+    for _ in range(order):
+        f = grad(f)
+    return f
+
+
+def _special_points(fnp_, lax_, nn_, special_):
+    """(name, function, point, orders): each derivative at a point where the function's formula
+    switches (a select, a max, an abs) or is singular, as both libraries spell the function."""
+    return [
+        ("sinc at 0", fnp_.sinc, 0.0, (1, 2, 3, 4)),
+        ("sinc at 1", fnp_.sinc, 1.0, (1, 2)),
+        ("logaddexp at a tie", lambda x: fnp_.logaddexp(x, 0.0), 0.0, (1, 2, 3)),
+        ("logaddexp2 at a tie", lambda x: fnp_.logaddexp2(x, 0.0), 0.0, (1, 2)),
+        ("softplus at 0", nn_.softplus, 0.0, (1, 2, 3)),
+        ("log_sigmoid at 0", nn_.log_sigmoid, 0.0, (1, 2)),
+        ("hypot(x, 1) at 0", lambda x: fnp_.hypot(x, 1.0), 0.0, (1, 2, 3)),
+        ("hypot(x, 2) at 2", lambda x: fnp_.hypot(x, 2.0), 2.0, (1,)),
+        ("xlogy(x, 2) at 0", lambda x: special_.xlogy(x, 2.0), 0.0, (1, 2)),
+        ("xlog1py(x, 2) at 0", lambda x: special_.xlog1py(x, 2.0), 0.0, (1, 2)),
+        ("entr at 0", special_.entr, 0.0, (1, 2, 3)),
+        ("entr at 1", special_.entr, 1.0, (1, 2, 3)),
+        ("elu at 0", nn_.elu, 0.0, (1, 2)),
+        ("selu at 0", nn_.selu, 0.0, (1, 2)),
+        ("gelu at 0", nn_.gelu, 0.0, (1, 2, 3)),
+        ("relu at 0", nn_.relu, 0.0, (1, 2)),
+        ("cbrt at 0", fnp_.cbrt, 0.0, (1, 2)),
+        ("arcsinh at 0", fnp_.arcsinh, 0.0, (1, 2, 3)),
+        ("arctanh at 0", fnp_.arctanh, 0.0, (1, 2, 3)),
+        ("sqrt at 0", fnp_.sqrt, 0.0, (1, 2)),
+        ("x ** 2 at 0", lambda x: fnp_.power(x, 2.0), 0.0, (1, 2)),
+        ("0 ** y at 2", lambda y: fnp_.power(0.0, y), 2.0, (1, 2)),
+        ("i0e at 0", special_.i0e, 0.0, (1, 2)),
+        ("arcsin at 1", fnp_.arcsin, 1.0, (1, 2, 3)),
+        ("arcsin at -1", fnp_.arcsin, -1.0, (1, 2)),
+        ("arccos at 1", fnp_.arccos, 1.0, (1, 2)),
+        ("arccosh at 1", fnp_.arccosh, 1.0, (1, 2)),
+        ("arctanh at 1", fnp_.arctanh, 1.0, (1,)),
+        ("rint at inf", fnp_.rint, np.inf, (1,)),
+        ("rint at nan", fnp_.rint, np.nan, (1,)),
+        ("round at -inf", fnp_.round, -np.inf, (1,)),
+        ("round at nan", fnp_.round, np.nan, (1,)),
+    ]
+
+
+def _ours():
+    from fungraph import nn
+    from fungraph.scipy import special
+
+    return _special_points(fnp, lax, nn, special)
+
+
+@pytest.mark.parametrize("case", range(len(_ours())), ids=[c[0] for c in _ours()])
+def test_derivatives_at_special_points_match_jax(case: int) -> None:
+    """Each order of derivative, eagerly and jitted, against JAX's at a point where a formula
+    switches branch or is singular (an exact value there: sinc''(0) = -pi^2/3, entr'(0) = inf,
+    arcsin'(1) = inf, rint'(inf) = 0)."""
+    jax, jnp = jax_or_skip()
+    import jax.scipy.special as jss
+
+    name, f, x, orders = _ours()[case]
+    jf = _special_points(jnp, jax.lax, jax.nn, jss)[case][1]
+    for order in orders:
+        want = float(_derivative(jax.grad, jf, order)(x))
+        got = float(_derivative(fg.grad, f, order)(x))
+        jitted = float(fg.jit(_derivative(fg.grad, f, order))(x))
+        for value, how in ((got, "eager"), (jitted, "jit")):
+            np.testing.assert_allclose(value, want, rtol=1e-9, atol=1e-12, err_msg=f"{name}: order {order}, {how}")
+
+
+def test_sinc_second_derivative_at_zero_is_exact() -> None:
+    got = float(fg.grad(fg.grad(fnp.sinc))(0.0))
+    assert got == pytest.approx(-np.pi**2 / 3, rel=1e-15)
+
+
+@pytest.mark.parametrize("x", [0.0, 2.0, -2.0, 3.0])
+def test_hypot_second_derivative_is_exact_where_the_operands_tie_or_vanish(x: float) -> None:
+    """d^2/dx^2 sqrt(x^2 + 4) = 4 / (x^2 + 4)^(3/2); at |x| = 2 the two magnitudes tie (JAX's
+    max/min split the derivative there and give 0)."""
+    got = float(fg.grad(fg.grad(lambda v: fnp.hypot(v, 2.0)))(x))
+    assert got == pytest.approx(4.0 / (x * x + 4.0) ** 1.5, rel=1e-12)
+
+
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("x", [[-np.inf, 0.0, 1.0], [-np.inf, -np.inf, 2.0], [[-np.inf, 1.0], [0.5, -np.inf]]], ids=str)
+def test_softmax_gradient_at_minus_infinity_is_the_same_eager_jitted_and_in_jax(fn: str, x: list) -> None:
+    jax, jnp = jax_or_skip()
+    from fungraph import nn
+
+    x = np.asarray(x)
+    w = np.linspace(-1.0, 2.0, x.shape[-1])
+
+    def loss(nn_, m):
+        return lambda v: m.sum(m.where(m.isfinite(v), getattr(nn_, fn)(v), 0.0) * w)
+
+    want = np.asarray(jax.grad(loss(jax.nn, jnp))(x))
+    np.testing.assert_allclose(np.asarray(fg.grad(loss(nn, fnp))(x)), want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(fg.jit(fg.grad(loss(nn, fnp)))(x)), want, rtol=1e-12, atol=1e-15)
+
+
+SINGULAR = {
+    "rank 1": np.outer([1.0, 2.0, 3.0], [1.0, 1.0, 2.0]),
+    "rank 2": np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 1.0]]),
+    "zero": np.zeros((2, 2)),
+    "stack": np.stack([np.outer([1.0, 2.0], [3.0, 4.0]), np.eye(2)]),
+}
+
+
+@pytest.mark.parametrize("name", list(SINGULAR))
+def test_gradient_of_det_at_a_singular_matrix_is_the_adjugate_as_jax(name: str) -> None:
+    jax, jnp = jax_or_skip()
+    a = SINGULAR[name]
+    want = np.asarray(jax.grad(lambda m: jnp.sum(jnp.linalg.det(m)))(a))
+    f = lambda m: fnp.sum(fnp.linalg.det(m))  # noqa: E731
+    np.testing.assert_allclose(np.asarray(fg.grad(f)(a)), want, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(fg.jit(fg.grad(f))(a)), want, atol=1e-12)
+
+
+def test_hessian_of_det_at_an_invertible_matrix_matches_jax() -> None:
+    jax, jnp = jax_or_skip()
+    a = np.random.default_rng(8).standard_normal((3, 3))
+    want = np.asarray(jax.hessian(jnp.linalg.det)(a))
+    np.testing.assert_allclose(np.asarray(fg.hessian(fnp.linalg.det)(a)), want, rtol=1e-10, atol=1e-12)

@@ -469,6 +469,36 @@ bessel_i1e_p = _float_unary("bessel_i1e", _i1e64,                               
                             lambda x, y: sub(sub(bessel_i0e_p.bind(x), mul(sign(x), y)), _safe_div(y, x, 0.5)))
 
 
+def _xlogx64(x: np.ndarray) -> np.ndarray:
+    return np.where(x == 0, 0.0, x * np.log(np.where(x == 0, 1.0, x)))
+
+
+xlogx_p = _float_unary("xlogx", _xlogx64, lambda x, y: add(log(x), _c(1, x)))            # (x log x)' = log x + 1
+
+
+# --- a removable singularity's value with all its derivatives (JAX's sinc) ---------------------
+
+
+def sinc_maclaurin_coefficient(k: int) -> float:
+    """The k-th derivative of sin(y) / y at y = 0: 0 for odd k, (-1)^(k/2) / (k + 1) for even k."""
+    return 0.0 if k % 2 else (-1) ** (k // 2) / (k + 1)
+
+
+def _sinc_maclaurin_aval(y: ShapedArray, *, k: int) -> ShapedArray:
+    require_float("sinc_maclaurin", y)
+    return y
+
+
+#: ``sinc_maclaurin(y, k)`` is the k-th derivative of sin(y) / y at 0, whatever ``y``, and its own
+#: derivative is the next one: under ``select(y == 0, sinc_maclaurin(y, 0), sin(y) / y)`` every
+#: derivative at 0 is exact (a constant 1 there would make sinc''(0) zero, not -pi^2/3).
+sinc_maclaurin_p = Primitive("sinc_maclaurin", abstract_eval=_sinc_maclaurin_aval, arity=1, elementwise=True,
+                             impl=lambda y, *, k: np.full_like(y, sinc_maclaurin_coefficient(k)))
+sinc_maclaurin_p.jvp = lambda primals, tangents, *, k: (sinc_maclaurin_p.bind(primals[0], k=k),
+                                                        mul(tangents[0], sinc_maclaurin_p.bind(primals[0], k=k + 1)))
+sinc_maclaurin_p.batch = elementwise_batch(sinc_maclaurin_p)
+
+
 def _igamma_dx(a: Any, x: Any, out: Any) -> Any:
     """dP(a, x)/dx = x^(a-1) e^-x / Gamma(a)."""
     return exp(sub(sub(_xlogy(sub(a, _c(1, a)), x), x), lgamma_p.bind(a)))
