@@ -281,3 +281,86 @@ def test_hessian_of_det_at_an_invertible_matrix_matches_jax() -> None:
     a = np.random.default_rng(8).standard_normal((3, 3))
     want = np.asarray(jax.hessian(jnp.linalg.det)(a))
     np.testing.assert_allclose(np.asarray(fg.hessian(fnp.linalg.det)(a)), want, rtol=1e-10, atol=1e-12)
+
+
+# --- invalid input: clear errors, as JAX (#36 items 9 and 10) --------------------------------------
+
+_M = np.ones((2, 3))
+
+#: (name, call with fungraph, call with JAX, the error type both raise)
+BAD_INPUT = [
+    ("vmap out_axes=-5", lambda fg_, m: fg_.vmap(lambda v: v * 2, out_axes=-5)(_M), ValueError),
+    ("vmap out_axes=2", lambda fg_, m: fg_.vmap(lambda v: v * 2, out_axes=2)(_M), ValueError),
+    ("vmap out_axes=1.0", lambda fg_, m: fg_.vmap(lambda v: v * 2, out_axes=1.0)(_M), TypeError),
+    ("vmap axis_size=5 over size 2", lambda fg_, m: fg_.vmap(lambda v: v * 2, axis_size=5)(_M), ValueError),
+    ("sum(axis=1.7)", lambda fg_, m: m.sum(_M, axis=1.7), TypeError),
+    ("sum(axis=(0, 1.0))", lambda fg_, m: m.sum(_M, axis=(0, 1.0)), TypeError),
+    ("mean(axis=1.7)", lambda fg_, m: m.mean(_M, axis=1.7), TypeError),
+    ("zeros((2.7,))", lambda fg_, m: m.zeros((2.7,)), TypeError),
+    ("zeros(2.0)", lambda fg_, m: m.zeros(2.0), TypeError),
+    ("ones((2, 1.5))", lambda fg_, m: m.ones((2, 1.5)), TypeError),
+    ("full((2.7,), 1.0)", lambda fg_, m: m.full((2.7,), 1.0), TypeError),
+    ("full(None, 1.0)", lambda fg_, m: m.full(None, 1.0), TypeError),
+    ("empty((2.7,))", lambda fg_, m: m.empty((2.7,)), TypeError),
+    ("grad of [scalar]", lambda fg_, m: fg_.grad(lambda v: [m.sum(v)])(_M), TypeError),
+    ("grad of {'a': scalar}", lambda fg_, m: fg_.grad(lambda v: {"a": m.sum(v)})(_M), TypeError),
+    ("grad of (scalar,)", lambda fg_, m: fg_.grad(lambda v: (m.sum(v),))(_M), TypeError),
+    ("value_and_grad of [scalar]", lambda fg_, m: fg_.value_and_grad(lambda v: [m.sum(v)])(_M), TypeError),
+]
+
+
+@pytest.mark.parametrize("case", BAD_INPUT, ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_raises_the_error_jax_raises(case) -> None:
+    jax, jnp = jax_or_skip()
+    name, call, error = case
+    with pytest.raises(error):
+        call(jax, jnp)
+    with pytest.raises(error) as info:
+        call(fg, fnp)
+    message = str(info.value)
+    assert any(part in message for part in ("must be", "out of bounds", "axis_size=", "holding one")), message
+
+
+def test_vmap_errors_name_the_shapes() -> None:
+    with pytest.raises(ValueError, match=r"out_axes -5 .* rank 2 \(shape \(2, 3\)"):
+        fg.vmap(lambda v: v * 2, out_axes=-5)(_M)
+    with pytest.raises(ValueError, match=r"axis_size=5 .* shape \(2, 3\): size 2"):
+        fg.vmap(lambda v: v * 2, axis_size=5)(_M)
+    assert fg.vmap(lambda v: v * 2, axis_size=2)(_M).shape == (2, 3)
+    assert fg.vmap(lambda v: v * 2, out_axes=-2)(_M).shape == (2, 3)
+
+
+@pytest.mark.parametrize("shape, axis", [((0, 3), 0), ((3, 0), 1), ((2, 0, 3), (1, 2)), ((0, 3), None)])
+def test_gradient_of_prod_over_an_empty_axis_is_empty_as_jax(shape, axis) -> None:
+    jax, jnp = jax_or_skip()
+    x = np.ones(shape)
+    want = np.asarray(jax.grad(lambda v: jnp.sum(jnp.prod(v, axis=axis)))(x))
+    f = fg.grad(lambda v: fnp.sum(fnp.prod(v, axis=axis)))
+    for got in (f(x), fg.jit(f)(x)):
+        assert np.asarray(got).shape == want.shape
+
+
+@pytest.mark.parametrize("rank", [32, 33, 40])
+def test_vmap_over_high_rank_arrays_as_jax(rank: int) -> None:
+    jax, _ = jax_or_skip()
+    x = np.full((2,) + (1,) * (rank - 1), 1.5)
+    want = np.asarray(jax.vmap(lambda v: v * 2 + v)(x))
+    np.testing.assert_array_equal(np.asarray(fg.vmap(lambda v: v * 2 + v)(x)), want)
+
+
+def test_reshape_past_64_dimensions_fails_at_trace_time() -> None:
+    with pytest.raises(fg.ShapeError, match="rank 65 exceeds the maximum of 64"):
+        fg.make_graph(lambda v: fnp.reshape(v, (1,) * 65))(np.ones(1))
+    with pytest.raises(fg.ShapeError, match="rank 65 exceeds"):
+        fg.make_graph(lambda v: fnp.broadcast_to(v, (1,) * 65))(np.ones(1))
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">f4", ">i8", ">i4"])
+def test_jit_accepts_big_endian_input_as_eager_code_does(dtype: str) -> None:
+    x = np.arange(4).astype(dtype)
+    want = np.arange(4).astype(dtype[1:]) * 2 + 1
+    eager = np.asarray(fnp.add(fnp.multiply(x, 2), 1))
+    jitted = np.asarray(fg.jit(lambda v: v * 2 + 1)(x))
+    for got in (eager, jitted):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype.byteorder in "=|"
