@@ -233,6 +233,18 @@ def test_sinc_second_derivative_at_zero_is_exact() -> None:
     assert got == pytest.approx(-np.pi**2 / 3, rel=1e-15)
 
 
+def test_bessel_i1_derivatives_at_zero_are_its_series() -> None:
+    """I1(x) = x/2 + x^3/16 + x^5/384 + ...: derivatives 1/2, 0, 3/8, 0, 5/16 at 0 (JAX's third
+    is 1.5); the derivative I0 - I1/x takes I1/x at 0 from its series."""
+    from fungraph.scipy.special import i1
+
+    f = i1
+    for want in (0.5, 0.0, 3 / 8, 0.0, 5 / 16):
+        f = fg.grad(f)
+        assert float(f(0.0)) == pytest.approx(want, abs=1e-15)
+        assert float(fg.jit(f)(0.0)) == pytest.approx(want, abs=1e-15)
+
+
 @pytest.mark.parametrize("x", [0.0, 2.0, -2.0, 3.0])
 def test_hypot_second_derivative_is_exact_where_the_operands_tie_or_vanish(x: float) -> None:
     """d^2/dx^2 sqrt(x^2 + 4) = 4 / (x^2 + 4)^(3/2); at |x| = 2 the two magnitudes tie (JAX's

@@ -135,13 +135,13 @@ def hypot(x1: Any, x2: Any) -> Any:
 
 
 def sinc(x: Any) -> Any:
-    """sin(pi x) / (pi x), with its limit 1 at 0 from ``sinc_maclaurin`` so that every derivative
+    """sin(pi x) / (pi x), with its limit 1 at 0 from ``maclaurin`` so that every derivative
     there is exact too (sinc''(0) = -pi^2/3, as JAX)."""
     x = _f(x)
     zero = ew.eq(x, _c(0, x))
     px = ew.mul(_c(math.pi, x), x)
     safe = ew.select(zero, _c(1, x), px)
-    return ew.select(zero, sp.sinc_maclaurin_p.bind(px, k=0), ew.div(ew.sin(safe), safe))
+    return ew.select(zero, sp.maclaurin_p.bind(px, series="sinc", k=0), ew.div(ew.sin(safe), safe))
 
 
 def cbrt(x: Any) -> Any:

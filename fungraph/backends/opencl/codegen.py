@@ -18,7 +18,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.ir import Eqn, Literal, ShapedArray, Var
-from fungraph.primitives.special import sinc_maclaurin_coefficient
+from fungraph.primitives.special import maclaurin_coefficient
 
 CTYPES = {dtypes.bool_: "uchar", dtypes.int32: "int", dtypes.int64: "long",
           dtypes.float32: "float", dtypes.float64: "double"}
@@ -349,7 +349,7 @@ ELEMENTWISE_RULES.update({
     "and": _infix("&"), "or": _infix("|"), "xor": _infix("^"),
     "select": _select, "fma": _fma, "convert_element_type": _convert,
     "xlogx": lambda i, o, a, p: f"({a[0]} == ({ctype(i)})0 ? ({ctype(i)})0 : {a[0]} * log({a[0]}))",
-    "sinc_maclaurin": lambda i, o, a, p: c_literal(sinc_maclaurin_coefficient(p["k"]), o),
+    "maclaurin": lambda i, o, a, p: c_literal(maclaurin_coefficient(p["series"], p["k"]), o),
 })
 
 #: Rough cost of one evaluation in byte-equivalents of memory traffic (the fusion cost model).
