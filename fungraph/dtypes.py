@@ -40,8 +40,11 @@ _WIDEN: dict[np.dtype, np.dtype] = {
 
 
 def canonical(dtype: Any) -> np.dtype:
-    """Map a dtype-like to one of the supported dtypes, or raise a TypeError naming it."""
+    """Map a dtype-like to one of the supported dtypes, or raise a TypeError naming it. A
+    non-native byte order (big-endian ``>f8`` on x86) maps to the native type of that kind."""
     d = np.dtype(dtype)
+    if d.byteorder not in "=|":
+        d = d.newbyteorder("=")
     if d in SHORT_NAMES:
         return d
     if d in _WIDEN:
