@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._caches import on_clear
 from fungraph.backends.opencl.codegen import Access, preamble
 from fungraph.backends.opencl.device import Device, upload
 from fungraph.backends.opencl.kernels.spec import KernelSpec
@@ -22,10 +23,12 @@ from fungraph.backends.opencl.program import ENGINE_STATS, Slot, Step
 from fungraph.ir import Literal
 
 #: Built programs by (context, source, options), most recently used last: an executable whose kernels
-#: are identical to an earlier one's (the same graph jitted again, or after ``clear_caches``)
-#: takes its program instead of building it; pyopencl's and PoCL's disk caches serve a new process.
+#: are identical to an earlier one's (the same graph jitted again by another function) takes its
+#: program instead of building it; ``clear_caches`` empties it, and pyopencl's and PoCL's disk caches
+#: serve a new process.
 PROGRAM_CACHE_SIZE = 64
 _PROGRAMS: dict[tuple[int, str, tuple[str, ...]], Any] = {}
+on_clear(_PROGRAMS.clear)
 
 
 def build_program(dev: Device, specs: Sequence[KernelSpec]) -> tuple[str, Any, float]:
