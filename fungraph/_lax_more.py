@@ -81,7 +81,7 @@ def preferred_operands(name: str, xs: Sequence[Any], preferred_element_type: Any
     arrays = [asarray(x) for x in promote(*xs)]
     if preferred_element_type is None:
         return arrays, None
-    want = dtypes.canonical(preferred_element_type)
+    want = dtypes.canonicalize(preferred_element_type)
     have = aval_of(arrays[0]).dtype
     if dtypes.is_inexact(have) and not dtypes.is_inexact(want):
         return arrays, want
@@ -304,7 +304,7 @@ _INT_OF = {dtypes.float32: dtypes.int32, dtypes.float64: dtypes.int64}
 def bitcast_convert_type(operand: Any, new_dtype: Any) -> Any:
     """The bits of ``operand`` read as ``new_dtype``; a narrower type adds a last axis, a wider
     one consumes it (``jax.lax.bitcast_convert_type``)."""
-    return lx.bitcast_convert_type(asarray(operand), dtypes.canonical(new_dtype))
+    return lx.bitcast_convert_type(asarray(operand), dtypes.canonicalize(new_dtype))
 
 
 def nextafter(x1: Any, x2: Any) -> Any:
@@ -470,7 +470,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Any:
     """An array of ``shape`` whose values must not be read (zeros here)."""
     _no_sharding("empty", out_sharding)
-    return fnp.zeros(tuple(int(d) for d in shape), dtypes.canonical(dtype))
+    return fnp.zeros(tuple(int(d) for d in shape), dtypes.canonicalize(dtype))
 
 
 def _approx_k(name: str, operand: Any, k: int, reduction_dimension: int, largest: bool) -> tuple[Any, Any]:

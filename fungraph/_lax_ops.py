@@ -189,7 +189,7 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - lax's names
 
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
     """``operand`` cast to ``new_dtype`` (float -> int truncates toward zero)."""
-    return cast(asarray(operand), dtypes.canonical(new_dtype))
+    return cast(asarray(operand), dtypes.canonicalize(new_dtype, "convert_element_type"))
 
 
 # --- shapes ---------------------------------------------------------------------------------
@@ -409,20 +409,20 @@ reduce_or = _reducer("reduce_or", "any")
 
 
 def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:
-    return cast(fnp.argmax(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
+    return cast(fnp.argmax(asarray(operand), axis=int(axis)), dtypes.canonicalize(index_dtype))
 
 
 def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
-    return cast(fnp.argmin(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
+    return cast(fnp.argmin(asarray(operand), axis=int(axis)), dtypes.canonicalize(index_dtype))
 
 
 def iota(dtype: Any, size: int) -> Any:
-    return np.arange(int(size), dtype=dtypes.canonical(dtype))
+    return np.arange(int(size), dtype=dtypes.canonicalize(dtype))
 
 
 def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
     shape = tuple(int(d) for d in shape)
-    line = np.arange(shape[dimension], dtype=dtypes.canonical(dtype))
+    line = np.arange(shape[dimension], dtype=dtypes.canonicalize(dtype))
     return np.broadcast_to(line.reshape([-1 if k == dimension else 1 for k in range(len(shape))]), shape).copy()
 
 

@@ -100,7 +100,7 @@ def normal(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> 
     take real and imaginary parts from two split keys, scaled by ``1 / sqrt(2)``."""
     key = _threefry.check_key(key, "normal")
     shape = _shape(shape, "normal")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if dtypes.is_complex(dt):
         real = dtypes.real_for(dt)
         k_re, k_im = _pair(key)
@@ -142,7 +142,7 @@ def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any
     int64), combined modulo the span in wrapping unsigned arithmetic."""
     key = _threefry.check_key(key, "randint")
     shape = _shape(shape, "randint")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if dt.kind != "i":
         raise TypeError(f"random.randint: dtype must be int32 or int64, got {dt}")
     lo, hi = (_as_int64(v, "randint", name) for v, name in ((minval, "minval"), (maxval, "maxval")))
@@ -286,7 +286,7 @@ def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.int64) -
     """-1 or +1 with equal probability: ``2 * bernoulli(key, 0.5) - 1`` in ``dtype``."""
     key = _threefry.check_key(key, "rademacher")
     shape = _shape(shape, "rademacher")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     b = fnp.asarray(bernoulli(key, 0.5, shape), dtype=dt)
     return fnp.subtract(fnp.multiply(np.asarray(2, dt), b), np.asarray(1, dt))
 
@@ -368,7 +368,7 @@ def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any =
     """The number of Bernoulli(p) trials up to the first success (values 1, 2, ...):
     ``floor(log u / log1p(-p)) + 1``, with ``u`` drawn in ``p``'s float dtype."""
     key = _threefry.check_key(key, "geometric")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if dt.kind != "i":
         raise TypeError(f"random.geometric: dtype must be int32 or int64, got {dt}")
     p = asarray(p)
@@ -409,7 +409,7 @@ def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Sequence[int] 
 def lognormal(key: Any, sigma: Any = 1.0, shape: Sequence[int] | None = None, dtype: Any = dtypes.float64) -> Any:
     """Log-normal samples ``exp(sigma * z)``, ``z`` standard normal (complex dtypes allowed)."""
     key = _threefry.check_key(key, "lognormal")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if not dtypes.is_inexact(dt):
         raise TypeError(f"random.lognormal: dtype must be a float or complex dtype, got {dt}")
     sigma = fnp.asarray(sigma, dtype=dt)
@@ -504,7 +504,7 @@ def _shape(shape: Any, name: str, prefix: str = "random.") -> tuple[int, ...]:
 
 
 def _float_dtype(dtype: Any, name: str) -> np.dtype:
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if not dtypes.is_float(dt):
         raise TypeError(f"random.{name}: dtype must be float32 or float64, got {dt}")
     return dt

@@ -531,10 +531,9 @@ def einsum_path(subscripts: str, /, *operands: Any, optimize: Any = "auto") -> t
 
 
 def promote_types(a: Any, b: Any) -> np.dtype:
-    """The dtype fungraph's arithmetic gives operands of dtypes ``a`` and ``b``: numpy 2's rule
-    (``int32`` with ``float32`` is float64; JAX's lattice says float32), narrowed dtypes first
-    widened to supported ones."""
-    return dtypes.canonical(np.promote_types(dtypes.canonical(a), dtypes.canonical(b)))
+    """``jnp.promote_types``: JAX's promotion lattice (``int32`` with ``float32`` is float32),
+    in the current dtype mode."""
+    return dtypes.promote_types(np.dtype(a), np.dtype(b))
 
 
 def fromfunction(function: Callable[..., Any], shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
@@ -545,7 +544,7 @@ def fromfunction(function: Callable[..., Any], shape: Any, *, dtype: Any = float
 
     fnp = _fnp()
     shape = tuple(int(s) for s in (shape if isinstance(shape, (list, tuple)) else (shape,)))
-    grids = [fnp.ravel(g) for g in fnp.indices(shape, dtype=dtypes.canonical(dtype))]
+    grids = [fnp.ravel(g) for g in fnp.indices(shape, dtype=dtypes.canonicalize(dtype))]
     if int(np.prod(shape)) == 0:
         return function(*[fnp.reshape(g, shape) for g in grids], **kwargs)
     flat = vmap(lambda *ix: function(*ix, **kwargs))(*grids)
@@ -629,7 +628,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     from fungraph.api import device_put
 
     shared = np.from_dlpack(x) if copy is None else np.from_dlpack(x, copy=copy)
-    dt = dtypes.canonical(shared.dtype)
+    dt = dtypes.canonicalize(shared.dtype)
     if dt != shared.dtype and copy is False:
         raise ValueError(f"from_dlpack(copy=False): {shared.dtype.name}[{','.join(map(str, shared.shape))}] is not "
                          f"a fungraph dtype and would need converting to {dt.name}, a copy")

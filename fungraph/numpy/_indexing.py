@@ -20,7 +20,7 @@ def _is_int_scalar(e: Any) -> bool:
         return False
     if isinstance(e, (int, np.integer)):
         return True
-    return isinstance(e, np.ndarray) and e.ndim == 0 and dtypes.is_int(dtypes.canonical(e.dtype))
+    return isinstance(e, np.ndarray) and e.ndim == 0 and dtypes.is_int(dtypes.canonicalize(e.dtype))
 
 
 def _expand_index(idx: Any, ndim: int) -> list[Any]:

@@ -61,7 +61,7 @@ def isrealobj(x: Any) -> bool:
 
 def result_type(*arrays_and_dtypes: Any) -> np.dtype:
     args = [a if isinstance(a, (Tracer, bool, int, float, complex)) else
-            (np.zeros((), dtypes.canonical(a)) if _is_dtype_like(a) else asarray(a)) for a in arrays_and_dtypes]
+            (np.zeros((), dtypes.canonicalize(a)) if _is_dtype_like(a) else asarray(a)) for a in arrays_and_dtypes]
     return dtypes.result_type(*args)
 
 
@@ -80,7 +80,7 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
     return bool(np.can_cast(src, to, casting))
 
 
-finfo = np.finfo
+finfo = dtypes.finfo
 iinfo = np.iinfo
 dtype = np.dtype
 
@@ -106,24 +106,24 @@ def copy(a: Any) -> Any:
 
 
 def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> np.ndarray:
-    return np.tri(N, M, k, dtype=dtypes.canonical(dtype or np.float64))
+    return np.tri(N, M, k, dtype=dtypes.canonicalize(dtype or np.float64))
 
 
 def indices(dimensions: Any, dtype: Any = None, sparse: bool = False) -> Any:
-    out = np.indices(tuple(dimensions), dtype=dtypes.canonical(dtype or np.int64), sparse=sparse)
+    out = np.indices(tuple(dimensions), dtype=dtypes.canonicalize(dtype or np.int64), sparse=sparse)
     return out
 
 
 def logspace(start: float, stop: float, num: int = 50, endpoint: bool = True, base: float = 10.0,
              dtype: Any = None, axis: int = 0) -> np.ndarray:
     out = np.logspace(start, stop, num, endpoint, base, axis=axis)
-    return out.astype(dtypes.canonical(dtype or out.dtype))
+    return out.astype(dtypes.canonicalize(dtype or out.dtype))
 
 
 def geomspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None,
               axis: int = 0) -> np.ndarray:
     out = np.geomspace(start, stop, num, endpoint, axis=axis)
-    return out.astype(dtypes.canonical(dtype or out.dtype))
+    return out.astype(dtypes.canonicalize(dtype or out.dtype))
 
 
 def diag_indices(n: int, ndim: int = 2) -> tuple[np.ndarray, ...]:

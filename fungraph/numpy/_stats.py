@@ -30,7 +30,7 @@ def _flat_or_axis(a: Any, axis: int | None, name: str) -> tuple[Any, int]:
 
 def _acc_dtype(x: Any, dtype: Any) -> np.dtype:
     if dtype is not None:
-        return dtypes.canonical(dtype)
+        return dtypes.canonicalize(dtype)
     return dtypes.int64 if x.dtype in (dtypes.bool_, dtypes.int32) else x.dtype
 
 

@@ -730,7 +730,7 @@ class OpenCLExecutable:
         self.output_slots = [k for k, s in enumerate(self.slots) if s.kind == "output"]
         self.window_slots = [k for k, s in enumerate(self.slots) if s.kind == "window"]
         specs = list(_specs(self.steps))
-        used = {dtypes.canonical(dt) for spec in specs for _, dt in spec.slots}
+        used = {dtypes.check(dt) for spec in specs for _, dt in spec.slots}
         self.source = preamble(used) + "\n" + "\n".join(spec.source for spec in specs)
         t0 = time.perf_counter()
         options = ["-w"] + (["-cl-fp32-correctly-rounded-divide-sqrt"] if self.info.correctly_rounded_sqrt else [])
