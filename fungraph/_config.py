@@ -131,7 +131,8 @@ class Config:
 
     ``jax_enable_x64`` is JAX's dtype mode (default off, or the ``JAX_ENABLE_X64`` environment
     variable; ``enable_x64``/``disable_x64`` set it for a block in one thread); ``jax_disable_jit``
-    is ``fungraph.disable_jit`` on the calling thread; ``jax_platforms``/``jax_platform_name`` take fungraph's backend names and, like
+    is ``fungraph.disable_jit`` on the calling thread; ``jax_platforms``/``jax_platform_name`` take
+    fungraph's backend names and, like
     ``jax_default_matmul_precision`` and ``jax_traceback_filtering``, are recorded with no effect
     (``jit(..., backend=)`` picks the backend, products use the operands' precision, tracebacks are
     never filtered); ``jax_debug_nans``/``jax_debug_infs`` make every eager primitive and every
