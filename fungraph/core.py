@@ -151,14 +151,8 @@ class Primitive:
         return f
 
     def abstract_eval_tuple(self, avals: Sequence[ShapedArray], params: Params) -> tuple[ShapedArray, ...]:
-        """The shape rule's output types; with x64 off a 64-bit output type (a rule or a
-        parameter naming float64) is the mode's 32-bit one."""
         out = self.abstract_eval(*avals, **params.kwargs())
-        outs = tuple(out) if self.multiple_results else (out,)
-        if dtypes.x64_enabled():
-            return outs
-        return tuple(a if a.dtype in dtypes.enabled() else ShapedArray(a.shape, dtypes.canonicalize(a.dtype))
-                     for a in outs)
+        return tuple(out) if self.multiple_results else (out,)
 
     def bind(self, *args: Any, **params: Any) -> Any:
         """Apply the primitive under whichever trace owns the arguments."""

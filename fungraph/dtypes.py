@@ -11,6 +11,7 @@ through ml_dtypes' ufuncs, and what those lack is computed in float32 and rounde
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import warnings
 from functools import cache
@@ -155,19 +156,32 @@ _WARNING = ("Explicitly requested dtype {}{} is not available, and will be trunc
             "See https://github.com/jax-ml/jax#current-gotchas for more.")
 
 
-def canonicalize(dtype: Any, requested_in: str | None = None) -> np.dtype:
+def canonicalize(dtype: Any, requested_in: str | None = None, depth: int = 2) -> np.dtype:
     """The dtype the current mode uses for ``dtype``: the dtype itself with x64 on; with it off
     a 64-bit type becomes its 32-bit counterpart. ``requested_in`` (the function name, or ""
-    for an unnamed request) marks an explicit user request, which warns with JAX's text when
-    truncated; values converted implicitly (arrays passed in, Python scalars) do not warn."""
+    for an unnamed request) marks an explicit request, which warns with JAX's text when
+    truncated if the function was called from outside fungraph (``depth`` frames above this
+    one); values converted implicitly (arrays passed in, Python scalars) do not warn."""
     d = check(dtype)
     if d in _TO_32 and not x64_enabled():
         narrow = _TO_32[d]
-        if requested_in is not None:
+        if requested_in is not None and not _called_from_fungraph(depth):
             where = f" requested in {requested_in}" if requested_in else ""
-            warnings.warn(_WARNING.format(d.name, where, narrow.name), UserWarning, stacklevel=3)
+            warnings.warn(_WARNING.format(d.name, where, narrow.name), UserWarning, stacklevel=depth + 1)
         return narrow
     return d
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _called_from_fungraph(depth: int) -> bool:
+    """Whether the frame ``depth`` levels above the caller is fungraph's own code."""
+    try:
+        frame = sys._getframe(depth + 1)
+    except ValueError:
+        return False
+    return frame.f_code.co_filename.startswith(_PACKAGE)
 
 
 def parse_dtype(name: str) -> np.dtype:

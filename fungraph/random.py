@@ -26,8 +26,10 @@ on raw keys.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +40,7 @@ from fungraph import numpy as fnp
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, aval
 from fungraph.primitives.callback import stop_gradient
+from fungraph.tree_util import tree_map
 
 __all__ = ["PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare", "choice",
            "clone", "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in", "gamma", "generalized_normal",
@@ -71,15 +74,14 @@ def fold_in(key: Any, data: Any) -> Any:
 
 
 def bits(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
-    """Uniform random bits as an int64 array: values in [0, 2**32) for uint32 (the default here;
-    JAX with x64 defaults to uint64), [0, 2**16) for uint16, [0, 2**8) for uint8. 64-bit widths
-    are refused: their values do not fit int64."""
+    """Uniform random bits of an unsigned dtype: uint32 (the default here; JAX with x64
+    defaults to uint64), uint16 or uint8. 64-bit widths are refused."""
     shape = _shape(shape, "bits")
     dt = np.dtype(np.uint32 if dtype is None else dtype)
     if dt not in _UNSIGNED_WIDTHS:
         raise TypeError(f"random.bits: dtype is uint8, uint16 or uint32 (fungraph has no uint64), got {dt}")
     words = _threefry.bits32(key, shape, "bits")
-    return fnp.bitwise_and(words, np.int64(2 ** _UNSIGNED_WIDTHS[dt] - 1))
+    return fnp.asarray(fnp.bitwise_and(words, np.int64(2 ** _UNSIGNED_WIDTHS[dt] - 1)), dtype=dt)
 
 
 def uniform(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64, minval: Any = 0.0,
@@ -768,3 +770,53 @@ from fungraph._random_dists import (  # noqa: E402
     poisson,
     t,
 )
+
+
+_KEYS = ("PRNGKey", "key", "split", "fold_in", "clone", "key_data", "wrap_key_data")
+
+
+def _to_mode(x: Any) -> Any:
+    """A sampler's output in the current mode: 64-bit arrays narrowed with x64 off."""
+    dt = aval(x).dtype
+    return x if dt in dtypes.enabled() else fnp.asarray(x, dtype=dtypes.canonicalize(dt))
+
+
+def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
+    """``f`` in JAX's 32-bit mode too: its ``dtype`` argument (or default) is taken in the caller's
+    mode (float32/int32 with x64 off, JAX's warning for an explicit 64-bit one), then the bits
+    are computed in the 64-bit words the samplers are written in and the result narrowed, so
+    draws match JAX's 32-bit mode bit for bit. Keys come out as uint32, as JAX's."""
+    sig = inspect.signature(f)
+    param = sig.parameters.get("dtype")
+
+    @functools.wraps(f)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if dtypes.x64_enabled():
+            out = f(*args, **kwargs)
+            return fnp.asarray(out, dtype=dtypes.uint32) if is_key else out
+        bound = sig.bind(*args, **kwargs)
+        for name, value in bound.arguments.items():
+            if type(value) is float:
+                bound.arguments[name] = np.float32(value)
+            elif name == "seed" and type(value) is int:
+                bound.arguments[name] = np.asarray(value % 2**32, np.uint32).astype(np.int32)
+        if param is not None:
+            given = bound.arguments.get("dtype", param.default)
+            if given is not None:
+                explicit = "dtype" in bound.arguments
+                bound.arguments["dtype"] = dtypes.canonicalize(given, "" if explicit else None)
+        args, kwargs = bound.args, bound.kwargs
+        previous = dtypes.set_x64_override(True)
+        try:
+            out = f(*args, **kwargs)
+        finally:
+            dtypes.set_x64_override(previous)
+        if is_key:
+            return fnp.asarray(out, dtype=dtypes.uint32)
+        return tree_map(_to_mode, out)
+
+    return run
+
+
+for _name in __all__:
+    globals()[_name] = _in_either_mode(globals()[_name], _name in _KEYS)

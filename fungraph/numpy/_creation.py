@@ -40,7 +40,7 @@ def ones(shape: Any, dtype: Any = None) -> Any:
 
 def _requested(dtype: Any, name: str) -> np.dtype:
     """A user's ``dtype=`` argument in the current mode (None: the default float)."""
-    return dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype, name)
+    return dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype, name, depth=3)
 
 
 def _like(a: Any, value: Any, dtype: Any, shape: Any, name: str) -> Any:

@@ -124,7 +124,7 @@ def _complex_extremum(x: Any, axes: tuple[int, ...], arg: Any, name: str) -> Any
     if size == 0:
         raise ShapeError(f"{name}: zero-size reduction over axes {axes} of {x.dtype}{list(x.shape)} has no identity")
     rows = reshape(transpose(x, kept + axes), tuple(x.shape[i] for i in kept) + (size,))
-    pick = reshape(arg.bind(rows, axis=len(kept), index_dtype=dtypes.int64), rows.shape[:-1] + (1,))
+    pick = reshape(arg.bind(rows, axis=len(kept), index_dtype=dtypes.default_int()), rows.shape[:-1] + (1,))
     return reshape(take_along_axis(rows, pick, axis=len(kept)), rows.shape[:-1])
 
 
@@ -209,12 +209,12 @@ def _arg(prim: Any, name: str) -> Any:
         x = asarray(a)
         if axis is None:
             flat = reshape(x, (x.size,))
-            out = prim.bind(flat, axis=0, index_dtype=dtypes.int64)
+            out = prim.bind(flat, axis=0, index_dtype=dtypes.default_int())
             return reshape(out, (1,) * x.ndim) if keepdims else out
         (ax,) = normalize_axes(axis, x.ndim, name)
         if x.shape[ax] == 0:
             raise ShapeError(f"{name}: attempt to get {name} of an empty sequence")
-        out = prim.bind(x, axis=ax, index_dtype=dtypes.int64)
+        out = prim.bind(x, axis=ax, index_dtype=dtypes.default_int())
         return _keep(out, x, (ax,), keepdims)
 
     f.__name__ = name
