@@ -231,7 +231,7 @@ class EvalTrace(Trace):
 
     def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> Sequence[Any]:
         if not dtypes.x64_enabled():
-            tracers = [to_concrete_dtype_array(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in tracers]
+            tracers = [_in_32_bit_mode(x) for x in tracers]
         avals = [aval_of(x) for x in tracers]
         expected = checked_abstract_eval(prim, avals, params)
         out = run_impl(prim, [unhosted(x) for x in tracers], params.kwargs())
@@ -239,6 +239,16 @@ class EvalTrace(Trace):
         if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
             check_finite(prim.name, outs, user_source())
         return [_as_array(o, a) for o, a in zip(outs, expected)]
+
+
+def _in_32_bit_mode(x: Any) -> Any:
+    """An eager operand with x64 off: a 64-bit numpy value (an internal constant) as its 32-bit
+    counterpart, except integers beyond 32 bits (``while_loop``'s tape handles), which are ids."""
+    if not isinstance(x, (np.ndarray, np.generic)) or x.dtype in dtypes.enabled():
+        return x
+    if x.dtype.kind in "iu" and x.size and (x.min() < -(2**31) or x.max() >= 2**31):
+        return x
+    return to_concrete_dtype_array(x)
 
 
 def run_impl(prim: Primitive, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:

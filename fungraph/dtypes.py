@@ -174,14 +174,21 @@ def canonicalize(dtype: Any, requested_in: str | None = None, depth: int = 2) ->
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
+#: Code of wrappers that only pass a call on (``fungraph.numpy``'s result wrapper): the caller
+#: of a requested dtype is looked for above them.
+TRANSPARENT_CODE: set[Any] = set()
+
 
 def _called_from_fungraph(depth: int) -> bool:
-    """Whether the frame ``depth`` levels above the caller is fungraph's own code."""
+    """Whether the frame ``depth`` levels above the caller (past transparent wrappers) is
+    fungraph's own code."""
     try:
         frame = sys._getframe(depth + 1)
     except ValueError:
         return False
-    return frame.f_code.co_filename.startswith(_PACKAGE)
+    while frame is not None and frame.f_code in TRANSPARENT_CODE:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(_PACKAGE)
 
 
 def parse_dtype(name: str) -> np.dtype:

@@ -427,6 +427,7 @@ def _host_results(namespace: dict) -> None:
     import functools
     import types
 
+    from fungraph import dtypes
     from fungraph.array import hosted
 
     wrapped: dict[int, object] = {}
@@ -443,6 +444,7 @@ def _host_results(namespace: dict) -> None:
 
             wrapped[id(f)] = functools.wraps(f)(call)
         namespace[name] = wrapped[id(f)]
+    dtypes.TRANSPARENT_CODE.add(call.__code__)
 
 
 _host_results(globals())
