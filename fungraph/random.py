@@ -771,7 +771,6 @@ from fungraph._random_dists import (  # noqa: E402
     t,
 )
 
-
 _KEYS = ("PRNGKey", "key", "split", "fold_in", "clone", "key_data", "wrap_key_data")
 
 
