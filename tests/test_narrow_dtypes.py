@@ -206,3 +206,18 @@ def test_opencl_runs_narrow_dtypes_on_the_cpu_engine_with_a_reason(require_openc
 def test_unsupported_jax_dtype_names_still_explain() -> None:
     with pytest.raises(AttributeError, match="int4"):
         fnp.int4  # noqa: B018
+
+
+def test_ir_text_round_trips_narrow_dtypes() -> None:
+    from fungraph.ir_text import parse
+
+    args = (np.uint8([1, 200]), np.array([1, 2], ml_dtypes.bfloat16), np.array([1, 2], ml_dtypes.float8_e4m3fn))
+    g = fg.make_graph(lambda x, y, z: (x * 2, y + 1.5, z * 2))(*args)
+    text = str(g)
+    assert "u8[2]" in text and "bf16[2]" in text and "f8_e4m3fn[2]" in text
+    assert str(parse(text)) == text
+    got = fg.eval_graph(parse(text), *args)
+    want = [jnp.asarray(args[0]) * 2, jnp.asarray(args[1]) + 1.5, jnp.asarray(args[2]) * 2]
+    for g_, w in zip(got, want):
+        assert g_.dtype == w.dtype
+        np.testing.assert_array_equal(np.asarray(g_).astype(np.float32), np.asarray(w).astype(np.float32))
