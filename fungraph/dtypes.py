@@ -337,10 +337,12 @@ def join(dtypes: Any, weak: Any = None) -> tuple[np.dtype, bool]:
 def promote_types(a: Any, b: Any) -> np.dtype:
     """``jnp.promote_types``: both dtypes strong; like JAX's, the result is not canonicalised
     (``bool`` with ``int64`` is int64 in either mode)."""
-    top = _join(frozenset((check(a), check(b))), x64_enabled())
+    top = _join(frozenset(_PY_WEAK[t] if t is int or t is float or t is complex else check(t) for t in (a, b)),
+                x64_enabled())
     return _WEAK_WIDE[top] if top in _WEAK else top
 
 
+_PY_WEAK = {int: _WEAK[0], float: _WEAK[1], complex: _WEAK[2]}
 _WEAK_WIDE = {_WEAK[0]: int64, _WEAK[1]: float64, _WEAK[2]: complex128}
 
 

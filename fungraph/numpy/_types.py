@@ -15,7 +15,7 @@ from fungraph.numpy._util import asarray
 def promote_types(a: Any, b: Any) -> np.dtype:
     """``jnp.promote_types``: JAX's promotion lattice (``int32`` with ``float32`` is float32),
     in the current dtype mode."""
-    return dtypes.promote_types(np.dtype(a), np.dtype(b))
+    return dtypes.promote_types(*(t if t is int or t is float or t is complex else np.dtype(t) for t in (a, b)))
 
 
 def result_type(*arrays_and_dtypes: Any) -> np.dtype:
