@@ -221,3 +221,13 @@ def test_ir_text_round_trips_narrow_dtypes() -> None:
     for g_, w in zip(got, want):
         assert g_.dtype == w.dtype
         np.testing.assert_array_equal(np.asarray(g_).astype(np.float32), np.asarray(w).astype(np.float32))
+
+
+def test_opencl_fallback_takes_device_arrays_of_narrow_dtypes(require_opencl: None) -> None:
+    tree = fg.device_put({"a": np.arange(3, dtype=np.float32), "b": np.float16(1.5)}, "opencl")
+    assert tree["b"].aval.dtype == np.float16
+    with pytest.warns(BackendFallbackWarning, match="float16"):
+        got = fg.jit(lambda t: t["a"] * 2.0 + t["b"], backend="opencl")(tree)
+    want = jnp.arange(3, dtype=jnp.float32) * 2.0 + jnp.float16(1.5)
+    assert np.asarray(got).dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
