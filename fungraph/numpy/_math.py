@@ -282,10 +282,12 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
 
 
 def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:
-    """|a - b| <= atol + rtol |b| for finite values; infinities must be equal."""
+    """|a - b| <= atol + rtol |b| for finite values; infinities must be equal. Complex values
+    compare by the modulus of their difference, with real tolerances (as JAX and numpy)."""
     x, y = promote(a, b, to_inexact=True)
     finite = ew.and_p.bind(_finite(x), _finite(y))
-    close = ew.le_p.bind(ew.abs_p.bind(ew.sub(x, y)), ew.add(_c(atol, x), ew.mul(_c(rtol, x), ew.abs_p.bind(y))))
+    abs_y = ew.abs_p.bind(y)
+    close = ew.le_p.bind(ew.abs_p.bind(ew.sub(x, y)), ew.add(_c(atol, abs_y), ew.mul(_c(rtol, abs_y), abs_y)))
     out = ew.select(finite, close, ew.eq(x, y))
     if equal_nan:
         out = ew.or_p.bind(out, ew.and_p.bind(_isnan(x), _isnan(y)))
@@ -293,7 +295,8 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan:
 
 
 def _finite(x: Any) -> Any:
-    return ew.lt(ew.abs_p.bind(x), _c(np.inf, x))
+    magnitude = ew.abs_p.bind(x)
+    return ew.lt(magnitude, _c(np.inf, magnitude))
 
 
 def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:
