@@ -161,11 +161,45 @@ det_p = Primitive("det", impl=lambda a: np.linalg.det(a), abstract_eval=_det_ava
 @det_p.def_jvp
 def _det_jvp(primals: tuple, tangents: tuple) -> tuple:
     (a,), (ta,) = primals, tangents
-    d = det(a)
-    return d, ew.mul(d, trace(solve(a, ta)))                              # d det = det tr(A^-1 dA)
+    return det(a), trace(mm(adjugate_p.bind(a), ta))                        # d det = tr(adj(A) dA)
 
 
 det_p.batch = _leading_batch(det_p)
+
+
+def _adjugate_impl(a: np.ndarray) -> np.ndarray:
+    """adj(A) from A = U S V^H: adj(A) = det(U) det(V^H) V adj(S) U^H, adj(S) holding the products
+    of the other singular values, so a singular A has its adjugate (zero past rank n - 1), not
+    a failed inverse."""
+    u, s, vh = np.linalg.svd(a)
+    n = s.shape[-1]
+    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+    before = np.concatenate([ones, np.cumprod(s[..., :-1], axis=-1)], axis=-1)
+    after = np.concatenate([np.cumprod(s[..., :0:-1], axis=-1)[..., ::-1], ones], axis=-1) if n > 1 else ones
+    phase = (np.linalg.det(u) * np.linalg.det(vh))[..., None, None]
+    others = (before * after).astype(a.dtype)
+    v, uh = np.swapaxes(vh.conj(), -1, -2), np.swapaxes(u.conj(), -1, -2)
+    return (phase * v @ (others[..., :, None] * uh)).astype(a.dtype)
+
+
+def _adjugate_aval(a: ShapedArray) -> ShapedArray:
+    _square("adjugate", a, allow_complex=True)
+    return a
+
+
+#: adj(A) (= det(A) A^-1 where A is invertible): det's derivative, defined at singular A too.
+adjugate_p = Primitive("adjugate", impl=_adjugate_impl, abstract_eval=_adjugate_aval, arity=1)
+
+
+@adjugate_p.def_jvp
+def _adjugate_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (a,), (ta,) = primals, tangents
+    adj = adjugate_p.bind(a)
+    x = solve(a, ta)                                                        # d adj = tr(A^-1 dA) adj - A^-1 dA adj
+    return adj, ew.sub(ew.mul(reshape(trace(x), aval(x).shape[:-2] + (1, 1)), adj), mm(x, adj))
+
+
+adjugate_p.batch = _leading_batch(adjugate_p)
 
 
 def det(a: Any) -> Any:
