@@ -25,7 +25,7 @@ from fungraph.backends.opencl.device import (
     reset_transfer_stats,
 )
 from fungraph.backends.opencl.engine import ENGINE_STATS, OpenCLExecutable
-from fungraph.backends.opencl.kernels import graph_avals
+from fungraph.backends.opencl.program import graph_avals
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.ir import Graph
 

@@ -34,7 +34,7 @@ on_clear(_PROGRAMS.clear)
 def build_program(dev: Device, specs: Sequence[KernelSpec]) -> tuple[str, Any, float]:
     """(source, program, seconds spent building) for the kernels ``specs``; the program is None
     when there are none, and a cached one when an earlier executable had the same source."""
-    used = {dtypes.canonical(dt) for spec in specs for _, dt in spec.slots}
+    used = {dtypes.check(dt) for spec in specs for _, dt in spec.slots}
     source = preamble(used) + "\n" + "\n".join(spec.source for spec in specs)
     t0 = time.perf_counter()
     options = ["-w"] + (["-cl-fp32-correctly-rounded-divide-sqrt"] if dev.info.correctly_rounded_sqrt else [])

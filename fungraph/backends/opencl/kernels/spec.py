@@ -50,7 +50,7 @@ class Params:
 
     def __call__(self, slot: int, dtype: np.dtype) -> tuple[str, str]:
         if all(s != slot for s, _ in self.slots):
-            self.slots.append((slot, dtypes.canonical(dtype)))
+            self.slots.append((slot, dtypes.check(dtype)))
         return f"p{slot}", f"o{slot}"
 
     def signature(self) -> str:
