@@ -280,7 +280,7 @@ def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int], window_s
     canonical_precision(precision)
     x = asarray(lhs)
     if preferred_element_type is not None:
-        x = cast(x, dtypes.canonical(preferred_element_type))
+        x = cast(x, dtypes.canonicalize(preferred_element_type))
     rank = len(aval_of(x).shape)
     dn = _specs(rank, dimension_numbers)
     x = sh.transpose(x, dn.lhs_spec)

@@ -70,7 +70,7 @@ def preferred_operands(name: str, xs: Sequence[Any], preferred_element_type: Any
     arrays = [asarray(x) for x in promote(*xs)]
     if preferred_element_type is None:
         return arrays, None
-    want = dtypes.canonical(preferred_element_type)
+    want = dtypes.canonicalize(preferred_element_type)
     have = aval_of(arrays[0]).dtype
     if dtypes.is_inexact(have) and not dtypes.is_inexact(want):
         return arrays, want

@@ -180,12 +180,12 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def iota(dtype: Any, size: int) -> Any:
-    return np.arange(int(size), dtype=dtypes.canonical(dtype))
+    return np.arange(int(size), dtype=dtypes.canonicalize(dtype))
 
 
 def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
     shape = tuple(int(d) for d in shape)
-    line = np.arange(shape[dimension], dtype=dtypes.canonical(dtype))
+    line = np.arange(shape[dimension], dtype=dtypes.canonicalize(dtype))
     return np.broadcast_to(line.reshape([-1 if k == dimension else 1 for k in range(len(shape))]), shape).copy()
 
 
@@ -193,9 +193,9 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
     shape = tuple(int(d) for d in shape)
     if dtype is None:
         weak = is_weak(fill_value)
-        dt = dtypes.canonical(np.asarray(fill_value).dtype) if weak else aval_of(asarray(fill_value)).dtype
+        dt = dtypes.canonicalize(np.asarray(fill_value).dtype) if weak else aval_of(asarray(fill_value)).dtype
     else:
-        dt = dtypes.canonical(dtype)
+        dt = dtypes.canonicalize(dtype)
     v = cast(fill_value, dt)
     if not isinstance(v, Tracer):
         return np.full(shape, v, dtype=dt)
@@ -210,4 +210,4 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] |
 def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Any:
     """An array of ``shape`` whose values must not be read (zeros here)."""
     _no_sharding("empty", out_sharding)
-    return np.zeros(tuple(int(d) for d in shape), dtypes.canonical(dtype))
+    return np.zeros(tuple(int(d) for d in shape), dtypes.canonicalize(dtype))

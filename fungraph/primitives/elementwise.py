@@ -472,7 +472,7 @@ convert_element_type_p.batch = elementwise_batch(convert_element_type_p)
 
 
 def convert(x: Any, dtype: np.dtype) -> Any:
-    dtype = dtypes.canonical(dtype)
+    dtype = dtypes.canonicalize(dtype)
     if aval(x).dtype == dtype:
         return x
     return convert_element_type_p.bind(x, new_dtype=dtype)
