@@ -6,7 +6,6 @@ import contextlib
 import functools
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,13 @@ from fungraph import dtypes
 from fungraph.array import Array, hosted
 from fungraph.core import EvalTrace, MainTrace, Tracer, new_dynamic, to_concrete_dtype_array
 from fungraph.interpreters.eval import eval_graph as _eval_graph
-from fungraph.interpreters.staging import stage
+from fungraph.interpreters.staging import (  # the pytree side of staging, used by api, jit and custom_derivatives
+    ShapeDtypeStruct,
+    abstractify,
+    flat_fun,
+    split_static,
+    stage,
+)
 from fungraph.ir import Graph, ShapedArray
 from fungraph.primitives.callback import pure_callback_p
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
@@ -27,61 +32,6 @@ float0 = np.dtype([("float0", np.void, 0)])
 
 def _is_float0(x: Any) -> bool:
     return getattr(x, "dtype", None) == float0
-
-
-@dataclass(frozen=True)
-class ShapeDtypeStruct:
-    """An abstract argument: tracing needs only its shape and dtype."""
-
-    shape: tuple[int, ...]
-    dtype: Any
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        object.__setattr__(self, "dtype", dtypes.canonical(self.dtype))
-
-
-def abstractify(x: Any) -> ShapedArray:
-    """The abstract value of an argument leaf; errors name the offending type."""
-    if isinstance(x, Tracer):
-        return x.aval
-    if isinstance(x, (ShapeDtypeStruct, ShapedArray)):
-        return ShapedArray(x.shape, x.dtype)
-    if isinstance(x, Array):
-        return x.aval
-    try:
-        arr = to_concrete_dtype_array(x)
-    except TypeError as err:
-        raise TypeError(f"argument of type {type(x).__name__} is not an array: {err}") from None
-    if arr.dtype == object:
-        raise TypeError(f"argument of type {type(x).__name__} is not a valid array")
-    return ShapedArray(arr.shape, arr.dtype)
-
-
-def split_static(args: Sequence[Any], static_argnums: Sequence[int]) -> tuple[list[Any], dict[int, Any]]:
-    n = len(args)
-    static = {i % n: args[i] for i in static_argnums if -n <= i < n}
-    dynamic = [a for i, a in enumerate(args) if i not in static]
-    return dynamic, static
-
-
-def merge_static(dynamic: Sequence[Any], static: dict[int, Any]) -> list[Any]:
-    it = iter(dynamic)
-    return [static[i] if i in static else next(it) for i in range(len(dynamic) + len(static))]
-
-
-def flat_fun(fun: Callable[..., Any], in_tree: PyTreeDef, static: dict[int, Any],
-             out_tree_box: list[PyTreeDef]) -> Callable[..., list[Any]]:
-    """``fun`` as a function of flat leaves returning flat leaves; records its output tree."""
-
-    def flat(*leaves: Any) -> list[Any]:
-        dynamic = tree_unflatten(in_tree, leaves)
-        out = fun(*merge_static(dynamic, static))
-        out_leaves, out_tree = tree_flatten(out)
-        out_tree_box.append(out_tree)
-        return out_leaves
-
-    return flat
 
 
 def make_graph(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -> Callable[..., Graph]:

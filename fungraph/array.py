@@ -13,14 +13,6 @@ import numpy as np
 from fungraph.ir import HasAval, ShapedArray
 
 
-def _functional_updates(x: Any) -> Any:
-    """``x.at[idx].set(v)`` and the other functional updates (``fungraph.numpy.at``); an eager
-    update of a device array computes on the host."""
-    from fungraph.numpy._at import at
-
-    return at(x)
-
-
 class Array(HasAval):
     """A device array: ``shape``, ``dtype``, ``aval``, ``numpy()`` and ``np.asarray(x)``, with
     numpy's operators and methods (``fungraph.numpy._methods``), which run eagerly on the host."""
@@ -38,8 +30,6 @@ class Array(HasAval):
     def block_until_ready(self) -> Array:
         """Wait until the value is computed (JAX's method); returns the array itself."""
         return self
-
-    at = property(_functional_updates)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
@@ -69,8 +59,6 @@ class HostArray(np.ndarray):
     return, so ``x.at[i].set(v)`` and ``f(x).block_until_ready()`` work as in JAX. It is a
     numpy array in every other way (operators, ufuncs and ``isinstance`` are numpy's), and
     prints as one."""
-
-    at = property(_functional_updates)
 
     def block_until_ready(self) -> HostArray:
         """Computed already (the CPU engine is synchronous): the array itself."""

@@ -84,6 +84,10 @@ def user_source() -> str | None:
 
 AbstractEval = Callable[..., "ShapedArray | tuple[ShapedArray, ...]"]
 
+#: The byte alignment of every buffer in a planned arena: the memory planner places buffers at
+#: multiples of it, and a primitive's scratch rule (a conv's taps) rounds its blocks up to it.
+ALIGNMENT = 64
+
 
 @dataclass(eq=False)
 class Primitive:

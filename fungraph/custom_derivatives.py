@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fungraph.api import abstractify, flat_fun
 from fungraph.core import Primitive, innermost_main
 from fungraph.interpreters.batching import BatchTracer, vmap_flat
 from fungraph.interpreters.dce import dce
@@ -20,7 +19,7 @@ from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.graph_transforms import batched_graph, jvp_graph
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.rewrite import Rewriter, producers
-from fungraph.interpreters.staging import stage
+from fungraph.interpreters.staging import abstractify, flat_fun, stage
 from fungraph.interpreters.transpose import backward_pass, partial_eval
 from fungraph.ir import Eqn, Graph, ShapedArray, Var
 from fungraph.numpy._util import asarray

@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.api import abstractify, flat_fun, split_static
 from fungraph.array import Array, HostArray
-from fungraph.backends import backend_factory, known_backends
+from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.core import FLOAT_CHECKS, Primitive, Tracer, check_finite, to_concrete_dtype_array
 from fungraph.interpreters.graph_transforms import (
     batched_graph,
@@ -35,10 +34,8 @@ from fungraph.interpreters.graph_transforms import (
     transpose_graph,
 )
 from fungraph.interpreters.memory import MemoryPlan, plan_memory
-from fungraph.interpreters.optimize import DEFAULT_PASSES, Pass, PassStat, format_stats, optimize
-from fungraph.interpreters.regions import fuse_regions
-from fungraph.interpreters.simplify import simplify
-from fungraph.interpreters.staging import stage
+from fungraph.interpreters.optimize import PassStat, backend_passes, format_stats, optimize
+from fungraph.interpreters.staging import abstractify, flat_fun, split_static, stage
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.primitives._rules import is_undefined, zeros
 from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
@@ -79,20 +76,7 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
     return compiled
 
 
-def backend_passes(factory: Any) -> tuple[tuple[str, Pass], ...]:
-    """The default passes, then elementwise regions for a backend that runs them as units
-    (it names the smallest region worth fusing, in bytes of its shape). A backend that
-    computes a product's elementwise consumers with it (``scales_in_consumers``) keeps a
-    scalar scale of a product where it is rather than on the smaller factor, which would
-    cost a kernel of its own."""
-    passes = DEFAULT_PASSES
-    if getattr(factory, "scales_in_consumers", False):
-        passes = tuple((name, functools.partial(simplify, scale_factors=False) if p is simplify else p)
-                       for name, p in passes)
-    region_bytes = getattr(factory, "region_bytes", None)
-    if region_bytes is None:
-        return passes
-    return passes + (("fuse_regions", functools.partial(fuse_regions, min_bytes=region_bytes)),)
+register_compiler(compile_graph)
 
 
 MAX_SCHEDULE_SEARCH_EQNS = 3000

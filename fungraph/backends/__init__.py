@@ -35,6 +35,23 @@ def known_backends() -> tuple[str, ...]:
     return tuple(sorted(_MODULES))
 
 
+_COMPILER: dict[str, Callable[..., Any]] = {}
+
+
+def register_compiler(compile_graph: Callable[..., Any]) -> None:
+    """``jit`` registers its driver here when imported: ``compile_graph(graph, backend, donated)``
+    optimises, plans and builds (cached) an executable of ``backend``."""
+    _COMPILER["compile_graph"] = compile_graph
+
+
+def compile_subgraph(graph: Any, backend: str, donated: Any = ()) -> Any:
+    """A sub-graph (a branch, a loop's condition or body) compiled as ``jit`` compiles a whole
+    graph: engines lie below ``jit`` in the layers and reach its driver through this registry."""
+    if "compile_graph" not in _COMPILER:
+        raise RuntimeError("no graph compiler is registered: import fungraph (fungraph.jit registers it)")
+    return _COMPILER["compile_graph"](graph, backend, donated)
+
+
 _TURNS = threading.RLock()
 _BUSY: set[int] = set()
 

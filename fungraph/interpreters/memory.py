@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fungraph.core import ALIGNMENT
 from fungraph.interpreters.offsets import plan_offsets
 from fungraph.ir import Eqn, Graph, Var
 
-ALIGNMENT = 64
 VIEW_PRIMITIVES = frozenset({"reshape", "transpose", "broadcast_in_dim", "slice", "rev"})
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fungraph.array import Array, hosted
+from fungraph.array import Array, HostArray, hosted
 from fungraph.core import Tracer
 from fungraph.numpy import _at, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
 from fungraph.numpy import _elementwise as e
@@ -136,6 +136,10 @@ _ARRAY_METHODS: dict[str, Any] = {
 
 
 def install() -> None:
+    """Give tracers, device arrays and host arrays numpy's operators and JAX's methods (``.at`` on
+    host arrays too); the numpy layer installs them as JAX's ``jax.numpy`` does, so the array
+    classes below it need not import it."""
+    HostArray.at = property(_at.IndexUpdateHelper)
     for name, fn in _METHODS.items():
         setattr(Tracer, name, fn)
         if name not in vars(Array):

@@ -1,23 +1,24 @@
-"""The primitive set, one module per family; importing this package registers them all."""
+"""The primitive set, one module per family.
+
+Importing this package registers the first-order primitives. The higher-order ones (``cond``
+in control_flow, scan, while_loop, the collectives, and lax_extra's linear solves) hold
+sub-graphs and run them through the transformations, so they sit in a layer above those
+(docs/architecture.md) and register when imported: ``import fungraph`` imports them all.
+"""
 
 from fungraph.primitives import (  # noqa: F401
     barrier,
     callback,
-    collectives,
-    control_flow,
     conv,
     cumulative,
     elementwise,
     fft,
     fused,
     indexing,
-    lax_extra,
     linalg,
     linalg_ops,
     reductions,
-    scan,
     shape,
     sorting,
     special,
-    while_loop,
 )

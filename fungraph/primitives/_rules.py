@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,3 +95,22 @@ def linear_jvp(prim: Any, primals: tuple, tangents: tuple, **params: Any) -> tup
     out = prim.bind(*primals, **params)
     ts = [instantiate(t, aval(p)) for p, t in zip(primals, tangents)]
     return out, prim.bind(*ts, **params)
+
+
+#: The transformations of a function of primitives (``"jvp"``: ``interpreters.jvp.jvp_flat``,
+#: ``"vmap"``: ``interpreters.batching.vmap_flat``), registered by those interpreters, a layer
+#: above, when they are imported: a rule whose derivative or batched form is a composite of
+#: other primitives runs the interpreter through this table instead of importing it. A rule
+#: runs only under its interpreter's trace, so the entry is there by then.
+_TRANSFORMS: dict[str, Callable[..., Any]] = {}
+
+
+def register_transform(name: str, transform: Callable[..., Any]) -> None:
+    _TRANSFORMS[name] = transform
+
+
+def transform(name: str) -> Callable[..., Any]:
+    """The interpreter registered as ``name`` (``"jvp"`` or ``"vmap"``)."""
+    if name not in _TRANSFORMS:
+        raise RuntimeError(f"no {name!r} interpreter is registered: import fungraph first")
+    return _TRANSFORMS[name]

@@ -11,8 +11,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import Primitive, ShapeError
-from fungraph.interpreters.memory import ALIGNMENT
+from fungraph.core import ALIGNMENT, Primitive, ShapeError
 from fungraph.ir import Eqn, ShapedArray
 from fungraph.primitives._rules import aval, is_undefined, require_same_dtype
 from fungraph.primitives.shape import rev, transpose

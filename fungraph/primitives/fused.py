@@ -13,7 +13,7 @@ import numpy as np
 from fungraph.core import Primitive
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import elementwise_batch
-from fungraph.primitives._rules import aval, broadcast_shapes, require_float, require_same_dtype
+from fungraph.primitives._rules import aval, broadcast_shapes, require_float, require_same_dtype, transform
 from fungraph.primitives.elementwise import add, div, mul, sqrt_p, sub
 
 
@@ -71,9 +71,7 @@ adagrad_p = Primitive("adagrad", impl=_adagrad_impl, abstract_eval=_adagrad_aval
 
 @adagrad_p.def_jvp
 def _adagrad_jvp(primals: tuple, tangents: tuple) -> tuple:
-    from fungraph.interpreters.jvp import jvp_flat
-
-    return tuple(jvp_flat(lambda *a: adagrad_reference(*a), primals, tangents, instantiate=False))
+    return tuple(transform("jvp")(lambda *a: adagrad_reference(*a), primals, tangents, instantiate=False))
 
 
 adagrad_p.batch = elementwise_batch(adagrad_p)

@@ -13,7 +13,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
 from fungraph.ir import ShapedArray
-from fungraph.primitives._rules import aval, is_undefined, normalize_axis
+from fungraph.primitives._rules import aval, is_undefined, normalize_axis, transform
 
 
 def _normalize_indices(idx: Any, n: int) -> np.ndarray:
@@ -346,9 +346,8 @@ def _batch_dus(args: Any, dims: Any, *, mode: str) -> tuple[Any, int]:
     x, u, *starts = args
     dx, du, *ds = dims
     if any(d is not None for d in ds):
-        from fungraph.api import vmap
-
-        return vmap(lambda *a: dus_by_select(*a, mode=mode), in_axes=tuple(dims))(*args), 0
+        vmap_flat = transform("vmap")
+        return vmap_flat(lambda *a: [dus_by_select(*a, mode=mode)], args, dims, [0], batch_size(args, dims), None)[0], 0
     size = batch_size(args, dims)
     return dynamic_update_slice(broadcast_batch(x, dx, size), broadcast_batch(u, du, size),
                                 [np.asarray(0, np.int64), *starts], mode), 0

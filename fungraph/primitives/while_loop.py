@@ -23,7 +23,7 @@ from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.primitives._rules import aval, instantiate, zeros
-from fungraph.primitives.graph_utils import force_unknown
+from fungraph.primitives.graph_utils import LOOP_STATS, force_unknown
 
 _I64 = ShapedArray((), np.dtype(np.int64))
 
@@ -34,7 +34,6 @@ def _run(graph: Graph, args: Sequence[Any]) -> list[np.ndarray]:
     return compile_graph(graph).executable.run([np.asarray(a) for a in args])
 
 
-LOOP_STATS = {"iterations": 0, "carry_copies": 0, "final_copies": 0, "last_tape_peak": 0, "last_tape_length": 0}
 
 
 def _while_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int,

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.backends import taking_turns
+from fungraph.backends import backend_factory, taking_turns
 from fungraph.backends.opencl import control, kernels
 from fungraph.backends.opencl.codegen import VIEW_OPS, Access, contiguous, merged_stride, preamble, view_access
 from fungraph.backends.opencl.device import (
@@ -78,7 +78,8 @@ from fungraph.backends.opencl.kernels import (
 )
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.interpreters.offsets import plan_offsets
-from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
+from fungraph.interpreters.optimize import backend_passes, optimize
+from fungraph.ir import Eqn, Graph, Literal, Namer, ShapedArray, Var, format_eqn
 
 ALIGNMENT = 64
 ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0,
@@ -367,10 +368,6 @@ class OpenCLExecutable:
     def optimized(self, g: Graph) -> Graph:
         """A sub-graph (branch, loop condition or body) after the optimiser passes ``jit`` runs
         on this backend's graphs (CSE, folding, ``fma``, ...), which do not enter sub-graphs."""
-        from fungraph.backends import backend_factory
-        from fungraph.interpreters.optimize import optimize
-        from fungraph.jit import backend_passes
-
         return optimize(g, backend_passes(backend_factory("opencl")))[0]
 
     @property
@@ -1029,9 +1026,7 @@ class OpenCLExecutable:
         """Each kernel, host round-trip and control-flow step with the equations it covers,
         in launch order (loop bodies and branches indented), then the fused regions with their
         cost-model figures; values are named as the graph's own listing names them."""
-        from fungraph.ir_text import _format_eqn, _Namer
-
-        namer = _Namer()
+        namer = Namer()
         for v in self.graph.invars + self.graph.constvars:
             namer(v)
         for e in self.graph.eqns:
@@ -1047,7 +1042,7 @@ class OpenCLExecutable:
                 outs = " ".join(f"{namer(o)}:{o.aval}" for o in e.outputs)
                 ins = " ".join(str(a) if isinstance(a, Literal) else namer(a) for a in e.inputs)
                 return f"{outs} = {e.primitive.name} {ins}"
-            return _format_eqn(e, namer, 0, False).strip()
+            return format_eqn(e, namer, 0, False).strip()
 
         def show(steps: list[Step], pad: str) -> None:
             for st in steps:
