@@ -11,9 +11,13 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._devices import Device
 from fungraph.array import Array, hosted
+from fungraph.backends import known_backends
 from fungraph.core import EvalTrace, MainTrace, Tracer, new_dynamic, to_concrete_dtype_array
+from fungraph.interpreters.batching import vmap_flat
 from fungraph.interpreters.eval import eval_graph as _eval_graph
+from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import (  # the pytree side of staging, used by api, jit and custom_derivatives
     ShapeDtypeStruct,
     abstractify,
@@ -21,9 +25,13 @@ from fungraph.interpreters.staging import (  # the pytree side of staging, used 
     split_static,
     stage,
 )
+from fungraph.interpreters.transpose import backward_pass, eval_linear, linearize_flat, partial_eval, transpose_linear
 from fungraph.ir import Graph, ShapedArray
+from fungraph.primitives._rules import zeros
 from fungraph.primitives.callback import pure_callback_p
-from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from fungraph.primitives.shape import reshape, transpose
+from fungraph.primitives.while_loop import release_tapes, retain_tapes
+from fungraph.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 #: JAX's dtype of tangents and cotangents for integer and boolean values (a zero-size numpy
 #: void type): ``jvp`` and ``vjp`` accept arrays of it where JAX gives or takes them.
@@ -77,8 +85,6 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
 
 def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any) -> Any:
     """Stage a host numpy function as one opaque node with the declared result shapes."""
-    from fungraph.numpy._util import asarray
-
     res_leaves, res_tree = tree_flatten(result_shape_dtypes)
     result_avals = tuple(ShapedArray(np.shape(r) if not hasattr(r, "shape") else r.shape, r.dtype)
                          for r in res_leaves)
@@ -88,7 +94,7 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
         return tree_flatten(callback(*tree_unflatten(arg_tree, leaves)))[0]
 
     flat_callback.__name__ = getattr(callback, "__name__", "callback")
-    outs = pure_callback_p.bind(*[asarray(a) for a in arg_leaves], callback=flat_callback,
+    outs = pure_callback_p.bind(*[_concrete(a) for a in arg_leaves], callback=flat_callback,
                                 result_avals=result_avals)
     return tree_unflatten(res_tree, outs)
 
@@ -115,10 +121,14 @@ def _concrete(x: Any) -> Any:
     return x if isinstance(x, Tracer) else to_concrete_dtype_array(x)
 
 
+def _batch_last(x: Any) -> Any:
+    """``x`` with its leading (vmapped) axis moved last."""
+    nd = abstractify(x).ndim
+    return transpose(x, tuple(range(1, nd)) + (0,))
+
+
 def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
     """Forward mode: ``(fun(*primals), J @ tangents)``, both pytrees like ``fun``'s output."""
-    from fungraph.interpreters.jvp import jvp_flat
-
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp: primals and tangents must be tuples or lists of arguments")
     p_leaves, p_tree = tree_flatten(tuple(primals))
@@ -132,8 +142,6 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
 
 
 def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str) -> tuple[Any, ...]:
-    from fungraph.interpreters.transpose import linearize_flat
-
     leaves, in_tree = tree_flatten(tuple(primals))
     avals = [abstractify(x) for x in leaves]
     diff = [dtypes.is_inexact(a.dtype) for a in avals]
@@ -145,8 +153,6 @@ def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str) -> tu
 
 def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
     """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` reuses the saved linearization."""
-    from fungraph.interpreters.transpose import eval_linear
-
     outs, out_tree, lin, known_t, res, _, in_tree, avals, diff = _linearize(fun, primals, "linearize")
 
     def f_jvp(*tangents: Any) -> Any:
@@ -163,8 +169,6 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
 def _hold_tapes(fun: Callable[..., Any], residuals: Sequence[Any]) -> None:
     """The ``while_loop`` tapes among ``residuals`` live as long as ``fun`` (a ``vjp`` or
     ``linearize`` function) and no longer: it may be called many times, or never."""
-    from fungraph.primitives.while_loop import release_tapes, retain_tapes
-
     handles = retain_tapes([np.asarray(r) for r in residuals if isinstance(r, (np.ndarray, np.generic))])
     if handles:
         weakref.finalize(fun, release_tapes, handles)
@@ -173,8 +177,6 @@ def _hold_tapes(fun: Callable[..., Any], residuals: Sequence[Any]) -> None:
 def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """Reverse mode: ``(fun(*primals), f_vjp)`` with ``f_vjp(ct)`` the cotangents of each primal;
     with ``has_aux`` ``fun`` returns ``(out, aux)`` and ``aux`` is returned third, undifferentiated."""
-    from fungraph.interpreters.transpose import transpose_linear
-    from fungraph.primitives._rules import zeros
 
     target = fun if has_aux else (lambda *a: (fun(*a), None))
     outs, pair_tree, lin, _, res, _, in_tree, avals, diff = _linearize(target, primals, "vjp")
@@ -213,8 +215,6 @@ def linear_transpose(fun: Callable[..., Any], *primals: Any) -> Callable[[Any], 
     ``f_t(ct)`` returns one cotangent per primal. ``fun``'s graph is transposed directly, so a
     nonlinear operation on an input is an error, not a silent Jacobian at some point (a constant
     added to the output is dropped: the transpose of the linear part)."""
-    from fungraph.interpreters.transpose import backward_pass, partial_eval
-    from fungraph.primitives._rules import zeros
 
     leaves, in_tree = tree_flatten(tuple(primals))
     avals = [abstractify(x) for x in leaves]
@@ -360,8 +360,6 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
             main, box = _output_and_aux(fun)
             main(*args)  # one primal evaluation for aux: forward mode evaluates fun under vmap
             return jacfwd(main, argnums)(*args), box[0]
-        from fungraph.numpy import moveaxis, reshape
-
         f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
         zeros_like = [np.zeros(abstractify(x).shape, abstractify(x).dtype) for x in in_leaves]
         per_input = []
@@ -376,7 +374,8 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
 
             cols = vmap(push)(_basis(a))
             col_leaves, out_tree = tree_flatten(cols)
-            per_input.append([reshape(moveaxis(c, 0, -1), abstractify(c).shape[1:] + a.shape) for c in col_leaves])
+            per_input.append([reshape(_batch_last(_concrete(c)), abstractify(c).shape[1:] + a.shape)
+                              for c in col_leaves])
         return _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
 
     return jac
@@ -389,8 +388,6 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
 
     @functools.wraps(fun, updated=())
     def jac(*args: Any) -> Any:
-        from fungraph.numpy import reshape
-
         f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
         if has_aux:
             out, f_vjp, aux = vjp(f_flat, *in_leaves, has_aux=True)
@@ -408,7 +405,7 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
                 return f_vjp(tree_unflatten(out_tree, cts))
 
             grads = vmap(pull)(_basis(oa))
-            rows.append([reshape(g, oa.shape + ia.shape) for g, ia in zip(grads, in_avals)])
+            rows.append([reshape(_concrete(g), oa.shape + ia.shape) for g, ia in zip(grads, in_avals)])
         per_input = [[rows[k][j] for k in range(len(out_avals))] for j in range(len(in_avals))]
         result = _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
         return (result, aux) if has_aux else result
@@ -454,8 +451,6 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
          axis_name: Hashable | None = None) -> Callable:
     """Map ``fun`` over an axis of its arguments, with JAX's ``in_axes``/``out_axes`` rules;
     ``axis_name`` names the mapped axis for collectives (``psum(x, axis_name)``) inside ``fun``."""
-    from fungraph.interpreters.batching import vmap_flat
-
     @functools.wraps(fun, updated=())
     def mapped(*args: Any) -> Any:
         axes = in_axes
@@ -503,9 +498,6 @@ def device_put(x: Any, device: Any = None) -> Any:
     """Every array leaf of ``x`` on ``device`` (a backend name: ``"cpu"``, the default, gives
     numpy arrays; ``"opencl"`` gives device arrays that OpenCL-jitted functions take without a
     transfer), converted to fungraph's dtypes. ``device`` may also be one of ``devices()``."""
-    from fungraph._devices import Device
-    from fungraph.backends import known_backends
-    from fungraph.tree_util import tree_map
 
     if isinstance(device, Device):
         device = device.platform
@@ -519,6 +511,7 @@ def device_put(x: Any, device: Any = None) -> Any:
         host = to_concrete_dtype_array(leaf)
         if where == "cpu":
             return hosted(host)
+        # optional dependency: the OpenCL backend (and pyopencl) loads on its first use
         from fungraph.backends.opencl.device import device_put as to_opencl
 
         return to_opencl(host)
@@ -528,8 +521,6 @@ def device_put(x: Any, device: Any = None) -> Any:
 
 def block_until_ready(x: Any) -> Any:
     """Wait until every device array leaf of ``x`` is computed; returns ``x`` (JAX's function)."""
-    from fungraph.tree_util import tree_leaves
-
     for leaf in tree_leaves(x):
         if isinstance(leaf, Array):
             leaf.block_until_ready()
@@ -539,8 +530,6 @@ def block_until_ready(x: Any) -> Any:
 def device_get(x: Any) -> Any:
     """``x`` with every device array leaf copied to a numpy array (other leaves unchanged), as
     ``jax.device_get``; a traced leaf raises the usual concretization error."""
-    from fungraph.tree_util import tree_map
-
     return tree_map(lambda leaf: np.asarray(leaf) if isinstance(leaf, (Array, Tracer)) else leaf, x)
 
 

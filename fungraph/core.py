@@ -397,3 +397,9 @@ def to_concrete_dtype_array(x: Any) -> np.ndarray:
     arr = np.asarray(x)
     dt = dtypes.canonical(arr.dtype)
     return arr if arr.dtype == dt else arr.astype(dt)
+
+
+def as_operand(x: Any) -> Any:
+    """A tracer as it is, anything else as a numpy array of a supported dtype: a pytree leaf
+    made ready to bind."""
+    return x if isinstance(x, Tracer) else to_concrete_dtype_array(x)

@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fungraph.core import Primitive, innermost_main
+from fungraph.checkpoint_policies import everything_saveable, nothing_saveable
+from fungraph.core import Primitive, as_operand, innermost_main
 from fungraph.interpreters.batching import BatchTracer, vmap_flat
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import eval_graph
@@ -22,7 +23,7 @@ from fungraph.interpreters.rewrite import Rewriter, producers
 from fungraph.interpreters.staging import abstractify, flat_fun, stage
 from fungraph.interpreters.transpose import backward_pass, partial_eval
 from fungraph.ir import Eqn, Graph, ShapedArray, Var
-from fungraph.numpy._util import asarray
+from fungraph.jit import _argnums
 from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import aval, instantiate
 from fungraph.primitives.barrier import optimization_barrier
@@ -34,7 +35,7 @@ from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 def _stage_call(fun: Callable[..., Any], args: Sequence[Any],
                 ) -> tuple[list[Any], Graph, list[Any], PyTreeDef, PyTreeDef]:
     leaves, in_tree = tree_flatten(tuple(args))
-    leaves = [asarray(x) for x in leaves]
+    leaves = [as_operand(x) for x in leaves]
     box: list[PyTreeDef] = []
     graph, closure = stage(flat_fun(fun, in_tree, {}, box), [abstractify(x) for x in leaves])
     return leaves, graph, closure, in_tree, box[0]
@@ -126,8 +127,6 @@ def _custom_jvp_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: 
 
 
 def _nondiff_positions(fun: Callable[..., Any], nums: Sequence[int], names: Sequence[str]) -> tuple[int, ...]:
-    from fungraph.jit import _argnums
-
     return tuple(sorted(_argnums(fun, nums, names, "nondiff")))
 
 
@@ -176,7 +175,7 @@ class custom_jvp:
             if tree1 != out_tree or tree2 != out_tree:
                 raise TypeError(f"custom_jvp rule of {self.fun.__name__} returned structures {tree1} and {tree2}, "
                                 f"expected {out_tree} for both")
-            return [asarray(x) for x in out_leaves], [asarray(x) for x in t_leaves]
+            return [as_operand(x) for x in out_leaves], [as_operand(x) for x in t_leaves]
 
         flat_jvp.__name__ = f"{self.fun.__name__}_jvp"
         outs = custom_jvp_call_p.bind(*leaves, *closure, call=graph, jvp=flat_jvp, num_consts=len(closure))
@@ -325,7 +324,7 @@ class custom_vjp:
                 raise TypeError(f"custom_vjp fwd of {self.fun.__name__} returned {tree1}, expected {out_tree}")
             res_leaves, rt = tree_flatten(res)
             res_tree.append(rt)
-            return [asarray(x) for x in out_leaves], [asarray(x) for x in res_leaves]
+            return [as_operand(x) for x in out_leaves], [as_operand(x) for x in res_leaves]
 
         def flat_bwd(res: list[Any], cts: list[Any]) -> list[Any]:
             out = bwd(tree_unflatten(res_tree[-1], res), tree_unflatten(out_tree, cts))
@@ -335,7 +334,7 @@ class custom_vjp:
             ct_leaves, tree = tree_flatten(out)
             if tree != in_tree:
                 raise TypeError(f"custom_vjp bwd of {self.fun.__name__} returned {tree}, expected {in_tree}")
-            return [asarray(x) for x in ct_leaves]
+            return [as_operand(x) for x in ct_leaves]
 
         flat_fwd.__name__ = f"{self.fun.__name__}_fwd"
         flat_bwd.__name__ = f"{self.fun.__name__}_bwd"
@@ -484,8 +483,6 @@ def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool | Sequence[bool] = 
     ``static_argnums``/``static_argnames`` name arguments passed through as Python values (not
     traced). ``prevent_cse`` is accepted; the recomputation always passes an optimisation
     barrier, so CSE under ``jit`` never merges it with the forward pass."""
-    from fungraph.checkpoint_policies import everything_saveable, nothing_saveable
-    from fungraph.jit import _argnums
 
     if policy is not None and not callable(policy):
         raise TypeError(f"checkpoint: policy must be a callable from fungraph.checkpoint_policies, got {policy!r}")
@@ -564,7 +561,7 @@ def custom_gradient(fun: Callable[..., Any]) -> Callable[..., Any]:
                 ct_tree.append(tree)
                 return leaves
 
-            graph, closure = stage(flat_rule, [abstractify(asarray(x)) for x in out_leaves])
+            graph, closure = stage(flat_rule, [abstractify(as_operand(x)) for x in out_leaves])
             rules.append((graph, ct_tree[0]))
             return value, tuple(closure)
 

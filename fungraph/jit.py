@@ -25,6 +25,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.array import Array, HostArray
 from fungraph.backends import backend_factory, known_backends, register_compiler
+from fungraph.backends.incremental import IncrementalExecutable
 from fungraph.core import FLOAT_CHECKS, Primitive, Tracer, check_finite, to_concrete_dtype_array
 from fungraph.interpreters.graph_transforms import (
     batched_graph,
@@ -35,10 +36,13 @@ from fungraph.interpreters.graph_transforms import (
 )
 from fungraph.interpreters.memory import MemoryPlan, plan_memory
 from fungraph.interpreters.optimize import PassStat, backend_passes, format_stats, optimize
+from fungraph.interpreters.schedule import SCHEDULES
 from fungraph.interpreters.staging import abstractify, flat_fun, split_static, stage
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
+from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import is_undefined, zeros
 from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
+from fungraph.viz import to_dot
 
 
 @dataclass(frozen=True)
@@ -86,8 +90,6 @@ def best_schedule(graph: Graph, donated: Sequence[bool] = (),
                   scratch_bytes: Callable[[Eqn], int] | None = None) -> tuple[Graph, MemoryPlan]:
     """Plan the graph under each execution order (traced, Owl's post-order DFS, memory-aware
     greedy) and keep the smallest arena; large graphs keep the traced order."""
-    from fungraph.interpreters.schedule import SCHEDULES
-
     best = (graph, plan_memory(graph, donated, scratch_bytes=scratch_bytes))
     if len(graph.eqns) > MAX_SCHEDULE_SEARCH_EQNS:
         return best
@@ -172,8 +174,6 @@ def _jit_call_transpose(cts: Sequence[Any], *args: Any, call: Graph, name: str, 
 @jit_call_p.def_batch
 def _jit_call_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Graph, name: str,
                     backend: str) -> tuple:
-    from fungraph.primitives._batching import batch_size
-
     size = batch_size(args, dims)
     bg = batched_graph(call, tuple(dims), size, tuple(abstractify(a) for a in args))
     outs = jit_call_p.bind(*args, call=bg, name=f"vmap({name})", backend=backend)
@@ -215,8 +215,6 @@ class Lowered:
         return text + (f"\n\n{describe()}" if describe is not None else "")
 
     def as_dot(self) -> str:
-        from fungraph.viz import to_dot
-
         return to_dot(self.graph, self.plan)
 
     def as_text(self) -> str:
@@ -449,8 +447,6 @@ class Jitted:
         return arrays
 
     def _run_incremental(self, key: Hashable, graph: Graph, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        from fungraph.backends.incremental import IncrementalExecutable
-
         exe = self._incremental.get(key)
         if exe is None:
             exe = self._incremental[key] = IncrementalExecutable(optimize(graph)[0])

@@ -53,11 +53,18 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _type_checking(node: ast.AST) -> bool:
+    """An ``if TYPE_CHECKING:`` block: its imports never run (the contract skips them too)."""
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
 def _walk(tree: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
     """Every node with whether it sits inside a function body."""
     stack: list[tuple[ast.AST, bool]] = [(tree, False)]
     while stack:
         node, local = stack.pop()
+        if _type_checking(node):
+            continue
         yield node, local
         inner = local or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
         stack.extend((child, inner) for child in ast.iter_child_nodes(node))

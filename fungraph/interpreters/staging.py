@@ -16,6 +16,7 @@ from fungraph.core import (
     Trace,
     Tracer,
     checked_abstract_eval,
+    full_raise,
     new_dynamic,
     new_main,
     to_concrete_dtype_array,
@@ -160,8 +161,6 @@ def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]) ->
 
 
 def _raise_out(trace: GraphTrace, out: Any) -> GraphTracer:
-    from fungraph.core import full_raise
-
     if isinstance(out, Tracer) or isinstance(out, (np.ndarray, np.generic, bool, int, float)):
         t = full_raise(trace, out)
         if isinstance(trace.builder.tracer_to_atom.get(id(t)), Literal):

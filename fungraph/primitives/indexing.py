@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import Primitive, ShapeError
+from fungraph.core import Primitive, ShapeError, Tracer
 from fungraph.ir import ShapedArray
 from fungraph.primitives._rules import aval, is_undefined, normalize_axis, transform
 
@@ -231,7 +231,6 @@ def dynamic_update_slice(x: Any, u: Any, starts: Any, mode: str = "clamp") -> An
 
 def clamped_starts(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...]) -> list[Any]:
     """Each start as int64, clamped into ``[0, d - n]``: host integers stay on the host."""
-    from fungraph.core import Tracer
     from fungraph.primitives.elementwise import convert, max_p, min_p
 
     out = []
@@ -246,7 +245,6 @@ def clamped_starts(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...]) 
 
 def wrapped_starts(starts: Any, shape: tuple[int, ...]) -> list[Any]:
     """Negative starts counted from the end (``"drop"`` mode's reading of its starts)."""
-    from fungraph.core import Tracer
     from fungraph.primitives.elementwise import add, convert, lt, select
 
     out = []

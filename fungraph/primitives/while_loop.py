@@ -21,16 +21,24 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
+from fungraph.interpreters.batching import vmap_flat
+from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.graph_transforms import batched_graph, partial_eval_graph, transpose_graph
+from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
+from fungraph.jit import compile_graph
+from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
 from fungraph.primitives._rules import aval, instantiate, zeros
+from fungraph.primitives.elementwise import select
 from fungraph.primitives.graph_utils import LOOP_STATS, force_unknown
+from fungraph.primitives.reductions import reduce_max_p
+from fungraph.primitives.shape import reshape, slice_
 
 _I64 = ShapedArray((), np.dtype(np.int64))
 
 
 def _run(graph: Graph, args: Sequence[Any]) -> list[np.ndarray]:
-    from fungraph.jit import compile_graph
-
     return compile_graph(graph).executable.run([np.asarray(a) for a in args])
 
 
@@ -40,8 +48,6 @@ def _while_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_b
                 policy: str = "all") -> list[Any]:
     """Two views of the carry alternate (libnnc's multi-view tensors with k = 2): iteration i
     reads view i % 2 and writes view (i + 1) % 2, so no carry is ever copied."""
-    from fungraph.jit import compile_graph
-
     cc, bc = [np.asarray(a) for a in args[:n_cc]], [np.asarray(a) for a in args[n_cc:n_cc + n_bc]]
     carry = [np.asarray(a) for a in args[n_cc + n_bc:]]
     cond_exe = compile_graph(cond_graph).executable
@@ -76,17 +82,12 @@ while_p = Primitive("while", impl=_while_impl, abstract_eval=_while_aval, multip
 
 
 def _stage(fun: Any, avals: Sequence[ShapedArray]) -> Graph:
-    from fungraph.interpreters.staging import stage
-
     return stage(fun, list(avals))[0]
 
 
 @while_p.def_jvp
 def _while_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph: Graph, n_cc: int,
                n_bc: int, policy: str = "all") -> tuple:
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.jvp import jvp_flat
-
     cc, bc, carry = primals[:n_cc], primals[n_cc:n_cc + n_bc], primals[n_cc + n_bc:]
     t_bc, t_carry = tangents[n_cc:n_cc + n_bc], tangents[n_cc + n_bc:]
     nc = len(carry)
@@ -118,12 +119,6 @@ def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph:
                  n_cc: int, n_bc: int, policy: str = "all") -> tuple:
     """All carries are batched; the loop runs while any lane's predicate holds, and lanes whose
     predicate is false keep their carry (masked with select)."""
-    from fungraph.interpreters.batching import vmap_flat
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
-    from fungraph.primitives.elementwise import select
-    from fungraph.primitives.reductions import reduce_max_p
-    from fungraph.primitives.shape import reshape
 
     size = batch_size(args, dims)
     cc, bc, carry = args[:n_cc], args[n_cc:n_cc + n_bc], args[n_cc + n_bc:]
@@ -319,8 +314,6 @@ def _while_lin_transpose(cts: Sequence[Any], n: Any, handle: Any, *args: Any, li
 
 def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_avals: tuple,
               batched: bool = False) -> list[Any]:
-    from fungraph.interpreters.graph_transforms import transpose_graph
-
     tape = _tape(handle, consume=True)
     LOOP_STATS["last_tape_peak"] = tape.peak_stored
     LOOP_STATS["last_tape_length"] = tape.count
@@ -343,8 +336,6 @@ while_bwd_p = Primitive("while_bwd", impl=_bwd_impl, multiple_results=True, effe
 
 
 def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
-    from fungraph.interpreters.graph_transforms import partial_eval_graph
-
     p = eqn.params
     n_cc, n_bc, policy = p["n_cc"], p["n_bc"], p.get("policy", "all")
     body, cond = p["body_graph"], p["cond_graph"]
@@ -392,9 +383,6 @@ while_p.partial_eval = _while_partial_eval
 @while_fwd_p.def_batch
 def _fwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: Graph, body_graph: Graph,
                n_cc: int, n_bc: int, num_res: int, policy: str, batched: bool = False) -> tuple:
-    from fungraph.interpreters.graph_transforms import batched_graph
-    from fungraph.primitives._batching import batch_size, broadcast_batch
-
     if batched:
         raise NotImplementedError("vmap of an already batched while_loop tape (nested vmap of grad)")
     size = batch_size(args, dims)
@@ -411,11 +399,8 @@ def _fwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: G
 
 
 def _scalar_handle(h: Any, d: int | None) -> Any:
-    from fungraph.primitives.shape import reshape, slice_
-
     if d is None:
         return h
-    from fungraph.primitives._batching import to_front
 
     h = to_front(h, d)
     return reshape(slice_(h, (0,), (1,), None), ())
@@ -424,9 +409,6 @@ def _scalar_handle(h: Any, d: int | None) -> Any:
 @while_lin_p.def_batch
 def _lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, n_bcu: int,
                batched: bool = False) -> tuple:
-    from fungraph.interpreters.graph_transforms import batched_graph
-    from fungraph.primitives._batching import batch_size, broadcast_batch
-
     if dims[0] is not None:
         raise NotImplementedError("while_lin: a batched trip count")
     size = batch_size(args, dims)
@@ -443,9 +425,6 @@ def _lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Gra
 @while_bwd_p.def_batch
 def _bwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, k_avals: tuple,
                batched: bool = False) -> tuple:
-    from fungraph.interpreters.graph_transforms import batched_graph
-    from fungraph.primitives._batching import batch_size, broadcast_batch
-
     size = batch_size(args, dims)
     cts = [broadcast_batch(a, d, size) for a, d in zip(args[2:], dims[2:])]
     res_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[:num_res])

@@ -38,6 +38,7 @@ from fungraph.backends.opencl.epilogue import (
     lane_epilogue,
 )
 from fungraph.ir import Eqn, Graph, ShapedArray, Var
+from fungraph.primitives.indexing import _normalize_indices
 
 Launch = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]   # global, local, offset
 
@@ -1350,8 +1351,6 @@ def _normalized_index(raw: str, n: int) -> str:
 def scatter_order(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """For indices known at compile time: the positions of ``idx`` sorted by the output row
     they name (stably, so in index order within a row) and each row's range in that order."""
-    from fungraph.primitives.indexing import _normalize_indices
-
     flat = _normalize_indices(np.asarray(idx, np.int64).reshape(-1), n)
     order = np.argsort(flat, kind="stable").astype(np.int64)
     return order, np.searchsorted(flat[order], np.arange(n + 1)).astype(np.int64)
