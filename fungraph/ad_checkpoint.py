@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fungraph import checkpoint_policies
+from fungraph.api import _linearize
 from fungraph.checkpoint_policies import Offloadable, Recompute, Saveable
 from fungraph.custom_derivatives import checkpoint, remat
 from fungraph.ir import Graph, Literal, ShapedArray, Var
@@ -59,8 +60,6 @@ def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tu
     """The values ``vjp(f, *args, **kwargs)`` keeps for the backward pass, each as ``(aval,
     where it comes from)``: an argument, a constant, or an equation's output with its source
     line (named if ``checkpoint_name`` labelled it)."""
-    from fungraph.api import _linearize
-
     leaves, _ = tree_flatten((args, kwargs))
     _, _, lin, _, _, _, _, _, _ = _linearize(lambda a, k: f(*a, **k), (args, kwargs), "saved_residuals")
     known = lin.known

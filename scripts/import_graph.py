@@ -31,10 +31,10 @@ class Edge:
     local: bool
 
 
-def module_names(root: Path) -> dict[str, Path]:
+def module_names(root: Path, package: str = PACKAGE) -> dict[str, Path]:
     """Map every module of the package to its file (`pkg/__init__.py` is the module `pkg`)."""
     names = {}
-    for path in sorted((root / PACKAGE).rglob("*.py")):
+    for path in sorted((root / package).rglob("*.py")):
         parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -144,9 +144,9 @@ def cycles(nodes: list[str], graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found, key=len, reverse=True)
 
 
-def _folder(module: str) -> str:
-    parts = module.split(".")
-    return ".".join(parts[:2]) if len(parts) > 2 else PACKAGE
+def folder(path: Path, root: Path = ROOT) -> str:
+    """The folder a module's file lies in, dotted (`fungraph/numpy/_at.py` -> `fungraph.numpy`)."""
+    return ".".join(path.parent.relative_to(root).parts)
 
 
 def main(argv: list[str]) -> int:
@@ -165,7 +165,7 @@ def main(argv: list[str]) -> int:
     print(f"module edges: {sum(len(targets) for targets in graph.values())}")
     print(f"cycles (strongly connected components): {len(components)}")
     for component in components:
-        folders = sorted({_folder(name) for name in component})
+        folders = sorted({folder(modules[name]) for name in component})
         print(f"\n{len(component)} modules over {len(folders)} folders ({', '.join(folders)}):")
         print("  " + " ".join(component))
     if args.local:

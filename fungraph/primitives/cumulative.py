@@ -11,7 +11,8 @@ from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import unary_params_batch
-from fungraph.primitives._rules import normalize_axis
+from fungraph.primitives._rules import aval, normalize_axis
+from fungraph.primitives.shape import pad, slice_
 
 
 def _cumsum_impl(x: Any, *, axis: int, reverse: bool) -> np.ndarray:
@@ -37,8 +38,6 @@ cumsum_p.batch = unary_params_batch(cumsum_p, ("axis",))
 
 
 def cumsum(x: Any, axis: int, reverse: bool = False) -> Any:
-    from fungraph.primitives._rules import aval
-
     axis = normalize_axis(int(axis), aval(x).ndim, "cumsum")
     return cumsum_p.bind(x, axis=axis, reverse=bool(reverse))
 
@@ -46,8 +45,6 @@ def cumsum(x: Any, axis: int, reverse: bool = False) -> Any:
 def associative_scan(op: Any, x: Any, axis: int, identity: Any) -> Any:
     """Inclusive scan of ``op`` along ``axis`` by doubling (Hillis-Steele): ``log2 n`` shifted
     applications of ``op``, so derivatives and batching come from ``op``'s own rules."""
-    from fungraph.primitives._rules import aval
-    from fungraph.primitives.shape import pad, slice_
 
     shape = aval(x).shape
     n = shape[axis]

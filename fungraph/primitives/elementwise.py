@@ -29,6 +29,7 @@ from fungraph.primitives._rules import (
     require_same_dtype,
     unbroadcast,
 )
+from fungraph.primitives.shape import broadcast_in_dim, broadcast_to
 
 Deriv = Callable[[Any, Any], Any]
 
@@ -194,8 +195,6 @@ def _binary_jvp(prim: Primitive, partials: tuple[Partial, Partial], primals: tup
 
 
 def _broadcast_like(t: Any, target: ShapedArray) -> Any:
-    from fungraph.primitives.shape import broadcast_to
-
     return t if aval(t).shape == target.shape else broadcast_to(t, target.shape)
 
 
@@ -227,8 +226,6 @@ def _pow_dy(x: Any, y: Any, out: Any) -> Any:
 
 
 def _ones_like(x: Any) -> Any:
-    from fungraph.primitives.shape import broadcast_in_dim
-
     return broadcast_in_dim(lit(1, aval(x).dtype), aval(x).shape, ())
 
 
@@ -515,8 +512,6 @@ complex_p.batch = elementwise_batch(complex_p)
 
 
 def _zeros_like(x: Any) -> Any:
-    from fungraph.primitives.shape import broadcast_in_dim
-
     return broadcast_in_dim(lit(0, aval(x).dtype), aval(x).shape, ())
 
 

@@ -21,7 +21,7 @@ from fungraph.primitives._batching import batch_size, broadcast_batch
 from fungraph.primitives._rules import aval, is_undefined, lit, require_float, require_same_dtype
 from fungraph.primitives.linalg import dot_general
 from fungraph.primitives.reductions import reduce_sum
-from fungraph.primitives.shape import reshape, transpose
+from fungraph.primitives.shape import reshape, slice_, transpose
 
 # --- helpers over the last two axes --------------------------------------------------------
 
@@ -53,7 +53,6 @@ def diag_part(x: Any) -> Any:
     shape = aval(x).shape
     n, m = shape[-2:]
     k = min(n, m)
-    from fungraph.primitives.shape import slice_
 
     sq = slice_(x, (0,) * len(shape), shape[:-2] + (k, k), None)
     return reduce_sum(ew.mul(sq, _eye(k, k, aval(x).dtype)), (len(shape) - 1,))
