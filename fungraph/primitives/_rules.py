@@ -34,6 +34,7 @@ def lit(value: Any, dtype: np.dtype) -> np.ndarray:
 
 
 def zeros(a: ShapedArray) -> Any:
+    # shape's rules import this module (one knot in primitives/, docs/architecture.md)
     from fungraph.primitives.shape import broadcast_in_dim
 
     return broadcast_in_dim(lit(0, a.dtype), a.shape, ())
@@ -76,6 +77,7 @@ def normalize_axis(axis: int, ndim: int, name: str) -> int:
 
 def unbroadcast(ct: Any, target: ShapedArray) -> Any:
     """Sum a cotangent of a broadcast result back down to ``target``'s shape."""
+    # shape's rules import this module (one knot in primitives/, docs/architecture.md)
     from fungraph.primitives.reductions import reduce_sum
     from fungraph.primitives.shape import reshape
 

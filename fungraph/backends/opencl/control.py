@@ -95,6 +95,7 @@ def _swap(a_slots: list[Access], b_slots: list[Access]) -> dict[int, int]:
 
 
 def lower_cond(exe: OpenCLExecutable, e: Eqn) -> None:
+    # the engine imports this module to lower control flow
     from fungraph.backends.opencl.engine import Step
 
     branches = [exe.optimized(b) for b in e.params["branches"]]
@@ -150,6 +151,7 @@ def masked_step(cg: Graph, bg: Graph, n_cc: int, n_bc: int) -> Graph:
 
 
 def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
+    # the engine imports this module to lower control flow
     from fungraph.backends.opencl.engine import Step
 
     p = e.params
@@ -179,6 +181,7 @@ def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
 
 
 def lower_scan(exe: OpenCLExecutable, e: Eqn) -> None:
+    # the engine imports this module to lower control flow
     from fungraph.backends.opencl.engine import Step
 
     p = e.params
