@@ -29,6 +29,7 @@ import numpy as np
 
 from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
 from fungraph.backends.opencl.fusion import REDUCTIONS, FusionPlan
+from fungraph.backends.opencl.steps import Step
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
@@ -38,7 +39,7 @@ from fungraph.primitives.elementwise import select
 KERNEL_PRIMITIVES = frozenset({"dot_general", "conv", "scatter_add", "dynamic_update_slice"})
 
 if TYPE_CHECKING:
-    from fungraph.backends.opencl.engine import OpenCLExecutable, Step
+    from fungraph.backends.opencl.engine import OpenCLExecutable
 
 
 def updated_in_place(g: Graph, n: int, fusion: FusionPlan) -> list[bool]:
@@ -95,9 +96,6 @@ def _swap(a_slots: list[Access], b_slots: list[Access]) -> dict[int, int]:
 
 
 def lower_cond(exe: OpenCLExecutable, e: Eqn) -> None:
-    # the engine imports this module to lower control flow
-    from fungraph.backends.opencl.engine import Step
-
     branches = [exe.optimized(b) for b in e.params["branches"]]
     index = e.inputs[0]
     ops = [exe.atom_access(a) for a in e.inputs[1:]]
@@ -151,9 +149,6 @@ def masked_step(cg: Graph, bg: Graph, n_cc: int, n_bc: int) -> Graph:
 
 
 def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
-    # the engine imports this module to lower control flow
-    from fungraph.backends.opencl.engine import Step
-
     p = e.params
     cg, bg, n_cc, n_bc = exe.optimized(p["cond_graph"]), exe.optimized(p["body_graph"]), p["n_cc"], p["n_bc"]
     ins = [exe.atom_access(a) for a in e.inputs]
@@ -181,9 +176,6 @@ def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
 
 
 def lower_scan(exe: OpenCLExecutable, e: Eqn) -> None:
-    # the engine imports this module to lower control flow
-    from fungraph.backends.opencl.engine import Step
-
     p = e.params
     body, length, reverse, nc, nx = exe.optimized(p["body"]), p["length"], p["reverse"], p["num_carry"], p["num_xs"]
     ins = [exe.atom_access(a) for a in e.inputs]

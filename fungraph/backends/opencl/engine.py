@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,7 @@ from fungraph.backends.opencl.kernels import (
     scatter_sorts,
     window_update_kernel,
 )
+from fungraph.backends.opencl.steps import Slot, Step, Window
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.interpreters.offsets import plan_offsets
 from fungraph.interpreters.optimize import backend_passes, optimize
@@ -89,43 +90,6 @@ ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "out
 #: takes its program instead of building it; pyopencl's and PoCL's disk caches serve a new process.
 PROGRAM_CACHE_SIZE = 64
 _PROGRAMS: dict[tuple[int, str, tuple[str, ...]], Any] = {}
-@dataclass
-class Slot:
-    kind: str                      # input, const, arena, scratch, output, window
-    aval: ShapedArray
-    index: int = -1                # input or output position
-    first: int = 0                 # first clock tick that touches it
-    last: int = 0                  # last clock tick that touches it
-    byte_offset: int = 0
-    parent: int = -1               # window: the slot it slices
-
-
-@dataclass
-class Window:
-    """Slot ``slot`` is ``parent`` at element offset ``base + i * stride`` in iteration ``i``."""
-
-    slot: int
-    parent: int
-    base: int
-    stride: int
-
-
-@dataclass
-class Step:
-    kind: str                      # kernels, host, cond, while, scan
-    eqns: list[Eqn] = field(default_factory=list)
-    specs: list[KernelSpec] = field(default_factory=list)
-    host_inputs: list[Access | Literal] = field(default_factory=list)
-    host_outputs: list[int] = field(default_factory=list)
-    blocks: list[list[Step]] = field(default_factory=list)   # cond: branches; while: cond, body, odd tail; scan: body
-    index: Access | None = None    # cond: the branch index (None: chosen at compile time); while: the predicate
-    swap: dict[int, int] = field(default_factory=dict)       # carry slots exchanged on odd iterations
-    windows: list[Window] = field(default_factory=list)
-    length: int = 0
-    reverse: bool = False
-    speculative: bool = False      # while: masked iterations enqueued in batches per readback
-
-
 _REENTERED = ("an OpenCL-jitted function was called again from a host callback inside its own call; its "
                "arena and kernel arguments are in use (call it after the outer call returns, or jit the "
                "callback's work with backend='cpu')")
