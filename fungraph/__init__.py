@@ -48,7 +48,7 @@ from fungraph.ir_text import ParseError, parse
 from fungraph.jit import clear_caches, disable_jit, jit
 from fungraph.primitives import collectives as _collectives  # noqa: F401  (a higher-order primitive registers on import)
 from fungraph.primitives import control_flow as _control_flow  # noqa: F401  (a higher-order primitive registers on import)
-from fungraph.primitives import lax_extra as _lax_extra  # noqa: F401  (a higher-order primitive registers on import)
+from fungraph.primitives import linear_solve as _linear_solve  # noqa: F401  (a higher-order primitive registers on import)
 from fungraph.primitives import scan as _scan  # noqa: F401  (a higher-order primitive registers on import)
 from fungraph.primitives import while_loop as _while_loop  # noqa: F401  (a higher-order primitive registers on import)
 from fungraph.primitives.callback import stop_gradient

@@ -15,7 +15,8 @@ from fungraph.ir import HasAval, ShapedArray
 
 class Array(HasAval):
     """A device array: ``shape``, ``dtype``, ``aval``, ``numpy()`` and ``np.asarray(x)``, with
-    numpy's operators and methods (``fungraph.numpy._methods``), which run eagerly on the host."""
+    numpy's operators and methods and ``.at`` (installed by ``fungraph.numpy._methods``), which run
+    eagerly on the host."""
 
     backend: str = "?"
     __array_priority__ = 1000

@@ -250,3 +250,15 @@ def test_errors_name_the_shapes() -> None:
         fg.jit(lambda x: x.at[0].set(np.ones(5)))(x)
     with pytest.raises(IndexError, match="out of bounds"):
         fg.jit(lambda x: x.at[2].set(1.0))(x)
+
+
+def test_one_at_property_for_tracers_device_and_host_arrays() -> None:
+    """``.at`` is installed in one place (``fungraph.numpy``), the same property on every array type."""
+    from fungraph.array import Array, HostArray
+    from fungraph.core import Tracer
+
+    assert Tracer.at is Array.at is HostArray.at
+    x = fnp.zeros(3)
+    assert type(x) is HostArray
+    np.testing.assert_array_equal(x.at[1].set(2.0), [0.0, 2.0, 0.0])
+    np.testing.assert_array_equal(fg.jit(lambda v: v.at[0].add(1.0))(x), [1.0, 0.0, 0.0])

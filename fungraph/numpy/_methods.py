@@ -10,7 +10,7 @@ from typing import Any
 
 from fungraph.array import Array, HostArray, hosted
 from fungraph.core import Tracer
-from fungraph.numpy import _at, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
+from fungraph.numpy import _at, _bits, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
 from fungraph.numpy import _elementwise as e
 
 
@@ -66,12 +66,11 @@ _METHODS: dict[str, Any] = {
     "__neg__": e.negative, "__pos__": lambda self: self, "__abs__": e.abs,
     "__lt__": e.less, "__le__": e.less_equal, "__gt__": e.greater, "__ge__": e.greater_equal,
     "__eq__": e.equal, "__ne__": e.not_equal,
-    "__and__": e.bitwise_and, "__rand__": _swap(e.bitwise_and),
-    "__or__": e.bitwise_or, "__ror__": _swap(e.bitwise_or),
-    "__xor__": e.bitwise_xor, "__rxor__": _swap(e.bitwise_xor),
-    "__invert__": e.bitwise_not,
+    "__and__": _bits.bitwise_and, "__rand__": _swap(_bits.bitwise_and),
+    "__or__": _bits.bitwise_or, "__ror__": _swap(_bits.bitwise_or),
+    "__xor__": _bits.bitwise_xor, "__rxor__": _swap(_bits.bitwise_xor),
+    "__invert__": _bits.bitwise_not,
     "__getitem__": _indexing.getitem,
-    "at": property(_at.IndexUpdateHelper),
     "T": property(lambda self: _shape.transpose(self)),
     "mT": property(lambda self: _shape.swapaxes(self, -1, -2)),
     "reshape": _reshape,
@@ -135,11 +134,16 @@ _ARRAY_METHODS: dict[str, Any] = {
 }
 
 
+#: ``x.at[idx].set(v)`` and the other functional updates: one property for tracers, device
+#: arrays and host arrays (an eager update of a device array computes on the host).
+AT = property(_at.IndexUpdateHelper)
+
+
 def install() -> None:
-    """Give tracers, device arrays and host arrays numpy's operators and JAX's methods (``.at`` on
-    host arrays too); the numpy layer installs them as JAX's ``jax.numpy`` does, so the array
-    classes below it need not import it."""
-    HostArray.at = property(_at.IndexUpdateHelper)
+    """Give tracers, device arrays and host arrays numpy's operators and JAX's methods; the numpy
+    layer installs them, as ``jax.numpy`` does, so the array classes below it need not import it."""
+    for cls in (Tracer, Array, HostArray):
+        cls.at = AT
     for name, fn in _METHODS.items():
         setattr(Tracer, name, fn)
         if name not in vars(Array):
