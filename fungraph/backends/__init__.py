@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from fungraph._config import register_platforms
+
 _FACTORIES: dict[str, Callable[..., Any]] = {}
 _MODULES = {"cpu": "fungraph.backends.cpu", "opencl": "fungraph.backends.opencl"}
 
@@ -33,6 +35,9 @@ def backend_factory(name: str) -> Callable[..., Any]:
 
 def known_backends() -> tuple[str, ...]:
     return tuple(sorted(_MODULES))
+
+
+register_platforms(known_backends())
 
 
 _COMPILER: dict[str, Callable[..., Any]] = {}
