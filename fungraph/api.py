@@ -15,6 +15,7 @@ from fungraph._devices import Device
 from fungraph.array import Array, hosted
 from fungraph.backends import known_backends
 from fungraph.core import EvalTrace, MainTrace, Tracer, new_dynamic, to_concrete_dtype_array
+from fungraph.dtypes import float0
 from fungraph.interpreters.batching import vmap_flat
 from fungraph.interpreters.eval import eval_graph as _eval_graph
 from fungraph.interpreters.jvp import jvp_flat
@@ -32,10 +33,6 @@ from fungraph.primitives.callback import pure_callback_p
 from fungraph.primitives.shape import reshape, transpose
 from fungraph.primitives.while_loop import release_tapes, retain_tapes
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
-
-#: JAX's dtype of tangents and cotangents for integer and boolean values (a zero-size numpy
-#: void type): ``jvp`` and ``vjp`` accept arrays of it where JAX gives or takes them.
-float0 = np.dtype([("float0", np.void, 0)])
 
 
 def _is_float0(x: Any) -> bool:
@@ -286,6 +283,9 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
         if len(leaves) != 1 or abstractify(leaves[0]).shape != ():
             shapes = [abstractify(x).shape for x in leaves]
             raise TypeError(f"grad requires a scalar output, but the function returned shape(s) {shapes}")
+        if leaves[0] is not out:
+            raise TypeError(f"grad requires a scalar output, but the function returned a {type(out).__name__} "
+                            f"holding one: {tree_flatten(out)[1]}; return the scalar itself (or use has_aux)")
         dt = abstractify(leaves[0]).dtype
         if holomorphic and not dtypes.is_complex(dt):
             raise TypeError(f"grad with holomorphic=True requires a complex output, got dtype {dt}")
@@ -468,6 +468,8 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
                 norm_dims.append(None)
                 continue
             a = abstractify(x)
+            if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+                raise TypeError(f"vmap in_axes must be an int or None, got {d!r} for argument leaf {i}")
             if not -a.ndim <= d < a.ndim:
                 raise ValueError(f"vmap: in_axes {d} is out of range for argument leaf {i} of shape {a.shape}")
             norm_dims.append(d % a.ndim)
@@ -477,6 +479,9 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
             raise ValueError(f"vmap got inconsistent sizes for the mapped axis: {detail}")
         if not sizes and axis_size is None:
             raise ValueError("vmap needs at least one mapped argument (or axis_size)")
+        if sizes and axis_size is not None and set(sizes.values()) != {axis_size}:
+            detail = ", ".join(f"leaf {i} of shape {abstractify(leaves[i]).shape}: size {n}" for i, n in sizes.items())
+            raise ValueError(f"vmap got axis_size={axis_size} but the mapped axes have other sizes: {detail}")
         size = next(iter(sizes.values())) if sizes else axis_size
         out_box: list[PyTreeDef] = []
 

@@ -7,12 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from fungraph import dtypes
-from fungraph import numpy as fnp
 from fungraph.ir import aval_of
 from fungraph.lax._control_flow import _leaves, _single, _stage_fn
-from fungraph.numpy._util import asarray
 from fungraph.primitives.linear_solve import linear_solve_p
+from fungraph.primitives.operands import asarray
+
+
+def _zeros_like(x: Any) -> np.ndarray:
+    a = asarray(x)
+    return np.zeros(aval_of(a).shape, aval_of(a).dtype)
 
 
 def _stage(fun: Callable[..., Any], example: Any, what: str) -> tuple[Any, list[Any], Any, Any]:
@@ -59,7 +65,7 @@ def custom_linear_solve(matvec: Callable[[Any], Any], b: Any, solve: Callable[[C
     t_solve = solve if transpose_solve is None and symmetric else transpose_solve
     if t_solve is not None:
         def vecmat(ct: Any) -> Any:
-            _, pullback = vjp(matvec, tree_map(fnp.zeros_like, b))
+            _, pullback = vjp(matvec, tree_map(_zeros_like, b))
             (out,) = pullback(ct)
             return out
 
@@ -84,7 +90,7 @@ def custom_root(f: Callable[[Any], Any], initial_guess: Any, solve: Callable[[Ca
     linear system solved by ``tangent_solve(J_x, rhs)`` (in both directions). ``theta`` is
     whatever ``f`` closes over; ``initial_guess`` and any aux output carry no derivative."""
     from fungraph.api import jvp
-    from fungraph.custom_derivatives import custom_jvp
+    from fungraph.custom_derivatives import custom_jvp, zero_tangent
     from fungraph.interpreters.eval import eval_graph
     from fungraph.interpreters.jvp import jvp_flat
     from fungraph.primitives.callback import stop_gradient
@@ -115,7 +121,7 @@ def custom_root(f: Callable[[Any], Any], initial_guess: Any, solve: Callable[[Ca
         rhs = tree_unflatten(f_out, rhs)
         step = custom_linear_solve(lambda v: jvp(lambda x: f_at(x, consts), (sol,), (v,))[1], rhs,
                                    tangent_solve, lambda g, y: tangent_solve(g, y))
-        return (sol, aux), (tree_map(lambda v: -v, step), tree_map(fnp.zeros_like, aux))
+        return (sol, aux), (tree_map(lambda v: -v, step), tree_map(zero_tangent, aux))
 
     sol, aux = root(tuple(f_consts), guess)
     return (sol, tree_map(stop_gradient, aux)) if has_aux else sol

@@ -19,6 +19,7 @@ from fungraph import dtypes
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._reductions import _keep
 from fungraph.numpy._util import asarray, cast, normalize_axes
+from fungraph.primitives.reductions import register_monoid
 
 
 class ufunc:  # noqa: N801 - numpy's and JAX's name
@@ -259,3 +260,5 @@ def install(namespace: dict) -> None:
     for name, rules in binary.items():
         namespace[name] = ufunc(namespace[name], 2, 1, name=name, **rules)
     namespace["negative"] = ufunc(namespace["negative"], 1, 1, name="negative")
+    for name, kind in (("add", "sum"), ("multiply", "prod"), ("maximum", "max"), ("minimum", "min")):
+        register_monoid(namespace[name], kind)

@@ -15,6 +15,15 @@ from fungraph.primitives._rules import aval, lit, normalize_axis
 from fungraph.primitives.elementwise import convert, div, eq, mul
 from fungraph.primitives.shape import broadcast_in_dim, pad, reshape, slice_, transpose
 
+MONOIDS: dict[Callable[[Any, Any], Any], str] = {}
+"""Binary functions known to be a reduction's operation ("sum", "prod", "max", "min"), registered
+by the API that defines them (lax's ``add``, numpy's ``add`` ufunc, ...): ``lax.reduce`` and
+``reduce_window`` then bind the reduction primitive instead of folding pairwise."""
+
+
+def register_monoid(fn: Callable[[Any, Any], Any], kind: str) -> None:
+    MONOIDS[fn] = kind
+
 
 def _reduce_aval(name: str, x: ShapedArray, axes: tuple[int, ...]) -> ShapedArray:
     for a in axes:
@@ -122,7 +131,7 @@ def _prod_of_others(x: Any, axes: tuple[int, ...]) -> Any:
 
     def exclusive(reverse: bool) -> Any:
         cfg = [(0, 0, 0)] * lead
-        if n == 1:
+        if n <= 1:                                                          # no others (or no elements)
             return broadcast_in_dim(one, aval(flat).shape, ())
         if reverse:
             shifted = pad(slice_(flat, (0,) * lead + (1,), aval(flat).shape, None), one, cfg + [(0, 1, 0)])

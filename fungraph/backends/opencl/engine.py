@@ -209,7 +209,10 @@ class OpenCLExecutable:
         return Window(s, parent.slot, parent.offset, stride), Access(s, aval, 0, strides)
 
     def _const(self, value: np.ndarray) -> Access:
-        arr = np.ascontiguousarray(value)
+        """A constant slot typed as ``value`` is (a scalar keeps shape ``()``: numpy's
+        ``ascontiguousarray`` makes it ``(1,)``, and a kernel indexing by that type reads
+        fewer axes than the value it meets)."""
+        arr = np.ascontiguousarray(value).reshape(np.shape(value))
         aval = ShapedArray(arr.shape, arr.dtype)
         s = self._slot("const", aval)
         self.const_host[s] = arr
