@@ -2,8 +2,9 @@
 
 ``device`` picks the device and moves data (``OpenCLArray``, ``TRANSFER_STATS``); ``codegen``
 turns equations into C expressions; ``fusion`` chooses fused regions (``fusion_search``
-searches over them); ``kernels`` writes kernel sources; ``engine`` builds one program and one
-arena per executable and runs it.
+searches over them); ``kernels`` writes kernel sources, one module per family; ``engine``'s
+executable runs ``lowering`` (slots and steps), ``planning`` (donation, arena), ``building``
+(one program per executable) and ``running`` (calls, loops, branches).
 See docs/backends.md.
 """
 
