@@ -2,7 +2,7 @@
 
 from fungraph import ad_checkpoint, checkpoint_policies, debug, lax, memory, nn, random, scipy, tree
 from fungraph import numpy as numpy  # noqa: PLC0414
-from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
+from fungraph import primitives as _primitives  # noqa: F401  (registers the first-order primitives)
 from fungraph._config import config, default_matmul_precision, disable_x64, enable_x64
 from fungraph._devices import (
     Device,
@@ -46,6 +46,12 @@ from fungraph.custom_derivatives import checkpoint, custom_gradient, custom_jvp,
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, verify
 from fungraph.ir_text import ParseError, parse
 from fungraph.jit import clear_caches, disable_jit, jit
+from fungraph.primitives import collectives as _collectives  # noqa: F401  (a higher-order primitive registers on import)
+from fungraph.primitives import control_flow as _control_flow  # noqa: F401  (a higher-order primitive registers on import)
+from fungraph.primitives import linear_solve as _linear_solve  # noqa: F401  (a higher-order primitive registers on import)
+from fungraph.primitives import scan as _scan  # noqa: F401  (a higher-order primitive registers on import)
+from fungraph.primitives import while_loop as _while_loop  # noqa: F401  (a higher-order primitive registers on import)
+from fungraph.primitives import while_tape_jvp as _while_tape_jvp  # noqa: F401  (a higher-order primitive registers on import)
 from fungraph.primitives.callback import stop_gradient
 from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 

@@ -26,10 +26,20 @@ def _x64_value() -> bool:
     return dtypes.x64_enabled()
 
 
+#: The backends' names, registered by ``fungraph.backends`` (a layer above) when it is imported.
+_PLATFORMS: list[str] = []
+
+
+def register_platforms(names: tuple[str, ...]) -> None:
+    _PLATFORMS[:] = names
+
+
+def known_backends() -> tuple[str, ...]:
+    return tuple(_PLATFORMS)
+
+
 def _platforms(value: Any) -> str | None:
     """A comma-separated list of fungraph's backends (JAX's ``jax_platforms``)."""
-    from fungraph.backends import known_backends
-
     if value is None or value == "":
         return None
     names = [p.strip() for p in str(value).split(",")]

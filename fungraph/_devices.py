@@ -36,6 +36,7 @@ def devices(backend: str | None = None) -> list[Device]:
     if name == "cpu":
         return [Device("cpu", "cpu")]
     try:
+        # optional dependency: the OpenCL backend (and pyopencl) loads on first use
         from fungraph.backends.opencl import get_device
 
         info = get_device().info

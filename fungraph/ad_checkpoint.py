@@ -9,10 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 from fungraph import checkpoint_policies
+from fungraph.api import _linearize
 from fungraph.checkpoint_policies import Offloadable, Recompute, Saveable
 from fungraph.custom_derivatives import checkpoint, remat
 from fungraph.ir import Graph, Literal, ShapedArray, Var
 from fungraph.primitives.names import checkpoint_name
+from fungraph.tree_util import keystr, tree_flatten, tree_flatten_with_path
 
 __all__ = ["Offloadable", "Recompute", "Saveable", "checkpoint", "checkpoint_name", "checkpoint_policies",
            "print_saved_residuals", "remat", "saved_residuals"]
@@ -20,8 +22,6 @@ __all__ = ["Offloadable", "Recompute", "Saveable", "checkpoint", "checkpoint_nam
 
 def _arg_names(f: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> list[str]:
     """A name per flattened leaf of ``(args, kwargs)``: the parameter's name and the leaf's path."""
-    from fungraph.tree_util import keystr, tree_flatten_with_path
-
     try:
         params = list(inspect.signature(f).parameters)
     except (TypeError, ValueError):
@@ -60,9 +60,6 @@ def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tu
     """The values ``vjp(f, *args, **kwargs)`` keeps for the backward pass, each as ``(aval,
     where it comes from)``: an argument, a constant, or an equation's output with its source
     line (named if ``checkpoint_name`` labelled it)."""
-    from fungraph.api import _linearize
-    from fungraph.tree_util import tree_flatten
-
     leaves, _ = tree_flatten((args, kwargs))
     _, _, lin, _, _, _, _, _, _ = _linearize(lambda a, k: f(*a, **k), (args, kwargs), "saved_residuals",
                                          staged=True)

@@ -6,82 +6,38 @@ import contextlib
 import functools
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._devices import Device
 from fungraph.array import Array, hosted
+from fungraph.backends import known_backends
 from fungraph.core import EvalTrace, MainTrace, Tracer, innermost_main, is_staging, new_dynamic, to_concrete_dtype_array
+from fungraph.dtypes import float0
+from fungraph.interpreters.batching import vmap_flat
 from fungraph.interpreters.eval import eval_graph as _eval_graph
-from fungraph.interpreters.staging import stage
-from fungraph.ir import Graph, ShapedArray
+from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.linearize import is_concrete, linearize_concrete
+from fungraph.interpreters.staging import (  # the pytree side of staging, used by api, jit and custom_derivatives
+    ShapeDtypeStruct,
+    abstractify,
+    flat_fun,
+    split_static,
+    stage,
+)
+from fungraph.interpreters.transpose import backward_pass, eval_linear, linearize_flat, partial_eval, transpose_linear
+from fungraph.ir import Graph, Literal, ShapedArray
+from fungraph.primitives._rules import zeros
 from fungraph.primitives.callback import pure_callback_p
-from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
-
-#: JAX's dtype of tangents and cotangents for integer and boolean values (a zero-size numpy
-#: void type): ``jvp`` and ``vjp`` accept arrays of it where JAX gives or takes them.
-float0 = np.dtype([("float0", np.void, 0)])
+from fungraph.primitives.shape import reshape, transpose
+from fungraph.primitives.while_loop import live_tapes, release_tapes, retain_tapes
+from fungraph.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 
 def _is_float0(x: Any) -> bool:
     return getattr(x, "dtype", None) == float0
-
-
-@dataclass(frozen=True)
-class ShapeDtypeStruct:
-    """An abstract argument: tracing needs only its shape and dtype."""
-
-    shape: tuple[int, ...]
-    dtype: Any
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
-
-
-def abstractify(x: Any) -> ShapedArray:
-    """The abstract value of an argument leaf; errors name the offending type."""
-    if isinstance(x, Tracer):
-        return x.aval
-    if isinstance(x, (ShapeDtypeStruct, ShapedArray)):
-        return ShapedArray(x.shape, x.dtype)
-    if isinstance(x, Array):
-        return x.aval
-    try:
-        arr = to_concrete_dtype_array(x)
-    except TypeError as err:
-        raise TypeError(f"argument of type {type(x).__name__} is not an array: {err}") from None
-    if arr.dtype == object:
-        raise TypeError(f"argument of type {type(x).__name__} is not a valid array")
-    return ShapedArray(arr.shape, arr.dtype)
-
-
-def split_static(args: Sequence[Any], static_argnums: Sequence[int]) -> tuple[list[Any], dict[int, Any]]:
-    n = len(args)
-    static = {i % n: args[i] for i in static_argnums if -n <= i < n}
-    dynamic = [a for i, a in enumerate(args) if i not in static]
-    return dynamic, static
-
-
-def merge_static(dynamic: Sequence[Any], static: dict[int, Any]) -> list[Any]:
-    it = iter(dynamic)
-    return [static[i] if i in static else next(it) for i in range(len(dynamic) + len(static))]
-
-
-def flat_fun(fun: Callable[..., Any], in_tree: PyTreeDef, static: dict[int, Any],
-             out_tree_box: list[PyTreeDef]) -> Callable[..., list[Any]]:
-    """``fun`` as a function of flat leaves returning flat leaves; records its output tree."""
-
-    def flat(*leaves: Any) -> list[Any]:
-        dynamic = tree_unflatten(in_tree, leaves)
-        out = fun(*merge_static(dynamic, static))
-        out_leaves, out_tree = tree_flatten(out)
-        out_tree_box.append(out_tree)
-        return out_leaves
-
-    return flat
 
 
 def make_graph(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -> Callable[..., Graph]:
@@ -127,8 +83,6 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
 
 def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any) -> Any:
     """Stage a host numpy function as one opaque node with the declared result shapes."""
-    from fungraph.numpy._util import asarray
-
     res_leaves, res_tree = tree_flatten(result_shape_dtypes)
     result_avals = tuple(ShapedArray(np.shape(r) if not hasattr(r, "shape") else r.shape, r.dtype)
                          for r in res_leaves)
@@ -138,7 +92,7 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
         return tree_flatten(callback(*tree_unflatten(arg_tree, leaves)))[0]
 
     flat_callback.__name__ = getattr(callback, "__name__", "callback")
-    outs = pure_callback_p.bind(*[asarray(a) for a in arg_leaves], callback=flat_callback,
+    outs = pure_callback_p.bind(*[_concrete(a) for a in arg_leaves], callback=flat_callback,
                                 result_avals=result_avals)
     return tree_unflatten(res_tree, outs)
 
@@ -165,10 +119,14 @@ def _concrete(x: Any) -> Any:
     return x if isinstance(x, Tracer) else to_concrete_dtype_array(x)
 
 
+def _batch_last(x: Any) -> Any:
+    """``x`` with its leading (vmapped) axis moved last."""
+    nd = abstractify(x).ndim
+    return transpose(x, tuple(range(1, nd)) + (0,))
+
+
 def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
     """Forward mode: ``(fun(*primals), J @ tangents)``, both pytrees like ``fun``'s output."""
-    from fungraph.interpreters.jvp import jvp_flat
-
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp: primals and tangents must be tuples or lists of arguments")
     p_leaves, p_tree = tree_flatten(tuple(primals))
@@ -185,9 +143,6 @@ def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str, stage
     """Linearize ``fun`` at ``primals``: at concrete values (JAX's eager autodiff, so Python
     control flow on values works) unless ``staged`` or the primals are abstract (under ``jit``,
     ``vmap``), where the JVP is staged into one graph and split."""
-    from fungraph.interpreters.linearize import is_concrete, linearize_concrete
-    from fungraph.interpreters.transpose import linearize_flat
-
     leaves, in_tree = tree_flatten(tuple(primals))
     avals = [abstractify(x) for x in leaves]
     diff = [dtypes.is_inexact(a.dtype) for a in avals]
@@ -200,8 +155,6 @@ def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str, stage
 
 def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
     """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` reuses the saved linearization."""
-    from fungraph.interpreters.transpose import eval_linear
-
     before = _tapes_if_outermost()
     outs, out_tree, lin, known_t, res, _, in_tree, avals, diff = _linearize(fun, primals, "linearize")
 
@@ -219,8 +172,6 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
 def _tapes_if_outermost() -> set[int] | None:
     """The live ``while_loop`` tapes, when a linearization starts outside every transformation
     (so that every tape it records is its own), else None."""
-    from fungraph.primitives.while_loop import live_tapes
-
     return None if is_staging() or innermost_main().level else live_tapes()
 
 
@@ -230,9 +181,6 @@ def _hold_tapes(fun: Callable[..., Any], residuals: Sequence[Any], linear: Graph
     may be called many times, or never. An outermost linearization (``before`` the tapes
     live when it started) also frees, with ``fun``, the tapes it recorded that nothing read
     (those of derivatives no output needed)."""
-    from fungraph.ir import Literal
-    from fungraph.primitives.while_loop import live_tapes, release_tapes, retain_tapes
-
     literals = [a.array for e in linear.eqns for a in e.inputs if isinstance(a, Literal)]
     values = [np.asarray(r) for r in list(residuals) + literals if isinstance(r, (np.ndarray, np.generic))]
     handles = retain_tapes(values)
@@ -245,8 +193,6 @@ def _hold_tapes(fun: Callable[..., Any], residuals: Sequence[Any], linear: Graph
 def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """Reverse mode: ``(fun(*primals), f_vjp)`` with ``f_vjp(ct)`` the cotangents of each primal;
     with ``has_aux`` ``fun`` returns ``(out, aux)`` and ``aux`` is returned third, undifferentiated."""
-    from fungraph.interpreters.transpose import transpose_linear
-    from fungraph.primitives._rules import zeros
 
     target = fun if has_aux else (lambda *a: (fun(*a), None))
     before = _tapes_if_outermost()
@@ -286,8 +232,6 @@ def linear_transpose(fun: Callable[..., Any], *primals: Any) -> Callable[[Any], 
     ``f_t(ct)`` returns one cotangent per primal. ``fun``'s graph is transposed directly, so a
     nonlinear operation on an input is an error, not a silent Jacobian at some point (a constant
     added to the output is dropped: the transpose of the linear part)."""
-    from fungraph.interpreters.transpose import backward_pass, partial_eval
-    from fungraph.primitives._rules import zeros
 
     leaves, in_tree = tree_flatten(tuple(primals))
     avals = [abstractify(x) for x in leaves]
@@ -436,8 +380,6 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
             main, box = _output_and_aux(fun)
             main(*args)  # one primal evaluation for aux: forward mode evaluates fun under vmap
             return jacfwd(main, argnums)(*args), box[0]
-        from fungraph.numpy import moveaxis, reshape
-
         f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
         zeros_like = [np.zeros(abstractify(x).shape, abstractify(x).dtype) for x in in_leaves]
         per_input = []
@@ -452,7 +394,8 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
 
             cols = vmap(push)(_basis(a))
             col_leaves, out_tree = tree_flatten(cols)
-            per_input.append([reshape(moveaxis(c, 0, -1), abstractify(c).shape[1:] + a.shape) for c in col_leaves])
+            per_input.append([reshape(_batch_last(_concrete(c)), abstractify(c).shape[1:] + a.shape)
+                              for c in col_leaves])
         return _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
 
     return jac
@@ -465,8 +408,6 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
 
     @functools.wraps(fun, updated=())
     def jac(*args: Any) -> Any:
-        from fungraph.numpy import reshape
-
         f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
         if has_aux:
             out, f_vjp, aux = vjp(f_flat, *in_leaves, has_aux=True)
@@ -484,7 +425,7 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
                 return f_vjp(tree_unflatten(out_tree, cts))
 
             grads = vmap(pull)(_basis(oa))
-            rows.append([reshape(g, oa.shape + ia.shape) for g, ia in zip(grads, in_avals)])
+            rows.append([reshape(_concrete(g), oa.shape + ia.shape) for g, ia in zip(grads, in_avals)])
         per_input = [[rows[k][j] for k in range(len(out_avals))] for j in range(len(in_avals))]
         result = _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
         return (result, aux) if has_aux else result
@@ -530,8 +471,6 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
          axis_name: Hashable | None = None) -> Callable:
     """Map ``fun`` over an axis of its arguments, with JAX's ``in_axes``/``out_axes`` rules;
     ``axis_name`` names the mapped axis for collectives (``psum(x, axis_name)``) inside ``fun``."""
-    from fungraph.interpreters.batching import vmap_flat
-
     @functools.wraps(fun, updated=())
     def mapped(*args: Any) -> Any:
         axes = in_axes
@@ -584,9 +523,6 @@ def device_put(x: Any, device: Any = None) -> Any:
     """Every array leaf of ``x`` on ``device`` (a backend name: ``"cpu"``, the default, gives
     numpy arrays; ``"opencl"`` gives device arrays that OpenCL-jitted functions take without a
     transfer), converted to fungraph's dtypes. ``device`` may also be one of ``devices()``."""
-    from fungraph._devices import Device
-    from fungraph.backends import known_backends
-    from fungraph.tree_util import tree_map
 
     if isinstance(device, Device):
         device = device.platform
@@ -600,6 +536,7 @@ def device_put(x: Any, device: Any = None) -> Any:
         host = to_concrete_dtype_array(leaf)
         if where == "cpu":
             return hosted(host)
+        # optional dependency: the OpenCL backend (and pyopencl) loads on its first use
         from fungraph.backends.opencl.device import device_put as to_opencl
 
         return to_opencl(host)
@@ -609,8 +546,6 @@ def device_put(x: Any, device: Any = None) -> Any:
 
 def block_until_ready(x: Any) -> Any:
     """Wait until every device array leaf of ``x`` is computed; returns ``x`` (JAX's function)."""
-    from fungraph.tree_util import tree_leaves
-
     for leaf in tree_leaves(x):
         if isinstance(leaf, Array):
             leaf.block_until_ready()
@@ -620,8 +555,6 @@ def block_until_ready(x: Any) -> Any:
 def device_get(x: Any) -> Any:
     """``x`` with every device array leaf copied to a numpy array (other leaves unchanged), as
     ``jax.device_get``; a traced leaf raises the usual concretization error."""
-    from fungraph.tree_util import tree_map
-
     return tree_map(lambda leaf: np.asarray(leaf) if isinstance(leaf, (Array, Tracer)) else leaf, x)
 
 

@@ -96,6 +96,10 @@ def user_source() -> str | None:
 
 AbstractEval = Callable[..., "ShapedArray | tuple[ShapedArray, ...]"]
 
+#: The byte alignment of every buffer in a planned arena: the memory planner places buffers at
+#: multiples of it, and a primitive's scratch rule (a conv's taps) rounds its blocks up to it.
+ALIGNMENT = 64
+
 
 @dataclass(eq=False)
 class Primitive:
@@ -496,3 +500,9 @@ def to_concrete_dtype_array(x: Any) -> np.ndarray:
     if type(x) is int and not np.can_cast(np.min_scalar_type(x), dt):
         raise OverflowError(f"Python int {x} too large to convert to {dt.name}")
     return arr.astype(dt)
+
+
+def as_operand(x: Any) -> Any:
+    """A tracer as it is, anything else as a numpy array of a supported dtype: a pytree leaf
+    made ready to bind."""
+    return x if isinstance(x, Tracer) else to_concrete_dtype_array(x)

@@ -16,18 +16,18 @@ import numpy as np
 
 from fungraph import custom_rule_checks as checks
 from fungraph import dtypes
-from fungraph.api import abstractify, flat_fun
-from fungraph.core import Primitive, Tracer, find_top_trace, full_raise, innermost_main
+from fungraph.checkpoint_policies import everything_saveable, nothing_saveable
+from fungraph.core import Primitive, Tracer, as_operand, find_top_trace, full_raise, innermost_main
 from fungraph.interpreters.batching import BatchTracer, vmap_flat
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.graph_transforms import batched_graph, jvp_graph
 from fungraph.interpreters.jvp import JVPTrace, JVPTracer, jvp_flat
 from fungraph.interpreters.rewrite import Rewriter, producers
-from fungraph.interpreters.staging import stage
+from fungraph.interpreters.staging import abstractify, flat_fun, stage
 from fungraph.interpreters.transpose import backward_pass, partial_eval
 from fungraph.ir import Eqn, Graph, ShapedArray, Var
-from fungraph.numpy._util import asarray
+from fungraph.jit import _argnums
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import aval, instantiate, zeros
@@ -40,7 +40,7 @@ from fungraph.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 def _stage_call(fun: Callable[..., Any], args: Sequence[Any],
                 ) -> tuple[list[Any], Graph, list[Any], PyTreeDef, PyTreeDef]:
     leaves, in_tree = tree_flatten(tuple(args))
-    leaves = [asarray(x) for x in leaves]
+    leaves = [as_operand(x) for x in leaves]
     box: list[PyTreeDef] = []
     graph, closure = stage(flat_fun(fun, in_tree, {}, box), [abstractify(x) for x in leaves])
     return leaves, graph, closure, in_tree, box[0]
@@ -132,8 +132,6 @@ def _custom_jvp_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: 
 
 
 def _nondiff_positions(fun: Callable[..., Any], nums: Sequence[int], names: Sequence[str]) -> tuple[int, ...]:
-    from fungraph.jit import _argnums
-
     return tuple(sorted(_argnums(fun, nums, names, "nondiff")))
 
 
@@ -224,7 +222,7 @@ class custom_jvp:
                                 f"tangent outputs with equal container (pytree) structures, but got {tree1} and "
                                 f"{tree2} respectively.")
             _refuse_differentiated_closure(rule_name, fun_name, [*out_leaves, *t_leaves])
-            out_leaves = [asarray(x) for x in out_leaves]
+            out_leaves = [as_operand(x) for x in out_leaves]
             if expected is not None:
                 checks.check_jvp_primals(rule_name, fun_name, tree1, out_leaves, *expected)
             box.append(tree1)
@@ -236,7 +234,7 @@ class custom_jvp:
     def _rule_only(self, trace: JVPTrace, leaves: list[Any], in_tree: PyTreeDef) -> Any:
         """Differentiated: the rule alone gives the primal and tangent outputs (the function
         itself is not called, as in JAX); with no tangent in, the call moves one level down."""
-        tracers = [full_raise(trace, x if isinstance(x, Tracer) else asarray(x)) for x in leaves]
+        tracers = [full_raise(trace, x if isinstance(x, Tracer) else as_operand(x)) for x in leaves]
         primals = [t.primal for t in tracers]
         if all(t.tangent is None for t in tracers):
             return self(*tree_unflatten(in_tree, primals))
@@ -272,7 +270,7 @@ def _cotangent(ct: Any, a: ShapedArray) -> Any:
     """A bwd rule's cotangent for an input of type ``a``: zeros for None, else in ``a``'s dtype."""
     if ct is None:
         return zeros(a)
-    ct = asarray(ct)
+    ct = as_operand(ct)
     return ct if aval(ct).dtype == a.dtype else ew.convert(ct, a.dtype)
 
 
@@ -434,13 +432,13 @@ class custom_vjp:
         def flat_fwd(primals: list[Any]) -> tuple[list[Any], list[Any]]:
             out, res = checks.fwd_pair(fwd(*tree_unflatten(in_tree, primals)), fwd_name, fun_name)
             out_leaves, tree1 = tree_flatten(out)
-            out_leaves = [asarray(x) for x in out_leaves]
+            out_leaves = [as_operand(x) for x in out_leaves]
             if expected is not None:
                 checks.check_fwd_primals(fwd_name, fun_name, tree1, out_leaves, *expected)
             out_box.append(tree1)
             res_leaves, rt = tree_flatten(res)
             res_tree.append(rt)
-            return out_leaves, [asarray(x) for x in res_leaves]
+            return out_leaves, [as_operand(x) for x in res_leaves]
 
         def flat_bwd(res: list[Any], cts: list[Any]) -> list[Any]:
             out = bwd(tree_unflatten(res_tree[-1], res), tree_unflatten(out_box[-1], cts))
@@ -455,7 +453,7 @@ class custom_vjp:
         """Differentiated: ``fwd`` gives the outputs and residuals (the function itself is not
         called, as in JAX), and a ``custom_lin`` equation, transposed by ``bwd``, the tangents;
         with no tangent in, the call moves one level down."""
-        tracers = [full_raise(trace, x if isinstance(x, Tracer) else asarray(x)) for x in leaves]
+        tracers = [full_raise(trace, x if isinstance(x, Tracer) else as_operand(x)) for x in leaves]
         primals = [t.primal for t in tracers]
         if all(t.tangent is None for t in tracers):
             return self(*tree_unflatten(in_tree, primals))
@@ -610,8 +608,6 @@ def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool | Sequence[bool] = 
     ``static_argnums``/``static_argnames`` name arguments passed through as Python values (not
     traced). ``prevent_cse`` is accepted; the recomputation always passes an optimisation
     barrier, so CSE under ``jit`` never merges it with the forward pass."""
-    from fungraph.checkpoint_policies import everything_saveable, nothing_saveable
-    from fungraph.jit import _argnums
 
     if policy is not None and not callable(policy):
         raise TypeError(f"checkpoint: policy must be a callable from fungraph.checkpoint_policies, got {policy!r}")
@@ -690,7 +686,7 @@ def custom_gradient(fun: Callable[..., Any]) -> Callable[..., Any]:
                 ct_tree.append(tree)
                 return leaves
 
-            graph, closure = stage(flat_rule, [abstractify(asarray(x)) for x in out_leaves])
+            graph, closure = stage(flat_rule, [abstractify(as_operand(x)) for x in out_leaves])
             rules.append((graph, ct_tree[0]))
             return value, tuple(closure)
 

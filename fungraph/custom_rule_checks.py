@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.api import float0
+from fungraph.dtypes import float0
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_map
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.core import Primitive
+from fungraph.core import Primitive, as_operand
+from fungraph.primitives._batching import per_example
 from fungraph.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["callback", "print"]
@@ -34,8 +35,6 @@ def _debug_jvp(primals: tuple, tangents: tuple, *, callback: Callable[..., Any])
 
 def _debug_batch(args: Any, dims: Any, *, callback: Callable[..., Any]) -> tuple:
     """One call per example, in order (JAX unrolls its debug callbacks the same way)."""
-    from fungraph.primitives._batching import per_example
-
     stacked, _, each = per_example(args, dims, callback)
 
     def run(*xs: Any) -> None:
@@ -55,7 +54,6 @@ def callback(fun: Callable[..., Any], *args: Any, ordered: bool = False, **kwarg
     """Call ``fun(*args, **kwargs)`` on the host with the arrays' values whenever the staged
     function runs; ``args``/``kwargs`` are pytrees of arrays, ``fun``'s result is ignored.
     Callbacks always run in program order, so ``ordered`` (JAX's flag) changes nothing."""
-    from fungraph.numpy._util import asarray
 
     leaves, tree = tree_flatten((args, kwargs))
 
@@ -64,7 +62,7 @@ def callback(fun: Callable[..., Any], *args: Any, ordered: bool = False, **kwarg
         fun(*a, **k)
 
     flat.__name__ = getattr(fun, "__name__", "callback")
-    debug_callback_p.bind(*[asarray(x) for x in leaves], callback=flat)
+    debug_callback_p.bind(*[as_operand(x) for x in leaves], callback=flat)
 
 
 def print(fmt: str, *args: Any, ordered: bool = False, **kwargs: Any) -> None:  # noqa: A001  (jax.debug.print's name)

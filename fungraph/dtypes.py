@@ -376,3 +376,8 @@ def result_type(*args: Any) -> np.dtype:
             getattr(a, "dtype", None) == first and not is_weak(a) for a in args):
         return canonicalize(first)
     return join([_dtype_of(a) for a in args], [is_weak(a) for a in args])[0]
+
+
+#: JAX's dtype of tangents and cotangents for integer and boolean values (a zero-size numpy
+#: void type, ``jax.dtypes.float0``): ``jvp`` and ``vjp`` accept arrays of it where JAX gives or takes them.
+float0 = np.dtype([("float0", np.void, 0)])

@@ -1,4 +1,4 @@
-"""The IR: abstract values, vars, literals, equations and graphs, plus the verifier.
+"""The IR: abstract values, vars, literals, equations and graphs, plus the verifier and the text printer.
 
 Everything here is immutable. A :class:`Graph` is closed: its constants travel with it.
 Graphs compare and hash *structurally* (up to renaming of vars), which is what caches need.
@@ -322,14 +322,10 @@ class Graph:
         return self.structural_key == other.structural_key
 
     def __str__(self) -> str:
-        from fungraph.ir_text import format_graph
-
         return format_graph(self)
 
     def pretty(self, source: bool = False) -> str:
         """The text form; with ``source=True`` each equation ends with its user source line."""
-        from fungraph.ir_text import format_graph
-
         return format_graph(self, source=source)
 
     def verify(self) -> None:
@@ -345,8 +341,6 @@ class VerificationError(ValueError):
 
 
 def _eqn_text(graph: Graph, index: int) -> str:
-    from fungraph.ir_text import format_eqn_in
-
     return format_eqn_in(graph, index)
 
 
@@ -406,3 +400,102 @@ def verify(graph: Graph) -> None:
             define(o, where)
     for a in graph.outvars:
         use(a, lambda: "graph outputs")
+
+
+# --- the text form (docs/ir.md); ir_text.parse reads it back ------------------------------
+
+_RESERVED = {"in", "let", "lambda", "const", "inf", "nan", "if", "of", "is", "as", "or", "and", "not"}
+
+
+def name_sequence() -> Iterator[str]:
+    n = 0
+    while True:
+        s = ""
+        k = n
+        while True:
+            s = chr(ord("a") + k % 26) + s
+            k = k // 26 - 1
+            if k < 0:
+                break
+        n += 1
+        if s not in _RESERVED:
+            yield s
+
+
+class Namer:
+    def __init__(self) -> None:
+        self.names: dict[Var, str] = {}
+        self.gen = name_sequence()
+
+    def __call__(self, v: Var) -> str:
+        if v not in self.names:
+            self.names[v] = next(self.gen)
+        return self.names[v]
+
+
+def _format_value(v: Any, indent: int) -> str:
+    if isinstance(v, Graph):
+        return _format_graph(v, indent + 4, source=False)
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, (bool, int, float)) or v is None:
+        return "None" if v is None else format_scalar(v)
+    if isinstance(v, str):
+        return repr(v)
+    if isinstance(v, tuple):
+        inner = ", ".join(_format_value(x, indent) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, ShapedArray):
+        return str(v)
+    name = getattr(v, "__name__", type(v).__name__)
+    return f"<{name}>"
+
+
+def _format_array(arr: np.ndarray) -> str:
+    if arr.ndim == 0:
+        return format_scalar(arr.item())
+    return "[" + ", ".join(_format_array(x) for x in arr) + "]"
+
+
+def format_eqn(eqn: Eqn, name: Namer, indent: int, source: bool) -> str:
+    def atom(a: Atom) -> str:
+        return str(a) if isinstance(a, Literal) else name(a)
+
+    outs = " ".join(f"{name(o)}:{o.aval}" for o in eqn.outputs)
+    params = ""
+    if eqn.params:
+        params = "[" + ", ".join(f"{k}={_format_value(v, indent)}" for k, v in eqn.params.items()) + "]"
+    ins = " ".join(atom(a) for a in eqn.inputs)
+    line = (f"{outs} = " if outs else "") + f"{eqn.primitive.name}{params} {ins}".rstrip()
+    if source and eqn.source:
+        line += f"    # {eqn.source}"
+    return line
+
+
+def _format_graph(g: Graph, indent: int, source: bool) -> str:
+    name = Namer()
+    pad = " " * indent
+    ins = " ".join(f"{name(v)}:{v.aval}" for v in g.invars)
+    consts = "".join(
+        f"const {name(v)}:{v.aval} = {_format_array(np.asarray(c))} ; " for v, c in zip(g.constvars, g.consts)
+    )
+    lines = [f"{{ lambda {ins} ; {consts}let".replace("lambda  ;", "lambda ;")]
+    lines += [f"{pad}    {format_eqn(e, name, indent + 4, source)}" for e in g.eqns]
+    outs = ", ".join(str(a) if isinstance(a, Literal) else name(a) for a in g.outvars)
+    lines.append(f"{pad}  in ({outs}{',' if len(g.outvars) == 1 else ''}) }}")
+    return "\n".join(lines)
+
+
+def format_graph(g: Graph, source: bool = False) -> str:
+    return _format_graph(g, 0, source)
+
+
+def format_eqn_in(g: Graph, index: int) -> str:
+    """One equation of ``g`` printed with the names ``str(g)`` would give it."""
+    name = Namer()
+    for v in g.invars + g.constvars:
+        name(v)
+    for e in g.eqns[:index]:
+        for o in e.outputs:
+            name(o)
+    return format_eqn(g.eqns[index], name, 0, False)

@@ -1,4 +1,4 @@
-"""The IR's text form: ``str(graph)`` prints it and :func:`parse` reads it back.
+"""The IR's text form: ``str(graph)`` prints it (the printer is in ``ir``) and :func:`parse` reads it back.
 
     { lambda a:f32[3,4] b:f32[4] ; let
         c:f32[3,4] = add a b
@@ -12,110 +12,13 @@ parameter values. See docs/ir.md for the grammar.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var, format_scalar
-
-_RESERVED = {"in", "let", "lambda", "const", "inf", "nan", "if", "of", "is", "as", "or", "and", "not"}
-
-
-def _names() -> Iterator[str]:
-    n = 0
-    while True:
-        s = ""
-        k = n
-        while True:
-            s = chr(ord("a") + k % 26) + s
-            k = k // 26 - 1
-            if k < 0:
-                break
-        n += 1
-        if s not in _RESERVED:
-            yield s
-
-
-class _Namer:
-    def __init__(self) -> None:
-        self.names: dict[Var, str] = {}
-        self.gen = _names()
-
-    def __call__(self, v: Var) -> str:
-        if v not in self.names:
-            self.names[v] = next(self.gen)
-        return self.names[v]
-
-
-def _format_value(v: Any, indent: int) -> str:
-    if isinstance(v, Graph):
-        return _format_graph(v, indent + 4, source=False)
-    if isinstance(v, np.dtype):
-        return v.name
-    if isinstance(v, (bool, int, float)) or v is None:
-        return "None" if v is None else format_scalar(v)
-    if isinstance(v, str):
-        return repr(v)
-    if isinstance(v, tuple):
-        inner = ", ".join(_format_value(x, indent) for x in v)
-        return f"({inner},)" if len(v) == 1 else f"({inner})"
-    if isinstance(v, ShapedArray):
-        return str(v)
-    name = getattr(v, "__name__", type(v).__name__)
-    return f"<{name}>"
-
-
-def _format_array(arr: np.ndarray) -> str:
-    if arr.ndim == 0:
-        return format_scalar(arr.item())
-    return "[" + ", ".join(_format_array(x) for x in arr) + "]"
-
-
-def _format_eqn(eqn: Eqn, name: _Namer, indent: int, source: bool) -> str:
-    def atom(a: Atom) -> str:
-        return str(a) if isinstance(a, Literal) else name(a)
-
-    outs = " ".join(f"{name(o)}:{o.aval}" for o in eqn.outputs)
-    params = ""
-    if eqn.params:
-        params = "[" + ", ".join(f"{k}={_format_value(v, indent)}" for k, v in eqn.params.items()) + "]"
-    ins = " ".join(atom(a) for a in eqn.inputs)
-    line = (f"{outs} = " if outs else "") + f"{eqn.primitive.name}{params} {ins}".rstrip()
-    if source and eqn.source:
-        line += f"    # {eqn.source}"
-    return line
-
-
-def _format_graph(g: Graph, indent: int, source: bool) -> str:
-    name = _Namer()
-    pad = " " * indent
-    ins = " ".join(f"{name(v)}:{v.aval}" for v in g.invars)
-    consts = "".join(
-        f"const {name(v)}:{v.aval} = {_format_array(np.asarray(c))} ; " for v, c in zip(g.constvars, g.consts)
-    )
-    lines = [f"{{ lambda {ins} ; {consts}let".replace("lambda  ;", "lambda ;")]
-    lines += [f"{pad}    {_format_eqn(e, name, indent + 4, source)}" for e in g.eqns]
-    outs = ", ".join(str(a) if isinstance(a, Literal) else name(a) for a in g.outvars)
-    lines.append(f"{pad}  in ({outs}{',' if len(g.outvars) == 1 else ''}) }}")
-    return "\n".join(lines)
-
-
-def format_graph(g: Graph, source: bool = False) -> str:
-    return _format_graph(g, 0, source)
-
-
-def format_eqn_in(g: Graph, index: int) -> str:
-    """One equation of ``g`` printed with the names ``str(g)`` would give it."""
-    name = _Namer()
-    for v in g.invars + g.constvars:
-        name(v)
-    for e in g.eqns[:index]:
-        for o in e.outputs:
-            name(o)
-    return _format_eqn(g.eqns[index], name, 0, False)
-
+from fungraph.core import get_primitive
+from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var
 
 # --- parsing ---------------------------------------------------------------------------
 
@@ -268,8 +171,6 @@ class _Parser:
         raise ParseError(f"unexpected {tok!r} at offset {pos} in a parameter value")
 
     def graph(self) -> Graph:
-        from fungraph.core import get_primitive
-
         scope: dict[str, Var] = {}
         self.expect("{")
         self.expect("lambda")

@@ -27,9 +27,9 @@ import numpy as np
 from fungraph import dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
 from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED
-from fungraph.api import abstractify, flat_fun, split_static
 from fungraph.array import Array, HostArray
-from fungraph.backends import backend_factory, known_backends
+from fungraph.backends import backend_factory, known_backends, register_compiler
+from fungraph.backends.incremental import IncrementalExecutable
 from fungraph.core import (
     NestingError,
     Primitive,
@@ -46,13 +46,14 @@ from fungraph.interpreters.graph_transforms import (
     transpose_graph,
 )
 from fungraph.interpreters.memory import MemoryPlan, plan_memory
-from fungraph.interpreters.optimize import DEFAULT_PASSES, Pass, PassStat, format_stats, optimize
-from fungraph.interpreters.regions import fuse_regions
-from fungraph.interpreters.simplify import simplify
-from fungraph.interpreters.staging import stage
+from fungraph.interpreters.optimize import PassStat, backend_passes, format_stats, optimize
+from fungraph.interpreters.schedule import SCHEDULES
+from fungraph.interpreters.staging import abstractify, flat_fun, split_static, stage
 from fungraph.ir import Eqn, Graph, Params, Var
+from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import is_undefined, zeros
 from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
+from fungraph.viz import to_dot
 
 
 @dataclass(frozen=True)
@@ -139,20 +140,7 @@ def _compile_graph(graph: Graph, backend: str, donated: tuple[bool, ...], keep: 
     return compiled
 
 
-def backend_passes(factory: Any) -> tuple[tuple[str, Pass], ...]:
-    """The default passes, then elementwise regions for a backend that runs them as units
-    (it names the smallest region worth fusing, in bytes of its shape). A backend that
-    computes a product's elementwise consumers with it (``scales_in_consumers``) keeps a
-    scalar scale of a product where it is rather than on the smaller factor, which would
-    cost a kernel of its own."""
-    passes = DEFAULT_PASSES
-    if getattr(factory, "scales_in_consumers", False):
-        passes = tuple((name, functools.partial(simplify, scale_factors=False) if p is simplify else p)
-                       for name, p in passes)
-    region_bytes = getattr(factory, "region_bytes", None)
-    if region_bytes is None:
-        return passes
-    return passes + (("fuse_regions", functools.partial(fuse_regions, min_bytes=region_bytes)),)
+register_compiler(compile_graph)
 
 
 MAX_SCHEDULE_SEARCH_EQNS = 3000
@@ -162,8 +150,6 @@ def best_schedule(graph: Graph, donated: Sequence[bool] = (),
                   scratch_bytes: Callable[[Eqn], int] | None = None) -> tuple[Graph, MemoryPlan]:
     """Plan the graph under each execution order (traced, Owl's post-order DFS, memory-aware
     greedy) and keep the smallest arena; large graphs keep the traced order."""
-    from fungraph.interpreters.schedule import SCHEDULES
-
     best = (graph, plan_memory(graph, donated, scratch_bytes=scratch_bytes))
     if len(graph.eqns) > MAX_SCHEDULE_SEARCH_EQNS:
         return best
@@ -246,8 +232,6 @@ def _jit_call_transpose(cts: Sequence[Any], *args: Any, call: Graph, name: str, 
 @jit_call_p.def_batch
 def _jit_call_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Graph, name: str,
                     backend: str) -> tuple:
-    from fungraph.primitives._batching import batch_size
-
     size = batch_size(args, dims)
     bg = batched_graph(call, tuple(dims), size, tuple(abstractify(a) for a in args))
     outs = jit_call_p.bind(*args, call=bg, name=f"vmap({name})", backend=backend)
@@ -289,8 +273,6 @@ class Lowered:
         return text + (f"\n\n{describe()}" if describe is not None else "")
 
     def as_dot(self) -> str:
-        from fungraph.viz import to_dot
-
         return to_dot(self.graph, self.plan)
 
     def as_text(self) -> str:
@@ -575,8 +557,6 @@ class Jitted:
         return arrays
 
     def _run_incremental(self, key: Hashable, graph: Graph, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        from fungraph.backends.incremental import IncrementalExecutable
-
         exe = self._caches.incremental.get(key)
         if exe is None:
             exe = self._caches.incremental[key] = IncrementalExecutable(optimize(graph)[0])

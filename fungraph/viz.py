@@ -22,8 +22,7 @@ import numpy as np
 
 from fungraph.interpreters.memory import ALIGNMENT, MemoryPlan, Placement
 from fungraph.interpreters.optimize import PassStat, format_stats
-from fungraph.ir import Graph, Literal, Var
-from fungraph.ir_text import _names
+from fungraph.ir import Graph, Literal, Var, name_sequence
 
 _PALETTE = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
             "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f")
@@ -33,7 +32,7 @@ INSTALL_HINT = "install Graphviz with `apt-get install graphviz` (Debian/Ubuntu)
 
 def var_names(graph: Graph) -> dict[Var, str]:
     """The names ``str(graph)`` gives the top-level vars (inputs, constants, then outputs in order)."""
-    gen = _names()
+    gen = name_sequence()
     names: dict[Var, str] = {}
     for v in (*graph.invars, *graph.constvars, *(o for e in graph.eqns for o in e.outputs)):
         if v not in names:

@@ -17,7 +17,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import fungraph, pytest, xdist, hypothesis, pyopencl, jax" >/dev/null 2>&1 \
+if ! .venv/bin/python -c "import fungraph, pytest, xdist, hypothesis, pyopencl, jax, importlinter" >/dev/null 2>&1 \
     || [ pyproject.toml -nt .venv/.installed ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -e ".[test,opencl]"

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from fungraph._config import register_platforms
+
 _FACTORIES: dict[str, Callable[..., Any]] = {}
 _MODULES = {"cpu": "fungraph.backends.cpu", "opencl": "fungraph.backends.opencl"}
 
@@ -33,6 +35,26 @@ def backend_factory(name: str) -> Callable[..., Any]:
 
 def known_backends() -> tuple[str, ...]:
     return tuple(sorted(_MODULES))
+
+
+register_platforms(known_backends())
+
+
+_COMPILER: dict[str, Callable[..., Any]] = {}
+
+
+def register_compiler(compile_graph: Callable[..., Any]) -> None:
+    """``jit`` registers its driver here when imported: ``compile_graph(graph, backend, donated)``
+    optimises, plans and builds (cached) an executable of ``backend``."""
+    _COMPILER["compile_graph"] = compile_graph
+
+
+def compile_subgraph(graph: Any, backend: str, donated: Any = ()) -> Any:
+    """A sub-graph (a branch, a loop's condition or body) compiled as ``jit`` compiles a whole
+    graph: engines lie below ``jit`` in the layers and reach its driver through this registry."""
+    if "compile_graph" not in _COMPILER:
+        raise RuntimeError("no graph compiler is registered: import fungraph (fungraph.jit registers it)")
+    return _COMPILER["compile_graph"](graph, backend, donated)
 
 
 _TURNS = threading.RLock()

@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from fungraph.array import hosted, unhosted
-from fungraph.backends import register_backend
+from fungraph.backends import compile_subgraph, register_backend
 from fungraph.backends.cpu_lowerings import Lowering, lowering_for, take_scratch_bytes, take_scratch_lowering
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.ir import Graph, Literal, Var
 from fungraph.primitives.conv import conv_scratch_bytes, conv_scratch_lowering
+from fungraph.primitives.graph_utils import LOOP_STATS
 
 ENGINE_STATS = {"output_allocations": 0}
 
@@ -367,9 +368,7 @@ def _aligned_bytes(n: int, alignment: int = 64) -> np.ndarray:
 
 
 def _compiled(graph: Graph, donated: Sequence[bool] = ()) -> Any:
-    from fungraph.jit import compile_graph
-
-    return compile_graph(graph, "cpu", donated)
+    return compile_subgraph(graph, "cpu", donated)
 
 
 def _views(block: np.ndarray, offset: int, avals: Sequence[Any]) -> tuple[list[np.ndarray], int]:
@@ -443,8 +442,6 @@ def _lower_while(eqn: Any, block: np.ndarray) -> Lowering:
     """Iteration k writes the carry into view k % 2: the equation's planned outputs and a
     second view in the block (libnnc's multi-view, k = 2); no carry is copied between
     iterations, and one copy at the end when the loop ends on the second view."""
-    from fungraph.primitives.while_loop import LOOP_STATS
-
     p = eqn.params
     n_cc, n_bc = p["n_cc"], p["n_bc"]
     cond_c = _compiled(p["cond_graph"])

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from fungraph.core import Primitive
+from fungraph.primitives.indexing import _normalize_indices
+from fungraph.primitives.linalg import _free
 
 Lowering = Callable[..., Any]
 
@@ -47,7 +49,6 @@ def _dot_lowering(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, dimensio
         a = lhs if lc == (1,) else lhs.T
         b = rhs if rc == (0,) else rhs.T
         return np.matmul(a, b, out=out)
-    from fungraph.primitives.linalg import _free
 
     lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
     size = lambda a, ds: int(np.prod([a.shape[d] for d in ds], dtype=np.int64))  # noqa: E731
@@ -136,8 +137,6 @@ def _take(out: np.ndarray, x: Any, idx: Any, *, axis: int, index_buf: np.ndarray
         np.copyto(index_buf, idx, casting="unsafe")
         idx = index_buf
     if idx.size and idx.min() < 0:
-        from fungraph.primitives.indexing import _normalize_indices
-
         idx = _normalize_indices(idx, np.shape(x)[axis])
     return np.take(x, idx, axis=axis, out=out, mode="clip")
 
@@ -147,8 +146,6 @@ def _scatter_add(out: np.ndarray, upd: Any, idx: Any, *, axis: int, shape: tuple
     (``take``'s transpose: the gradient of a pooling gather)."""
     idx = np.asarray(idx)
     if idx.size and (idx.min() < 0 or idx.max() >= shape[axis]):
-        from fungraph.primitives.indexing import _normalize_indices
-
         idx = _normalize_indices(idx, shape[axis])
     out.fill(0)
     upd = np.asarray(upd).reshape(shape[:axis] + (idx.size,) + shape[axis + 1:])

@@ -63,6 +63,7 @@ def _split(body: Graph) -> tuple[int | None, ...]:
 @functools.lru_cache(maxsize=512)
 def _chunk_body(body: Graph, rows: int) -> tuple[Graph, MemoryPlan]:
     """The body restaged for ``rows`` rows, and its plan (with the CPU engine's scratch)."""
+    # the CPU engine imports this module to lower its regions
     from fungraph.backends.cpu import scratch_bytes
 
     avals = [v.aval if j is None else ShapedArray(v.aval.shape[:j] + (rows,) + v.aval.shape[j + 1:], v.aval.dtype)
@@ -89,6 +90,7 @@ def fusion_scratch_bytes(eqn: Eqn) -> int:
 
 
 def lower_fusion(eqn: Eqn, block: np.ndarray) -> Callable[..., Any]:
+    # the CPU engine imports this module to lower its regions
     from fungraph.backends.cpu import CpuExecutable
 
     body = eqn.params["call"]

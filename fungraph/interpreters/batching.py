@@ -30,6 +30,9 @@ from fungraph.core import (
     user_source,
 )
 from fungraph.ir import Params, ShapedArray, aval_of
+from fungraph.primitives._batching import broadcast_batch
+from fungraph.primitives._rules import register_transform
+from fungraph.primitives.shape import transpose
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,6 @@ def vmap_flat(fun: Callable[..., Sequence[Any]], args: Sequence[Any], in_dims: S
     ``axis_name`` names the axis for collectives; by default a batching rule that maps a
     sub-graph over its batch keeps the name of the axis it is batching.
     """
-    from fungraph.primitives._batching import broadcast_batch
-    from fungraph.primitives.shape import transpose
-
     if axis_name is _INHERIT:
         axis_name = batching_axis_name()
     with new_main(BatchTrace, AxisFrame(size, axis_name)) as main:
@@ -201,3 +201,6 @@ def vmap_flat(fun: Callable[..., Sequence[Any]], args: Sequence[Any], in_dims: S
             perm = tuple(range(1, od + 1)) + (0,) + tuple(range(od + 1, nd))
             results.append(transpose(front, perm))
     return results
+
+
+register_transform("vmap", vmap_flat)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from fungraph.core import source_stack
-from fungraph.ir import Atom, Graph, Literal, Var
+from fungraph.ir import Atom, Graph, Literal, Var, format_eqn_in
 
 
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
@@ -39,8 +39,6 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
 
 def add_eqn_note(err: Exception, graph: Graph, index: int) -> None:
     """Say which equation failed ("while executing eqn 17: ...") once, innermost first."""
-    from fungraph.ir_text import format_eqn_in
-
     if not getattr(err, "_fungraph_noted", False):
         err.add_note(f"while executing eqn {index}: `{format_eqn_in(graph, index)}`")
         err._fungraph_noted = True  # type: ignore[attr-defined]

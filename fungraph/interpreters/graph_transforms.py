@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fungraph._caches import LRUCache
+from fungraph.interpreters.batching import batching_axis_name, vmap_flat
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
@@ -70,8 +71,6 @@ def transpose_graph(call: Graph, linear_mask: tuple[bool, ...]) -> Graph:
 def batched_graph(call: Graph, in_dims: tuple[int | None, ...], size: int, in_avals: tuple) -> Graph:
     """The graph of ``call`` mapped over ``in_dims`` (outputs batched along axis 0), cached per
     axis name too: the name decides what the graph's collectives reduce over."""
-    from fungraph.interpreters.batching import batching_axis_name, vmap_flat
-
     def build() -> Graph:
         n_out = len(call.outvars)
         return stage(lambda *a: vmap_flat(lambda *b: eval_graph(call, *b), a, in_dims, [0] * n_out, size),

@@ -11,7 +11,7 @@ from typing import Any
 from fungraph import dtypes
 from fungraph.core import NOT_DIFFERENTIABLE, Primitive, Trace, Tracer, full_raise, new_main
 from fungraph.ir import Params, ShapedArray, aval_of
-from fungraph.primitives._rules import zeros
+from fungraph.primitives._rules import register_transform, zeros
 
 
 class JVPTracer(Tracer):
@@ -63,3 +63,6 @@ def jvp_flat(fun: Callable[..., Sequence[Any]], primals: Sequence[Any], tangents
     if instantiate:
         tangents_out = [zeros(aval_of(p)) if t is None else t for p, t in zip(primals_out, tangents_out)]
     return primals_out, tangents_out
+
+
+register_transform("jvp", jvp_flat)

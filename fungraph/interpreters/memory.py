@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from fungraph.interpreters.offsets import plan_offsets
+from fungraph.core import ALIGNMENT
+from fungraph.interpreters.offsets import plan_offsets, verify_offsets
 from fungraph.ir import Eqn, Graph, Var
 
-ALIGNMENT = 64
 VIEW_PRIMITIVES = frozenset({"reshape", "transpose", "broadcast_in_dim", "slice", "rev"})
 
 
@@ -197,8 +197,6 @@ def verify_plan(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) ->
     """No two arena buffers or scratch blocks live at the same step overlap, and all fit in
     the arena; a scratch block lives exactly during its equation; pinned values are never
     reused; in-place reuse only where the primitive declares it."""
-    from fungraph.interpreters.offsets import verify_offsets
-
     roots = [p for p in plan.placements.values() if p.kind == "buffer"] + list(plan.scratch.values())
     verify_offsets([(p.start, p.end, _aligned(p.size)) for p in roots], [p.offset for p in roots])
     for v, p in plan.placements.items():

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph.core import Primitive
+from fungraph.interpreters.dce import dce
 from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var, aval_of
 
 
@@ -72,8 +73,6 @@ class Rewriter:
         return v
 
     def finish(self) -> Graph:
-        from fungraph.interpreters.dce import dce
-
         g = self.graph
         constvars = tuple(g.constvars) + tuple(self.new_consts)
         consts = tuple(g.consts) + tuple(self.new_consts.values())

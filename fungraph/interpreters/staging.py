@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.array import Array
 from fungraph.core import (
     NestingError,
     Primitive,
@@ -15,12 +17,15 @@ from fungraph.core import (
     Tracer,
     checked_abstract_eval,
     deep_recursion,
+    full_raise,
     nesting_error,
     new_dynamic,
     new_main,
+    to_concrete_dtype_array,
     user_source,
 )
 from fungraph.ir import CONST_REF, Atom, Eqn, Graph, Literal, Params, ShapedArray, Var, literal_ref
+from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 
 class GraphTracer(Tracer):
@@ -180,8 +185,6 @@ def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray],
 
 
 def _raise_out(trace: GraphTrace, out: Any) -> GraphTracer:
-    from fungraph.core import full_raise
-
     if isinstance(out, Tracer) or isinstance(out, (np.ndarray, np.generic, bool, int, float)):
         t = full_raise(trace, out)
         if isinstance(trace.builder.tracer_to_atom.get(id(t)), Literal):
@@ -219,3 +222,61 @@ def build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer]) -> tuple[Gra
         key = graph.key_from_rows(tuple(builder.rows), tuple(builder.ref(a) for a in outvars))
         graph.__dict__["structural_key"] = key
     return graph, closure_args
+
+
+# --- pytrees of arguments around a trace (api, jit and custom_derivatives call these) --------
+
+
+@dataclass(frozen=True)
+class ShapeDtypeStruct:
+    """An abstract argument: tracing needs only its shape and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
+
+
+def abstractify(x: Any) -> ShapedArray:
+    """The abstract value of an argument leaf; errors name the offending type."""
+    if isinstance(x, Tracer):
+        return x.aval
+    if isinstance(x, (ShapeDtypeStruct, ShapedArray)):
+        return ShapedArray(x.shape, x.dtype)
+    if isinstance(x, Array):
+        return x.aval
+    try:
+        arr = to_concrete_dtype_array(x)
+    except TypeError as err:
+        raise TypeError(f"argument of type {type(x).__name__} is not an array: {err}") from None
+    if arr.dtype == object:
+        raise TypeError(f"argument of type {type(x).__name__} is not a valid array")
+    return ShapedArray(arr.shape, arr.dtype)
+
+
+def split_static(args: Sequence[Any], static_argnums: Sequence[int]) -> tuple[list[Any], dict[int, Any]]:
+    n = len(args)
+    static = {i % n: args[i] for i in static_argnums if -n <= i < n}
+    dynamic = [a for i, a in enumerate(args) if i not in static]
+    return dynamic, static
+
+
+def merge_static(dynamic: Sequence[Any], static: dict[int, Any]) -> list[Any]:
+    it = iter(dynamic)
+    return [static[i] if i in static else next(it) for i in range(len(dynamic) + len(static))]
+
+
+def flat_fun(fun: Callable[..., Any], in_tree: PyTreeDef, static: dict[int, Any],
+             out_tree_box: list[PyTreeDef]) -> Callable[..., list[Any]]:
+    """``fun`` as a function of flat leaves returning flat leaves; records its output tree."""
+
+    def flat(*leaves: Any) -> list[Any]:
+        dynamic = tree_unflatten(in_tree, leaves)
+        out = fun(*merge_static(dynamic, static))
+        out_leaves, out_tree = tree_flatten(out)
+        out_tree_box.append(out_tree)
+        return out_leaves
+
+    return flat

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fungraph.core import source_of
+from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import add_eqn_note, eval_graph
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
@@ -82,8 +83,6 @@ def partial_eval(graph: Graph, unknown_inputs: Sequence[bool]) -> tuple[Graph, G
 
 
 def _live_eqns(eqns: Sequence[Eqn], outs: Sequence[Atom]) -> list[Eqn]:
-    from fungraph.interpreters.dce import dce
-
     return list(dce(Graph((), (), (), tuple(eqns), tuple(a for a in outs if isinstance(a, Var)))).eqns)
 
 

@@ -430,9 +430,8 @@ def lcm(x1: Any, x2: Any) -> Any:
 
 def i0(x: Any) -> Any:
     """The modified Bessel function of the first kind, order 0 (``scipy.special.i0``)."""
-    from fungraph.scipy.special import i0 as _i0
-
-    return _i0(x)
+    (x,) = promote(x, to_inexact=True)
+    return sp.bessel_i0_p.bind(x)
 
 
 def unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * np.pi) -> Any:

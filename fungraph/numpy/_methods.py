@@ -140,6 +140,8 @@ AT = property(_at.IndexUpdateHelper)
 
 
 def install() -> None:
+    """Give tracers, device arrays and host arrays numpy's operators and JAX's methods; the numpy
+    layer installs them, as ``jax.numpy`` does, so the array classes below it need not import it."""
     for cls in (Tracer, Array, HostArray):
         cls.at = AT
     for name, fn in _METHODS.items():

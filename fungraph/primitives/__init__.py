@@ -1,10 +1,14 @@
-"""The primitive set, one module per family; importing this package registers them all."""
+"""The primitive set, one module per family.
+
+Importing this package registers the first-order primitives. The higher-order ones (``cond``
+in control_flow, scan, while_loop, the collectives, and the linear solves of linear_solve)
+hold sub-graphs and run them through the transformations, so they sit in a layer above those
+(docs/architecture.md) and register when imported: ``import fungraph`` imports them all.
+"""
 
 from fungraph.primitives import (  # noqa: F401
     barrier,
     callback,
-    collectives,
-    control_flow,
     conv,
     cumulative,
     elementwise,
@@ -13,12 +17,8 @@ from fungraph.primitives import (  # noqa: F401
     indexing,
     linalg,
     linalg_ops,
-    linear_solve,
     reductions,
-    scan,
     shape,
     sorting,
     special,
-    while_loop,
-    while_tape_jvp,
 )

@@ -13,6 +13,7 @@ from fungraph.primitives._rules import aval
 
 def to_front(x: Any, bdim: int | None) -> Any:
     """``x`` with its batch axis first (unchanged when it has none)."""
+    # the shape family's own rules use these helpers (one knot in primitives/, docs/architecture.md)
     from fungraph.primitives.shape import transpose
 
     if bdim is None or bdim == 0:
@@ -24,6 +25,7 @@ def to_front(x: Any, bdim: int | None) -> Any:
 
 def broadcast_batch(x: Any, bdim: int | None, size: int) -> Any:
     """``x`` with its batch axis first, materialising one for an unbatched operand."""
+    # the shape family's own rules use these helpers (one knot in primitives/, docs/architecture.md)
     from fungraph.primitives.shape import broadcast_in_dim
 
     if bdim is not None:
@@ -57,6 +59,7 @@ def elementwise_batch(prim: Any) -> Any:
     """Batch a numpy-broadcasting primitive: batch axes first, unbatched operands right-aligned."""
 
     def rule(args: Sequence[Any], dims: Sequence[int | None], **params: Any) -> tuple[Any, Any]:
+        # the shape family's own rules use these helpers (one knot in primitives/, docs/architecture.md)
         from fungraph.primitives.shape import reshape
 
         rank = max(aval(x).ndim - (d is not None) for x, d in zip(args, dims))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ def lit(value: Any, dtype: np.dtype) -> np.ndarray:
 
 
 def zeros(a: ShapedArray) -> Any:
+    # shape's rules import this module (one knot in primitives/, docs/architecture.md)
     from fungraph.primitives.shape import broadcast_in_dim
 
     return broadcast_in_dim(lit(0, a.dtype), a.shape, ())
@@ -86,6 +88,7 @@ def normalize_axis(axis: int, ndim: int, name: str) -> int:
 
 def unbroadcast(ct: Any, target: ShapedArray) -> Any:
     """Sum a cotangent of a broadcast result back down to ``target``'s shape."""
+    # shape's rules import this module (one knot in primitives/, docs/architecture.md)
     from fungraph.primitives.reductions import reduce_sum
     from fungraph.primitives.shape import reshape
 
@@ -105,3 +108,22 @@ def linear_jvp(prim: Any, primals: tuple, tangents: tuple, **params: Any) -> tup
     out = prim.bind(*primals, **params)
     ts = [instantiate(t, aval(p)) for p, t in zip(primals, tangents)]
     return out, prim.bind(*ts, **params)
+
+
+#: The transformations of a function of primitives (``"jvp"``: ``interpreters.jvp.jvp_flat``,
+#: ``"vmap"``: ``interpreters.batching.vmap_flat``), registered by those interpreters, a layer
+#: above, when they are imported: a rule whose derivative or batched form is a composite of
+#: other primitives runs the interpreter through this table instead of importing it. A rule
+#: runs only under its interpreter's trace, so the entry is there by then.
+_TRANSFORMS: dict[str, Callable[..., Any]] = {}
+
+
+def register_transform(name: str, transform: Callable[..., Any]) -> None:
+    _TRANSFORMS[name] = transform
+
+
+def transform(name: str) -> Callable[..., Any]:
+    """The interpreter registered as ``name`` (``"jvp"`` or ``"vmap"``)."""
+    if name not in _TRANSFORMS:
+        raise RuntimeError(f"no {name!r} interpreter is registered: import fungraph first")
+    return _TRANSFORMS[name]

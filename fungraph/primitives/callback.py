@@ -9,6 +9,7 @@ import numpy as np
 
 from fungraph.core import Primitive
 from fungraph.ir import ShapedArray, aval_of
+from fungraph.primitives._batching import per_example
 
 
 def _callback_impl(*args: Any, callback: Callable[..., Any], result_avals: tuple[ShapedArray, ...]) -> tuple:
@@ -45,8 +46,6 @@ stop_gradient_p = Primitive("stop_gradient", impl=lambda x: np.array(x, copy=Tru
 
 def _callback_batch(args: Any, dims: Any, *, callback: Any, result_avals: tuple) -> tuple:
     """The host function is called once per example, on the host (named in docs/vmap.md)."""
-    from fungraph.primitives._batching import per_example
-
     stacked, size, each = per_example(args, dims, callback)
 
     def run(*xs: Any) -> tuple:

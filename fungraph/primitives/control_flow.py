@@ -12,9 +12,17 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
+from fungraph.interpreters.batching import vmap_flat
+from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.graph_transforms import batched_graph, jvp_graph, partial_eval_graph, transpose_graph
+from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
+from fungraph.jit import compile_graph
+from fungraph.primitives._batching import batch_size, to_front
 from fungraph.primitives._rules import aval, is_undefined, zeros
+from fungraph.primitives.elementwise import convert, eq, max_p, min_p, select
 from fungraph.primitives.graph_utils import force_unknown
+from fungraph.primitives.shape import reshape
 
 
 def _index(i: Any, n: int) -> int:
@@ -22,8 +30,6 @@ def _index(i: Any, n: int) -> int:
 
 
 def _cond_impl(index: Any, *args: Any, branches: tuple[Graph, ...]) -> list[Any]:
-    from fungraph.jit import compile_graph
-
     g = branches[_index(index, len(branches))]
     return compile_graph(g).executable.run([np.asarray(a) for a in args])
 
@@ -45,8 +51,6 @@ cond_p = Primitive("cond", impl=_cond_impl, abstract_eval=_cond_aval, multiple_r
 
 @cond_p.def_jvp
 def _cond_jvp(primals: tuple, tangents: tuple, *, branches: tuple[Graph, ...]) -> tuple:
-    from fungraph.interpreters.graph_transforms import jvp_graph
-
     index, args = primals[0], primals[1:]
     diff = tuple(t is not None for t in tangents[1:])
     jb = tuple(jvp_graph(b, diff) for b in branches)
@@ -58,8 +62,6 @@ def _cond_jvp(primals: tuple, tangents: tuple, *, branches: tuple[Graph, ...]) -
 def _cond_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
     """Split every branch the same way; their residuals are joined (each branch fills its own
     slots and zeros elsewhere) so the known and linear conds have one signature."""
-    from fungraph.interpreters.graph_transforms import partial_eval_graph
-
     if unknown[0]:
         raise TypeError("cond: the branch index cannot depend on a differentiated value")
     branches = eqn.params["branches"]
@@ -88,9 +90,6 @@ def _cond_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], li
 
 
 def _pad_residual_outputs(known: Graph, r: int, before: list[ShapedArray], after: list[ShapedArray]) -> Graph:
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.staging import stage
-
     n_out = len(known.outvars) - r
 
     def fun(*args: Any) -> list[Any]:
@@ -112,8 +111,6 @@ cond_p.partial_eval = _cond_partial_eval
 
 @cond_p.def_transpose
 def _cond_transpose(cts: Sequence[Any], index: Any, *args: Any, branches: tuple[Graph, ...]) -> tuple:
-    from fungraph.interpreters.graph_transforms import transpose_graph
-
     mask = tuple(is_undefined(a) for a in args)
     tb = tuple(transpose_graph(b, mask) for b in branches)
     known = [a for a in args if not is_undefined(a)]
@@ -124,13 +121,6 @@ def _cond_transpose(cts: Sequence[Any], index: Any, *args: Any, branches: tuple[
 
 @cond_p.def_batch
 def _cond_batch(args: Sequence[Any], dims: Sequence[int | None], *, branches: tuple[Graph, ...]) -> tuple:
-    from fungraph.interpreters.batching import vmap_flat
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.graph_transforms import batched_graph
-    from fungraph.primitives._batching import batch_size, to_front
-    from fungraph.primitives.elementwise import convert, eq, max_p, min_p, select
-    from fungraph.primitives.shape import reshape
-
     size = batch_size(args, dims)
     index, ops = args[0], args[1:]
     n_out = len(branches[0].outvars)

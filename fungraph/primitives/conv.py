@@ -12,11 +12,14 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._caches import on_clear
-from fungraph.core import Primitive, ShapeError
-from fungraph.interpreters.memory import ALIGNMENT
+from fungraph.core import ALIGNMENT, Primitive, ShapeError
 from fungraph.ir import Eqn, ShapedArray
+from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
 from fungraph.primitives._rules import aval, is_undefined, require_same_dtype
-from fungraph.primitives.shape import rev, transpose
+from fungraph.primitives.elementwise import add
+from fungraph.primitives.indexing import take
+from fungraph.primitives.linalg import dot_general
+from fungraph.primitives.shape import pad, reshape, rev, slice_, transpose
 
 Pairs = tuple[tuple[int, int], tuple[int, int]]
 
@@ -217,8 +220,6 @@ conv_p = Primitive("conv", impl=_conv_impl, abstract_eval=_conv_aval, arity=2, l
 
 @conv_p.def_jvp
 def _conv_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
-    from fungraph.primitives.elementwise import add
-
     lhs, rhs = primals
     tl, tr = tangents
     terms = []
@@ -271,9 +272,6 @@ def _patches_conv(lhs: Any, rhs: Any, window_strides: tuple[int, int], padding: 
                   lhs_dilation: tuple[int, int], rhs_dilation: tuple[int, int]) -> Any:
     """conv of a batch of inputs (B, N, C, H, W) with a batch of kernels (B, O, C, KH, KW),
     as one gather of input windows and one batched contraction."""
-    from fungraph.primitives.indexing import take
-    from fungraph.primitives.linalg import dot_general
-    from fungraph.primitives.shape import pad, reshape, slice_
 
     b, n, c, h, w = aval(lhs).shape
     o, kh, kw = aval(rhs).shape[1], aval(rhs).shape[3], aval(rhs).shape[4]
@@ -299,9 +297,6 @@ def _patches_conv(lhs: Any, rhs: Any, window_strides: tuple[int, int], padding: 
 
 @conv_p.def_batch
 def _conv_batch(args: Any, dims: Any, **params: Any) -> tuple[Any, int]:
-    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
-    from fungraph.primitives.shape import reshape
-
     lhs, rhs = args
     dl, dr = dims
     if dr is None:

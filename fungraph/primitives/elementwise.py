@@ -31,6 +31,7 @@ from fungraph.primitives._rules import (
     unbroadcast,
 )
 from fungraph.primitives.callback import stop_gradient
+from fungraph.primitives.shape import broadcast_in_dim, broadcast_to
 
 Deriv = Callable[[Any, Any], Any]
 
@@ -210,8 +211,6 @@ def _binary_jvp(prim: Primitive, partials: tuple[Partial, Partial], primals: tup
 
 
 def _broadcast_like(t: Any, target: ShapedArray) -> Any:
-    from fungraph.primitives.shape import broadcast_to
-
     return t if aval(t).shape == target.shape else broadcast_to(t, target.shape)
 
 
@@ -243,8 +242,6 @@ def _pow_dy(x: Any, y: Any, out: Any) -> Any:
 
 
 def _ones_like(x: Any) -> Any:
-    from fungraph.primitives.shape import broadcast_in_dim
-
     return broadcast_in_dim(lit(1, aval(x).dtype), aval(x).shape, ())
 
 
@@ -544,8 +541,6 @@ complex_p.batch = elementwise_batch(complex_p)
 
 
 def _zeros_like(x: Any) -> Any:
-    from fungraph.primitives.shape import broadcast_in_dim
-
     return broadcast_in_dim(lit(0, aval(x).dtype), aval(x).shape, ())
 
 

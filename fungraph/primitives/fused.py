@@ -13,8 +13,9 @@ import numpy as np
 from fungraph.core import Primitive
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import elementwise_batch
-from fungraph.primitives._rules import aval, broadcast_shapes, require_float, require_same_dtype
+from fungraph.primitives._rules import aval, broadcast_shapes, require_float, require_same_dtype, transform
 from fungraph.primitives.elementwise import add, div, mul, sqrt_p, sub
+from fungraph.primitives.shape import broadcast_to
 
 
 def _fma_aval(a: ShapedArray, b: ShapedArray, c: ShapedArray) -> ShapedArray:
@@ -38,7 +39,6 @@ def _fma_jvp(primals: tuple, tangents: tuple) -> tuple:
     for extra in terms[1:]:
         t = add(t, extra)
     out = fma(a, b, c)
-    from fungraph.primitives.shape import broadcast_to
 
     return out, t if aval(t).shape == aval(out).shape else broadcast_to(t, aval(out).shape)
 
@@ -71,9 +71,7 @@ adagrad_p = Primitive("adagrad", impl=_adagrad_impl, abstract_eval=_adagrad_aval
 
 @adagrad_p.def_jvp
 def _adagrad_jvp(primals: tuple, tangents: tuple) -> tuple:
-    from fungraph.interpreters.jvp import jvp_flat
-
-    return tuple(jvp_flat(lambda *a: adagrad_reference(*a), primals, tangents, instantiate=False))
+    return tuple(transform("jvp")(lambda *a: adagrad_reference(*a), primals, tangents, instantiate=False))
 
 
 adagrad_p.batch = elementwise_batch(adagrad_p)

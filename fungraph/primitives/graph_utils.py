@@ -7,6 +7,11 @@ from collections.abc import Sequence
 
 from fungraph.ir import Graph, ShapedArray, Var
 
+#: Counters of while loops run (eager and by the CPU engine, which counts its own loops here too),
+#: read by tests of the loop's copies and tapes.
+LOOP_STATS = {"iterations": 0, "carry_copies": 0, "final_copies": 0, "last_tape_peak": 0, "last_tape_length": 0,
+              "max_tape_peak": 0}
+
 
 def permute(graph: Graph, in_order: Sequence[int] | None = None, out_order: Sequence[int] | None = None) -> Graph:
     """The same program with inputs ``invars[in_order[k]]`` and outputs ``outvars[out_order[k]]``."""

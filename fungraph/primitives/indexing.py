@@ -11,9 +11,12 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import Primitive, ShapeError
+from fungraph.core import Primitive, ShapeError, Tracer
 from fungraph.ir import ShapedArray
-from fungraph.primitives._rules import aval, is_undefined, normalize_axis
+from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
+from fungraph.primitives._rules import aval, instantiate, is_undefined, normalize_axis, transform, zeros
+from fungraph.primitives.elementwise import add, and_p, convert, gt, lt, max_p, min_p, select, sub
+from fungraph.primitives.shape import broadcast_in_dim, reshape, transpose
 
 
 def _normalize_indices(idx: Any, n: int) -> np.ndarray:
@@ -92,8 +95,6 @@ def scatter_add(upd: Any, idx: Any, axis: int, shape: tuple[int, ...]) -> Any:
 
 
 def _normalize_traced(idx: Any, n: int) -> Any:
-    from fungraph.primitives.elementwise import add, convert, lt, max_p, min_p, select
-
     idx = convert(idx, dtypes.int64)
     zero = np.asarray(0, np.int64)
     wrapped = select(lt(idx, zero), add(idx, np.asarray(n, np.int64)), idx)
@@ -105,10 +106,6 @@ def _offsets(size: int, n: int, rank: int) -> np.ndarray:
 
 
 def _batch_take(args: Any, dims: Any, *, axis: int) -> tuple[Any, int]:
-    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
-    from fungraph.primitives.elementwise import add
-    from fungraph.primitives.shape import reshape, transpose
-
     x, idx = args
     dx, di = dims
     if di is None:
@@ -130,10 +127,6 @@ def _batch_take(args: Any, dims: Any, *, axis: int) -> tuple[Any, int]:
 
 
 def _batch_scatter(args: Any, dims: Any, *, axis: int, shape: tuple[int, ...]) -> tuple[Any, int]:
-    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
-    from fungraph.primitives.elementwise import add
-    from fungraph.primitives.shape import reshape, transpose
-
     upd, idx = args
     du, di = dims
     size = batch_size(args, dims)
@@ -231,9 +224,6 @@ def dynamic_update_slice(x: Any, u: Any, starts: Any, mode: str = "clamp") -> An
 
 def clamped_starts(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...]) -> list[Any]:
     """Each start as int64, clamped into ``[0, d - n]``: host integers stay on the host."""
-    from fungraph.core import Tracer
-    from fungraph.primitives.elementwise import convert, max_p, min_p
-
     out = []
     for s, d, n in zip(starts, shape, sizes):
         if isinstance(s, Tracer):
@@ -246,9 +236,6 @@ def clamped_starts(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...]) 
 
 def wrapped_starts(starts: Any, shape: tuple[int, ...]) -> list[Any]:
     """Negative starts counted from the end (``"drop"`` mode's reading of its starts)."""
-    from fungraph.core import Tracer
-    from fungraph.primitives.elementwise import add, convert, lt, select
-
     out = []
     for s, d in zip(starts, shape):
         if isinstance(s, Tracer):
@@ -261,8 +248,6 @@ def wrapped_starts(starts: Any, shape: tuple[int, ...]) -> list[Any]:
 
 def in_window(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...]) -> Any:
     """Whether every start lies in ``[0, d - n]`` (a bool scalar of the current trace)."""
-    from fungraph.primitives.elementwise import and_p, convert, gt, lt
-
     ok: Any = None
     for s, d, n in zip(starts, shape, sizes):
         s = convert(s, dtypes.int64)
@@ -274,8 +259,6 @@ def in_window(starts: Any, shape: tuple[int, ...], sizes: tuple[int, ...]) -> An
 def dynamic_slice(x: Any, starts: Any, sizes: tuple[int, ...]) -> Any:
     """The ``sizes`` window of ``x`` at ``starts`` (already clamped), one ``take`` per axis it
     narrows."""
-    from fungraph.primitives.elementwise import add
-    from fungraph.primitives.shape import reshape
 
     for axis, (s, n) in enumerate(zip(starts, sizes)):
         if n != aval(x).shape[axis]:
@@ -285,8 +268,6 @@ def dynamic_slice(x: Any, starts: Any, sizes: tuple[int, ...]) -> Any:
 
 @dynamic_update_slice_p.def_jvp
 def _dus_jvp(primals: tuple, tangents: tuple, *, mode: str) -> tuple:
-    from fungraph.primitives._rules import instantiate
-
     x, u, *starts = primals
     tx, tu = tangents[:2]
     out = dynamic_update_slice(x, u, starts, mode)
@@ -297,9 +278,6 @@ def _dus_jvp(primals: tuple, tangents: tuple, *, mode: str) -> tuple:
 
 @dynamic_update_slice_p.def_transpose
 def _dus_transpose(ct: Any, x: Any, u: Any, *starts: Any, mode: str) -> tuple:
-    from fungraph.primitives._rules import zeros
-    from fungraph.primitives.elementwise import select
-
     assert not any(is_undefined(s) for s in starts)
     xs, us = aval(x).shape, aval(u).shape
     ct_x = dynamic_update_slice(ct, zeros(aval(u)), starts, mode) if is_undefined(x) else None
@@ -315,8 +293,6 @@ def _dus_transpose(ct: Any, x: Any, u: Any, *starts: Any, mode: str) -> tuple:
 def dus_by_select(x: Any, u: Any, *starts: Any, mode: str = "clamp") -> Any:
     """``dynamic_update_slice`` from ``take`` and ``select`` over the whole of ``x``: what a
     batch of different start indices runs (O(x.size) per example)."""
-    from fungraph.primitives.elementwise import and_p, gt, lt, max_p, min_p, select, sub
-    from fungraph.primitives.shape import broadcast_in_dim
 
     xs, us = aval(x).shape, aval(u).shape
     if 0 in us:
@@ -341,14 +317,11 @@ def dus_by_select(x: Any, u: Any, *starts: Any, mode: str = "clamp") -> Any:
 
 
 def _batch_dus(args: Any, dims: Any, *, mode: str) -> tuple[Any, int]:
-    from fungraph.primitives._batching import batch_size, broadcast_batch
-
     x, u, *starts = args
     dx, du, *ds = dims
     if any(d is not None for d in ds):
-        from fungraph.api import vmap
-
-        return vmap(lambda *a: dus_by_select(*a, mode=mode), in_axes=tuple(dims))(*args), 0
+        vmap_flat = transform("vmap")
+        return vmap_flat(lambda *a: [dus_by_select(*a, mode=mode)], args, dims, [0], batch_size(args, dims), None)[0], 0
     size = batch_size(args, dims)
     return dynamic_update_slice(broadcast_batch(x, dx, size), broadcast_batch(u, du, size),
                                 [np.asarray(0, np.int64), *starts], mode), 0

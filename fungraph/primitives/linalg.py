@@ -11,7 +11,9 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
 from fungraph.ir import ShapedArray
+from fungraph.primitives._batching import to_front
 from fungraph.primitives._rules import aval, is_undefined, require_same_dtype
+from fungraph.primitives.elementwise import add
 from fungraph.primitives.shape import transpose
 
 DimNums = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
@@ -57,8 +59,6 @@ dot_general_p = Primitive("dot_general", impl=_dot_impl, abstract_eval=_dot_aval
 
 @dot_general_p.def_jvp
 def _dot_jvp(primals: tuple, tangents: tuple, *, dimension_numbers: DimNums) -> tuple:
-    from fungraph.primitives.elementwise import add
-
     lhs, rhs = primals
     tl, tr = tangents
     out = dot_general(lhs, rhs, dimension_numbers)
@@ -119,8 +119,6 @@ def _shift(t: tuple[int, ...]) -> tuple[int, ...]:
 
 @dot_general_p.def_batch
 def _dot_batch(args: Any, dims: Any, *, dimension_numbers: DimNums) -> tuple[Any, int]:
-    from fungraph.primitives._batching import to_front
-
     lhs, rhs = args
     dl, dr = dims
     (lc, rc), (lb, rb) = dimension_numbers

@@ -53,6 +53,7 @@ def diag_part(x: Any) -> Any:
     shape = aval(x).shape
     n, m = shape[-2:]
     k = min(n, m)
+
     sq = slice_(x, (0,) * len(shape), shape[:-2] + (k, k), None)
     return reduce_sum(ew.mul(sq, _eye(k, k, aval(x).dtype)), (len(shape) - 1,))
 

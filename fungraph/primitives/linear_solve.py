@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from fungraph.core import Primitive, ShapeError
+from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.graph_transforms import batched_graph
+from fungraph.interpreters.jvp import jvp_flat
 from fungraph.ir import Graph, ShapedArray
 from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
 from fungraph.primitives._rules import aval, instantiate, is_undefined, zeros
@@ -27,8 +30,6 @@ def _split(args: Sequence[Any], counts: tuple[int, int, int]) -> tuple[list, lis
 
 def _ls_impl(*args: Any, matvec: Graph, solve: Graph, transpose_solve: Graph | None,
              counts: tuple[int, int, int], num_aux: int) -> list[Any]:
-    from fungraph.interpreters.eval import eval_graph
-
     _, cs, _, b = _split(args, counts)
     return eval_graph(solve, *b, *cs)
 
@@ -50,8 +51,6 @@ def _ls_jvp(primals: tuple, tangents: tuple, *, matvec: Graph, solve: Graph, tra
             counts: tuple[int, int, int], num_aux: int) -> tuple:
     """x = A(theta)^-1 b, so dx = A^-1 (db - (dA/dtheta . dtheta) x): one more solve of the
     same kind, linear in its right-hand side. The constants of the solves carry no tangent."""
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.jvp import jvp_flat
 
     params = dict(matvec=matvec, solve=solve, transpose_solve=transpose_solve, counts=counts, num_aux=num_aux)
     cm, cs, ct, b = _split(primals, counts)
@@ -73,8 +72,6 @@ def _ls_jvp(primals: tuple, tangents: tuple, *, matvec: Graph, solve: Graph, tra
 @linear_solve_p.def_transpose
 def _ls_transpose(cts: Sequence[Any], *args: Any, matvec: Graph, solve: Graph, transpose_solve: Graph | None,
                   counts: tuple[int, int, int], num_aux: int) -> tuple:
-    from fungraph.interpreters.eval import eval_graph
-
     cm, cs, ct, b = _split(args, counts)
     if any(is_undefined(a) for a in cm + cs + ct):
         raise TypeError("custom_linear_solve is linear in b only, not in the constants of matvec or solve")
@@ -92,8 +89,6 @@ def _ls_batch(args: Sequence[Any], dims: Sequence[int | None], *, matvec: Graph,
               transpose_solve: Graph | None, counts: tuple[int, int, int], num_aux: int) -> tuple:
     """Every graph mapped over the batch: the right-hand side (and so the solution and every
     cotangent) batched on axis 0, each constant as it comes."""
-    from fungraph.interpreters.graph_transforms import batched_graph
-
     size = batch_size(args, dims)
     cm, cs, ct, b = _split([to_front(a, d) for a, d in zip(args, dims)], counts)
     dm, ds, dt, _ = _split([None if d is None else 0 for d in dims], counts)

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.core import Primitive
+from fungraph.core import Primitive, as_operand
 from fungraph.ir import ShapedArray
+from fungraph.tree_util import tree_map
 
 
 def _impl(x: Any, **_: Any) -> np.ndarray:
@@ -52,9 +53,6 @@ saved_p = _identity_rules(Primitive("remat_saved", impl=_impl, abstract_eval=_av
 def checkpoint_name(x: Any, name: str) -> Any:
     """``x`` (any pytree of arrays) unchanged, each leaf labelled ``name`` for the policies of
     ``checkpoint`` (``save_only_these_names``, ``save_any_names_but_these``), as JAX's."""
-    from fungraph.numpy._util import asarray
-    from fungraph.tree_util import tree_map
-
     if not isinstance(name, str):
         raise TypeError(f"checkpoint_name: name must be a string, got {type(name).__name__}")
-    return tree_map(lambda leaf: name_p.bind(asarray(leaf), name=name), x)
+    return tree_map(lambda leaf: name_p.bind(as_operand(leaf), name=name), x)

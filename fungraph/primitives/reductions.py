@@ -12,7 +12,8 @@ from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import unary_params_batch
 from fungraph.primitives._rules import aval, lit, normalize_axis
-from fungraph.primitives.shape import broadcast_in_dim
+from fungraph.primitives.elementwise import convert, div, eq, mul
+from fungraph.primitives.shape import broadcast_in_dim, pad, reshape, slice_, transpose
 
 MONOIDS: dict[Callable[[Any, Any], Any], str] = {}
 """Binary functions known to be a reduction's operation ("sum", "prod", "max", "min"), registered
@@ -83,8 +84,6 @@ def _extremum_jvp(prim: Primitive) -> Callable[..., tuple]:
     """The tangent at the arg-extremum; ties share it equally (JAX's convention)."""
 
     def jvp(primals: tuple, tangents: tuple, *, axes: tuple[int, ...]) -> tuple:
-        from fungraph.primitives.elementwise import convert, div, eq, mul
-
         (x,), (t,) = primals, tangents
         y = prim.bind(x, axes=axes)
         mask = convert(eq(x, _expand(y, aval(x), axes)), aval(x).dtype)
@@ -100,8 +99,6 @@ reduce_min_p.jvp = _extremum_jvp(reduce_min_p)
 @reduce_prod_p.def_jvp
 def _prod_jvp(primals: tuple, tangents: tuple, *, axes: tuple[int, ...]) -> tuple:
     """d prod = sum_i t_i prod_{j != i} x_j, computed from exclusive products so zeros are exact."""
-    from fungraph.primitives.elementwise import mul
-
     (x,), (t,) = primals, tangents
     y = reduce_prod(x, axes)
     others = _prod_of_others(x, axes)
@@ -110,8 +107,6 @@ def _prod_jvp(primals: tuple, tangents: tuple, *, axes: tuple[int, ...]) -> tupl
 
 def _prod_of_others(x: Any, axes: tuple[int, ...]) -> Any:
     """For each element, the product of the other elements of its reduction group."""
-    from fungraph.primitives.elementwise import mul
-    from fungraph.primitives.shape import pad, reshape, slice_, transpose
 
     xa = aval(x)
     kept = _kept_dims(xa, axes)

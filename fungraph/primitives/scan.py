@@ -14,9 +14,18 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
+from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.graph_transforms import _cached, batched_graph, partial_eval_graph
+from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.staging import stage
+from fungraph.interpreters.transpose import backward_pass
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
+from fungraph.jit import compile_graph
+from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
 from fungraph.primitives._rules import aval, instantiate, is_undefined, zeros
+from fungraph.primitives.elementwise import add
 from fungraph.primitives.graph_utils import force_unknown, permute
+from fungraph.primitives.shape import transpose
 
 
 def _split(seq: Sequence[Any], nc: int, nx: int) -> tuple[list[Any], list[Any], list[Any]]:
@@ -24,8 +33,6 @@ def _split(seq: Sequence[Any], nc: int, nx: int) -> tuple[list[Any], list[Any], 
 
 
 def _scan_impl(*args: Any, body: Graph, length: int, reverse: bool, num_carry: int, num_xs: int) -> list[Any]:
-    from fungraph.jit import compile_graph
-
     exe = compile_graph(body).executable
     carry, xs, consts = _split([np.asarray(a) for a in args], num_carry, num_xs)
     ys = [np.empty((length,) + a.shape, a.dtype) for a in body.out_avals[num_carry:]]
@@ -57,10 +64,6 @@ scan_p = Primitive("scan", impl=_scan_impl, abstract_eval=_scan_aval, multiple_r
 
 def _scan_jvp_graph(body: Graph, nc: int, nx: int, t_mask: tuple[bool, ...], ty_mask: tuple[bool, ...]) -> Graph:
     """Body of the JVP scan: (carry, t_carry, x, t_x, consts, t_consts) -> (carry, t_carry, y, t_y)."""
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.graph_transforms import _cached
-    from fungraph.interpreters.jvp import jvp_flat
-    from fungraph.interpreters.staging import stage
 
     def build() -> Graph:
         avals = body.in_avals
@@ -108,8 +111,6 @@ def _scan_jvp(primals: tuple, tangents: tuple, *, body: Graph, length: int, reve
 
 
 def _scan_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
-    from fungraph.interpreters.graph_transforms import partial_eval_graph
-
     p = eqn.params
     body, nc, nx = p["body"], p["num_carry"], p["num_xs"]
     carry_unk, xs_unk, k_unk = _split(list(unknown), nc, nx)
@@ -163,10 +164,6 @@ scan_p.partial_eval = _scan_partial_eval
 
 def _scan_transpose_body(body: Graph, nc: int, nx: int, x_lin: tuple[bool, ...], k_lin: tuple[bool, ...]) -> Graph:
     """(ct_carry, ct_consts_acc, known_x, ct_y, known_consts) -> (ct_carry, ct_consts_acc, ct_x)."""
-    from fungraph.interpreters.graph_transforms import _cached
-    from fungraph.interpreters.staging import stage
-    from fungraph.interpreters.transpose import backward_pass
-    from fungraph.primitives.elementwise import add
 
     def build() -> Graph:
         avals = body.in_avals
@@ -222,9 +219,6 @@ def _scan_transpose(cts: Sequence[Any], *args: Any, body: Graph, length: int, re
 def _scan_batch(args: Sequence[Any], dims: Sequence[int | None], *, body: Graph, length: int, reverse: bool,
                 num_carry: int, num_xs: int) -> tuple:
     """Every carry is batched (axis 0); batched xs are mapped on axis 1, next to the scan axis."""
-    from fungraph.interpreters.graph_transforms import batched_graph
-    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
-    from fungraph.primitives.shape import transpose
 
     nc, nx = num_carry, num_xs
     size = batch_size(args, dims)

@@ -97,6 +97,7 @@ broadcast_in_dim_p = _linear("broadcast_in_dim", _bid_impl, _bid_aval)
 
 @broadcast_in_dim_p.def_transpose
 def _bid_transpose(ct: Any, x: Any, *, shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]) -> tuple:
+    # transposed broadcast is a sum; reductions import shape (one knot in primitives/)
     from fungraph.primitives.reductions import reduce_sum
 
     xs = aval(x).shape
@@ -243,6 +244,7 @@ pad_p = _linear("pad", _pad_impl, _pad_aval, arity=2)
 
 @pad_p.def_transpose
 def _pad_transpose(ct: Any, x: Any, v: Any, *, padding_config: tuple) -> tuple:
+    # transposed broadcast is a sum; reductions import shape (one knot in primitives/)
     from fungraph.primitives.elementwise import sub
     from fungraph.primitives.reductions import reduce_sum
 
@@ -311,6 +313,7 @@ def _batch_slice(args: Any, dims: Any, *, start_indices: tuple, limit_indices: t
 
 
 def _batch_pad(args: Any, dims: Any, *, padding_config: tuple) -> tuple[Any, int]:
+    # transposed broadcast is a sum; reductions import shape (one knot in primitives/)
     from fungraph.primitives.elementwise import select
 
     x, v = args

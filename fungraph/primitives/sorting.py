@@ -13,6 +13,9 @@ from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import unary_params_batch
 from fungraph.primitives._rules import aval, normalize_axis
+from fungraph.primitives.elementwise import add
+from fungraph.primitives.indexing import take
+from fungraph.primitives.shape import reshape, transpose
 
 
 def _check_axis(name: str, x: ShapedArray, axis: int) -> None:
@@ -57,9 +60,6 @@ def argsort(x: Any, axis: int) -> Any:
 
 def gather_along_axis(x: Any, idx: Any, axis: int) -> Any:
     """``x`` gathered along ``axis`` with same-shaped (in-range) indices: one flat ``take``."""
-    from fungraph.primitives.elementwise import add
-    from fungraph.primitives.indexing import take
-    from fungraph.primitives.shape import reshape, transpose
 
     shape = aval(x).shape
     nd = len(shape)

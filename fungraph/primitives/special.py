@@ -44,6 +44,7 @@ from fungraph.primitives.elementwise import (
     sign,
     sub,
 )
+from fungraph.primitives.shape import broadcast_to
 
 _SQRT2 = math.sqrt(2.0)
 _SQRT2PI = math.sqrt(2.0 * math.pi)
@@ -419,8 +420,6 @@ Partial = Callable[..., Any]
 
 def _nary_jvp(prim: Primitive, partials: Sequence[Partial | None], argnames: Sequence[str],
               primals: tuple, tangents: tuple) -> tuple:
-    from fungraph.primitives.shape import broadcast_to
-
     out = prim.bind(*primals)
     t_out = None
     for t, d, argname in zip(tangents, partials, argnames):

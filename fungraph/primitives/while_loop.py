@@ -23,29 +23,33 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
+from fungraph.interpreters.batching import vmap_flat
+from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.graph_transforms import batched_graph, partial_eval_graph, transpose_graph
+from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
+from fungraph.jit import compile_graph
+from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
 from fungraph.primitives._rules import aval, instantiate, zeros
-from fungraph.primitives.graph_utils import force_unknown
+from fungraph.primitives.elementwise import select
+from fungraph.primitives.graph_utils import LOOP_STATS, force_unknown
+from fungraph.primitives.reductions import reduce_max_p
+from fungraph.primitives.shape import reshape, slice_
 
 _I64 = ShapedArray((), np.dtype(np.int64))
 
 
 def _run(graph: Graph, args: Sequence[Any]) -> list[np.ndarray]:
-    from fungraph.jit import compile_graph
-
     return compile_graph(graph).executable.run([np.asarray(a) for a in args])
 
 
-LOOP_STATS = {"iterations": 0, "carry_copies": 0, "final_copies": 0, "last_tape_peak": 0, "last_tape_length": 0,
-              "max_tape_peak": 0}
 
 
 def _while_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int,
                 policy: str = "all") -> list[Any]:
     """Two views of the carry alternate (libnnc's multi-view tensors with k = 2): iteration i
     reads view i % 2 and writes view (i + 1) % 2, so no carry is ever copied."""
-    from fungraph.jit import compile_graph
-
     cc, bc = [np.asarray(a) for a in args[:n_cc]], [np.asarray(a) for a in args[n_cc:n_cc + n_bc]]
     carry = [np.asarray(a) for a in args[n_cc + n_bc:]]
     cond_exe = compile_graph(cond_graph).executable
@@ -80,17 +84,12 @@ while_p = Primitive("while", impl=_while_impl, abstract_eval=_while_aval, multip
 
 
 def _stage(fun: Any, avals: Sequence[ShapedArray]) -> Graph:
-    from fungraph.interpreters.staging import stage
-
     return stage(fun, list(avals))[0]
 
 
 @while_p.def_jvp
 def _while_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph: Graph, n_cc: int,
                n_bc: int, policy: str = "all") -> tuple:
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.jvp import jvp_flat
-
     cc, bc, carry = primals[:n_cc], primals[n_cc:n_cc + n_bc], primals[n_cc + n_bc:]
     t_bc, t_carry = tangents[n_cc:n_cc + n_bc], tangents[n_cc + n_bc:]
     nc = len(carry)
@@ -122,12 +121,6 @@ def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph:
                  n_cc: int, n_bc: int, policy: str = "all") -> tuple:
     """All carries are batched; the loop runs while any lane's predicate holds, and lanes whose
     predicate is false keep their carry (masked with select)."""
-    from fungraph.interpreters.batching import vmap_flat
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
-    from fungraph.primitives.elementwise import select
-    from fungraph.primitives.reductions import reduce_max_p
-    from fungraph.primitives.shape import reshape
 
     size = batch_size(args, dims)
     cc, bc, carry = args[:n_cc], args[n_cc:n_cc + n_bc], args[n_cc + n_bc:]
@@ -366,7 +359,6 @@ def _while_lin_transpose(cts: Sequence[Any], n: Any, handle: Any, *args: Any, li
 
 def _bwd_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, k_avals: tuple, fwd_cond: Graph,
               fwd_body: Graph, fwd_n_cc: int, fwd_n_bc: int, policy: str, batched: bool = False) -> list[Any]:
-    from fungraph.interpreters.graph_transforms import transpose_graph
 
     cts = args[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc):]
     tape = _tape(handle, consume=False)
@@ -398,8 +390,6 @@ while_bwd_p = Primitive("while_bwd", impl=_bwd_impl, multiple_results=True, effe
 
 
 def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
-    from fungraph.interpreters.graph_transforms import partial_eval_graph
-
     p = eqn.params
     n_cc, n_bc, policy = p["n_cc"], p["n_bc"], p.get("policy", "all")
     body, cond = p["body_graph"], p["cond_graph"]
@@ -449,9 +439,6 @@ while_p.partial_eval = _while_partial_eval
 @while_fwd_p.def_batch
 def _fwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: Graph, body_graph: Graph,
                n_cc: int, n_bc: int, num_res: int, policy: str, batched: bool = False) -> tuple:
-    from fungraph.interpreters.graph_transforms import batched_graph
-    from fungraph.primitives._batching import batch_size, broadcast_batch
-
     size = batch_size(args, dims)
     full = [broadcast_batch(a, d, size) for a, d in zip(args, dims)]
     cc, bc, carry = full[:n_cc], full[n_cc:n_cc + n_bc], full[n_cc + n_bc:]
@@ -466,11 +453,8 @@ def _fwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: G
 
 
 def _scalar_handle(h: Any, d: int | None) -> Any:
-    from fungraph.primitives.shape import reshape, slice_
-
     if d is None:
         return h
-    from fungraph.primitives._batching import to_front
 
     h = to_front(h, d)
     return reshape(slice_(h, (0,), (1,), None), ())
@@ -478,7 +462,6 @@ def _scalar_handle(h: Any, d: int | None) -> Any:
 
 def _batched_forward(fwd: dict[str, Any], deps: Sequence[Any], size: int) -> dict[str, Any]:
     """The forward loop's graphs mapped over a batch of its inputs, as ``_fwd_batch`` maps them."""
-    from fungraph.interpreters.graph_transforms import batched_graph
 
     n_cc, n_bc = fwd["fwd_n_cc"], fwd["fwd_n_bc"]
     cc, bc, carry = deps[:n_cc], deps[n_cc:n_cc + n_bc], deps[n_cc + n_bc:]
@@ -501,8 +484,6 @@ def _tape_batched(dims: Sequence[int | None], nd: int, batched: bool) -> bool:
 @while_lin_p.def_batch
 def _lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, n_bcu: int,
                batched: bool = False, **fwd: Any) -> tuple:
-    from fungraph.interpreters.graph_transforms import batched_graph
-    from fungraph.primitives._batching import batch_size, broadcast_batch
 
     if dims[0] is not None:
         raise NotImplementedError("while_lin: a batched trip count")
@@ -528,8 +509,6 @@ def _lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Gra
 @while_bwd_p.def_batch
 def _bwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, k_avals: tuple,
                batched: bool = False, **fwd: Any) -> tuple:
-    from fungraph.interpreters.graph_transforms import batched_graph
-    from fungraph.primitives._batching import batch_size, broadcast_batch
 
     nd = n_deps(fwd["fwd_body"], num_res, fwd["fwd_n_cc"], fwd["fwd_n_bc"])
     size = batch_size(args, dims)

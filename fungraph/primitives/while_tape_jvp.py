@@ -20,9 +20,18 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import Primitive
+from fungraph.interpreters.batching import vmap_flat
+from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.graph_transforms import partial_eval_graph
+from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.transpose import linearize_flat, transpose_linear
 from fungraph.ir import Graph, ShapedArray
+from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import aval, instantiate, zeros
+from fungraph.primitives.elementwise import add, mul, select
 from fungraph.primitives.graph_utils import force_unknown
+from fungraph.primitives.reductions import reduce_max_p, reduce_sum
+from fungraph.primitives.shape import reshape
 from fungraph.primitives.while_loop import (
     _stage,
     n_deps,
@@ -61,7 +70,6 @@ class _Forward:
 
     def step(self, carry: Sequence[Any], cc: Sequence[Any], bc: Sequence[Any]) -> tuple[list[Any], list[Any], Any]:
         """One iteration: the next carry, its residuals, and (batched) which lanes ran."""
-        from fungraph.interpreters.eval import eval_graph
 
         outs = eval_graph(self.body, *carry, *bc)
         nc = len(outs) - self.num_res
@@ -72,8 +80,6 @@ class _Forward:
 
     def loop(self, cc: Sequence[Any], bc: Sequence[Any], carry: Sequence[Any]) -> list[Any]:
         """The final carry, as a ``while`` equation."""
-        from fungraph.interpreters.eval import eval_graph
-        from fungraph.primitives.reductions import reduce_max_p
 
         nc, n_cc = len(carry), len(cc)
 
@@ -92,8 +98,6 @@ class _Forward:
 
 def _lanes(pred: Any, new: Sequence[Any], old: Sequence[Any]) -> list[Any]:
     """``new`` in the lanes where ``pred`` holds, ``old`` elsewhere (lanes on axis 0)."""
-    from fungraph.primitives.elementwise import select
-    from fungraph.primitives.shape import reshape
 
     shape = aval(pred).shape
     return [select(reshape(pred, shape + (1,) * (aval(o).ndim - len(shape))), x, o) for x, o in zip(new, old)]
@@ -104,7 +108,6 @@ def _fwd_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph: 
              num_res: int, policy: str, batched: bool = False) -> tuple:
     """The carry and its tangent come from the JVP of the loop the tape records, run again;
     the tape itself is recorded only if a reader of it remains (else DCE drops the equation)."""
-    from fungraph.interpreters.jvp import jvp_flat
 
     outs = while_fwd_p.bind(*primals, cond_graph=cond_graph, body_graph=body_graph, n_cc=n_cc, n_bc=n_bc,
                             num_res=num_res, policy=policy, batched=batched)
@@ -116,8 +119,6 @@ def _fwd_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph: 
 def _lin_loop(fwd: _Forward, lin_body: Graph, deps: Sequence[Any], tk: Sequence[Any], tc: Sequence[Any]) -> list[Any]:
     """What ``while_lin`` computes, with the residuals recomputed alongside: the forward loop
     and ``lin_body`` stepped together while the forward loop's condition holds."""
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.primitives.reductions import reduce_max_p
 
     cc, bc, carry = fwd.split(deps)
     nc, n_cc, n_bc, ns = len(carry), len(cc), len(bc), len(carry) + len(tc)
@@ -144,7 +145,6 @@ def _lin_loop(fwd: _Forward, lin_body: Graph, deps: Sequence[Any], tk: Sequence[
 @while_lin_p.def_jvp
 def _lin_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, n_bcu: int,
              batched: bool = False, **params: Any) -> tuple:
-    from fungraph.interpreters.jvp import jvp_flat
 
     fwd = _Forward.of(params, num_res, batched)
     nd = fwd.num_deps
@@ -174,7 +174,6 @@ def _tangent_loop(fwd: _Forward, lin_body: Graph) -> tuple[_Forward, Graph]:
     residuals and linear inputs, ``((tc, dtc), (tk, dtk)) -> (tc', dtc')``, linear in those.
     What that JVP computes from the residuals and their tangents alone is moved into the
     forward body, which records it on the tape in their place."""
-    from fungraph.interpreters.graph_transforms import partial_eval_graph
 
     lin2, n_known = _tangent_lin_body(lin_body, fwd.num_res)
     known, linear, r, out_unknown = partial_eval_graph(lin2, tuple([False] * n_known + [True] * (
@@ -185,8 +184,6 @@ def _tangent_loop(fwd: _Forward, lin_body: Graph) -> tuple[_Forward, Graph]:
 
 def _tangent_forward(fwd: _Forward, residuals: Graph) -> _Forward:
     """The JVP'd forward loop whose body returns ``residuals(res, dres)`` as its residuals."""
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.jvp import jvp_flat
 
     body, nc = fwd.body, len(fwd.body.outvars) - fwd.num_res
     c_av, b_av, r_av = body.in_avals[:nc], body.in_avals[nc:], body.out_avals[nc:]
@@ -211,8 +208,6 @@ def _tangent_forward(fwd: _Forward, residuals: Graph) -> _Forward:
 def _tangent_lin_body(lin_body: Graph, num_res: int) -> tuple[Graph, int]:
     """The JVP of ``lin_body`` in its residuals and linear inputs: ``(res, dres, (tc, dtc),
     (tk, dtk)) -> (tc', dtc')``, and how many inputs precede the linear ones."""
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.jvp import jvp_flat
 
     r_av, rest = lin_body.in_avals[:num_res], lin_body.in_avals[num_res:]
     fr = _inexact(r_av)
@@ -300,7 +295,6 @@ def _bwd_tangent_fun(args: Sequence[Any], lin_body: Graph, num_res: int, k_avals
 @while_bwd_lin_p.def_jvp
 def _bwd_lin_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: int, k_avals: tuple,
                  **params: Any) -> tuple:
-    from fungraph.interpreters.jvp import jvp_flat
 
     run = _bwd_tangent_fun(primals, lin_body, num_res, k_avals, params)
     return jvp_flat(run, primals, tangents, instantiate=False)
@@ -309,8 +303,6 @@ def _bwd_lin_jvp(primals: tuple, tangents: tuple, *, lin_body: Graph, num_res: i
 @while_bwd_lin_p.def_batch
 def _bwd_lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int,
                    k_avals: tuple, **params: Any) -> tuple:
-    from fungraph.interpreters.batching import vmap_flat
-    from fungraph.primitives._batching import batch_size
 
     run = _bwd_tangent_fun(args, lin_body, num_res, k_avals, params)
     n_out = len(lin_body.outvars) + len(k_avals)
@@ -323,9 +315,6 @@ def _bwd_lin_transpose(cts: Sequence[Any], *args: Any, lin_body: Graph, num_res:
                        **params: Any) -> tuple:
     """``T(dx, dct) = J^T dct + M dx`` transposes to ``dct: J out`` (the forward linear loop)
     and ``dx: M^T out``, the gradient in ``x`` of ``<ct, J(x) out>``."""
-    from fungraph.interpreters.transpose import linearize_flat, transpose_linear
-    from fungraph.primitives.elementwise import add, mul
-    from fungraph.primitives.reductions import reduce_sum
 
     fwd, deps, ct, d_deps, dct = _bwd_lin_parts(args, num_res, params)
     nc = len(ct)

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.core import Tracer
+from fungraph.numpy._manip import pad
 from fungraph.numpy._util import asarray, promote
 from fungraph.primitives import conv as _conv
 from fungraph.primitives.elementwise import mul
@@ -155,8 +157,6 @@ def convolve(in1: Any, in2: Any, mode: str = "full", method: str = "auto") -> An
 def _boundary_padded(x: Any, kernel_shape: tuple[int, ...], mode: str, late: bool, boundary: str,
                      fillvalue: Any) -> Any:
     """``x`` extended by the rows and columns that ``mode`` reads beyond its edges."""
-    from fungraph.numpy._manip import pad
-
     widths = [_padding(n, m, mode, late) for n, m in zip(x.shape, kernel_shape)]
     if boundary == "fill":
         return pad(x, widths, mode="constant", constant_values=fillvalue)
@@ -186,8 +186,6 @@ def _conv2d(name: str, in1: Any, in2: Any, mode: str, boundary: str, fillvalue: 
 
 
 def _is_zero(v: Any) -> bool:
-    from fungraph.core import Tracer
-
     return not isinstance(v, Tracer) and float(np.asarray(v)) == 0.0
 
 

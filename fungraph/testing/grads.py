@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.api import jvp, vjp
+from fungraph.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
 
 def _as_float_arrays(args: Sequence[Any]) -> list[np.ndarray]:
@@ -19,8 +21,6 @@ def _as_float_arrays(args: Sequence[Any]) -> list[np.ndarray]:
 
 
 def _flat_out(out: Any) -> list[np.ndarray]:
-    from fungraph.tree_util import tree_leaves
-
     return [np.asarray(x) for x in tree_leaves(out)]
 
 
@@ -63,8 +63,6 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
     ``check_vjp``, so a wrong rule that ``jvp`` and ``vjp`` share is caught in reverse mode alone).
     Higher orders apply the same checks to the derivative functions themselves.
     """
-    from fungraph.api import jvp, vjp
-
     args = _as_float_arrays(args)
     is64 = dtypes.x64_enabled() and all(a.dtype in (dtypes.float64, dtypes.complex128) for a in args)
     eps = eps if eps is not None else (1e-6 if is64 else 1e-2)
@@ -83,7 +81,6 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
         # no cotangent, and their tangents are left out of <ct, J t>; every other one must stay finite
         finite = [np.isfinite(o) for o in outs]
         cts = [np.where(m, _random_like(rng, o), 0).astype(o.dtype) for o, m in zip(outs, finite)]
-        from fungraph.tree_util import tree_flatten, tree_unflatten
 
         ct_tree = tree_unflatten(tree_flatten(out)[1], cts)
         grads = [np.asarray(g) for g in f_vjp(ct_tree)]
@@ -108,7 +105,6 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
         if "rev" in modes:
             out = f(*args)
             cts = [_random_like(rng, o) for o in _flat_out(out)]
-            from fungraph.tree_util import tree_flatten, tree_unflatten
 
             ct_tree = tree_unflatten(tree_flatten(out)[1], cts)
 

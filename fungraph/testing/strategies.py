@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from fungraph import dtypes
+from fungraph import dtypes, lax, nn
+from fungraph import numpy as fnp
+from fungraph.api import make_graph
 from fungraph.ir import Graph
 
 
@@ -93,9 +95,6 @@ _CONTROL = ("cond", "fori", "while", "scan", "cumsum", "take_perm", "concat_slic
 
 
 def _apply(op: str, xs: list[Any], rng_vals: dict[str, Any]) -> Any:
-    from fungraph import nn
-    from fungraph import numpy as fnp
-
     a = xs[0]
     if op == "sin":
         return fnp.sin(a)
@@ -149,9 +148,6 @@ def _apply(op: str, xs: list[Any], rng_vals: dict[str, Any]) -> Any:
 
 
 def _apply_control(op: str, a: Any, b: Any, extra: dict[str, Any]) -> Any:
-    from fungraph import lax
-    from fungraph import numpy as fnp
-
     if op == "cond":
         return lax.cond(fnp.max(a) > 0.5, lambda u, v: fnp.tanh(u) + v, lambda u, v: u * v - 1.0, a, b)
     if op == "fori":
@@ -193,8 +189,6 @@ def programs(draw: Any, max_eqns: int = 10, dtype_choices: Sequence[Any] = (dtyp
 
     Values keep one rank (the base shape's) so that any two can be combined by broadcasting.
     """
-    from fungraph.api import make_graph
-
     dtype = draw(st.sampled_from(list(dtype_choices)))
     base = draw(shapes(min_dims=1, max_dims=3, max_side=4))
     n_in = draw(st.integers(1, 3))

@@ -30,7 +30,10 @@ import numpy as np
 from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
 from fungraph.backends.opencl.fusion import REDUCTIONS, FusionPlan
 from fungraph.backends.opencl.program import Step
+from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
+from fungraph.primitives.elementwise import select
 
 #: Primitives with their own kernels (besides fused elementwise regions and reductions).
 KERNEL_PRIMITIVES = frozenset({"dot_general", "conv", "scatter_add", "dynamic_update_slice"})
@@ -131,9 +134,6 @@ def masked_step(cg: Graph, bg: Graph, n_cc: int, n_bc: int) -> Graph:
     """``(carry, cc, bc) -> (pred, pred ? body(carry) : carry)`` with ``pred = cond(carry)``:
     one iteration that is the identity once the loop is over, so iterations can be enqueued
     ahead of the predicate's readback (ping-pong keeps the extra ones harmless)."""
-    from fungraph.interpreters.eval import eval_graph
-    from fungraph.interpreters.staging import stage
-    from fungraph.primitives.elementwise import select
 
     nc = len(bg.outvars)
     passthrough = [bg.outvars[j] is bg.invars[j] for j in range(nc)]

@@ -29,7 +29,7 @@ from fungraph.backends.opencl.planning import donation_order, plan_arena, plan_d
 from fungraph.backends.opencl.program import ENGINE_STATS, Step, graph_avals, kernel_specs, walk
 from fungraph.backends.opencl.running import Runner
 from fungraph.interpreters.memory import MemoryPlan
-from fungraph.ir import Eqn, Graph, Literal
+from fungraph.ir import Eqn, Graph, Literal, Namer, format_eqn
 
 _REENTERED = ("an OpenCL-jitted function was called again from a host callback inside its own call; its "
                "arena and kernel arguments are in use (call it after the outer call returns, or jit the "
@@ -97,9 +97,7 @@ class OpenCLExecutable:
         """Each kernel, host round-trip and control-flow step with the equations it covers,
         in launch order (loop bodies and branches indented), then the fused regions with their
         cost-model figures; values are named as the graph's own listing names them."""
-        from fungraph.ir_text import _format_eqn, _Namer
-
-        namer = _Namer()
+        namer = Namer()
         for v in self.graph.invars + self.graph.constvars:
             namer(v)
         for e in self.graph.eqns:
@@ -115,7 +113,7 @@ class OpenCLExecutable:
                 outs = " ".join(f"{namer(o)}:{o.aval}" for o in e.outputs)
                 ins = " ".join(str(a) if isinstance(a, Literal) else namer(a) for a in e.inputs)
                 return f"{outs} = {e.primitive.name} {ins}"
-            return _format_eqn(e, namer, 0, False).strip()
+            return format_eqn(e, namer, 0, False).strip()
 
         def show(steps: list[Step], pad: str) -> None:
             for st in steps:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from fungraph.backends import backend_factory
 from fungraph.backends.opencl import control
 from fungraph.backends.opencl.codegen import Access, contiguous, merged_stride, view_access
 from fungraph.backends.opencl.device import DeviceInfo
@@ -53,6 +54,7 @@ from fungraph.backends.opencl.kernels.reductions import column_sum_operand, redu
 from fungraph.backends.opencl.kernels.spec import KernelSpec
 from fungraph.backends.opencl.planning import views_of
 from fungraph.backends.opencl.program import Slot, Step, Window, graph_avals
+from fungraph.interpreters.optimize import backend_passes, optimize
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 
@@ -274,10 +276,6 @@ class Lowering:
     def optimized(self, g: Graph) -> Graph:
         """A sub-graph (branch, loop condition or body) after the optimiser passes ``jit`` runs
         on this backend's graphs (CSE, folding, ``fma``, ...), which do not enter sub-graphs."""
-        from fungraph.backends import backend_factory
-        from fungraph.interpreters.optimize import optimize
-        from fungraph.jit import backend_passes
-
         return optimize(g, backend_passes(backend_factory("opencl")))[0]
 
     @property

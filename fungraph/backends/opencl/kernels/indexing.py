@@ -14,6 +14,7 @@ from fungraph.backends.opencl.codegen import Access, Emitter, c_literal, ctype
 from fungraph.backends.opencl.device import DeviceInfo
 from fungraph.backends.opencl.kernels.spec import KernelSpec, Params, exact_launches, kernel_source, prod
 from fungraph.ir import ShapedArray
+from fungraph.primitives.indexing import _normalize_indices
 
 
 def _normalized_index(raw: str, n: int) -> str:
@@ -25,8 +26,6 @@ def _normalized_index(raw: str, n: int) -> str:
 def scatter_order(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """For indices known at compile time: the positions of ``idx`` sorted by the output row
     they name (stably, so in index order within a row) and each row's range in that order."""
-    from fungraph.primitives.indexing import _normalize_indices
-
     flat = _normalize_indices(np.asarray(idx, np.int64).reshape(-1), n)
     order = np.argsort(flat, kind="stable").astype(np.int64)
     return order, np.searchsorted(flat[order], np.arange(n + 1)).astype(np.int64)
