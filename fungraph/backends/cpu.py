@@ -432,6 +432,7 @@ class CpuExecutable:
         if a[0] >= 0 and a[0] in recycled and _UNREFERENCED is not None:
             old = recycled[a[0]]
             if sys.getrefcount(old) == _UNREFERENCED:
+                old.flags.writeable = True
                 return old
         ENGINE_STATS["output_allocations"] += 1
         buf = np.empty(a[1], a[2])

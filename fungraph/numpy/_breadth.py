@@ -263,7 +263,7 @@ def roots(p: Any, *, strip_zeros: bool = True) -> Any:
     safe = fnp.where(lead == n, fnp.ones_like(c), c)
     shifted = fnp.take(safe, (np.arange(n) + lead) % n)
     found = _companion_roots(shifted)
-    found = fnp.take(found, fnp.argsort(found == 0, stable=True))
+    found = fnp.take(found, fnp.argsort(found == 0, stable=True), mode="clip")
     cnan = np.asarray(complex(np.nan, np.nan), found.dtype)
     return fnp.where(np.arange(n - 1) < n - 1 - lead, found, cnan)
 
@@ -386,7 +386,7 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
             raise ValueError("place: cannot insert from an empty array")
         return x
     pick = (fnp.cumsum(m.astype(np.int64)) - 1) % v.shape[0]
-    return fnp.reshape(fnp.where(m, fnp.take(v, pick), fnp.ravel(x)), x.shape)
+    return fnp.reshape(fnp.where(m, fnp.take(v, pick, mode="clip"), fnp.ravel(x)), x.shape)
 
 
 def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = True) -> Any:

@@ -130,7 +130,7 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
         lo = fnp.floor(pos).astype(np.int64)
         hi = fnp.minimum(lo + 1, last)
         t = pos - lo.astype(x.dtype)
-        va, vb = fnp.take_along_axis(srt, lo, -1), fnp.take_along_axis(srt, hi, -1)
+        va, vb = fnp.take_along_axis(srt, lo, -1, mode="clip"), fnp.take_along_axis(srt, hi, -1, mode="clip")
         val = fnp.where(t >= 0.5, vb - (vb - va) * (1 - t), va + (vb - va) * t)
         outs.append(fnp.where(count > 0, val, np.nan)[..., 0])
     res = fnp.reshape(fnp.stack(outs), qs.shape + tuple(x.shape[i] for i in rest))
@@ -159,8 +159,8 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
         raise TypeError("lexsort: need at least one key")
     order = fnp.argsort(ks[0], axis=axis, stable=True)
     for k in ks[1:]:
-        step = fnp.argsort(fnp.take_along_axis(k, order, axis), axis=axis, stable=True)
-        order = fnp.take_along_axis(order, step, axis)
+        step = fnp.argsort(fnp.take_along_axis(k, order, axis, mode="clip"), axis=axis, stable=True)
+        order = fnp.take_along_axis(order, step, axis, mode="clip")
     return order
 
 
@@ -242,7 +242,7 @@ def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | Non
         raise TypeError("compress: the result's size depends on a traced condition; pass size=")
     cond = fnp.pad(cond, (0, n - cond.shape[0]))
     (idx,) = fnp.nonzero(cond, size=size, fill_value=n)
-    taken = fnp.take(x, fnp.minimum(idx, n - 1), axis=axis)
+    taken = fnp.take(x, fnp.minimum(idx, n - 1), axis=axis, mode="clip")
     shape = [1] * x.ndim
     shape[axis % x.ndim] = size
     return fnp.where(fnp.reshape(idx < n, shape), taken, fnp.asarray(fill_value, x.dtype))
@@ -274,7 +274,7 @@ def choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Any:
         raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     stacked = fnp.stack(fnp.broadcast_arrays(*cs, idx)[:-1])
     idx = fnp.broadcast_to(idx, stacked.shape[1:])
-    return fnp.take_along_axis(stacked, idx[None], 0)[0]
+    return fnp.take_along_axis(stacked, idx[None], 0, mode="clip")[0]
 
 
 def _inplace_refused(name: str, inplace: bool) -> None:
@@ -330,7 +330,7 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
     k = im.shape[-1]
     hits = im[..., :, None] == np.arange(n)
     last = fnp.max(fnp.where(hits, np.arange(k)[:, None], -1), axis=-2)
-    new = fnp.take_along_axis(vm, fnp.maximum(last, 0), -1)
+    new = fnp.take_along_axis(vm, fnp.maximum(last, 0), -1, mode="clip")
     return fnp.moveaxis(fnp.where(last >= 0, new, xm), -1, ax)
 
 
@@ -580,7 +580,7 @@ def _unique_outputs(srt: Any, perm: Any, first: Any, size: int, fill_value: Any,
     values, at, valid = _select(srt, first, size, fill_value)
     out = [values_of(values)]
     if return_index:
-        out.append(fnp.where(valid, fnp.take(perm, at), perm[0]))
+        out.append(fnp.where(valid, fnp.take(perm, at, mode="clip"), perm[0]))
     group = fnp.cumsum(first.astype(np.int64)) - 1
     if return_inverse:
         out.append(fnp.reshape(group[fnp.argsort(perm)], inverse_shape))
