@@ -166,6 +166,13 @@ class HostArray(Array, np.ndarray):
     def aval(self) -> ShapedArray:
         return ShapedArray(self.shape, self.dtype)
 
+    def __iter__(self) -> Any:
+        """The rows, as JAX's arrays give them (indexing clamps, so the sequence protocol's
+        stop at ``IndexError`` cannot end the iteration)."""
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
     def copy(self, order: str = "C") -> HostArray:  # type: ignore[override]
         """A new (read-only) array with the same values."""
         return hosted(np.array(self, order=order, copy=True))
@@ -239,6 +246,14 @@ def hosted_copy_if_shared(x: Any, inputs: Any) -> Any:
                                      for a in inputs):
         x = np.array(x, copy=True)
     return hosted(x)
+
+
+def shared_view(x: np.ndarray) -> HostArray:
+    """A read-only :class:`HostArray` over ``x``'s memory, ``x`` itself untouched: for
+    ``from_dlpack``, whose result shares the producer's memory, as JAX's does."""
+    view = x.view(HostArray)
+    view.flags.writeable = False
+    return view
 
 
 def unhosted(x: Any) -> Any:

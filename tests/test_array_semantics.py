@@ -132,6 +132,17 @@ def test_repr_and_str_as_jax(value: np.ndarray) -> None:
     assert repr(fg.jit(lambda v: v)(value)) == repr(theirs)
 
 
+def test_iteration_gives_the_rows_and_ends() -> None:
+    rows = list(fnp.arange(6.0).reshape(3, 2))
+    want = list(jnp.arange(6.0).reshape(3, 2))
+    assert len(rows) == len(want) == 3 and all(isinstance(r, fg.Array) for r in rows)
+    for r, w in zip(rows, want):
+        _same_as_jax(r, w)
+    assert [float(v) for v in fnp.arange(3.0)] == [0.0, 1.0, 2.0]
+    with pytest.raises(TypeError):
+        iter(fnp.asarray(1.0))
+
+
 def test_array_protocols() -> None:
     x = fnp.arange(4.0)
     np.testing.assert_array_equal(np.from_dlpack(x), np.arange(4.0))
