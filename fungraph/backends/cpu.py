@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.array import hosted, unhosted
+from fungraph.array import HostArray, unhosted
 from fungraph.backends import register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.core import Primitive
@@ -313,6 +313,20 @@ def _held_steps(program: list[tuple]) -> list[tuple] | bool:
     return steps
 
 
+def _results(env: list[Any], slots: Sequence[int], copies: Sequence[bool]) -> list[HostArray]:
+    """The outputs in ``slots`` as read-only results (``hosted``, inlined: the cached dispatch
+    pays this per output); those marked in ``copies`` (inputs, constants, repeated outputs)
+    copied first, so that no result aliases an input, the arena or another result."""
+    results = []
+    for s, copy in zip(slots, copies):
+        value = env[s]
+        if copy or type(value) is not np.ndarray:
+            value = np.array(value)
+        value.flags.writeable = False
+        results.append(value.view(HostArray))
+    return results
+
+
 class CpuExecutable:
     """A planned graph bound to one arena; ``run(args)`` returns fresh output arrays.
 
@@ -461,8 +475,7 @@ class CpuExecutable:
                 else:
                     fn(bufs, *[env[i] for i in ins], **params)
             if into is None:
-                results = [hosted(np.asarray(np.array(env[s]) if copy else env[s]))
-                           for s, copy in zip(self.output_slots, self.outputs_to_copy)]
+                results = _results(env, self.output_slots, self.outputs_to_copy)
             else:
                 for s, copy, target in zip(self.output_slots, self.outputs_to_copy, into):
                     if copy:
