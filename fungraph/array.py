@@ -2,8 +2,8 @@
 
 Two kinds share the base class :class:`Array`, which holds what both do alike: item assignment
 raises JAX's ``TypeError``, in-place operators rebind (``y += 1`` makes a new array), JAX's
-``devices()``, ``device``, ``sharding``, ``block_until_ready()``, ``copy_to_host_async()``,
-``.at`` and JAX's ``repr``.
+``devices()``, ``device``, ``sharding``, ``block_until_ready()``, ``copy_to_host_async()``
+and ``repr`` (``.at`` is installed by ``fungraph.numpy._methods``).
 
 - :class:`HostArray`, what eager operations and CPU-jitted calls return: a numpy array whose
   buffer is read-only, so numpy code sees it through ``np.asarray(x)`` without a copy and cannot
@@ -26,14 +26,6 @@ from fungraph.sharding import CPU_DEVICE, Device, SingleDeviceSharding
 IMMUTABLE_MESSAGE = ("fungraph arrays are immutable and do not support in-place item assignment "
                      "(a {kind} of type {aval}). Instead of x[idx] = y, use x = x.at[idx].set(y) "
                      "or another .at[] method (fungraph.numpy.ndarray.at, as JAX's)")
-
-
-def _functional_updates(x: Any) -> Any:
-    """``x.at[idx].set(v)`` and the other functional updates (``fungraph.numpy.at``); an eager
-    update of a device array computes on the host."""
-    from fungraph.numpy._at import at
-
-    return at(x)
 
 
 def _rebinding(name: str) -> Any:
@@ -100,8 +92,6 @@ class Array:
     def copy_to_host_async(self) -> None:
         """Start copying the value to the host (JAX's method); the host copy is made on demand."""
 
-    at = property(_functional_updates)
-
     def __repr__(self) -> str:
         return jax_repr(self)
 
@@ -119,7 +109,8 @@ def _describe(x: Any) -> str:
 
 class DeviceArray(Array, HasAval):
     """A device array: ``shape``, ``dtype``, ``aval``, ``numpy()`` and ``np.asarray(x)``, with
-    numpy's operators and methods (``fungraph.numpy._methods``), which run eagerly on the host."""
+    numpy's operators and methods and ``.at`` (installed by ``fungraph.numpy._methods``), which run
+    eagerly on the host."""
 
     __slots__ = ()
     __array_priority__ = 1000

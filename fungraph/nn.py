@@ -12,13 +12,14 @@ from fungraph import dtypes
 from fungraph import initializers as initializers
 from fungraph import numpy as fnp
 from fungraph._attention import dot_product_attention as dot_product_attention
+from fungraph._softmax import log_softmax as log_softmax
+from fungraph._softmax import logsumexp as logsumexp
+from fungraph._softmax import softmax as softmax
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
 from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
-from fungraph.primitives import reductions as red
 from fungraph.primitives import shape as sh
-from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.indexing import take
 
 
@@ -45,57 +46,14 @@ def gelu(x: Any, approximate: bool = True) -> Any:
     return ew.mul(ew.mul(np.asarray(0.5, dt), x), ew.add(np.asarray(1, dt), erf))
 
 
-def logsumexp(x: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
-              where: Any = None) -> Any:
-    """log(sum(exp(x))) over ``axis``, shifted by the maximum; ``b``, ``return_sign`` and
-    ``where`` as in ``fungraph.scipy.special.logsumexp`` (JAX's two are one function)."""
-    if b is not None or return_sign or where is not None:
-        from fungraph.scipy.special import logsumexp as general
-
-        return general(x, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign, where=where)
-    (x,) = promote(x, to_inexact=True)
-    axes = normalize_axes(axis, x.ndim, "logsumexp")
-    m = stop_gradient(fnp.max(x, axis=axes, keepdims=True))
-    m = ew.select(fnp.isfinite(m), m, np.zeros((), x.dtype))
-    s = red.reduce_sum(fnp.exp(ew.sub(x, m)), axes)
-    out = ew.add(ew.log_p.bind(s), fnp.reshape(m, s.shape))
-    if keepdims:
-        out = fnp.reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
-    return out
 
 
-def _left_out(x: Any, where: Any, value: float) -> tuple[Any, Any]:
-    """``x`` with the elements ``where`` leaves out set to ``value``, and the mask (None without
-    ``where``): a left-out element then adds nothing, to the value or to the gradient."""
-    if where is None:
-        return x, None
-    mask = fnp.broadcast_to(fnp.asarray(where, dtype=bool), x.shape)
-    return fnp.where(mask, x, np.asarray(value, x.dtype)), mask
 
 
-def _shifted(x: Any, axis: Any) -> Any:
-    """``x`` less its (finite) maximum along ``axis``, which carries no gradient."""
-    m = stop_gradient(fnp.max(x, axis=axis, keepdims=True))
-    return ew.sub(x, ew.select(fnp.isfinite(m), m, np.zeros((), x.dtype)))
 
 
-def log_softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
-    """``x`` less its logsumexp along ``axis``; ``where`` leaves elements out (their result is
-    -inf), as in JAX."""
-    (x,) = promote(x, to_inexact=True)
-    x, mask = _left_out(x, where, -np.inf)
-    shifted = _shifted(x, axis)
-    out = ew.sub(shifted, logsumexp(shifted, axis=axis, keepdims=True))
-    return out if mask is None else fnp.where(mask, out, np.asarray(-np.inf, x.dtype))
 
 
-def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
-    """exp(x) normalised along ``axis``; ``where`` leaves elements out (their result is 0), as in JAX."""
-    (x,) = promote(x, to_inexact=True)
-    x, mask = _left_out(x, where, -np.inf)
-    unnormalized = fnp.exp(_shifted(x, axis))
-    out = ew.div(unnormalized, fnp.sum(unnormalized, axis=axis, keepdims=True))
-    return out if mask is None else fnp.where(mask, out, np.zeros((), x.dtype))
 
 
 def _float(x: Any) -> Any:

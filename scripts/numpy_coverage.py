@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 
 import fungraph.numpy as fnp
+from fungraph.testing.numpy_records import NUMPY_RECORDS
 from fungraph.testing.op_records import OP_RECORDS
-from fungraph.testing.op_records_extra import EXTRA_RECORDS
-from fungraph.testing.op_records_more import MORE_RECORDS
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "numpy_coverage.md"
 
@@ -50,8 +49,9 @@ NON_DIFFERENTIABLE = {
 # tested in tests/test_complex.py.
 COMPLEX_TESTED = {"conj", "conjugate", "imag", "angle", "eig", "hfft", "ihfft"}
 # Functions with no op-record row whose values (against numpy and JAX), jit, vmap (against a loop)
-# and, where differentiable, derivatives to second order are tested in tests/test_numpy_breadth.py.
-BREADTH_TESTED = {
+# and, where differentiable, derivatives to second order are tested in tests/test_numpy_{math,polynomials,
+# statistics,indexing,api}.py.
+DIRECTLY_TESTED = {
     "frexp", "nextafter", "spacing", "piecewise", "polyfit", "polydiv", "poly", "roots", "fromfunction",
     "histogram2d", "histogramdd", "apply_over_axes", "place", "put", "packbits", "unpackbits", "bitwise_count",
 }
@@ -71,7 +71,7 @@ def _public_functions(module: object) -> list[str]:
 
 def _records() -> dict[str, list[bool]]:
     by_name: dict[str, list[bool]] = {}
-    for rec in OP_RECORDS + MORE_RECORDS + EXTRA_RECORDS:
+    for rec in OP_RECORDS + NUMPY_RECORDS:
         by_name.setdefault(rec.name, []).append(rec.differentiable and "no_grad" not in rec.tags)
     return by_name
 
@@ -99,7 +99,7 @@ def _status(name: str, has: bool, records: dict[str, list[bool]], ours: object =
         return "yes", "n.a. (concrete)", "n.a."
     if name in COMPLEX_TESTED:
         return "yes", "differentiable (tested, complex)", "yes (tested)"
-    if name in BREADTH_TESTED:
+    if name in DIRECTLY_TESTED:
         deriv = "not differentiable" if name in NON_DIFFERENTIABLE else "differentiable"
         return "yes", deriv + " (tested)", "yes (tested)"
     if tested:
@@ -147,9 +147,9 @@ def main() -> int:
         "",
         "*(tested, complex)*: tested in `tests/test_complex.py` (values against numpy for complex64 and",
         "complex128, derivatives against finite differences and JAX, jit, vmap against a loop).",
-        "The functions without a row that `tests/test_numpy_breadth.py` covers (`frexp`, `polyfit`, `roots`,",
-        "`histogramdd`, `put`, `packbits`, ...) are marked *(tested)* on the same terms, their values checked",
-        "against numpy and JAX.",
+        "The functions without a row that the family tests cover (`tests/test_numpy_math.py`, `_polynomials.py`,",
+        "`_statistics.py`, `_indexing.py`, `_api.py`: `frexp`, `polyfit`, `roots`, `histogramdd`, `put`,",
+        "`packbits`, ...) are marked *(tested)* on the same terms, their values checked against numpy and JAX.",
         "",
         "Complex dtypes (complex64, complex128) work in the arithmetic, exponential, logarithmic,",
         "trigonometric and hyperbolic functions, powers, `abs`, `sign`, `where`, `equal`/`not_equal`,",

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+import fungraph as fg
 from fungraph import dtypes
 from fungraph.testing import OpRecord, arrays
 from fungraph.testing.strategies import random_array
@@ -290,3 +291,42 @@ def check_eager_and_jit(call: Callable[[tuple], Any], args: tuple, want: Any,
         return call(tuple(full))
 
     check(fg.jit(staged)(*[args[i] for i in arrays]), want, f"jit {what}")
+
+
+def assert_same(got: Any, want: Any, exact: bool = False) -> None:
+    """``got`` has ``want``'s shape and values (exactly for integers and bools, else to 1e-9)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if exact or got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+def check_jit_and_vmap(f: Callable[..., Any], batch: tuple[np.ndarray, ...], exact: bool = False) -> None:
+    """``jit(f)`` agrees with ``f`` on the first example, ``vmap(f)`` with a loop over all."""
+    first = tuple(b[0] for b in batch)
+    fg.tree.map(lambda g, w: assert_same(g, w, exact), fg.jit(f)(*first), f(*first))
+    loop = [f(*(b[i] for b in batch)) for i in range(batch[0].shape[0])]
+    stacked = fg.tree.map(lambda *xs: np.stack(xs), *loop)
+    fg.tree.map(lambda g, w: assert_same(g, w, exact), fg.vmap(f)(*batch), stacked)
+
+
+def check_like_jax(got: Any, want: Any, what: str, tol: float = 1e-12) -> None:
+    """``got``'s leaves have ``want``'s (JAX's) shapes and dtypes and values: exactly for integers
+    and bit-level results (``what`` naming bitcast, nextafter or precision), else to ``tol``."""
+    got_leaves, want_leaves = fg.tree_util.tree_leaves(got), fg.tree_util.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves), what
+    for g, w in zip(got_leaves, want_leaves):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{what}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        if g.dtype.kind in "biu" or "bitcast" in what or "nextafter" in what or "precision" in what:
+            np.testing.assert_array_equal(g, w, err_msg=what)
+        else:
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=what)
+
+
+#: Floats at the edges of the float64 range (signed zeros, infinities, NaN, subnormals, the largest
+#: finite value, ...) that decomposition and rounding functions must treat as numpy does.
+SPECIAL_FLOATS = np.array([0.0, -0.0, 1.0, -1.0, 3.0, 0.75, np.inf, -np.inf, np.nan, 5e-324, 1e-310, 2.0**-1022,
+                           np.finfo(np.float64).max, -np.finfo(np.float64).max, 1e300, -7.5])

@@ -249,3 +249,15 @@ def test_errors_name_the_shapes() -> None:
     with pytest.raises(ValueError, match=r"values of shape \(5,\) do not broadcast to the indexed shape \(3,\)"):
         fg.jit(lambda x: x.at[0].set(np.ones(5)))(x)
     np.testing.assert_array_equal(fg.jit(lambda x: x.at[2].set(1.0))(x), x)  # dropped, as JAX
+
+
+def test_one_at_property_for_tracers_device_and_host_arrays() -> None:
+    """``.at`` is installed in one place (``fungraph.numpy``), the same property on every array type."""
+    from fungraph.array import Array, HostArray
+    from fungraph.core import Tracer
+
+    assert Tracer.at is Array.at is HostArray.at
+    x = fnp.zeros(3)
+    assert type(x) is HostArray
+    np.testing.assert_array_equal(x.at[1].set(2.0), [0.0, 2.0, 0.0])
+    np.testing.assert_array_equal(fg.jit(lambda v: v.at[0].add(1.0))(x), [1.0, 0.0, 0.0])

@@ -188,3 +188,32 @@ def test_lax_refuses_mixed_dtypes_and_bad_shapes() -> None:
         lax.pad(np.ones(2), 0.0, [(0, 0, -1)])
     with pytest.raises(TypeError, match="integer_pow"):
         lax.integer_pow(np.ones(2, np.int32), -1)
+
+
+def test_cumsum_binds_the_cumsum_primitive_numpy_binds() -> None:
+    """``lax.cumsum`` is one ``cumsum`` equation, as ``numpy.cumsum`` stages it (not a scan of
+    additions), with the primitive's linear derivative."""
+    import fungraph.numpy as fnp
+
+    x = np.arange(6.0).reshape(2, 3)
+    graph = fg.make_graph(lambda v: lax.cumsum(v, axis=1, reverse=True))(x)
+    assert [e.primitive.name for e in graph.eqns] == ["cumsum"]
+    assert [e.primitive.name for e in fg.make_graph(lambda v: fnp.cumsum(v, axis=1))(x).eqns] == ["cumsum"]
+    np.testing.assert_array_equal(lax.cumsum(x, 1, True), jax.lax.cumsum(x, 1, True))
+    np.testing.assert_array_equal(fg.grad(lambda v: lax.cumsum(v, 1)[0, 0])(x), jax.grad(
+        lambda v: jax.lax.cumsum(v, 1)[0, 0])(x))
+
+
+def test_associative_scan_of_pytrees_matches_jax() -> None:
+    """``lax.associative_scan`` (the one scan ``numpy.cumprod`` and ``lax.cummax`` use) over a
+    pair of arrays, forwards and in reverse, on a middle axis."""
+    a, b = np.arange(1.0, 25.0).reshape(2, 6, 2), np.linspace(-1.0, 1.0, 24).reshape(2, 6, 2)
+
+    def fn(x: Any, y: Any) -> Any:
+        return x[0] * y[0], x[1] * y[0] + y[1]
+
+    for reverse in (False, True):
+        got = lax.associative_scan(fn, (a, b), reverse=reverse, axis=1)
+        want = jax.lax.associative_scan(fn, (a, b), reverse=reverse, axis=1)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12)

@@ -1,14 +1,17 @@
-"""Array creation. Constant shapes only; a fill value may be traced."""
+"""Array creation: from shapes and values (constant shapes only; a fill value may be traced) and
+from existing data (buffers, iterables, DLPack, ``fromfunction``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import Tracer
-from fungraph.numpy._util import asarray, cast, is_weak
+from fungraph.array import shared_view
+from fungraph.core import Tracer, to_concrete_dtype_array
+from fungraph.numpy._util import asarray, cast, is_weak, namespace
 from fungraph.primitives.shape import broadcast_in_dim
 
 
@@ -90,3 +93,107 @@ def asarray_(obj: Any, dtype: Any = None) -> Any:
 def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> np.ndarray:
     out = np.linspace(start, stop, num, endpoint=endpoint)
     return out.astype(dtypes.canonical(dtype or out.dtype))
+
+
+# --- from shapes and values -----------------------------------------------------------------------
+
+
+def empty(shape: Any, dtype: Any = None) -> np.ndarray:
+
+    return zeros(shape, dtype)
+
+
+def empty_like(prototype: Any, dtype: Any = None, shape: Any = None) -> np.ndarray:
+
+    return zeros_like(prototype, dtype, shape)
+
+
+def copy(a: Any) -> Any:
+    x = asarray(a)
+    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+
+
+def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> np.ndarray:
+    return np.tri(N, M, k, dtype=dtypes.canonical(dtype or np.float64))
+
+
+def logspace(start: float, stop: float, num: int = 50, endpoint: bool = True, base: float = 10.0,
+             dtype: Any = None, axis: int = 0) -> np.ndarray:
+    out = np.logspace(start, stop, num, endpoint, base, axis=axis)
+    return out.astype(dtypes.canonical(dtype or out.dtype))
+
+
+def geomspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None,
+              axis: int = 0) -> np.ndarray:
+    out = np.geomspace(start, stop, num, endpoint, axis=axis)
+    return out.astype(dtypes.canonical(dtype or out.dtype))
+
+
+def asanyarray(a: Any, dtype: Any = None, order: Any = None) -> Any:
+    return namespace().asarray(a, dtype=dtype)
+
+
+def ascontiguousarray(a: Any, dtype: Any = None) -> Any:
+    """Every fungraph array is contiguous as far as a program can tell: this is ``asarray``."""
+    return namespace().asarray(a, dtype=dtype)
+
+
+# --- from existing data ---------------------------------------------------------------------------
+
+
+def fromfunction(function: Callable[..., Any], shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
+    """``function`` evaluated at every index of ``shape``: as in JAX it is mapped (``vmap``) over
+    the indices, so it sees one index per argument (of ``dtype``), and may return a pytree."""
+    from fungraph.api import vmap
+    from fungraph.tree_util import tree_map
+
+    fnp = namespace()
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (list, tuple)) else (shape,)))
+    grids = [fnp.ravel(g) for g in fnp.indices(shape, dtype=dtypes.canonical(dtype))]
+    if int(np.prod(shape)) == 0:
+        return function(*[fnp.reshape(g, shape) for g in grids], **kwargs)
+    flat = vmap(lambda *ix: function(*ix, **kwargs))(*grids)
+    return tree_map(lambda leaf: fnp.reshape(leaf, shape + tuple(leaf.shape[1:])), flat)
+
+
+def _canonical_result(out: Any) -> Any:
+    return to_concrete_dtype_array(out).copy() if isinstance(out, np.ndarray) else out
+
+
+def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0) -> np.ndarray:
+    """``numpy.frombuffer`` read in ``dtype`` (narrow ones are allowed), returned as a copy in a
+    supported dtype (uint8 bytes become int32)."""
+    return _canonical_result(np.frombuffer(buffer, dtype=dtype, count=count, offset=offset))
+
+
+def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) -> np.ndarray:
+    """``numpy.fromstring`` of text (``sep`` is required, as numpy's binary mode is gone), in a
+    supported dtype."""
+    return _canonical_result(np.fromstring(string, dtype=dtype, count=count, sep=sep))
+
+
+def fromfile(*args: Any, **kwargs: Any) -> np.ndarray:
+    """``numpy.fromfile``, in a supported dtype (eager; JAX refuses it)."""
+    return _canonical_result(np.fromfile(*args, **kwargs))
+
+
+def fromiter(*args: Any, **kwargs: Any) -> np.ndarray:
+    """``numpy.fromiter``, in a supported dtype (eager; JAX refuses it)."""
+    return _canonical_result(np.fromiter(*args, **kwargs))
+
+
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """An array from any object that exports DLPack (a numpy or CPU torch/JAX array, a device
+    array's host copy), as ``jnp.from_dlpack``: it shares the producer's memory unless
+    ``copy=True`` or its dtype is not one fungraph supports (then converted, which
+    ``copy=False`` refuses); ``device`` puts it on a backend, as ``device_put`` does."""
+    from fungraph.api import device_put
+
+    shared = np.from_dlpack(x) if copy is None else np.from_dlpack(x, copy=copy)
+    dt = dtypes.canonical(shared.dtype)
+    if dt != shared.dtype and copy is False:
+        raise ValueError(f"from_dlpack(copy=False): {shared.dtype.name}[{','.join(map(str, shared.shape))}] is not "
+                         f"a fungraph dtype and would need converting to {dt.name}, a copy")
+    if dt == shared.dtype and device in (None, "cpu") and copy is not True:
+        return shared_view(shared)
+    return device_put(shared, device)

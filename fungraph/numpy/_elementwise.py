@@ -126,16 +126,6 @@ greater = _comparison(ew.gt_p)
 greater_equal = _comparison(ew.ge_p)
 maximum = _extreme(ew.max_p, ew.ge_p)
 minimum = _extreme(ew.min_p, ew.le_p)
-bitwise_and = _binary(ew.and_p)
-bitwise_or = _binary(ew.or_p)
-bitwise_xor = _binary(ew.xor_p)
-
-
-def bitwise_not(x: Any) -> Any:
-    return ew.not_p.bind(asarray(x))
-
-
-invert = bitwise_not
 
 
 def logical_and(x: Any, y: Any) -> Any:
@@ -173,7 +163,7 @@ def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None =
     """``x`` where ``condition`` holds, else ``y``; with ``condition`` alone, ``nonzero(condition,
     size=size, fill_value=fill_value)`` as in JAX."""
     if x is None and y is None:
-        from fungraph.numpy._sized import nonzero
+        from fungraph.numpy._sorting import nonzero
 
         return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:

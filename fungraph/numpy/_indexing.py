@@ -1,19 +1,24 @@
 """numpy indexing on traced values: basic indices become one slice (plus rev/reshape),
-integer arrays become one ``take`` over the merged indexed axes."""
+integer arrays become one ``take`` over the merged indexed axes; the indexing routines
+(``take``, ``choose``, ``compress``, functional ``put``/``place``/``fill_diagonal`` with
+``inplace=False`` as JAX requires) and the index arrays (``indices``, ``ix_``,
+``unravel_index``, ``tril_indices``, ...)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import ShapeError, Tracer
+from fungraph.core import ConcretizationError, ShapeError, Tracer
 from fungraph.numpy._elementwise import mod
-from fungraph.numpy._util import asarray, aval
+from fungraph.numpy._util import asarray, aval, cast, int_array, is_concrete, namespace, normalize_axes
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
 from fungraph.primitives.indexing import take as take_prim
+from fungraph.primitives.shape import reshape
 
 
 def _is_int_scalar(e: Any) -> bool:
@@ -166,7 +171,6 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
         raise IndexError(f"take: indices must be integers, got {aval(idx)}")
     if axis is None:
         return _gather(sh.reshape(x, (x.size,)), idx, 0, mode, fill_value, mode != "clip", "take")
-    from fungraph.numpy._util import normalize_axes
 
     (ax,) = normalize_axes(axis, x.ndim, "take")
     return _gather(x, idx, ax, mode, fill_value, mode != "clip", "take")
@@ -189,7 +193,6 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | N
         if aval(idx).ndim != 1:
             raise ShapeError(f"take_along_axis with axis=None: indices {aval(idx)} must be one-dimensional")
         return _gather(sh.reshape(x, (x.size,)), idx, 0, mode, fill_value, wrap, "take_along_axis")
-    from fungraph.numpy._util import normalize_axes
 
     (ax,) = normalize_axes(axis, x.ndim, "take_along_axis")
     ishape = aval(idx).shape
@@ -263,3 +266,260 @@ def _bdim(a: int, b: int, axis: int) -> int:
     if a == 1:
         return b
     raise ShapeError(f"take_along_axis: index dimension {b} does not match array dimension {a} on axis {axis}")
+
+
+# --- indexing-like operations ---------------------------------------------------------------------
+
+
+def choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Any:
+    """``choices[a[i]][i]`` for every ``i`` (all broadcast together); ``mode`` 'wrap' or 'clip'
+    maps indices out of range, 'raise' refuses them on concrete input and clips traced ones."""
+    fnp = namespace()
+    if out is not None:
+        raise NotImplementedError("choose: out= is not supported")
+    idx = int_array(a, "choose")
+    cs = [asarray(c) for c in choices]
+    n = len(cs)
+    if mode == "raise":
+        if is_concrete(idx) and np.size(idx) and (np.min(idx) < 0 or np.max(idx) >= n):
+            raise ValueError(f"choose: invalid entry in choice array (indices must lie in [0, {n}))")
+        idx = fnp.clip(idx, 0, n - 1)
+    elif mode == "wrap":
+        idx = idx % n
+    elif mode == "clip":
+        idx = fnp.clip(idx, 0, n - 1)
+    else:
+        raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    stacked = fnp.stack(fnp.broadcast_arrays(*cs, idx)[:-1])
+    idx = fnp.broadcast_to(idx, stacked.shape[1:])
+    return fnp.take_along_axis(stacked, idx[None], 0, mode="clip")[0]
+
+
+def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | None = None,
+             fill_value: Any = 0, out: Any = None) -> Any:
+    """The slices of ``a`` along ``axis`` (the flattened ``a`` when None) where the 1-d
+    ``condition`` holds; a traced condition needs ``size`` (padded with ``fill_value``)."""
+    fnp = namespace()
+    if out is not None:
+        raise NotImplementedError("compress: out= is not supported")
+    x = asarray(a)
+    if axis is None:
+        x, axis = fnp.ravel(x), 0
+    cond = fnp.ravel(asarray(condition)).astype(bool)
+    n = x.shape[axis]
+    if cond.shape[0] > n:
+        raise IndexError(f"compress: condition has {cond.shape[0]} entries for an axis of length {n}")
+    if size is None and is_concrete(cond):
+        return fnp.take(x, np.nonzero(np.asarray(cond))[0], axis=axis)
+    if size is None:
+        raise TypeError("compress: the result's size depends on a traced condition; pass size=")
+    cond = fnp.pad(cond, (0, n - cond.shape[0]))
+    (idx,) = fnp.nonzero(cond, size=size, fill_value=n)
+    taken = fnp.take(x, fnp.minimum(idx, n - 1), axis=axis, mode="clip")
+    shape = [1] * x.ndim
+    shape[axis % x.ndim] = size
+    return fnp.where(fnp.reshape(idx < n, shape), taken, fnp.asarray(fill_value, x.dtype))
+
+
+def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: Any = 0) -> Any:
+    """The entries of the flattened ``arr`` where the flattened ``condition`` holds."""
+    return compress(namespace().ravel(asarray(condition)), arr, None, size=size, fill_value=fill_value)
+
+
+# --- inserting data (functional: inplace=False) ---------------------------------------------------
+
+
+def _inplace_refused(name: str, inplace: bool) -> None:
+    if inplace:
+        raise ValueError(f"{name}: fungraph's arrays are immutable, so the update cannot be made in place; "
+                         f"pass inplace=False to get the updated array back (as JAX requires)")
+
+
+def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True) -> Any:
+    """``a`` with ``val`` written along its main diagonal (repeated cyclically); every axis of
+    an array of rank > 2 must have the same length. ``wrap`` restarts a tall matrix's diagonal
+    after each ``n + 1`` rows, as numpy does."""
+    _inplace_refused("fill_diagonal", inplace)
+    fnp = namespace()
+    x = asarray(a)
+    if x.ndim < 2:
+        raise ValueError("fill_diagonal: array must be at least 2-d")
+    if x.ndim > 2 and len(set(x.shape)) != 1:
+        raise ValueError(f"fill_diagonal: all dimensions of input must be of equal length, got {x.shape}")
+    if x.ndim == 2:
+        rows, cols = x.shape
+        step = cols + 1
+        end = rows * cols if wrap else min(rows, cols) * cols
+        flat_idx = np.arange(0, end, step)
+    else:
+        flat_idx = np.arange(x.shape[0]) * sum(int(np.prod(x.shape[i + 1:])) for i in range(x.ndim))
+    v = fnp.ravel(fnp.asarray(val, x.dtype))
+    if v.shape[0] == 0:
+        return x
+    vals = fnp.take(v, np.arange(flat_idx.size) % v.shape[0])
+    return fnp.reshape(fnp.at(fnp.ravel(x))[flat_idx].set(vals), x.shape)
+
+
+def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplace: bool = True, *,
+                   mode: Any = None) -> Any:
+    """``arr`` with ``values`` written where ``take_along_axis(arr, indices, axis)`` reads; a
+    position named twice takes the later write, as numpy's loop does. Indices may be traced:
+    each slice compares its ``K`` indices with its ``N`` positions (O(K N) work)."""
+    _inplace_refused("put_along_axis", inplace)
+    fnp = namespace()
+    x = asarray(arr)
+    idx = int_array(indices, "put_along_axis")
+    if axis is None:
+        x, axis, idx = fnp.ravel(x), 0, fnp.ravel(idx)
+    if idx.ndim != x.ndim:
+        raise ValueError(f"put_along_axis: indices of rank {idx.ndim} for an array of rank {x.ndim}")
+    ax = axis % x.ndim
+    n = x.shape[ax]
+    xm, im = fnp.moveaxis(x, ax, -1), fnp.moveaxis(idx, ax, -1)
+    im = fnp.broadcast_to(im, xm.shape[:-1] + im.shape[-1:])
+    vm = fnp.broadcast_to(fnp.moveaxis(fnp.broadcast_to(fnp.asarray(values, x.dtype), idx.shape), ax, -1), im.shape)
+    im = fnp.where(im < 0, im + n, im)
+    k = im.shape[-1]
+    hits = im[..., :, None] == np.arange(n)
+    last = fnp.max(fnp.where(hits, np.arange(k)[:, None], -1), axis=-2)
+    new = fnp.take_along_axis(vm, fnp.maximum(last, 0), -1, mode="clip")
+    return fnp.moveaxis(fnp.where(last >= 0, new, xm), -1, ax)
+
+
+def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
+    """``arr`` with the entries where ``mask`` holds replaced by ``vals`` in order, repeated as
+    often as needed (numpy's ``place``, returned rather than written: ``inplace=False`` is
+    required, as in JAX). ``mask`` may be traced."""
+    _inplace_refused("place", inplace)
+    fnp = namespace()
+    x = asarray(arr)
+    m = fnp.ravel(asarray(mask)).astype(bool)
+    if m.shape[0] != x.size:
+        raise ValueError(f"place: mask of {m.shape[0]} entries for an array of {x.size}")
+    v = fnp.ravel(fnp.asarray(vals)).astype(x.dtype)
+    if v.shape[0] == 0:
+        if isinstance(m, Tracer) or np.any(m):
+            raise ValueError("place: cannot insert from an empty array")
+        return x
+    pick = (fnp.cumsum(m.astype(np.int64)) - 1) % v.shape[0]
+    return fnp.reshape(fnp.where(m, fnp.take(v, pick, mode="clip"), fnp.ravel(x)), x.shape)
+
+
+def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = True) -> Any:
+    """``a`` with its flattened entries at ``ind`` set to ``v`` (repeated to ``ind``'s length; a
+    position named twice takes the later value), returned: ``inplace=False`` is required, as in
+    JAX. ``mode``: None or ``"fill"`` drops indices outside ``[-n, n)`` (JAX's default),
+    ``"clip"`` clips them, ``"wrap"`` wraps them, ``"raise"`` (numpy's default) raises for a
+    concrete one. ``ind`` may be traced."""
+    _inplace_refused("put", inplace)
+    if mode not in (None, "fill", "clip", "wrap", "raise"):
+        raise ValueError(f"put: mode must be None, 'fill', 'clip', 'wrap' or 'raise', got {mode!r}")
+    fnp = namespace()
+    x0 = asarray(a)
+    x = fnp.ravel(x0)
+    idx = fnp.ravel(asarray(ind))
+    if not (dtypes.is_int(idx.dtype) or idx.shape[0] == 0):
+        raise TypeError(f"put: indices must be integers, got {idx.dtype}")
+    idx = idx.astype(np.int64)
+    n = x.shape[0]
+    vals = fnp.ravel(fnp.asarray(v)).astype(x.dtype)
+    if idx.shape[0] == 0:
+        return x0
+    if vals.shape[0] == 0:
+        raise ValueError("put: cannot put an empty array of values")
+    vals = fnp.take(vals, np.arange(idx.shape[0]) % vals.shape[0])
+    if mode == "clip":
+        idx = fnp.clip(idx, 0, n - 1)
+    elif mode == "wrap":
+        idx = idx % n
+    elif mode == "raise":
+        if isinstance(idx, Tracer):
+            raise ConcretizationError("put: mode='raise' needs concrete indices; use mode='fill', 'clip' or 'wrap'")
+        bad = (idx < -n) | (idx >= n)
+        if np.any(bad):
+            raise IndexError(f"put: index {int(idx[np.argmax(bad)])} is out of bounds for size {n}")
+    return fnp.reshape(fnp.put_along_axis(x, idx, vals, axis=0, inplace=False), x0.shape)
+
+
+# --- index arrays ---------------------------------------------------------------------------------
+
+
+def indices(dimensions: Any, dtype: Any = None, sparse: bool = False) -> Any:
+    out = np.indices(tuple(dimensions), dtype=dtypes.canonical(dtype or np.int64), sparse=sparse)
+    return out
+
+
+def ix_(*args: Any) -> tuple[Any, ...]:
+    n = len(args)
+    out = []
+    for k, a in enumerate(args):
+        x = asarray(a)
+        shape = [1] * n
+        shape[k] = x.shape[0]
+        out.append(reshape(x, tuple(shape)))
+    return tuple(out)
+
+
+def unravel_index(indices: Any, shape: Any, order: str = "C") -> tuple[Any, ...]:
+    if order != "C":
+        raise NotImplementedError("unravel_index: only C order is supported")
+    idx = cast(asarray(indices), dtypes.int64)
+    out = []
+    for d in reversed(tuple(shape)):
+        dd = np.asarray(d, np.int64)
+        out.append(ew.mod_p.bind(idx, dd))
+        idx = ew.floor_divide_p.bind(idx, dd)
+    return tuple(reversed(out))
+
+
+def ravel_multi_index(multi_index: Any, dims: Any, mode: str = "raise", order: str = "C") -> Any:
+    if order != "C":
+        raise NotImplementedError("ravel_multi_index: only C order is supported")
+    flat = None
+    for i, d in zip(multi_index, dims):
+        i = cast(asarray(i), dtypes.int64)
+        if mode == "clip":
+            i = ew.min_p.bind(ew.max_p.bind(i, np.asarray(0, np.int64)), np.asarray(d - 1, np.int64))
+        elif mode == "wrap":
+            i = ew.mod_p.bind(i, np.asarray(d, np.int64))
+        flat = i if flat is None else ew.add(ew.mul(flat, np.asarray(d, np.int64)), i)
+    return flat
+
+
+def diag_indices(n: int, ndim: int = 2) -> tuple[np.ndarray, ...]:
+    return tuple(i.astype(np.int64) for i in np.diag_indices(n, ndim))
+
+
+def diag_indices_from(arr: Any) -> tuple[np.ndarray, ...]:
+    x = asarray(arr)
+    return diag_indices(x.shape[0], x.ndim)
+
+
+def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple[np.ndarray, ...]:
+    return tuple(i.astype(np.int64) for i in np.tril_indices(n, k, m))
+
+
+def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple[np.ndarray, ...]:
+    return tuple(i.astype(np.int64) for i in np.triu_indices(n, k, m))
+
+
+def tril_indices_from(arr: Any, k: int = 0) -> tuple[np.ndarray, ...]:
+    shape = np.shape(arr)
+    if len(shape) != 2:
+        raise ValueError(f"tril_indices_from: input array must be 2-d, got shape {shape}")
+    return namespace().tril_indices(shape[0], k, shape[1])
+
+
+def triu_indices_from(arr: Any, k: int = 0) -> tuple[np.ndarray, ...]:
+    shape = np.shape(arr)
+    if len(shape) != 2:
+        raise ValueError(f"triu_indices_from: input array must be 2-d, got shape {shape}")
+    return namespace().triu_indices(shape[0], k, shape[1])
+
+
+def mask_indices(n: int, mask_func: Callable[[Any, int], Any], k: int = 0, *,
+                 size: int | None = None) -> tuple[Any, Any]:
+    """The (row, column) indices of the nonzero entries of ``mask_func(ones((n, n)), k)``, e.g.
+    ``mask_indices(n, triu)``; ``size`` pads or cuts them to a fixed length, as in JAX."""
+    fnp = namespace()
+    return fnp.nonzero(fnp.asarray(mask_func(fnp.ones((n, n), np.int64), k)) != 0, size=size)

@@ -1,4 +1,5 @@
-"""dot, matmul, einsum, outer and tensordot, all lowered to ``dot_general``."""
+"""dot, matmul, einsum, outer, tensordot, matvec and vecmat, all lowered to ``dot_general``, and
+``einsum_path`` (the contraction order ``einsum`` takes)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import ShapeError
+from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, cast, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import reductions as red
 from fungraph.primitives import shape as sh
 from fungraph.primitives.linalg import dot_general
+from fungraph.primitives.shape import reshape
 
 _PRECISIONS = {"default", "high", "highest", "bfloat16", "tensorfloat32", "float32", "fastest"}
 
@@ -260,3 +262,48 @@ def _contract(x: Any, xs: str, y: Any, ys: str, needed: set[str]) -> tuple[Any, 
     return out, spec
 
 
+# --- matrix-vector products and contraction paths -------------------------------------------------
+
+
+def matvec(x1: Any, x2: Any, /) -> Any:
+
+    v = asarray(x2)
+    out = matmul(x1, reshape(v, tuple(v.shape) + (1,)))
+    return reshape(out, tuple(out.shape[:-1]))
+
+
+def vecmat(x1: Any, x2: Any, /) -> Any:
+
+    v = asarray(x1)
+    out = matmul(reshape(v, tuple(v.shape[:-1]) + (1, v.shape[-1])), x2)
+    return reshape(out, tuple(out.shape[:-2]) + (out.shape[-1],))
+
+
+def einsum_path(subscripts: str, /, *operands: Any, optimize: Any = "auto") -> tuple[list[Any], str]:
+    """numpy's ``(path, report)`` for the contraction order fungraph's ``einsum`` takes: the
+    greedy order of ``einsum(optimize="auto")`` (``optimize=False``: all operands at once, as
+    numpy reports it; an explicit ``['einsum_path', ...]`` is used as given). Only the
+    operands' shapes are read; numpy writes the report for that path."""
+
+    shapes = [tuple(np.shape(o)) if not isinstance(o, Tracer) else tuple(o.shape) for o in operands]
+    if isinstance(optimize, (list, tuple)):
+        path = list(optimize)
+    elif optimize is False or len(shapes) < 3:
+        path = ["einsum_path", tuple(range(len(shapes)))]
+    else:
+        ins, out = _parse_einsum(subscripts, [len(s) for s in shapes])
+        sizes: dict[str, int] = {}
+        for spec, s in zip(ins, shapes):
+            for c, dim in zip(spec, s):
+                sizes[c] = builtins.max(sizes.get(c, 1), dim)
+        specs = [set(spec) for spec in ins]
+        path = ["einsum_path"]
+        while len(specs) > 1:
+            names = ["".join(sorted(s)) for s in specs]
+            i, j = _greedy_pair(names, out, sizes)
+            rest = set(out).union(*(s for k, s in enumerate(specs) if k not in (i, j)))
+            merged = (specs[i] | specs[j]) & rest
+            specs = [s for k, s in enumerate(specs) if k not in (i, j)] + [merged]
+            path.append((i, j))
+    dummies = [np.broadcast_to(np.zeros((), np.float64), s) for s in shapes]
+    return np.einsum_path(subscripts, *dummies, optimize=path)

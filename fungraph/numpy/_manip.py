@@ -1,17 +1,19 @@
 """Array manipulation in ``fungraph.numpy``: flips, rolls, tiling, padding, stacking, splitting,
-diagonals and triangles. Every function is a composition of the linear shape primitives
-(slice, pad, rev, concatenate, reshape, broadcast, take), so it is differentiable and batched."""
+diagonals and triangles, ``block``/``unstack``/``trim_zeros``. Every traced function is a
+composition of the linear shape primitives (slice, pad, rev, concatenate, reshape, broadcast,
+take), so it is differentiable and batched."""
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from fungraph.core import ShapeError, Tracer
+from fungraph.core import ConcretizationError, ShapeError, Tracer, to_concrete_dtype_array
 from fungraph.numpy._shape import concatenate, moveaxis, stack
-from fungraph.numpy._util import asarray, normalize_axes, promote
+from fungraph.numpy._util import asarray, namespace, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
 from fungraph.primitives.indexing import take as take_prim
@@ -558,3 +560,64 @@ def meshgrid(*xi: Any, indexing: str = "xy", sparse: bool = False, copy: bool = 
     full = tuple(np.broadcast_shapes(*(o.shape for o in out)))
     return [sh.broadcast_to(o, full) for o in out]
 
+
+# --- joining, splitting and trimming --------------------------------------------------------------
+
+
+def unstack(x: Any, /, *, axis: int = 0) -> tuple[Any, ...]:
+    """The slices of ``x`` along ``axis``, as a tuple."""
+    fnp = namespace()
+    a = asarray(x)
+    if a.ndim == 0:
+        raise ValueError("unstack: x must have at least one dimension")
+    return tuple(fnp.moveaxis(a, axis, 0)[i] for i in range(a.shape[axis]))
+
+
+def block(arrays: Any) -> Any:
+    """Assemble an array from nested lists of blocks: the innermost lists join along the last
+    axis, the next level along the one before it, and so on."""
+    fnp = namespace()
+
+    def depth(x: Any) -> int:
+        return 1 + depth(x[0]) if isinstance(x, list) and x else 0
+
+    levels = depth(arrays)
+    if isinstance(arrays, tuple):
+        raise TypeError("block: arrays must be nested lists (tuples are not accepted, as in numpy)")
+
+    def build(x: Any, level: int) -> Any:
+        if not isinstance(x, list):
+            return asarray(x)
+        if not x:
+            raise ValueError("block: lists cannot be empty")
+        parts = [build(p, level + 1) for p in x]
+        ndim = max(levels, *(p.ndim for p in parts))
+        parts = [fnp.reshape(p, (1,) * (ndim - p.ndim) + tuple(p.shape)) for p in parts]
+        return fnp.concatenate(parts, axis=level - levels)
+
+    return build(arrays, 0)
+
+
+def trim_zeros(filt: Any, trim: str = "fb", axis: int | Sequence[int] | None = None) -> np.ndarray:
+    """``filt`` with its leading (``'f'``) and/or trailing (``'b'``) zeros removed along each axis
+    in ``axis`` (all by default; a slice along an axis is kept if any of it is nonzero). Eager
+    only, as in JAX: the result's shape depends on the values."""
+    if isinstance(filt, Tracer):
+        raise ConcretizationError("trim_zeros needs a concrete array: its result's shape depends on the values")
+    x = to_concrete_dtype_array(filt)
+    trim = trim.lower()
+    axes = range(x.ndim) if axis is None else [axis] if np.ndim(axis) == 0 else list(axis)
+    axes = {int(a) % builtins.max(x.ndim, 1) for a in axes}
+    index = []
+    for ax in range(x.ndim):
+        if ax not in axes:
+            index.append(slice(None))
+            continue
+        hit = np.flatnonzero(np.any(x != 0, axis=tuple(i for i in range(x.ndim) if i != ax)))
+        if hit.size == 0:
+            index.append(slice(0, 0))
+            continue
+        start = int(hit[0]) if "f" in trim else None
+        stop = int(hit[-1]) + 1 if "b" in trim else None
+        index.append(slice(start, stop))
+    return x[tuple(index)]

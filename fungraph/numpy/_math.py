@@ -1,5 +1,8 @@
-"""More elementwise functions of ``fungraph.numpy``, each a composition of existing primitives
-chosen to stay accurate (so derivatives and batching come from the primitives' rules)."""
+"""Mathematical functions of ``fungraph.numpy`` beyond the one-primitive ones in ``_elementwise``
+(inverse trigonometric and hyperbolic functions, exponentials and logarithms, rounding,
+NaN-aware comparisons, complex parts, rational routines, ``i0``, ``unwrap``, interpolation and
+integration), each a composition of existing primitives chosen to stay accurate (so
+derivatives and batching come from the primitives' rules)."""
 
 from __future__ import annotations
 
@@ -9,9 +12,14 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.numpy import _reductions as red
 from fungraph.numpy._elementwise import maximum, minimum
-from fungraph.numpy._util import asarray, cast, promote
+from fungraph.numpy._shape import moveaxis
+from fungraph.numpy._sorting import searchsorted
+from fungraph.numpy._util import asarray, cast, int_pair, namespace, normalize_axes, promote, take_static
 from fungraph.primitives import elementwise as ew
+from fungraph.primitives import shape as sh
+from fungraph.primitives.indexing import take as take_prim
 
 
 def _f(x: Any) -> Any:
@@ -165,20 +173,6 @@ def float_power(x1: Any, x2: Any) -> Any:
     a, b = promote(x1, x2)
     wide = dtypes.complex128 if dtypes.is_complex(a.dtype) else dtypes.float64
     return ew.pow_(cast(a, wide), cast(b, wide))
-
-
-def copysign(x1: Any, x2: Any) -> Any:
-    a, b = promote(x1, x2, to_inexact=True)
-    return ew.select(signbit(b), ew.neg(ew.abs_p.bind(a)), ew.abs_p.bind(a))
-
-
-def signbit(x: Any) -> Any:
-    """True for negative values and -0.0 (1/x is -inf there)."""
-    x = asarray(x)
-    if not dtypes.is_float(x.dtype):
-        return ew.lt(x, np.asarray(0, x.dtype))
-    neg_zero = ew.lt(ew.div(_c(1, x), x), _c(0, x))
-    return ew.select(ew.eq(x, _c(0, x)), neg_zero, ew.lt(x, _c(0, x)))
 
 
 def heaviside(x1: Any, x2: Any) -> Any:
@@ -388,11 +382,6 @@ def angle(z: Any, deg: bool = False) -> Any:
 conj = conjugate
 
 
-def ldexp(x1: Any, x2: Any) -> Any:
-    (a,) = promote(x1, to_inexact=True)
-    return ew.mul(a, ew.pow_(_c(2, a), cast(x2, a.dtype)))
-
-
 def divmod_(x1: Any, x2: Any) -> tuple[Any, Any]:
     a, b = promote(x1, x2)
     return ew.floor_divide_p.bind(a, b), ew.mod_p.bind(a, b)
@@ -402,3 +391,101 @@ def modf(x: Any) -> tuple[Any, Any]:
     x = _f(x)
     whole = trunc(x)
     return ew.sub(x, whole), whole
+
+
+# --- rational routines ----------------------------------------------------------------------------
+
+
+def gcd(x1: Any, x2: Any) -> Any:
+    """The greatest common divisor, non-negative (Euclid's algorithm as a while_loop over the
+    whole array, at most ~90 steps for int64)."""
+    from fungraph import lax
+
+    fnp = namespace()
+    a, b = int_pair(x1, x2, "gcd")
+    a, b = fnp.abs(a), fnp.abs(b)
+
+    def step(c: tuple) -> tuple:
+        p, q = c
+        nz = q != 0
+        return fnp.where(nz, q, p), fnp.where(nz, p % fnp.where(nz, q, 1), 0)
+
+    return lax.while_loop(lambda c: fnp.any(c[1] != 0), step, (a, b))[0]
+
+
+def lcm(x1: Any, x2: Any) -> Any:
+    """The least common multiple, non-negative; 0 when either operand is 0."""
+    fnp = namespace()
+    a, b = int_pair(x1, x2, "lcm")
+    g = gcd(a, b)
+    return fnp.where(g == 0, 0, fnp.abs(a // fnp.where(g == 0, 1, g) * b))
+
+
+# --- special functions and angles -----------------------------------------------------------------
+
+
+def i0(x: Any) -> Any:
+    """The modified Bessel function of the first kind, order 0 (``scipy.special.i0``)."""
+    from fungraph.scipy.special import i0 as _i0
+
+    return _i0(x)
+
+
+def unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * np.pi) -> Any:
+    """``p`` with jumps larger than ``max(discont, period/2)`` between neighbours along ``axis``
+    replaced by their ``period``-complement."""
+    fnp = namespace()
+    x = asarray(p)
+    x = x.astype(np.promote_types(x.dtype, np.float64)) if not dtypes.is_float(x.dtype) else x
+    half = period / 2
+    disc = half if discont is None else discont
+    dd = fnp.diff(x, axis=axis)
+    ddmod = (dd + half) % period - half
+    ddmod = fnp.where((ddmod == -half) & (dd > 0), half, ddmod)
+    correction = fnp.where(fnp.abs(dd) < disc, 0, ddmod - dd)
+    zero = fnp.zeros_like(fnp.take(x, np.array([0]), axis=axis))
+    return x + fnp.concatenate([zero, fnp.cumsum(correction, axis=axis)], axis=axis)
+
+
+# --- interpolation and integration ----------------------------------------------------------------
+
+
+def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None) -> Any:
+    """Piecewise-linear interpolation on increasing ``xp`` (differentiable in x, xp and fp)."""
+    if period is not None:
+        raise NotImplementedError("interp: period is not supported")
+    xs, xps, fps = promote(x, xp, fp, to_inexact=True)
+    n = xps.shape[0]
+    if n == 1:
+        return sh.broadcast_to(fps, xs.shape)
+    i = searchsorted(xps, xs, side="right")
+    i = ew.min_p.bind(ew.max_p.bind(ew.sub(i, np.asarray(1, np.int64)), np.asarray(0, np.int64)),
+                      np.asarray(n - 2, np.int64))
+    j = ew.add(i, np.asarray(1, np.int64))
+    x0, x1 = take_prim(xps, i, 0), take_prim(xps, j, 0)
+    f0, f1 = take_prim(fps, i, 0), take_prim(fps, j, 0)
+    t = ew.div(ew.sub(xs, x0), ew.sub(x1, x0))
+    out = ew.add(f0, ew.mul(t, ew.sub(f1, f0)))
+    first, last = take_static(fps, 0, 0), take_static(fps, n - 1, 0)
+    lo = first if left is None else np.asarray(left, xs.dtype)
+    hi = last if right is None else np.asarray(right, xs.dtype)
+    out = ew.select(ew.eq(xs, take_static(xps, n - 1, 0)), sh.broadcast_to(last, xs.shape), out)
+    out = ew.select(ew.lt(xs, take_static(xps, 0, 0)), sh.broadcast_to(asarray(lo), xs.shape), out)
+    return ew.select(ew.gt(xs, take_static(xps, n - 1, 0)), sh.broadcast_to(asarray(hi), xs.shape), out)
+
+
+def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Any:
+    (yy,) = promote(y, to_inexact=True)
+    (ax,) = normalize_axes(axis, yy.ndim, "trapezoid")
+    yy = moveaxis(yy, ax, -1)
+    n = yy.shape[-1]
+    lo, hi = yy[..., :n - 1], yy[..., 1:]
+    if x is None:
+        widths = np.asarray(dx, yy.dtype)
+    else:
+        from fungraph.numpy._manip import diff
+
+        xx = asarray(x)
+        widths = diff(xx) if xx.ndim == 1 else moveaxis(diff(xx, axis=ax), ax, -1)
+        widths = cast(widths, yy.dtype)
+    return red.sum(ew.mul(widths, ew.div(ew.add(lo, hi), np.asarray(2, yy.dtype))), axis=-1)

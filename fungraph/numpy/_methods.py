@@ -14,7 +14,7 @@ import numpy as np
 
 from fungraph.array import IMMUTABLE_MESSAGE, Array, DeviceArray, HostArray, hosted
 from fungraph.core import Tracer
-from fungraph.numpy import _at, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
+from fungraph.numpy import _at, _bits, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
 from fungraph.numpy import _elementwise as e
 
 
@@ -70,12 +70,11 @@ _METHODS: dict[str, Any] = {
     "__neg__": e.negative, "__pos__": lambda self: self, "__abs__": e.abs,
     "__lt__": e.less, "__le__": e.less_equal, "__gt__": e.greater, "__ge__": e.greater_equal,
     "__eq__": e.equal, "__ne__": e.not_equal,
-    "__and__": e.bitwise_and, "__rand__": _swap(e.bitwise_and),
-    "__or__": e.bitwise_or, "__ror__": _swap(e.bitwise_or),
-    "__xor__": e.bitwise_xor, "__rxor__": _swap(e.bitwise_xor),
-    "__invert__": e.bitwise_not,
+    "__and__": _bits.bitwise_and, "__rand__": _swap(_bits.bitwise_and),
+    "__or__": _bits.bitwise_or, "__ror__": _swap(_bits.bitwise_or),
+    "__xor__": _bits.bitwise_xor, "__rxor__": _swap(_bits.bitwise_xor),
+    "__invert__": _bits.bitwise_not,
     "__getitem__": _indexing.getitem,
-    "at": property(_at.IndexUpdateHelper),
     "T": property(lambda self: _shape.transpose(self)),
     "mT": property(lambda self: _shape.swapaxes(self, -1, -2)),
     "reshape": _reshape,
@@ -165,7 +164,14 @@ def _traced_setitem(self: Tracer, idx: Any, value: Any) -> None:
     raise TypeError(IMMUTABLE_MESSAGE.format(kind="traced value", aval=self.aval))
 
 
+#: ``x.at[idx].set(v)`` and the other functional updates: one property for tracers and every
+#: kind of array (an eager update of a device array computes on the host).
+AT = property(_at.IndexUpdateHelper)
+
+
 def install() -> None:
+    for cls in (Tracer, Array):
+        cls.at = AT
     for name, fn in _METHODS.items():
         setattr(Tracer, name, fn)
         if name not in vars(DeviceArray) and name not in vars(Array):

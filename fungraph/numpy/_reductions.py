@@ -1,4 +1,5 @@
-"""Reductions of ``fungraph.numpy`` with numpy's axis/keepdims/dtype conventions."""
+"""Reductions of ``fungraph.numpy`` with numpy's axis/keepdims/dtype conventions, and the
+cumulative sums and products (the ``cumsum`` primitive; ``cumprod`` the one ``associative_scan``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from fungraph.numpy._elementwise import maximum, minimum
 from fungraph.numpy._elementwise import where as _select
 from fungraph.numpy._indexing import take_along_axis
 from fungraph.numpy._shape import broadcast_to
-from fungraph.numpy._util import asarray, cast, normalize_axes
+from fungraph.numpy._util import asarray, cast, flat_or_axis, nan_to, normalize_axes
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import reductions as red
+from fungraph.primitives import shape as sh
+from fungraph.primitives.cumulative import associative_scan, cumsum_p
 from fungraph.primitives.shape import reshape, transpose
 
 
@@ -240,3 +243,55 @@ def all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, wh
 def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, where: Any = None) -> Any:  # noqa: A001
     _check_out(out, "any")
     return _logical(a, axis, keepdims, "any", False, where)
+
+
+# --- cumulative sums and products -----------------------------------------------------------------
+
+
+def _acc_dtype(x: Any, dtype: Any) -> np.dtype:
+    if dtype is not None:
+        return dtypes.canonical(dtype)
+    return dtypes.int64 if x.dtype in (dtypes.bool_, dtypes.int32) else x.dtype
+
+
+def cumsum(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
+    x, ax = flat_or_axis(a, axis, "cumsum")
+    x = cast(x, _acc_dtype(x, dtype))
+    return cumsum_p.bind(x, axis=ax, reverse=False) if x.size else x
+
+
+def cumprod(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
+    x, ax = flat_or_axis(a, axis, "cumprod")
+    x = cast(x, _acc_dtype(x, dtype))
+    return associative_scan(ew.mul, x, axis=ax)
+
+
+def cumulative_sum(x: Any, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+    a = asarray(x)
+    if axis is None and a.ndim > 1:
+        raise ValueError("cumulative_sum: axis must be given for arrays of more than one dimension")
+    out = cumsum(a, 0 if axis is None else axis, dtype)
+    return _prepend_initial(out, 0 if axis is None else axis, 0) if include_initial else out
+
+
+def cumulative_prod(x: Any, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+    a = asarray(x)
+    if axis is None and a.ndim > 1:
+        raise ValueError("cumulative_prod: axis must be given for arrays of more than one dimension")
+    out = cumprod(a, 0 if axis is None else axis, dtype)
+    return _prepend_initial(out, 0 if axis is None else axis, 1) if include_initial else out
+
+
+def _prepend_initial(out: Any, axis: int, value: int) -> Any:
+    (ax,) = normalize_axes(axis, out.ndim, "cumulative")
+    cfg = [(0, 0, 0)] * out.ndim
+    cfg[ax] = (1, 0, 0)
+    return sh.pad(out, np.asarray(value, out.dtype), cfg)
+
+
+def nancumsum(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
+    return cumsum(nan_to(asarray(a), 0), axis, dtype)
+
+
+def nancumprod(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
+    return cumprod(nan_to(asarray(a), 1), axis, dtype)

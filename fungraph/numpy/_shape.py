@@ -1,4 +1,5 @@
-"""Shape manipulation in ``fungraph.numpy``."""
+"""Shape manipulation in ``fungraph.numpy`` (reshape, transpose, broadcasting, joining), and the
+``ndarray`` type test with ``ndim``/``shape``/``size``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import ShapeError
+from fungraph.array import Array
+from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import shape as sh
 
@@ -134,3 +136,39 @@ def astype(x: Any, dtype: Any) -> Any:
     from fungraph.primitives.elementwise import convert
 
     return convert(asarray(x), dtypes.canonical(dtype))
+
+
+# --- array type and shape -------------------------------------------------------------------------
+
+
+class _NdarrayMeta(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, (np.ndarray, Tracer, Array))
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, (np.ndarray, Tracer, Array))
+
+
+class ndarray(metaclass=_NdarrayMeta):  # noqa: N801
+    """For ``isinstance(x, fungraph.numpy.ndarray)``: true of numpy arrays, traced values and
+    device arrays alike (as ``jax.Array`` is). Not constructible: use ``fungraph.numpy.array``."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("fungraph.numpy.ndarray is for isinstance checks; create arrays with fungraph.numpy.array")
+
+
+def ndim(a: Any) -> int:
+    return asarray(a).ndim
+
+
+def shape(a: Any) -> tuple[int, ...]:
+    return tuple(asarray(a).shape)
+
+
+def size(a: Any, axis: int | None = None) -> int:
+    x = asarray(a)
+    return x.size if axis is None else x.shape[axis]
+
+
+def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
+    return tuple(np.broadcast_shapes(*shapes))

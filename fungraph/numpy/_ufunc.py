@@ -215,7 +215,7 @@ def _rows(x: Any, axes: tuple[int, ...]) -> Any:
 
 def frompyfunc(func: Callable[..., Any], /, nin: int, nout: int, *, identity: Any = None) -> ufunc:
     """A :class:`ufunc` from a function of ``nin`` scalars (vectorized with ``vectorize``)."""
-    from fungraph.numpy._sized import vectorize
+    from fungraph.numpy._functional import vectorize
 
     return ufunc(vectorize(func), nin, nout, name=getattr(func, "__name__", None), identity=identity)
 

@@ -1,8 +1,10 @@
-"""Cumulative sums along one axis. ``cumsum`` is linear: its derivative is itself and its
-transpose is the cumulative sum taken the other way (``reverse``)."""
+"""Cumulative sums along one axis, and associative scans. ``cumsum`` is linear: its derivative
+is itself and its transpose is the cumulative sum taken the other way (``reverse``); every
+other cumulative operation is an ``associative_scan`` of its binary function."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,7 +13,9 @@ from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import unary_params_batch
-from fungraph.primitives._rules import normalize_axis
+from fungraph.primitives._rules import aval, normalize_axis
+from fungraph.primitives.shape import concatenate, rev, slice_
+from fungraph.tree_util import tree_flatten, tree_unflatten
 
 
 def _cumsum_impl(x: Any, *, axis: int, reverse: bool) -> np.ndarray:
@@ -37,27 +41,42 @@ cumsum_p.batch = unary_params_batch(cumsum_p, ("axis",))
 
 
 def cumsum(x: Any, axis: int, reverse: bool = False) -> Any:
-    from fungraph.primitives._rules import aval
-
     axis = normalize_axis(int(axis), aval(x).ndim, "cumsum")
     return cumsum_p.bind(x, axis=axis, reverse=bool(reverse))
 
 
-def associative_scan(op: Any, x: Any, axis: int, identity: Any) -> Any:
-    """Inclusive scan of ``op`` along ``axis`` by doubling (Hillis-Steele): ``log2 n`` shifted
-    applications of ``op``, so derivatives and batching come from ``op``'s own rules."""
-    from fungraph.primitives._rules import aval
-    from fungraph.primitives.shape import pad, slice_
-
+def _window(x: Any, axis: int, start: int, stop: int) -> Any:
     shape = aval(x).shape
-    n = shape[axis]
-    fill = np.asarray(identity, aval(x).dtype)
+    lo, hi = [0] * len(shape), list(shape)
+    lo[axis], hi[axis] = start, stop
+    return slice_(x, lo, hi, None)
+
+
+def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = False, axis: int = 0) -> Any:
+    """Inclusive scan of the associative ``fn`` along ``axis`` of every leaf of ``elems`` (a
+    pytree of arrays), in ``ceil(log2 n)`` rounds of whole-array ``fn`` calls (Hillis and
+    Steele): after round ``r`` each element combines the ``2^r`` elements ending at it, earlier
+    ones on the left. Derivatives and batching come from ``fn``'s own rules. ``lax.associative_scan``
+    and ``lax.cumprod``/``cummax``/... and ``numpy.cumprod`` are this function."""
+    leaves, tree = tree_flatten(elems)
+    if not leaves:
+        return elems
+    ndim = aval(leaves[0]).ndim
+    if ndim == 0:
+        raise ShapeError(f"associative_scan: needs arrays of at least one axis, got {aval(leaves[0])}")
+    axis = axis % ndim
+    n = aval(leaves[0]).shape[axis]
+    if any(aval(v).ndim != ndim or aval(v).shape[axis] != n for v in leaves):
+        raise ShapeError(f"associative_scan: leaves differ along axis {axis}: {[str(aval(v)) for v in leaves]}")
+    if reverse:
+        leaves = [rev(v, (axis,)) for v in leaves]
     shift = 1
     while shift < n:
-        hi = list(shape)
-        hi[axis] = n - shift
-        config = [(0, 0, 0)] * len(shape)
-        config[axis] = (shift, 0, 0)
-        x = op(x, pad(slice_(x, (0,) * len(shape), hi, None), fill, config))
+        early = tree_unflatten(tree, [_window(v, axis, 0, n - shift) for v in leaves])
+        late = tree_unflatten(tree, [_window(v, axis, shift, n) for v in leaves])
+        combined, _ = tree_flatten(fn(early, late))
+        leaves = [concatenate([_window(v, axis, 0, shift), c], axis) for v, c in zip(leaves, combined)]
         shift *= 2
-    return x
+    if reverse:
+        leaves = [rev(v, (axis,)) for v in leaves]
+    return tree_unflatten(tree, leaves)

@@ -4,12 +4,13 @@
 Complex operands: the holomorphic functions (arithmetic, exp, log, sqrt, trigonometric and
 hyperbolic functions, powers) take them with the same one-line rules, since ``t * f'(z)`` is
 their tangent; ``abs`` maps them to reals; ``real``, ``imag``, ``conj`` and ``complex`` convert
-between the two. Linear rules transpose without conjugating, as in JAX (see autodiff.md)."""
+between the two. Linear rules transpose without conjugating, as in JAX (see autodiff.md).
+``bitcast_convert_type`` reads the bits of one dtype as another, beside the value conversion."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
 from fungraph.ir import ShapedArray
-from fungraph.primitives._batching import elementwise_batch
+from fungraph.primitives._batching import elementwise_batch, to_front
 from fungraph.primitives._rules import (
     aval,
     broadcast_shapes,
@@ -534,3 +535,38 @@ def conj(x: Any) -> Any:
 
 def complex_(x: Any, y: Any) -> Any:
     return complex_p.bind(x, y)
+
+
+# --- bitcast_convert_type: the bits of one dtype read as another ----------------------------------
+
+
+def _bitcast_aval(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
+    old, new = np.dtype(x.dtype).itemsize, np.dtype(new_dtype).itemsize
+    if x.dtype == dtypes.bool_ or new_dtype == dtypes.bool_:
+        raise ShapeError(f"bitcast_convert_type: bool has no bit pattern to reinterpret ({x} to {new_dtype})")
+    if old == new:
+        return ShapedArray(x.shape, new_dtype)
+    if old > new:
+        return ShapedArray(x.shape + (old // new,), new_dtype)
+    if not x.shape or x.shape[-1] != new // old:
+        raise ShapeError(f"bitcast_convert_type: {x} to the wider {np.dtype(new_dtype).name} needs a last axis of "
+                         f"{new // old}")
+    return ShapedArray(x.shape[:-1], new_dtype)
+
+
+def _bitcast_impl(x: Any, *, new_dtype: np.dtype) -> np.ndarray:
+    out_shape = _bitcast_aval(ShapedArray(np.shape(x), np.asarray(x).dtype), new_dtype=new_dtype).shape
+    return np.ascontiguousarray(x).view(new_dtype).reshape(out_shape)
+
+
+bitcast_convert_type_p = Primitive("bitcast_convert_type", impl=_bitcast_impl, abstract_eval=_bitcast_aval,
+                                   arity=1, jvp=NOT_DIFFERENTIABLE)
+
+
+@bitcast_convert_type_p.def_batch
+def _bitcast_batch(args: Sequence[Any], dims: Sequence[int | None], *, new_dtype: np.dtype) -> tuple[Any, int]:
+    return bitcast_convert_type_p.bind(to_front(args[0], dims[0]), new_dtype=new_dtype), 0
+
+
+def bitcast_convert_type(x: Any, new_dtype: np.dtype) -> Any:
+    return bitcast_convert_type_p.bind(x, new_dtype=np.dtype(new_dtype))

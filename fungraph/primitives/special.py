@@ -1,12 +1,14 @@
-"""Special-function primitives behind ``fungraph.scipy.special``: gamma family, error-function
-inverses, modified Bessel functions and the regularised incomplete gamma and beta functions.
+"""Special-function primitives behind ``fungraph.scipy.special`` and ``fungraph.lax``: gamma
+family, error-function inverses, modified Bessel functions, Hurwitz zeta and the regularised
+incomplete gamma (with ``igamma_grad_a``, its derivative in ``a``) and beta functions.
 
 Implementations are numpy only (``math.lgamma``/``math.erfc`` per element, recurrences plus
 asymptotic series, continued fractions), computed in float64 and cast back to the operand dtype.
-Each derivative is one line of maths beside its primitive. Derivatives with respect to the shape
-parameters of the incomplete gamma/beta functions (and the order of ``polygamma``) are not
-implemented, as in ``jax.scipy.special``: differentiating through them raises
-``NotImplementedError``; derivatives with respect to ``x`` are exact.
+Each derivative is one line of maths beside its primitive. The incomplete gamma functions are
+differentiable in ``a`` (by ``igamma_grad_a``) and ``x``, as JAX's ``lax.igamma``; derivatives
+with respect to the incomplete beta function's ``a``, ``b``, ``igamma_grad_a``'s ``a`` and the
+order of ``polygamma`` are not implemented, as in JAX: differentiating through them raises
+``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ import numpy as np
 from fungraph.core import Primitive
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import elementwise_batch
-from fungraph.primitives._rules import aval, broadcast_shapes, lit, require_float, require_same_dtype
+from fungraph.primitives._rules import (
+    aval,
+    broadcast_shapes,
+    lit,
+    require_float,
+    require_same_dtype,
+)
 from fungraph.primitives.elementwise import (
     _unary,
     add,
@@ -474,9 +482,11 @@ def _igamma_dx(a: Any, x: Any, out: Any) -> Any:
     return exp(sub(sub(_xlogy(sub(a, _c(1, a)), x), x), lgamma_p.bind(a)))
 
 
-igamma_p = _nary("igamma", lambda a, x: _igamma64(a, x)[0], (None, _igamma_dx), ("a", "x"))
-igammac_p = _nary("igammac", lambda a, x: _igamma64(a, x)[1],
-                  (None, lambda a, x, out: neg(_igamma_dx(a, x, out))), ("a", "x"))
+igamma_p = _nary("igamma", lambda a, x: _igamma64(a, x)[0],                            # dP/da, dP/dx
+                 (lambda a, x, out: igamma_grad_a_p.bind(a, x), _igamma_dx), ("a", "x"))
+igammac_p = _nary("igammac", lambda a, x: _igamma64(a, x)[1],                          # Q = 1 - P
+                  (lambda a, x, out: neg(igamma_grad_a_p.bind(a, x)), lambda a, x, out: neg(_igamma_dx(a, x, out))),
+                  ("a", "x"))
 
 
 def _betainc_dx(a: Any, b: Any, x: Any, out: Any) -> Any:
@@ -502,3 +512,89 @@ def _stdtr_dt(df: Any, t: Any, out: Any) -> Any:
 
 
 stdtr_p = _nary("stdtr", _stdtr64, (None, _stdtr_dt), ("df", "t"))
+
+
+# --- Hurwitz zeta and dP(a, x)/da -----------------------------------------------------------------
+
+
+def _zeta64(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Hurwitz zeta(x, q) = sum_k (q + k)^-x, with JAX's values off its domain: nan for x < 1
+    or a non-finite operand, nan for q < 0 unless x is an integer, and at the poles
+    q = 0, -1, ... inf for an even x and nan otherwise."""
+    int_x = x == np.floor(x)
+    pole = (q <= 0) & (q == np.floor(q))
+    bad = (x < 1) | ~np.isfinite(x) | ~np.isfinite(q) | ((q < 0) & ~int_x)
+    ok = ~(bad | pole | (x == 1))
+    val = _hurwitz_zeta64(np.where(ok, x, 2.0), np.where(ok, q, 1.0))
+    at_pole = np.where(int_x & (np.mod(x, 2) == 0), np.inf, np.nan)
+    out = np.where(x == 1, np.inf, np.where(pole, at_pole, val))
+    return np.where(bad, np.nan, out)
+
+
+zeta_p = _nary("zeta", _zeta64,                                           # d/dq zeta(x, q) = -x zeta(x + 1, q)
+               (None, lambda x, q, y: neg(mul(x, zeta_p.bind(add(x, np.asarray(1, aval(x).dtype)), q)))),
+               ("x", "q"))
+
+
+def _igamma_grad_a64(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """dP(a, x)/da: the series (x < a + 1) or Lentz's continued fraction for Q, each carried in
+    forward mode (every recurrence variable beside its derivative in ``a``). nan for a <= 0
+    or a non-finite operand, 0 at x = 0, as JAX gives."""
+    bad = (a <= 0) | (x < 0) | ~np.isfinite(a) | ~np.isfinite(x)
+    zero = (x == 0) & ~bad
+    aa = np.where(bad | zero, 1.0, a)
+    xx = np.where(bad | zero, 0.5, x)
+    pref = np.exp(-xx + aa * np.log(xx) - _lgamma64(aa))
+    dlog_pref = np.log(xx) - _digamma64(aa)
+    series = xx < aa + 1.0
+    # P = pref * sum t_n with t_0 = 1/a, t_n = t_{n-1} x / (a + n)
+    t = np.where(series, 1.0 / aa, 0.0)
+    dt = np.where(series, -1.0 / (aa * aa), 0.0)
+    s, ds, denom = t.copy(), dt.copy(), aa.copy()
+    for _ in range(_MAXIT):
+        denom = denom + 1.0
+        dt = (dt - t / denom) * xx / denom
+        t = t * xx / denom
+        s += t
+        ds += dt
+        if np.all((np.abs(t) <= np.abs(s) * _EPS) & (np.abs(dt) <= np.abs(ds) * _EPS)):
+            break
+    dp_series = pref * (dlog_pref * s + ds)
+    # Q = pref * h, h the continued fraction with a_i = -i (i - a), b_i = x + 1 - a + 2 i
+    b = np.where(series, 1.0, xx + 1.0 - aa)
+    c = np.full_like(b, 1.0 / _FPMIN)
+    dc = np.zeros_like(b)
+    d = 1.0 / b
+    dd = d * d
+    h, dh = d.copy(), dd.copy()
+    for i in range(1, _MAXIT):
+        an = -i * (i - aa)
+        b = b + 2.0
+        den = an * d + b
+        dden = i * d + an * dd - 1.0
+        tiny = np.abs(den) < _FPMIN
+        den, dden = np.where(tiny, _FPMIN, den), np.where(tiny, 0.0, dden)
+        cn = b + an / c
+        dcn = -1.0 + i / c - an * dc / c / c
+        tiny = np.abs(cn) < _FPMIN
+        c, dc = np.where(tiny, _FPMIN, cn), np.where(tiny, 0.0, dcn)
+        d = 1.0 / den
+        dd = -dden * d * d
+        delta = d * c
+        ddelta = dd * c + d * dc
+        dh = dh * delta + h * ddelta
+        h = h * delta
+        done = (np.abs(delta - 1.0) <= _CF_EPS) & (np.abs(h * ddelta) <= _CF_EPS * np.abs(dh))
+        if np.all(done[~series]):
+            break
+    dp_cf = -pref * (dlog_pref * h + dh)
+    out = np.where(series, dp_series, dp_cf)
+    return np.where(bad, np.nan, np.where(zero, 0.0, out))
+
+
+def _igamma_grad_a_dx(a: Any, x: Any, y: Any) -> Any:
+    """d/dx dP/da = d/da dP/dx = dP/dx (log x - psi(a))."""
+    return mul(_igamma_dx(a, x, None), sub(log(x), digamma_p.bind(a)))
+
+
+igamma_grad_a_p = _nary("igamma_grad_a", _igamma_grad_a64, (None, _igamma_grad_a_dx), ("a", "x"))

@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 
 from fungraph import numpy as fnp
-from fungraph.nn import log_softmax, softmax
-from fungraph.numpy._util import cast, normalize_axes, promote
+from fungraph._softmax import log_softmax, logsumexp, softmax
+from fungraph.numpy._util import cast, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
-from fungraph.primitives.callback import stop_gradient
 
 __all__ = [
     "beta", "betainc", "betaln", "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gamma", "gammainc",
@@ -76,13 +75,14 @@ def polygamma(n: Any, x: Any) -> Any:
 
 
 def gammainc(a: Any, x: Any) -> Any:
-    """The regularised lower incomplete gamma function P(a, x); differentiable in x only."""
+    """The regularised lower incomplete gamma function P(a, x): ``lax.igamma``'s primitive, so
+    differentiable in both (in ``a`` by ``igamma_grad_a``)."""
     a, x = promote(a, x, to_inexact=True)
     return sp.igamma_p.bind(a, x)
 
 
 def gammaincc(a: Any, x: Any) -> Any:
-    """The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x); differentiable in x only."""
+    """The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x), differentiable in both."""
     a, x = promote(a, x, to_inexact=True)
     return sp.igammac_p.bind(a, x)
 
@@ -159,33 +159,3 @@ def entr(x: Any) -> Any:
     return fnp.where(negative, _c(-np.inf, x), ew.sub(_c(0, x), xlogy(xs, xs)))
 
 
-def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
-              where: Any = None) -> Any:
-    """log(sum(b * exp(a))) over ``axis``, shifted by the maximum so it neither overflows nor
-    underflows. A negative sum gives nan unless ``return_sign``, which returns ``(log|sum|, sign)``;
-    ``where`` leaves elements out (-inf where it leaves out all)."""
-    if b is None:
-        (a,) = promote(a, to_inexact=True)
-    else:
-        a, b = promote(a, b, to_inexact=True)
-        shape = np.broadcast_shapes(a.shape, b.shape)
-        a, b = fnp.broadcast_to(a, shape), fnp.broadcast_to(b, shape)
-    if where is not None:
-        mask = fnp.broadcast_to(fnp.asarray(where, dtype=bool), a.shape)
-        a = fnp.where(mask, a, _c(-np.inf, a))
-    axes = normalize_axes(axis, a.ndim, "logsumexp")
-    live = a if b is None else fnp.where(fnp.not_equal(b, _c(0, b)), a, _c(-np.inf, a))
-    m = stop_gradient(fnp.max(live, axis=axes, keepdims=True))
-    m = fnp.where(fnp.isfinite(m), m, _c(0, m))
-    terms = ew.exp(ew.sub(a, m))
-    if b is not None:
-        terms = fnp.where(fnp.not_equal(b, _c(0, b)), ew.mul(b, terms), _c(0, terms))
-    total = fnp.sum(terms, axis=axes, keepdims=True)
-    sign = fnp.sign(total)
-    out = ew.add(ew.log(fnp.abs(total)), m)
-    if not keepdims:
-        out = fnp.squeeze(out, axis=axes)
-        sign = fnp.squeeze(sign, axis=axes)
-    if return_sign:
-        return out, sign
-    return fnp.where(sign < 0, _c(np.nan, out), out)

@@ -1,228 +1,19 @@
-"""``fungraph.lax``: lower-level operations, like ``jax.lax``."""
+"""``jax.lax``'s control flow: ``cond``/``switch``, ``while_loop``, ``fori_loop``, ``scan`` and
+``map``, each staging its functions into graphs held by one higher-order primitive, and
+``optimization_barrier``."""
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from fungraph import numpy as fnp
 from fungraph.core import ShapeError, user_source
-from fungraph.ir import ShapedArray
+from fungraph.ir import ShapedArray, aval_of
 from fungraph.numpy._util import asarray
-from fungraph.primitives.callback import stop_gradient
-
-__all__ = [
-    "abs",
-    "acos",
-    "acosh",
-    "add",
-    "all_gather",
-    "all_to_all",
-    "approx_max_k",
-    "approx_min_k",
-    "argmax",
-    "argmin",
-    "asin",
-    "asinh",
-    "associative_scan",
-    "atan",
-    "atan2",
-    "atanh",
-    "axis_index",
-    "axis_size",
-    "batch_matmul",
-    "bessel_i0e",
-    "bessel_i1e",
-    "betainc",
-    "bitcast_convert_type",
-    "bitwise_and",
-    "bitwise_not",
-    "bitwise_or",
-    "bitwise_xor",
-    "broadcast",
-    "broadcast_in_dim",
-    "broadcast_shapes",
-    "broadcast_to_rank",
-    "broadcasted_iota",
-    "cbrt",
-    "ceil",
-    "clamp",
-    "clz",
-    "collapse",
-    "complex",
-    "concatenate",
-    "cond",
-    "conj",
-    "conv",
-    "conv_dimension_numbers",
-    "conv_general_dilated",
-    "conv_general_dilated_patches",
-    "conv_transpose",
-    "conv_with_general_padding",
-    "ConvDimensionNumbers",
-    "convert_element_type",
-    "ConvGeneralDilatedDimensionNumbers",
-    "cos",
-    "cosh",
-    "cumlogsumexp",
-    "cummax",
-    "cummin",
-    "cumprod",
-    "cumsum",
-    "custom_linear_solve",
-    "custom_root",
-    "digamma",
-    "div",
-    "dot",
-    "dot_general",
-    "DotDimensionNumbers",
-    "dynamic_index_in_dim",
-    "dynamic_slice",
-    "dynamic_slice_in_dim",
-    "dynamic_update_index_in_dim",
-    "dynamic_update_slice",
-    "dynamic_update_slice_in_dim",
-    "empty",
-    "eq",
-    "erf",
-    "erf_inv",
-    "erfc",
-    "exp",
-    "exp2",
-    "expand_dims",
-    "expm1",
-    "floor",
-    "fori_loop",
-    "full",
-    "full_like",
-    "gather",
-    "GatherDimensionNumbers",
-    "GatherScatterMode",
-    "ge",
-    "gt",
-    "igamma",
-    "igamma_grad_a",
-    "igammac",
-    "imag",
-    "index_in_dim",
-    "index_take",
-    "integer_pow",
-    "iota",
-    "is_finite",
-    "le",
-    "lgamma",
-    "log",
-    "log1p",
-    "logistic",
-    "lt",
-    "map",
-    "max",
-    "min",
-    "mul",
-    "ne",
-    "neg",
-    "nextafter",
-    "optimization_barrier",
-    "pad",
-    "padding_pairs",
-    "pmax",
-    "pmean",
-    "pmin",
-    "polygamma",
-    "population_count",
-    "pow",
-    "Precision",
-    "PrecisionLike",
-    "ppermute",
-    "pshuffle",
-    "psum",
-    "psum_scatter",
-    "pswapaxes",
-    "real",
-    "reciprocal",
-    "reduce",
-    "reduce_and",
-    "reduce_max",
-    "reduce_min",
-    "reduce_or",
-    "reduce_precision",
-    "reduce_prod",
-    "reduce_sum",
-    "reduce_window",
-    "reduce_xor",
-    "rem",
-    "reshape",
-    "rev",
-    "round",
-    "rsqrt",
-    "scan",
-    "scatter",
-    "scatter_add",
-    "scatter_apply",
-    "scatter_max",
-    "scatter_min",
-    "scatter_mul",
-    "scatter_sub",
-    "ScatterDimensionNumbers",
-    "select",
-    "select_n",
-    "shift_left",
-    "shift_right_arithmetic",
-    "shift_right_logical",
-    "sign",
-    "sin",
-    "sinh",
-    "slice",
-    "slice_in_dim",
-    "sort",
-    "sort_key_val",
-    "split",
-    "sqrt",
-    "square",
-    "squeeze",
-    "stack",
-    "stop_gradient",
-    "sub",
-    "switch",
-    "tan",
-    "tanh",
-    "tile",
-    "top_k",
-    "transpose",
-    "unstack",
-    "while_loop",
-    "zeta",
-]
-
-
-
-def padding_pairs(padding: Any, in_shape: Sequence[int], window: Sequence[int],
-                  strides: Sequence[int], dilation: Sequence[int] | None = None) -> tuple[tuple[int, int], ...]:
-    """"SAME"/"SAME_LOWER"/"VALID" or explicit (lo, hi) pairs, as explicit pairs (JAX's SAME
-    split: the odd element goes high, or low for SAME_LOWER)."""
-    if isinstance(padding, str):
-        mode = padding.upper()
-        if mode == "VALID":
-            return tuple((0, 0) for _ in in_shape)
-        if mode in ("SAME", "SAME_LOWER"):
-            dil = dilation or (1,) * len(window)
-            pairs = []
-            for n, k, s, d in zip(in_shape, window, strides, dil):
-                out = -(-n // s)
-                total = builtins.max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-                small, large = total // 2, total - total // 2
-                pairs.append((small, large) if mode == "SAME" else (large, small))
-            return tuple(pairs)
-        raise ValueError(f"padding must be 'SAME', 'SAME_LOWER', 'VALID' or (lo, hi) pairs, got {padding!r}")
-    pairs = tuple((int(lo), int(hi)) for lo, hi in padding)
-    if len(pairs) != len(in_shape):
-        raise ShapeError(f"padding {padding} needs one (lo, hi) pair per spatial axis ({len(in_shape)})")
-    return pairs
-
-
-# --- control flow ------------------------------------------------------------------------
 
 
 def _stage_fn(fun: Any, in_tree: Any, avals: Sequence[Any], what: str) -> tuple[Any, list[Any], Any]:
@@ -381,185 +172,50 @@ def fori_loop(lower: Any, upper: Any, body_fun: Any, init_val: Any) -> Any:
     return out[2]
 
 
-# jax.lax's array operations; imported last, since several shadow builtins (max, min, slice, map)
-from fungraph._lax_more import (  # noqa: E402
-    DotDimensionNumbers,
-    Precision,
-    PrecisionLike,
-    approx_max_k,
-    approx_min_k,
-    batch_matmul,
-    bessel_i0e,
-    bessel_i1e,
-    betainc,
-    bitcast_convert_type,
-    broadcast_shapes,
-    broadcast_to_rank,
-    clz,
-    complex,
-    conj,
-    custom_linear_solve,
-    custom_root,
-    dot,
-    dot_general,
-    empty,
-    igamma,
-    igamma_grad_a,
-    igammac,
-    imag,
-    index_take,
-    nextafter,
-    optimization_barrier,
-    polygamma,
-    population_count,
-    real,
-    reciprocal,
-    reduce_precision,
-    reduce_xor,
-    select_n,
-    shift_left,
-    shift_right_arithmetic,
-    shift_right_logical,
-    sort_key_val,
-    split,
-    stack,
-    tile,
-    unstack,
-    zeta,
-)
-from fungraph._lax_ops import (  # noqa: E402
-    GatherDimensionNumbers,
-    GatherScatterMode,
-    ScatterDimensionNumbers,
-    abs,
-    acos,
-    acosh,
-    add,
-    argmax,
-    argmin,
-    asin,
-    asinh,
-    associative_scan,
-    atan,
-    atan2,
-    atanh,
-    bitwise_and,
-    bitwise_not,
-    bitwise_or,
-    bitwise_xor,
-    broadcast,
-    broadcast_in_dim,
-    broadcasted_iota,
-    cbrt,
-    ceil,
-    clamp,
-    collapse,
-    concatenate,
-    convert_element_type,
-    cos,
-    cosh,
-    cumlogsumexp,
-    cummax,
-    cummin,
-    cumprod,
-    cumsum,
-    digamma,
-    div,
-    dynamic_index_in_dim,
-    dynamic_slice,
-    dynamic_slice_in_dim,
-    dynamic_update_index_in_dim,
-    dynamic_update_slice,
-    dynamic_update_slice_in_dim,
-    eq,
-    erf,
-    erf_inv,
-    erfc,
-    exp,
-    exp2,
-    expand_dims,
-    expm1,
-    floor,
-    full,
-    full_like,
-    gather,
-    ge,
-    gt,
-    index_in_dim,
-    integer_pow,
-    iota,
-    is_finite,
-    le,
-    lgamma,
-    log,
-    log1p,
-    logistic,
-    lt,
-    map,
-    max,
-    min,
-    mul,
-    ne,
-    neg,
-    pad,
-    pow,
-    reduce_and,
-    reduce_max,
-    reduce_min,
-    reduce_or,
-    reduce_prod,
-    reduce_sum,
-    rem,
-    reshape,
-    rev,
-    round,
-    rsqrt,
-    scatter,
-    scatter_add,
-    scatter_apply,
-    scatter_max,
-    scatter_min,
-    scatter_mul,
-    scatter_sub,
-    select,
-    sign,
-    sin,
-    sinh,
-    slice,
-    slice_in_dim,
-    sort,
-    sqrt,
-    square,
-    squeeze,
-    sub,
-    tan,
-    tanh,
-    top_k,
-    transpose,
-)
-from fungraph._lax_windows import (  # noqa: E402
-    ConvDimensionNumbers,
-    ConvGeneralDilatedDimensionNumbers,
-    conv,
-    conv_dimension_numbers,
-    conv_general_dilated,
-    conv_general_dilated_patches,
-    conv_transpose,
-    conv_with_general_padding,
-    reduce,
-    reduce_window,
-)
-from fungraph.primitives.collectives import (  # noqa: E402
-    all_gather,
-    all_to_all,
-    axis_index,
-    axis_size,
-    pmax,
-    pmean,
-    pmin,
-    ppermute,
-    pshuffle,
-    psum,
-    psum_scatter,
-    pswapaxes,
-)
+def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001 - lax's name
+    """``f`` applied to each slice of ``xs`` along its leading axis, as a ``scan``. With
+    ``batch_size``, each scan step applies ``vmap(f)`` to ``batch_size`` slices, and the
+    remaining ``n % batch_size`` slices go through one more ``vmap(f)`` after the scan;
+    ``batch_size=0`` (or one above ``n``) is a single ``vmap``, as in JAX."""
+    from fungraph.api import vmap
+    from fungraph.tree_util import tree_flatten, tree_map, tree_unflatten
+
+    if batch_size is None:
+        _, ys = scan(lambda carry, x: (carry, f(x)), (), xs)
+        return ys
+    if int(batch_size) < 0:
+        raise ValueError(f"lax.map: batch_size must be >= 0, got {batch_size}")
+    leaves, tree = tree_flatten(xs)
+    if not leaves:
+        return map(f, xs)
+    leaves = [asarray(x) for x in leaves]
+    lengths = {aval_of(x).shape[0] if aval_of(x).shape else None for x in leaves}
+    if len(lengths) != 1 or None in lengths:
+        raise ShapeError(f"lax.map: every leaf of xs needs the same leading axis, got "
+                         f"{[str(aval_of(x)) for x in leaves]}")
+    n = lengths.pop()
+    size = int(batch_size)
+    batches = n // size if size else 0
+    split = batches * size
+    ys = None
+    if batches:
+        chunked = [fnp.reshape(x[:split], (batches, size) + aval_of(x).shape[1:]) for x in leaves]
+        _, stacked = scan(lambda carry, x: (carry, vmap(f)(x)), (), tree_unflatten(tree, chunked))
+        ys = tree_map(lambda y: fnp.reshape(y, (split,) + aval_of(y).shape[2:]), stacked)
+    if ys is not None and split == n:
+        return ys
+    rest = vmap(f)(tree_unflatten(tree, [x[split:] for x in leaves]))
+    if ys is None:
+        return rest
+    return tree_map(lambda a, b: fnp.concatenate([a, b], axis=0), ys, rest)
+
+
+def optimization_barrier(operand: Any) -> Any:
+    """``operand`` (any pytree) unchanged, behind one ``optimization_barrier`` equation: CSE
+    never merges a computation on its outputs with the same computation on its inputs (the
+    barrier is removed after CSE; fungraph's other passes do not move work across values)."""
+    from fungraph.primitives.barrier import optimization_barrier as barrier
+    from fungraph.tree_util import tree_flatten, tree_unflatten
+
+    leaves, tree = tree_flatten(operand)
+    return tree_unflatten(tree, barrier([asarray(x) for x in leaves]))

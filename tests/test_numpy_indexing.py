@@ -1,6 +1,6 @@
-"""``fungraph.numpy._extra``: the conventions an op-record row cannot show (sizes under a trace,
-JAX's ``inplace=False`` and dtypes, errors). Its rows (``fungraph.testing.op_records_extra``) run
-with the wider API's in ``tests/test_numpy_more.py``."""
+"""``fungraph.numpy``'s indexing and set routines: index tricks (``r_``, ``c_``, ``mgrid``, ...),
+functional updates (``inplace=False`` as JAX requires), selections, ``place``/``put``, and
+``unique`` and the set functions with JAX's ``size=`` under a trace."""
 
 from __future__ import annotations
 
@@ -11,43 +11,69 @@ from hypothesis import strategies as st
 
 import fungraph as fg
 import fungraph.numpy as fnp
-from fungraph.testing import shapes
+from fungraph.testing import check_grads, shapes
+from tests.helpers import assert_same, check_jit_and_vmap, jax_or_skip
 
-# --- conventions -------------------------------------------------------------------------------
-
-
-def test_bincount_sizes_like_numpy_eagerly_and_needs_length_under_jit() -> None:
-    x = np.array([0, 3, 3, 1, 9])
-    np.testing.assert_array_equal(fnp.bincount(x), np.bincount(x))
-    np.testing.assert_array_equal(fnp.bincount(x, minlength=12), np.bincount(x, minlength=12))
-    np.testing.assert_array_equal(fg.jit(lambda v: fnp.bincount(v, length=4))(x), [1, 1, 0, 2])
-    with pytest.raises(TypeError, match="length="):
-        fg.jit(fnp.bincount)(x)
-    with pytest.raises(ValueError, match="non-negative"):
-        fnp.bincount(np.array([1, -1]))
-    with pytest.raises(TypeError, match="integer"):
-        fnp.bincount(np.array([1.0]))
-    w = np.array([0.5, 1.0, 2.0, 4.0, 8.0], np.float32)
-    assert fnp.bincount(x, w).dtype == np.float32
+# --- index tricks ---------------------------------------------------------------------------------
 
 
-def test_histogram_edges_and_out_of_range_values() -> None:
-    a = np.array([-5.0, 0.0, 0.5, 1.0, 1.0, 2.0, 7.0])
-    for bins, rng in ((np.array([0.0, 0.5, 1.0, 2.0]), None), (3, (0.0, 2.0)), (4, None)):
-        got, want = fnp.histogram(a, bins, rng), np.histogram(a, bins, rng)
-        np.testing.assert_array_equal(got[0], want[0])
-        np.testing.assert_allclose(got[1], want[1])
-    np.testing.assert_array_equal(fnp.histogram(np.full(3, 2.0), 2)[1], np.histogram(np.full(3, 2.0), 2)[1])
-    with pytest.raises(NotImplementedError, match="auto"):
-        fnp.histogram(a, "auto")
-    with pytest.raises(ValueError, match="range"):
-        fnp.histogram(a, 3, (2.0, 1.0))
+R_C_CASES = [
+    lambda m, a, b, M: m.r_[a, b],
+    lambda m, a, b, M: m.r_[a, 0, 0, b],
+    lambda m, a, b, M: m.r_[-1:1:6j, [0.0] * 3, 5, 6],
+    lambda m, a, b, M: m.r_[1:5:2, a],
+    lambda m, a, b, M: m.c_[a, b],
+    lambda m, a, b, M: m.c_[M, M],
+    lambda m, a, b, M: m.c_[a, 0:3],
+    lambda m, a, b, M: m.r_["-1", M, M],
+    lambda m, a, b, M: m.r_["0,2", a, b],
+    lambda m, a, b, M: m.r_["0,2,0", a, b],
+    lambda m, a, b, M: m.r_["1,2,0", a, b],
+]
 
 
-def test_nanquantile_of_an_all_nan_slice_is_nan() -> None:
-    x = np.array([[np.nan, np.nan], [1.0, np.nan]])
-    np.testing.assert_array_equal(fnp.nanmedian(x, axis=1), [np.nan, 1.0])
-    np.testing.assert_array_equal(fg.jit(lambda v: fnp.nanquantile(v, 0.3, axis=1))(x), [np.nan, 1.0])
+@pytest.mark.parametrize("case", range(len(R_C_CASES)))
+def test_r_and_c_match_numpy_eagerly_and_under_jit(case: int) -> None:
+    rng = np.random.default_rng(case)
+    a, b = rng.standard_normal((2, 3))
+    M = rng.standard_normal((2, 3)).astype(np.float32)
+    fun = R_C_CASES[case]
+    want = fun(np, a, b, M)
+    for got in (fun(fnp, a, b, M), fg.jit(lambda a, b, M: fun(fnp, a, b, M))(a, b, M)):
+        got = np.asarray(got)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_r_is_differentiable_and_rejects_matrix_directives() -> None:
+    x = np.arange(3.0)
+    np.testing.assert_allclose(fg.grad(lambda x: fnp.sum(fnp.r_[x, 2.0 * x] ** 2))(x), 10 * x)
+    with pytest.raises(ValueError, match="matrix directive 'r'"):
+        fnp.r_["r", x]
+    with pytest.raises(ValueError, match="unknown directive 'x'"):
+        fnp.r_["x", x]
+
+
+def test_mgrid_ogrid_s_and_index_exp_match_numpy_and_jax() -> None:
+    _, jnp = jax_or_skip()
+    keys = [slice(0, 4), (slice(0, 3), slice(1, 5, 2)), (slice(0, 1, 3j), slice(0, 2)), slice(3, 0, -1),
+            (slice(0, 3),), (slice(-1, 1, 5j), slice(0, 2, 0.5), slice(2))]
+    for key in keys:
+        for ours, theirs in ((fnp.mgrid, np.mgrid), (fnp.ogrid, np.ogrid)):
+            got, want = ours[key], theirs[key]
+            assert isinstance(got, list) == isinstance(want, tuple)
+            for g, w in zip(*(x if isinstance(x, (list, tuple)) else [x] for x in (got, want))):
+                assert_same(g, w, exact=True)
+                assert g.dtype == w.dtype
+    key = (slice(0, 2, 3j), slice(1, 3))
+    assert_same(fnp.mgrid[key], np.asarray(jnp.mgrid[key]), exact=True)
+    assert isinstance(jnp.ogrid[key], list) and isinstance(fnp.ogrid[key], list)
+    assert fnp.s_[1:2, ::3] == np.s_[1:2, ::3] and fnp.index_exp[2] == (2,)
+    x = np.arange(12.0).reshape(3, 4)
+    assert_same(fg.jit(lambda v: v[fnp.s_[1:, ::2]])(x), x[1:, ::2])
+
+
+# --- selections and functional updates ------------------------------------------------------------
 
 
 def test_updates_are_functional_as_in_jax() -> None:
@@ -74,20 +100,53 @@ def test_selection_errors_name_the_problem() -> None:
                                   np.choose([1, 0], [x[:2], x[2:]]))
 
 
-def test_block_shift_aliases_window_and_array_constructors() -> None:
-    np.testing.assert_array_equal(fnp.block([[1, 2], [3, 4]]), np.block([[1, 2], [3, 4]]))
-    with pytest.raises(TypeError, match="tuples"):
-        fnp.block((np.ones(2), np.ones(2)))
-    v, s = np.array([5, -5, 1 << 40]), np.array([1, 2, 63])
-    np.testing.assert_array_equal(fnp.bitwise_left_shift(v, s), np.left_shift(v, s))
-    np.testing.assert_array_equal(fnp.bitwise_right_shift(v, s), np.right_shift(v, s))
-    for m, beta in ((1, 3.0), (8, 0.0), (11, 8.6)):
-        np.testing.assert_allclose(fnp.kaiser(m, beta), np.kaiser(m, beta), rtol=1e-12)
-    assert fnp.ascontiguousarray([1, 2]).dtype == np.int64
-    assert fnp.asanyarray(np.float32(1)).dtype == np.float32
-    np.testing.assert_allclose(fg.grad(lambda b: fnp.sum(fnp.kaiser(6, b)))(2.0),
-                               (np.sum(np.kaiser(6, 2.0 + 1e-6)) - np.sum(np.kaiser(6, 2.0 - 1e-6))) / 2e-6,
-                               rtol=1e-6)
+@settings(max_examples=6)
+@given(shapes(1, 3, 1, 4), st.integers(1, 4), st.integers(0, 2**31 - 1))
+def test_place_and_put_match_numpy(shape: tuple[int, ...], nv: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=shape)
+    mask = rng.uniform(size=shape) < 0.5
+    vals = rng.normal(size=nv)
+    want = a.copy()
+    np.place(want, mask, vals)
+    assert_same(fnp.place(a, mask, vals, inplace=False), want)
+    ind = rng.choice(a.size, size=min(nv + 1, a.size), replace=False) - rng.integers(0, 2) * a.size
+    for mode in ("raise", "clip", "wrap"):
+        want = a.copy()
+        np.put(want, ind, vals, mode=mode)
+        assert_same(fnp.put(a, ind, vals, mode=mode, inplace=False), want)
+    far = np.concatenate([ind, [a.size + 3, -a.size - 1]])
+    for mode in ("clip", "wrap"):
+        want = a.copy()
+        np.put(want, far, vals, mode=mode)
+        assert_same(fnp.put(a, far, vals, mode=mode, inplace=False), want)
+    want = a.copy()
+    np.put(want, ind, np.resize(vals, far.size)[:ind.size])
+    assert_same(fnp.put(a, far, vals, mode="fill", inplace=False), want)
+
+
+def test_place_and_put_are_functional_trace_and_differentiate() -> None:
+    a = np.arange(6.0)
+    for call in (lambda: fnp.place(a, a > 2, 0.0), lambda: fnp.put(a, [0], 1.0)):
+        with pytest.raises(ValueError, match="inplace=False"):
+            call()
+    with pytest.raises(IndexError, match="out of bounds"):
+        fnp.put(a, [6], 1.0, mode="raise", inplace=False)
+    assert_same(fnp.put(a, [1, 1], [5.0, 7.0], inplace=False), [0, 7, 2, 3, 4, 5])
+    rng = np.random.default_rng(4)
+    mask = np.array([True, False, True, True, False, False])
+    check_grads(lambda x, v: fnp.place(x, mask, v, inplace=False), (rng.normal(size=6), rng.normal(size=2)), order=2)
+    check_grads(lambda x, v: fnp.put(x, np.array([0, 4, 4]), v, inplace=False),
+                (rng.normal(size=(2, 3)), rng.normal(size=3)), order=2)
+    masks = rng.uniform(size=(3, 6)) < 0.5
+    check_jit_and_vmap(lambda x, m: fnp.place(x, m, np.array([9.0, 8.0]), inplace=False),
+                       (rng.normal(size=(3, 6)), masks))
+    idx = rng.integers(-8, 8, size=(3, 4))
+    for mode in ("fill", "clip", "wrap"):
+        check_jit_and_vmap(lambda i, m=mode: fnp.put(a, i, np.array([1.0, 2.0]), mode=m, inplace=False), (idx,))
+
+
+# --- unique values and sets -----------------------------------------------------------------------
 
 
 def test_unique_matches_numpy_eagerly_and_jax_padding_under_jit() -> None:
@@ -143,20 +202,6 @@ def test_unique_along_an_axis_errors_and_vmap() -> None:
         fnp.unique(x, axis=2)
     got = fg.vmap(lambda a: fnp.unique(a, axis=0, size=3))(np.stack([x, x[::-1], x[[0, 0, 2, 2]]]))
     np.testing.assert_array_equal(got, [np.unique(x, axis=0), np.unique(x, axis=0), [[1, 2], [1, 2], [1, 2]]])
-
-
-@pytest.mark.parametrize("shape", [(2, 0), (0, 3), (2, 3), ()])
-def test_all_and_any_of_empty_axes_match_numpy(shape: tuple[int, ...]) -> None:
-    a = np.random.default_rng(0).random(shape) < 0.5
-    for name in ("all", "any"):
-        for axis in (None, 0, 1, (0, 1), -1) if shape else (None,):
-            for keep in (False, True):
-                want = getattr(np, name)(a, axis=axis, keepdims=keep)
-                for got in (getattr(fnp, name)(a, axis=axis, keepdims=keep),
-                            fg.jit(lambda x: getattr(fnp, name)(x, axis=axis, keepdims=keep))(a)):
-                    got = np.asarray(got)
-                    assert got.shape == want.shape and got.dtype == want.dtype, (name, axis, keep)
-                    np.testing.assert_array_equal(got, want)
 
 
 def test_set_functions_match_numpy_eagerly_and_need_size_under_jit() -> None:

@@ -1,82 +1,16 @@
-"""numpy functions whose result shape depends on the data (``nonzero``, ``flatnonzero``,
-``argwhere``) with JAX's ``size=``/``fill_value=`` contract, and ``vectorize`` /
-``apply_along_axis`` built on ``vmap``.
-
-Eagerly, without ``size``, they return numpy's answer. Traced, the output shape must be known
-when tracing: ``size`` fixes it (the first ``size`` hits in order, padded with ``fill_value``),
-and without it the call raises a :class:`~fungraph.core.ConcretizationError` that says so.
-"""
+"""Functional programming in ``fungraph.numpy``: ``vectorize`` and ``apply_along_axis`` built
+on ``vmap``, ``apply_over_axes`` and ``piecewise``."""
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from fungraph.core import ConcretizationError, Tracer
-from fungraph.numpy._util import asarray, aval
-
-
-def _fnp() -> Any:
-    from fungraph import numpy as fnp
-
-    return fnp
-
-
-def _flat_hits(a: Any, size: int | None, fill_value: Any, name: str) -> tuple[Any, Any]:
-    """Flat indices of the nonzero entries of ``a``, in order, as an int64 array of ``size``,
-    and which of the ``size`` slots hold a hit (None eagerly without ``size``)."""
-    fnp = _fnp()
-    x = asarray(a)
-    if size is None:
-        if isinstance(x, Tracer):
-            raise ConcretizationError(
-                f"{name} of a traced {aval(x)} has a data-dependent shape; pass size= (the number of "
-                "indices to return, padded with fill_value) as in JAX")
-        return np.flatnonzero(np.asarray(x)), None
-    size = int(size)
-    if size < 0:
-        raise ValueError(f"{name}: size must be >= 0, got {size}")
-    flat = fnp.ravel(x)
-    n = aval(flat).shape[0]
-    hit = fnp.not_equal(flat, np.zeros((), aval(flat).dtype))
-    order = fnp.argsort(fnp.logical_not(hit), stable=True)
-    if size > n:
-        order = fnp.concatenate([order, np.zeros(size - n, np.int64)])
-    first = order[:size]
-    fill = 0 if fill_value is None else fill_value
-    kept = fnp.less(np.arange(size), fnp.count_nonzero(hit))
-    return fnp.where(kept, first, np.asarray(fill, np.int64)), kept
-
-
-def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
-    """Flat indices of the nonzero entries (JAX's ``size``/``fill_value`` when traced)."""
-    return _flat_hits(a, size, fill_value, "flatnonzero")[0]
-
-
-def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, ...]:
-    """Per-axis indices of the nonzero entries; ``fill_value`` may be one value per axis."""
-    fnp = _fnp()
-    x = asarray(a)
-    shape = aval(x).shape
-    if not shape:
-        raise ValueError("nonzero of a 0-d array is not supported (numpy deprecated it); use atleast_1d")
-    fills = fill_value if isinstance(fill_value, (tuple, list)) else (fill_value,) * len(shape)
-    if len(fills) != len(shape):
-        raise ValueError(f"nonzero: fill_value has {len(fills)} entries for an array of rank {len(shape)}")
-    flat, kept = _flat_hits(x, size, 0, "nonzero")
-    if size is None:
-        return tuple(np.unravel_index(flat, shape))
-    coords = fnp.unravel_index(flat, shape)
-    return tuple(c if f is None else fnp.where(kept, c, np.asarray(f, np.int64)) for c, f in zip(coords, fills))
-
-
-def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
-    """``nonzero``'s indices stacked as rows, shape ``(hits, ndim)``."""
-    return _fnp().stack(nonzero(a, size=size, fill_value=fill_value), axis=1)
-
+from fungraph.numpy._util import asarray, aval, namespace
 
 _DIMS = r"\(([\w,\s]*)\)"
 
@@ -105,7 +39,7 @@ def vectorize(pyfunc: Callable[..., Any], *, excluded: Sequence[int | str] = (),
 
     @functools.wraps(pyfunc)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        fnp = _fnp()
+        fnp = namespace()
         fixed = {i: a for i, a in enumerate(args) if i in excluded}
         fixed_kw = {k: v for k, v in kwargs.items() if k in excluded}
         mapped_kw = {k: v for k, v in kwargs.items() if k not in excluded}
@@ -146,7 +80,7 @@ def vectorize(pyfunc: Callable[..., Any], *, excluded: Sequence[int | str] = (),
 def apply_along_axis(func1d: Callable[..., Any], axis: int, arr: Any, *args: Any, **kwargs: Any) -> Any:
     """``func1d`` applied to each 1-d slice along ``axis`` (with ``vmap``); its result's axes
     replace ``axis``, as in numpy."""
-    fnp = _fnp()
+    fnp = namespace()
     from fungraph.api import vmap
     from fungraph.numpy._util import normalize_axes
 
@@ -161,3 +95,44 @@ def apply_along_axis(func1d: Callable[..., Any], axis: int, arr: Any, *args: Any
     rank = len(lead)
     return fnp.transpose(out, (*range(ax), *range(rank, rank + extra), *range(ax, rank)))
 
+
+def apply_over_axes(func: Callable[[Any, int], Any], a: Any, axes: Any) -> Any:
+    """``func(a, axis)`` applied for each axis in turn, each result kept at ``a``'s rank (a
+    reduced axis is put back with length 1)."""
+    fnp = namespace()
+    out = asarray(a)
+    for ax in ([axes] if np.ndim(axes) == 0 else list(axes)):
+        ax = int(ax) % builtins.max(out.ndim, 1)
+        res = asarray(func(out, ax))
+        if res.ndim != out.ndim:
+            res = fnp.expand_dims(res, ax)
+        if res.ndim != out.ndim:
+            raise ValueError("apply_over_axes: function is not returning an array of the correct shape")
+        out = res
+    return out
+
+
+def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: Any) -> Any:
+    """``funclist[k]`` (a function of ``x`` or a constant) where ``condlist[k]`` holds, the last
+    true condition winning; an extra last function gives the value where none holds (else 0).
+    The result has ``x``'s dtype. Each function is applied to the whole of ``x`` and its values
+    selected, which agrees with numpy and JAX for elementwise functions."""
+    fnp = namespace()
+    xa = asarray(x)
+    if isinstance(condlist, (list, tuple)):
+        conds = [asarray(c) for c in condlist]
+    else:
+        c = asarray(condlist)
+        conds = [c] if c.ndim <= xa.ndim else [c[i] for i in range(c.shape[0])]
+    n, nf = len(conds), len(funclist)
+    if nf not in (n, n + 1):
+        raise ValueError(f"piecewise: with {n} condition(s), either {n} or {n + 1} functions are expected; got {nf}")
+
+    def value(f: Any) -> Any:
+        out = f(xa, *args, **kw) if callable(f) else f
+        return fnp.broadcast_to(fnp.asarray(out).astype(xa.dtype), xa.shape)
+
+    out = value(funclist[n]) if nf == n + 1 else fnp.zeros(xa.shape, xa.dtype)
+    for c, f in zip(conds, funclist):
+        out = fnp.where(c.astype(bool), value(f), out)
+    return out

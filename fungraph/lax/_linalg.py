@@ -1,0 +1,132 @@
+"""``jax.lax``'s products: ``Precision`` and the ``dot_general``/``dot``/``batch_matmul`` that take
+it, with ``preferred_element_type``."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+from fungraph import dtypes
+from fungraph import numpy as fnp
+from fungraph.core import ShapeError
+from fungraph.ir import aval_of
+from fungraph.lax._elementwise import _same_dtype
+from fungraph.numpy._util import asarray, cast, promote
+
+
+class Precision(enum.Enum):
+    """``jax.lax.Precision``: how accurately an accelerator multiplies float32 matrices. Every
+    fungraph backend computes in the operands' dtype, so it is accepted and has no effect.
+    Constructible from JAX's names: ``Precision("highest")``, ``Precision("tensorfloat32")``."""
+
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value: object) -> Precision | None:
+        return _PRECISION_NAMES.get(value) if isinstance(value, str) else None
+
+    def __repr__(self) -> str:
+        return f"Precision.{self.name}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_PRECISION_NAMES = {
+    "default": Precision.DEFAULT, "fastest": Precision.DEFAULT, "bfloat16": Precision.DEFAULT,
+    "high": Precision.HIGH, "bfloat16_3x": Precision.HIGH, "tensorfloat32": Precision.HIGH,
+    "highest": Precision.HIGHEST, "float32": Precision.HIGHEST,
+}
+
+
+DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
+PrecisionLike = Precision | str | tuple[Any, Any] | None
+
+
+def canonical_precision(precision: Any) -> Precision | tuple[Precision, Precision] | None:
+    """``precision`` checked and normalised: None, one ``Precision`` or a pair (lhs, rhs)."""
+    if precision is None or isinstance(precision, Precision):
+        return precision
+    try:
+        if isinstance(precision, str):
+            return Precision(precision)
+        if isinstance(precision, (tuple, list)) and len(precision) == 2:
+            lhs, rhs = (p if isinstance(p, Precision) else Precision(p) for p in precision)
+            return lhs, rhs
+    except ValueError:
+        pass
+    raise ValueError(f"precision must be None, a lax.Precision, one of the strings {sorted(_PRECISION_NAMES)}, or a "
+                     f"pair of those; got {precision!r}")
+
+
+def preferred_operands(name: str, xs: Sequence[Any], preferred_element_type: Any) -> tuple[list[Any], Any]:
+    """The operands of a product at one dtype, and the dtype of the result: with
+    ``preferred_element_type`` the operands are cast to it first (an integer result of
+    inexact operands is cast after, as rounding first would change the sum)."""
+    arrays = [asarray(x) for x in promote(*xs)]
+    if preferred_element_type is None:
+        return arrays, None
+    want = dtypes.canonical(preferred_element_type)
+    have = aval_of(arrays[0]).dtype
+    if dtypes.is_inexact(have) and not dtypes.is_inexact(want):
+        return arrays, want
+    if dtypes.is_complex(have) and not dtypes.is_complex(want):
+        raise TypeError(f"lax.{name}: preferred_element_type {want} would drop the imaginary part of {have} operands")
+    return [cast(x, want) for x in arrays], None
+
+
+def _finish(out: Any, after: Any) -> Any:
+    return out if after is None else cast(out, after)
+
+
+def _no_sharding(name: str, out_sharding: Any) -> None:
+    if out_sharding is not None:
+        raise NotImplementedError(f"lax.{name}: fungraph has no shardings; out_sharding must be None")
+
+
+def dot_general(lhs: Any, rhs: Any, dimension_numbers: DotDimensionNumbers, precision: PrecisionLike = None,
+                preferred_element_type: Any = None, *, out_sharding: Any = None) -> Any:
+    """Contract ``lhs`` and ``rhs`` over ``((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))``;
+    the result has the batch axes, then ``lhs``'s free axes, then ``rhs``'s. ``precision`` is
+    accepted and ignored (see :class:`Precision`)."""
+    from fungraph.primitives.linalg import dot_general as dot_general_
+
+    canonical_precision(precision)
+    _no_sharding("dot_general", out_sharding)
+    (a, b), after = preferred_operands("dot_general", (lhs, rhs), preferred_element_type)
+    try:
+        (lc, rc), (lb, rb) = dimension_numbers
+    except (TypeError, ValueError):
+        raise TypeError(f"lax.dot_general: dimension_numbers must be ((lhs_contracting, rhs_contracting), "
+                        f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from None
+    contract = (tuple(int(i) for i in lc), tuple(int(i) for i in rc))
+    batch = (tuple(int(i) for i in lb), tuple(int(i) for i in rb))
+    return _finish(dot_general_(a, b, (contract, batch)), after)
+
+
+def dot(lhs: Any, rhs: Any, *, dimension_numbers: DotDimensionNumbers | None = None, precision: PrecisionLike = None,
+        preferred_element_type: Any = None, out_sharding: Any = None) -> Any:
+    """Vector/matrix products of rank <= 2 operands, or ``dot_general`` when
+    ``dimension_numbers`` are given. Mixed dtypes promote, as in JAX."""
+    if dimension_numbers is not None:
+        return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, out_sharding=out_sharding)
+    canonical_precision(precision)
+    _no_sharding("dot", out_sharding)
+    (a, b), after = preferred_operands("dot", (lhs, rhs), preferred_element_type)
+    if len(aval_of(a).shape) > 2 or len(aval_of(b).shape) > 2:
+        raise ShapeError(f"lax.dot takes operands of rank <= 2, got {aval_of(a)} and {aval_of(b)}; "
+                         "use lax.dot_general")
+    return _finish(fnp.dot(a, b), after)
+
+
+def batch_matmul(lhs: Any, rhs: Any, precision: PrecisionLike = None) -> Any:
+    """Matrix products over matching leading (batch) axes."""
+    canonical_precision(precision)
+    a, b = _same_dtype("batch_matmul", lhs, rhs)
+    sa, sb = aval_of(a).shape, aval_of(b).shape
+    if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2]:
+        raise ShapeError(f"lax.batch_matmul: batch axes differ: {aval_of(a)} and {aval_of(b)}")
+    return fnp.matmul(a, b)

@@ -1,0 +1,67 @@
+"""``jax.lax``'s special functions, each the primitive ``fungraph.scipy.special`` binds (so the same
+derivative rules): the logistic and error functions, log-gamma and digamma, Hurwitz zeta,
+polygamma, the incomplete gamma functions (differentiable in ``a`` by ``igamma_grad_a``), the
+incomplete beta function and the exponentially scaled Bessel functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fungraph.lax._elementwise import _floats, _unary
+from fungraph.numpy._util import promote
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives import special as sp
+
+
+def _float_op(prim: Any) -> Any:
+    """``prim`` bound to its operand made inexact (ints compute in float64), as
+    ``fungraph.scipy.special`` binds it: the same primitive, not an import of that layer."""
+    return lambda x: prim.bind(*promote(x, to_inexact=True))
+
+
+logistic = _unary("logistic", _float_op(ew.logistic_p))
+erf = _unary("erf", _float_op(ew.erf_p))
+erfc = _unary("erfc", _float_op(sp.erfc_p))
+erf_inv = _unary("erf_inv", _float_op(sp.erf_inv_p))
+lgamma = _unary("lgamma", _float_op(sp.lgamma_p))
+digamma = _unary("digamma", _float_op(sp.digamma_p))
+
+
+def zeta(x: Any, q: Any) -> Any:
+    """The Hurwitz zeta function sum_k (q + k)^-x; differentiable in ``q``."""
+    return sp.zeta_p.bind(*_floats("zeta", x, q))
+
+
+def polygamma(m: Any, x: Any) -> Any:
+    """The m-th derivative of digamma; differentiable in ``x``."""
+    return sp.polygamma_p.bind(*_floats("polygamma", m, x))
+
+
+def igamma_grad_a(a: Any, x: Any) -> Any:
+    """dP(a, x)/da, P the regularised lower incomplete gamma function."""
+    return sp.igamma_grad_a_p.bind(*_floats("igamma_grad_a", a, x))
+
+
+def igamma(a: Any, x: Any) -> Any:
+    """The regularised lower incomplete gamma function P(a, x), differentiable in both."""
+    return sp.igamma_p.bind(*_floats("igamma", a, x))
+
+
+def igammac(a: Any, x: Any) -> Any:
+    """The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x), differentiable in both."""
+    return sp.igammac_p.bind(*_floats("igammac", a, x))
+
+
+def betainc(a: Any, b: Any, x: Any) -> Any:
+    """The regularised incomplete beta function I_x(a, b); differentiable in ``x``."""
+    return sp.betainc_p.bind(*_floats("betainc", a, b, x))
+
+
+def bessel_i0e(x: Any) -> Any:
+    """exp(-|x|) I0(x)."""
+    return sp.bessel_i0e_p.bind(*_floats("bessel_i0e", x))
+
+
+def bessel_i1e(x: Any) -> Any:
+    """exp(-|x|) I1(x)."""
+    return sp.bessel_i1e_p.bind(*_floats("bessel_i1e", x))

@@ -1,0 +1,152 @@
+"""Sorting, searching and counting in ``fungraph.numpy``: the ``sort`` and ``argsort``
+primitives, ``lexsort``, ``searchsorted``, and the functions whose result's size depends on the
+data (``nonzero``, ``flatnonzero``, ``argwhere``) with JAX's ``size=``/``fill_value=`` contract.
+
+Eagerly, without ``size``, those return numpy's answer. Traced, the output shape must be known
+when tracing: ``size`` fixes it (the first ``size`` hits in order, padded with ``fill_value``),
+and without it the call raises a :class:`~fungraph.core.ConcretizationError` that says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.core import ConcretizationError, Tracer
+from fungraph.numpy import _reductions as red
+from fungraph.numpy._elementwise import less, less_equal
+from fungraph.numpy._util import asarray, aval, flat_or_axis, namespace, promote
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives import shape as sh
+from fungraph.primitives.indexing import take as take_prim
+from fungraph.primitives.sorting import argsort_p, sort_p
+
+# --- sorting --------------------------------------------------------------------------------------
+
+
+def _check_order(order: Any, name: str) -> None:
+    if order is not None:
+        raise NotImplementedError(f"{name}: structured arrays (order=) are not supported")
+
+
+def sort(a: Any, axis: int | None = -1, kind: Any = None, order: Any = None, *, stable: Any = True,
+         descending: bool = False) -> Any:
+    """``a`` sorted along ``axis`` (NaNs last; ``descending``: the ascending order reversed, as JAX)."""
+    _check_order(order, "sort")
+    x, ax = flat_or_axis(a, axis, "sort")
+    if not x.ndim:
+        return x
+    out = sort_p.bind(x, axis=ax)
+    return sh.rev(out, (ax,)) if descending else out
+
+
+def argsort(a: Any, axis: int | None = -1, kind: Any = None, order: Any = None, *, stable: Any = True,
+            descending: bool = False) -> Any:
+    """Indices that sort ``a`` along ``axis``, stably: equal entries keep their order, also when
+    ``descending`` (then from the last entry's view: the reversed array's ascending order, reversed)."""
+    _check_order(order, "argsort")
+    x, ax = flat_or_axis(a, axis, "argsort")
+    if x.ndim == 0:
+        return np.zeros((), np.int64)
+    if not descending:
+        return argsort_p.bind(x, axis=ax)
+    last = np.asarray(x.shape[ax] - 1, np.int64)
+    return ew.sub(last, sh.rev(argsort_p.bind(sh.rev(x, (ax,)), axis=ax), (ax,)))
+
+
+def partition(a: Any, kth: Any, axis: int | None = -1, kind: str = "introselect", order: Any = None) -> Any:
+    """A full sort, which is one valid partition for every ``kth``."""
+    return sort(a, axis)
+
+
+def argpartition(a: Any, kth: Any, axis: int | None = -1, kind: str = "introselect", order: Any = None) -> Any:
+    return argsort(a, axis)
+
+
+def lexsort(keys: Any, axis: int = -1) -> Any:
+    """Indices that sort by the last key, ties broken by the one before it, and so on (stable)."""
+    fnp = namespace()
+    ks = [asarray(k) for k in keys] if isinstance(keys, (tuple, list)) else list(fnp.unstack(asarray(keys)))
+    if not ks:
+        raise TypeError("lexsort: need at least one key")
+    order = fnp.argsort(ks[0], axis=axis, stable=True)
+    for k in ks[1:]:
+        step = fnp.argsort(fnp.take_along_axis(k, order, axis, mode="clip"), axis=axis, stable=True)
+        order = fnp.take_along_axis(order, step, axis, mode="clip")
+    return order
+
+
+def sort_complex(a: Any) -> Any:
+    """``a`` sorted by real part, then imaginary part, as a complex array (complex64 for
+    float32 input, as in JAX; numpy always gives complex128)."""
+    x = asarray(a)
+    return namespace().sort(x if dtypes.is_complex(x.dtype) else x.astype(np.promote_types(x.dtype, np.complex64)))
+
+
+# --- searching ------------------------------------------------------------------------------------
+
+
+def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
+    """Insertion points into the sorted 1-d ``a``: how many entries lie below (or at) each ``v``."""
+    x, vals = promote(a, v)
+    if sorter is not None:
+        x = take_prim(x, asarray(sorter), 0)
+    if x.ndim != 1:
+        raise ValueError("searchsorted: a must be 1-d")
+    vv = sh.reshape(vals, vals.shape + (1,))
+    below = (less if side == "left" else less_equal)(x, vv)
+    return red.sum(ew.convert(below, dtypes.int64), axis=-1)
+
+
+def _flat_hits(a: Any, size: int | None, fill_value: Any, name: str) -> tuple[Any, Any]:
+    """Flat indices of the nonzero entries of ``a``, in order, as an int64 array of ``size``,
+    and which of the ``size`` slots hold a hit (None eagerly without ``size``)."""
+    fnp = namespace()
+    x = asarray(a)
+    if size is None:
+        if isinstance(x, Tracer):
+            raise ConcretizationError(
+                f"{name} of a traced {aval(x)} has a data-dependent shape; pass size= (the number of "
+                "indices to return, padded with fill_value) as in JAX")
+        return np.flatnonzero(np.asarray(x)), None
+    size = int(size)
+    if size < 0:
+        raise ValueError(f"{name}: size must be >= 0, got {size}")
+    flat = fnp.ravel(x)
+    n = aval(flat).shape[0]
+    hit = fnp.not_equal(flat, np.zeros((), aval(flat).dtype))
+    order = fnp.argsort(fnp.logical_not(hit), stable=True)
+    if size > n:
+        order = fnp.concatenate([order, np.zeros(size - n, np.int64)])
+    first = order[:size]
+    fill = 0 if fill_value is None else fill_value
+    kept = fnp.less(np.arange(size), fnp.count_nonzero(hit))
+    return fnp.where(kept, first, np.asarray(fill, np.int64)), kept
+
+
+def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """Flat indices of the nonzero entries (JAX's ``size``/``fill_value`` when traced)."""
+    return _flat_hits(a, size, fill_value, "flatnonzero")[0]
+
+
+def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, ...]:
+    """Per-axis indices of the nonzero entries; ``fill_value`` may be one value per axis."""
+    fnp = namespace()
+    x = asarray(a)
+    shape = aval(x).shape
+    if not shape:
+        raise ValueError("nonzero of a 0-d array is not supported (numpy deprecated it); use atleast_1d")
+    fills = fill_value if isinstance(fill_value, (tuple, list)) else (fill_value,) * len(shape)
+    if len(fills) != len(shape):
+        raise ValueError(f"nonzero: fill_value has {len(fills)} entries for an array of rank {len(shape)}")
+    flat, kept = _flat_hits(x, size, 0, "nonzero")
+    if size is None:
+        return tuple(np.unravel_index(flat, shape))
+    coords = fnp.unravel_index(flat, shape)
+    return tuple(c if f is None else fnp.where(kept, c, np.asarray(f, np.int64)) for c, f in zip(coords, fills))
+
+
+def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """``nonzero``'s indices stacked as rows, shape ``(hits, ndim)``."""
+    return namespace().stack(nonzero(a, size=size, fill_value=fill_value), axis=1)

@@ -1,0 +1,103 @@
+"""Op records for ``fungraph.numpy``'s mathematical functions, floating-point and bit operations,
+logic; same format and tags as :data:`fungraph.testing.op_records.OP_RECORDS` (see
+:mod:`fungraph.testing.numpy_records`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fungraph import numpy as fnp
+from fungraph.testing.numpy_records._shared import (
+    NONZERO,
+    POS,
+    UNIT,
+    _bcast,
+    _f_binary,
+    _f_unary,
+    _inf_nan,
+    _ints,
+    _nan_in,
+    _one,
+    _rec,
+    _same,
+    _shifts,
+)
+from fungraph.testing.op_records import FI, INTS, F, OpRecord
+
+ELEMENTWISE_RECORDS: tuple[OpRecord, ...] = (
+    _f_unary("arcsin", fnp.arcsin, np.arcsin, UNIT),
+    _f_unary("arccos", fnp.arccos, np.arccos, UNIT),
+    _f_unary("arcsinh", fnp.arcsinh, np.arcsinh),
+    _f_unary("arccosh", fnp.arccosh, np.arccosh, (1.1, 4.0)),
+    _f_unary("arctanh", fnp.arctanh, np.arctanh, UNIT),
+    _f_unary("exp2", fnp.exp2, np.exp2),
+    _f_unary("log2", fnp.log2, np.log2, POS),
+    _f_unary("log10", fnp.log10, np.log10, POS),
+    _f_unary("sinc", fnp.sinc, np.sinc, dts=F),
+    _f_unary("cbrt", fnp.cbrt, np.cbrt, (0.2, 3.0)),
+    _f_unary("cbrt_negative", lambda x: fnp.cbrt(-x), lambda x: np.cbrt(-x), (0.2, 3.0)),
+    _f_unary("deg2rad", fnp.deg2rad, np.deg2rad),
+    _f_unary("rad2deg", fnp.rad2deg, np.rad2deg),
+    _f_unary("fabs", fnp.fabs, np.fabs, dts=F),
+    _f_unary("positive", fnp.positive, np.positive),
+    _f_unary("ceil", fnp.ceil, np.ceil, dts=F, differentiable=False),
+    _f_unary("trunc", fnp.trunc, np.trunc, dts=F, differentiable=False),
+    _f_unary("rint", fnp.rint, np.rint, dts=F, differentiable=False),
+    _f_unary("round", fnp.round, np.round, dts=FI, differentiable=False),
+    _f_unary("round_decimals", lambda x: fnp.round(x, 1), lambda x: np.round(x, 1), dts=F, differentiable=False),
+    _f_unary("round_negative_decimals", lambda x: fnp.round(x * 30, -1), lambda x: np.round(x * 30, -1),
+             dts=FI, differentiable=False),
+    _f_unary("round_halves", lambda x: fnp.round(fnp.floor(x * 4) / 2), lambda x: np.round(np.floor(x * 4) / 2),
+             dts=F, differentiable=False),
+    _f_unary("signbit", fnp.signbit, np.signbit, dts=FI, differentiable=False),
+    _f_unary("nan_to_num", lambda x: fnp.nan_to_num(fnp.log(x)), lambda x: np.nan_to_num(np.log(x)), (-1.0, 2.0),
+             dts=F, tags=("no_grad",)),
+    _f_unary("nan_to_num_values", lambda x: fnp.nan_to_num(_nan_in(x, fnp), nan=-7.0),
+             lambda x: np.nan_to_num(_nan_in(x, np), nan=-7.0), dts=F),
+    _f_unary("isneginf", lambda x: fnp.isneginf(fnp.log(x)), lambda x: np.isneginf(np.log(x)), (-1.0, 2.0),
+             dts=F, differentiable=False),
+    _f_binary("logaddexp", fnp.logaddexp, np.logaddexp),
+    _f_binary("logaddexp2", fnp.logaddexp2, np.logaddexp2),
+    _f_binary("hypot", fnp.hypot, np.hypot, (NONZERO, (-3.0, 3.0))),
+    _f_binary("fmax", fnp.fmax, np.fmax),
+    _f_binary("fmin", fnp.fmin, np.fmin),
+    _f_binary("fmax_nan", lambda x, y: fnp.fmax(_nan_in(x, fnp), _nan_in(-y, fnp)),
+              lambda x, y: np.fmax(_nan_in(x, np), _nan_in(-y, np)), dts=F, tags=("no_grad",)),
+    _f_binary("fmin_nan", lambda x, y: fnp.fmin(_nan_in(x, fnp), _nan_in(-y, fnp)),
+              lambda x, y: np.fmin(_nan_in(x, np), _nan_in(-y, np)), dts=F, tags=("no_grad",)),
+    _f_binary("fmod", fnp.fmod, np.fmod, ((-3.0, 3.0), (0.5, 3.0)), tol32=1e-4),
+    _f_binary("fmod_negative_divisor", lambda x, y: fnp.fmod(x, -y), lambda x, y: np.fmod(x, -y),
+              ((-3.0, 3.0), (0.5, 3.0)), tol32=1e-4),
+    _f_binary("copysign", fnp.copysign, np.copysign, (NONZERO, (-3.0, 3.0)), dts=F),
+    _f_binary("heaviside", lambda x, y: fnp.heaviside(fnp.round(x), y), lambda x, y: np.heaviside(np.round(x), y),
+              dts=F, tags=("no_grad",)),
+    _f_binary("float_power", fnp.float_power, np.float_power, (POS, (-2.0, 2.0)), dts=F),
+    _f_binary("ldexp", lambda x, y: fnp.ldexp(x, fnp.round(y).astype(np.int64)),
+              lambda x, y: np.ldexp(x, np.round(y).astype(np.int64)), dts=F),
+    _f_binary("isclose", lambda x, y: fnp.isclose(x, fnp.round(y * 4) / 4, atol=0.2),
+              lambda x, y: np.isclose(x, np.round(y * 4) / 4, atol=0.2), dts=F, differentiable=False),
+    _f_binary("allclose", lambda x, y: fnp.allclose(x, x + y * 1e-9), lambda x, y: np.allclose(x, x + y * 1e-9),
+              dts=F, differentiable=False),
+    OpRecord("array_equal", lambda x, y: fnp.array_equal(x, fnp.round(y)), lambda x, y: np.array_equal(
+        x, np.round(y)), _same(2), F, differentiable=False),
+    _rec("real_imag_conj", lambda x, xp: xp.stack([xp.real(x), xp.imag(x), xp.conj(x)]), _one()),
+    _rec("array_equiv", lambda x, y, xp: xp.array_equiv(x, y), _bcast(), FI, differentiable=False),
+    *(_rec(name, lambda x, y, xp, name=name: getattr(xp, name)(x, y), _same(2), INTS, differentiable=False)
+      for name in ("bitwise_and", "bitwise_or", "bitwise_xor")),
+    *(_rec(name, lambda x, xp, name=name: getattr(xp, name)(x), _one(), INTS, differentiable=False)
+      for name in ("bitwise_not", "bitwise_invert", "invert")),
+    _rec("divmod", lambda x, y, xp: xp.stack(xp.divmod(x, y)), _same(2), F, domains=((-3.0, 3.0), NONZERO),
+         tags=("no_grad",)),
+    *(_rec(name, lambda x, xp, name=name: getattr(xp, name)(x), _one(), FI, differentiable=False)
+      for name in ("iscomplex", "isreal")),
+    *(_rec(name, lambda x, xp, name=name: getattr(xp, name)(_inf_nan(x, xp)), _one(), F, differentiable=False)
+      for name in ("isinf", "isnan", "isposinf")),
+    _rec("modf", lambda x, xp: xp.stack(xp.modf(x)), _one(), F, tags=("no_grad",)),
+    _rec("gcd", lambda x, y, xp: xp.gcd(*_ints(x, y, xp)), _same(2), differentiable=False),
+    _rec("lcm", lambda x, y, xp: xp.lcm(*_ints(x, y, xp)), _same(2), differentiable=False),
+    _rec("left_shift", lambda x, y, xp: xp.left_shift(*_shifts(x, y, xp)), _same(2), differentiable=False),
+    _rec("right_shift", lambda x, y, xp: xp.right_shift(*_shifts(x, y, xp)), _same(2), differentiable=False),
+    _rec("i0", lambda x, xp: xp.i0(x), _one(), F),
+    _rec("unwrap", lambda x, xp: xp.unwrap(x * 3.0, axis=-1), _one(1), F),
+    _rec("unwrap_period", lambda x, xp: xp.unwrap(x * 3.0, period=4.0, axis=0), _one(1), F),
+)

@@ -1,0 +1,42 @@
+"""``fungraph.numpy``'s array manipulation beyond the op records: ``block``, ``trim_zeros``, and the
+aliases, windows and constructors that share their conventions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph.core import ConcretizationError
+from fungraph.testing import shapes
+from tests.helpers import assert_same
+
+
+def test_block_shift_aliases_window_and_array_constructors() -> None:
+    np.testing.assert_array_equal(fnp.block([[1, 2], [3, 4]]), np.block([[1, 2], [3, 4]]))
+    with pytest.raises(TypeError, match="tuples"):
+        fnp.block((np.ones(2), np.ones(2)))
+    v, s = np.array([5, -5, 1 << 40]), np.array([1, 2, 63])
+    np.testing.assert_array_equal(fnp.bitwise_left_shift(v, s), np.left_shift(v, s))
+    np.testing.assert_array_equal(fnp.bitwise_right_shift(v, s), np.right_shift(v, s))
+    for m, beta in ((1, 3.0), (8, 0.0), (11, 8.6)):
+        np.testing.assert_allclose(fnp.kaiser(m, beta), np.kaiser(m, beta), rtol=1e-12)
+    assert fnp.ascontiguousarray([1, 2]).dtype == np.int64
+    assert fnp.asanyarray(np.float32(1)).dtype == np.float32
+    np.testing.assert_allclose(fg.grad(lambda b: fnp.sum(fnp.kaiser(6, b)))(2.0),
+                               (np.sum(np.kaiser(6, 2.0 + 1e-6)) - np.sum(np.kaiser(6, 2.0 - 1e-6))) / 2e-6,
+                               rtol=1e-6)
+
+
+@settings(max_examples=6)
+@given(shapes(1, 3, 1, 5), st.sampled_from(["fb", "f", "b", "F"]), st.integers(0, 2**31 - 1))
+def test_trim_zeros_matches_numpy(shape: tuple[int, ...], trim: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 3, shape) * (rng.uniform(size=shape) < 0.3)
+    assert_same(fnp.trim_zeros(x, trim), np.trim_zeros(x, trim))
+    assert_same(fnp.trim_zeros(x, trim, axis=-1), np.trim_zeros(x, trim, axis=-1))
+    with pytest.raises(ConcretizationError):
+        fg.jit(fnp.trim_zeros)(x)
