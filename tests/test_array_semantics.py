@@ -209,6 +209,17 @@ def test_out_of_bounds_indices_follow_jax(name: str) -> None:
     _same_as_jax(fg.jit(lambda x: case(x, np))(F32), want)
 
 
+def test_out_of_bounds_indices_follow_jax_on_opencl(require_opencl: None) -> None:
+    for name in ("getitem_high", "getitem_array", "at_get_fill", "at_set_array_dropped", "at_add_clip"):
+        case = OOB_CASES[name]
+        _same_as_jax(fg.jit(lambda x, case=case: case(x, np), backend="opencl")(F32), case(jnp.asarray(F32), jnp))
+    take = fg.jit(lambda x, i: (x[i], x.at[i].set(-5.0), fnp.take(x, i)), backend="opencl")
+    for i in (3, 25, -11):
+        for got, want in zip(take(F32, np.int32(i)), (F32[min(max(i + 10 if i < 0 else i, 0), 9)],
+                                                       jnp.asarray(F32).at[i].set(-5.0), jnp.take(F32, i))):
+            _same_as_jax(got, want)
+
+
 @pytest.mark.parametrize("i", [3, 10, 25, -1, -10, -11, -40])
 def test_traced_out_of_bounds_indices_follow_jax(i: int) -> None:
     for f in (lambda x, i: x[i], lambda x, i: x.at[i].get(), lambda x, i: x.at[i].set(-5.0),
