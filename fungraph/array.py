@@ -164,15 +164,19 @@ class HostArray(Array, np.ndarray):
             raise TypeError("iteration over a 0-d array")
         return (self[i] for i in range(self.shape[0]))
 
-    def copy(self, order: str = "C") -> HostArray:  # type: ignore[override]
-        """A new (read-only) array with the same values."""
-        return hosted(np.array(self, order=order, copy=True))
+    def sort(self, *args: Any, **kwargs: Any) -> Any:
+        """JAX's ``x.sort()`` on a (read-only) result: a sorted copy; numpy's in-place sort on a
+        writeable copy (``x.copy()``, which numpy's own ``np.sort``, ``np.unique``, ... make
+        and then sort in place)."""
+        if self.flags.writeable:
+            return np.ndarray.sort(self, *args, **kwargs)
+        return self._jax_sort(*args, **kwargs)
 
     def __copy__(self) -> HostArray:
-        return self.copy()
+        return hosted(np.array(self, copy=True))
 
     def __deepcopy__(self, memo: Any) -> HostArray:
-        return self.copy()
+        return hosted(np.array(self, copy=True))
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Any = None) -> Any:
@@ -191,6 +195,9 @@ class HostArray(Array, np.ndarray):
 
     def __reduce__(self) -> tuple:
         return (hosted, (np.array(self, copy=True),))
+
+    #: ``fungraph.numpy.sort`` as a method (installed by ``fungraph.numpy._methods``)
+    _jax_sort: Any = None
 
 
 def _readonly_result(op: Any) -> Any:

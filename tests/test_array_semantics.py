@@ -96,9 +96,25 @@ def test_inplace_operators_rebind(op: str) -> None:
     assert isinstance(scope["y"], fg.Array)
 
 
+def test_sort_method_returns_a_sorted_copy_as_jax() -> None:
+    x = fnp.asarray(np.array([3.0, 1.0, 2.0], np.float32))
+    _same_as_jax(x.sort(), jnp.asarray(np.array([3.0, 1.0, 2.0], np.float32)).sort())
+    np.testing.assert_array_equal(x, [3.0, 1.0, 2.0])
+
+
+def test_numpys_functions_take_results() -> None:
+    """numpy's functions that copy their argument and sort or partition the copy in place."""
+    v = np.array([3.0, 1.0, 2.0, 1.0])
+    x = fnp.asarray(v)
+    for f in (np.sort, np.unique, np.median, lambda a: np.partition(a, 1), lambda a: np.percentile(a, 30),
+              np.argsort, lambda a: np.quantile(a, [0.2, 0.9]), np.nanmedian):
+        np.testing.assert_array_equal(f(x), f(v))
+    np.testing.assert_array_equal(x, v)
+
+
 def test_copies_and_pickles_stay_immutable() -> None:
     x = fnp.arange(4.0)
-    for other in (x.copy(), copy.copy(x), copy.deepcopy(x), pickle.loads(pickle.dumps(x))):
+    for other in (copy.copy(x), copy.deepcopy(x), pickle.loads(pickle.dumps(x))):
         assert type(other) is HostArray and not other.flags.writeable and not np.shares_memory(other, x)
         np.testing.assert_array_equal(other, x)
     assert np.array(x).flags.writeable  # np.array copies, as for a JAX array

@@ -180,3 +180,4 @@ def install() -> None:
         setattr(DeviceArray, name, fn)
     Tracer.__setitem__ = _traced_setitem
     HostArray.__getitem__ = _host_getitem
+    HostArray._jax_sort = _METHODS["sort"]
