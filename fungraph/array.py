@@ -7,7 +7,8 @@ and ``repr`` (``.at`` is installed by ``fungraph.numpy._methods``).
 
 - :class:`HostArray`, what eager operations and CPU-jitted calls return: a numpy array whose
   buffer is read-only, so numpy code sees it through ``np.asarray(x)`` without a copy and cannot
-  write through it. Staying a numpy subclass is the cheapest sound design: the CPU engine and
+  write through it. (numpy's own functions make writeable ones, ``np.empty_like(x)`` or
+  ``x.copy()``, and fill them in place: those keep numpy's item assignment.) Staying a numpy subclass is the cheapest sound design: the CPU engine and
   the primitives' numpy implementations take it as it is (no wrapping or unwrapping per call,
   so the cached jit dispatch costs what it did), and numpy functions accept it.
 - :class:`DeviceArray`, the base of a backend's device arrays (``OpenCLArray``): numpy sees
@@ -30,9 +31,14 @@ IMMUTABLE_MESSAGE = ("fungraph arrays are immutable and do not support in-place 
 
 def _rebinding(name: str) -> Any:
     """``x op= y`` as ``x = x op y``: the in-place operator declines, so Python falls back to
-    the plain operator and rebinds the name, leaving the array other names see unchanged."""
+    the plain operator and rebinds the name, leaving the array other names see unchanged. A
+    writeable :class:`HostArray` (only numpy makes one: ``np.empty_like(x)`` inside numpy's own
+    functions, which then fill it) keeps numpy's in-place operator."""
+    numpy_op = getattr(np.ndarray, name)
 
     def method(self: Any, other: Any) -> Any:
+        if isinstance(self, np.ndarray) and self.flags.writeable:
+            return numpy_op(self, other)
         return NotImplemented
 
     method.__name__ = name
@@ -69,6 +75,9 @@ class Array:
     committed = True
 
     def __setitem__(self, idx: Any, value: Any) -> None:
+        if isinstance(self, np.ndarray) and self.flags.writeable:
+            np.ndarray.__setitem__(self, idx, value)  # a numpy-made HostArray, see _rebinding
+            return
         raise TypeError(IMMUTABLE_MESSAGE.format(kind=type(self).__name__, aval=_describe(self)))
 
     @property

@@ -103,11 +103,13 @@ def test_sort_method_returns_a_sorted_copy_as_jax() -> None:
 
 
 def test_numpys_functions_take_results() -> None:
-    """numpy's functions that copy their argument and sort or partition the copy in place."""
+    """numpy's functions that copy their argument (or make an array like it) and sort, partition
+    or fill the copy in place."""
     v = np.array([3.0, 1.0, 2.0, 1.0])
     x = fnp.asarray(v)
     for f in (np.sort, np.unique, np.median, lambda a: np.partition(a, 1), lambda a: np.percentile(a, 30),
-              np.argsort, lambda a: np.quantile(a, [0.2, 0.9]), np.nanmedian):
+              np.argsort, lambda a: np.quantile(a, [0.2, 0.9]), np.nanmedian, np.gradient, lambda a: np.roll(a, 1),
+              lambda a: np.piecewise(a, [a > 2], [0.0, 1.0]), lambda a: np.apply_along_axis(np.cumsum, 0, a)):
         np.testing.assert_array_equal(f(x), f(v))
     np.testing.assert_array_equal(x, v)
 

@@ -155,7 +155,7 @@ def _host_getitem(self: HostArray, idx: Any) -> Any:
     except IndexError:
         return _indexing.getitem(self, idx)
     if type(out) is HostArray:
-        out.flags.writeable = False
+        out.flags.writeable = self.flags.writeable and out.flags.writeable
         return out
     return hosted(np.asarray(out)) if isinstance(out, np.generic) else out
 
