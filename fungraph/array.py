@@ -8,9 +8,10 @@ and ``repr`` (``.at`` is installed by ``fungraph.numpy._methods``).
 - :class:`HostArray`, what eager operations and CPU-jitted calls return: a numpy array whose
   buffer is read-only, so numpy code sees it through ``np.asarray(x)`` without a copy and cannot
   write through it. (numpy's own functions make writeable ones, ``np.empty_like(x)`` or
-  ``x.copy()``, and fill them in place: those keep numpy's item assignment.) Staying a numpy subclass is the cheapest sound design: the CPU engine and
-  the primitives' numpy implementations take it as it is (no wrapping or unwrapping per call,
-  so the cached jit dispatch costs what it did), and numpy functions accept it.
+  ``x.copy()``, and fill them in place: those keep numpy's item assignment.) Staying a numpy
+  subclass is the cheapest sound design: the CPU engine and the primitives' numpy
+  implementations take it as it is (no wrapping or unwrapping per call, so the cached jit
+  dispatch costs what it did), and numpy functions accept it.
 - :class:`DeviceArray`, the base of a backend's device arrays (``OpenCLArray``): numpy sees
   them through ``__array__`` (one copy to the host, on demand).
 """
