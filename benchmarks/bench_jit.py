@@ -4,7 +4,7 @@
 
 Prints: dispatch overhead, the 20-op elementwise chain on 10M float32, the MLP training step,
 first-call compile of a 10,000-equation chain and of its gradient (per-phase times), the
-structural cache, and incremental evaluation.
+structural cache, the verifier, and incremental evaluation.
 """
 
 from __future__ import annotations
@@ -269,6 +269,20 @@ def bench_structural_cache() -> list[list[str]]:
             ["ratio", f"{full / hit:.0f}x"]]
 
 
+def bench_verify(quick: bool) -> list[list[str]]:
+    """``Graph.verify`` on chains of 1,000 and 10,000 equations (linear: error texts are made
+    only when a check fails)."""
+    x = np.full((8, 8), 0.1, np.float32)
+    w = (np.eye(8) * 0.5).astype(np.float32)
+    b = np.zeros(8, np.float32)
+    rows = []
+    for n in (333, 3334) if quick else (333, 3334, 33334):
+        g = fg.make_graph(lambda x, w, b, n=n: chain_fn(x, w, b, n))(x, w, b)
+        t = median_time(g.verify, repeat=3)
+        rows.append([f"{len(g.eqns):,} eqns", f"{t * 1e3:.1f} ms", f"{t / len(g.eqns) * 1e6:.1f} us"])
+    return rows
+
+
 def bench_incremental() -> list[list[str]]:
     rng = np.random.default_rng(0)
     big = [rng.standard_normal((200, 200)) for _ in range(8)]
@@ -319,6 +333,8 @@ def main() -> None:
     if not args.quick:
         print("\n== structural cache")
         print(table(bench_structural_cache(), ["what", "time"]))
+    print("\n== Graph.verify")
+    print(table(bench_verify(args.quick), ["graph", "median", "per eqn"]))
     print("\n== incremental evaluation")
     print(table(bench_incremental(), ["what", "median", "work"]))
 

@@ -1,6 +1,6 @@
 """fungraph: JAX-like function transformations over an immutable, printable IR."""
 
-from fungraph import ad_checkpoint, checkpoint_policies, debug, lax, nn, random, scipy, tree
+from fungraph import ad_checkpoint, checkpoint_policies, debug, lax, memory, nn, random, scipy, tree
 from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
 from fungraph._config import config, default_matmul_precision, enable_x64
@@ -114,10 +114,12 @@ __all__ = [
     "vmap",
     "lax",
     "make_graph",
+    "memory",
     "nn",
     "numpy",
     "parse",
     "pure_callback",
+    "memory",
     "random",
     "register_pytree_node",
     "stop_gradient",

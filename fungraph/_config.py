@@ -6,6 +6,7 @@ cannot honour with the reason."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -63,10 +64,39 @@ def _precision(value: Any) -> str | None:
     return value
 
 
+class _FloatChecks:
+    """``jax_debug_nans``/``jax_debug_infs``: which non-finite values an eager primitive's or
+    a jitted function's output may not hold (read by :func:`fungraph.core.check_finite`)."""
+
+    nans = False
+    infs = False
+
+
+FLOAT_CHECKS = _FloatChecks()
+
+
+class _JitDisabled(threading.local):
+    """``jax_disable_jit`` on the calling thread (``fungraph.disable_jit`` sets it for a block)."""
+
+    on = False
+
+
+JIT_DISABLED = _JitDisabled()
+
+
+class _CacheLimits:
+    """``fungraph_cache_size``: how many entries each bounded cache keeps (compiled graphs,
+    transformed graphs, a function's signatures) before it drops the least recently used."""
+
+    size = 4096
+
+
+CACHE_LIMITS = _CacheLimits()
+
+
 def _float_check(kind: str) -> _Option:
     """``jax_debug_nans``/``jax_debug_infs``: eager primitives and jitted functions' outputs
     are checked (see :func:`fungraph.core.check_finite`)."""
-    from fungraph.core import FLOAT_CHECKS
 
     def check(value: Any) -> bool:
         setattr(FLOAT_CHECKS, kind, bool(value))
@@ -75,17 +105,16 @@ def _float_check(kind: str) -> _Option:
     return _Option(False, check, read=lambda: getattr(FLOAT_CHECKS, kind))
 
 
-def _get_disable_jit() -> bool:
-    from fungraph.jit import _JIT_DISABLED
-
-    return _JIT_DISABLED.on
-
-
 def _set_disable_jit(value: Any) -> bool:
-    from fungraph.jit import _JIT_DISABLED
-
-    _JIT_DISABLED.on = bool(value)
+    JIT_DISABLED.on = bool(value)
     return bool(value)
+
+
+def _cache_size(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"fungraph_cache_size={value!r}: expected a positive int (entries per cache)")
+    CACHE_LIMITS.size = value
+    return value
 
 
 @dataclass
@@ -104,7 +133,7 @@ def _options() -> dict[str, _Option]:
         "jax_platforms": _Option(None, _platforms),
         "jax_platform_name": _Option(None, _platform_name),
         "jax_default_matmul_precision": _Option(None, _precision),
-        "jax_disable_jit": _Option(False, _set_disable_jit, read=_get_disable_jit),
+        "jax_disable_jit": _Option(False, _set_disable_jit, read=lambda: JIT_DISABLED.on),
         "jax_debug_nans": _float_check("nans"),
         "jax_debug_infs": _float_check("infs"),
         "jax_numpy_rank_promotion": _Option("allow", _one_of(
@@ -118,6 +147,7 @@ def _options() -> dict[str, _Option]:
         "jax_traceback_filtering": _Option("auto", _one_of(
             "jax_traceback_filtering", ("auto", "off", "tracebackhide", "remove_frames", "quiet_remove_frames"),
             "not a traceback filtering mode")),
+        "fungraph_cache_size": _Option(CACHE_LIMITS.size, _cache_size, read=lambda: CACHE_LIMITS.size),
     }
 
 
@@ -130,7 +160,9 @@ class Config:
     ``jax_default_matmul_precision`` and ``jax_traceback_filtering``, are recorded with no effect
     (``jit(..., backend=)`` picks the backend, products use the operands' precision, tracebacks are
     never filtered); ``jax_debug_nans``/``jax_debug_infs`` make every eager primitive and every
-    jitted call check its outputs, as JAX's do; the others accept only the behaviour fungraph has.
+    jitted call check its outputs, as JAX's do; ``fungraph_cache_size`` bounds each cache (compiled
+graphs, transformed graphs, each function's signatures; least recently used dropped first); the
+others accept only the behaviour fungraph has.
     """
 
     _options: dict[str, _Option]

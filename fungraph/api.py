@@ -338,6 +338,9 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
         if len(leaves) != 1 or abstractify(leaves[0]).shape != ():
             shapes = [abstractify(x).shape for x in leaves]
             raise TypeError(f"grad requires a scalar output, but the function returned shape(s) {shapes}")
+        if leaves[0] is not out:
+            raise TypeError(f"grad requires a scalar output, but the function returned a {type(out).__name__} "
+                            f"holding one: {tree_flatten(out)[1]}; return the scalar itself (or use has_aux)")
         dt = abstractify(leaves[0]).dtype
         if holomorphic and not dtypes.is_complex(dt):
             raise TypeError(f"grad with holomorphic=True requires a complex output, got dtype {dt}")
@@ -525,6 +528,8 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
                 norm_dims.append(None)
                 continue
             a = abstractify(x)
+            if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+                raise TypeError(f"vmap in_axes must be an int or None, got {d!r} for argument leaf {i}")
             if not -a.ndim <= d < a.ndim:
                 raise ValueError(f"vmap: in_axes {d} is out of range for argument leaf {i} of shape {a.shape}")
             norm_dims.append(d % a.ndim)
@@ -534,6 +539,9 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
             raise ValueError(f"vmap got inconsistent sizes for the mapped axis: {detail}")
         if not sizes and axis_size is None:
             raise ValueError("vmap needs at least one mapped argument (or axis_size)")
+        if sizes and axis_size is not None and set(sizes.values()) != {axis_size}:
+            detail = ", ".join(f"leaf {i} of shape {abstractify(leaves[i]).shape}: size {n}" for i, n in sizes.items())
+            raise ValueError(f"vmap got axis_size={axis_size} but the mapped axes have other sizes: {detail}")
         size = next(iter(sizes.values())) if sizes else axis_size
         out_box: list[PyTreeDef] = []
 

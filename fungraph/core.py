@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._config import FLOAT_CHECKS
 from fungraph.array import hosted, hosted_copy_if_shared, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
 
@@ -27,6 +28,11 @@ class ShapeError(ValueError, TypeError):
 
 class ConcretizationError(TypeError):
     """A traced value was used where Python needs a concrete one (``if``, ``bool``, ``int``)."""
+
+
+class NestingError(RecursionError):
+    """A program nests transformations or sub-graphs (cond in cond, pytrees in pytrees)
+    deeper than fungraph can trace; the message names the depth."""
 
 
 class MissingRuleError(NotImplementedError):
@@ -56,23 +62,28 @@ def _is_internal(filename: str) -> bool:
     return internal
 
 
-_source_override: list[str | None] = [None]
+def source_stack() -> list[str | None]:
+    """This thread's stack of source lines that interpreters re-binding an equation push
+    (its last item, when not None, is the line :func:`user_source` reports)."""
+    return _STATE.sources
 
 
 @contextmanager
 def source_of(source: str | None) -> Iterator[None]:
     """Attribute equations staged inside to ``source`` (an interpreter re-binding an equation)."""
-    _source_override.append(source)
+    sources = _STATE.sources
+    sources.append(source)
     try:
         yield
     finally:
-        _source_override.pop()
+        sources.pop()
 
 
 def user_source() -> str | None:
     """``file:line (function)`` of the innermost stack frame outside the fungraph package."""
-    if _source_override[-1] is not None:
-        return _source_override[-1]
+    override = _STATE.sources[-1]
+    if override is not None:
+        return override
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
@@ -166,6 +177,44 @@ def get_primitive(name: str) -> Primitive:
         raise KeyError(f"unknown primitive `{name}`") from None
 
 
+# --- deep nesting ----------------------------------------------------------------------
+
+#: Python's recursion limit while fungraph traces or compiles: a nested ``cond`` costs about
+#: seven frames a level, so JAX's 200 levels need more than Python's default 1000. Bounded so
+#: that recursion through C (hashing nested graphs) stays well inside a thread's stack.
+TRACE_RECURSION_LIMIT = 4000
+_DEEP = threading.Lock()
+_deep_users = 0
+_saved_limit = 0
+
+
+@contextmanager
+def deep_recursion() -> Iterator[None]:
+    """Raise Python's recursion limit to :data:`TRACE_RECURSION_LIMIT` while any thread is
+    inside (restored when the last one leaves)."""
+    global _deep_users, _saved_limit
+    with _DEEP:
+        if _deep_users == 0:
+            _saved_limit = sys.getrecursionlimit()
+            if _saved_limit < TRACE_RECURSION_LIMIT:
+                sys.setrecursionlimit(TRACE_RECURSION_LIMIT)
+        _deep_users += 1
+    try:
+        yield
+    finally:
+        with _DEEP:
+            _deep_users -= 1
+            if _deep_users == 0:
+                sys.setrecursionlimit(_saved_limit)
+
+
+def nesting_error(what: str, depth: int) -> NestingError:
+    """The error for a program nested ``depth`` levels deep, past what Python's stack allows."""
+    return NestingError(f"{what} nests {depth} levels deep (cond, while_loop, scan or jit inside one another), "
+                        f"past what fungraph can trace with Python's recursion limit of {TRACE_RECURSION_LIMIT}; "
+                        "flatten the nesting (lax.switch over several branches, a loop instead of recursion)")
+
+
 # --- the trace stack -------------------------------------------------------------------
 
 
@@ -190,17 +239,6 @@ class Trace:
 
     def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> Sequence[Any]:
         raise NotImplementedError
-
-
-class _FloatChecks:
-    """``jax_debug_nans``/``jax_debug_infs``: which non-finite values an eager primitive's
-    output may not hold (set through ``fungraph.config``)."""
-
-    nans = False
-    infs = False
-
-
-FLOAT_CHECKS = _FloatChecks()
 
 
 def check_finite(what: str, outs: Sequence[Any], source: str | None) -> None:
@@ -236,7 +274,7 @@ class EvalTrace(Trace):
         outs = out if prim.multiple_results else (out,)
         if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
             check_finite(prim.name, outs, user_source())
-        writeable = [x for x in tracers if type(x) is np.ndarray and x.flags.writeable]
+        writeable = [x for x in tracers if isinstance(x, np.ndarray) and x.flags.writeable]
         return [_as_array(o, a, writeable) for o, a in zip(outs, expected)]
 
 
@@ -251,11 +289,13 @@ def _as_array(x: Any, aval: ShapedArray, writeable: list[np.ndarray]) -> np.ndar
 
 class _TraceState(threading.local):
     """The stack of active transformations and the dynamic (staging) trace, per thread as in
-    JAX: a thread starts at the eval trace, so threads may trace and transform at once."""
+    JAX: a thread starts at the eval trace, so threads may trace and transform at once. The
+    source lines interpreters push (:func:`source_of`) are per thread too."""
 
     def __init__(self) -> None:
         self.stack: list[MainTrace] = [MainTrace(0, EvalTrace, None)]
         self.dynamic: list[MainTrace] = [self.stack[0]]
+        self.sources: list[str | None] = [None]
 
 
 _STATE = _TraceState()

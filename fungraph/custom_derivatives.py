@@ -12,24 +12,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from fungraph import custom_rule_checks as checks
+from fungraph import dtypes
 from fungraph.api import abstractify, flat_fun
-from fungraph.core import Primitive, innermost_main
+from fungraph.core import Primitive, Tracer, find_top_trace, full_raise, innermost_main
 from fungraph.interpreters.batching import BatchTracer, vmap_flat
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.graph_transforms import batched_graph, jvp_graph
-from fungraph.interpreters.jvp import jvp_flat
+from fungraph.interpreters.jvp import JVPTrace, JVPTracer, jvp_flat
 from fungraph.interpreters.rewrite import Rewriter, producers
 from fungraph.interpreters.staging import stage
 from fungraph.interpreters.transpose import backward_pass, partial_eval
 from fungraph.ir import Eqn, Graph, ShapedArray, Var
 from fungraph.numpy._util import asarray
+from fungraph.primitives import elementwise as ew
 from fungraph.primitives._batching import batch_size
-from fungraph.primitives._rules import aval, instantiate
+from fungraph.primitives._rules import aval, instantiate, zeros
 from fungraph.primitives.barrier import optimization_barrier
 from fungraph.primitives.names import name_p, saved_p
 from fungraph.primitives.reductions import reduce_sum
-from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from fungraph.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
 
 def _stage_call(fun: Callable[..., Any], args: Sequence[Any],
@@ -149,7 +154,11 @@ def _split_nondiff(name: str, positions: tuple[int, ...],
 
 
 class custom_jvp:
-    """A function with a hand-written JVP: ``f.defjvp(lambda primals, tangents: (out, t_out))``."""
+    """A function with a hand-written JVP: ``f.defjvp(lambda primals, tangents: (out, t_out))``.
+
+    Under differentiation only the rule runs (``f``'s own body is not called, as in JAX); the
+    rule's outputs are checked against the types JAX expects (a pair; equal structures; each
+    tangent of its primal's shape and dtype, float0 for integer outputs)."""
 
     def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = (),
                  nondiff_argnames: Sequence[str] = ()) -> None:
@@ -158,30 +167,84 @@ class custom_jvp:
         self.nondiff = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         functools.update_wrapper(self, fun, updated=())
 
-    def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
+    def defjvp(self, jvp: Callable[..., Any], symbolic_zeros: bool = False) -> Callable[..., Any]:
+        if symbolic_zeros:
+            raise NotImplementedError("custom_jvp.defjvp(symbolic_zeros=True) is not supported: the rule gets "
+                                      "instantiated zero tangents")
         self.jvp = jvp
         return jvp
+
+    def defjvps(self, *jvps: Callable[..., Any] | None) -> None:
+        """One rule per positional argument, ``jvp_i(t_i, primal_out, *primals)``, their tangents
+        summed (None: the output does not depend on that argument), as JAX's ``defjvps``."""
+        if self.nondiff:
+            raise TypeError("Can't use ``defjvps`` with ``nondiff_argnums``.")
+
+        def jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+            out = self(*primals)
+            terms = [rule(t, out, *primals) for t, rule in zip(tangents, jvps) if rule is not None]
+            if not terms:
+                return out, tree_map(zero_tangent, out)
+            return out, tree_map(lambda *ts: functools.reduce(lambda a, b: a + b, ts), *terms)
+
+        jvp.__name__ = f"{getattr(self.fun, '__name__', 'fun')}_jvps"
+        self.defjvp(jvp)
 
     def __call__(self, *args: Any) -> Any:
         if self.jvp is None:
             raise AttributeError(f"no JVP defined for custom_jvp function {self.fun.__name__}; use defjvp")
         if self.nondiff:
             return self._call_nondiff(args)
+        leaves, in_tree = tree_flatten(tuple(args))
+        trace = find_top_trace(leaves)
+        if isinstance(trace, JVPTrace) and trace.main is innermost_main():
+            return self._rule_only(trace, leaves, in_tree)
         leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
-        rule = self.jvp
-
-        def flat_jvp(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
-            out, t_out = rule(tree_unflatten(in_tree, primals), tree_unflatten(in_tree, tangents))
-            out_leaves, tree1 = tree_flatten(out)
-            t_leaves, tree2 = tree_flatten(t_out)
-            if tree1 != out_tree or tree2 != out_tree:
-                raise TypeError(f"custom_jvp rule of {self.fun.__name__} returned structures {tree1} and {tree2}, "
-                                f"expected {out_tree} for both")
-            return [asarray(x) for x in out_leaves], [asarray(x) for x in t_leaves]
-
-        flat_jvp.__name__ = f"{self.fun.__name__}_jvp"
+        flat_jvp = self._flat_rule(in_tree, (out_tree, graph.out_avals), [])
         outs = custom_jvp_call_p.bind(*leaves, *closure, call=graph, jvp=flat_jvp, num_consts=len(closure))
         return tree_unflatten(out_tree, outs)
+
+    def _flat_rule(self, in_tree: PyTreeDef, expected: tuple[PyTreeDef, tuple[ShapedArray, ...]] | None,
+                   box: list[PyTreeDef]) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
+        """The rule over flat lists, its outputs checked (``expected``: the function's output
+        structure and types, when it was staged); the output structure goes to ``box``."""
+        rule = self.jvp
+        fun_name = getattr(self.fun, "__name__", "fun")
+        rule_name = getattr(rule, "__name__", "jvp")
+
+        def flat_jvp(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+            ts = [t if dtypes.is_inexact(aval(p).dtype) else checks.float0_zeros(aval(p))
+                  for p, t in zip(primals, tangents)]
+            out, t_out = checks.jvp_pair(rule(tree_unflatten(in_tree, primals), tree_unflatten(in_tree, ts)),
+                                         rule_name, fun_name)
+            out_leaves, tree1 = tree_flatten(out)
+            t_leaves, tree2 = tree_flatten(t_out)
+            if tree1 != tree2:
+                raise TypeError(f"Custom JVP rule {rule_name} for function {fun_name} must produce primal and "
+                                f"tangent outputs with equal container (pytree) structures, but got {tree1} and "
+                                f"{tree2} respectively.")
+            _refuse_differentiated_closure(rule_name, fun_name, [*out_leaves, *t_leaves])
+            out_leaves = [asarray(x) for x in out_leaves]
+            if expected is not None:
+                checks.check_jvp_primals(rule_name, fun_name, tree1, out_leaves, *expected)
+            box.append(tree1)
+            return out_leaves, checks.checked_tangents(rule_name, fun_name, out_leaves, t_leaves)
+
+        flat_jvp.__name__ = f"{fun_name}_jvp"
+        return flat_jvp
+
+    def _rule_only(self, trace: JVPTrace, leaves: list[Any], in_tree: PyTreeDef) -> Any:
+        """Differentiated: the rule alone gives the primal and tangent outputs (the function
+        itself is not called, as in JAX); with no tangent in, the call moves one level down."""
+        tracers = [full_raise(trace, x if isinstance(x, Tracer) else asarray(x)) for x in leaves]
+        primals = [t.primal for t in tracers]
+        if all(t.tangent is None for t in tracers):
+            return self(*tree_unflatten(in_tree, primals))
+        tangents = [instantiate(t.tangent, aval(p)) for p, t in zip(primals, tracers)]
+        box: list[PyTreeDef] = []
+        outs, t_outs = self._flat_rule(in_tree, None, box)(primals, tangents)
+        return tree_unflatten(box[0], [JVPTracer(trace, p, t if dtypes.is_inexact(aval(p).dtype) else None)
+                                       for p, t in zip(outs, t_outs)])
 
     def _call_nondiff(self, args: tuple) -> Any:
         """JAX's ``nondiff_argnums``: those arguments are held fixed and passed to the rule first."""
@@ -189,8 +252,34 @@ class custom_jvp:
         fun, rule = self.fun, self.jvp
         assert rule is not None
         inner = custom_jvp(functools.wraps(fun)(lambda *diff: fun(*merged(diff))))
-        inner.defjvp(lambda primals, tangents: rule(*fixed, primals, tangents))
+        inner.defjvp(functools.wraps(rule)(lambda primals, tangents: rule(*fixed, primals, tangents)))
         return inner(*(a for i, a in enumerate(args) if i not in self.nondiff))
+
+
+def _refuse_differentiated_closure(rule: str, fun: str, outs: Sequence[Any]) -> None:
+    """A rule runs inside the JVP that differentiates its function; an output traced by that
+    JVP itself came from a value the rule closes over, which the rule cannot differentiate
+    (JAX raises UnexpectedTracerError). Refuse it instead of letting the tracer escape."""
+    main = innermost_main()
+    if main.trace_type is not JVPTrace:
+        return
+    if any(isinstance(x, Tracer) and x._trace.main is main for x in outs):
+        raise TypeError(f"Custom JVP rule {rule} for function {fun} closes over a value that the enclosing "
+                        f"differentiation traces; pass that value to {fun} as an argument instead")
+
+
+def _cotangent(ct: Any, a: ShapedArray) -> Any:
+    """A bwd rule's cotangent for an input of type ``a``: zeros for None, else in ``a``'s dtype."""
+    if ct is None:
+        return zeros(a)
+    ct = asarray(ct)
+    return ct if aval(ct).dtype == a.dtype else ew.convert(ct, a.dtype)
+
+
+def zero_tangent(x: Any) -> Any:
+    """The zero tangent of ``x``: zeros of its type, float0 zeros for integer and boolean ``x``."""
+    a = aval(x)
+    return np.zeros(a.shape, a.dtype) if dtypes.is_inexact(a.dtype) else checks.float0_zeros(a)
 
 
 # --- custom_vjp -------------------------------------------------------------------------
@@ -307,7 +396,11 @@ class custom_vjp:
         self.nondiff = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         functools.update_wrapper(self, fun, updated=())
 
-    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any], symbolic_zeros: bool = False,
+               optimize_remat: bool = False) -> None:
+        if symbolic_zeros:
+            raise NotImplementedError("custom_vjp.defvjp(symbolic_zeros=True) is not supported: fwd gets plain "
+                                      "arrays and bwd instantiated zero cotangents")
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any) -> Any:
@@ -315,34 +408,65 @@ class custom_vjp:
             raise AttributeError(f"no VJP defined for custom_vjp function {self.fun.__name__}; use defvjp")
         if self.nondiff:
             return self._call_nondiff(args)
+        leaves, in_tree = tree_flatten(tuple(args))
+        trace = find_top_trace(leaves)
+        if isinstance(trace, JVPTrace) and trace.main is innermost_main():
+            return self._fwd_only(trace, leaves, in_tree)
         leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
-        fwd, bwd = self.fwd, self.bwd
-        res_tree: list[PyTreeDef] = []
-
-        def flat_fwd(primals: list[Any]) -> tuple[list[Any], list[Any]]:
-            out, res = fwd(*tree_unflatten(in_tree, primals))
-            out_leaves, tree1 = tree_flatten(out)
-            if tree1 != out_tree:
-                raise TypeError(f"custom_vjp fwd of {self.fun.__name__} returned {tree1}, expected {out_tree}")
-            res_leaves, rt = tree_flatten(res)
-            res_tree.append(rt)
-            return [asarray(x) for x in out_leaves], [asarray(x) for x in res_leaves]
-
-        def flat_bwd(res: list[Any], cts: list[Any]) -> list[Any]:
-            out = bwd(tree_unflatten(res_tree[-1], res), tree_unflatten(out_tree, cts))
-            if not isinstance(out, tuple) or len(out) != len(args):
-                raise TypeError(f"custom_vjp bwd of {self.fun.__name__} must return a tuple with one cotangent "
-                                f"per argument ({len(args)}), got {type(out).__name__}")
-            ct_leaves, tree = tree_flatten(out)
-            if tree != in_tree:
-                raise TypeError(f"custom_vjp bwd of {self.fun.__name__} returned {tree}, expected {in_tree}")
-            return [asarray(x) for x in ct_leaves]
-
-        flat_fwd.__name__ = f"{self.fun.__name__}_fwd"
-        flat_bwd.__name__ = f"{self.fun.__name__}_bwd"
+        flat_fwd, flat_bwd = self._flat_rules(in_tree, [aval(x) for x in leaves], (out_tree, graph.out_avals), [])
         outs = custom_vjp_call_p.bind(*leaves, *closure, call=graph, fwd=flat_fwd, bwd=flat_bwd,
                                       num_consts=len(closure))
         return tree_unflatten(out_tree, outs)
+
+    def _flat_rules(self, in_tree: PyTreeDef, in_avals: list[ShapedArray],
+                    expected: tuple[PyTreeDef, tuple[ShapedArray, ...]] | None,
+                    out_box: list[PyTreeDef]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """``fwd`` and ``bwd`` over flat lists, their outputs checked (``expected``: the
+        function's output structure and types, when it was staged); fwd's output structure goes
+        to ``out_box``."""
+        fwd, bwd = self.fwd, self.bwd
+        assert fwd is not None and bwd is not None
+        res_tree: list[PyTreeDef] = []
+        fun_name = self.fun.__name__
+        fwd_name = getattr(fwd, "__name__", "fwd")
+        bwd_name = getattr(bwd, "__name__", "bwd")
+
+        def flat_fwd(primals: list[Any]) -> tuple[list[Any], list[Any]]:
+            out, res = checks.fwd_pair(fwd(*tree_unflatten(in_tree, primals)), fwd_name, fun_name)
+            out_leaves, tree1 = tree_flatten(out)
+            out_leaves = [asarray(x) for x in out_leaves]
+            if expected is not None:
+                checks.check_fwd_primals(fwd_name, fun_name, tree1, out_leaves, *expected)
+            out_box.append(tree1)
+            res_leaves, rt = tree_flatten(res)
+            res_tree.append(rt)
+            return out_leaves, [asarray(x) for x in res_leaves]
+
+        def flat_bwd(res: list[Any], cts: list[Any]) -> list[Any]:
+            out = bwd(tree_unflatten(res_tree[-1], res), tree_unflatten(out_box[-1], cts))
+            ct_leaves = checks.bwd_cotangents(bwd_name, fun_name, out, in_tree, in_avals)
+            return [_cotangent(c, a) for c, a in zip(ct_leaves, in_avals)]
+
+        flat_fwd.__name__ = f"{fun_name}_fwd"
+        flat_bwd.__name__ = f"{fun_name}_bwd"
+        return flat_fwd, flat_bwd
+
+    def _fwd_only(self, trace: JVPTrace, leaves: list[Any], in_tree: PyTreeDef) -> Any:
+        """Differentiated: ``fwd`` gives the outputs and residuals (the function itself is not
+        called, as in JAX), and a ``custom_lin`` equation, transposed by ``bwd``, the tangents;
+        with no tangent in, the call moves one level down."""
+        tracers = [full_raise(trace, x if isinstance(x, Tracer) else asarray(x)) for x in leaves]
+        primals = [t.primal for t in tracers]
+        if all(t.tangent is None for t in tracers):
+            return self(*tree_unflatten(in_tree, primals))
+        box: list[PyTreeDef] = []
+        flat_fwd, flat_bwd = self._flat_rules(in_tree, [aval(p) for p in primals], None, box)
+        outs, res = flat_fwd(primals)
+        tangents = [instantiate(t.tangent, aval(p)) for p, t in zip(primals, tracers)]
+        t_outs = custom_lin_p.bind(*res, *tangents, bwd=flat_bwd, num_res=len(res),
+                                   out_avals=tuple(aval(o) for o in outs))
+        return tree_unflatten(box[0], [JVPTracer(trace, p, t if dtypes.is_inexact(aval(p).dtype) else None)
+                                       for p, t in zip(outs, t_outs)])
 
     def _call_nondiff(self, args: tuple) -> Any:
         """JAX's ``nondiff_argnums``: ``fwd`` sees every argument where it was, ``bwd`` the held
@@ -351,7 +475,8 @@ class custom_vjp:
         fun, fwd, bwd = self.fun, self.fwd, self.bwd
         assert fwd is not None and bwd is not None
         inner = custom_vjp(functools.wraps(fun)(lambda *diff: fun(*merged(diff))))
-        inner.defvjp(lambda *diff: fwd(*merged(diff)), lambda res, ct: bwd(*fixed, res, ct))
+        inner.defvjp(functools.wraps(fwd)(lambda *diff: fwd(*merged(diff))),
+                     functools.wraps(bwd)(lambda res, ct: bwd(*fixed, res, ct)))
         return inner(*(a for i, a in enumerate(args) if i not in self.nondiff))
 
 

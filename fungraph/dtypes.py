@@ -40,8 +40,11 @@ _WIDEN: dict[np.dtype, np.dtype] = {
 
 
 def canonical(dtype: Any) -> np.dtype:
-    """Map a dtype-like to one of the supported dtypes, or raise a TypeError naming it."""
+    """Map a dtype-like to one of the supported dtypes, or raise a TypeError naming it. A
+    non-native byte order (big-endian ``>f8`` on x86) maps to the native type of that kind."""
     d = np.dtype(dtype)
+    if d.byteorder not in "=|":
+        d = d.newbyteorder("=")
     if d in SHORT_NAMES:
         return d
     if d in _WIDEN:
@@ -115,3 +118,9 @@ def float_dtype_for(dtype: np.dtype) -> np.dtype:
     """The inexact dtype numpy gives transcendental functions of ``dtype`` (int -> float64;
     float and complex dtypes are kept)."""
     return dtype if is_inexact(dtype) else float64
+
+
+def default_float() -> np.dtype:
+    """The default floating dtype of the current mode: float64, as JAX's with ``jax_enable_x64``
+    (the one mode fungraph has)."""
+    return float64

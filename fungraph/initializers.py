@@ -2,11 +2,11 @@
 
 A builder (``glorot_uniform()``, ``variance_scaling(...)``, ...) returns an :class:`Initializer`,
 ``init(key, shape, dtype)``; ``zeros`` and ``ones`` are initializers themselves. The default dtype
-is float32, JAX's without ``jax_enable_x64`` (``fungraph.random`` defaults to float64, as JAX does
-with x64). Samples are drawn with ``fungraph.random`` and scaled as JAX scales them, so initializers
-built on ``uniform`` match JAX bit for bit and those built on ``normal``/``truncated_normal`` to a
-few ulp. ``orthogonal`` makes the diagonal of R in the QR of a normal draw positive, which makes
-the factorization unique: it agrees with JAX up to the rounding of the two QR implementations.
+is the current mode's default float (``dtypes.default_float()``), as JAX's. Samples are drawn
+with ``fungraph.random`` and scaled as JAX scales them, so initializers built on ``uniform`` match
+JAX bit for bit and those built on ``normal``/``truncated_normal`` to a few ulp. ``orthogonal``
+makes the diagonal of R in the QR of a normal draw positive, which makes the factorization
+unique: it agrees with JAX up to the rounding of the two QR implementations.
 Sharding (JAX's ``out_sharding``) is not modelled.
 """
 
@@ -264,7 +264,7 @@ def _shape(shape: Any, name: str) -> tuple[int, ...]:
 
 
 def _any_dtype(dtype: Any) -> np.dtype:
-    return dtypes.float32 if dtype is None else dtypes.canonical(dtype)
+    return dtypes.default_float() if dtype is None else dtypes.canonical(dtype)
 
 
 def _inexact_dtype(dtype: Any, name: str, complex_ok: bool) -> np.dtype:

@@ -6,9 +6,11 @@ Graphs compare and hash *structurally* (up to renaming of vars), which is what c
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._caches import on_clear
+from fungraph._config import CACHE_LIMITS
 
 if TYPE_CHECKING:
     from fungraph.core import Primitive
@@ -205,8 +209,14 @@ class Eqn:
 # inputs are -1, -2, ..., constants start at CONST_REF, literals at LITERAL_REF.
 CONST_REF = -(1 << 40)
 LITERAL_REF = -(1 << 50)
+#: Interned equation signatures. Their keys hold params, sub-graphs among them, so the table
+#: is emptied by ``clear_caches`` and when it outgrows its bound; ids come from a counter that
+#: never restarts, so equal ids still mean equal keys (an emptied table costs cache misses only).
 _SIGNATURES: dict[Any, int] = {}
 _SIGNATURES_LOCK = threading.Lock()
+_SIGNATURE_IDS = itertools.count()
+#: Entries per ``fungraph_cache_size`` the intern table holds before it is emptied.
+SIGNATURES_PER_CACHE_ENTRY = 16
 
 
 def intern_signature(key: Any) -> int:
@@ -216,8 +226,16 @@ def intern_signature(key: Any) -> int:
         with _SIGNATURES_LOCK:
             sid = _SIGNATURES.get(key)
             if sid is None:
-                sid = _SIGNATURES[key] = len(_SIGNATURES)
+                if len(_SIGNATURES) >= CACHE_LIMITS.size * SIGNATURES_PER_CACHE_ENTRY:
+                    _SIGNATURES.clear()
+                sid = _SIGNATURES[key] = next(_SIGNATURE_IDS)
     return sid
+
+
+@on_clear
+def clear_signatures() -> None:
+    with _SIGNATURES_LOCK:
+        _SIGNATURES.clear()
 
 
 def literal_ref(lit: Literal) -> int:
@@ -325,56 +343,59 @@ def _eqn_text(graph: Graph, index: int) -> str:
     return format_eqn_in(graph, index)
 
 
+def _eqn_where(graph: Graph, index: int) -> str:
+    return f"eqn {index} `{_eqn_text(graph, index)}`"
+
+
 def verify(graph: Graph) -> None:
-    """Check SSA, arity, literal shapes and that every output type follows the shape rule."""
+    """Check SSA, arity, literal shapes and that every output type follows the shape rule.
+    Linear in the graph's size: an error's text (which names the equation) is made only when
+    a check fails."""
     defined: set[Var] = set()
 
-    def define(v: Any, where: str) -> None:
+    def define(v: Any, where: Callable[[], str]) -> None:
         if not isinstance(v, Var):
-            raise VerificationError(f"{where}: expected a Var, got {v!r}")
+            raise VerificationError(f"{where()}: expected a Var, got {v!r}")
         if v in defined:
-            raise VerificationError(f"{where}: var {v} is defined twice (SSA)")
+            raise VerificationError(f"{where()}: var {v} is defined twice (SSA)")
         defined.add(v)
 
-    for v in graph.invars:
-        define(v, "graph inputs")
-    for v, c in zip(graph.constvars, graph.consts):
-        define(v, "graph constants")
-        if aval_of(c) != v.aval:
-            raise VerificationError(f"constant of type {aval_of(c)} bound to var of type {v.aval}")
-
-    def use(a: Any, where: str) -> None:
+    def use(a: Any, where: Callable[[], str]) -> None:
         if isinstance(a, Literal):
             if a.aval.shape != ():
-                raise VerificationError(f"{where}: literal {a} is not a scalar")
+                raise VerificationError(f"{where()}: literal {a} is not a scalar")
             return
         if not isinstance(a, Var):
-            raise VerificationError(f"{where}: {a!r} is neither a Var nor a Literal")
+            raise VerificationError(f"{where()}: {a!r} is neither a Var nor a Literal")
         if a not in defined:
-            raise VerificationError(f"{where}: var used before it is defined")
+            raise VerificationError(f"{where()}: var used before it is defined")
 
+    for v in graph.invars:
+        define(v, lambda: "graph inputs")
+    for v, c in zip(graph.constvars, graph.consts):
+        define(v, lambda: "graph constants")
+        if aval_of(c) != v.aval:
+            raise VerificationError(f"constant of type {aval_of(c)} bound to var of type {v.aval}")
     for i, eqn in enumerate(graph.eqns):
-        where = f"eqn {i} `{_eqn_text(graph, i)}`"
+        where = functools.partial(_eqn_where, graph, i)
         for a in eqn.inputs:
             use(a, where)
         prim = eqn.primitive
         if prim.arity is not None and len(eqn.inputs) != prim.arity:
-            raise VerificationError(f"{where}: {prim.name} takes {prim.arity} inputs, got {len(eqn.inputs)}")
+            raise VerificationError(f"{where()}: {prim.name} takes {prim.arity} inputs, got {len(eqn.inputs)}")
         try:
             expected = prim.abstract_eval_tuple([a.aval for a in eqn.inputs], eqn.params)
         except Exception as err:
-            raise VerificationError(f"{where}: shape rule rejects the inputs: {err}") from err
+            raise VerificationError(f"{where()}: shape rule rejects the inputs: {err}") from err
         got = tuple(o.aval for o in eqn.outputs)
         if expected != got:
             raise VerificationError(
-                f"{where}: outputs have types {', '.join(map(str, got))} but {prim.name}'s "
+                f"{where()}: outputs have types {', '.join(map(str, got))} but {prim.name}'s "
                 f"shape rule gives {', '.join(map(str, expected))}"
             )
-        for p in eqn.params.values():
-            for sub in (p if isinstance(p, tuple) else (p,)):
-                if isinstance(sub, Graph):
-                    verify(sub)
+        for sub in eqn.subgraphs:
+            verify(sub)
         for o in eqn.outputs:
             define(o, where)
     for a in graph.outvars:
-        use(a, "graph outputs")
+        use(a, lambda: "graph outputs")

@@ -15,6 +15,7 @@ import functools
 import inspect
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,13 +24,22 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._caches import LRUCache, clear_all, on_clear
+from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED
 from fungraph.api import abstractify, flat_fun, split_static
 from fungraph.array import DeviceArray, HostArray
 from fungraph.backends import backend_factory, known_backends
-from fungraph.core import FLOAT_CHECKS, Primitive, Tracer, check_finite, to_concrete_dtype_array
+from fungraph.core import (
+    NestingError,
+    Primitive,
+    Tracer,
+    check_finite,
+    deep_recursion,
+    nesting_error,
+    to_concrete_dtype_array,
+)
 from fungraph.interpreters.graph_transforms import (
     batched_graph,
-    clear_transform_cache,
     jvp_graph,
     partial_eval_graph,
     transpose_graph,
@@ -56,15 +66,50 @@ class Compiled:
     seconds: dict[str, float]
 
 
-_COMPILED: dict[tuple[Graph, str, tuple[bool, ...]], Compiled] = {}
+CompileKey = tuple[Graph, str, tuple[bool, ...]]
+#: Compiled graphs by (graph, backend, donated inputs), shared across functions for as long as
+#: something holds them (a jitted function's signature cache, a ``Lowered``): a re-created
+#: closure that traces to an equal graph reuses the plan, and a dropped function frees its own.
+_SHARED: weakref.WeakValueDictionary[CompileKey, Compiled] = weakref.WeakValueDictionary()
+#: The compiled graphs that no function holds (``jit_call`` of a transformed graph, direct
+#: ``compile_graph`` calls), most recently used kept.
+_COMPILED: LRUCache[CompileKey, Compiled] = LRUCache("compiled graphs")
+on_clear(_SHARED.clear)
 
 
-def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = ()) -> Compiled:
-    """Optimise and plan ``graph`` once; later calls with an equal graph hit the cache."""
+def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = (), keep: bool = True) -> Compiled:
+    """Optimise and plan ``graph`` once; later calls with an equal graph hit the cache. The
+    result is kept in the bounded cache when ``keep``, else only while the caller holds it."""
+    with deep_recursion():
+        try:
+            return _compile_graph(graph, backend, tuple(donated), keep)
+        except RecursionError as err:
+            if isinstance(err, NestingError):
+                raise
+            raise nesting_error("the jitted graph", graph_depth(graph)) from None
+
+
+def graph_depth(graph: Graph) -> int:
+    """How many graphs deep ``graph``'s sub-graphs nest (1 without any), found with a stack."""
+    deepest = 0
+    stack = [(graph, 1)]
+    while stack:
+        g, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((sub, depth + 1) for e in g.eqns for sub in e.subgraphs)
+    return deepest
+
+
+def _compile_graph(graph: Graph, backend: str, donated: tuple[bool, ...], keep: bool) -> Compiled:
     factory = backend_factory(backend)
     key = (graph, backend, tuple(donated))
     hit = _COMPILED.get(key)
     if hit is not None:
+        return hit
+    hit = _SHARED.get(key)
+    if hit is not None:
+        if keep:
+            _COMPILED[key] = hit
         return hit
     t0 = time.perf_counter()
     optimised, stats = optimize(graph, backend_passes(factory))
@@ -75,7 +120,9 @@ def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = 
     t3 = time.perf_counter()
     compiled = Compiled(graph, optimised, stats, plan, exe,
                         {"optimise": t1 - t0, "plan": t2 - t1, "prepare": t3 - t2})
-    _COMPILED[key] = compiled
+    _SHARED[key] = compiled
+    if keep:
+        _COMPILED[key] = compiled
     return compiled
 
 
@@ -122,15 +169,13 @@ _JITTED: weakref.WeakSet[Jitted] = weakref.WeakSet()
 
 
 def clear_caches() -> None:
-    """Forget every compiled graph, transformed graph and jitted function's signature cache
-    (``jax.clear_caches``): the next call of each jitted function traces and compiles again."""
-    _COMPILED.clear()
-    clear_transform_cache()
+    """Forget every compiled graph, transformed graph, interned signature and jitted
+    function's signature cache (``jax.clear_caches``): the next call of each jitted function
+    traces and compiles again."""
+    clear_all()
+    _FUNCTION_CACHES.clear()
     for j in list(_JITTED):
-        j._cache.clear()
-        j._fast.clear()
-        j._fast_tree.clear()
-        j._incremental.clear()
+        j._caches.clear()
 
 
 # --- the jit_call primitive --------------------------------------------------------------
@@ -285,30 +330,74 @@ class _Entry:
     compiled: Compiled | None
 
 
-class _Disabled(threading.local):
-    on = False
-
-
-_JIT_DISABLED = _Disabled()
-
-
 @contextlib.contextmanager
 def disable_jit(disable: bool = True) -> Iterator[None]:
     """Within the block (on this thread), jitted functions run their Python eagerly (JAX's
     ``disable_jit``): ``print`` and breakpoints see values; nothing is staged or compiled."""
-    saved = _JIT_DISABLED.on
-    _JIT_DISABLED.on = disable
+    saved = JIT_DISABLED.on
+    JIT_DISABLED.on = disable
     try:
         yield
     finally:
-        _JIT_DISABLED.on = saved
+        JIT_DISABLED.on = saved
+
+
+class _Caches:
+    """One function's compiled signatures under one set of jit options: ``signatures`` holds
+    the entries (bounded, least recently used dropped); ``fast`` and ``fast_tree`` index them
+    by the cheap keys of :meth:`Jitted.__call__` and are emptied when they outgrow the bound."""
+
+    __slots__ = ("signatures", "fast", "fast_tree", "incremental", "__weakref__")
+
+    def __init__(self) -> None:
+        self.signatures: LRUCache[Hashable, _Entry] = LRUCache("signatures", shared=False)
+        self.fast: dict[tuple, _Entry] = {}
+        self.fast_tree: dict[tuple, _Entry] = {}
+        self.incremental: LRUCache[Hashable, Any] = LRUCache("incremental executables", shared=False)
+
+    def index(self, table: dict[tuple, _Entry], key: tuple, entry: _Entry) -> None:
+        if len(table) >= CACHE_LIMITS.size:
+            table.clear()
+        table[key] = entry
+
+    def clear(self) -> None:
+        self.signatures.clear()
+        self.fast.clear()
+        self.fast_tree.clear()
+        self.incremental.clear()
+
+
+#: Each function's caches by its jit options, held weakly on the function (as JAX's): ``jit(f)``
+#: written inside a loop finds the signatures an earlier ``jit(f)`` compiled, and the caches
+#: go with ``f``.
+_FUNCTION_CACHES: weakref.WeakKeyDictionary[Callable[..., Any], dict[Hashable, _Caches]] = \
+    weakref.WeakKeyDictionary()
+_FUNCTION_CACHES_LOCK = threading.Lock()
+
+
+def _caches_for(fun: Callable[..., Any], options: Hashable) -> _Caches:
+    """The caches of ``fun`` under ``options``; a fresh set when ``fun`` cannot be weakly
+    referenced or hashed."""
+    with _FUNCTION_CACHES_LOCK:
+        try:
+            per_options = _FUNCTION_CACHES.get(fun)
+            if per_options is None:
+                per_options = _FUNCTION_CACHES[fun] = {}
+        except TypeError:
+            return _Caches()
+        caches = per_options.get(options)
+        if caches is None:
+            caches = per_options[options] = _Caches()
+        return caches
 
 
 class Jitted:
     """A function staged and compiled once per input signature."""
 
     def __init__(self, fun: Callable[..., Any], static_argnums: Sequence[int], donate_argnums: Sequence[int],
-                 backend: str, incremental: bool) -> None:
+                 backend: str, incremental: bool, caches_of: Callable[..., Any] | None = None) -> None:
+        """``caches_of``: the function whose caches a keyword-call twin shares (see
+        :meth:`_with_keywords`)."""
         if backend not in known_backends():
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(known_backends())}")
         self.fun = fun
@@ -316,13 +405,19 @@ class Jitted:
         self.donate_argnums = tuple(donate_argnums)
         self.backend = backend
         self.incremental = incremental
-        self._cache: dict[Hashable, _Entry] = {}
-        self._fast: dict[tuple, _Entry] = {}
-        self._fast_tree: dict[tuple, _Entry] = {}
-        self._incremental: dict[Hashable, Any] = {}
+        options = (self.static_argnums, self.donate_argnums, backend, incremental)
+        self._caches = _caches_for(fun, options) if caches_of is None else _caches_for(caches_of, ("keywords", options))
+        self._cache = self._caches.signatures
+        self._fast = self._caches.fast
+        self._fast_tree = self._caches.fast_tree
         self._keywords: Jitted | None = None
         functools.update_wrapper(self, fun, updated=())
         _JITTED.add(self)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """As a method, ``self`` is the first argument (static with ``static_argnums=0``), as a
+        function's would be."""
+        return self if instance is None else types.MethodType(self, instance)
 
     def _with_keywords(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         """A call with keyword arguments: bound to the parameters (defaults filled in) and run
@@ -347,7 +442,7 @@ class Jitted:
 
             functools.update_wrapper(positional_form, fun, updated=())
             self._keywords = Jitted(positional_form, self.static_argnums, self.donate_argnums, self.backend,
-                                    self.incremental)
+                                    self.incremental, caches_of=fun)
         return self._keywords(*(bound.arguments[n] for n in (*positional, *keyword_only)))
 
     def _signature(self, args: Sequence[Any]) -> tuple[list[Any], PyTreeDef, dict[int, Any], Hashable]:
@@ -379,7 +474,7 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         entry = fast_key = None
-        if not kwargs and not self.static_argnums and not _JIT_DISABLED.on:
+        if not kwargs and not self.static_argnums and not JIT_DISABLED.on:
             fast_key = _fast_key(args)
             if fast_key is not None and not self.donate_argnums:
                 entry = self._fast.get(fast_key)
@@ -411,7 +506,7 @@ class Jitted:
     def _call(self, args: tuple, kwargs: dict[str, Any], fast_key: tuple | None) -> Any:
         """Every call but the hottest (a compiled signature seen before, positional arrays only),
         which ``__call__`` runs itself; ``fast_key``: ``__call__``'s key for ``args``, if any."""
-        if _JIT_DISABLED.on:
+        if JIT_DISABLED.on:
             return self.fun(*args, **kwargs)
         if kwargs:
             return self._with_keywords(args, kwargs)
@@ -436,14 +531,14 @@ class Jitted:
                 outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
                 return tree_unflatten(out_tree, outs)
             donated = self._donated_mask(args, len(leaves))
-            compiled = None if self.incremental else compile_graph(graph, self.backend, donated)
+            compiled = None if self.incremental else compile_graph(graph, self.backend, donated, keep=False)
             entry = _Entry(graph, out_tree, compiled)
             self._cache[key] = entry
         if entry.compiled is not None:
             if fast_key is not None:
-                self._fast[fast_key] = entry
+                self._caches.index(self._fast, fast_key, entry)
             if tree_key is not None:
-                self._fast_tree[tree_key] = entry
+                self._caches.index(self._fast_tree, tree_key, entry)
         arrays = self._prepare(leaves, entry)
         if entry.compiled is None:
             outs = self._run_incremental(key, entry.graph, arrays)
@@ -467,9 +562,9 @@ class Jitted:
     def _run_incremental(self, key: Hashable, graph: Graph, arrays: list[np.ndarray]) -> list[np.ndarray]:
         from fungraph.backends.incremental import IncrementalExecutable
 
-        exe = self._incremental.get(key)
+        exe = self._caches.incremental.get(key)
         if exe is None:
-            exe = self._incremental[key] = IncrementalExecutable(optimize(graph)[0])
+            exe = self._caches.incremental[key] = IncrementalExecutable(optimize(graph)[0])
         return exe.run(arrays)
 
     def lower(self, *args: Any) -> Lowered:
@@ -477,11 +572,11 @@ class Jitted:
         graph, closure, _ = self._stage(in_tree, static, key[2])
         if closure:
             raise TypeError(f"jit({self.__name__}).lower: the function closes over traced values")
-        return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves))), self, key)
+        return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves)), keep=False), self, key)
 
     def last_incremental(self) -> Any:
         """The incremental executable of the most recent signature (for inspection in tests)."""
-        return next(reversed(self._incremental.values()), None)
+        return next(reversed(self._caches.incremental.values()), None)
 
 
 def _as_input(x: Any) -> Any:
@@ -518,6 +613,21 @@ def _parameters(fun: Callable[..., Any]) -> tuple[tuple[str, ...], tuple[str, ..
             tuple(p.name for p in params if p.kind == p.KEYWORD_ONLY))
 
 
+def _in_range(fun: Callable[..., Any], nums: int | Sequence[int], what: str) -> tuple[int, ...]:
+    """``nums`` checked against ``fun``'s positional parameters and made non-negative (left as
+    given for a function taking ``*args``, as JAX does)."""
+    nums = (nums,) if isinstance(nums, int) else tuple(nums)
+    params = _parameters(fun)
+    if params is None:
+        return nums
+    n = len(params[0])
+    bad = [i for i in nums if not -n <= i < n]
+    if bad:
+        raise ValueError(f"jit({getattr(fun, '__name__', fun)}) has {what}_argnums={nums}, but it takes only {n} "
+                         f"positional argument(s) {params[0]}")
+    return tuple(i % n for i in nums)
+
+
 def _argnums(fun: Callable[..., Any], nums: int | Sequence[int], names: str | Sequence[str], what: str) -> tuple:
     """``nums`` with the positions of the parameters ``names`` added (keyword-only parameters
     counted after the positional ones, as :meth:`Jitted._with_keywords` orders them)."""
@@ -542,8 +652,13 @@ def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence
     Calls may pass keyword arguments; ``static_argnames``/``donate_argnames`` name parameters
     as ``static_argnums``/``donate_argnums`` number them."""
     def make(f: Callable[..., Any]) -> Jitted:
-        sa = _argnums(f, static_argnums, static_argnames, "static")
-        da = _argnums(f, donate_argnums, donate_argnames, "donate")
+        sa = _argnums(f, _in_range(f, static_argnums, "static"), static_argnames, "static")
+        da = _argnums(f, _in_range(f, donate_argnums, "donate"), donate_argnames, "donate")
+        both = sorted(set(sa) & set(da))
+        if both:
+            raise ValueError(f"jit({getattr(f, '__name__', f)}): argument(s) {both} are both static and donated "
+                             "(static_argnums/static_argnames and donate_argnums/donate_argnames must not "
+                             "intersect: a static argument is not an array to donate)")
         return Jitted(f, sa, da, backend, incremental)
 
     return make if fun is None else make(fun)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,10 @@ from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
 from fungraph.primitives.indexing import take
+
+#: ``fungraph.nn`` is a module, so ``from fungraph.nn.initializers import glorot_normal`` (JAX
+#: programs' ``from jax.nn.initializers import ...``) finds the submodule here.
+sys.modules[f"{__name__}.initializers"] = initializers
 
 
 def relu(x: Any) -> Any:

@@ -9,9 +9,11 @@ import dataclasses
 import functools
 import inspect
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from fungraph._caches import on_clear
 
 _T = TypeVar("_T")
 _Typ = TypeVar("_Typ", bound=type)
@@ -303,6 +305,9 @@ def _namedtuple_rule(cls: type) -> _NodeRule:
     )
 
 
+on_clear(_namedtuple_rule.cache_clear)
+
+
 def _rule_for(t: type) -> _NodeRule | None:
     """The registered rule for ``t``, then the namedtuple rule; None for a leaf type."""
     rule = _registry.get(t)
@@ -319,19 +324,54 @@ def is_tree_node(typ: type) -> bool:
 # --- tree structures ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class PyTreeDef:
-    """The shape of a pytree without its leaves; hashable so it can key caches."""
+    """The shape of a pytree without its leaves; immutable and hashable so it can key caches.
+    Its hash (when it is made) and leaf count are computed from its children's, and equality
+    walks two structures with a stack, so a structure as deep as JAX's (900 nested lists)
+    needs no recursion."""
 
+    __slots__ = ("node_type", "aux", "children", "_hash", "_num_leaves")
     node_type: type | None
     aux: Hashable
     children: tuple[PyTreeDef, ...]
 
+    def __init__(self, node_type: type | None, aux: Hashable, children: tuple[PyTreeDef, ...]) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "node_type", node_type)
+        setattr_(self, "aux", aux)
+        setattr_(self, "children", children)
+        setattr_(self, "_hash", hash((node_type, aux, tuple([c._hash for c in children]))))
+
     @property
     def num_leaves(self) -> int:
-        if self.node_type is None:
-            return 1
-        return sum(c.num_leaves for c in self.children)
+        try:
+            return self._num_leaves
+        except AttributeError:
+            return _bottom_up(self, "_num_leaves",
+                              lambda td: 1 if td.node_type is None else sum([c._num_leaves for c in td.children]))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"PyTreeDef is immutable (cannot set {name})")
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PyTreeDef):
+            return NotImplemented
+        pairs = [(self, other)]
+        while pairs:
+            a, b = pairs.pop()
+            if a is b:
+                continue
+            if (a._hash != b._hash or a.node_type is not b.node_type or len(a.children) != len(b.children)
+                    or a.aux != b.aux):
+                return False
+            pairs.extend(zip(a.children, b.children))
+        return True
+
+    def __reduce__(self) -> tuple:
+        return PyTreeDef, (self.node_type, self.aux, self.children)
 
     @property
     def num_nodes(self) -> int:
@@ -361,6 +401,21 @@ class PyTreeDef:
         return f"PyTreeDef({_show(self)})"
 
 
+def _bottom_up(td: PyTreeDef, slot: str, compute: Callable[[PyTreeDef], Any]) -> Any:
+    """Fill ``slot`` of ``td`` and of its descendants that lack it, children first, with a
+    stack; return ``td``'s."""
+    stack = [td]
+    while stack:
+        node = stack[-1]
+        missing = [c for c in node.children if not hasattr(c, slot)]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        object.__setattr__(node, slot, compute(node))
+    return getattr(td, slot)
+
+
 LEAF = PyTreeDef(None, None, ())
 
 
@@ -382,14 +437,51 @@ def _show(td: PyTreeDef) -> str:
     return f"CustomNode({td.node_type.__name__}[{td.aux}], [{', '.join(parts)}])"
 
 
-def _walk(x: Any, is_leaf: _IsLeaf, leaves: list[Any]) -> PyTreeDef:
+_END: Any = object()
+
+
+#: Nesting depth from which flattening continues with an explicit stack instead of recursion
+#: (recursion is faster on the shallow trees of every day).
+RECURSIVE_DEPTH = 64
+
+
+def _walk(x: Any, is_leaf: _IsLeaf, leaves: list[Any], depth: int = 0) -> PyTreeDef:
     """Append the leaves of ``x``; return its structure."""
     rule = None if is_leaf is not None and is_leaf(x) else _rule_for(type(x))
     if rule is None:
         leaves.append(x)
         return LEAF
+    if depth >= RECURSIVE_DEPTH:
+        return _walk_deep(x, is_leaf, leaves)
     children, aux = rule.split(x)
-    return PyTreeDef(type(x), aux, tuple([_walk(c, is_leaf, leaves) for c in children]))
+    return PyTreeDef(type(x), aux, tuple([_walk(c, is_leaf, leaves, depth + 1) for c in children]))
+
+
+def _walk_deep(x: Any, is_leaf: _IsLeaf, leaves: list[Any]) -> PyTreeDef:
+    """:func:`_walk` depth-first with a stack of open nodes (type, aux, children still to
+    visit, structures of those visited) instead of recursion."""
+    stack: list[tuple[type, Hashable, Iterator[Any], list[PyTreeDef]]] = []
+    node = x
+    while True:
+        rule = None if is_leaf is not None and is_leaf(node) else _rule_for(type(node))
+        done: PyTreeDef | None = None
+        if rule is None:
+            leaves.append(node)
+            done = LEAF
+        else:
+            children, aux = rule.split(node)
+            stack.append((type(node), aux, iter(children), []))
+        while True:
+            if done is not None:
+                if not stack:
+                    return done
+                stack[-1][3].append(done)
+            typ, aux, pending, built = stack[-1]
+            node = next(pending, _END)
+            if node is not _END:
+                break
+            stack.pop()
+            done = PyTreeDef(typ, aux, tuple(built))
 
 
 def _walk_with_paths(x: Any, path: KeyPath, is_leaf: Callable[..., bool] | None, takes_path: bool,
@@ -450,21 +542,25 @@ def tree_flatten_with_path(tree: Any, is_leaf: Callable[..., bool] | None = None
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]) -> Any:
     """The tree of structure ``treedef`` holding ``leaves`` in order."""
     flat = leaves if isinstance(leaves, (list, tuple)) else list(leaves)
-    it = iter(flat)
-
-    def rebuild(td: PyTreeDef) -> Any:
-        if td.node_type is None:
-            return next(it)
-        return _rule_for(td.node_type).unflatten(td.aux, [rebuild(c) for c in td.children])
-
-    try:
-        out = rebuild(treedef)
-        complete = next(it, it) is it
-    except StopIteration:
-        complete = False
-    if not complete:
+    if len(flat) != treedef.num_leaves:
         raise ValueError(f"{treedef} takes {treedef.num_leaves} leaves, got {len(flat)}")
-    return out
+    if treedef.node_type is None:
+        return flat[0]
+    it = iter(flat)
+    stack: list[tuple[PyTreeDef, Iterator[PyTreeDef], list[Any]]] = [(treedef, iter(treedef.children), [])]
+    while True:
+        td, pending, built = stack[-1]
+        child = next(pending, None)
+        if child is None:
+            stack.pop()
+            node = _rule_for(td.node_type).unflatten(td.aux, built)
+            if not stack:
+                return node
+            stack[-1][2].append(node)
+        elif child.node_type is None:
+            built.append(next(it))
+        else:
+            stack.append((child, iter(child.children), []))
 
 
 def tree_leaves(tree: Any, is_leaf: _IsLeaf = None) -> list[Any]:

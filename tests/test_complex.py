@@ -549,15 +549,16 @@ def test_det_and_slogdet_of_complex_matrices(dtype: np.dtype) -> None:
 
 @pytest.mark.parametrize("dtype", CX)
 def test_cholesky_and_eigh_of_hermitian_matrices(dtype: np.dtype) -> None:
-    """As numpy: only the lower triangle is read (a diagonal's imaginary part ignored), the
-    eigenvalues are real; derivatives through a Hermitian ``B B^H + 3I`` against finite
-    differences and JAX (eigenvectors through the phase-invariant ``|v|``); jit and vmap."""
+    """eigh as numpy: only the lower triangle is read (a diagonal's imaginary part ignored), the
+    eigenvalues are real; cholesky as JAX: it factors the Hermitian part ``(m + m^H) / 2``;
+    derivatives through a Hermitian ``B B^H + 3I`` against finite differences and JAX
+    (eigenvectors through the phase-invariant ``|v|``); jit and vmap."""
     b = _z((2, 3, 3), dtype, 7, -1.0, 1.0)
     a = b @ np.conj(np.swapaxes(b, -1, -2)) + 3 * np.eye(3, dtype=dtype)
     junk = a + np.triu(_z((3, 3), dtype, 8), 1) + np.eye(3, dtype=dtype) * 0.25j
     tol = TOL[dtype] * 100
     for m in (a, junk):
-        _close(fnp.linalg.cholesky(m), np.linalg.cholesky(m), tol)
+        _close(fnp.linalg.cholesky(m), np.linalg.cholesky((m + np.conj(np.swapaxes(m, -1, -2))) / 2), tol)
         w, v = fnp.linalg.eigh(m)
         assert np.asarray(w).dtype == dtypes.real_for(dtype) and np.asarray(v).dtype == dtype
         _close(w, np.linalg.eigvalsh(m), tol)

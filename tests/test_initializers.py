@@ -162,13 +162,23 @@ def test_variance_reaches_its_target() -> None:
     assert np.abs(fi.he_uniform()(key, shape)).max() <= np.sqrt(3 * target)
 
 
-def test_default_dtype_is_float32() -> None:
+def test_default_dtype_is_the_modes_default_float_as_jaxs() -> None:
+    """Without a dtype, each initializer gives ``dtypes.default_float()``, JAX's dtype in the same
+    mode (the suite runs JAX with x64, fungraph's one mode)."""
+    from fungraph import dtypes
+
+    jax, _ = jax_or_skip()
     key = fr.PRNGKey(1)
-    inits = [fi.zeros, fi.ones, fi.constant(2), fi.uniform(), fi.normal(), fi.truncated_normal(), fi.glorot_uniform(),
-             fi.he_normal(), fi.orthogonal(), fi.delta_orthogonal()]
-    for init in inits:
+    names = [("zeros", None), ("ones", None), ("constant", (2,)), ("uniform", ()), ("normal", ()),
+             ("truncated_normal", ()), ("glorot_uniform", ()), ("he_normal", ()), ("orthogonal", ()),
+             ("delta_orthogonal", ())]
+    for name, build in names:
+        init = getattr(fi, name) if build is None else getattr(fi, name)(*build)
+        theirs = getattr(jax.nn.initializers, name)
+        theirs = theirs if build is None else theirs(*build)
         assert isinstance(init, fi.Initializer)
-        assert np.asarray(init(key, (3, 3, 3))).dtype == np.float32
+        got = np.asarray(init(key, (3, 3, 3))).dtype
+        assert got == dtypes.default_float() == np.asarray(theirs(jax.random.PRNGKey(1), (3, 3, 3))).dtype, name
     assert np.asarray(fi.lecun_normal(dtype=np.float64)(key, (2, 3))).dtype == np.float64
     assert fi.xavier_uniform is fi.glorot_uniform and fi.kaiming_normal is fi.he_normal
     assert fg.nn.initializers.glorot_normal is fi.glorot_normal

@@ -2,30 +2,50 @@
 
 from __future__ import annotations
 
-import csv
 import itertools
-import os
-from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fungraph.interpreters.offsets import STRATEGIES, OffsetPlan, lower_bound_bytes, plan_offsets, verify_offsets
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "bench-data" / "memory"
 GREEDY = ("owl_blocks", "greedy_size", "greedy_breadth", "interference")
 
 
-def load(name: str) -> list[tuple[int, int, int]]:
-    """Read one benchmark CSV (``id,lower,upper,size``); fail in CI, skip elsewhere, if absent."""
-    path = DATA / name
-    if not path.exists():
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"benchmark data missing: {path}")
-        pytest.skip(f"benchmark data missing: {path}")
-    with path.open() as fh:
-        return [(int(r["lower"]), int(r["upper"]), int(r["size"])) for r in csv.DictReader(fh)]
+def training_step_trace(seed: int, layers: int = 60) -> list[tuple[int, int, int]]:
+    """A compiler-like record of one training step of a chain of layers: each weight and its
+    gradient live to the end, each activation from its layer's forward step to its backward
+    step, and a few temporaries for one step around each."""
+    rng = np.random.default_rng(seed)
+    end = 2 * layers + 2
+    out = []
+    for i in range(layers):
+        weight = int(rng.choice([4, 64, 1024, 4096, 16384])) * 4
+        forward, backward = i + 1, end - 1 - i
+        out += [(0, end, weight), (forward, backward + 1, int(rng.integers(1, 64)) * 1024)]
+        for step in (forward, backward):
+            out += [(step, step + 1, int(rng.integers(1, 256)) * 64) for _ in range(int(rng.integers(1, 4)))]
+        out.append((backward, end, weight))
+    return out
+
+
+def tiled_instance(seed: int, n: int, steps: int = 64, height: int = 1 << 20) -> list[tuple[int, int, int]]:
+    """minimalloc's kind of adversarial instance: the rectangle ``steps`` x ``height`` cut into
+    ``n`` buffers by random guillotine cuts (the largest piece cut each time), so a perfect
+    packing into ``height`` bytes exists while greedy placement by size misses it."""
+    rng = np.random.default_rng(seed)
+    pieces = [(0, steps, 0, height)]
+    while len(pieces) < n:
+        start, stop, lo, hi = pieces.pop(int(np.argmax([(e - s) * (h - b) for s, e, b, h in pieces])))
+        if (rng.random() < 0.5 and stop - start > 1) or hi - lo < 2:
+            cut = int(rng.integers(start + 1, stop))
+            pieces += [(start, cut, lo, hi), (cut, stop, lo, hi)]
+        else:
+            cut = int(rng.integers(lo + 1, hi))
+            pieces += [(start, stop, lo, cut), (start, stop, cut, hi)]
+    return [(start, stop, hi - lo) for start, stop, lo, hi in pieces]
 
 
 def brute_overlap(intervals, offsets) -> bool:
@@ -205,22 +225,23 @@ def test_plan_is_frozen_and_reports_strategy():
     assert plan_offsets([(0, 2, 4), (1, 3, 4)], "auto").strategy in STRATEGIES
 
 
-# ---------------------------------------------------------------- real traces
+# ------------------------------------------------- generated traces (no external data)
 
 
-def test_compiler_trace_auto_within_half_percent():
-    intervals = load("somas_tensors_tiny_bert.csv")
+def test_training_step_trace_auto_within_half_percent():
+    intervals = training_step_trace(0)
     plan = plan_offsets(intervals, "auto")
     verify_offsets(intervals, plan.offsets)
     assert plan.arena_bytes <= plan.lower_bound_bytes * 1.005
+    assert plan.arena_bytes < plan_offsets(intervals, "greedy_size").arena_bytes
     assert plan.seconds < 10
 
 
-def test_minimalloc_search_beats_greedy():
-    intervals = load("minimalloc_A.1048576.csv")
+def test_tiled_instance_search_beats_greedy():
+    intervals = tiled_instance(3, 150)
     greedy = plan_offsets(intervals, "greedy_size")
     plan = plan_offsets(intervals, "search", time_budget_s=3)
     verify_offsets(intervals, plan.offsets)
-    assert plan.lower_bound_bytes == 1048576
+    assert plan.lower_bound_bytes == 1 << 20
     assert greedy.arena_bytes > 1.2 * plan.lower_bound_bytes
     assert plan.arena_bytes < 1.10 * plan.lower_bound_bytes

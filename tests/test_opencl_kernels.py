@@ -10,6 +10,7 @@ driver is a failure.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import re
 from collections.abc import Iterator
 
@@ -465,14 +466,17 @@ def test_an_identical_executable_takes_the_built_program() -> None:
         return fnp.tanh(x * 3.0 + 1.0) @ x.T
 
     x = np.random.default_rng(9).standard_normal((40, 24)).astype(np.float32)
-    first = fg.jit(f, backend="opencl")
+    first = fg.jit(lambda x: f(x), backend="opencl")
     want = np.asarray(first(x))
     built, reused = engine.ENGINE_STATS["kernels_built"], engine.ENGINE_STATS["programs_reused"]
-    clear_caches()
-    again = fg.jit(f, backend="opencl")
+    del first                                  # its executable goes; the built program stays
+    gc.collect()
+    again = fg.jit(lambda x: f(x), backend="opencl")
     np.testing.assert_array_equal(np.asarray(again(x)), want)
     assert engine.ENGINE_STATS["kernels_built"] == built
     assert engine.ENGINE_STATS["programs_reused"] == reused + 1
+    clear_caches()                             # which clear_caches frees
+    assert not engine._PROGRAMS
 
 
 FORMS = {"a @ b": (lambda a: a, lambda b: b), "a.T @ b": (lambda a: a.T, lambda b: b),

@@ -21,6 +21,7 @@ import scipy.special as ss
 import scipy.stats as sst
 
 import fungraph as fg
+from fungraph import dtypes
 from fungraph import random as fr
 from tests.helpers import jax_or_skip
 
@@ -302,7 +303,7 @@ def test_orthogonal_has_orthonormal_rows_or_columns(n: int, m: int) -> None:
         gram = q @ np.conj(np.swapaxes(q, -1, -2)) if n <= m else np.conj(np.swapaxes(q, -1, -2)) @ q
         np.testing.assert_allclose(gram, np.broadcast_to(np.eye(min(n, m)), gram.shape), atol=1e-5)
     init = fg.nn.initializers.orthogonal()(fr.PRNGKey(0), (3, 5))
-    np.testing.assert_array_equal(init, fr.orthogonal(fr.PRNGKey(0), 3, (), F32, 5))
+    np.testing.assert_array_equal(init, fr.orthogonal(fr.PRNGKey(0), 3, (), dtypes.default_float(), 5))
 
 
 # --- jit and vmap over keys ----------------------------------------------------------------

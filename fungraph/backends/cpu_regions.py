@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph._caches import on_clear
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.memory import MemoryPlan, plan_memory
 from fungraph.interpreters.staging import stage
@@ -68,6 +69,9 @@ def _chunk_body(body: Graph, rows: int) -> tuple[Graph, MemoryPlan]:
              for v, j in zip(body.invars, _split(body))]
     g, _ = stage(lambda *xs: eval_graph(body, *xs), avals)
     return g, plan_memory(g, scratch_bytes=scratch_bytes)
+
+
+on_clear(_chunk_body.cache_clear)
 
 
 def _chunk_plans(body: Graph) -> list[tuple[int, Graph, MemoryPlan]]:

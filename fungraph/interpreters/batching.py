@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from fungraph.core import (
     MainTrace,
     Primitive,
@@ -190,6 +192,11 @@ def vmap_flat(fun: Callable[..., Sequence[Any]], args: Sequence[Any], in_dims: S
                 continue
             front = broadcast_batch(val, bd, size)
             nd = aval_of(front).ndim
+            if isinstance(od, bool) or not isinstance(od, (int, np.integer)):
+                raise TypeError(f"vmap out_axes must be an int or None, got {od!r}")
+            if not -nd <= od < nd:
+                raise ValueError(f"vmap out_axes {od} is out of bounds for an output of rank {nd} "
+                                 f"(shape {aval_of(front).shape}, the mapped axis included)")
             od = od % nd
             perm = tuple(range(1, od + 1)) + (0,) + tuple(range(od + 1, nd))
             results.append(transpose(front, perm))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fungraph.core import _source_override
+from fungraph.core import source_stack
 from fungraph.ir import Atom, Graph, Literal, Var
 
 
@@ -22,13 +22,14 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
 
     env.update(zip(graph.invars, args))
     env.update(zip(graph.constvars, graph.consts))
+    sources = source_stack()
     for i, eqn in enumerate(graph.eqns):
         try:
-            _source_override.append(eqn.source)
+            sources.append(eqn.source)
             try:
                 outs = eqn.primitive.bind(*map(read, eqn.inputs), **eqn.params.kwargs())
             finally:
-                _source_override.pop()
+                sources.pop()
         except Exception as err:
             add_eqn_note(err, graph, i)
             raise

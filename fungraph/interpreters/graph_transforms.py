@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fungraph._caches import LRUCache
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
@@ -15,18 +16,15 @@ from fungraph.interpreters.transpose import backward_pass, partial_eval
 from fungraph.ir import Graph
 from fungraph.primitives._rules import zeros
 
-_TRANSFORMED: dict[tuple[str, Graph, Any], Any] = {}
-
-
-def clear_transform_cache() -> None:
-    _TRANSFORMED.clear()
+_TRANSFORMED: LRUCache[tuple[str, Graph, Any], Any] = LRUCache("transformed graphs")
 
 
 def _cached(kind: str, graph: Graph, mask: Any, build: Callable[[], Any]) -> Any:
     key = (kind, graph, mask)
-    if key not in _TRANSFORMED:
-        _TRANSFORMED[key] = build()
-    return _TRANSFORMED[key]
+    out = _TRANSFORMED.get(key)
+    if out is None:
+        out = _TRANSFORMED[key] = build()
+    return out
 
 
 def jvp_graph(call: Graph, differentiable: tuple[bool, ...]) -> Graph:

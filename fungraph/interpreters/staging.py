@@ -10,10 +10,13 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import (
     MainTrace,
+    NestingError,
     Primitive,
     Trace,
     Tracer,
     checked_abstract_eval,
+    deep_recursion,
+    nesting_error,
     new_dynamic,
     new_main,
     user_source,
@@ -146,11 +149,16 @@ def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]) ->
     arguments when the graph is evaluated. Concrete closed-over arrays become constants.
     """
     builder = GraphBuilder()
-    with new_main(GraphTrace, builder) as main:
+    with deep_recursion(), new_main(GraphTrace, builder) as main:
         with new_dynamic(main):
             trace = GraphTrace(main)
             args = [trace.new_arg(a) for a in in_avals]
-            outs = fun(*args)
+            try:
+                outs = fun(*args)
+            except RecursionError as err:
+                if isinstance(err, NestingError):
+                    raise
+                raise nesting_error("the traced function", main.level) from None
             out_tracers = [_raise_out(trace, o) for o in outs]
     return _build_graph(builder, out_tracers, main)
 

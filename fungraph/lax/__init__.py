@@ -3,8 +3,10 @@
 The functions live in modules named for what they hold: ``_elementwise`` (operators that refuse
 mixed dtypes), ``_special``, ``_bits``, ``_shapes``, ``_slicing`` (dynamic slices, gather and
 scatter), ``_reductions`` (reductions, scans, sorting), ``_windows`` (``reduce_window``),
-``_convolution``, ``_linalg`` (``Precision`` and products), ``_control_flow`` and ``_implicit``
-(``custom_root``, ``custom_linear_solve``); the collectives are ``fungraph.primitives.collectives``'s.
+``_convolution``, ``_window_shapes`` (their shape arithmetic: ``conv_general_shape_tuple``,
+``padtype_to_pads``, ...), ``_linalg`` (``Precision`` and products), ``_control_flow`` and
+``_implicit`` (``custom_root``, ``custom_linear_solve``); the collectives are
+``fungraph.primitives.collectives``'s.
 """
 
 from fungraph.lax._bits import (
@@ -191,6 +193,13 @@ from fungraph.lax._special import (
     polygamma,
     zeta,
 )
+from fungraph.lax._window_shapes import (
+    conv_general_shape_tuple,
+    conv_shape_tuple,
+    conv_transpose_shape_tuple,
+    padtype_to_pads,
+    reduce_window_shape_tuple,
+)
 from fungraph.lax._windows import (
     padding_pairs,
     reduce,
@@ -258,7 +267,10 @@ __all__ = [
     "conv_dimension_numbers",
     "conv_general_dilated",
     "conv_general_dilated_patches",
+    "conv_general_shape_tuple",
+    "conv_shape_tuple",
     "conv_transpose",
+    "conv_transpose_shape_tuple",
     "conv_with_general_padding",
     "ConvDimensionNumbers",
     "convert_element_type",
@@ -326,6 +338,7 @@ __all__ = [
     "optimization_barrier",
     "pad",
     "padding_pairs",
+    "padtype_to_pads",
     "pmax",
     "pmean",
     "pmin",
@@ -350,6 +363,7 @@ __all__ = [
     "reduce_prod",
     "reduce_sum",
     "reduce_window",
+    "reduce_window_shape_tuple",
     "reduce_xor",
     "rem",
     "reshape",

@@ -35,7 +35,30 @@ def _leaves(tree: Any) -> tuple[list[Any], Any, list[Any]]:
 
 
 def switch(index: Any, branches: Sequence[Any], *operands: Any) -> Any:
-    """Apply ``branches[index]`` to ``operands``; the index is clamped to the valid range."""
+    """Apply ``branches[index]`` to ``operands``; the index, an integer scalar (as JAX, a
+    float or bool one is a ``TypeError``), is clamped to the valid range."""
+    idx = asarray(index)
+    if idx.shape != ():
+        raise _at_user_line(f"switch index must be a scalar, got shape {idx.shape}")
+    if np.dtype(idx.dtype).kind not in "iu":
+        raise _at_user_line(f"switch index must be an integer, got {_describe(index)} of dtype {idx.dtype}")
+    return _switch(idx, branches, operands)
+
+
+def _describe(value: Any) -> str:
+    """``value`` for an error message: a concrete scalar's value, else its type."""
+    return repr(value) if isinstance(value, (builtins.bool, builtins.int, builtins.float, builtins.complex,
+                                             np.generic)) else "a traced value"
+
+
+def _at_user_line(message: str) -> TypeError:
+    """A ``TypeError`` with the user's source line appended."""
+    src = user_source()
+    return TypeError(message + (f"\n  at {src}" if src else ""))
+
+
+def _switch(idx: Any, branches: Sequence[Any], operands: tuple[Any, ...]) -> Any:
+    """``switch`` on a checked scalar index (integer or bool), converted to int32 as JAX does."""
     from fungraph.primitives.control_flow import cond_p
     from fungraph.primitives.elementwise import convert
     from fungraph.primitives.graph_utils import insert_unused_inputs
@@ -58,20 +81,26 @@ def switch(index: Any, branches: Sequence[Any], *operands: Any) -> Any:
         g = insert_unused_inputs(g, len(avals), before)
         graphs.append(insert_unused_inputs(g, len(g.invars), after))
     closures = [c for _, cl, _ in staged for c in cl]
-    idx = asarray(index)
-    if idx.shape != ():
-        raise TypeError(f"switch/cond index must be a scalar, got shape {idx.shape}")
     idx = convert(idx, np.dtype(np.int32))
     outs = cond_p.bind(idx, *leaves, *closures, branches=tuple(graphs))
     return tree_unflatten(out_trees[0], outs)
 
 
 def cond(pred: Any, true_fun: Any, false_fun: Any, *operands: Any) -> Any:
-    """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, staged as one ``cond``."""
+    """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, staged as one ``cond``.
+    A numeric ``pred`` is true when nonzero, as Python's truthiness and JAX (``0.5``, ``-1``
+    and ``2**32`` are true; NaN is true)."""
+    from fungraph.primitives.elementwise import ne_p
+
     p = asarray(pred)
     if p.shape != ():
-        raise TypeError(f"cond predicate must be a scalar, got shape {p.shape}")
-    return switch(p, [false_fun, true_fun], *operands)
+        raise _at_user_line(f"cond predicate must be a scalar, got shape {p.shape}")
+    kind = np.dtype(p.dtype).kind
+    if kind not in "biuf":
+        raise _at_user_line(f"cond predicate must be a bool or a real number, got {_describe(pred)} of dtype {p.dtype}")
+    if kind != "b":
+        p = ne_p.bind(p, asarray(np.zeros((), p.dtype)))
+    return _switch(p, [false_fun, true_fun], operands)
 
 
 def while_loop(cond_fun: Any, body_fun: Any, init_val: Any, *, checkpoint: str = "all") -> Any:

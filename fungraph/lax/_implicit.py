@@ -84,7 +84,7 @@ def custom_root(f: Callable[[Any], Any], initial_guess: Any, solve: Callable[[Ca
     linear system solved by ``tangent_solve(J_x, rhs)`` (in both directions). ``theta`` is
     whatever ``f`` closes over; ``initial_guess`` and any aux output carry no derivative."""
     from fungraph.api import jvp
-    from fungraph.custom_derivatives import custom_jvp
+    from fungraph.custom_derivatives import custom_jvp, zero_tangent
     from fungraph.interpreters.eval import eval_graph
     from fungraph.interpreters.jvp import jvp_flat
     from fungraph.primitives.callback import stop_gradient
@@ -115,7 +115,7 @@ def custom_root(f: Callable[[Any], Any], initial_guess: Any, solve: Callable[[Ca
         rhs = tree_unflatten(f_out, rhs)
         step = custom_linear_solve(lambda v: jvp(lambda x: f_at(x, consts), (sol,), (v,))[1], rhs,
                                    tangent_solve, lambda g, y: tangent_solve(g, y))
-        return (sol, aux), (tree_map(lambda v: -v, step), tree_map(fnp.zeros_like, aux))
+        return (sol, aux), (tree_map(lambda v: -v, step), tree_map(zero_tangent, aux))
 
     sol, aux = root(tuple(f_consts), guess)
     return (sol, tree_map(stop_gradient, aux)) if has_aux else sol

@@ -3,7 +3,7 @@ from existing data (buffers, iterables, DLPack, ``fromfunction``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -16,9 +16,19 @@ from fungraph.primitives.shape import broadcast_in_dim
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
+    """``shape`` as a tuple of Python ints: an integer or a sequence of integers (as JAX, a
+    float such as 2.7 or 2.0, or None, is a ``TypeError``, not truncated); no negative sizes."""
     if isinstance(shape, Tracer):
         raise TypeError(f"shapes must be concrete, got a traced value {shape.aval}")
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    dims = (shape,) if isinstance(shape, (int, np.integer)) or not isinstance(shape, Iterable) else tuple(shape)
+    out = []
+    for d in dims:
+        if not isinstance(d, (int, np.integer)):
+            raise TypeError(f"shapes must be sequences of concrete integers, got {shape!r}")
+        if d < 0:
+            raise ValueError(f"negative dimensions are not allowed, got shape {shape!r}")
+        out.append(int(d))
+    return tuple(out)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:

@@ -19,6 +19,8 @@ from fungraph.numpy._sorting import searchsorted
 from fungraph.numpy._util import asarray, cast, int_pair, namespace, normalize_axes, promote, take_static
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
+from fungraph.primitives import special as sp
+from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.indexing import take as take_prim
 
 
@@ -43,18 +45,12 @@ def _where_neg(x: Any, f: Any) -> Any:
 # --- inverse trigonometric and hyperbolic ------------------------------------------------------
 
 
-def _one_minus_sq(x: Any) -> Any:
-    return ew.mul(ew.sub(_c(1, x), x), ew.add(_c(1, x), x))             # (1 - x)(1 + x), exact near |x| = 1
-
-
 def arcsin(x: Any) -> Any:
-    x = _f(x)
-    return ew.atan2_p.bind(x, ew.sqrt_p.bind(_one_minus_sq(x)))
+    return ew.asin_p.bind(_f(x))
 
 
 def arccos(x: Any) -> Any:
-    x = _f(x)
-    return ew.atan2_p.bind(ew.sqrt_p.bind(_one_minus_sq(x)), x)
+    return ew.acos_p.bind(_f(x))
 
 
 def _asinh_pos(x: Any) -> Any:
@@ -71,13 +67,14 @@ def arccosh(x: Any) -> Any:
     if dtypes.is_complex(x.dtype):                                       # principal branch, as numpy
         roots = ew.mul(ew.sqrt_p.bind(ew.add(x, _c(1, x))), ew.sqrt_p.bind(ew.sub(x, _c(1, x))))
         return ew.log_p.bind(ew.add(x, roots))
-    y = ew.sub(x, _c(1, x))                                              # log1p(y + sqrt(y (y + 2))), y = x - 1
-    return ew.log1p_p.bind(ew.add(y, ew.sqrt_p.bind(ew.mul(y, ew.add(y, _c(2, x))))))
+    return ew.acosh_p.bind(x)
 
 
 def arctanh(x: Any) -> Any:
-    x = _f(x)                                                            # log1p(2x / (1 - x)) / 2
-    return ew.mul(_c(0.5, x), ew.log1p_p.bind(ew.div(ew.add(x, x), ew.sub(_c(1, x), x))))
+    x = _f(x)
+    if dtypes.is_complex(x.dtype):                                       # log1p(2x / (1 - x)) / 2
+        return ew.mul(_c(0.5, x), ew.log1p_p.bind(ew.div(ew.add(x, x), ew.sub(_c(1, x), x))))
+    return ew.atanh_p.bind(x)
 
 asin = arcsin
 acos = arccos
@@ -104,28 +101,39 @@ def log10(x: Any) -> Any:
     return ew.div(ew.log(x), _c(math.log(10), x))
 
 
+def _log_add(a: Any, b: Any, log1p_of_power: Any) -> Any:
+    """log_B(B^a + B^b) as the larger plus ``log1p_of_power(-|a - b|)`` (log_B(1 + B^-|a - b|)),
+    each side's formula fed only where it is the larger, so both stay finite and analytic: every
+    derivative is exact at a tie too (softplus''(0) = 1/4; ``max`` plus ``|a - b|`` kink there and
+    gave 0). Both infinite alike (a - b is NaN) gives a + b; NaN operands give NaN gradients."""
+    delta = ew.sub(a, b)
+    zero = _c(0, delta)
+    undefined = ew.ne_p.bind(delta, delta)
+    both_inf = ew.and_p.bind(ew.eq(a, b), ew.eq(a, _c(np.inf, a)))    # gradient 1 there (JAX); NaN at -inf
+    delta = ew.select(both_inf, zero, delta)
+    a_larger = ew.ge_p.bind(delta, zero)
+    from_a = ew.add(a, log1p_of_power(ew.neg(ew.select(a_larger, delta, zero))))
+    from_b = ew.add(b, log1p_of_power(ew.select(a_larger, zero, delta)))
+    return ew.select(undefined, ew.add(a, b), ew.select(a_larger, from_a, from_b))
+
+
 def logaddexp(x1: Any, x2: Any) -> Any:
     """log(e^a + e^b) = max + log1p(e^-|a - b|); ties (also both infinite) give a + log 2."""
     a, b = promote(x1, x2, to_inexact=True)
-    delta = ew.sub(a, b)
-    amax = ew.max_p.bind(a, b)
-    tail = ew.log1p_p.bind(ew.exp(ew.neg(ew.abs_p.bind(delta))))
-    return ew.select(ew.ne_p.bind(delta, delta), ew.add(a, b), ew.add(amax, tail))
+    return _log_add(a, b, lambda d: ew.log1p_p.bind(ew.exp(d)))
 
 
 def logaddexp2(x1: Any, x2: Any) -> Any:
     a, b = promote(x1, x2, to_inexact=True)
-    delta = ew.sub(a, b)
-    amax = ew.max_p.bind(a, b)
-    tail = ew.div(ew.log1p_p.bind(ew.pow_(_c(2, a), ew.neg(ew.abs_p.bind(delta)))), _c(math.log(2), a))
-    return ew.select(ew.ne_p.bind(delta, delta), ew.add(a, b), ew.add(amax, tail))
+    return _log_add(a, b, lambda d: ew.div(ew.log1p_p.bind(ew.pow_(_c(2, d), d)), _c(math.log(2), d)))
 
 
 def hypot(x1: Any, x2: Any) -> Any:
     """sqrt(a^2 + b^2) scaled by the larger magnitude so it neither overflows nor underflows."""
     a, b = promote(x1, x2, to_inexact=True)
-    big = ew.max_p.bind(ew.abs_p.bind(a), ew.abs_p.bind(b))
-    small = ew.min_p.bind(ew.abs_p.bind(a), ew.abs_p.bind(b))
+    a_smaller = ew.le_p.bind(ew.abs_p.bind(a), ew.abs_p.bind(b))       # one side each, also at a tie,
+    big = ew.abs_p.bind(ew.select(a_smaller, b, a))                     # and the smaller signed: its ratio
+    small = ew.select(a_smaller, a, b)                                  # squared is smooth at 0
     zero = ew.eq(big, _c(0, big))
     safe = ew.select(zero, _c(1, big), big)
     ratio = ew.div(small, safe)
@@ -135,11 +143,13 @@ def hypot(x1: Any, x2: Any) -> Any:
 
 
 def sinc(x: Any) -> Any:
-    """sin(pi x) / (pi x), with its limit 1 at 0."""
+    """sin(pi x) / (pi x), with its limit 1 at 0 from ``maclaurin`` so that every derivative
+    there is exact too (sinc''(0) = -pi^2/3, as JAX)."""
     x = _f(x)
     zero = ew.eq(x, _c(0, x))
-    px = ew.mul(_c(math.pi, x), ew.select(zero, _c(1, x), x))
-    return ew.select(zero, _c(1, x), ew.div(ew.sin(px), px))
+    px = ew.mul(_c(math.pi, x), x)
+    safe = ew.select(zero, _c(1, x), px)
+    return ew.select(zero, sp.maclaurin_p.bind(px, series="sinc", k=0), ew.div(ew.sin(safe), safe))
 
 
 def cbrt(x: Any) -> Any:
@@ -206,7 +216,7 @@ def _rint(x: Any) -> Any:
     odd = ew.eq(ew.mod_p.bind(fl, _c(2, x)), _c(1, x))
     up = ew.or_p.bind(ew.gt(frac, half), ew.and_p.bind(ew.eq(frac, half), odd))
     out = ew.select(up, ew.add(fl, _c(1, x)), fl)
-    return ew.select(ew.eq(frac, frac), out, x)                         # inf and nan pass through
+    return ew.select(ew.eq(frac, frac), out, stop_gradient(x))          # inf and nan pass through, flat
 
 
 def rint(x: Any) -> Any:
@@ -282,10 +292,12 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
 
 
 def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:
-    """|a - b| <= atol + rtol |b| for finite values; infinities must be equal."""
+    """|a - b| <= atol + rtol |b| for finite values; infinities must be equal. Complex values
+    compare by the modulus of their difference, with real tolerances (as JAX and numpy)."""
     x, y = promote(a, b, to_inexact=True)
     finite = ew.and_p.bind(_finite(x), _finite(y))
-    close = ew.le_p.bind(ew.abs_p.bind(ew.sub(x, y)), ew.add(_c(atol, x), ew.mul(_c(rtol, x), ew.abs_p.bind(y))))
+    abs_y = ew.abs_p.bind(y)
+    close = ew.le_p.bind(ew.abs_p.bind(ew.sub(x, y)), ew.add(_c(atol, abs_y), ew.mul(_c(rtol, abs_y), abs_y)))
     out = ew.select(finite, close, ew.eq(x, y))
     if equal_nan:
         out = ew.or_p.bind(out, ew.and_p.bind(_isnan(x), _isnan(y)))
@@ -293,7 +305,8 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan:
 
 
 def _finite(x: Any) -> Any:
-    return ew.lt(ew.abs_p.bind(x), _c(np.inf, x))
+    magnitude = ew.abs_p.bind(x)
+    return ew.lt(magnitude, _c(np.inf, magnitude))
 
 
 def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:

@@ -13,6 +13,7 @@ from fungraph.array import Array
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import shape as sh
+from fungraph.primitives._rules import broadcast_shape_tuples
 
 
 def _resolve_shape(shape: Any, size: int, src: Any) -> tuple[int, ...]:
@@ -92,17 +93,16 @@ def squeeze(a: Any, axis: Any = None) -> Any:
 def broadcast_to(a: Any, shape: Any) -> Any:
     x = asarray(a)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    try:
-        if tuple(np.broadcast_shapes(x.shape, shape)) != shape:
-            raise ValueError
-    except ValueError:
-        raise ShapeError(f"broadcast_to: cannot broadcast an array of shape {x.shape} to {shape}") from None
+    if broadcast_shape_tuples(x.shape, shape) != shape:
+        raise ShapeError(f"broadcast_to: cannot broadcast an array of shape {x.shape} to {shape}")
     return sh.broadcast_to(x, shape)
 
 
 def broadcast_arrays(*args: Any) -> list[Any]:
     xs = [asarray(a) for a in args]
-    shape = tuple(np.broadcast_shapes(*(x.shape for x in xs)))
+    shape = broadcast_shape_tuples(*(x.shape for x in xs))
+    if shape is None:
+        raise ValueError(f"broadcast_arrays: shapes {[x.shape for x in xs]} cannot be broadcast together")
     return [sh.broadcast_to(x, shape) for x in xs]
 
 

@@ -3,6 +3,7 @@ small helpers of the functions composed of the public ones."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -63,18 +64,23 @@ def normalize_axes(axis: Any, ndim: int, name: str) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
     if isinstance(axis, (tuple, list)):
-        axes = tuple(normalize_axis(int(a), ndim, name) for a in axis)
+        axes = tuple(normalize_axis(_int(a, f"{name}: axis"), ndim, name) for a in axis)
     else:
-        axes = (normalize_axis(_int(axis, "axis"), ndim, name),)
+        axes = (normalize_axis(_int(axis, f"{name}: axis"), ndim, name),)
     if len(set(axes)) != len(axes):
         raise ValueError(f"{name}: repeated axis in {axis}")
     return axes
 
 
 def _int(x: Any, what: str) -> int:
+    """``x`` as an int; a traced value, or a float such as 1.7 (as JAX: not truncated), is a
+    ``TypeError``."""
     if isinstance(x, Tracer):
         raise TypeError(f"{what} must be a concrete integer, got a traced value {x.aval}")
-    return int(x)
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {x!r} of type {type(x).__name__}") from None
 
 
 # --- helpers of the functions composed of the public ones -----------------------------------------

@@ -3,7 +3,8 @@ differentiable through the decomposition primitives of ``fungraph.primitives.lin
 
 ``eig``/``eigvals`` take real or complex matrices and, like JAX, always return complex arrays
 (numpy returns real ones when every eigenvalue of a real matrix is real); the other routines
-take real matrices. ``eigh``, ``eigvalsh`` and ``cholesky`` read the lower triangle, as numpy does."""
+take real matrices. ``eigh`` and ``eigvalsh`` read the lower triangle, as numpy does; ``cholesky``
+factors ``(a + a^H) / 2``, as JAX does (the same for a Hermitian ``a``; its gradient is symmetric)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,11 @@ def _sym_lower(x: Any) -> Any:
         on_diag = ops.diag_embed(ew.convert(ew.real(ops.diag_part(x)), x.dtype))
         return ew.add(ew.add(below, ops.mH(below)), on_diag)
     return ew.add(ops.tril(x), ops.mT(below))
+
+
+def _hermitian_part(x: Any) -> Any:
+    """``(x + x^H) / 2``: JAX's symmetrisation before a Hermitian decomposition."""
+    return ew.mul(ew.add(x, ops.mH(x)), np.asarray(0.5, x.dtype))
 
 
 def _broadcast_lead(a: Any, b: Any) -> tuple[Any, Any]:
@@ -194,8 +200,11 @@ def tensorinv(a: Any, ind: int = 2) -> Any:
 # --- decompositions -------------------------------------------------------------------------------
 
 
-def cholesky(a: Any, *, upper: bool = False) -> Any:
-    low = ops.cholesky(_sym_lower(_float_matrix(a, "cholesky")))
+def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> Any:
+    """The Cholesky factor of ``(a + a^H) / 2`` as JAX's (so the gradient is symmetric), or of
+    the Hermitian matrix ``a``'s lower triangle gives with ``symmetrize_input=False``."""
+    x = _float_matrix(a, "cholesky")
+    low = ops.cholesky(_hermitian_part(x) if symmetrize_input else _sym_lower(x))
     return ops.mT(low) if upper else low
 
 
@@ -227,18 +236,14 @@ def eigvals(a: Any) -> Any:
 
 
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
-    """The SVD; ``full_matrices=True`` (numpy's default) is supported for square inputs, where it
-    equals the thin one (a full basis of the larger space has no unique derivative)."""
+    """The SVD; with ``full_matrices=True`` (numpy's default) a non-square matrix gets square U
+    and V^H, whose derivative is not defined (a full basis of the larger space is not unique:
+    differentiate ``full_matrices=False``), as in JAX."""
     x = _float_matrix(a, "svd", square=False)
-    u, s, vt = ops.svd_p.bind(x)
     if not compute_uv:
-        return s
+        return ops.svd_p.bind(x)[1]
     m, n = x.shape[-2:]
-    if full_matrices and m != n:
-        if isinstance(x, np.ndarray):
-            return SVDResult(*np.linalg.svd(x, full_matrices=True))
-        raise NotImplementedError("svd(full_matrices=True) of a non-square traced matrix: pass full_matrices=False")
-    return SVDResult(u, s, vt)
+    return SVDResult(*ops.svd_p.bind(x, full_matrices=bool(full_matrices) and m != n))
 
 
 def svdvals(x: Any) -> Any:
@@ -248,13 +253,9 @@ def svdvals(x: Any) -> Any:
 def qr(a: Any, mode: str = "reduced") -> Any:
     x = _float_matrix(a, "qr", square=False)
     m, n = x.shape[-2:]
-    if mode == "complete" and m > n:
-        if isinstance(x, np.ndarray):
-            return QRResult(*np.linalg.qr(x, mode="complete"))
-        raise NotImplementedError("qr(mode='complete') of a tall traced matrix is not supported")
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"qr: unrecognized mode {mode!r}")
-    q, r = ops.qr_p.bind(x)
+    q, r = ops.qr_p.bind(x, full_matrices=mode == "complete" and m > n)
     return r if mode == "r" else QRResult(q, r)
 
 

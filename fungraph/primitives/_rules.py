@@ -47,12 +47,23 @@ def broadcast_shapes(name: str, *avals: ShapedArray) -> tuple[int, ...]:
     first = avals[0].shape
     if all(a.shape == first for a in avals):
         return first
-    try:
-        return tuple(np.broadcast_shapes(*(a.shape for a in avals)))
-    except ValueError:
-        raise ShapeError(
-            f"{name}: incompatible shapes for broadcasting: {', '.join(str(a) for a in avals)}"
-        ) from None
+    out = broadcast_shape_tuples(*(a.shape for a in avals))
+    if out is None:
+        raise ShapeError(f"{name}: incompatible shapes for broadcasting: {', '.join(str(a) for a in avals)}")
+    return out
+
+
+def broadcast_shape_tuples(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """numpy's broadcast of ``shapes``, or None where they are incompatible; of any rank
+    (``np.broadcast_shapes`` stops at 32 dimensions)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for k in range(rank):
+        sizes = {s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0} - {1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
 
 
 def require_same_dtype(name: str, *avals: ShapedArray) -> np.dtype:

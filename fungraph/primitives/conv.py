@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._caches import on_clear
 from fungraph.core import Primitive, ShapeError
 from fungraph.interpreters.memory import ALIGNMENT
 from fungraph.ir import Eqn, ShapedArray
@@ -76,6 +77,9 @@ def _axis_taps(in_size: int, out_size: int, k: int, stride: int, lo: int, ld: in
         src = slice(s0, s0 + step_s * (n - 1) + 1, step_s)
         taps.append(_AxisTap(i, dst, src, n == out_size, s0 == 0 and n == in_size and step_s == 1))
     return tuple(taps)
+
+
+on_clear(_axis_taps.cache_clear)
 
 
 @dataclass(frozen=True)

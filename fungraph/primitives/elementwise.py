@@ -103,6 +103,16 @@ sqrt_p = _unary("sqrt", np.sqrt, lambda x, y: div(lit(0.5, y.dtype), y))  # sqrt
 log1p_p = _unary("log1p", np.log1p, lambda x, y: div(_one(x), add(_one(x), x)))
 expm1_p = _unary("expm1", np.expm1, lambda x, y: add(y, _one(y)))        # expm1' = expm1 + 1
 atan_p = _unary("atan", np.arctan, lambda x, y: div(_one(x), add(_one(x), mul(x, x))))
+# The inverse functions' derivatives are written with x^2 (as JAX's), so at |x| = 1 they and
+# their own derivatives are infinite, not inf * 0 = NaN from a factor (1 - x) that is zero there.
+asin_p = _unary("asin", np.arcsin, lambda x, y: div(_one(x), sqrt(sub(_one(x), mul(x, x)))),    # 1/sqrt(1-x^2)
+                kind="float")
+acos_p = _unary("acos", np.arccos, lambda x, y: neg(div(_one(x), sqrt(sub(_one(x), mul(x, x))))),
+                kind="float")                                                              # -1/sqrt(1-x^2)
+acosh_p = _unary("acosh", np.arccosh, lambda x, y: div(_one(x), sqrt(sub(mul(x, x), _one(x)))),  # 1/sqrt(x^2-1)
+                 kind="float")
+atanh_p = _unary("atanh", np.arctanh, lambda x, y: div(_one(x), sub(_one(x), mul(x, x))),       # 1/(1-x^2)
+                 kind="float")
 sinh_p = _unary("sinh", np.sinh, lambda x, y: cosh(x))
 cosh_p = _unary("cosh", np.cosh, lambda x, y: sinh(x))
 logistic_p = _unary("logistic", _logistic_impl, lambda x, y: mul(y, sub(_one(y), y)),  # s' = s(1-s)
@@ -155,6 +165,10 @@ def sinh(x: Any) -> Any:
 
 def cosh(x: Any) -> Any:
     return cosh_p.bind(x)
+
+
+def sqrt(x: Any) -> Any:
+    return sqrt_p.bind(x)
 
 
 def neg(x: Any) -> Any:

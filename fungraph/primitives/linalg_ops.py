@@ -18,10 +18,10 @@ from fungraph.core import Primitive, ShapeError
 from fungraph.ir import ShapedArray
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives._batching import batch_size, broadcast_batch
-from fungraph.primitives._rules import aval, is_undefined, lit, require_float, require_same_dtype
+from fungraph.primitives._rules import aval, is_undefined, lit, require_float, require_same_dtype, zeros
 from fungraph.primitives.linalg import dot_general
 from fungraph.primitives.reductions import reduce_sum
-from fungraph.primitives.shape import reshape, transpose
+from fungraph.primitives.shape import concatenate, reshape, slice_, transpose
 
 # --- helpers over the last two axes --------------------------------------------------------
 
@@ -53,8 +53,6 @@ def diag_part(x: Any) -> Any:
     shape = aval(x).shape
     n, m = shape[-2:]
     k = min(n, m)
-    from fungraph.primitives.shape import slice_
-
     sq = slice_(x, (0,) * len(shape), shape[:-2] + (k, k), None)
     return reduce_sum(ew.mul(sq, _eye(k, k, aval(x).dtype)), (len(shape) - 1,))
 
@@ -163,11 +161,45 @@ det_p = Primitive("det", impl=lambda a: np.linalg.det(a), abstract_eval=_det_ava
 @det_p.def_jvp
 def _det_jvp(primals: tuple, tangents: tuple) -> tuple:
     (a,), (ta,) = primals, tangents
-    d = det(a)
-    return d, ew.mul(d, trace(solve(a, ta)))                              # d det = det tr(A^-1 dA)
+    return det(a), trace(mm(adjugate_p.bind(a), ta))                        # d det = tr(adj(A) dA)
 
 
 det_p.batch = _leading_batch(det_p)
+
+
+def _adjugate_impl(a: np.ndarray) -> np.ndarray:
+    """adj(A) from A = U S V^H: adj(A) = det(U) det(V^H) V adj(S) U^H, adj(S) holding the products
+    of the other singular values, so a singular A has its adjugate (zero past rank n - 1), not
+    a failed inverse."""
+    u, s, vh = np.linalg.svd(a)
+    n = s.shape[-1]
+    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+    before = np.concatenate([ones, np.cumprod(s[..., :-1], axis=-1)], axis=-1)
+    after = np.concatenate([np.cumprod(s[..., :0:-1], axis=-1)[..., ::-1], ones], axis=-1) if n > 1 else ones
+    phase = (np.linalg.det(u) * np.linalg.det(vh))[..., None, None]
+    others = (before * after).astype(a.dtype)
+    v, uh = np.swapaxes(vh.conj(), -1, -2), np.swapaxes(u.conj(), -1, -2)
+    return (phase * v @ (others[..., :, None] * uh)).astype(a.dtype)
+
+
+def _adjugate_aval(a: ShapedArray) -> ShapedArray:
+    _square("adjugate", a, allow_complex=True)
+    return a
+
+
+#: adj(A) (= det(A) A^-1 where A is invertible): det's derivative, defined at singular A too.
+adjugate_p = Primitive("adjugate", impl=_adjugate_impl, abstract_eval=_adjugate_aval, arity=1)
+
+
+@adjugate_p.def_jvp
+def _adjugate_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (a,), (ta,) = primals, tangents
+    adj = adjugate_p.bind(a)
+    x = solve(a, ta)                                                        # d adj = tr(A^-1 dA) adj - A^-1 dA adj
+    return adj, ew.sub(ew.mul(reshape(trace(x), aval(x).shape[:-2] + (1, 1)), adj), mm(x, adj))
+
+
+adjugate_p.batch = _leading_batch(adjugate_p)
 
 
 def det(a: Any) -> Any:
@@ -275,26 +307,37 @@ eigh_p.batch = _leading_batch(eigh_p)
 # --- svd ------------------------------------------------------------------------------------------
 
 
-def _svd_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray, ShapedArray]:
-    """(U, s, V^H): the singular values are real, the vectors of ``a``'s type."""
+def _svd_aval(a: ShapedArray, full_matrices: bool = False) -> tuple[ShapedArray, ShapedArray, ShapedArray]:
+    """(U, s, V^H): the singular values are real, the vectors of ``a``'s type; U (m, m) and
+    V^H (n, n) with ``full_matrices``."""
     m, n = _matrix("svd", a, allow_complex=True)
     k = min(m, n)
     lead = a.shape[:-2]
-    return (ShapedArray(lead + (m, k), a.dtype), ShapedArray(lead + (k,), dtypes.real_for(a.dtype)),
-            ShapedArray(lead + (k, n), a.dtype))
+    u_cols, v_rows = (m, n) if full_matrices else (k, k)
+    return (ShapedArray(lead + (m, u_cols), a.dtype), ShapedArray(lead + (k,), dtypes.real_for(a.dtype)),
+            ShapedArray(lead + (v_rows, n), a.dtype))
 
 
-svd_p = Primitive("svd", impl=lambda a: tuple(np.linalg.svd(a, full_matrices=False)), abstract_eval=_svd_aval,
-                  arity=1, multiple_results=True)
+svd_p = Primitive("svd", impl=lambda a, full_matrices=False: tuple(np.linalg.svd(a, full_matrices=full_matrices)),
+                  abstract_eval=_svd_aval, arity=1, multiple_results=True)
+
+
+def _require_thin(a: ShapedArray, full_matrices: bool) -> None:
+    """The complete singular vectors of a non-square matrix have no derivative here (nor in JAX)."""
+    m, n = a.shape[-2:]
+    if full_matrices and m != n:
+        raise NotImplementedError(f"svd: the derivative of full_matrices=True for a non-square matrix {a} is not "
+                                  f"implemented (as in JAX); differentiate full_matrices=False")
 
 
 @svd_p.def_jvp
-def _svd_jvp(primals: tuple, tangents: tuple) -> tuple:
+def _svd_jvp(primals: tuple, tangents: tuple, full_matrices: bool = False) -> tuple:
     """The thin SVD's derivative (as in JAX): with dS = U^H dA V and F[i, j] = 1/(s_j^2 - s_i^2),
     ds = Re diag(dS), dU = U (F * (dS s + s dS^H) + (dS - dS^H) / 2s on the diagonal) (+ the
     part outside U's span when m > n), dV = V (F * (s dS + dS^H s)) (+ the part outside V's
     span when n > m). The diagonal term, zero for real matrices, fixes the phases' gauge."""
     (a,), (ta,) = primals, tangents
+    _require_thin(aval(a), full_matrices)
     u, s, vt = svd_p.bind(a)
     m, n = aval(a).shape[-2:]
     dt = aval(a).dtype
@@ -333,34 +376,72 @@ svd_p.batch = _leading_batch(svd_p)
 # --- qr ------------------------------------------------------------------------------------------
 
 
-def _qr_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray]:
+def _qr_aval(a: ShapedArray, full_matrices: bool = False) -> tuple[ShapedArray, ShapedArray]:
+    """Q (m, k) and R (k, n), k = min(m, n); with ``full_matrices`` k = m (numpy's 'complete')."""
     m, n = _matrix("qr", a, allow_complex=True)
-    k = min(m, n)
+    k = m if full_matrices else min(m, n)
     lead = a.shape[:-2]
     return ShapedArray(lead + (m, k), a.dtype), ShapedArray(lead + (k, n), a.dtype)
 
 
-qr_p = Primitive("qr", impl=lambda a: tuple(np.linalg.qr(a, mode="reduced")), abstract_eval=_qr_aval, arity=1,
-                 multiple_results=True)
+def _qr_impl(a: np.ndarray, full_matrices: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    return tuple(np.linalg.qr(a, mode="complete" if full_matrices else "reduced"))
 
 
-@qr_p.def_jvp
-def _qr_jvp(primals: tuple, tangents: tuple) -> tuple:
+qr_p = Primitive("qr", impl=_qr_impl, abstract_eval=_qr_aval, arity=1, multiple_results=True)
+
+
+def _part(x: Any, axis: int, start: int, stop: int) -> Any:
+    """``x[..., start:stop, :]`` (axis -2) or ``x[..., start:stop]`` (axis -1)."""
+    shape = aval(x).shape
+    axis = axis % len(shape)
+    begin = tuple(start if d == axis else 0 for d in range(len(shape)))
+    end = tuple(stop if d == axis else n for d, n in enumerate(shape))
+    return slice_(x, begin, end, None)
+
+
+def _thin_qr_jvp(q: Any, r: Any, ta: Any) -> tuple[Any, Any]:
     """For m >= n (as in JAX): with C = Q^H dA R^-1 and O = tril(C, -1) - tril(C, -1)^H (plus
     i Im diag(C) for complex matrices), dQ = Q (O - C) + dA R^-1 and dR = (C - O) R."""
-    (a,), (ta,) = primals, tangents
-    q, r = qr_p.bind(a)
-    m, n = aval(a).shape[-2:]
-    if m < n:
-        raise NotImplementedError(f"qr is differentiable only for m >= n, got a matrix of shape {(m, n)}")
-    dt = aval(a).dtype
+    dt = aval(q).dtype
+    n = aval(r).shape[-1]
     da_rinv = mT(solve(mT(r), mT(ta)))
     c = mm(mH(q), da_rinv)
     low = tril(c, -1)
     o = ew.sub(low, mH(low))
     if dtypes.is_complex(dt):
         o = ew.add(o, ew.mul(_eye(n, n, dt), ew.sub(c, ew.convert(ew.real(c), dt))))
-    return (q, r), (ew.add(mm(q, ew.sub(o, c)), da_rinv), mm(ew.sub(c, o), r))
+    return ew.add(mm(q, ew.sub(o, c)), da_rinv), mm(ew.sub(c, o), r)
+
+
+@qr_p.def_jvp
+def _qr_jvp(primals: tuple, tangents: tuple, full_matrices: bool = False) -> tuple:
+    """JAX's rule: the thin rule for m >= n; for m < n the thin rule on the leading square
+    block and dR_2 = dQ^H A_2 + Q^H dA_2 for the rest; for the complete Q of a tall matrix, the
+    extra columns' derivative of arXiv:2409.13374 (Householder's gauge, as LAPACK's)."""
+    (a,), (ta,) = primals, tangents
+    q, r = qr_p.bind(a, full_matrices=full_matrices)
+    m, n = aval(a).shape[-2:]
+    if m < n:
+        dq, dr1 = _thin_qr_jvp(q, _part(r, -1, 0, m), _part(ta, -1, 0, m))
+        dr2 = ew.add(mm(mH(dq), _part(a, -1, m, n)), mm(mH(q), _part(ta, -1, m, n)))
+        return (q, r), (dq, concatenate([dr1, dr2], aval(a).ndim - 1))
+    tall_full = full_matrices and m > n
+    q_mn = _part(q, -1, 0, n) if tall_full else q
+    r_nn = _part(r, -2, 0, n) if tall_full else r
+    dq_mn, dr_nn = _thin_qr_jvp(q_mn, r_nn, ta)
+    if not tall_full:
+        return (q, r), (dq_mn, dr_nn)
+    dt = aval(a).dtype
+    q_nn, q_pn = _part(q_mn, -2, 0, n), _part(q_mn, -2, n, m)
+    dq_nn, dq_pn = _part(dq_mn, -2, 0, n), _part(dq_mn, -2, n, m)
+    z_pn_h = solve(mH(ew.sub(q_nn, _eye(n, n, dt))), mH(q_pn))           # Z = Q_pn (Q_nn - I)^-1
+    z_pn = mH(z_pn_h)
+    dq_mp = ew.sub(mm(dq_mn, z_pn_h), mm(ew.add(q_mn, mm(_part(q, -1, n, m), z_pn)),
+                                         mH(ew.sub(dq_pn, mm(z_pn, dq_nn)))))
+    nd = aval(a).ndim
+    dr = concatenate([dr_nn, zeros(ShapedArray(aval(a).shape[:-2] + (m - n, n), dt))], nd - 2)
+    return (q, r), (concatenate([dq_mn, dq_mp], nd - 1), dr)
 
 
 qr_p.batch = _leading_batch(qr_p)

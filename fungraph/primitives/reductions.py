@@ -127,7 +127,7 @@ def _prod_of_others(x: Any, axes: tuple[int, ...]) -> Any:
 
     def exclusive(reverse: bool) -> Any:
         cfg = [(0, 0, 0)] * lead
-        if n == 1:
+        if n <= 1:                                                          # no others (or no elements)
             return broadcast_in_dim(one, aval(flat).shape, ())
         if reverse:
             shifted = pad(slice_(flat, (0,) * lead + (1,), aval(flat).shape, None), one, cfg + [(0, 1, 0)])

@@ -24,7 +24,18 @@ def _linear(name: str, impl: Any, abstract_eval: Any, arity: int | None = 1) -> 
 # reshape -------------------------------------------------------------------------------
 
 
+#: The most dimensions an array may have (numpy's limit, which every engine's arrays share).
+MAX_RANK = 64
+
+
+def require_rank(name: str, shape: tuple[int, ...]) -> None:
+    """A result of more than ``MAX_RANK`` dimensions is refused when it is traced, not at run time."""
+    if len(shape) > MAX_RANK:
+        raise ShapeError(f"{name}: a result of rank {len(shape)} exceeds the maximum of {MAX_RANK} dimensions")
+
+
 def _reshape_aval(x: ShapedArray, *, new_sizes: tuple[int, ...]) -> ShapedArray:
+    require_rank("reshape", new_sizes)
     if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
         raise ShapeError(f"reshape: cannot reshape {x} ({x.size} elements) to shape {new_sizes}")
     return ShapedArray(new_sizes, x.dtype)
@@ -65,6 +76,7 @@ def transpose(x: Any, perm: Sequence[int]) -> Any:
 
 
 def _bid_aval(x: ShapedArray, *, shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]) -> ShapedArray:
+    require_rank("broadcast_in_dim", shape)
     dims = broadcast_dimensions
     ok = len(dims) == x.ndim and all(0 <= d < len(shape) for d in dims) and list(dims) == sorted(set(dims))
     ok = ok and all(x.shape[i] in (1, shape[d]) for i, d in enumerate(dims))

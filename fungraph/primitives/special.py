@@ -470,11 +470,57 @@ log_ndtr_p = _float_unary("log_ndtr", _log_ndtr64,                              
                           lambda x, y: div(exp(sub(mul(_c(-0.5, x), mul(x, x)), y)), _c(_SQRT2PI, x)))
 bessel_i0_p = _float_unary("bessel_i0", _i0_64, lambda x, y: bessel_i1_p.bind(x))     # I0' = I1
 bessel_i1_p = _float_unary("bessel_i1", _i1_64,                                        # I1' = I0 - I1/x
-                           lambda x, y: sub(bessel_i0_p.bind(x), _safe_div(y, x, 0.5)))
+                           lambda x, y: sub(bessel_i0_p.bind(x), _over_x(y, x, "i1_over_x")))
 bessel_i0e_p = _float_unary("bessel_i0e", _i0e64,                                      # I1e - sign(x) I0e
                             lambda x, y: sub(bessel_i1e_p.bind(x), mul(sign(x), y)))
 bessel_i1e_p = _float_unary("bessel_i1e", _i1e64,                                      # I0e - I1e (sign + 1/x)
                             lambda x, y: sub(sub(bessel_i0e_p.bind(x), mul(sign(x), y)), _safe_div(y, x, 0.5)))
+
+
+def _xlogx64(x: np.ndarray) -> np.ndarray:
+    return np.where(x == 0, 0.0, x * np.log(np.where(x == 0, 1.0, x)))
+
+
+xlogx_p = _float_unary("xlogx", _xlogx64, lambda x, y: add(log(x), _c(1, x)))            # (x log x)' = log x + 1
+
+
+# --- a removable singularity's value with all its derivatives (JAX's sinc) ---------------------
+
+#: The k-th derivative at 0 of each function whose removable singularity at 0 a ``select``
+#: patches: sin(y) / y, and I1(x) / x = sum_m x^(2m) / (2^(2m+1) m! (m+1)!).
+MACLAURIN = {
+    "sinc": lambda k: 0.0 if k % 2 else (-1) ** (k // 2) / (k + 1),
+    "i1_over_x": lambda k: 0.0 if k % 2 else math.factorial(k) / (2 ** (k + 1) * math.factorial(k // 2)
+                                                                   * math.factorial(k // 2 + 1)),
+}
+
+
+def maclaurin_coefficient(series: str, k: int) -> float:
+    return float(MACLAURIN[series](k))
+
+
+def _maclaurin_aval(y: ShapedArray, *, series: str, k: int) -> ShapedArray:
+    require_float("maclaurin", y)
+    if series not in MACLAURIN:
+        raise ValueError(f"maclaurin: unknown series {series!r}; known: {sorted(MACLAURIN)}")
+    return y
+
+
+#: ``maclaurin(y, series, k)`` is the k-th derivative of ``series`` at 0, whatever ``y``, and its
+#: own derivative is the next one: under ``select(y == 0, maclaurin(y, "sinc", 0), sin(y) / y)``
+#: every derivative at 0 is exact (a constant 1 there made sinc''(0) zero, not -pi^2/3).
+maclaurin_p = Primitive("maclaurin", abstract_eval=_maclaurin_aval, arity=1, elementwise=True,
+                        impl=lambda y, *, series, k: np.full_like(y, maclaurin_coefficient(series, k)))
+maclaurin_p.jvp = lambda primals, tangents, *, series, k: (
+    maclaurin_p.bind(primals[0], series=series, k=k),
+    mul(tangents[0], maclaurin_p.bind(primals[0], series=series, k=k + 1)))
+maclaurin_p.batch = elementwise_batch(maclaurin_p)
+
+
+def _over_x(y: Any, x: Any, series: str) -> Any:
+    """y / x where y(0) = 0, its value and every derivative at x = 0 from ``series``."""
+    zero = eq(x, _c(0, x))
+    return select(zero, maclaurin_p.bind(x, series=series, k=0), div(y, select(zero, _c(1, x), x)))
 
 
 def _igamma_dx(a: Any, x: Any, out: Any) -> Any:

@@ -1,5 +1,5 @@
 """``fungraph.scipy``: the parts of SciPy that numerical code ported from numpy reaches for
-(``special``, ``stats``, ``signal``, ``integrate``), differentiable and batchable like
+(``special``, ``stats``, ``signal``, ``integrate``, ``linalg``), differentiable and batchable like
 ``jax.scipy``. Submodules are imported on first use so ``import fungraph`` stays cheap."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["integrate", "signal", "special", "stats"]
+__all__ = ["integrate", "linalg", "signal", "special", "stats"]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -156,6 +156,6 @@ def entr(x: Any) -> Any:
     (x,) = promote(x, to_inexact=True)
     negative = x < 0
     xs = fnp.where(negative, _c(1, x), x)  # keeps the unused branch (and its derivative) finite
-    return fnp.where(negative, _c(-np.inf, x), ew.sub(_c(0, x), xlogy(xs, xs)))
+    return fnp.where(negative, _c(-np.inf, x), ew.neg(sp.xlogx_p.bind(xs)))  # entr'(0) = -(log 0 + 1) = inf
 
 

@@ -54,11 +54,13 @@ def _check_close(name: str, got: Sequence[np.ndarray], want: Sequence[np.ndarray
 
 def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, modes: Sequence[str] = ("fwd", "rev"),
                 eps: float | None = None, atol: float | None = None, rtol: float | None = None,
-                seed: int = 0) -> None:
+                seed: int = 0, rev_vs_numerical: bool = False) -> None:
     """Check ``f``'s derivatives at ``args`` up to ``order``.
 
     Forward mode: ``jvp`` must match central differences along a random direction.
-    Reverse mode: ``<ct, J t> == <J^T ct, t>`` for random ``t`` and ``ct`` (the dot-product test).
+    Reverse mode: ``<ct, J t> == <J^T ct, t>`` for random ``t`` and ``ct`` (the dot-product test),
+    ``J t`` from ``jvp``, or from central differences with ``rev_vs_numerical`` (as JAX's
+    ``check_vjp``, so a wrong rule that ``jvp`` and ``vjp`` share is caught in reverse mode alone).
     Higher orders apply the same checks to the derivative functions themselves.
     """
     from fungraph.api import jvp, vjp
@@ -85,8 +87,11 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
 
         ct_tree = tree_unflatten(tree_flatten(out)[1], cts)
         grads = [np.asarray(g) for g in f_vjp(ct_tree)]
-        _, t_out = jvp(f, tuple(args), tuple(tangents))
-        lhs = _vdot(cts, [np.where(m, t, 0) for t, m in zip(_flat_out(t_out), finite)])
+        if rev_vs_numerical:
+            t_flat = numerical_jvp(f, args, tangents, eps)
+        else:
+            t_flat = _flat_out(jvp(f, tuple(args), tuple(tangents))[1])
+        lhs = _vdot(cts, [np.where(m, t, 0) for t, m in zip(t_flat, finite)])
         rhs = _vdot(grads, tangents)
         if not (np.isfinite(lhs) and np.isfinite(rhs)):
             raise AssertionError(f"vjp or jvp is not finite: <ct, J t> = {lhs!r}, <J^T ct, t> = {rhs!r}")
@@ -99,7 +104,7 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
             return jvp(f, primals, tuple(tangents))[1]
 
         if "fwd" in modes:
-            check_grads(f_jvp, args, order - 1, ("fwd",), eps, atol, rtol, seed + 1)
+            check_grads(f_jvp, args, order - 1, ("fwd",), eps, atol, rtol, seed + 1, rev_vs_numerical)
         if "rev" in modes:
             out = f(*args)
             cts = [_random_like(rng, o) for o in _flat_out(out)]
@@ -110,4 +115,4 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
             def f_vjp(*primals: Any) -> Any:
                 return vjp(f, *primals)[1](ct_tree)
 
-            check_grads(f_vjp, args, order - 1, ("rev",), eps, atol, rtol, seed + 1)
+            check_grads(f_vjp, args, order - 1, ("rev",), eps, atol, rtol, seed + 1, rev_vs_numerical)

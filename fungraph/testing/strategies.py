@@ -84,8 +84,12 @@ _OTHER = ("sum_keep", "mean_keep", "max_keep", "transpose", "matmul", "reshape_f
 #: returns its first operand's shape, or the broadcast of both (``cond``). Predicates compare
 #: maxima, which every backend computes exactly, far from rounding's reach. ``fori_update``
 #: writes row ``i + 1`` of its carry from row ``i`` (``x.at[i + 1].set``, in place on the CPU;
-#: the last write falls outside the carry and is dropped).
-_CONTROL = ("cond", "fori", "while", "scan", "cumsum", "take_perm", "concat_slice", "pad_slice", "fori_update")
+#: the last write falls outside the carry and is dropped). ``index_traced`` reads and adds to
+#: the slice at a traced scalar index along an axis (``a.at[:, i].add(tanh(a[:, i]))``, with
+#: ``i`` 0 or the last index by a predicate), so gathers and scatters by a computed index,
+#: and their gradients, stay covered.
+_CONTROL = ("cond", "fori", "while", "scan", "cumsum", "take_perm", "concat_slice", "pad_slice", "fori_update",
+            "index_traced")
 
 
 def _apply(op: str, xs: list[Any], rng_vals: dict[str, Any]) -> Any:
@@ -173,14 +177,19 @@ def _apply_control(op: str, a: Any, b: Any, extra: dict[str, Any]) -> Any:
         return joined[(slice(None),) * axis + (slice(1, a.shape[axis] + 1),)]
     if op == "pad_slice":
         return fnp.pad(a, 1)[tuple(slice(1, -1) for _ in a.shape)] * 0.5
+    if op == "index_traced":
+        i = (fnp.max(a) > 0.5).astype(np.int32) * (a.shape[axis] - 1)
+        at = (slice(None),) * axis + (i,)
+        return fnp.asarray(a).at[at].add(fnp.tanh(a[at]))
     raise ValueError(op)
 
 
 @st.composite
 def programs(draw: Any, max_eqns: int = 10, dtype_choices: Sequence[Any] = (dtypes.float32, dtypes.float64),
-             control_flow: bool = True) -> Program:
+             control_flow: bool = True, control_ops: Sequence[str] = _CONTROL) -> Program:
     """A random well-typed program over elementwise, reduction, shape and matmul operations,
-    and (``control_flow``) ``cond``, loops, ``scan`` and gathers (``_CONTROL``).
+    and (``control_flow``) ``cond``, loops, ``scan`` and gathers (``control_ops``, a subset of
+    ``_CONTROL``: a test may narrow them to the steps it is about).
 
     Values keep one rank (the base shape's) so that any two can be combined by broadcasting.
     """
@@ -212,7 +221,7 @@ def programs(draw: Any, max_eqns: int = 10, dtype_choices: Sequence[Any] = (dtyp
             value_shapes.append(tuple(np.broadcast_shapes(si, sj)))
             continue
         if kind == "control":
-            op = draw(st.sampled_from(_CONTROL))
+            op = draw(st.sampled_from(list(control_ops)))
             extra: dict[str, Any] = {"axis": draw(st.integers(0, len(si) - 1))}
             if op == "take_perm":
                 extra["perm"] = tuple(draw(st.permutations(range(si[extra["axis"]]))))

@@ -18,6 +18,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.ir import Eqn, Literal, ShapedArray, Var
+from fungraph.primitives.special import maclaurin_coefficient
 
 CTYPES = {dtypes.bool_: "uchar", dtypes.int32: "int", dtypes.int64: "long",
           dtypes.float32: "float", dtypes.float64: "double"}
@@ -204,7 +205,8 @@ Rule = Callable[[np.dtype, np.dtype, Sequence[str], dict], str]
 
 _UNARY_FLOAT = {"sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh", "exp": "exp", "log": "log",
                 "sqrt": "sqrt", "log1p": "log1p", "expm1": "expm1", "atan": "atan", "sinh": "sinh",
-                "cosh": "cosh", "erf": "erf", "floor": "floor"}
+                "cosh": "cosh", "erf": "erf", "floor": "floor", "asin": "asin", "acos": "acos", "acosh": "acosh",
+                "atanh": "atanh"}
 
 
 def _is_bool(dt: np.dtype) -> bool:
@@ -346,11 +348,13 @@ ELEMENTWISE_RULES.update({
     "gt": _compare(">"), "ge": _compare(">="),
     "and": _infix("&"), "or": _infix("|"), "xor": _infix("^"),
     "select": _select, "fma": _fma, "convert_element_type": _convert,
+    "xlogx": lambda i, o, a, p: f"({a[0]} == ({ctype(i)})0 ? ({ctype(i)})0 : {a[0]} * log({a[0]}))",
+    "maclaurin": lambda i, o, a, p: c_literal(maclaurin_coefficient(p["series"], p["k"]), o),
 })
 
 #: Rough cost of one evaluation in byte-equivalents of memory traffic (the fusion cost model).
 OP_COST = {name: 16.0 for name in ("sin", "cos", "tan", "log", "log1p", "expm1", "atan", "sinh", "cosh", "erf",
-                                   "pow", "atan2", "mod", "floor_divide")}
+                                   "pow", "atan2", "mod", "floor_divide", "asin", "acos", "acosh", "atanh")}
 OP_COST.update({name: 4.0 for name in ("exp", "tanh", "sqrt", "logistic", "div", "integer_pow", "adagrad")})
 
 
@@ -471,7 +475,10 @@ class Emitter:
         self.cache: dict[tuple, str] = {}
         self.counter = 0
         self.flat = "gid"
-        self.base: tuple[str, ...] = ()
+        #: the multi-index ``flat`` unravels to, once :meth:`set_base` names it; until then no
+        #: load is addressed by ``flat`` (a kernel over rows or runs has no such base, and a
+        #: scalar read there through ``gid`` would read past its one element)
+        self.base: tuple[str, ...] | None = None
         self.base_shape: tuple[int, ...] = ()
         #: slot -> whether every load of it so far reads element ``gid`` (what donation asks)
         self.own_loads: dict[int, bool] = {}

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._caches import on_clear
 from fungraph.backends import taking_turns
 from fungraph.backends.opencl import control, kernels
 from fungraph.backends.opencl.codegen import VIEW_OPS, Access, contiguous, merged_stride, preamble, view_access
@@ -84,10 +85,12 @@ ALIGNMENT = 64
 ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0,
                 "donated_outputs": 0, "loop_iterations": 0, "programs_reused": 0, "copies_skipped": 0}
 #: Built programs by (context, source, options), most recently used last: an executable whose kernels
-#: are identical to an earlier one's (the same graph jitted again, or after ``clear_caches``)
-#: takes its program instead of building it; pyopencl's and PoCL's disk caches serve a new process.
+#: are identical to an earlier one's (the same graph jitted again by another function) takes its
+#: program instead of building it; ``clear_caches`` empties it, and pyopencl's and PoCL's disk caches
+#: serve a new process.
 PROGRAM_CACHE_SIZE = 64
 _PROGRAMS: dict[tuple[int, str, tuple[str, ...]], Any] = {}
+on_clear(_PROGRAMS.clear)
 @dataclass
 class Slot:
     kind: str                      # input, const, arena, scratch, output, window
@@ -239,7 +242,10 @@ class OpenCLExecutable:
         return Window(s, parent.slot, parent.offset, stride), Access(s, aval, 0, strides)
 
     def _const(self, value: np.ndarray) -> Access:
-        arr = np.ascontiguousarray(value)
+        """A constant slot typed as ``value`` is (a scalar keeps shape ``()``: numpy's
+        ``ascontiguousarray`` makes it ``(1,)``, and a kernel indexing by that type reads
+        fewer axes than the value it meets)."""
+        arr = np.ascontiguousarray(value).reshape(np.shape(value))
         aval = ShapedArray(arr.shape, arr.dtype)
         s = self._slot("const", aval)
         self.const_host[s] = arr

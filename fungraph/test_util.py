@@ -1,0 +1,25 @@
+"""``fungraph.test_util``: JAX's location of ``check_grads``, with JAX's signature, over the
+checker of :mod:`fungraph.testing` (one implementation)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fungraph.testing.grads import check_grads as _check_grads
+
+__all__ = ["check_grads"]
+
+
+def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int, modes: Sequence[str] = ("fwd", "rev"),
+                atol: float | None = None, rtol: float | None = None, eps: float | None = None) -> None:
+    """Check ``f``'s derivatives at ``args`` up to ``order`` against finite differences: ``jvp``
+    directly (forward mode), ``vjp`` by the dot-product test with a numerical ``J t`` (reverse
+    mode), as JAX's; raises ``AssertionError`` on a mismatch."""
+    if isinstance(modes, str):
+        modes = (modes,)
+    unknown = set(modes) - {"fwd", "rev"}
+    if unknown:
+        raise ValueError(f"check_grads: modes must be 'fwd' and/or 'rev', got {sorted(unknown)}")
+    _check_grads(f, tuple(args), order=order, modes=tuple(modes), eps=eps, atol=atol, rtol=rtol,
+                 rev_vs_numerical=True)

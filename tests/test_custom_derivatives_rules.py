@@ -1,0 +1,385 @@
+"""custom_jvp/custom_vjp as JAX 0.10 behaves: ``defjvps``, ``None`` cotangents from a bwd rule,
+how often the function and its rule run under each transformation, and the checks of what a
+rule returns (issue #32 item 5, issue #36 item 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from tests.helpers import jax_or_skip
+
+jax, jnp = jax_or_skip()
+
+X = np.array([0.3, -1.2, 2.0])
+
+
+# --- how often the function and the rule run --------------------------------------------------
+
+
+def _counted(lib: Any, m: Any) -> tuple[Any, dict[str, int]]:
+    counts = {"fun": 0, "rule": 0}
+
+    @lib.custom_jvp
+    def f(x: Any) -> Any:
+        counts["fun"] += 1
+        return m.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals: tuple, tangents: tuple) -> tuple:
+        counts["rule"] += 1
+        (x,), (t,) = primals, tangents
+        return m.sin(x), m.cos(x) * t
+
+    return f, counts
+
+
+TRANSFORMS: dict[str, Callable[[Any, Any], Callable[[], Any]]] = {
+    "eager": lambda lib, f: lambda: f(0.4),
+    "jvp": lambda lib, f: lambda: lib.jvp(f, (0.4,), (1.0,)),
+    "grad": lambda lib, f: lambda: lib.grad(f)(0.4),
+    "value_and_grad": lambda lib, f: lambda: lib.value_and_grad(f)(0.4),
+    "jit": lambda lib, f: lambda: lib.jit(f)(0.4),
+    "jit_grad": lambda lib, f: lambda: lib.jit(lib.grad(f))(0.4),
+    "vmap": lambda lib, f: lambda: lib.vmap(f)(X),
+    "vmap_grad": lambda lib, f: lambda: lib.vmap(lib.grad(f))(X),
+    "grad_grad": lambda lib, f: lambda: lib.grad(lib.grad(f))(0.4),
+    "jacfwd": lambda lib, f: lambda: lib.jacfwd(f)(X),
+    "jacrev": lambda lib, f: lambda: lib.jacrev(f)(X),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+def test_function_and_rule_run_as_often_as_in_jax(name: str) -> None:
+    """Under differentiation only the rule runs; the function's side effects happen as in JAX."""
+    ours, ours_counts = _counted(fg, fnp)
+    theirs, their_counts = _counted(jax, jnp)
+    got = TRANSFORMS[name](fg, ours)()
+    want = TRANSFORMS[name](jax, theirs)()
+    assert ours_counts == their_counts
+    for g, w in zip(fg.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
+
+
+def _counted_vjp(lib: Any, m: Any) -> tuple[Any, dict[str, int]]:
+    counts = {"fun": 0, "fwd": 0, "bwd": 0}
+
+    @lib.custom_vjp
+    def f(x: Any) -> Any:
+        counts["fun"] += 1
+        return m.sin(x)
+
+    def f_fwd(x: Any) -> tuple:
+        counts["fwd"] += 1
+        return m.sin(x), x
+
+    def f_bwd(x: Any, g: Any) -> tuple:
+        counts["bwd"] += 1
+        return (m.cos(x) * g,)
+
+    f.defvjp(f_fwd, f_bwd)
+    return f, counts
+
+
+VJP_TRANSFORMS = {k: TRANSFORMS[k] for k in ("eager", "grad", "value_and_grad", "jit", "jit_grad", "vmap",
+                                             "vmap_grad", "jacrev")}
+
+
+@pytest.mark.parametrize("name", sorted(VJP_TRANSFORMS))
+def test_custom_vjp_function_fwd_and_bwd_run_as_often_as_in_jax(name: str) -> None:
+    """Under reverse-mode differentiation only fwd and bwd run, not the function itself."""
+    ours, ours_counts = _counted_vjp(fg, fnp)
+    theirs, their_counts = _counted_vjp(jax, jnp)
+    got = VJP_TRANSFORMS[name](fg, ours)()
+    want = VJP_TRANSFORMS[name](jax, theirs)()
+    assert ours_counts == their_counts
+    for g, w in zip(fg.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
+
+
+# --- defjvps ------------------------------------------------------------------------------------
+
+
+def _with_defjvps(lib: Any, m: Any) -> Any:
+    @lib.custom_jvp
+    def f(x: Any, y: Any) -> Any:
+        return m.sin(x) * y
+
+    f.defjvps(lambda x_dot, out, x, y: m.cos(x) * x_dot * y,
+              lambda y_dot, out, x, y: m.sin(x) * y_dot)
+    return f
+
+
+def test_defjvps_values_gradients_and_vmap_match_jax() -> None:
+    ours, theirs = _with_defjvps(fg, fnp), _with_defjvps(jax, jnp)
+    y = np.array([2.0, 0.5, -1.0])
+    np.testing.assert_allclose(ours(X, y), theirs(X, y), rtol=1e-14)
+    for argnums in (0, 1, (0, 1)):
+        got = fg.grad(lambda a, b: ours(a, b).sum(), argnums=argnums)(X, y)
+        want = jax.grad(lambda a, b: theirs(a, b).sum(), argnums=argnums)(X, y)
+        for g, w in zip(fg.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_allclose(g, w, rtol=1e-14)
+    got = fg.vmap(fg.grad(ours, argnums=(0, 1)))(X, y)
+    want = jax.vmap(jax.grad(theirs, argnums=(0, 1)))(X, y)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
+
+
+def test_defjvps_with_none_gives_that_argument_a_zero_tangent() -> None:
+    def make(lib: Any, m: Any) -> Any:
+        @lib.custom_jvp
+        def f(x: Any, y: Any) -> Any:
+            return x * y
+
+        f.defjvps(None, lambda y_dot, out, x, y: x * y_dot)
+        return f
+
+    ours, theirs = make(fg, fnp), make(jax, jnp)
+    got = fg.grad(lambda a, b: ours(a, b).sum(), argnums=(0, 1))(X, 2 * X)
+    want = jax.grad(lambda a, b: theirs(a, b).sum(), argnums=(0, 1))(X, 2 * X)
+    np.testing.assert_array_equal(got[0], np.zeros(3))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
+
+
+def test_defjvps_refuses_nondiff_argnums() -> None:
+    f = fg.custom_jvp(lambda n, x: x * n, nondiff_argnums=(0,))
+    with pytest.raises(TypeError, match="defjvps"):
+        f.defjvps(lambda t, out, n, x: t)
+
+
+# --- custom_vjp: None cotangents ------------------------------------------------------------------
+
+
+def _vjp_with_none(lib: Any, m: Any) -> Any:
+    @lib.custom_vjp
+    def f(x: Any, p: Any) -> Any:
+        return m.sin(x) * p["a"] + p["b"]
+
+    f.defvjp(lambda x, p: (f(x, p), (x, p)),
+             lambda res, ct: (None, {"a": m.sin(res[0]) * ct, "b": None}))
+    return f
+
+
+def test_bwd_may_return_none_for_an_argument_and_for_a_leaf() -> None:
+    ours, theirs = _vjp_with_none(fg, fnp), _vjp_with_none(jax, jnp)
+    p = {"a": np.array([1.0, 2.0, 3.0]), "b": np.array([0.5, 0.5, 0.5])}
+    got = fg.grad(lambda x, p: ours(x, p).sum(), argnums=(0, 1))(X, p)
+    want = jax.grad(lambda x, p: theirs(x, p).sum(), argnums=(0, 1))(X, p)
+    np.testing.assert_array_equal(got[0], np.zeros(3))
+    np.testing.assert_array_equal(got[1]["b"], np.zeros(3))
+    for g, w in zip(fg.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
+    got_v = fg.vmap(fg.grad(lambda x, p: ours(x, p).sum(), argnums=1), in_axes=(0, None))(np.stack([X, X]), p)
+    want_v = jax.vmap(jax.grad(lambda x, p: theirs(x, p).sum(), argnums=1), in_axes=(0, None))(np.stack([X, X]), p)
+    for g, w in zip(fg.tree_util.tree_leaves(got_v), jax.tree_util.tree_leaves(want_v)):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
+
+
+def test_bwd_returning_a_list_is_accepted_as_jax_does() -> None:
+    f = fg.custom_vjp(lambda x, y: x * y)
+    f.defvjp(lambda x, y: (x * y, (x, y)), lambda res, ct: [res[1] * ct, res[0] * ct])
+    assert fg.grad(f, argnums=(0, 1))(2.0, 3.0) == (3.0, 2.0)
+
+
+# --- checks of rule outputs -------------------------------------------------------------------------
+
+
+def test_bwd_cotangent_of_the_wrong_shape_is_an_error_naming_the_rule() -> None:
+    f = fg.custom_vjp(lambda x: x * 2)
+
+    def f_bwd(res: Any, ct: Any) -> tuple:
+        return (fnp.sum(ct),)
+
+    f.defvjp(lambda x: (x * 2, None), f_bwd)
+    with pytest.raises(ValueError, match=r"f_bwd.*f64\[\].*f64\[3\]"):
+        fg.grad(lambda x: f(x).sum())(X)
+    g = jax.custom_vjp(lambda x: x * 2)
+    g.defvjp(lambda x: (x * 2, None), lambda res, ct: (jnp.sum(ct),))
+    with pytest.raises(ValueError):
+        jax.grad(lambda x: g(x).sum())(X)
+
+
+def test_bwd_with_the_wrong_number_of_cotangents_is_an_error() -> None:
+    f = fg.custom_vjp(lambda x, y: x * y)
+
+    def two_bwd(res: Any, ct: Any) -> tuple:
+        return (ct,)
+
+    f.defvjp(lambda x, y: (x * y, None), two_bwd)
+    with pytest.raises(TypeError, match=r"two_bwd.*one entry per argument \(2\)"):
+        fg.grad(f)(1.0, 2.0)
+
+
+def test_jvp_tangent_of_the_wrong_shape_is_an_error_naming_the_rule() -> None:
+    f = fg.custom_jvp(lambda x: x * 2)
+
+    @f.defjvp
+    def short_jvp(primals: tuple, tangents: tuple) -> tuple:
+        return primals[0] * 2, tangents[0][:2]
+
+    with pytest.raises(TypeError, match=r"short_jvp.*expected f64\[3\].*got f64\[2\]"):
+        fg.grad(lambda x: f(x).sum())(X)
+    with pytest.raises(TypeError, match=r"short_jvp.*expected f64\[3\].*got f64\[2\]"):
+        fg.jvp(f, (X,), (X,))
+    g = jax.custom_jvp(lambda x: x * 2)
+    g.defjvp(lambda p, t: (p[0] * 2, t[0][:2]))
+    with pytest.raises(TypeError):
+        jax.grad(lambda x: g(x).sum())(X)
+
+
+def test_jvp_rule_returning_one_value_is_an_error_asking_for_a_pair() -> None:
+    f = fg.custom_jvp(lambda x: x * 2)
+
+    @f.defjvp
+    def lone_jvp(primals: tuple, tangents: tuple) -> Any:
+        return tangents[0] * 2
+
+    with pytest.raises(TypeError, match=r"lone_jvp.*must produce a pair"):
+        fg.grad(lambda x: f(x).sum())(X)
+    with pytest.raises(TypeError, match=r"lone_jvp.*must produce a pair"):
+        fg.jit(fg.grad(lambda x: f(x).sum()))(X)
+
+
+def test_jvp_rule_with_an_integer_tangent_is_an_error() -> None:
+    f = fg.custom_jvp(lambda x: x * 2)
+
+    @f.defjvp
+    def int_jvp(primals: tuple, tangents: tuple) -> tuple:
+        return primals[0] * 2, fnp.zeros(3, dtype=fnp.int32)
+
+    with pytest.raises(TypeError, match=r"int_jvp.*expected f64\[3\].*got i32\[3\]"):
+        fg.jvp(f, (X,), (X,))
+    g = jax.custom_jvp(lambda x: x * 2)
+    g.defjvp(lambda p, t: (p[0] * 2, jnp.zeros(3, dtype=jnp.int32)))
+    with pytest.raises(TypeError):
+        jax.jvp(g, (X,), (X,))
+
+
+def test_integer_primals_get_float0_tangents_and_integer_outputs_need_them() -> None:
+    """As in JAX: the rule sees float0 tangents for integer inputs and must return float0
+    tangents for integer outputs (an integer zero is refused)."""
+    seen = []
+
+    @fg.custom_jvp
+    def f(x: Any, n: Any) -> Any:
+        return x * n, n
+
+    @f.defjvp
+    def f_jvp(primals: tuple, tangents: tuple) -> tuple:
+        seen.append(tangents[1].dtype)
+        x, n = primals
+        return (x * n, n), (tangents[0] * n, np.zeros(np.shape(n), fg.float0))
+
+    assert fg.grad(lambda x: f(x, np.int32(3))[0])(2.0) == 3.0
+    assert seen == [fg.float0]
+
+    @fg.custom_jvp
+    def g(x: Any, n: Any) -> Any:
+        return x * n, n
+
+    @g.defjvp
+    def g_jvp(primals: tuple, tangents: tuple) -> tuple:
+        x, n = primals
+        return (x * n, n), (tangents[0] * n, fnp.zeros_like(n))
+
+    with pytest.raises(TypeError, match=r"g_jvp.*expected float0\[\] \(tangent type of i32\[\]\)"):
+        fg.grad(lambda x: g(x, np.int32(3))[0])(2.0)
+
+
+def test_jvp_rule_primal_output_must_match_the_function() -> None:
+    """Checked where the function has run (under jit, vmap), as JAX does."""
+    f = fg.custom_jvp(lambda x: x * 2)
+
+    @f.defjvp
+    def tuple_jvp(primals: tuple, tangents: tuple) -> tuple:
+        return (primals[0], primals[0]), (tangents[0], tangents[0])
+
+    with pytest.raises(TypeError, match=r"tuple_jvp.*structure"):
+        fg.grad(lambda x: fg.jit(f)(x).sum())(X)
+
+
+def test_fwd_rule_must_return_a_pair_with_the_functions_output() -> None:
+    """Checked where the function was staged (under jit); otherwise, as in JAX, the mismatch
+    surfaces as the bwd rule's cotangent type error."""
+    f = fg.custom_vjp(lambda x: x * 2)
+
+    def lone_fwd(x: Any) -> Any:
+        return x * 2
+
+    f.defvjp(lone_fwd, lambda res, ct: (ct * 2,))
+    with pytest.raises(TypeError, match=r"lone_fwd.*must produce a pair"):
+        fg.grad(lambda x: f(x).sum())(X)
+
+    g = fg.custom_vjp(lambda x: x * 2)
+
+    def short_fwd(x: Any) -> tuple:
+        return x[:2] * 2, None
+
+    def short_bwd(res: Any, ct: Any) -> tuple:
+        return (ct * 2,)
+
+    g.defvjp(short_fwd, short_bwd)
+    with pytest.raises(TypeError, match=r"short_fwd.*\['f64\[3\]'\].*\['f64\[2\]'\]"):
+        fg.grad(lambda x: fg.jit(g)(x).sum())(X)
+    with pytest.raises(ValueError, match=r"short_bwd.*f64\[2\].*f64\[3\]"):
+        fg.grad(lambda x: g(x).sum())(X)
+    h = jax.custom_vjp(lambda x: x * 2)
+    h.defvjp(lambda x: (x[:2] * 2, None), lambda res, ct: (ct * 2,))
+    with pytest.raises((TypeError, ValueError)):
+        jax.grad(lambda x: h(x).sum())(X)
+
+
+def test_symbolic_zeros_flag_is_accepted_off_and_refused_on() -> None:
+    f = fg.custom_jvp(lambda x: x * 2)
+    f.defjvp(lambda p, t: (p[0] * 2, t[0] * 2), symbolic_zeros=False)
+    assert fg.grad(f)(1.0) == 2.0
+    with pytest.raises(NotImplementedError, match="symbolic_zeros"):
+        f.defjvp(lambda p, t: (p[0] * 2, t[0] * 2), symbolic_zeros=True)
+    g = fg.custom_vjp(lambda x: x * 2)
+    g.defvjp(lambda x: (x * 2, None), lambda res, ct: (ct * 2,), symbolic_zeros=False, optimize_remat=False)
+    assert fg.grad(g)(1.0) == 2.0
+    with pytest.raises(NotImplementedError, match="symbolic_zeros"):
+        g.defvjp(lambda x: (x * 2, None), lambda res, ct: (ct * 2,), symbolic_zeros=True)
+
+
+def test_errors_name_the_users_rules_with_nondiff_argnums() -> None:
+    f = fg.custom_vjp(lambda n, x: x * n, nondiff_argnums=(0,))
+
+    def n_bwd(n: Any, res: Any, ct: Any) -> tuple:
+        return (fnp.sum(ct),)
+
+    f.defvjp(lambda n, x: (x * n, None), n_bwd)
+    with pytest.raises(ValueError, match="n_bwd"):
+        fg.grad(lambda x: f(2.0, x).sum())(X)
+
+
+def _closing_over(lib: Any, m: Any) -> Callable[[Any, Any], Any]:
+    def outer(x: Any, w: Any) -> Any:
+        @lib.custom_jvp
+        def f(x: Any) -> Any:
+            return m.sin(x) * w
+
+        @f.defjvp
+        def closing_jvp(p: tuple, t: tuple) -> tuple:
+            return m.sin(p[0]) * w, m.cos(p[0]) * t[0] * w
+
+        return f(x)
+
+    return outer
+
+
+def test_rule_closing_over_a_differentiated_value_is_an_error_as_in_jax() -> None:
+    """JAX raises UnexpectedTracerError; before, jvp returned escaped tracers."""
+    ours, theirs = _closing_over(fg, fnp), _closing_over(jax, jnp)
+    assert fg.grad(ours)(0.5, 2.0) == pytest.approx(float(jax.grad(theirs)(0.5, 2.0)))
+    for call in (lambda: fg.grad(ours, argnums=1)(0.5, 2.0), lambda: fg.jvp(lambda w: ours(0.5, w), (2.0,), (1.0,))):
+        with pytest.raises(TypeError, match="closing_jvp.*closes over a value"):
+            call()
+    with pytest.raises(jax.errors.UnexpectedTracerError):
+        jax.jvp(lambda w: theirs(0.5, w), (2.0,), (1.0,))
