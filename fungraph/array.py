@@ -158,6 +158,9 @@ class HostArray(Array, np.ndarray):
     functions see a numpy array (without a copy)."""
 
     backend = "cpu"
+    #: above a JAX array's (100): ``x + jax_array`` is numpy's operation, not a deferral to
+    #: JAX, whose dispatch would take this array's ``sharding`` for one of its own
+    __array_priority__ = 1000
 
     @property
     def device(self) -> Device:
