@@ -3,7 +3,7 @@
 from fungraph import ad_checkpoint, checkpoint_policies, debug, lax, memory, nn, random, scipy, tree
 from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the primitive set)
-from fungraph._config import config, default_matmul_precision, enable_x64
+from fungraph._config import config, default_matmul_precision, disable_x64, enable_x64
 from fungraph._devices import (
     Device,
     default_backend,
@@ -67,6 +67,7 @@ __all__ = [
     "device_get",
     "devices",
     "enable_x64",
+    "disable_x64",
     "ensure_compile_time_eval",
     "float0",
     "local_device_count",

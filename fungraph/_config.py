@@ -11,15 +11,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-X64_ONLY = ("fungraph has no 32-bit mode: float64 is the default dtype (numpy's) and dtypes promote as in "
-            "numpy 2 (NEP 50), so float32 arrays stay float32; cast explicitly (x.astype(numpy.float32)) "
-            "where JAX code relies on jax_enable_x64=False")
-
 
 def _x64(value: Any) -> bool:
-    if not value:
-        raise NotImplementedError(f"jax_enable_x64=False: {X64_ONLY}")
-    return True
+    """``jax_enable_x64``: the process-wide dtype mode (:mod:`fungraph.dtypes` keeps it)."""
+    from fungraph import dtypes
+
+    dtypes.set_x64(bool(value))
+    return bool(value)
+
+
+def _x64_value() -> bool:
+    from fungraph import dtypes
+
+    return dtypes.x64_enabled()
 
 
 def _platforms(value: Any) -> str | None:
@@ -129,7 +133,7 @@ class _Option:
 
 def _options() -> dict[str, _Option]:
     return {
-        "jax_enable_x64": _Option(True, _x64),
+        "jax_enable_x64": _Option(False, _x64, read=_x64_value),
         "jax_platforms": _Option(None, _platforms),
         "jax_platform_name": _Option(None, _platform_name),
         "jax_default_matmul_precision": _Option(None, _precision),
@@ -155,8 +159,10 @@ class Config:
     """``jax.config`` for fungraph: ``config.update("jax_enable_x64", True)``, ``config.jax_enable_x64``,
     ``config.values``. Unknown names raise ``AttributeError`` listing the known ones.
 
-    ``jax_enable_x64`` is always True; ``jax_disable_jit`` is ``fungraph.disable_jit`` on the calling
-    thread; ``jax_platforms``/``jax_platform_name`` take fungraph's backend names and, like
+    ``jax_enable_x64`` is JAX's dtype mode (default off, or the ``JAX_ENABLE_X64`` environment
+    variable; ``enable_x64``/``disable_x64`` set it for a block in one thread); ``jax_disable_jit``
+    is ``fungraph.disable_jit`` on the calling thread; ``jax_platforms``/``jax_platform_name`` take
+    fungraph's backend names and, like
     ``jax_default_matmul_precision`` and ``jax_traceback_filtering``, are recorded with no effect
     (``jit(..., backend=)`` picks the backend, products use the operands' precision, tracebacks are
     never filtered); ``jax_debug_nans``/``jax_debug_infs`` make every eager primitive and every
@@ -208,10 +214,22 @@ config = Config()
 
 @contextlib.contextmanager
 def enable_x64(new_val: bool = True) -> Iterator[None]:
-    """``jax.enable_x64``: 64-bit types are always on here, so True changes nothing and False
-    raises ``NotImplementedError``."""
-    _x64(new_val)
-    yield
+    """``jax.enable_x64``: the dtype mode for the block, in the calling thread only (other
+    threads keep theirs, as JAX's thread-local config contexts do)."""
+    from fungraph import dtypes
+
+    previous = dtypes.set_x64_override(bool(new_val))
+    try:
+        yield
+    finally:
+        dtypes.set_x64_override(previous)
+
+
+@contextlib.contextmanager
+def disable_x64() -> Iterator[None]:
+    """``jax.experimental.disable_x64``: 32-bit mode for the block, in the calling thread."""
+    with enable_x64(False):
+        yield
 
 
 @contextlib.contextmanager

@@ -567,7 +567,7 @@ def multinomial(key: Any, n: Any, p: Any, *, shape: Sequence[int] | None = None,
     if not shape or not _broadcasts_to(shape, aval(p).shape) or not _broadcasts_to(shape[:-1], aval(n).shape):
         raise ShapeError(f"random.multinomial: p {aval(p).shape} must broadcast to the shape argument {shape} and n "
                          f"{aval(n).shape} to its batch part {shape[:-1]}")
-    pt = np.result_type(dtypes.canonical(aval(n).dtype) if dtypes.is_float(aval(n).dtype) else np.float64,
+    pt = np.result_type(dtypes.canonicalize(aval(n).dtype) if dtypes.is_float(aval(n).dtype) else np.float64,
                         aval(p).dtype if dtypes.is_float(aval(p).dtype) else np.float64)
     remainder = fnp.broadcast_to(fnp.asarray(n, dtype=pt), shape[:-1])
     return _multinomial_cached(key, remainder, fnp.broadcast_to(fnp.asarray(p, dtype=pt), shape), dt)
@@ -639,7 +639,7 @@ def orthogonal(key: Any, n: int, shape: Sequence[int] = (), dtype: Any = dtypes.
     a normal draw, each column multiplied by the sign (phase) of R's diagonal entry."""
     key = _threefry.check_key(key, "orthogonal")
     shape = _shape(shape, "orthogonal")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if not dtypes.is_inexact(dt):
         raise TypeError(f"random.orthogonal: dtype must be a float or complex dtype, got {dt}")
     rows = _dimension(n, "n")
@@ -659,7 +659,7 @@ def _dimension(v: Any, arg: str) -> int:
 
 
 def _int_dtype(dtype: Any, name: str) -> np.dtype:
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if dt.kind != "i":
         raise TypeError(f"random.{name}: dtype must be int32 or int64, got {dt}")
     return dt

@@ -1,7 +1,7 @@
 """The threefry2x32 counter-based hash behind ``fungraph.random``, bit for bit as JAX computes it.
 
-fungraph has no unsigned dtypes and no shift primitive, so a uint32 word lives in an int64 array
-with a value in [0, 2**32): addition wraps with ``& 0xFFFFFFFF``, ``x << r`` is a multiplication
+Keys are uint32 arrays, as JAX's. There is no shift primitive, so the hash computes each uint32
+word in an int64 array with a value in [0, 2**32): addition wraps with ``& 0xFFFFFFFF``, ``x << r`` is a multiplication
 by ``2**r`` (below 2**63 for the rotations used) and ``x >> r`` a floor division. Counters follow
 JAX's default "partitionable" layout: element ``i`` of an output of any shape hashes the 64-bit
 counter ``i`` split into two words (high word 0 for fewer than 2**32 elements).
@@ -83,7 +83,7 @@ def bits32(key: Any, shape: tuple[int, ...], name: str) -> Any:
 
 def split(key: Any, shape: tuple[int, ...]) -> Any:
     w0, w1 = hash_counters(key, shape, "split")
-    return fnp.stack([w0, w1], axis=len(shape))
+    return fnp.asarray(fnp.stack([w0, w1], axis=len(shape)), dtype=np.uint32)
 
 
 def fold_in(key: Any, data: Any) -> Any:
@@ -95,7 +95,7 @@ def fold_in(key: Any, data: Any) -> Any:
                         f"array of data with fungraph.vmap")
     word = fnp.bitwise_and(fnp.asarray(data, dtype=np.int64), MASK32)
     w0, w1 = hash2x32(k0, k1, np.int64(0), word)
-    return fnp.stack([w0, w1])
+    return fnp.asarray(fnp.stack([w0, w1]), dtype=np.uint32)
 
 
 def seed_key(seed: Any, name: str) -> Any:
@@ -112,6 +112,6 @@ def seed_key(seed: Any, name: str) -> Any:
     wide = fnp.asarray(seed, dtype=np.int64)
     low = fnp.bitwise_and(wide, MASK32)
     if a.dtype.itemsize < 8:
-        return fnp.stack([fnp.zeros((), np.int64), low])
+        return fnp.asarray(fnp.stack([fnp.zeros((), np.int64), low]), dtype=np.uint32)
     high = fnp.bitwise_and(fnp.floor_divide(wide, np.int64(2**32)), MASK32)
-    return fnp.stack([high, low])
+    return fnp.asarray(fnp.stack([high, low]), dtype=np.uint32)

@@ -38,7 +38,7 @@ class ShapeDtypeStruct:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        object.__setattr__(self, "dtype", dtypes.canonical(self.dtype))
+        object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
 
 
 def abstractify(x: Any) -> ShapedArray:

@@ -268,14 +268,39 @@ class EvalTrace(Trace):
     lift = pure
 
     def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> Sequence[Any]:
+        if not dtypes.x64_enabled():
+            tracers = [_in_32_bit_mode(x) for x in tracers]
         avals = [aval_of(x) for x in tracers]
         expected = checked_abstract_eval(prim, avals, params)
-        out = prim.impl(*[unhosted(x) for x in tracers], **params.kwargs())
+        out = run_impl(prim, [unhosted(x) for x in tracers], params.kwargs())
         outs = out if prim.multiple_results else (out,)
         if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
             check_finite(prim.name, outs, user_source())
         writeable = [x for x in tracers if isinstance(x, np.ndarray) and x.flags.writeable]
         return [_as_array(o, a, writeable) for o, a in zip(outs, expected)]
+
+
+def _in_32_bit_mode(x: Any) -> Any:
+    """An eager operand with x64 off: a 64-bit numpy value (an internal constant) as its 32-bit
+    counterpart, except integers beyond 32 bits (``while_loop``'s tape handles), which are ids."""
+    if not isinstance(x, (np.ndarray, np.generic)) or x.dtype in dtypes.enabled():
+        return x
+    if x.dtype.kind in "iu" and x.size and (x.min() < -(2**31) or x.max() >= 2**31):
+        return x
+    return to_concrete_dtype_array(x)
+
+
+def run_impl(prim: Primitive, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """``prim``'s numpy implementation; where numpy (with ml_dtypes' loops) has none for an
+    emulated float (bfloat16, float8), it runs in float32 and the caller rounds the result
+    to the output type."""
+    try:
+        return prim.impl(*args, **kwargs)
+    except (TypeError, ValueError, NotImplementedError):
+        if not any(getattr(a, "dtype", None) in dtypes.EMULATED for a in args):
+            raise
+    return prim.impl(*[np.asarray(a, dtypes.float32) if getattr(a, "dtype", None) in dtypes.EMULATED else a
+                       for a in args], **kwargs)
 
 
 def _as_array(x: Any, aval: ShapedArray, writeable: list[np.ndarray]) -> np.ndarray:
@@ -381,6 +406,8 @@ class Tracer(HasAval):
     """A stand-in for an array during a transformation; operators call ``fungraph.numpy``."""
 
     __slots__ = ("_trace",)
+    #: True for a value JAX types weakly (a Python scalar passed to jit): see ``dtypes.is_weak``
+    weak_type = False
     __array_priority__ = 1000
     __array_ufunc__ = None
     _trace: Trace
@@ -432,7 +459,13 @@ class Tracer(HasAval):
 
 
 def to_concrete_dtype_array(x: Any) -> np.ndarray:
-    """A numpy array with a supported dtype (int64 for Python ints, float64 for floats)."""
+    """``x`` as a numpy array of the dtype the current mode gives it (Python scalars take the
+    mode's default int/float/complex; with x64 off 64-bit arrays become 32-bit), through
+    :func:`fungraph.dtypes.canonicalize`, the one place values are canonicalised."""
     arr = np.asarray(x)
-    dt = dtypes.canonical(arr.dtype)
-    return arr if arr.dtype == dt else arr.astype(dt)
+    dt = dtypes.canonicalize(arr.dtype)
+    if arr.dtype == dt:
+        return arr
+    if type(x) is int and not np.can_cast(np.min_scalar_type(x), dt):
+        raise OverflowError(f"Python int {x} too large to convert to {dt.name}")
+    return arr.astype(dt)

@@ -1,69 +1,215 @@
-"""The dtypes fungraph supports (bool, int32, int64, float32, float64, complex64, complex128)
-and numpy-2 (NEP 50) promotion between them."""
+"""The dtypes fungraph supports, JAX's dtype modes (``jax_enable_x64``) and JAX's promotion
+lattice between them.
+
+Besides numpy's bool, signed/unsigned integers, floats and complex types, the narrow floats
+of the ``ml_dtypes`` package (bfloat16 and the float8 family) are supported; numpy runs them
+through ml_dtypes' ufuncs, and what those lack is computed in float32 and rounded
+(:func:`compute_dtype`). With x64 off (JAX's default) the 64-bit types do not exist:
+:func:`canonicalize` maps them to their 32-bit counterparts at every entry point.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+import warnings
+from functools import cache
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 bool_ = np.dtype(np.bool_)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float16 = np.dtype(np.float16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 complex64 = np.dtype(np.complex64)
 complex128 = np.dtype(np.complex128)
 
-SUPPORTED: tuple[np.dtype, ...] = (bool_, int32, int64, float32, float64, complex64, complex128)
+#: ml_dtypes' 8-bit floats that JAX exports, by name (``jnp.float8_e4m3fn`` ...).
+FLOAT8: dict[str, np.dtype] = {
+    name: np.dtype(getattr(ml_dtypes, name))
+    for name in ("float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+                 "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+    if hasattr(ml_dtypes, name)
+}
 
 SHORT_NAMES: dict[np.dtype, str] = {
     bool_: "bool",
-    int32: "i32",
-    int64: "i64",
-    float32: "f32",
-    float64: "f64",
-    complex64: "c64",
-    complex128: "c128",
+    int8: "i8", int16: "i16", int32: "i32", int64: "i64",
+    uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
+    bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64",
+    complex64: "c64", complex128: "c128",
+    **{d: "f8" + name.removeprefix("float8") for name, d in FLOAT8.items()},
 }
 FROM_SHORT: dict[str, np.dtype] = {v: k for k, v in SHORT_NAMES.items()}
+SUPPORTED: tuple[np.dtype, ...] = tuple(SHORT_NAMES)
 
-# Narrow numpy dtypes are widened to the nearest supported one; anything else is refused.
-_WIDEN: dict[np.dtype, np.dtype] = {
-    np.dtype(np.int8): int32,
-    np.dtype(np.int16): int32,
-    np.dtype(np.uint8): int32,
-    np.dtype(np.uint16): int32,
-    np.dtype(np.uint32): int64,
-    np.dtype(np.float16): float32,
-}
+#: Floats numpy has no native loops for: :func:`compute_dtype` runs what ml_dtypes lacks in float32.
+EMULATED: frozenset[np.dtype] = frozenset({bfloat16, *FLOAT8.values()})
+
+#: With x64 off, each 64-bit type is replaced by this one (JAX's ``canonicalize_dtype``).
+_TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 
 
-def canonical(dtype: Any) -> np.dtype:
-    """Map a dtype-like to one of the supported dtypes, or raise a TypeError naming it. A
-    non-native byte order (big-endian ``>f8`` on x86) maps to the native type of that kind."""
-    d = np.dtype(dtype)
-    if d.byteorder not in "=|":
-        d = d.newbyteorder("=")
+# --- the x64 mode ---------------------------------------------------------------------------
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    """A boolean environment variable read as JAX reads ``JAX_ENABLE_X64``."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    if text in ("y", "yes", "t", "true", "on", "1"):
+        return True
+    if text in ("n", "no", "f", "false", "off", "0"):
+        return False
+    raise ValueError(f"invalid truth value {raw!r} for environment variable {name} (expected true/false, 1/0, "
+                     "yes/no or on/off)")
+
+
+class _X64(threading.local):
+    """The per-thread override that ``enable_x64``/``disable_x64`` contexts set (None: use
+    the process-wide value, which ``config.update`` sets)."""
+
+    override: bool | None = None
+
+
+_X64_GLOBAL = [_env_flag("JAX_ENABLE_X64", False)]
+_X64_LOCAL = _X64()
+
+
+def x64_enabled() -> bool:
+    """Whether 64-bit types are on in the calling thread (JAX's ``config.enable_x64.value``)."""
+    local = _X64_LOCAL.override
+    return _X64_GLOBAL[0] if local is None else local
+
+
+def set_x64(value: bool) -> None:
+    """Set the process-wide mode (``config.update("jax_enable_x64", value)``)."""
+    _X64_GLOBAL[0] = bool(value)
+
+
+def set_x64_override(value: bool | None) -> bool | None:
+    """Set this thread's mode (None: follow the process-wide one); returns the previous override."""
+    previous = _X64_LOCAL.override
+    _X64_LOCAL.override = None if value is None else bool(value)
+    return previous
+
+
+def default_float() -> np.dtype:
+    """The default floating dtype of the current mode (float64 with x64, else float32)."""
+    return float64 if x64_enabled() else float32
+
+
+def default_int() -> np.dtype:
+    """The default integer dtype of the current mode (int64 with x64, else int32)."""
+    return int64 if x64_enabled() else int32
+
+
+def default_uint() -> np.dtype:
+    return uint64 if x64_enabled() else uint32
+
+
+def default_complex() -> np.dtype:
+    return complex128 if x64_enabled() else complex64
+
+
+def enabled() -> frozenset[np.dtype]:
+    """The dtypes that exist in the current mode."""
+    return _ENABLED[x64_enabled()]
+
+
+_ENABLED = {True: frozenset(SUPPORTED), False: frozenset(SUPPORTED) - frozenset(_TO_32)}
+
+
+# --- validation and canonicalisation -----------------------------------------------------------
+
+
+def check(dtype: Any) -> np.dtype:
+    """``dtype`` as a numpy dtype if fungraph supports it (in any mode), else a TypeError naming it."""
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype {dtype!r} not understood") from None
     if d in SHORT_NAMES:
         return d
-    if d in _WIDEN:
-        return _WIDEN[d]
-    raise TypeError(
-        f"fungraph does not support dtype {d}; supported dtypes are "
-        + ", ".join(str(s) for s in SUPPORTED)
-    )
+    if d.byteorder not in "=|" and d.newbyteorder("=") in SHORT_NAMES:
+        return d.newbyteorder("=")
+    raise TypeError(f"fungraph does not support dtype {d}; supported dtypes are "
+                    + ", ".join(str(s) for s in SUPPORTED))
+
+
+_WARNING = ("Explicitly requested dtype {}{} is not available, and will be truncated to dtype {}. To enable more "
+            "dtypes, set the jax_enable_x64 configuration option or the JAX_ENABLE_X64 shell environment variable. "
+            "See https://github.com/jax-ml/jax#current-gotchas for more.")
+
+
+def canonicalize(dtype: Any, requested_in: str | None = None, depth: int = 2) -> np.dtype:
+    """The dtype the current mode uses for ``dtype``: the dtype itself with x64 on; with it off
+    a 64-bit type becomes its 32-bit counterpart. ``requested_in`` (the function name, or ""
+    for an unnamed request) marks an explicit request, which warns with JAX's text when
+    truncated if the function was called from outside fungraph (``depth`` frames above this
+    one); values converted implicitly (arrays passed in, Python scalars) do not warn."""
+    d = check(dtype)
+    if d in _TO_32 and not x64_enabled():
+        narrow = _TO_32[d]
+        if requested_in is not None and not _called_from_fungraph(depth):
+            where = f" requested in {requested_in}" if requested_in else ""
+            warnings.warn(_WARNING.format(d.name, where, narrow.name), UserWarning, stacklevel=depth + 1)
+        return narrow
+    return d
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+#: Code of wrappers that only pass a call on (``fungraph.numpy``'s result wrapper): the caller
+#: of a requested dtype is looked for above them.
+TRANSPARENT_CODE: set[Any] = set()
+
+
+def _called_from_fungraph(depth: int) -> bool:
+    """Whether the frame ``depth`` levels above the caller (past transparent wrappers) is
+    fungraph's own code."""
+    try:
+        frame = sys._getframe(depth + 1)
+    except ValueError:
+        return False
+    while frame is not None and frame.f_code in TRANSPARENT_CODE:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(_PACKAGE)
 
 
 def parse_dtype(name: str) -> np.dtype:
     """Accept a short name (``f32``) or a numpy name (``float32``)."""
     if name in FROM_SHORT:
         return FROM_SHORT[name]
-    return canonical(name)
+    return check(name)
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a numpy implementation computes ``dtype`` in when ml_dtypes has no loop for
+    it: float32 for the emulated floats, ``dtype`` itself otherwise."""
+    return float32 if dtype in EMULATED else dtype
+
+
+# --- kinds -------------------------------------------------------------------------------------
 
 
 def is_float(dtype: np.dtype) -> bool:
-    return np.dtype(dtype).kind == "f"
+    d = np.dtype(dtype)
+    return d.kind == "f" or d in EMULATED
 
 
 def is_complex(dtype: np.dtype) -> bool:
@@ -72,12 +218,30 @@ def is_complex(dtype: np.dtype) -> bool:
 
 def is_inexact(dtype: np.dtype) -> bool:
     """Float or complex: the dtypes that carry tangents."""
-    return np.dtype(dtype).kind in "fc"
+    return is_float(dtype) or is_complex(dtype)
+
+
+def is_int(dtype: np.dtype) -> bool:
+    return np.dtype(dtype).kind in "iu"
+
+
+def is_unsigned(dtype: np.dtype) -> bool:
+    return np.dtype(dtype).kind == "u"
+
+
+def is_bool(dtype: np.dtype) -> bool:
+    return dtype == bool_
+
+
+def finfo(dtype: Any) -> Any:
+    """``numpy.finfo``, also for ml_dtypes' floats (``jnp.finfo``)."""
+    return ml_dtypes.finfo(getattr(dtype, "dtype", dtype))
 
 
 def complex_for(dtype: np.dtype) -> np.dtype:
-    """The complex dtype with ``dtype``'s precision (float32 -> complex64, else complex128)."""
-    return complex64 if np.dtype(dtype) in (float32, complex64) else complex128
+    """The complex dtype with at least ``dtype``'s precision (float32 and narrower -> complex64)."""
+    d = np.dtype(dtype)
+    return complex128 if d in (float64, complex128) else complex64
 
 
 def real_for(dtype: np.dtype) -> np.dtype:
@@ -86,41 +250,129 @@ def real_for(dtype: np.dtype) -> np.dtype:
     return {complex64: float32, complex128: float64}.get(d, d)
 
 
-def is_int(dtype: np.dtype) -> bool:
-    return np.dtype(dtype).kind in "iu"
+def float_dtype_for(dtype: np.dtype) -> np.dtype:
+    """The inexact dtype JAX gives transcendental functions of ``dtype``: inexact dtypes are
+    kept, integers and bool take the mode's default float."""
+    return dtype if is_inexact(dtype) else default_float()
 
 
-def is_bool(dtype: np.dtype) -> bool:
-    return dtype == bool_
+# --- JAX's promotion lattice ----------------------------------------------------------------------
+
+#: Weak types: Python scalars (and jit arguments passed as Python scalars) join at these nodes.
+_WEAK = ("int*", "float*", "complex*")
+
+
+def _lattice(x64: bool) -> dict[Any, tuple[Any, ...]]:
+    """JAX's type promotion lattice (``jax._src.dtypes._type_promotion_lattice``, standard
+    mode): each node and the nodes directly above it."""
+    i_, f_, c_ = _WEAK
+    return {
+        bool_: (i_,),
+        i_: (uint8, int8),
+        uint8: (int16, uint16), uint16: (int32, uint32),
+        uint32: (int64, uint64) if x64 else (int32, uint64), uint64: (f_,),
+        int8: (int16,), int16: (int32,), int32: (int64,), int64: (f_,),
+        f_: (*FLOAT8.values(), bfloat16, float16, c_),
+        **{d: () for d in FLOAT8.values()},
+        bfloat16: (float32,), float16: (float32,), float32: (float64, complex64), float64: (complex128,),
+        c_: (complex64,), complex64: (complex128,), complex128: (),
+    }
+
+
+@cache
+def _upper_bounds(x64: bool) -> dict[Any, frozenset[Any]]:
+    lattice = _lattice(x64)
+    bounds: dict[Any, frozenset[Any]] = {}
+
+    def up(node: Any) -> frozenset[Any]:
+        if node not in bounds:
+            bounds[node] = frozenset({node}).union(*(up(n) for n in lattice[node]))
+        return bounds[node]
+
+    for node in lattice:
+        up(node)
+    return bounds
+
+
+@cache
+def _join(nodes: frozenset[Any], x64: bool) -> Any:
+    """The least upper bound of ``nodes`` on the lattice, or a TypeError when there is none."""
+    bounds = _upper_bounds(x64)
+    common = frozenset.intersection(*(bounds[n] for n in nodes))
+    least = [c for c in common if common <= bounds[c]]
+    if len(least) != 1:
+        names = ", ".join(sorted(n if isinstance(n, str) else n.name for n in nodes))
+        raise TypeError(f"dtypes {names} have no common type to promote to: JAX's promotion lattice does not "
+                        "join them (cast one explicitly, e.g. with .astype(jnp.float32))")
+    return least[0]
+
+
+def _node(dtype: np.dtype, weak: bool) -> Any:
+    if not weak:
+        return dtype
+    return _WEAK[0] if dtype.kind in "iub" else _WEAK[2] if dtype.kind == "c" else _WEAK[1]
+
+
+def _weak_default(node: Any) -> np.dtype:
+    if node == _WEAK[0]:
+        return default_int()
+    return default_complex() if node == _WEAK[2] else default_float()
+
+
+def join(dtypes: Any, weak: Any = None) -> tuple[np.dtype, bool]:
+    """JAX's promotion of ``dtypes`` (``weak[i]`` marks a weak type) in the current mode: the
+    result dtype and whether it is weak (all inputs weak)."""
+    dts = [check(d) for d in dtypes]
+    weak = [False] * len(dts) if weak is None else list(weak)
+    x64 = x64_enabled()
+    nodes = frozenset(_node(d, w) for d, w in zip(dts, weak))
+    if len(nodes) == 1 and not any(weak):
+        return canonicalize(dts[0]), False
+    top = _join(nodes, x64)
+    if top in _WEAK:
+        return _weak_default(top), True
+    return canonicalize(top), False
+
+
+def promote_types(a: Any, b: Any) -> np.dtype:
+    """``jnp.promote_types``: both dtypes strong; like JAX's, the result is not canonicalised
+    (``bool`` with ``int64`` is int64 in either mode)."""
+    top = _join(frozenset(_PY_WEAK[t] if t is int or t is float or t is complex else check(t) for t in (a, b)),
+                x64_enabled())
+    return _WEAK_WIDE[top] if top in _WEAK else top
+
+
+_PY_WEAK = {int: _WEAK[0], float: _WEAK[1], complex: _WEAK[2]}
+_WEAK_WIDE = {_WEAK[0]: int64, _WEAK[1]: float64, _WEAK[2]: complex128}
+
+
+def is_weak(x: Any) -> bool:
+    """A Python scalar (not a numpy scalar, not bool), or a traced value marked weak (a jit
+    argument passed as a Python scalar)."""
+    t = type(x)
+    if t is int or t is float or t is complex:
+        return True
+    return bool(getattr(x, "weak_type", False)) and not isinstance(x, (np.ndarray, np.generic))
+
+
+def _dtype_of(a: Any) -> np.dtype:
+    if isinstance(a, bool):
+        return bool_
+    if isinstance(a, int):
+        return int64
+    if isinstance(a, float):
+        return float64
+    if isinstance(a, complex):
+        return complex128
+    d = getattr(a, "dtype", None)
+    return d if isinstance(d, np.dtype) else np.asarray(a).dtype
 
 
 def result_type(*args: Any) -> np.dtype:
-    """Promote like numpy 2: Python scalars are weak and never widen an array's dtype."""
+    """JAX's ``result_type`` of arrays, tracers and Python scalars: Python scalars (and weak
+    tracers) are weak, so they never widen an array's dtype."""
     first = getattr(args[0], "dtype", None) if args else None
     if first is not None and first in SHORT_NAMES and all(
-            getattr(a, "dtype", None) is not None and a.dtype == first for a in args):  # dtype(None) is f64
-        return first
-    keys: list[Any] = []
-    for a in args:
-        if isinstance(a, (bool, int, float, complex)) and not isinstance(a, np.generic):
-            keys.append(a)
-        else:
-            keys.append(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype)
-    if all(isinstance(k, (bool, int, float, complex)) for k in keys):
-        return canonical(np.result_type(*[np.asarray(k).dtype for k in keys]))
-    try:
-        return canonical(np.result_type(*keys))
-    except OverflowError as err:
-        raise TypeError(f"cannot promote {keys}: {err}") from None
-
-
-def float_dtype_for(dtype: np.dtype) -> np.dtype:
-    """The inexact dtype numpy gives transcendental functions of ``dtype`` (int -> float64;
-    float and complex dtypes are kept)."""
-    return dtype if is_inexact(dtype) else float64
-
-
-def default_float() -> np.dtype:
-    """The default floating dtype of the current mode: float64, as JAX's with ``jax_enable_x64``
-    (the one mode fungraph has)."""
-    return float64
+            getattr(a, "dtype", None) == first and not is_weak(a) for a in args):
+        return canonicalize(first)
+    return join([_dtype_of(a) for a in args], [is_weak(a) for a in args])[0]

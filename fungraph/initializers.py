@@ -264,7 +264,7 @@ def _shape(shape: Any, name: str) -> tuple[int, ...]:
 
 
 def _any_dtype(dtype: Any) -> np.dtype:
-    return dtypes.default_float() if dtype is None else dtypes.canonical(dtype)
+    return dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype)
 
 
 def _inexact_dtype(dtype: Any, name: str, complex_ok: bool) -> np.dtype:

@@ -34,7 +34,7 @@ class ShapedArray:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        object.__setattr__(self, "dtype", dtypes.canonical(self.dtype))
+        object.__setattr__(self, "dtype", dtypes.check(self.dtype))
 
     @property
     def ndim(self) -> int:
@@ -94,7 +94,7 @@ def aval_of(x: Any) -> ShapedArray:
     if hasattr(x, "aval"):
         return x.aval
     arr = np.asarray(x)
-    return ShapedArray(arr.shape, dtypes.canonical(arr.dtype))
+    return ShapedArray(arr.shape, dtypes.check(arr.dtype))
 
 
 @dataclass(frozen=True, eq=False)

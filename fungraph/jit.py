@@ -16,6 +16,7 @@ import inspect
 import threading
 import time
 import types
+import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from fungraph.interpreters.optimize import DEFAULT_PASSES, Pass, PassStat, forma
 from fungraph.interpreters.regions import fuse_regions
 from fungraph.interpreters.simplify import simplify
 from fungraph.interpreters.staging import stage
-from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
+from fungraph.ir import Eqn, Graph, Params, Var
 from fungraph.primitives._rules import is_undefined, zeros
 from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
 
@@ -77,9 +78,15 @@ _COMPILED: LRUCache[CompileKey, Compiled] = LRUCache("compiled graphs")
 on_clear(_SHARED.clear)
 
 
+class BackendFallbackWarning(RuntimeWarning):
+    """A jitted function runs on the CPU engine because its backend cannot run its graph."""
+
+
 def compile_graph(graph: Graph, backend: str = "cpu", donated: Sequence[bool] = (), keep: bool = True) -> Compiled:
     """Optimise and plan ``graph`` once; later calls with an equal graph hit the cache. The
-    result is kept in the bounded cache when ``keep``, else only while the caller holds it."""
+    result is kept in the bounded cache when ``keep``, else only while the caller holds it. A
+    backend that declines the graph (``factory.declines(graph)`` gives the reason: OpenCL and
+    a narrow dtype) leaves it to the CPU engine, with a warning naming the reason."""
     with deep_recursion():
         try:
             return _compile_graph(graph, backend, tuple(donated), keep)
@@ -111,6 +118,12 @@ def _compile_graph(graph: Graph, backend: str, donated: tuple[bool, ...], keep: 
         if keep:
             _COMPILED[key] = hit
         return hit
+    declines = getattr(factory, "declines", None)
+    reason = declines(graph) if declines is not None else None
+    if reason is not None:
+        warnings.warn(f"jit(backend={backend!r}): {reason}, so this function runs on the CPU engine",
+                      BackendFallbackWarning, stacklevel=5)
+        factory = backend_factory("cpu")
     t0 = time.perf_counter()
     optimised, stats = optimize(graph, backend_passes(factory))
     t1 = time.perf_counter()
@@ -292,7 +305,7 @@ class Lowered:
 
 
 def _shapes(signature: Hashable) -> tuple:
-    in_tree, static_key, avals = signature  # type: ignore[misc]
+    in_tree, static_key, avals = signature[:3]  # type: ignore[index]
     return in_tree, static_key, tuple((a.shape, a.dtype) for a in avals)
 
 
@@ -455,11 +468,13 @@ class Jitted:
             raise TypeError(f"static arguments of jit({self.__name__}) must be hashable, got "
                             f"{[type(v).__name__ for v in static.values()]}") from None
         avals = tuple(abstractify(x) for x in leaves)
-        return leaves, in_tree, static, (in_tree, static_key, avals)
+        weak = tuple(dtypes.is_weak(x) for x in leaves)
+        return leaves, in_tree, static, (in_tree, static_key, avals, weak, dtypes.x64_enabled())
 
-    def _stage(self, in_tree: PyTreeDef, static: dict[int, Any], avals: Sequence[ShapedArray]) -> tuple:
+    def _stage(self, in_tree: PyTreeDef, static: dict[int, Any], key: Hashable) -> tuple:
+        """Trace for the signature ``key`` (its avals and which arguments are weakly typed)."""
         box: list[PyTreeDef] = []
-        graph, closure = stage(flat_fun(self.fun, in_tree, static, box), list(avals))
+        graph, closure = stage(flat_fun(self.fun, in_tree, static, box), list(key[2]), key[3])
         return graph, closure, box[0]
 
     def _donated_mask(self, args: Sequence[Any], n_leaves: int) -> tuple[bool, ...]:
@@ -521,12 +536,12 @@ class Jitted:
                     return tree_unflatten(entry.out_tree, entry.compiled.executable.run(flat))
         leaves, in_tree, static, key = self._signature(args)
         if any(isinstance(x, Tracer) for x in leaves):
-            graph, closure, out_tree = self._stage(in_tree, static, key[2])
+            graph, closure, out_tree = self._stage(in_tree, static, key)
             outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
             return tree_unflatten(out_tree, outs)
         entry = self._cache.get(key)
         if entry is None:
-            graph, closure, out_tree = self._stage(in_tree, static, key[2])
+            graph, closure, out_tree = self._stage(in_tree, static, key)
             if closure:
                 outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
                 return tree_unflatten(out_tree, outs)
@@ -569,7 +584,7 @@ class Jitted:
 
     def lower(self, *args: Any) -> Lowered:
         leaves, in_tree, static, key = self._signature(args)
-        graph, closure, _ = self._stage(in_tree, static, key[2])
+        graph, closure, _ = self._stage(in_tree, static, key)
         if closure:
             raise TypeError(f"jit({self.__name__}).lower: the function closes over traced values")
         return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves)), keep=False), self, key)
@@ -587,10 +602,11 @@ def _as_input(x: Any) -> Any:
 def _fast_key(args: Sequence[Any]) -> tuple | None:
     """A cache key for the common call with only numpy arrays (results of earlier calls
     included) of supported dtypes, else None."""
-    key = []
+    key: list[Any] = [dtypes.x64_enabled()]
+    enabled = dtypes.enabled()
     for a in args:
         if type(a) is np.ndarray or type(a) is HostArray:
-            if a.dtype not in dtypes.SHORT_NAMES:
+            if a.dtype not in enabled:
                 return None
             key.append((a.shape, a.dtype))
         elif isinstance(a, DeviceArray):

@@ -1,8 +1,10 @@
 """``fungraph.random``: ``jax.random``'s functional PRNG, bit-exact with JAX's default threefry2x32.
 
 A key is a raw integer array of shape (2,) holding two uint32 words, exactly the words of JAX's
-legacy ``jax.random.PRNGKey``; fungraph has no uint32, so keys and ``bits`` are int64 arrays with
-values in [0, 2**32). Typed key arrays (``jax.random.key`` returning a scalar of a key dtype) are
+legacy ``jax.random.PRNGKey``, as a uint32 array (``bits`` is uint32 too). In JAX's 32-bit mode
+(``jax_enable_x64`` off) each sampler takes its dtype in that mode and computes its bits in
+64-bit words, so draws match JAX's 32-bit mode as they match its x64 mode. Typed key arrays
+(``jax.random.key`` returning a scalar of a key dtype) are
 not modelled: ``key`` returns the same raw array as ``PRNGKey``. Every function is written with
 ``fungraph.numpy`` operations, so keys may be traced (``jit``, ``vmap`` over split keys, OpenCL).
 
@@ -26,8 +28,10 @@ on raw keys.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +42,7 @@ from fungraph import numpy as fnp
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, aval
 from fungraph.primitives.callback import stop_gradient
+from fungraph.tree_util import tree_map
 
 __all__ = ["PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare", "choice",
            "clone", "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in", "gamma", "generalized_normal",
@@ -71,15 +76,14 @@ def fold_in(key: Any, data: Any) -> Any:
 
 
 def bits(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
-    """Uniform random bits as an int64 array: values in [0, 2**32) for uint32 (the default here;
-    JAX with x64 defaults to uint64), [0, 2**16) for uint16, [0, 2**8) for uint8. 64-bit widths
-    are refused: their values do not fit int64."""
+    """Uniform random bits of an unsigned dtype: uint32 (the default here; JAX with x64
+    defaults to uint64), uint16 or uint8. 64-bit widths are refused."""
     shape = _shape(shape, "bits")
     dt = np.dtype(np.uint32 if dtype is None else dtype)
     if dt not in _UNSIGNED_WIDTHS:
         raise TypeError(f"random.bits: dtype is uint8, uint16 or uint32 (fungraph has no uint64), got {dt}")
     words = _threefry.bits32(key, shape, "bits")
-    return fnp.bitwise_and(words, np.int64(2 ** _UNSIGNED_WIDTHS[dt] - 1))
+    return fnp.asarray(fnp.bitwise_and(words, np.int64(2 ** _UNSIGNED_WIDTHS[dt] - 1)), dtype=dt)
 
 
 def uniform(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64, minval: Any = 0.0,
@@ -100,7 +104,7 @@ def normal(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> 
     take real and imaginary parts from two split keys, scaled by ``1 / sqrt(2)``."""
     key = _threefry.check_key(key, "normal")
     shape = _shape(shape, "normal")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if dtypes.is_complex(dt):
         real = dtypes.real_for(dt)
         k_re, k_im = _pair(key)
@@ -142,7 +146,7 @@ def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any
     int64), combined modulo the span in wrapping unsigned arithmetic."""
     key = _threefry.check_key(key, "randint")
     shape = _shape(shape, "randint")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if dt.kind != "i":
         raise TypeError(f"random.randint: dtype must be int32 or int64, got {dt}")
     lo, hi = (_as_int64(v, "randint", name) for v, name in ((minval, "minval"), (maxval, "maxval")))
@@ -286,7 +290,7 @@ def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.int64) -
     """-1 or +1 with equal probability: ``2 * bernoulli(key, 0.5) - 1`` in ``dtype``."""
     key = _threefry.check_key(key, "rademacher")
     shape = _shape(shape, "rademacher")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     b = fnp.asarray(bernoulli(key, 0.5, shape), dtype=dt)
     return fnp.subtract(fnp.multiply(np.asarray(2, dt), b), np.asarray(1, dt))
 
@@ -368,7 +372,7 @@ def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any =
     """The number of Bernoulli(p) trials up to the first success (values 1, 2, ...):
     ``floor(log u / log1p(-p)) + 1``, with ``u`` drawn in ``p``'s float dtype."""
     key = _threefry.check_key(key, "geometric")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if dt.kind != "i":
         raise TypeError(f"random.geometric: dtype must be int32 or int64, got {dt}")
     p = asarray(p)
@@ -409,7 +413,7 @@ def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Sequence[int] 
 def lognormal(key: Any, sigma: Any = 1.0, shape: Sequence[int] | None = None, dtype: Any = dtypes.float64) -> Any:
     """Log-normal samples ``exp(sigma * z)``, ``z`` standard normal (complex dtypes allowed)."""
     key = _threefry.check_key(key, "lognormal")
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if not dtypes.is_inexact(dt):
         raise TypeError(f"random.lognormal: dtype must be a float or complex dtype, got {dt}")
     sigma = fnp.asarray(sigma, dtype=dt)
@@ -504,7 +508,7 @@ def _shape(shape: Any, name: str, prefix: str = "random.") -> tuple[int, ...]:
 
 
 def _float_dtype(dtype: Any, name: str) -> np.dtype:
-    dt = dtypes.canonical(dtype)
+    dt = dtypes.canonicalize(dtype)
     if not dtypes.is_float(dt):
         raise TypeError(f"random.{name}: dtype must be float32 or float64, got {dt}")
     return dt
@@ -768,3 +772,52 @@ from fungraph._random_dists import (  # noqa: E402
     poisson,
     t,
 )
+
+_KEYS = ("PRNGKey", "key", "split", "fold_in", "clone", "key_data", "wrap_key_data")
+
+
+def _to_mode(x: Any) -> Any:
+    """A sampler's output in the current mode: 64-bit arrays narrowed with x64 off."""
+    dt = aval(x).dtype
+    return x if dt in dtypes.enabled() else fnp.asarray(x, dtype=dtypes.canonicalize(dt))
+
+
+def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
+    """``f`` in JAX's 32-bit mode too: its ``dtype`` argument (or default) is taken in the caller's
+    mode (float32/int32 with x64 off, JAX's warning for an explicit 64-bit one), then the bits
+    are computed in the 64-bit words the samplers are written in and the result narrowed, so
+    draws match JAX's 32-bit mode bit for bit. Keys come out as uint32, as JAX's."""
+    sig = inspect.signature(f)
+    param = sig.parameters.get("dtype")
+
+    @functools.wraps(f)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if dtypes.x64_enabled():
+            out = f(*args, **kwargs)
+            return fnp.asarray(out, dtype=dtypes.uint32) if is_key else out
+        bound = sig.bind(*args, **kwargs)
+        for name, value in bound.arguments.items():
+            if type(value) is float:
+                bound.arguments[name] = np.float32(value)
+            elif name == "seed" and type(value) is int:
+                bound.arguments[name] = np.asarray(value % 2**32, np.uint32).astype(np.int32)
+        if param is not None:
+            given = bound.arguments.get("dtype", param.default)
+            if given is not None:
+                explicit = "dtype" in bound.arguments
+                bound.arguments["dtype"] = dtypes.canonicalize(given, "" if explicit else None)
+        args, kwargs = bound.args, bound.kwargs
+        previous = dtypes.set_x64_override(True)
+        try:
+            out = f(*args, **kwargs)
+        finally:
+            dtypes.set_x64_override(previous)
+        if is_key:
+            return fnp.asarray(out, dtype=dtypes.uint32)
+        return tree_map(_to_mode, out)
+
+    return run
+
+
+for _name in __all__:
+    globals()[_name] = _in_either_mode(globals()[_name], _name in _KEYS)

@@ -1,11 +1,17 @@
-"""Shared test settings: hypothesis profiles (CI runs the same examples, derandomized), and
-the ``require_opencl`` and ``cpu_code_paths`` fixtures the OpenCL test modules use."""
+"""Shared test settings: x64 on for the suite (JAX's default is off, and fungraph's; the
+precise gradient checks need float64: ``x32`` runs a test in 32-bit mode), hypothesis profiles
+(CI runs the same examples, derandomized), and the ``require_opencl`` and ``cpu_code_paths``
+fixtures the OpenCL test modules use."""
 
 import os
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+import fungraph
+
+fungraph.config.update("jax_enable_x64", True)
 
 OPENCL_MISSING = ("no usable OpenCL platform: install an OpenCL driver, e.g. `apt-get install pocl-opencl-icd` "
                   "(PoCL, a CPU driver), and `pip install pyopencl`")
@@ -17,6 +23,13 @@ settings.register_profile(
     "ci", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+@pytest.fixture
+def x32() -> Iterator[None]:
+    """The test runs in JAX's default 32-bit mode (``jax_enable_x64`` off) in its thread."""
+    with fungraph.enable_x64(False):
+        yield
 
 
 def opencl_available() -> bool:

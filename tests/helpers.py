@@ -116,6 +116,35 @@ def check_values(data: st.DataObject, rec: OpRecord) -> None:
     assert_tree_matches(staged, want, tol, f"{rec.name} via eval_graph(make_graph)")
 
 
+def _in_x32(x: Any) -> Any:
+    """A numpy reference result as JAX's 32-bit mode gives it (64-bit dtypes narrowed)."""
+    if isinstance(x, (tuple, list)):
+        return type(x)(_in_x32(e) for e in x) if isinstance(x, tuple) and not hasattr(x, "_fields") else [
+            _in_x32(e) for e in x]
+    arr = np.asarray(x)
+    narrow = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32, np.dtype(np.uint64): np.uint32,
+              np.dtype(np.complex128): np.complex64}.get(arr.dtype)
+    return arr if narrow is None else arr.astype(narrow)
+
+
+def check_values_x32(data: st.DataObject, rec: OpRecord) -> None:
+    """``rec.fun`` with ``jax_enable_x64`` off, on 32-bit arguments: numpy's reference narrowed
+    to 32 bits, eagerly and via ``eval_graph(make_graph(...))``, within float32 tolerances."""
+    import fungraph as fg
+
+    choices = tuple(dict.fromkeys(_in_x32(np.zeros((), d)).dtype for d in rec.dtypes))
+    args = _in_x32(draw_args(data, rec, dtype_choices=choices))
+    with np.errstate(all="ignore"):
+        want = _in_x32(rec.ref(*args))
+        with fg.enable_x64(False):
+            got = rec.fun(*args)
+            graph = fg.make_graph(rec.fun)(*args)
+            graph.verify()
+            (staged,) = fg.eval_graph(graph, *args)
+    assert_tree_matches(got, want, rec.tol32, f"{rec.name} eager, x64 off")
+    assert_tree_matches(staged, want, rec.tol32, f"{rec.name} via eval_graph(make_graph), x64 off")
+
+
 def check_derivatives(data: st.DataObject, rec: OpRecord, order: int) -> None:
     """Forward and reverse derivatives against finite differences, in float64."""
     from fungraph.testing import check_grads

@@ -219,7 +219,7 @@ def test_opencl_small_host_arguments_are_snapshots(require_opencl: None) -> None
 def test_updates_in_a_loop_are_one_equation_and_no_host_round_trip(require_opencl: None) -> None:
     """``x.at[i].set(v)`` with a traced ``i`` stages one ``dynamic_update_slice`` (no
     gather/scatter over the whole array), and runs on the device."""
-    from fungraph.backends.opencl.engine import TRANSFER_STATS
+    from fungraph.backends.opencl.device import TRANSFER_STATS
 
     def f(x: object) -> object:
         return fg.lax.fori_loop(0, 6, lambda i, x: x.at[i].set(x[i - 1] + 1.0), x)

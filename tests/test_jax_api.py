@@ -83,7 +83,7 @@ def test_tree_names_jacobian_and_cpu_device_put() -> None:
     x = np.arange(3.0)
     np.testing.assert_array_equal(fg.jacobian(lambda v: v ** 2)(x), np.diag(2 * x))
     put = fg.device_put({"a": np.float16(1), "b": [1, 2]})
-    assert put["a"].dtype == np.float32 and isinstance(put["b"][0], np.ndarray)
+    assert put["a"].dtype == np.float16 and isinstance(put["b"][0], np.ndarray)
     assert fg.block_until_ready(put) is put
 
 

@@ -190,6 +190,19 @@ def test_lax_refuses_mixed_dtypes_and_bad_shapes() -> None:
         lax.integer_pow(np.ones(2, np.int32), -1)
 
 
+@pytest.mark.parametrize("config", [[(-2, 0, 0)], [(-1, -1, 1)], [(1, -2, 2)], [(0, -3, 0)], [(-3, 0, 0)]])
+def test_pad_crops_as_jax(config: list) -> None:
+    """Negative low/high crop; cropping more than the padded axis holds is an error, as in JAX."""
+    x = np.arange(2.0)
+    try:
+        want = jax.lax.pad(x, 0.0, config)
+    except (TypeError, ValueError):
+        with pytest.raises(ValueError, match="lax.pad: padding_config .* crops more than"):
+            lax.pad(x, 0.0, config)
+        return
+    np.testing.assert_array_equal(lax.pad(x, 0.0, config), want)
+
+
 def test_cumsum_binds_the_cumsum_primitive_numpy_binds() -> None:
     """``lax.cumsum`` is one ``cumsum`` equation, as ``numpy.cumsum`` stages it (not a scan of
     additions), with the primitive's linear derivative."""

@@ -188,12 +188,15 @@ def test_callbacks_calling_each_others_functions_from_two_threads_do_not_deadloc
 
 
 def test_device_put_uploads_once_and_block_until_ready_waits() -> None:
-    """``device_put(tree, "opencl")``: one upload per leaf, converted to fungraph's dtypes;
-    jitted calls then transfer nothing; ``block_until_ready`` returns what it is given."""
+    """``device_put(tree, "opencl")``: one upload per leaf, in its own dtype (float16 kept, as
+    JAX keeps it); jitted calls then transfer nothing; ``block_until_ready`` returns what it is
+    given."""
     ocl = _cl()
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     ocl.reset_transfer_stats()
-    tree = fg.device_put({"a": x, "b": [np.float16(1.5)]}, "opencl")
+    assert fg.device_put(np.float16(1.5), "opencl").aval.dtype == np.float16
+    ocl.reset_transfer_stats()
+    tree = fg.device_put({"a": x, "b": [np.float32(1.5)]}, "opencl")
     assert isinstance(tree["a"], ocl.OpenCLArray) and tree["b"][0].aval.dtype == np.float32
     assert ocl.TRANSFER_STATS["to_device"] == 2
     y = fg.jit(lambda t: t["a"] * 2.0 + t["b"][0], backend="opencl")(tree)

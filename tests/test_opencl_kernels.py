@@ -56,9 +56,9 @@ GPU_LIKE = {"is_cpu": False}
 def fused_pack(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
     """Packed products with ``rhs`` panels copied inside the product kernel (the default on a
     CPU) and with the separate pack kernel (what a panel too large for local memory gets)."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import matmul
 
-    monkeypatch.setattr(kernels, "DOT_FUSED_PACK", request.param)
+    monkeypatch.setattr(matmul, "DOT_FUSED_PACK", request.param)
     clear_caches()
     yield request.param
     clear_caches()
@@ -67,9 +67,9 @@ def fused_pack(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 @pytest.fixture
 def pack_kernel(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Packed products with the separate pack kernel."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import matmul
 
-    monkeypatch.setattr(kernels, "DOT_FUSED_PACK", False)
+    monkeypatch.setattr(matmul, "DOT_FUSED_PACK", False)
     clear_caches()
     yield
     clear_caches()
@@ -161,9 +161,9 @@ def test_large_matmul_packs_both_operands_and_covers_row_and_column_edges(fused_
 def _product_notes(units: int, per_unit: int, monkeypatch: pytest.MonkeyPatch) -> str:
     """The notes of a checked 256x40 @ 40x64 product on the device presented with ``units``
     compute units, keeping ``per_unit`` work-groups per unit."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import matmul
 
-    monkeypatch.setattr(kernels, "DOT_GROUPS_PER_UNIT", per_unit)
+    monkeypatch.setattr(matmul, "DOT_GROUPS_PER_UNIT", per_unit)
     rng = np.random.default_rng(7)
     a = rng.standard_normal((256, 40)).astype(np.float32)
     b = rng.standard_normal((40, 64)).astype(np.float32)
@@ -189,13 +189,13 @@ def test_fused_products_share_row_panels_while_every_core_has_several(
 def test_fused_copy_falls_back_to_a_pack_kernel(limit: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A column panel larger than half the device's local memory, or a product of more than
     ``FUSED_MAX_WORK`` multiply-adds, is packed by its own kernel."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import matmul
 
     rng = np.random.default_rng(5)
     a = rng.standard_normal((64, 300)).astype(np.float32)
     b = rng.standard_normal((300, 32)).astype(np.float32)
     local = 2 * 300 * 16 * 4 - (4 if limit == "local memory" else 0)
-    monkeypatch.setattr(kernels, "FUSED_MAX_WORK", 64 * 300 * 32 - (1 if limit == "work" else 0))
+    monkeypatch.setattr(matmul, "FUSED_MAX_WORK", 64 * 300 * 32 - (1 if limit == "work" else 0))
     clear_caches()
     with opencl_device_presented_as(local_mem_size=local):
         f = fg.jit(lambda x, y: x @ y, backend="opencl")
@@ -204,7 +204,7 @@ def test_fused_copy_falls_back_to_a_pack_kernel(limit: str, monkeypatch: pytest.
         assert "pack 16-wide panels" in text and "local memory" not in text
     clear_caches()
     with opencl_device_presented_as(local_mem_size=local + 4):
-        monkeypatch.setattr(kernels, "FUSED_MAX_WORK", 64 * 300 * 32)
+        monkeypatch.setattr(matmul, "FUSED_MAX_WORK", 64 * 300 * 32)
         g = fg.jit(lambda x, y: x @ y, backend="opencl")
         np.testing.assert_allclose(np.asarray(g(a, b)), a @ b, rtol=1e-4, atol=1e-4)
         assert "rhs panels copied to local memory" in _notes(g, a, b)
@@ -334,7 +334,7 @@ def test_panel_packing_reads_either_operand_layout(order: str, fused_pack: bool)
 
 
 def test_large_launches_leave_every_compute_unit_work_and_small_ones_stay_on_one() -> None:
-    from fungraph.backends.opencl.kernels import SPREAD_MIN_WORK, exact_launches
+    from fungraph.backends.opencl.kernels.spec import SPREAD_MIN_WORK, exact_launches
 
     info = dataclasses.replace(_device().info, is_cpu=True, compute_units=2, max_work_group_size=4096)
     for n in (132, 1000, SPREAD_MIN_WORK, 10_000_000):
@@ -460,7 +460,7 @@ def test_gpu_code_paths_train_an_mlp_like_the_cpu(device_as) -> None:
 
 
 def test_an_identical_executable_takes_the_built_program() -> None:
-    from fungraph.backends.opencl import engine
+    from fungraph.backends.opencl import building, engine
 
     def f(x):
         return fnp.tanh(x * 3.0 + 1.0) @ x.T
@@ -476,7 +476,7 @@ def test_an_identical_executable_takes_the_built_program() -> None:
     assert engine.ENGINE_STATS["kernels_built"] == built
     assert engine.ENGINE_STATS["programs_reused"] == reused + 1
     clear_caches()                             # which clear_caches frees
-    assert not engine._PROGRAMS
+    assert not building._PROGRAMS
 
 
 FORMS = {"a @ b": (lambda a: a, lambda b: b), "a.T @ b": (lambda a: a.T, lambda b: b),
@@ -546,16 +546,16 @@ def _elementwise_kernels(text: str) -> list[str]:
 
 
 def _apart(f, args, flag: str) -> list[np.ndarray]:
-    """``f``'s outputs on OpenCL with the engine's epilogue switch ``flag`` off: the regions
+    """``f``'s outputs on OpenCL with the lowering's epilogue switch ``flag`` off: the regions
     in kernels of their own."""
-    from fungraph.backends.opencl import engine
+    from fungraph.backends.opencl import lowering
 
-    setattr(engine, flag, False)
+    setattr(lowering, flag, False)
     clear_caches()
     try:
         return [np.asarray(x) for x in tree_flatten(fg.jit(f, backend="opencl")(*args))[0]]
     finally:
-        setattr(engine, flag, True)
+        setattr(lowering, flag, True)
         clear_caches()
 
 
@@ -862,14 +862,14 @@ def test_large_panel_copies_stream_their_stores(m: int, k: int, n: int, pack_ker
     stores where a line starts 64-byte aligned (odd ``k`` puts some lines off that boundary:
     plain stores there): ``rhs`` row-major and transposed (16 x 16 blocks), and ``lhs`` rows
     2 KiB apart (16 x 6 blocks); the products are bitwise those of plainly stored panels."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import copies
 
     rng = np.random.default_rng(m + k + n)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     products = (lambda x, y: x @ y, lambda x, y: x @ y.T)
     args = ((a, b), (a, b.T.copy()))
-    monkeypatch.setattr(kernels, "PACK_STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(copies, "PACK_STREAM_MIN_BYTES", 0)
     clear_caches()
     streamed = [fg.jit(p, backend="opencl") for p in products]
     got = [np.asarray(f(*xs)) for f, xs in zip(streamed, args)]
@@ -877,7 +877,7 @@ def test_large_panel_copies_stream_their_stores(m: int, k: int, n: int, pack_ker
     assert re.search(r"pack 16-wide panels(, \d lines per work-item)?, non-temporal stores", notes[0])
     assert "16 x 16 blocks transposed in registers, non-temporal stores" in notes[1]
     assert ("16 x 6 blocks transposed in registers, non-temporal stores" in notes[0]) == (k == 512)
-    monkeypatch.setattr(kernels, "PACK_STREAM", False)
+    monkeypatch.setattr(copies, "PACK_STREAM", False)
     clear_caches()
     for p, xs, g in zip(products, args, got):
         plain = fg.jit(p, backend="opencl")
@@ -895,17 +895,17 @@ def test_unrolled_products_match_the_plain_loop(m: int, k: int, n: int, fused: b
     multiple of it included) sums in the same order as the plain loop: bitwise equal; so does
     the fused kernel's panel copy unrolled by ``COPY_UNROLL``. Products below
     ``DOT_UNROLL_MIN_WORK`` are not unrolled."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import matmul
 
     rng = np.random.default_rng(m * k + n)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
-    monkeypatch.setattr(kernels, "DOT_FUSED_PACK", fused)
-    monkeypatch.setattr(kernels, "DOT_UNROLL_MIN_WORK", 0)
+    monkeypatch.setattr(matmul, "DOT_FUSED_PACK", fused)
+    monkeypatch.setattr(matmul, "DOT_UNROLL_MIN_WORK", 0)
     got = {}
     for unroll in (1, 4):
-        monkeypatch.setattr(kernels, "DOT_UNROLL", unroll)
-        monkeypatch.setattr(kernels, "COPY_UNROLL", 2 * unroll if unroll > 1 else 1)
+        monkeypatch.setattr(matmul, "DOT_UNROLL", unroll)
+        monkeypatch.setattr(matmul, "COPY_UNROLL", 2 * unroll if unroll > 1 else 1)
         clear_caches()
         f = fg.jit(lambda x, y: x @ y, backend="opencl")
         got[unroll] = np.asarray(f(a, b))
@@ -914,7 +914,7 @@ def test_unrolled_products_match_the_plain_loop(m: int, k: int, n: int, fused: b
         assert ("#pragma unroll 8" in source) == (unroll == 4 and fused)
     np.testing.assert_array_equal(got[1], got[4])
     np.testing.assert_allclose(got[4], a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
-    monkeypatch.setattr(kernels, "DOT_UNROLL_MIN_WORK", m * k * n + 1)
+    monkeypatch.setattr(matmul, "DOT_UNROLL_MIN_WORK", m * k * n + 1)
     clear_caches()
     small = fg.jit(lambda x, y: x @ y, backend="opencl")
     np.testing.assert_array_equal(np.asarray(small(a, b)), got[1])
@@ -933,7 +933,7 @@ def test_large_elementwise_kernels_stream_their_stores(n: int, dtype: type, monk
     """Outputs of at least ``STREAM_MIN_BYTES``: 8 elements per work-item stored with one
     non-temporal 8-wide store, the last ``n % 8`` elements by the plain kernel; the values are
     bitwise those of the plain kernel."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import elementwise
 
     x = (np.random.default_rng(n).standard_normal(n) * 100).astype(dtype)
     f = (lambda x: x * 3 + 7) if dtype == np.int32 else _chain
@@ -943,7 +943,7 @@ def test_large_elementwise_kernels_stream_their_stores(n: int, dtype: type, monk
     text = _notes(streamed, x)
     assert f"non-temporal stores ({n - n % 8} elements)" in text
     assert (f"the last {n % 8} elements" in text) == (n % 8 != 0)
-    monkeypatch.setattr(kernels, "STREAM_STORES", False)
+    monkeypatch.setattr(elementwise, "STREAM_STORES", False)
     clear_caches()
     plain = fg.jit(f, backend="opencl")
     np.testing.assert_array_equal(got, np.asarray(plain(x)))
@@ -955,9 +955,9 @@ def test_streamed_stores_into_unaligned_destinations(monkeypatch: pytest.MonkeyP
     """A region stored into a slice of a concatenation that does not start on a 32-byte
     boundary takes plain 8-wide stores there; a scalar input streams, an input read through a
     broadcast keeps the plain kernel."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import elementwise
 
-    monkeypatch.setattr(kernels, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(elementwise, "STREAM_MIN_BYTES", 0)
     clear_caches()
     x = np.arange(1001, dtype=np.float32)
     y = np.arange(77, dtype=np.float32)
@@ -980,9 +980,9 @@ def test_streamed_stores_into_unaligned_destinations(monkeypatch: pytest.MonkeyP
 def test_random_programs_with_streamed_stores_match_the_cpu(prog: Program, monkeypatch: pytest.MonkeyPatch) -> None:
     """Random programs on OpenCL with every eligible elementwise kernel streaming its stores,
     against the CPU backend."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import elementwise
 
-    monkeypatch.setattr(kernels, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(elementwise, "STREAM_MIN_BYTES", 0)
     clear_caches()
     got = fg.jit(prog.fun, backend="opencl")(*prog.args)
     want = fg.jit(prog.fun)(*prog.args)
@@ -1001,10 +1001,10 @@ def test_scatter_sums_each_row_in_index_order(data: st.DataObject, device_sort: 
     on the device are scanned once per run of a row's elements, or (``device_sort``: every
     size) merge-sorted on the device first. All keep index order, so the sums equal the CPU's
     bit for bit."""
-    from fungraph.backends.opencl import kernels
+    from fungraph.backends.opencl.kernels import indexing
     from fungraph.primitives.indexing import scatter_add
 
-    monkeypatch.setattr(kernels, "SCATTER_SORT_MIN", -1 if device_sort else 1 << 62)
+    monkeypatch.setattr(indexing, "SCATTER_SORT_MIN", -1 if device_sort else 1 << 62)
     clear_caches()
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1)))
     n = data.draw(st.integers(1, 6))

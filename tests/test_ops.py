@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from fungraph import dtypes
 from fungraph.testing import OP_RECORDS
-from tests.helpers import check_derivatives, check_values, check_zero_tangents
+from tests.helpers import check_derivatives, check_values, check_values_x32, check_zero_tangents
 
 RECORDS = {r.name: r for r in OP_RECORDS}
 DIFFERENTIABLE = [r.name for r in OP_RECORDS if r.differentiable]
@@ -21,6 +21,15 @@ NON_DIFFERENTIABLE = [r.name for r in OP_RECORDS if not r.differentiable and any
 @given(data=st.data())
 def test_matches_numpy_eager_and_staged(name: str, data: st.DataObject) -> None:
     check_values(data, RECORDS[name])
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+@settings(max_examples=10)
+@given(data=st.data())
+def test_matches_numpy_in_32_bit_mode(name: str, data: st.DataObject) -> None:
+    """The op-record suite again with ``jax_enable_x64`` off (JAX's default): 32-bit arguments,
+    32-bit results, float32 tolerances."""
+    check_values_x32(data, RECORDS[name])
 
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)

@@ -107,6 +107,18 @@ def test_numpy_computations_and_variadic_argmax_pool() -> None:
         _assert_same(a, b, dt)
 
 
+@pytest.mark.parametrize("comp, prim", [(lax.add, "reduce_sum"), (fnp.add, "reduce_sum"), (lax.mul, "reduce_prod"),
+                                        (fnp.multiply, "reduce_prod"), (lax.max, "reduce_max"),
+                                        (fnp.maximum, "reduce_max"), (lax.min, "reduce_min"),
+                                        (fnp.minimum, "reduce_min")])
+def test_known_computations_bind_the_reduction_primitive(comp: Any, prim: str) -> None:
+    """lax's and numpy's add/mul/max/min are recognised (registered in primitives.reductions),
+    so ``lax.reduce`` binds one reduction instead of folding pairwise."""
+    init = {"reduce_sum": 0.0, "reduce_prod": 1.0, "reduce_max": -np.inf, "reduce_min": np.inf}[prim]
+    graph = fg.make_graph(lambda x: lax.reduce(x, init, comp, (1,)))(np.ones((3, 4)))
+    assert [e.primitive.name for e in graph.eqns] == [prim]
+
+
 @settings(max_examples=30)
 @given(shape=st.lists(st.integers(0, 4), min_size=1, max_size=3).map(tuple), data=st.data(),
        name=st.sampled_from(["add", "max", "min", "mul", "lambda"]), dtype=st.sampled_from([np.float32, np.int32]))

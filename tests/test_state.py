@@ -278,14 +278,14 @@ def test_argnums_past_a_star_args_function_are_accepted_as_jax() -> None:
 def test_opencl_signatures_are_freed_by_clear_caches(require_opencl: None) -> None:
     import weakref
 
-    from fungraph.backends.opencl import engine
+    from fungraph.backends.opencl import building
 
     jf = fg.jit(lambda x: fnp.tanh(x) * 2.0 + 1.0, backend="opencl")
     for n in range(1, 9):
         jf(np.ones(n, np.float32))
     executables = [weakref.ref(e.compiled.executable) for e in jf._cache.values()]
-    assert len(executables) == 8 and engine._PROGRAMS
+    assert len(executables) == 8 and building._PROGRAMS
     fg.clear_caches()
     gc.collect()
-    assert not engine._PROGRAMS
+    assert not building._PROGRAMS
     assert all(ref() is None for ref in executables), "an OpenCL executable outlived clear_caches()"

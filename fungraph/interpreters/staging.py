@@ -36,6 +36,14 @@ class GraphTracer(Tracer):
         return self._aval
 
 
+class WeakGraphTracer(GraphTracer):
+    """A jit argument passed as a Python scalar: weakly typed, as JAX's, so promotion keeps the
+    other operand's dtype (``x - lr * x`` stays float32 for ``lr=0.1``)."""
+
+    __slots__ = ()
+    weak_type = True
+
+
 class GraphBuilder:
     """Collects equations; values from outside (concrete arrays, outer tracers) become constants."""
 
@@ -78,9 +86,11 @@ class GraphTrace(Trace):
     def builder(self) -> GraphBuilder:
         return self.main.global_data
 
-    def new_arg(self, aval: ShapedArray) -> GraphTracer:
+    def new_arg(self, aval: ShapedArray, weak: bool = False) -> GraphTracer:
         b = self.builder
         t, v = b.new_tracer(self, aval)
+        if weak:
+            t.__class__ = WeakGraphTracer
         b.refs[v] = -1 - len(b.invars)
         b.invars.append(v)
         return t
@@ -92,7 +102,7 @@ class GraphTrace(Trace):
             return existing
         if not isinstance(val, Tracer):
             val = np.asarray(val)
-            val = val.astype(dtypes.canonical(val.dtype), copy=False)
+            val = val.astype(dtypes.canonicalize(val.dtype), copy=False)
             aval = ShapedArray(val.shape, val.dtype)
         else:
             aval = val.aval
@@ -141,8 +151,10 @@ class GraphTrace(Trace):
         return outs
 
 
-def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]) -> tuple[Graph, list[Any]]:
-    """Trace ``fun`` (flat arrays in, flat arrays out) to a Graph.
+def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray],
+          weak: Sequence[bool] = ()) -> tuple[Graph, list[Any]]:
+    """Trace ``fun`` (flat arrays in, flat arrays out) to a Graph; ``weak[i]`` marks argument
+    ``i`` weakly typed (a Python scalar).
 
     Returns ``(graph, closure_args)``: values ``fun`` closed over that are tracers of an
     outer transformation become extra trailing graph inputs, and must be passed after the
@@ -152,7 +164,8 @@ def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]) ->
     with deep_recursion(), new_main(GraphTrace, builder) as main:
         with new_dynamic(main):
             trace = GraphTrace(main)
-            args = [trace.new_arg(a) for a in in_avals]
+            weak = tuple(weak) + (False,) * (len(in_avals) - len(weak))
+            args = [trace.new_arg(a, w) for a, w in zip(in_avals, weak)]
             try:
                 outs = fun(*args)
             except RecursionError as err:

@@ -108,7 +108,7 @@ _INT_OF = {dtypes.float32: dtypes.int32, dtypes.float64: dtypes.int64}
 def bitcast_convert_type(operand: Any, new_dtype: Any) -> Any:
     """The bits of ``operand`` read as ``new_dtype``; a narrower type adds a last axis, a wider
     one consumes it (``jax.lax.bitcast_convert_type``)."""
-    return ew.bitcast_convert_type(asarray(operand), dtypes.canonical(new_dtype))
+    return ew.bitcast_convert_type(asarray(operand), dtypes.canonicalize(new_dtype))
 
 
 def nextafter(x1: Any, x2: Any) -> Any:

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import numpy as fnp
 from fungraph.core import ShapeError, user_source
 from fungraph.ir import ShapedArray, aval_of
-from fungraph.numpy._util import asarray
+from fungraph.primitives import shape as sh
+from fungraph.primitives.operands import asarray
 
 
 def _stage_fn(fun: Any, in_tree: Any, avals: Sequence[Any], what: str) -> tuple[Any, list[Any], Any]:
@@ -228,15 +228,15 @@ def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> A
     split = batches * size
     ys = None
     if batches:
-        chunked = [fnp.reshape(x[:split], (batches, size) + aval_of(x).shape[1:]) for x in leaves]
+        chunked = [sh.reshape(x[:split], (batches, size) + aval_of(x).shape[1:]) for x in leaves]
         _, stacked = scan(lambda carry, x: (carry, vmap(f)(x)), (), tree_unflatten(tree, chunked))
-        ys = tree_map(lambda y: fnp.reshape(y, (split,) + aval_of(y).shape[2:]), stacked)
+        ys = tree_map(lambda y: sh.reshape(y, (split,) + aval_of(y).shape[2:]), stacked)
     if ys is not None and split == n:
         return ys
     rest = vmap(f)(tree_unflatten(tree, [x[split:] for x in leaves]))
     if ys is None:
         return rest
-    return tree_map(lambda a, b: fnp.concatenate([a, b], axis=0), ys, rest)
+    return tree_map(lambda a, b: sh.concatenate([a, b], 0), ys, rest)
 
 
 def optimization_barrier(operand: Any) -> Any:

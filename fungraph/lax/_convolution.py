@@ -12,13 +12,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fungraph import dtypes
-from fungraph import numpy as fnp
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
 from fungraph.lax._linalg import _finish, _no_sharding, canonical_precision, preferred_operands
 from fungraph.lax._windows import _gather_windows, _Geometry, padding_pairs
-from fungraph.numpy._util import asarray, cast
 from fungraph.primitives import shape as sh
+from fungraph.primitives.elementwise import round_half_even
+from fungraph.primitives.operands import asarray, cast
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -114,7 +114,7 @@ def _conv_core(x: Any, w: Any, strides: tuple[int, ...], pads: tuple[tuple[int, 
     geoms = _geometries(xs, ws[2:], strides, pads, lhs_dilation, rhs_dilation)
     out_shape = (xs[0], ws[0]) + tuple(g.out for g in geoms[2:])
     if 0 in out_shape or 0 in xs[1:2]:
-        return fnp.zeros(out_shape, aval_of(x).dtype)
+        return np.zeros(out_shape, aval_of(x).dtype)
     nsp = len(strides)
     if nsp not in (1, 2) or not dtypes.is_float(aval_of(x).dtype):
         return _conv_by_patches(x, w, geoms)
@@ -187,7 +187,7 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padd
     out = core(x, w) if groups == 1 else _grouped(x, w, groups, bg > 1, core)
     out = sh.transpose(out, tuple(int(k) for k in np.argsort(dn.out_spec)))
     if not dtypes.is_inexact(dtype):
-        out = cast(fnp.round(out), dtype)
+        out = cast(round_half_even(out), dtype)
     return _finish(out, after)
 
 
@@ -261,8 +261,10 @@ def conv_transpose(lhs: Any, rhs: Any, strides: Sequence[int], padding: Any,
     effective = [(k - 1) * d + 1 for k, d in zip(kernel, rd)]
     pads = _transpose_pads(padding, effective, strides, use_consistent_padding)
     if transpose_kernel:
-        w = fnp.flip(w, axis=dn.rhs_spec[2:]) if nsp else w
-        w = fnp.swapaxes(w, dn.rhs_spec[0], dn.rhs_spec[1])
+        w = sh.rev(w, dn.rhs_spec[2:]) if nsp else w
+        swap = list(range(rank))
+        swap[dn.rhs_spec[0]], swap[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
+        w = sh.transpose(w, swap)
     return conv_general_dilated(x, w, (1,) * nsp, pads, strides, rd, dn, precision=precision,
                                 preferred_element_type=preferred_element_type)
 
@@ -278,7 +280,7 @@ def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int], window_s
     canonical_precision(precision)
     x = asarray(lhs)
     if preferred_element_type is not None:
-        x = cast(x, dtypes.canonical(preferred_element_type))
+        x = cast(x, dtypes.canonicalize(preferred_element_type))
     rank = len(aval_of(x).shape)
     dn = _specs(rank, dimension_numbers)
     x = sh.transpose(x, dn.lhs_spec)
@@ -297,7 +299,7 @@ def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int], window_s
     outs = tuple(g.out for g in geoms[2:])
     features = xs[1] * math.prod(kernel)
     if 0 in outs or 0 in xs:
-        canonical = fnp.zeros((xs[0], features) + outs, aval_of(x).dtype)
+        canonical = np.zeros((xs[0], features) + outs, aval_of(x).dtype)
     else:
         patches, axes = _patches(x, geoms)
         rest = tuple(a for a in range(2, len(aval_of(patches).shape)) if a not in axes)

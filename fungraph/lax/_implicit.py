@@ -7,12 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from fungraph import dtypes
-from fungraph import numpy as fnp
 from fungraph.ir import aval_of
 from fungraph.lax._control_flow import _leaves, _single, _stage_fn
-from fungraph.numpy._util import asarray
 from fungraph.primitives.linear_solve import linear_solve_p
+from fungraph.primitives.operands import asarray
+
+
+def _zeros_like(x: Any) -> np.ndarray:
+    a = asarray(x)
+    return np.zeros(aval_of(a).shape, aval_of(a).dtype)
 
 
 def _stage(fun: Callable[..., Any], example: Any, what: str) -> tuple[Any, list[Any], Any, Any]:
@@ -59,7 +65,7 @@ def custom_linear_solve(matvec: Callable[[Any], Any], b: Any, solve: Callable[[C
     t_solve = solve if transpose_solve is None and symmetric else transpose_solve
     if t_solve is not None:
         def vecmat(ct: Any) -> Any:
-            _, pullback = vjp(matvec, tree_map(fnp.zeros_like, b))
+            _, pullback = vjp(matvec, tree_map(_zeros_like, b))
             (out,) = pullback(ct)
             return out
 

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from fungraph import dtypes
-from fungraph import numpy as fnp
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
 from fungraph.lax._elementwise import _same_dtype
-from fungraph.numpy._util import asarray, cast, promote
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives.linalg import dot_general as dot_general_
+from fungraph.primitives.operands import asarray, cast, promote
 
 
 class Precision(enum.Enum):
@@ -69,7 +70,7 @@ def preferred_operands(name: str, xs: Sequence[Any], preferred_element_type: Any
     arrays = [asarray(x) for x in promote(*xs)]
     if preferred_element_type is None:
         return arrays, None
-    want = dtypes.canonical(preferred_element_type)
+    want = dtypes.canonicalize(preferred_element_type)
     have = aval_of(arrays[0]).dtype
     if dtypes.is_inexact(have) and not dtypes.is_inexact(want):
         return arrays, want
@@ -92,8 +93,6 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: DotDimensionNumbers, prec
     """Contract ``lhs`` and ``rhs`` over ``((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))``;
     the result has the batch axes, then ``lhs``'s free axes, then ``rhs``'s. ``precision`` is
     accepted and ignored (see :class:`Precision`)."""
-    from fungraph.primitives.linalg import dot_general as dot_general_
-
     canonical_precision(precision)
     _no_sharding("dot_general", out_sharding)
     (a, b), after = preferred_operands("dot_general", (lhs, rhs), preferred_element_type)
@@ -119,7 +118,17 @@ def dot(lhs: Any, rhs: Any, *, dimension_numbers: DotDimensionNumbers | None = N
     if len(aval_of(a).shape) > 2 or len(aval_of(b).shape) > 2:
         raise ShapeError(f"lax.dot takes operands of rank <= 2, got {aval_of(a)} and {aval_of(b)}; "
                          "use lax.dot_general")
-    return _finish(fnp.dot(a, b), after)
+    return _finish(_vector_matrix_product(a, b), after)
+
+
+def _vector_matrix_product(a: Any, b: Any) -> Any:
+    """``a``'s last axis contracted with ``b``'s first (rank <= 2 operands); a scalar multiplies."""
+    sa, sb = aval_of(a).shape, aval_of(b).shape
+    if not sa or not sb:
+        return ew.mul(a, b)
+    if sa[-1] != sb[0]:
+        raise ShapeError(f"lax.dot: shapes {sa} and {sb} not aligned: {sa[-1]} (dim {len(sa) - 1}) != {sb[0]} (dim 0)")
+    return dot_general_(a, b, (((len(sa) - 1,), (0,)), ((), ())))
 
 
 def batch_matmul(lhs: Any, rhs: Any, precision: PrecisionLike = None) -> Any:
@@ -129,4 +138,7 @@ def batch_matmul(lhs: Any, rhs: Any, precision: PrecisionLike = None) -> Any:
     sa, sb = aval_of(a).shape, aval_of(b).shape
     if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2]:
         raise ShapeError(f"lax.batch_matmul: batch axes differ: {aval_of(a)} and {aval_of(b)}")
-    return fnp.matmul(a, b)
+    if sa[-1] != sb[-2]:
+        raise ShapeError(f"lax.batch_matmul: mismatch in the contracted dimension: {aval_of(a)} @ {aval_of(b)}")
+    nb = len(sa) - 2
+    return dot_general_(a, b, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))

@@ -45,11 +45,11 @@ reduce_or = _reducer("reduce_or", "any")
 
 
 def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:
-    return cast(fnp.argmax(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
+    return cast(fnp.argmax(asarray(operand), axis=int(axis)), dtypes.canonicalize(index_dtype))
 
 
 def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
-    return cast(fnp.argmin(asarray(operand), axis=int(axis)), dtypes.canonical(index_dtype))
+    return cast(fnp.argmin(asarray(operand), axis=int(axis)), dtypes.canonicalize(index_dtype))
 
 
 # --- cumulative reductions and scans --------------------------------------------------------------

@@ -11,24 +11,25 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph import numpy as fnp
-from fungraph.core import ShapeError
+from fungraph.core import ShapeError, Tracer
 from fungraph.ir import aval_of
 from fungraph.lax._elementwise import _same_dtype
 from fungraph.lax._linalg import _no_sharding
-from fungraph.numpy._util import asarray
+from fungraph.primitives import shape as sh
+from fungraph.primitives._rules import normalize_axis
+from fungraph.primitives.operands import asarray, cast, is_weak, normalize_axes, take_static
 
 
 def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None) -> Any:
     """``operand`` (transposed by ``dimensions`` first, when given) with shape ``new_sizes``."""
     x = asarray(operand)
     if dimensions is not None:
-        x = fnp.transpose(x, tuple(dimensions))
-    return fnp.reshape(x, tuple(int(d) for d in new_sizes))
+        x = sh.transpose(x, tuple(int(d) for d in dimensions))
+    return sh.reshape(x, tuple(int(d) for d in new_sizes))
 
 
 def transpose(operand: Any, permutation: Sequence[int]) -> Any:
-    return fnp.transpose(asarray(operand), tuple(permutation))
+    return sh.transpose(asarray(operand), tuple(int(d) for d in permutation))
 
 
 def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Any:
@@ -44,7 +45,7 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: S
     expanded = [1] * len(shape)
     for s, d in zip(xs, dims):
         expanded[d] = s
-    return fnp.broadcast_to(fnp.reshape(x, tuple(expanded)), shape)
+    return sh.broadcast_to(sh.reshape(x, tuple(expanded)), shape)
 
 
 def broadcast(operand: Any, sizes: Sequence[int]) -> Any:
@@ -55,15 +56,27 @@ def broadcast(operand: Any, sizes: Sequence[int]) -> Any:
 
 
 def squeeze(array: Any, dimensions: Sequence[int]) -> Any:
-    return fnp.squeeze(asarray(array), axis=tuple(dimensions))
+    x = asarray(array)
+    shape = aval_of(x).shape
+    axes = normalize_axes(tuple(dimensions), len(shape), "squeeze")
+    for ax in axes:
+        if shape[ax] != 1:
+            raise ShapeError(f"squeeze: cannot select an axis to squeeze out which has size not equal to one "
+                             f"(axis {ax} of shape {shape})")
+    return sh.reshape(x, tuple(d for i, d in enumerate(shape) if i not in axes))
 
 
 def expand_dims(array: Any, dimensions: Sequence[int]) -> Any:
-    return fnp.expand_dims(asarray(array), tuple(dimensions))
+    x = asarray(array)
+    out_ndim = len(aval_of(x).shape) + len(dimensions)
+    axes = normalize_axes(tuple(dimensions), out_ndim, "expand_dims")
+    sizes = iter(aval_of(x).shape)
+    return sh.reshape(x, tuple(1 if i in axes else next(sizes) for i in range(out_ndim)))
 
 
 def rev(operand: Any, dimensions: Sequence[int]) -> Any:
-    return fnp.flip(asarray(operand), axis=tuple(dimensions)) if len(dimensions) else asarray(operand)
+    x = asarray(operand)
+    return sh.rev(x, normalize_axes(tuple(dimensions), len(aval_of(x).shape), "flip")) if len(dimensions) else x
 
 
 def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = None) -> Any:
@@ -72,12 +85,14 @@ def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = No
     shape = aval_of(x).shape
     stop = len(shape) if stop_dimension is None else stop_dimension
     merged = int(np.prod(shape[start_dimension:stop], dtype=np.int64))
-    return fnp.reshape(x, shape[:start_dimension] + (merged,) + shape[stop:])
+    return sh.reshape(x, shape[:start_dimension] + (merged,) + shape[stop:])
 
 
 def concatenate(operands: Sequence[Any], dimension: int) -> Any:
     xs = _same_dtype("concatenate", *operands)
-    return fnp.concatenate(xs, axis=dimension)
+    if any(not aval_of(x).shape for x in xs):
+        raise ShapeError("concatenate: zero-dimensional arrays cannot be concatenated")
+    return sh.concatenate(xs, normalize_axis(int(dimension), len(aval_of(xs[0]).shape), "concatenate"))
 
 
 def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> Any:
@@ -89,19 +104,15 @@ def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, in
     if len(config) != len(shape) or any(len(c) != 3 or c[2] < 0 for c in config):
         raise ShapeError(f"lax.pad: padding_config {padding_config} needs one (low, high, interior >= 0) per "
                          f"axis of {aval_of(x)}")
-    if any(c[2] for c in config):
-        spread = tuple(s + (s - 1) * c[2] if s else 0 for s, c in zip(shape, config))
-        base = fnp.broadcast_to(fnp.reshape(value, ()), spread)
-        x = fnp.at(base)[tuple(builtins.slice(None, None, c[2] + 1) for c in config)].set(x)
-        shape = spread
-    grow = [(builtins.max(lo, 0), builtins.max(hi, 0)) for lo, hi, _ in config]
-    if any(lo or hi for lo, hi in grow):
-        x = fnp.pad(x, grow, constant_values=value)
-    crop = tuple(builtins.slice(-lo if lo < 0 else None, hi if hi < 0 else None) for lo, hi, _ in config)
-    out = x[crop]
-    if any(d < 0 for d in aval_of(out).shape):
+    grown = [(builtins.max(lo, 0), builtins.max(hi, 0), c) for lo, hi, c in config]
+    if any(g != (0, 0, 0) for g in grown):
+        x = sh.pad(x, sh.reshape(value, ()), grown)
+    padded = aval_of(x).shape
+    start = [-lo if lo < 0 else 0 for lo, _, _ in config]
+    stop = [d + hi if hi < 0 else d for d, (_, hi, _) in zip(padded, config)]
+    if any(b < a for a, b in zip(start, stop)):
         raise ShapeError(f"lax.pad: padding_config {padding_config} crops more than {aval_of(operand)} holds")
-    return out
+    return sh.slice_(x, start, stop, None) if (start, stop) != ([0] * len(padded), list(padded)) else x
 
 
 def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
@@ -113,11 +124,11 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
     if any(s < 0 for s in sizes) or sum(sizes) != shape[axis]:
         raise ShapeError(f"lax.split: sizes {sizes} must be >= 0 and sum to axis {axis} of {aval_of(x)}")
     cuts = np.cumsum([0] + sizes)
-    index = [builtins.slice(None)] * len(shape)
     out = []
     for lo, hi in zip(cuts[:-1], cuts[1:]):
-        index[axis] = builtins.slice(int(lo), int(hi))
-        out.append(x[tuple(index)])
+        start, stop = [0] * len(shape), list(shape)
+        start[axis], stop[axis] = int(lo), int(hi)
+        out.append(sh.slice_(x, start, stop, None))
     return out
 
 
@@ -127,25 +138,34 @@ def tile(operand: Any, reps: Sequence[int]) -> Any:
     reps = tuple(int(r) for r in reps)
     if len(reps) != len(aval_of(x).shape) or any(r < 0 for r in reps):
         raise TypeError(f"lax.tile: reps {reps} needs one non-negative entry per axis of {aval_of(x)}")
-    return fnp.tile(x, reps)
+    shape = aval_of(x).shape
+    inter = tuple(d for pair in zip(reps, shape) for d in pair)
+    out = sh.broadcast_in_dim(x, inter, tuple(range(1, 2 * len(shape), 2)))
+    return sh.reshape(out, tuple(r * d for r, d in zip(reps, shape)))
 
 
 def broadcast_to_rank(x: Any, rank: int) -> Any:
     """``x`` with leading unit axes up to ``rank`` (unchanged when it has as many already)."""
     x = asarray(x)
     nd = len(aval_of(x).shape)
-    return x if nd >= rank else fnp.reshape(x, (1,) * (int(rank) - nd) + aval_of(x).shape)
+    return x if nd >= rank else sh.reshape(x, (1,) * (int(rank) - nd) + aval_of(x).shape)
 
 
 def stack(operands: Sequence[Any], axis: int = 0) -> Any:
     """The operands (one shape, one dtype) joined along a new ``axis``."""
-    return fnp.stack(_same_dtype("stack", *operands), axis=axis)
+    xs = _same_dtype("stack", *operands)
+    if not xs:
+        raise ValueError("need at least one array to stack")
+    if len({aval_of(x).shape for x in xs}) != 1:
+        raise ShapeError(f"stack: all input arrays must have the same shape, got {[aval_of(x).shape for x in xs]}")
+    return concatenate([expand_dims(x, (axis,)) for x in xs], axis)
 
 
 def unstack(x: Any, axis: int = 0) -> tuple[Any, ...]:
     """``x``'s slices along ``axis``, that axis removed."""
     x = asarray(x)
-    return tuple(fnp.moveaxis(x, axis, 0)[k] for k in range(aval_of(x).shape[axis]))
+    (axis,) = normalize_axes(axis, len(aval_of(x).shape), "unstack")
+    return tuple(take_static(x, k, axis) for k in range(aval_of(x).shape[axis]))
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
@@ -160,17 +180,26 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def iota(dtype: Any, size: int) -> Any:
-    return np.arange(int(size), dtype=dtypes.canonical(dtype))
+    return np.arange(int(size), dtype=dtypes.canonicalize(dtype))
 
 
 def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
     shape = tuple(int(d) for d in shape)
-    line = np.arange(shape[dimension], dtype=dtypes.canonical(dtype))
+    line = np.arange(shape[dimension], dtype=dtypes.canonicalize(dtype))
     return np.broadcast_to(line.reshape([-1 if k == dimension else 1 for k in range(len(shape))]), shape).copy()
 
 
 def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
-    return fnp.full(tuple(int(d) for d in shape), fill_value, dtype=dtype)
+    shape = tuple(int(d) for d in shape)
+    if dtype is None:
+        weak = is_weak(fill_value)
+        dt = dtypes.canonicalize(np.asarray(fill_value).dtype) if weak else aval_of(asarray(fill_value)).dtype
+    else:
+        dt = dtypes.canonicalize(dtype)
+    v = cast(fill_value, dt)
+    if not isinstance(v, Tracer):
+        return np.full(shape, v, dtype=dt)
+    return sh.broadcast_in_dim(v, shape, tuple(range(len(shape) - len(aval_of(v).shape), len(shape))))
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] | None = None) -> Any:
@@ -181,4 +210,4 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] |
 def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Any:
     """An array of ``shape`` whose values must not be read (zeros here)."""
     _no_sharding("empty", out_sharding)
-    return fnp.zeros(tuple(int(d) for d in shape), dtypes.canonical(dtype))
+    return np.zeros(tuple(int(d) for d in shape), dtypes.canonicalize(dtype))

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from fungraph.lax._elementwise import _floats, _unary
-from fungraph.numpy._util import promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
+from fungraph.primitives.operands import promote
 
 
 def _float_op(prim: Any) -> Any:

@@ -27,14 +27,15 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph import numpy as fnp
 from fungraph.core import ShapeError, Tracer
 from fungraph.ir import aval_of
 from fungraph.lax import _elementwise as lax_ew
 from fungraph.lax import _reductions as lax_red
-from fungraph.numpy._util import asarray
+from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
 from fungraph.primitives.indexing import take
+from fungraph.primitives.operands import asarray
+from fungraph.primitives.reductions import MONOIDS, register_monoid
 
 
 def padding_pairs(padding: Any, in_shape: Sequence[int], window: Sequence[int],
@@ -61,10 +62,8 @@ def padding_pairs(padding: Any, in_shape: Sequence[int], window: Sequence[int],
     return pairs
 
 
-def _monoids() -> dict[Any, str]:
-    """Known computations, by identity, mapped to the name of their reduction."""
-    return {lax_ew.add: "sum", fnp.add: "sum", lax_ew.mul: "prod", fnp.multiply: "prod",
-            lax_ew.max: "max", fnp.maximum: "max", lax_ew.min: "min", fnp.minimum: "min"}
+for _fn, _kind in ((lax_ew.add, "sum"), (lax_ew.mul, "prod"), (lax_ew.max, "max"), (lax_ew.min, "min")):
+    register_monoid(_fn, _kind)
 
 
 def _identity(kind: str, dtype: np.dtype) -> np.ndarray:
@@ -151,7 +150,7 @@ def _apply(computation: Callable[[Any, Any], Any], tree: Any, a: list[Any], b: l
 def _select(mask: np.ndarray, on: list[Any], off: list[Any]) -> list[Any]:
     if mask.all():
         return on
-    return [fnp.where(mask, x, y) for x, y in zip(on, off)]
+    return [ew.select(mask, x, y) for x, y in zip(on, off)]
 
 
 def _fold(computation: Callable[[Any, Any], Any], tree: Any, leaves: list[Any], inits: list[Any],
@@ -159,7 +158,7 @@ def _fold(computation: Callable[[Any, Any], Any], tree: Any, leaves: list[Any], 
     """Fold the last axis of each ``(M, K)`` leaf with ``computation``, pairwise, then combine
     with the init values; ``valid`` marks the elements that take part (None: all)."""
     m, k = aval_of(leaves[0]).shape
-    start = [fnp.broadcast_to(v, (m,)) for v in inits]
+    start = [sh.broadcast_to(asarray(v), (m,)) for v in inits]
     if k == 0:
         return start
     mask = np.ones((m, k), bool) if valid is None else valid
@@ -185,13 +184,13 @@ def _reduce_leaves(leaves: list[Any], inits: list[Any], tree: Any, computation: 
     shape = aval_of(leaves[0]).shape
     kept = tuple(i for i in range(len(shape)) if i not in axes)
     out_shape = tuple(shape[i] for i in kept)
-    kind = _monoids().get(computation) if len(leaves) == 1 else None
+    kind = MONOIDS.get(computation) if len(leaves) == 1 else None
     if kind is not None and all(shape[a] for a in axes):
         (x,), (init,) = leaves, inits
         out = _reduce_fast(kind, x, axes)
         if _is_identity(init, kind, aval_of(x).dtype):
             return [out]
-        return [computation(fnp.broadcast_to(init, out_shape), out)]
+        return [computation(sh.broadcast_to(asarray(init), out_shape), out)]
     m = math.prod(out_shape)
     k = math.prod(shape[a] for a in axes)
     perm = kept + axes
@@ -321,8 +320,8 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable[[Any, Any
     geoms = [_Geometry(*g) for g in zip(shape, window, strides, pads, base, dilation)]
     out_shape = tuple(g.out for g in geoms)
     if 0 in out_shape:
-        return tree_unflatten(tree, [fnp.broadcast_to(v, out_shape) for v in inits])
-    kind = _monoids().get(computation) if len(leaves) == 1 else None
+        return tree_unflatten(tree, [sh.broadcast_to(asarray(v), out_shape) for v in inits])
+    kind = MONOIDS.get(computation) if len(leaves) == 1 else None
     fills = inits if kind is None else [_identity(kind, aval_of(leaves[0]).dtype)]
     gathered = [_gather_windows(x, f, geoms) for x, f in zip(leaves, fills)]
     axes = gathered[0][1]

@@ -273,6 +273,7 @@ from fungraph.numpy._reductions import (
     var,
 )
 from fungraph.numpy._scalar_types import (
+    bfloat16,
     bool_,
     cdouble,
     character,
@@ -283,12 +284,24 @@ from fungraph.numpy._scalar_types import (
     csingle,
     double,
     flexible,
+    float8_e3m4,
+    float8_e4m3,
+    float8_e4m3b11fnuz,
+    float8_e4m3fn,
+    float8_e4m3fnuz,
+    float8_e5m2,
+    float8_e5m2fnuz,
+    float8_e8m0fnu,
+    float16,
     float32,
     float64,
     float_,
     floating,
     generic,
+    half,
     inexact,
+    int8,
+    int16,
     int32,
     int64,
     int_,
@@ -296,6 +309,11 @@ from fungraph.numpy._scalar_types import (
     number,
     signedinteger,
     single,
+    uint,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
     unsignedinteger,
 )
 from fungraph.numpy._scalar_types import unsupported_dtype_error as _unsupported_dtype_error
@@ -417,6 +435,7 @@ def _host_results(namespace: dict) -> None:
     import functools
     import types
 
+    from fungraph import dtypes
     from fungraph.array import hosted_copy_if_shared
 
     wrapped: dict[int, object] = {}
@@ -434,6 +453,7 @@ def _host_results(namespace: dict) -> None:
 
             wrapped[id(f)] = functools.wraps(f)(call)
         namespace[name] = wrapped[id(f)]
+    dtypes.TRANSPARENT_CODE.add(call.__code__)
 
 
 def _array_arguments(args: tuple, kwargs: dict) -> list[object]:

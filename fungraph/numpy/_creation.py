@@ -34,9 +34,9 @@ def _shape(shape: Any) -> tuple[int, ...]:
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     shape = _shape(shape)
     if dtype is None:
-        dt = dtypes.canonical(np.asarray(fill_value).dtype) if is_weak(fill_value) else asarray(fill_value).dtype
+        dt = dtypes.canonicalize(np.asarray(fill_value).dtype) if is_weak(fill_value) else asarray(fill_value).dtype
     else:
-        dt = dtypes.canonical(dtype)
+        dt = dtypes.canonicalize(dtype, "full")
     v = cast(fill_value, dt)
     if not isinstance(v, Tracer):
         return np.full(shape, v, dtype=dt)
@@ -44,25 +44,30 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
 
 
 def zeros(shape: Any, dtype: Any = None) -> Any:
-    return np.zeros(_shape(shape), dtype=dtypes.canonical(dtype or np.float64))
+    return np.zeros(_shape(shape), dtype=_requested(dtype, "zeros"))
 
 
 def ones(shape: Any, dtype: Any = None) -> Any:
-    return np.ones(_shape(shape), dtype=dtypes.canonical(dtype or np.float64))
+    return np.ones(_shape(shape), dtype=_requested(dtype, "ones"))
 
 
-def _like(a: Any, value: Any, dtype: Any, shape: Any) -> Any:
+def _requested(dtype: Any, name: str) -> np.dtype:
+    """A user's ``dtype=`` argument in the current mode (None: the default float)."""
+    return dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype, name, depth=3)
+
+
+def _like(a: Any, value: Any, dtype: Any, shape: Any, name: str) -> Any:
     x = asarray(a)
-    dt = dtypes.canonical(dtype) if dtype is not None else x.dtype
+    dt = dtypes.canonicalize(dtype, name) if dtype is not None else x.dtype
     return np.full(x.shape if shape is None else _shape(shape), value, dtype=dt)
 
 
 def zeros_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
-    return _like(a, 0, dtype, shape)
+    return _like(a, 0, dtype, shape, "zeros_like")
 
 
 def ones_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
-    return _like(a, 1, dtype, shape)
+    return _like(a, 1, dtype, shape, "ones_like")
 
 
 def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Any:
@@ -75,11 +80,11 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
         if isinstance(v, Tracer):
             raise TypeError(f"arange needs concrete bounds, got a traced value {v.aval}")
     out = np.arange(start) if stop is None else np.arange(start, stop, 1 if step is None else step)
-    return out.astype(dtypes.canonical(dtype or out.dtype))
+    return out.astype(dtypes.canonicalize(out.dtype) if dtype is None else dtypes.canonicalize(dtype, "arange"))
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> np.ndarray:
-    return np.eye(N, M, k, dtype=dtypes.canonical(dtype or np.float64))
+    return np.eye(N, M, k, dtype=_requested(dtype, "eye"))
 
 
 def identity(n: int, dtype: Any = None) -> np.ndarray:
@@ -89,7 +94,7 @@ def identity(n: int, dtype: Any = None) -> np.ndarray:
 def array(obj: Any, dtype: Any = None, copy: bool = True) -> Any:
     x = asarray(obj)
     if dtype is not None:
-        x = cast(x, dtypes.canonical(dtype))
+        x = cast(x, dtypes.canonicalize(dtype, "array"))
     if isinstance(x, np.ndarray) and copy:
         x = np.array(x, copy=True)
     return x
@@ -97,12 +102,12 @@ def array(obj: Any, dtype: Any = None, copy: bool = True) -> Any:
 
 def asarray_(obj: Any, dtype: Any = None) -> Any:
     x = asarray(obj)
-    return cast(x, dtypes.canonical(dtype)) if dtype is not None else x
+    return cast(x, dtypes.canonicalize(dtype, "asarray")) if dtype is not None else x
 
 
 def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> np.ndarray:
     out = np.linspace(start, stop, num, endpoint=endpoint)
-    return out.astype(dtypes.canonical(dtype or out.dtype))
+    return out.astype(_requested(dtype, "linspace") if dtype is not None else dtypes.canonicalize(out.dtype))
 
 
 # --- from shapes and values -----------------------------------------------------------------------
@@ -124,19 +129,19 @@ def copy(a: Any) -> Any:
 
 
 def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> np.ndarray:
-    return np.tri(N, M, k, dtype=dtypes.canonical(dtype or np.float64))
+    return np.tri(N, M, k, dtype=dtypes.canonicalize(dtype or np.float64))
 
 
 def logspace(start: float, stop: float, num: int = 50, endpoint: bool = True, base: float = 10.0,
              dtype: Any = None, axis: int = 0) -> np.ndarray:
     out = np.logspace(start, stop, num, endpoint, base, axis=axis)
-    return out.astype(dtypes.canonical(dtype or out.dtype))
+    return out.astype(dtypes.canonicalize(dtype or out.dtype))
 
 
 def geomspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None,
               axis: int = 0) -> np.ndarray:
     out = np.geomspace(start, stop, num, endpoint, axis=axis)
-    return out.astype(dtypes.canonical(dtype or out.dtype))
+    return out.astype(dtypes.canonicalize(dtype or out.dtype))
 
 
 def asanyarray(a: Any, dtype: Any = None, order: Any = None) -> Any:
@@ -159,7 +164,7 @@ def fromfunction(function: Callable[..., Any], shape: Any, *, dtype: Any = float
 
     fnp = namespace()
     shape = tuple(int(s) for s in (shape if isinstance(shape, (list, tuple)) else (shape,)))
-    grids = [fnp.ravel(g) for g in fnp.indices(shape, dtype=dtypes.canonical(dtype))]
+    grids = [fnp.ravel(g) for g in fnp.indices(shape, dtype=dtypes.canonicalize(dtype))]
     if int(np.prod(shape)) == 0:
         return function(*[fnp.reshape(g, shape) for g in grids], **kwargs)
     flat = vmap(lambda *ix: function(*ix, **kwargs))(*grids)
@@ -200,7 +205,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     from fungraph.api import device_put
 
     shared = np.from_dlpack(x) if copy is None else np.from_dlpack(x, copy=copy)
-    dt = dtypes.canonical(shared.dtype)
+    dt = dtypes.canonicalize(shared.dtype)
     if dt != shared.dtype and copy is False:
         raise ValueError(f"from_dlpack(copy=False): {shared.dtype.name}[{','.join(map(str, shared.shape))}] is not "
                          f"a fungraph dtype and would need converting to {dt.name}, a copy")

@@ -26,7 +26,7 @@ def _is_int_scalar(e: Any) -> bool:
         return False
     if isinstance(e, (int, np.integer)):
         return True
-    return isinstance(e, np.ndarray) and e.ndim == 0 and dtypes.is_int(dtypes.canonical(e.dtype))
+    return isinstance(e, np.ndarray) and e.ndim == 0 and dtypes.is_int(dtypes.canonicalize(e.dtype))
 
 
 def _expand_index(idx: Any, ndim: int) -> list[Any]:
@@ -445,7 +445,7 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
 
 
 def indices(dimensions: Any, dtype: Any = None, sparse: bool = False) -> Any:
-    out = np.indices(tuple(dimensions), dtype=dtypes.canonical(dtype or np.int64), sparse=sparse)
+    out = np.indices(tuple(dimensions), dtype=dtypes.canonicalize(dtype or np.int64), sparse=sparse)
     return out
 
 

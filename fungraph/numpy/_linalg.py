@@ -39,7 +39,7 @@ def _pair(a: Any, b: Any, precision: Any = None, preferred_element_type: Any = N
     x, y = promote(a, b)
     x, y = asarray(x), asarray(y)
     if preferred_element_type is not None:
-        dt = dtypes.canonical(preferred_element_type)
+        dt = dtypes.canonicalize(preferred_element_type)
         x, y = cast(x, dt), cast(y, dt)
     return x, y
 
@@ -207,7 +207,7 @@ def einsum(subscripts: str, *operands: Any, out: Any = None, optimize: Any = "au
         raise TypeError("einsum: only the subscripts-string form is supported, not interleaved operands")
     xs = [asarray(x) for x in promote(*operands)]
     if preferred_element_type is not None:
-        xs = [cast(x, dtypes.canonical(preferred_element_type)) for x in xs]
+        xs = [cast(x, dtypes.canonicalize(preferred_element_type)) for x in xs]
     ins, out_spec = _parse_einsum(subscripts, [x.ndim for x in xs])
     for spec, x in zip(ins, xs):
         if len(spec) != x.ndim:

@@ -20,7 +20,6 @@ from fungraph.numpy._util import asarray, cast, int_pair, namespace, normalize_a
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
 from fungraph.primitives import special as sp
-from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.indexing import take as take_prim
 
 
@@ -208,15 +207,7 @@ def trunc(x: Any) -> Any:
 fix = trunc
 
 
-def _rint(x: Any) -> Any:
-    """Round half to even: floor, then up when the fraction is above 1/2 or is 1/2 on an odd floor."""
-    fl = ew.floor(x)
-    frac = ew.sub(x, fl)                                                # exact for floats
-    half = _c(0.5, x)
-    odd = ew.eq(ew.mod_p.bind(fl, _c(2, x)), _c(1, x))
-    up = ew.or_p.bind(ew.gt(frac, half), ew.and_p.bind(ew.eq(frac, half), odd))
-    out = ew.select(up, ew.add(fl, _c(1, x)), fl)
-    return ew.select(ew.eq(frac, frac), out, stop_gradient(x))          # inf and nan pass through, flat
+_rint = ew.round_half_even
 
 
 def rint(x: Any) -> Any:

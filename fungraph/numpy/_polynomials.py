@@ -11,7 +11,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ConcretizationError, Tracer
-from fungraph.numpy._util import asarray, cast, is_concrete, namespace, promote, real_inexact, take_static
+from fungraph.numpy._util import asarray, is_concrete, namespace, promote, real_inexact, take_static
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
 
@@ -33,8 +33,8 @@ def polyval(p: Any, x: Any) -> Any:
 
 
 def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:
+    """Powers of ``x`` in ``x``'s dtype, as ``jnp.vander`` (numpy widens to int64/float64)."""
     xs = asarray(x)
-    xs = cast(xs, dtypes.result_type(xs, np.zeros((), np.int64)))
     n = xs.shape[0] if N is None else int(N)
     powers = range(n) if increasing else range(n - 1, -1, -1)
     cols = [ew.integer_pow(xs, k) for k in powers]

@@ -51,10 +51,14 @@ def _with_initial(out: Any, initial: Any, combine: Any, x: Any) -> Any:
 
 
 def _accumulating_dtype(dtype: np.dtype, promote_integers: bool = True) -> np.dtype:
-    """numpy sums and multiplies bools and narrow ints in the platform integer (int64); JAX's
-    ``promote_integers=False`` keeps an integer dtype (bools still count in int64)."""
-    if dtype == dtypes.bool_ or (promote_integers and dtype == dtypes.int32):
-        return dtypes.int64
+    """JAX sums and multiplies bools and narrower integers in the mode's default integer
+    (unsigned ones in the default unsigned); ``promote_integers=False`` keeps an integer dtype
+    (bools still count in the default integer)."""
+    if dtype == dtypes.bool_:
+        return dtypes.default_int()
+    if promote_integers and dtypes.is_int(dtype):
+        wide = dtypes.default_uint() if dtypes.is_unsigned(dtype) else dtypes.default_int()
+        return wide if dtype.itemsize < wide.itemsize else dtype
     return dtype
 
 
@@ -63,7 +67,7 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: 
     """numpy's ``sum``: ``where`` leaves elements out, ``initial`` is added."""
     _check_out(out, "sum")
     x = asarray(a)
-    x = cast(x, dtypes.canonical(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
+    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
     axes = normalize_axes(axis, x.ndim, "sum")
     total = red.reduce_sum(_masked(x, where, 0, "sum"), axes)
     return _keep(_with_initial(total, initial, ew.add, x), x, axes, keepdims)
@@ -74,7 +78,7 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """numpy's ``prod``: ``where`` leaves elements out, ``initial`` multiplies in."""
     _check_out(out, "prod")
     x = asarray(a)
-    x = cast(x, dtypes.canonical(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
+    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
     axes = normalize_axes(axis, x.ndim, "prod")
     product = red.reduce_prod(_masked(x, where, 1, "prod"), axes)
     return _keep(_with_initial(product, initial, ew.mul, x), x, axes, keepdims)
@@ -123,7 +127,7 @@ def _complex_extremum(x: Any, axes: tuple[int, ...], arg: Any, name: str) -> Any
     if size == 0:
         raise ShapeError(f"{name}: zero-size reduction over axes {axes} of {x.dtype}{list(x.shape)} has no identity")
     rows = reshape(transpose(x, kept + axes), tuple(x.shape[i] for i in kept) + (size,))
-    pick = reshape(arg.bind(rows, axis=len(kept), index_dtype=dtypes.int64), rows.shape[:-1] + (1,))
+    pick = reshape(arg.bind(rows, axis=len(kept), index_dtype=dtypes.default_int()), rows.shape[:-1] + (1,))
     return reshape(take_along_axis(rows, pick, axis=len(kept), mode="clip"), rows.shape[:-1])
 
 
@@ -153,7 +157,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """numpy's ``mean``; ``where`` leaves elements out of both the sum and the count."""
     _check_out(out, "mean")
     x = asarray(a)
-    out_dtype = dtypes.canonical(dtype) if dtype is not None else (
+    out_dtype = dtypes.canonicalize(dtype) if dtype is not None else (
         x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
     x = cast(x, out_dtype)
     axes = normalize_axes(axis, x.ndim, "mean")
@@ -186,7 +190,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     _check_out(out, "var")
     ddof = _ddof(ddof, correction, "var")
     x = asarray(a)
-    in_dtype = dtypes.canonical(dtype) if dtype is not None else (
+    in_dtype = dtypes.canonicalize(dtype) if dtype is not None else (
         x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
     x = cast(x, in_dtype)
     axes = normalize_axes(axis, x.ndim, "var")
@@ -208,12 +212,12 @@ def _arg(prim: Any, name: str) -> Any:
         x = asarray(a)
         if axis is None:
             flat = reshape(x, (x.size,))
-            out = prim.bind(flat, axis=0, index_dtype=dtypes.int64)
+            out = prim.bind(flat, axis=0, index_dtype=dtypes.default_int())
             return reshape(out, (1,) * x.ndim) if keepdims else out
         (ax,) = normalize_axes(axis, x.ndim, name)
         if x.shape[ax] == 0:
             raise ShapeError(f"{name}: attempt to get {name} of an empty sequence")
-        out = prim.bind(x, axis=ax, index_dtype=dtypes.int64)
+        out = prim.bind(x, axis=ax, index_dtype=dtypes.default_int())
         return _keep(out, x, (ax,), keepdims)
 
     f.__name__ = name
@@ -250,7 +254,7 @@ def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, wh
 
 def _acc_dtype(x: Any, dtype: Any) -> np.dtype:
     if dtype is not None:
-        return dtypes.canonical(dtype)
+        return dtypes.canonicalize(dtype)
     return dtypes.int64 if x.dtype in (dtypes.bool_, dtypes.int32) else x.dtype
 
 

@@ -46,12 +46,28 @@ def _scalar_type(name: str, dtype: np.dtype) -> _ScalarMeta:
 
 
 bool_ = _scalar_type("bool_", dtypes.bool_)
+int8 = _scalar_type("int8", dtypes.int8)
+int16 = _scalar_type("int16", dtypes.int16)
 int32 = _scalar_type("int32", dtypes.int32)
 int64 = _scalar_type("int64", dtypes.int64)
+uint8 = _scalar_type("uint8", dtypes.uint8)
+uint16 = _scalar_type("uint16", dtypes.uint16)
+uint32 = _scalar_type("uint32", dtypes.uint32)
+uint64 = _scalar_type("uint64", dtypes.uint64)
+bfloat16 = _scalar_type("bfloat16", dtypes.bfloat16)
+float16 = _scalar_type("float16", dtypes.float16)
 float32 = _scalar_type("float32", dtypes.float32)
 float64 = _scalar_type("float64", dtypes.float64)
 complex64 = _scalar_type("complex64", dtypes.complex64)
 complex128 = _scalar_type("complex128", dtypes.complex128)
+float8_e3m4 = _scalar_type("float8_e3m4", dtypes.FLOAT8["float8_e3m4"])
+float8_e4m3 = _scalar_type("float8_e4m3", dtypes.FLOAT8["float8_e4m3"])
+float8_e4m3b11fnuz = _scalar_type("float8_e4m3b11fnuz", dtypes.FLOAT8["float8_e4m3b11fnuz"])
+float8_e4m3fn = _scalar_type("float8_e4m3fn", dtypes.FLOAT8["float8_e4m3fn"])
+float8_e4m3fnuz = _scalar_type("float8_e4m3fnuz", dtypes.FLOAT8["float8_e4m3fnuz"])
+float8_e5m2 = _scalar_type("float8_e5m2", dtypes.FLOAT8["float8_e5m2"])
+float8_e5m2fnuz = _scalar_type("float8_e5m2fnuz", dtypes.FLOAT8["float8_e5m2fnuz"])
+float8_e8m0fnu = _scalar_type("float8_e8m0fnu", dtypes.FLOAT8["float8_e8m0fnu"])
 
 double = float64
 single = float32
@@ -60,6 +76,8 @@ csingle = complex64
 complex_ = complex128
 float_ = float64
 int_ = int64
+uint = uint64
+half = float16
 
 generic = np.generic
 number = np.number
@@ -73,10 +91,8 @@ character = np.character
 flexible = np.flexible
 
 _UNSUPPORTED = frozenset({
-    "int1", "int2", "int4", "int8", "int16", "uint", "uint1", "uint2", "uint4", "uint8", "uint16", "uint32",
-    "uint64", "float16", "bfloat16", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4",
-    "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-    "float8_e8m0fnu", "object_",
+    "int1", "int2", "int4", "uint1", "uint2", "uint4", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn",
+    "object_",
 })
 
 
@@ -86,6 +102,5 @@ def unsupported_dtype_error(name: str) -> AttributeError | None:
     if name not in _UNSUPPORTED:
         return None
     supported = ", ".join(str(d) for d in dtypes.SUPPORTED)
-    return AttributeError(f"fungraph.numpy has no {name!r}: fungraph does not support the {name} dtype. "
-                          f"Its dtypes are {supported}; numpy arrays of int8, int16, uint8, uint16, uint32 "
-                          f"or float16 are widened to int32, int64 or float32 on the way in.")
+    return AttributeError(f"fungraph.numpy has no {name!r}: fungraph does not support the {name} dtype "
+                          f"(sub-byte integers, 4- and 6-bit floats and objects). Its dtypes are {supported}.")

@@ -135,7 +135,7 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
 def astype(x: Any, dtype: Any) -> Any:
     from fungraph.primitives.elementwise import convert
 
-    return convert(asarray(x), dtypes.canonical(dtype))
+    return convert(asarray(x), dtypes.canonicalize(dtype, "astype"))
 
 
 # --- array type and shape -------------------------------------------------------------------------

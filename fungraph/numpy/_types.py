@@ -13,15 +13,14 @@ from fungraph.numpy._util import asarray
 
 
 def promote_types(a: Any, b: Any) -> np.dtype:
-    """The dtype fungraph's arithmetic gives operands of dtypes ``a`` and ``b``: numpy 2's rule
-    (``int32`` with ``float32`` is float64; JAX's lattice says float32), narrowed dtypes first
-    widened to supported ones."""
-    return dtypes.canonical(np.promote_types(dtypes.canonical(a), dtypes.canonical(b)))
+    """``jnp.promote_types``: JAX's promotion lattice (``int32`` with ``float32`` is float32),
+    in the current dtype mode."""
+    return dtypes.promote_types(*(t if t is int or t is float or t is complex else np.dtype(t) for t in (a, b)))
 
 
 def result_type(*arrays_and_dtypes: Any) -> np.dtype:
     args = [a if isinstance(a, (Tracer, bool, int, float, complex)) else
-            (np.zeros((), dtypes.canonical(a)) if _is_dtype_like(a) else asarray(a)) for a in arrays_and_dtypes]
+            (np.zeros((), dtypes.canonicalize(a)) if _is_dtype_like(a) else asarray(a)) for a in arrays_and_dtypes]
     return dtypes.result_type(*args)
 
 
@@ -40,7 +39,7 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
     return bool(np.can_cast(src, to, casting))
 
 
-finfo = np.finfo
+finfo = dtypes.finfo
 iinfo = np.iinfo
 dtype = np.dtype
 issubdtype = np.issubdtype

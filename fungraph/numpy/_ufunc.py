@@ -19,6 +19,7 @@ from fungraph import dtypes
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._reductions import _keep
 from fungraph.numpy._util import asarray, cast, normalize_axes
+from fungraph.primitives.reductions import register_monoid
 
 
 class ufunc:  # noqa: N801 - numpy's and JAX's name
@@ -64,7 +65,7 @@ class ufunc:  # noqa: N801 - numpy's and JAX's name
             return self._reduce(a, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
         x = asarray(a)
         if dtype is not None:
-            x = cast(x, dtypes.canonical(dtype))
+            x = cast(x, dtypes.canonicalize(dtype))
         axes = normalize_axes(axis, x.ndim, f"{self.__name__}.reduce")
         rows = _rows(x, axes)
         mask = None if where is None else _rows(_where(where, x), axes)
@@ -110,7 +111,7 @@ class ufunc:  # noqa: N801 - numpy's and JAX's name
             raise NotImplementedError(f"{self.__name__}.accumulate: out= is not supported (use the returned value)")
         x = asarray(a)
         if dtype is not None:
-            x = cast(x, dtypes.canonical(dtype))
+            x = cast(x, dtypes.canonicalize(dtype))
         (ax,) = normalize_axes(axis, x.ndim, f"{self.__name__}.accumulate")
         if self._accumulate is not None:
             return self._accumulate(x, ax)
@@ -176,7 +177,7 @@ class ufunc:  # noqa: N801 - numpy's and JAX's name
             raise TypeError(f"{self.__name__}.reduceat needs concrete indices (they set the result's shape)")
         x = asarray(a)
         if dtype is not None:
-            x = cast(x, dtypes.canonical(dtype))
+            x = cast(x, dtypes.canonicalize(dtype))
         (ax,) = normalize_axes(axis, x.ndim, f"{self.__name__}.reduceat")
         idx = np.asarray(indices).reshape(-1)
         n = x.shape[ax]
@@ -238,7 +239,7 @@ def install(namespace: dict) -> None:
 
     def extremum(fn: Any) -> Any:
         def run(a: Any, dtype: Any = None, **kwargs: Any) -> Any:
-            return fn(a if dtype is None else cast(asarray(a), dtypes.canonical(dtype)), **kwargs)
+            return fn(a if dtype is None else cast(asarray(a), dtypes.canonicalize(dtype)), **kwargs)
 
         return run
 
@@ -259,3 +260,5 @@ def install(namespace: dict) -> None:
     for name, rules in binary.items():
         namespace[name] = ufunc(namespace[name], 2, 1, name=name, **rules)
     namespace["negative"] = ufunc(namespace["negative"], 1, 1, name="negative")
+    for name, kind in (("add", "sum"), ("multiply", "prod"), ("maximum", "max"), ("minimum", "min")):
+        register_monoid(namespace[name], kind)

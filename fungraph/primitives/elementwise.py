@@ -30,6 +30,7 @@ from fungraph.primitives._rules import (
     require_same_dtype,
     unbroadcast,
 )
+from fungraph.primitives.callback import stop_gradient
 
 Deriv = Callable[[Any, Any], Any]
 
@@ -355,6 +356,19 @@ def lt(x: Any, y: Any) -> Any:
     return lt_p.bind(x, y)
 
 
+def round_half_even(x: Any) -> Any:
+    """Round a float array half to even: floor, then up when the fraction is above 1/2 or is 1/2
+    on an odd floor (numpy's ``rint``, lax's ``ROUND_TO_NEAREST_EVEN``)."""
+    dt = aval(x).dtype
+    fl = floor(x)
+    frac = sub(x, fl)                                                   # exact for floats
+    half = lit(0.5, dt)
+    odd = eq(mod_p.bind(fl, lit(2, dt)), lit(1, dt))
+    up = or_p.bind(gt(frac, half), and_p.bind(eq(frac, half), odd))
+    out = select(up, add(fl, lit(1, dt)), fl)
+    return select(eq(frac, frac), out, stop_gradient(x))                # inf and nan pass through, flat
+
+
 # --- select, integer_pow, convert_element_type -------------------------------------------
 
 
@@ -458,7 +472,7 @@ convert_element_type_p.batch = elementwise_batch(convert_element_type_p)
 
 
 def convert(x: Any, dtype: np.dtype) -> Any:
-    dtype = dtypes.canonical(dtype)
+    dtype = dtypes.canonicalize(dtype)
     if aval(x).dtype == dtype:
         return x
     return convert_element_type_p.bind(x, new_dtype=dtype)

@@ -14,6 +14,15 @@ from fungraph.primitives._batching import unary_params_batch
 from fungraph.primitives._rules import aval, lit, normalize_axis
 from fungraph.primitives.shape import broadcast_in_dim
 
+MONOIDS: dict[Callable[[Any, Any], Any], str] = {}
+"""Binary functions known to be a reduction's operation ("sum", "prod", "max", "min"), registered
+by the API that defines them (lax's ``add``, numpy's ``add`` ufunc, ...): ``lax.reduce`` and
+``reduce_window`` then bind the reduction primitive instead of folding pairwise."""
+
+
+def register_monoid(fn: Callable[[Any, Any], Any], kind: str) -> None:
+    MONOIDS[fn] = kind
+
 
 def _reduce_aval(name: str, x: ShapedArray, axes: tuple[int, ...]) -> ShapedArray:
     for a in axes:

@@ -66,7 +66,7 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
     from fungraph.api import jvp, vjp
 
     args = _as_float_arrays(args)
-    is64 = all(a.dtype in (dtypes.float64, dtypes.complex128) for a in args)
+    is64 = dtypes.x64_enabled() and all(a.dtype in (dtypes.float64, dtypes.complex128) for a in args)
     eps = eps if eps is not None else (1e-6 if is64 else 1e-2)
     atol = atol if atol is not None else (1e-5 if is64 else 5e-2)
     rtol = rtol if rtol is not None else (1e-5 if is64 else 5e-2)

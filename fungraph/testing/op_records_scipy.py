@@ -1,8 +1,8 @@
 """Op records for ``fungraph.scipy.special`` and ``fungraph.scipy.stats``, with SciPy as the
 reference; same format as :data:`fungraph.testing.op_records.OP_RECORDS`.
 
-References are cast to the dtype fungraph promises: numpy promotion of the arguments
-(integers give float64), except ``polygamma``, whose integer order does not widen ``x``.
+References are cast to the dtype fungraph promises: JAX's promotion of the arguments
+(integers give the default float), except ``polygamma``, whose integer order does not widen ``x``.
 
 Tags: ``wrt:i,j`` rows differentiate only those arguments (the others are shape parameters of an
 incomplete gamma/beta function, whose derivatives are not implemented); ``grad1`` rows check
@@ -49,8 +49,8 @@ def _ref(fun: Callable[..., Any], dtype_of: int | None = None) -> Callable[..., 
 
     def ref(*args: Any) -> Any:
         if dtype_of is None:
-            dt = np.result_type(*(np.asarray(a).dtype for a in args))
-            dt = dt if dt.kind == "f" else np.dtype(np.float64)
+            dt = dtypes.result_type(*(np.asarray(a) for a in args))
+            dt = dt if dt.kind == "f" else dtypes.default_float()
         else:
             dt = np.asarray(args[dtype_of]).dtype
         out = fun(*args)

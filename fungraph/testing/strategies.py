@@ -22,7 +22,7 @@ def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: Any,
                  low: float = -3.0, high: float = 3.0) -> np.ndarray:
     """A seeded array in ``[low, high)``: uniform floats, integers, or fair booleans; complex
     arrays have both parts in ``[low, high)``."""
-    dtype = dtypes.canonical(dtype)
+    dtype = dtypes.canonicalize(dtype)
     if dtypes.is_complex(dtype):
         parts = rng.uniform(low, high, size=(2, *shape))
         return (parts[0] + 1j * parts[1]).astype(dtype)
@@ -39,7 +39,7 @@ def arrays(dtype: Any, shape: Sequence[int] | st.SearchStrategy | None = None,
     complex arrays have both parts in ``[low, high)``."""
     from hypothesis.extra import numpy as hnp
 
-    dtype = dtypes.canonical(dtype)
+    dtype = dtypes.canonicalize(dtype)
     shape_st = shapes() if shape is None else (shape if isinstance(shape, st.SearchStrategy) else st.just(tuple(shape)))
     if dtype == dtypes.bool_:
         elements = st.booleans()

@@ -2,8 +2,9 @@
 
 ``device`` picks the device and moves data (``OpenCLArray``, ``TRANSFER_STATS``); ``codegen``
 turns equations into C expressions; ``fusion`` chooses fused regions (``fusion_search``
-searches over them); ``kernels`` writes kernel sources; ``engine`` builds one program and one
-arena per executable and runs it.
+searches over them); ``kernels`` writes kernel sources, one module per family; ``engine``'s
+executable runs ``lowering`` (slots and steps), ``planning`` (donation, arena), ``building``
+(one program per executable) and ``running`` (calls, loops, branches).
 See docs/backends.md.
 """
 
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fungraph import dtypes
 from fungraph.backends import register_backend
+from fungraph.backends.opencl.codegen import CTYPES
 from fungraph.backends.opencl.device import (
     TRANSFER_STATS,
     DonatedArrayError,
@@ -22,6 +25,7 @@ from fungraph.backends.opencl.device import (
     reset_transfer_stats,
 )
 from fungraph.backends.opencl.engine import ENGINE_STATS, OpenCLExecutable
+from fungraph.backends.opencl.program import graph_avals
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.ir import Graph
 
@@ -33,6 +37,19 @@ def _factory(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> Op
     return OpenCLExecutable(graph, plan, donated)
 
 
+def _declines(graph: Graph) -> str | None:
+    """Why ``graph`` runs on the CPU engine instead (None: this engine runs it): a narrow
+    dtype its kernels have no C type for. Complex values are refused with an error instead
+    (:meth:`Device.check_dtype`), as before."""
+    narrow = sorted({a.dtype.name for a in graph_avals(graph)
+                     if a.dtype not in CTYPES and not dtypes.is_complex(a.dtype)})
+    if not narrow:
+        return None
+    return (f"the OpenCL kernels have no {', '.join(narrow)} type (they compute "
+            f"{', '.join(d.name for d in CTYPES)})")
+
+
+_factory.declines = _declines  # type: ignore[attr-defined]
 # the fusion plan puts ``k * (a @ b)`` in the kernel that consumes the product (an epilogue
 # on CPUs, an elementwise region elsewhere), so scaling the smaller factor would add a kernel
 _factory.scales_in_consumers = True  # type: ignore[attr-defined]

@@ -28,12 +28,12 @@ INDEX_OPS = VIEW_OPS | {"pad", "concatenate", "take"}
 
 
 def ctype(dtype: np.dtype) -> str:
-    return CTYPES[dtypes.canonical(dtype)]
+    return CTYPES[dtypes.check(dtype)]
 
 
 def c_literal(value: object, dtype: np.dtype) -> str:
     """An exact C literal of ``dtype`` (hex floats round-trip every bit)."""
-    dtype = dtypes.canonical(dtype)
+    dtype = dtypes.check(dtype)
     if dtype == dtypes.bool_:
         return "(uchar)1" if bool(value) else "(uchar)0"
     if dtypes.is_int(dtype):

@@ -29,13 +29,14 @@ import numpy as np
 
 from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
 from fungraph.backends.opencl.fusion import REDUCTIONS, FusionPlan
+from fungraph.backends.opencl.program import Step
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 #: Primitives with their own kernels (besides fused elementwise regions and reductions).
 KERNEL_PRIMITIVES = frozenset({"dot_general", "conv", "scatter_add", "dynamic_update_slice"})
 
 if TYPE_CHECKING:
-    from fungraph.backends.opencl.engine import OpenCLExecutable, Step
+    from fungraph.backends.opencl.lowering import Lowering
 
 
 def updated_in_place(g: Graph, n: int, fusion: FusionPlan) -> list[bool]:
@@ -70,7 +71,7 @@ def read_before(g: Graph, x: Var, k: int, fusion: FusionPlan) -> bool:
     return not any(isinstance(a, Var) and a in derived for a in g.outvars)
 
 
-def _carries(exe: OpenCLExecutable, init: list[Access], passthrough: list[bool]) -> tuple[list[Access], list[Access]]:
+def _carries(exe: Lowering, init: list[Access], passthrough: list[bool]) -> tuple[list[Access], list[Access]]:
     """Slots A (initialised from ``init`` by a device copy) and B for each carry; a carry the
     body passes through unchanged, or updates in place, uses A for both."""
     a_slots, b_slots = [], []
@@ -91,9 +92,7 @@ def _swap(a_slots: list[Access], b_slots: list[Access]) -> dict[int, int]:
     return swap
 
 
-def lower_cond(exe: OpenCLExecutable, e: Eqn) -> None:
-    from fungraph.backends.opencl.engine import Step
-
+def lower_cond(exe: Lowering, e: Eqn) -> None:
     branches = [exe.optimized(b) for b in e.params["branches"]]
     index = e.inputs[0]
     ops = [exe.atom_access(a) for a in e.inputs[1:]]
@@ -149,9 +148,7 @@ def masked_step(cg: Graph, bg: Graph, n_cc: int, n_bc: int) -> Graph:
     return stage(fun, avals)[0]
 
 
-def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
-    from fungraph.backends.opencl.engine import Step
-
+def lower_while(exe: Lowering, e: Eqn) -> None:
     p = e.params
     cg, bg, n_cc, n_bc = exe.optimized(p["cond_graph"]), exe.optimized(p["body_graph"]), p["n_cc"], p["n_bc"]
     ins = [exe.atom_access(a) for a in e.inputs]
@@ -178,9 +175,7 @@ def lower_while(exe: OpenCLExecutable, e: Eqn) -> None:
         exe.access[o] = a
 
 
-def lower_scan(exe: OpenCLExecutable, e: Eqn) -> None:
-    from fungraph.backends.opencl.engine import Step
-
+def lower_scan(exe: Lowering, e: Eqn) -> None:
     p = e.params
     body, length, reverse, nc, nx = exe.optimized(p["body"]), p["length"], p["reverse"], p["num_carry"], p["num_xs"]
     ins = [exe.atom_access(a) for a in e.inputs]
@@ -215,7 +210,7 @@ def lower_scan(exe: OpenCLExecutable, e: Eqn) -> None:
 SPECULATE_MAX = 32
 SPECULATE_BUDGET_S = 200e-6
 
-LOWERINGS: dict[str, Callable[[OpenCLExecutable, Eqn], None]] = {
+LOWERINGS: dict[str, Callable[[Lowering, Eqn], None]] = {
     "cond": lower_cond, "while": lower_while, "scan": lower_scan}
 
 

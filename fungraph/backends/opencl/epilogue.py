@@ -67,10 +67,10 @@ def lane_ok(e: Eqn, dtype: np.dtype) -> bool:
     name = e.primitive.name
     if name not in LANE_OPS or len(e.outputs) != 1:
         return False
-    kinds = {dtypes.canonical(a.aval.dtype) for a in (*e.inputs, *e.outputs)}
-    if not kinds <= {dtypes.canonical(dtype), dtypes.bool_}:
+    kinds = {dtypes.check(a.aval.dtype) for a in (*e.inputs, *e.outputs)}
+    if not kinds <= {dtypes.check(dtype), dtypes.bool_}:
         return False
-    boolean = dtypes.canonical(e.inputs[-1].aval.dtype) == dtypes.bool_
+    boolean = dtypes.check(e.inputs[-1].aval.dtype) == dtypes.bool_
     return not boolean or name in _BOOL_OPS
 
 
@@ -242,7 +242,7 @@ class BlockStore:
     def __init__(self, epilogue: Epilogue | None, out: Access, groups: tuple[int, int],
                  params: Callable[[int, np.dtype], tuple[str, str]], coords: tuple[str, str, str], width: int) -> None:
         self.ep = epilogue
-        self.dtype = dtypes.canonical((out if epilogue is None else epilogue.product).aval.dtype)
+        self.dtype = dtypes.check((out if epilogue is None else epilogue.product).aval.dtype)
         self.width = width
         self.lines: list[str] = []
         accesses = [out] if epilogue is None else [a for _, a in (*epilogue.inputs, *epilogue.outputs)]
@@ -266,7 +266,7 @@ class BlockStore:
     def _vt(self, dt: np.dtype) -> str:
         """The C type of a ``width``-lane value of ``dt``; bools are lane masks (-1/0 in
         vectors, 1/0 in scalars) as wide as the product's float lanes so ``select`` takes them."""
-        if dtypes.canonical(dt) == dtypes.bool_:
+        if dtypes.check(dt) == dtypes.bool_:
             base = "int" if self.width == 1 or self.dtype == dtypes.float32 else "long"
         else:
             base = ctype(dt)
@@ -289,7 +289,7 @@ class BlockStore:
         return "", [f"{name}[{r * sm + j * sn}]" for j in range(cols)]
 
     def _load(self, out: list[str], a: Access, r: int, cols: int, cond: str | None) -> str:
-        dt = dtypes.canonical(a.aval.dtype)
+        dt = dtypes.check(a.aval.dtype)
         boolean = dt == dtypes.bool_
         name, (_, sm, sn) = self.ptr[a]
         base, lanes = self._lanes(a, r, cols)
@@ -309,7 +309,7 @@ class BlockStore:
         return self._fresh(out, dt, f"({cond}) ? {expr} : ({vt})(0)" if cond else expr)
 
     def _store(self, out: list[str], a: Access, value: str, r: int, cols: int) -> None:
-        boolean = dtypes.canonical(a.aval.dtype) == dtypes.bool_
+        boolean = dtypes.check(a.aval.dtype) == dtypes.bool_
         base, lanes = self._lanes(a, r, cols)
         if self.width == 1:
             out.append(f"    *({base}) = {f'(uchar)({value} & 1)' if boolean else value};")
@@ -323,7 +323,7 @@ class BlockStore:
     # equations --------------------------------------------------------------------------
 
     def _literal(self, a: Literal) -> str:
-        dt = dtypes.canonical(a.aval.dtype)
+        dt = dtypes.check(a.aval.dtype)
         if dt == dtypes.bool_:
             truth = bool(np.asarray(a.value))
             return f"({self._vt(dt)})({-1 if truth and self.width > 1 else int(truth)})"
@@ -335,8 +335,8 @@ class BlockStore:
 
     def _eqn(self, out: list[str], e: Eqn, args: list[str]) -> str:
         name = e.primitive.name
-        i_dt = dtypes.canonical(e.inputs[-1].aval.dtype)
-        o_dt = dtypes.canonical(e.outputs[0].aval.dtype)
+        i_dt = dtypes.check(e.inputs[-1].aval.dtype)
+        o_dt = dtypes.check(e.outputs[0].aval.dtype)
         boolean = i_dt == dtypes.bool_
         if name in ("stop_gradient", "reshape") or (name == "convert_element_type" and i_dt == o_dt):
             return args[0]  # a reshape here only adds or drops axes of length 1 (``lane_epilogue``)

@@ -23,7 +23,7 @@ whose output is an affine view of its input's storage (:func:`aliasable_views`),
 
 **Schedule.** A region runs at its root's position: members precede the root and consumers
 of its outputs follow it (rule 1), so the kernel-level program stays topologically ordered
-without re-sorting. The engine relies on exactly this (``engine._lower_eqns``).
+without re-sorting. The lowering relies on exactly this (``lowering.Lowering._lower_eqns``).
 
 **Cost model** (byte-equivalents of memory traffic), summed over the regions of a plan:
 
