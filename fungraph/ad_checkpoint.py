@@ -64,7 +64,8 @@ def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tu
     from fungraph.tree_util import tree_flatten
 
     leaves, _ = tree_flatten((args, kwargs))
-    _, _, lin, _, _, _, _, _, _ = _linearize(lambda a, k: f(*a, **k), (args, kwargs), "saved_residuals")
+    _, _, lin, _, _, _, _, _, _ = _linearize(lambda a, k: f(*a, **k), (args, kwargs), "saved_residuals",
+                                         staged=True)
     known = lin.known
     names = _arg_names(f, args, kwargs)
     args_in = known.invars[:len(leaves)]

@@ -13,7 +13,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.array import Array, hosted_copy_if_shared, owned_results
-from fungraph.core import EvalTrace, MainTrace, Tracer, new_dynamic, to_concrete_dtype_array
+from fungraph.core import EvalTrace, MainTrace, Tracer, innermost_main, is_staging, new_dynamic, to_concrete_dtype_array
 from fungraph.interpreters.eval import eval_graph as _eval_graph
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Graph, ShapedArray
@@ -182,15 +182,20 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     return tree_unflatten(out_tree[0], both[:len(po)]), tree_unflatten(out_tree[0], both[len(po):])
 
 
-def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str) -> tuple[Any, ...]:
+def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str, staged: bool = False) -> tuple[Any, ...]:
+    """Linearize ``fun`` at ``primals``: at concrete values (JAX's eager autodiff, so Python
+    control flow on values works) unless ``staged`` or the primals are abstract (under ``jit``,
+    ``vmap``), where the JVP is staged into one graph and split."""
+    from fungraph.interpreters.linearize import is_concrete, linearize_concrete
     from fungraph.interpreters.transpose import linearize_flat
 
     leaves, in_tree = tree_flatten(tuple(primals))
     avals = [abstractify(x) for x in leaves]
     diff = [dtypes.is_inexact(a.dtype) for a in avals]
     out_tree: list[PyTreeDef] = []
-    outs, lin, known_t, res = linearize_flat(flat_fun(fun, in_tree, {}, out_tree),
-                                             [_concrete(x) for x in leaves], avals, diff)
+    concrete = not staged and not is_staging() and all(is_concrete(x) for x in leaves)
+    split = linearize_concrete if concrete else linearize_flat
+    outs, lin, known_t, res = split(flat_fun(fun, in_tree, {}, out_tree), [_concrete(x) for x in leaves], avals, diff)
     return outs, out_tree[0], lin, known_t, res, leaves, in_tree, avals, diff
 
 
@@ -198,6 +203,7 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
     """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` reuses the saved linearization."""
     from fungraph.interpreters.transpose import eval_linear
 
+    before = _tapes_if_outermost()
     outs, out_tree, lin, known_t, res, _, in_tree, avals, diff = _linearize(fun, primals, "linearize")
 
     def f_jvp(*tangents: Any) -> Any:
@@ -207,16 +213,32 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
         ts = [_concrete(t) for t, d in zip(t_leaves, diff) if d]
         return tree_unflatten(out_tree, owned_results(eval_linear(lin, res, known_t, ts), t_leaves))
 
-    _hold_tapes(f_jvp, res)
+    _hold_tapes(f_jvp, res, lin.linear, before)
     return tree_unflatten(out_tree, outs), f_jvp
 
 
-def _hold_tapes(fun: Callable[..., Any], residuals: Sequence[Any]) -> None:
-    """The ``while_loop`` tapes among ``residuals`` live as long as ``fun`` (a ``vjp`` or
-    ``linearize`` function) and no longer: it may be called many times, or never."""
-    from fungraph.primitives.while_loop import release_tapes, retain_tapes
+def _tapes_if_outermost() -> set[int] | None:
+    """The live ``while_loop`` tapes, when a linearization starts outside every transformation
+    (so that every tape it records is its own), else None."""
+    from fungraph.primitives.while_loop import live_tapes
 
-    handles = retain_tapes([np.asarray(r) for r in residuals if isinstance(r, (np.ndarray, np.generic))])
+    return None if is_staging() or innermost_main().level else live_tapes()
+
+
+def _hold_tapes(fun: Callable[..., Any], residuals: Sequence[Any], linear: Graph, before: set[int] | None) -> None:
+    """The ``while_loop`` tapes among ``residuals`` (and the scalars ``linear`` holds as
+    literals) live as long as ``fun`` (a ``vjp`` or ``linearize`` function) and no longer: it
+    may be called many times, or never. An outermost linearization (``before`` the tapes
+    live when it started) also frees, with ``fun``, the tapes it recorded that nothing read
+    (those of derivatives no output needed)."""
+    from fungraph.ir import Literal
+    from fungraph.primitives.while_loop import live_tapes, release_tapes, retain_tapes
+
+    literals = [a.array for e in linear.eqns for a in e.inputs if isinstance(a, Literal)]
+    values = [np.asarray(r) for r in list(residuals) + literals if isinstance(r, (np.ndarray, np.generic))]
+    handles = retain_tapes(values)
+    if before is not None:
+        handles += sorted(live_tapes() - before - set(handles))
     if handles:
         weakref.finalize(fun, release_tapes, handles)
 
@@ -228,6 +250,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
     from fungraph.primitives._rules import zeros
 
     target = fun if has_aux else (lambda *a: (fun(*a), None))
+    before = _tapes_if_outermost()
     outs, pair_tree, lin, _, res, _, in_tree, avals, diff = _linearize(target, primals, "vjp")
     if pair_tree.node_type is not tuple or len(pair_tree.children) != 2:
         raise TypeError("vjp(..., has_aux=True) needs a function returning a pair (output, aux)")
@@ -251,7 +274,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
             grads.append(zeros(a) if g is None else g)
         return tuple(tree_unflatten(in_tree, owned_results(grads, [*ct_leaves, *outs])))
 
-    _hold_tapes(f_vjp, res)
+    _hold_tapes(f_vjp, res, lin.linear, before)
     primal_out = tree_unflatten(out_tree, owned_results(outs[:n_out], tree_flatten(primals)[0]))
     if has_aux:
         return primal_out, f_vjp, tree_unflatten(aux_tree, outs[n_out:])

@@ -6,6 +6,7 @@ active trace among the arguments (or the dynamic trace) and lets it interpret th
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import threading
@@ -126,6 +127,13 @@ class Primitive:
     elementwise: bool = False
     effectful: bool = False
     mergeable: bool = True
+    #: An effectful primitive whose effect only the readers of its outputs observe (the tape
+    #: ``while_fwd`` records): dead-code elimination removes it when its outputs are dead.
+    effect_in_outputs: bool = False
+    #: Its jvp rule binds control flow on primals and tangents together (its primal outputs
+    #: are not computed apart from the tangents), so reverse mode at concrete primals splits
+    #: it as it splits a primitive with a ``partial_eval`` rule.
+    joint_jvp: bool = False
 
     registry: ClassVar[dict[str, Primitive]] = {}
 
@@ -331,6 +339,12 @@ def innermost_main() -> MainTrace:
     return _STATE.stack[-1]
 
 
+def is_staging() -> bool:
+    """Whether operations on concrete values are being staged (inside ``jit``, ``make_graph``
+    or a control-flow body) rather than run now."""
+    return _STATE.dynamic[-1].trace_type is not EvalTrace
+
+
 @contextmanager
 def new_main(trace_type: type[Trace], global_data: Any = None) -> Iterator[MainTrace]:
     stack = _STATE.stack
@@ -424,26 +438,42 @@ class Tracer(HasAval):
             raise TypeError("len() of a 0-d traced array")
         return self.shape[0]
 
+    def to_concrete_value(self) -> Any:
+        """The concrete array this traced value stands for when its transformation knows it
+        (``jvp``/``grad`` outside ``jit`` run on concrete primals), else None."""
+        return None
+
     def _concrete_error(self, what: str) -> ConcretizationError:
+        src = user_source()
         return ConcretizationError(
-            f"{what} needs a concrete value, but this is a traced value of type {self.aval} "
-            f"(inside a transformation such as make_graph, jit or grad). Use "
-            "fungraph.lax.cond / fungraph.numpy.where for branches and fungraph.lax.while_loop "
-            "for data-dependent loops, or mark the argument static."
-            + (f"\n  at {user_source()}" if user_source() else "")
+            f"{what} needs a concrete value, but this is an abstract traced value of type {self.aval}: "
+            "inside `jit` (or make_graph, vmap, a lax control-flow body) values are known only by "
+            "shape and dtype. Use fungraph.lax.cond / fungraph.numpy.where for branches and "
+            "fungraph.lax.while_loop for data-dependent loops, or mark the argument static with "
+            "jit's `static_argnums` / `static_argnames`."
+            + (f"\n  at {src}" if src else "")
         )
 
+    def _concrete(self, what: str) -> Any:
+        value = self.to_concrete_value()
+        if value is None:
+            raise self._concrete_error(what)
+        return value
+
     def __bool__(self) -> bool:
-        raise self._concrete_error("bool() / an `if` or `while` on a traced value")
+        return bool(self._concrete("bool() / an `if` or `while` on a traced value"))
 
     def __int__(self) -> int:
-        raise self._concrete_error("int()")
+        return int(self._concrete("int()"))
 
     def __float__(self) -> float:
-        raise self._concrete_error("float()")
+        return float(self._concrete("float()"))
+
+    def __complex__(self) -> complex:
+        return complex(self._concrete("complex()"))
 
     def __index__(self) -> int:
-        raise self._concrete_error("using a traced value as an index")
+        return operator.index(np.asarray(self._concrete("using a traced value as an index")))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise self._concrete_error("converting a traced value to a numpy array")

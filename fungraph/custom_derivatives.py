@@ -261,7 +261,7 @@ def _refuse_differentiated_closure(rule: str, fun: str, outs: Sequence[Any]) -> 
     JVP itself came from a value the rule closes over, which the rule cannot differentiate
     (JAX raises UnexpectedTracerError). Refuse it instead of letting the tracer escape."""
     main = innermost_main()
-    if main.trace_type is not JVPTrace:
+    if not issubclass(main.trace_type, JVPTrace):
         return
     if any(isinstance(x, Tracer) and x._trace.main is main for x in outs):
         raise TypeError(f"Custom JVP rule {rule} for function {fun} closes over a value that the enclosing "

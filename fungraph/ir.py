@@ -204,6 +204,13 @@ class Eqn:
         removes, merges, folds or reorders such equations."""
         return self.primitive.effectful or any(q.effectful for g in self.subgraphs for q in g.eqns)
 
+    @cached_property
+    def kept_when_dead(self) -> bool:
+        """Whether dead-code elimination must keep this equation although no output is read:
+        an effect other than one observed through its outputs, here or in a sub-graph."""
+        own = self.primitive.effectful and not self.primitive.effect_in_outputs
+        return own or any(q.kept_when_dead for g in self.subgraphs for q in g.eqns)
+
 
 # Structural keys refer to atoms by small ints: eqn outputs count up from 0 in order, graph
 # inputs are -1, -2, ..., constants start at CONST_REF, literals at LITERAL_REF.

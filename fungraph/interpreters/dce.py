@@ -1,4 +1,5 @@
-"""Dead-code elimination: keep the equations some output depends on, and every effectful one."""
+"""Dead-code elimination: keep the equations some output depends on, and every effectful one
+(except those whose effect only their outputs' readers see)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ def dce(graph: Graph) -> Graph:
     live: set[Var] = {a for a in graph.outvars if isinstance(a, Var)}
     kept = []
     for e in reversed(graph.eqns):
-        if e.effectful or any(o in live for o in e.outputs):
+        if e.kept_when_dead or any(o in live for o in e.outputs):
             kept.append(e)
             live.update(a for a in e.inputs if isinstance(a, Var))
     consts = [(v, c) for v, c in zip(graph.constvars, graph.consts) if v in live]

@@ -26,6 +26,10 @@ class JVPTracer(Tracer):
     def aval(self) -> ShapedArray:
         return aval_of(self.primal)
 
+    def to_concrete_value(self) -> Any:
+        p = self.primal
+        return p.to_concrete_value() if isinstance(p, Tracer) else p
+
 
 class JVPTrace(Trace):
     def pure(self, val: Any) -> JVPTracer:
@@ -48,10 +52,10 @@ class JVPTrace(Trace):
 
 
 def jvp_flat(fun: Callable[..., Sequence[Any]], primals: Sequence[Any], tangents: Sequence[Any | None],
-             instantiate: bool = True) -> tuple[list[Any], list[Any]]:
+             instantiate: bool = True, trace_type: type[JVPTrace] = JVPTrace) -> tuple[list[Any], list[Any]]:
     """Push ``tangents`` forward through ``fun``; ``None`` tangents are zeros."""
-    with new_main(JVPTrace) as main:
-        trace = JVPTrace(main)
+    with new_main(trace_type) as main:
+        trace = trace_type(main)
         ins = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
         outs = [full_raise(trace, o) for o in fun(*ins)]
         primals_out = [o.primal for o in outs]

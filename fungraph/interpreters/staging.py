@@ -9,7 +9,6 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import (
-    MainTrace,
     NestingError,
     Primitive,
     Trace,
@@ -53,6 +52,8 @@ class GraphBuilder:
         self.tracers: list[GraphTracer] = []
         self.const_tracers: dict[int, GraphTracer] = {}
         self.const_values: dict[Var, Any] = {}
+        # The values behind ``const_tracers``' keys: an id stays theirs while the builder lives.
+        self.const_keys: list[Any] = []
         self.invars: list[Var] = []
         # The graph's structural key, built while tracing (see Graph.structural_key).
         self.refs: dict[Var, int] = {}
@@ -100,6 +101,7 @@ class GraphTrace(Trace):
         existing = self.builder.const_tracers.get(key)
         if existing is not None:
             return existing
+        original = val
         if not isinstance(val, Tracer):
             val = np.asarray(val)
             val = val.astype(dtypes.canonicalize(val.dtype), copy=False)
@@ -115,6 +117,7 @@ class GraphTrace(Trace):
             self.builder.tracer_to_atom[id(t)] = v
             self._add_const(v, val)
             self.builder.const_tracers[key] = t
+            self.builder.const_keys.append(original)
         return t
 
     def _add_const(self, v: Var, val: Any) -> None:
@@ -173,7 +176,7 @@ def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray],
                     raise
                 raise nesting_error("the traced function", main.level) from None
             out_tracers = [_raise_out(trace, o) for o in outs]
-    return _build_graph(builder, out_tracers, main)
+    return build_graph(builder, out_tracers)
 
 
 def _raise_out(trace: GraphTrace, out: Any) -> GraphTracer:
@@ -195,7 +198,9 @@ def _materialise_literal(trace: GraphTrace, t: GraphTracer) -> GraphTracer:
     return new
 
 
-def _build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer], main: MainTrace) -> tuple[Graph, list[Any]]:
+def build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer]) -> tuple[Graph, list[Any]]:
+    """The closed Graph of what ``builder`` recorded, with ``outs`` as outputs, and the outer
+    tracers it closes over (its trailing inputs)."""
     constvars: list[Var] = []
     consts: list[np.ndarray] = []
     closure_vars: list[Var] = []

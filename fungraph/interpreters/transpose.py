@@ -21,9 +21,10 @@ class Linearized:
     """A function split at a primal point: ``known`` maps primals to (known outputs,
     residuals); ``linear`` maps (residuals, tangents) to the tangent outputs that depend on
     the tangents, and is linear in them. ``out_unknown[i]`` says whether tangent output ``i``
-    comes from ``linear`` (otherwise it is a known zero)."""
+    comes from ``linear`` (otherwise it is a known zero). ``known`` is None when the primal
+    part ran concretely (``linearize_concrete``)."""
 
-    known: Graph
+    known: Graph | None
     linear: Graph
     num_residuals: int
     num_primal_outputs: int
@@ -144,7 +145,10 @@ def backward_pass(linear: Graph, residuals: Sequence[Any], cts_out: Sequence[Any
     lin_inputs = [v for v, m in zip(linear.invars, linear_mask) if m]
     linear_vars: set[Var] = set(lin_inputs)
     for e in linear.eqns:
-        linear_vars.update(e.outputs)
+        if any(isinstance(a, Var) and a in linear_vars for a in e.inputs) or not e.inputs:
+            linear_vars.update(e.outputs)
+        else:
+            _eval_known(e, env)
     ct_env: dict[Var, Any] = {}
 
     def write(v: Atom, ct: Any) -> None:
@@ -180,3 +184,11 @@ def backward_pass(linear: Graph, residuals: Sequence[Any], cts_out: Sequence[Any
         for a, c in zip(e.inputs, cts_in):
             write(a, c)
     return [ct_env.get(v) for v in lin_inputs]
+
+
+def _eval_known(e: Eqn, env: dict[Var, Any]) -> None:
+    """Evaluate an equation of a linear graph that reads no linear value (a batched graph
+    moves or broadcasts its residuals so): its outputs are known, not linear."""
+    with source_of(e.source):
+        out = e.primitive.bind(*[a.array if isinstance(a, Literal) else env[a] for a in e.inputs], **e.params)
+    env.update(zip(e.outputs, out if e.primitive.multiple_results else (out,)))

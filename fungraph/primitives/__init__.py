@@ -20,4 +20,5 @@ from fungraph.primitives import (  # noqa: F401
     sorting,
     special,
     while_loop,
+    while_tape_jvp,
 )

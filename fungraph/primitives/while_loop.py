@@ -7,7 +7,9 @@ needs on a host-side *tape* and returns its handle and the trip count; ``while_l
 linear loop over tangents and ``while_bwd`` its transpose, which runs the transposed body that
 many times backwards. Checkpoint policies trade memory for recomputation: ``"all"`` keeps every
 iteration's residuals, ``"every:k"`` keeps every k-th carry, ``"sqrt"`` keeps O(sqrt(n)) carries
-by thinning as the loop runs, and both recompute one segment's residuals at a time.
+by thinning as the loop runs, and both recompute one segment's residuals at a time. The
+readers ``while_lin``/``while_bwd`` also take the forward loop's inputs (``n_deps``), which
+the rules of ``while_tape_jvp`` differentiate them by, to any order.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def _run(graph: Graph, args: Sequence[Any]) -> list[np.ndarray]:
     return compile_graph(graph).executable.run([np.asarray(a) for a in args])
 
 
-LOOP_STATS = {"iterations": 0, "carry_copies": 0, "final_copies": 0, "last_tape_peak": 0, "last_tape_length": 0}
+LOOP_STATS = {"iterations": 0, "carry_copies": 0, "final_copies": 0, "last_tape_peak": 0, "last_tape_length": 0,
+              "max_tape_peak": 0}
 
 
 def _while_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int, n_bc: int,
@@ -219,6 +222,11 @@ def tape_count() -> int:
     return len(_TAPES)
 
 
+def live_tapes() -> set[int]:
+    """The handles of the tapes alive now."""
+    return set(_TAPES)
+
+
 def retain_tapes(residuals: Sequence[Any]) -> list[int]:
     """The live tape handles among ``residuals`` (a ``vjp``'s concrete residuals), now kept
     until :func:`release_tapes`: the backward loop reads a retained tape instead of consuming
@@ -237,7 +245,20 @@ def release_tapes(handles: Sequence[int]) -> None:
     """Drop the tapes a ``vjp`` function held (called when the function is collected)."""
     for h in handles:
         _RETAINED.discard(h)
-        _TAPES.pop(h, None)
+        _free(h)
+
+
+def _free(h: int) -> None:
+    """Drop tape ``h`` and the unread tapes of loops nested in its body (their handles are
+    among its residuals): reading a tape consumes the nested tapes it reaches, not others."""
+    tape = _TAPES.pop(h, None)
+    if tape is None or not any(e.primitive is while_fwd_p for e in tape.known_body.eqns):
+        return
+    segment = tape.segment[1] if tape.segment is not None else []
+    for rs in tape.residuals + segment:
+        for r in rs:
+            if r.dtype == np.int64 and r.ndim == 0 and int(r) in _TAPES and int(r) not in _RETAINED:
+                _free(int(r))
 
 
 def _tape(handle: Any, consume: bool) -> Tape:
@@ -246,6 +267,15 @@ def _tape(handle: Any, consume: bool) -> Tape:
         raise RuntimeError("the tape of this while_loop's forward run is gone: the backward loop of a "
                            "grad/vjp ran already or the vjp function that held the tape was released")
     return _TAPES.pop(h) if consume and h not in _RETAINED else _TAPES[h]
+
+
+def _drop_nested_tapes(residuals: Sequence[Any]) -> None:
+    """Free the tapes of loops nested in a body whose residuals a checkpointing tape does not
+    keep: recomputing the segment in the backward loop records them afresh."""
+    for r in residuals:
+        r = np.asarray(r)
+        if r.dtype == np.int64 and r.ndim == 0 and int(r) in _TAPES and int(r) not in _RETAINED:
+            del _TAPES[int(r)]
 
 
 def _policy(policy: str) -> tuple[str, int]:
@@ -270,9 +300,11 @@ def _while_fwd_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int,
             break
         outs = _run(body_graph, carry + bc)
         tape.record(carry, outs[nc:])
+        if kind != "all" and not batched:
+            _drop_nested_tapes(outs[nc:])
         if batched:
             tape.active.append(pred)
-            outs[:nc] = [np.where(pred.reshape(pred.shape + (1,) * (o.ndim - 1)), o, c)
+            outs[:nc] = [np.where(pred.reshape(pred.shape + (1,) * (o.ndim - pred.ndim)), o, c)
                          for o, c in zip(outs[:nc], carry)]
         carry = outs[:nc]
     handle = next(_HANDLES)
@@ -281,7 +313,7 @@ def _while_fwd_impl(*args: Any, cond_graph: Graph, body_graph: Graph, n_cc: int,
 
 
 while_fwd_p = Primitive(
-    "while_fwd", impl=_while_fwd_impl, multiple_results=True, effectful=True,
+    "while_fwd", impl=_while_fwd_impl, multiple_results=True, effectful=True, effect_in_outputs=True,
     abstract_eval=lambda *avals, cond_graph, body_graph, n_cc, n_bc, num_res, policy, batched=False:
     tuple(body_graph.out_avals[:len(body_graph.out_avals) - num_res]) + (_I64, _I64))
 
@@ -289,12 +321,21 @@ while_fwd_p = Primitive(
 def _masked(active: np.ndarray | None, new: list[np.ndarray], old: list[np.ndarray]) -> list[np.ndarray]:
     if active is None:
         return new
-    return [np.where(active.reshape(active.shape + (1,) * (n.ndim - 1)), n, o) for n, o in zip(new, old)]
+    return [np.where(active.reshape(active.shape + (1,) * (n.ndim - active.ndim)), n, o) for n, o in zip(new, old)]
 
 
-def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_bcu: int,
-              batched: bool = False) -> list[Any]:
+def n_deps(fwd_body: Graph, num_res: int, fwd_n_cc: int, fwd_n_bc: int) -> int:
+    """How many inputs of ``while_lin``/``while_bwd`` after the trip count and the handle are
+    the forward loop's own inputs (its cond and body constants and its carry): they do not
+    feed the tape's reader but expose what its residuals depend on to the rules that
+    differentiate the loop again."""
+    return fwd_n_cc + fwd_n_bc + len(fwd_body.outvars) - num_res
+
+
+def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_bcu: int, fwd_cond: Graph,
+              fwd_body: Graph, fwd_n_cc: int, fwd_n_bc: int, policy: str, batched: bool = False) -> list[Any]:
     tape = _tape(handle, consume=False)
+    args = args[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc):]
     tk, tc = list(args[:n_bcu]), [np.asarray(a) for a in args[n_bcu:]]
     for i in range(int(n)):
         new = _run(lin_body, tape.residuals_at(i) + tc + tk)
@@ -302,29 +343,36 @@ def _lin_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, n_
     return tc
 
 
-while_lin_p = Primitive("while_lin", impl=_lin_impl, multiple_results=True,
-                        abstract_eval=lambda n, h, *avals, lin_body, num_res, n_bcu, batched=False:
-                        tuple(avals[n_bcu:]))
+def _lin_aval(n: ShapedArray, h: ShapedArray, *avals: ShapedArray, lin_body: Graph, num_res: int, n_bcu: int,
+              fwd_cond: Graph, fwd_body: Graph, fwd_n_cc: int, fwd_n_bc: int, policy: str,
+              batched: bool = False) -> tuple[ShapedArray, ...]:
+    return tuple(avals[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc) + n_bcu:])
+
+
+while_lin_p = Primitive("while_lin", impl=_lin_impl, multiple_results=True, abstract_eval=_lin_aval)
 
 
 @while_lin_p.def_transpose
 def _while_lin_transpose(cts: Sequence[Any], n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int,
-                         n_bcu: int, batched: bool = False) -> tuple:
-    tk, tc = args[:n_bcu], args[n_bcu:]
+                         n_bcu: int, batched: bool = False, **fwd: Any) -> tuple:
+    nd = n_deps(fwd["fwd_body"], num_res, fwd["fwd_n_cc"], fwd["fwd_n_bc"])
+    deps, tk, tc = args[:nd], args[nd:nd + n_bcu], args[nd + n_bcu:]
     ct_vals = [zeros(aval(c)) if ct is None else ct for ct, c in zip(cts, tc)]
-    outs = while_bwd_p.bind(n, handle, *ct_vals, lin_body=lin_body, num_res=num_res,
-                            k_avals=tuple(aval(k) for k in tk), batched=batched)
+    outs = while_bwd_p.bind(n, handle, *deps, *ct_vals, lin_body=lin_body, num_res=num_res,
+                            k_avals=tuple(aval(k) for k in tk), batched=batched, **fwd)
     n_k = len(tk)
-    return (None, None) + tuple(outs[len(tc):len(tc) + n_k]) + tuple(outs[:len(tc)])
+    return (None, None) + (None,) * nd + tuple(outs[len(tc):len(tc) + n_k]) + tuple(outs[:len(tc)])
 
 
-def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_avals: tuple,
-              batched: bool = False) -> list[Any]:
+def _bwd_impl(n: Any, handle: Any, *args: Any, lin_body: Graph, num_res: int, k_avals: tuple, fwd_cond: Graph,
+              fwd_body: Graph, fwd_n_cc: int, fwd_n_bc: int, policy: str, batched: bool = False) -> list[Any]:
     from fungraph.interpreters.graph_transforms import transpose_graph
 
-    tape = _tape(handle, consume=True)
+    cts = args[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc):]
+    tape = _tape(handle, consume=False)
     LOOP_STATS["last_tape_peak"] = tape.peak_stored
     LOOP_STATS["last_tape_length"] = tape.count
+    LOOP_STATS["max_tape_peak"] = max(LOOP_STATS["max_tape_peak"], tape.peak_stored)
     nc = len(cts)
     mask = tuple([False] * num_res + [True] * (nc + len(k_avals)))
     tg = transpose_graph(lin_body, mask)
@@ -335,12 +383,18 @@ def _bwd_impl(n: Any, handle: Any, *cts: Any, lin_body: Graph, num_res: int, k_a
         active = tape.active[i] if batched else None
         ct_c = _masked(active, outs[:nc], ct_c)
         ct_k = [a + b for a, b in zip(ct_k, _masked(active, outs[nc:], [np.zeros_like(o) for o in outs[nc:]]))]
+    if int(handle) not in _RETAINED:
+        _free(int(handle))
     return ct_c + ct_k
 
 
-while_bwd_p = Primitive("while_bwd", impl=_bwd_impl, multiple_results=True, effectful=True,
-                        abstract_eval=lambda n, h, *cts, lin_body, num_res, k_avals, batched=False:
-                        tuple(cts) + tuple(k_avals))
+def _bwd_aval(n: ShapedArray, h: ShapedArray, *avals: ShapedArray, lin_body: Graph, num_res: int, k_avals: tuple,
+              fwd_cond: Graph, fwd_body: Graph, fwd_n_cc: int, fwd_n_bc: int, policy: str,
+              batched: bool = False) -> tuple[ShapedArray, ...]:
+    return tuple(avals[n_deps(fwd_body, num_res, fwd_n_cc, fwd_n_bc):]) + tuple(k_avals)
+
+
+while_bwd_p = Primitive("while_bwd", impl=_bwd_impl, multiple_results=True, effectful=True, abstract_eval=_bwd_aval)
 
 
 def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], list[Eqn]]:
@@ -376,11 +430,13 @@ def _while_partial_eval(eqn: Eqn, unknown: Sequence[bool]) -> tuple[list[Eqn], l
                             "n_bc": sum(not u for u in bc_unk), "num_res": r, "policy": policy}), eqn.source)
     n_bcu = sum(bc_unk)
     # lin_b invars: (residuals, carry_u, bc_u) -> the loop passes (residuals, carry_u, bc_u)
+    fwd = {"fwd_cond": cond_k, "fwd_body": known_b, "fwd_n_cc": n_cc, "fwd_n_bc": sum(not u for u in bc_unk),
+           "policy": policy}
     lin_eqn = Eqn(while_lin_p,
-                  (n_var, h_var) + tuple(a for a, u in zip(bc_in, bc_unk) if u)
+                  (n_var, h_var) + known_eqn.inputs + tuple(a for a, u in zip(bc_in, bc_unk) if u)
                   + tuple(a for a, u in zip(c_in, c_unk) if u),
                   tuple(o for o, u in zip(eqn.outputs, c_unk) if u),
-                  Params({"lin_body": lin_b, "num_res": r, "n_bcu": n_bcu}), eqn.source)
+                  Params({"lin_body": lin_b, "num_res": r, "n_bcu": n_bcu, **fwd}), eqn.source)
     return [known_eqn], [lin_eqn]
 
 
@@ -396,8 +452,6 @@ def _fwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: G
     from fungraph.interpreters.graph_transforms import batched_graph
     from fungraph.primitives._batching import batch_size, broadcast_batch
 
-    if batched:
-        raise NotImplementedError("vmap of an already batched while_loop tape (nested vmap of grad)")
     size = batch_size(args, dims)
     full = [broadcast_batch(a, d, size) for a, d in zip(args, dims)]
     cc, bc, carry = full[:n_cc], full[n_cc:n_cc + n_bc], full[n_cc + n_bc:]
@@ -422,37 +476,76 @@ def _scalar_handle(h: Any, d: int | None) -> Any:
     return reshape(slice_(h, (0,), (1,), None), ())
 
 
+def _batched_forward(fwd: dict[str, Any], deps: Sequence[Any], size: int) -> dict[str, Any]:
+    """The forward loop's graphs mapped over a batch of its inputs, as ``_fwd_batch`` maps them."""
+    from fungraph.interpreters.graph_transforms import batched_graph
+
+    n_cc, n_bc = fwd["fwd_n_cc"], fwd["fwd_n_bc"]
+    cc, bc, carry = deps[:n_cc], deps[n_cc:n_cc + n_bc], deps[n_cc + n_bc:]
+    c_avals, b_avals = tuple(aval(a) for a in carry + cc), tuple(aval(a) for a in carry + bc)
+    bcond = batched_graph(fwd["fwd_cond"], (0,) * len(c_avals), size, c_avals)
+    bbody = batched_graph(fwd["fwd_body"], (0,) * len(b_avals), size, b_avals)
+    return {**fwd, "fwd_cond": bcond, "fwd_body": bbody}
+
+
+def _tape_batched(dims: Sequence[int | None], nd: int, batched: bool) -> bool:
+    """Whether a reader's batch runs over the tape's examples (the handle is batched) rather
+    than over tangents or cotangents alone (one tape shared by every example)."""
+    if dims[1] is None and all(d is None for d in dims[2:2 + nd]):
+        if batched:
+            raise NotImplementedError("vmap of the tangents of an already batched while_loop tape")
+        return False
+    return True
+
+
 @while_lin_p.def_batch
 def _lin_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, n_bcu: int,
-               batched: bool = False) -> tuple:
+               batched: bool = False, **fwd: Any) -> tuple:
     from fungraph.interpreters.graph_transforms import batched_graph
     from fungraph.primitives._batching import batch_size, broadcast_batch
 
     if dims[0] is not None:
         raise NotImplementedError("while_lin: a batched trip count")
+    nd = n_deps(fwd["fwd_body"], num_res, fwd["fwd_n_cc"], fwd["fwd_n_bc"])
     size = batch_size(args, dims)
-    rest = [broadcast_batch(a, d, size) for a, d in zip(args[2:], dims[2:])]
-    handle = _scalar_handle(args[1], dims[1])
+    rest = [broadcast_batch(a, d, size) for a, d in zip(args[2 + nd:], dims[2 + nd:])]
     tk, tc = rest[:n_bcu], rest[n_bcu:]
+    lin_avals = tuple(aval(a) for a in tc + tk)
+    if not _tape_batched(dims, nd, batched):
+        res_avals = tuple(v.aval for v in lin_body.invars[:num_res])
+        blin = batched_graph(lin_body, (None,) * num_res + (0,) * len(lin_avals), size, res_avals + lin_avals)
+        outs = while_lin_p.bind(*args[:2 + nd], *tk, *tc, lin_body=blin, num_res=num_res, n_bcu=n_bcu, **fwd)
+        return outs, [0] * len(outs)
+    deps = [broadcast_batch(a, d, size) for a, d in zip(args[2:2 + nd], dims[2:2 + nd])]
+    handle = _scalar_handle(args[1], dims[1])
     res_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[:num_res])
-    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size,
-                         res_avals + tuple(aval(a) for a in tc + tk))
-    outs = while_lin_p.bind(args[0], handle, *tk, *tc, lin_body=blin, num_res=num_res, n_bcu=n_bcu, batched=True)
+    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size, res_avals + lin_avals)
+    outs = while_lin_p.bind(args[0], handle, *deps, *tk, *tc, lin_body=blin, num_res=num_res, n_bcu=n_bcu,
+                            batched=True, **_batched_forward(fwd, deps, size))
     return outs, [0] * len(outs)
 
 
 @while_bwd_p.def_batch
 def _bwd_batch(args: Sequence[Any], dims: Sequence[int | None], *, lin_body: Graph, num_res: int, k_avals: tuple,
-               batched: bool = False) -> tuple:
+               batched: bool = False, **fwd: Any) -> tuple:
     from fungraph.interpreters.graph_transforms import batched_graph
     from fungraph.primitives._batching import batch_size, broadcast_batch
 
+    nd = n_deps(fwd["fwd_body"], num_res, fwd["fwd_n_cc"], fwd["fwd_n_bc"])
     size = batch_size(args, dims)
-    cts = [broadcast_batch(a, d, size) for a, d in zip(args[2:], dims[2:])]
-    res_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[:num_res])
+    cts = [broadcast_batch(a, d, size) for a, d in zip(args[2 + nd:], dims[2 + nd:])]
     lin_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[num_res:])
-    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size, res_avals + lin_avals)
     bk = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in k_avals)
+    if not _tape_batched(dims, nd, batched):
+        res_avals = tuple(v.aval for v in lin_body.invars[:num_res])
+        blin = batched_graph(lin_body, (None,) * num_res + (0,) * len(lin_avals), size, res_avals + lin_avals)
+        outs = while_bwd_p.bind(*args[:2 + nd], *cts, lin_body=blin, num_res=num_res, k_avals=bk, **fwd)
+        return outs, [0] * len(outs)
+    deps = [broadcast_batch(a, d, size) for a, d in zip(args[2:2 + nd], dims[2:2 + nd])]
+    res_avals = tuple(ShapedArray((size,) + v.aval.shape, v.aval.dtype) for v in lin_body.invars[:num_res])
+    blin = batched_graph(lin_body, tuple([0] * len(lin_body.invars)), size, res_avals + lin_avals)
     handle = _scalar_handle(args[1], dims[1])
-    outs = while_bwd_p.bind(args[0], handle, *cts, lin_body=blin, num_res=num_res, k_avals=bk, batched=True)
+    outs = while_bwd_p.bind(args[0], handle, *deps, *cts, lin_body=blin, num_res=num_res, k_avals=bk, batched=True,
+                            **_batched_forward(fwd, deps, size))
     return outs, [0] * len(outs)
+
