@@ -4,22 +4,8 @@ exists; ``opencl`` when an OpenCL platform does. ``cpu`` is the default, as ``ji
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fungraph.backends import known_backends
-
-
-@dataclass(frozen=True)
-class Device:
-    """One backend as a JAX user sees a device; ``device_put(x, device)`` accepts it."""
-
-    platform: str
-    device_kind: str
-    id: int = 0
-    process_index: int = 0
-
-    def __str__(self) -> str:
-        return f"{self.platform}:{self.id}"
+from fungraph.sharding import CPU_DEVICE, Device
 
 
 def default_backend() -> str:
@@ -34,15 +20,14 @@ def devices(backend: str | None = None) -> list[Device]:
     if name not in known_backends():
         raise RuntimeError(f"unknown backend {name!r}; fungraph's backends are {', '.join(known_backends())}")
     if name == "cpu":
-        return [Device("cpu", "cpu")]
+        return [CPU_DEVICE]
     try:
         # optional dependency: the OpenCL backend (and pyopencl) loads on first use
-        from fungraph.backends.opencl import get_device
+        from fungraph.backends.opencl.device import opencl_device
 
-        info = get_device().info
+        return [opencl_device()]
     except (ImportError, RuntimeError) as err:
         raise RuntimeError(f"backend 'opencl' is not available: {err}") from None
-    return [Device("opencl", f"{info.platform}: {info.name}")]
 
 
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list[Device]:

@@ -507,7 +507,7 @@ def _stirling_tail(k: Any) -> Any:
     m2 = fnp.multiply(fnp.add(clamped, _c(1, pt)), fnp.add(clamped, _c(1, pt)))
     inner = fnp.subtract(_c(1 / 360, pt), fnp.divide(_c(1 / 1260, pt), m2))
     series = fnp.divide(fnp.subtract(_c(1 / 12, pt), fnp.divide(inner, m2)), fnp.add(clamped, _c(1, pt)))
-    table = fnp.take(np.asarray(_STIRLING_TAIL, pt), fnp.asarray(fnp.floor(clamped), dtype=np.int64))
+    table = fnp.take(np.asarray(_STIRLING_TAIL, pt), fnp.asarray(fnp.floor(clamped), dtype=np.int64), mode="clip")
     return fnp.where(fnp.less_equal(k, _c(9, pt)), table, series)
 
 

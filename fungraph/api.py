@@ -12,7 +12,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._devices import Device
-from fungraph.array import Array, hosted
+from fungraph.array import Array, hosted_copy_if_shared, owned_results
 from fungraph.backends import known_backends
 from fungraph.core import EvalTrace, MainTrace, Tracer, innermost_main, is_staging, new_dynamic, to_concrete_dtype_array
 from fungraph.dtypes import float0
@@ -78,7 +78,7 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     for i, (v, a) in enumerate(zip(graph.invars, vals)):
         if abstractify(a) != v.aval:
             raise TypeError(f"graph input {i} has type {v.aval}, but the argument has type {abstractify(a)}")
-    return _eval_graph(graph, *vals)
+    return owned_results(_eval_graph(graph, *vals), args)
 
 
 def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any) -> Any:
@@ -136,7 +136,8 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     ts = [_check_tangent(p, t, i) for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
     out_tree: list[PyTreeDef] = []
     po, to = jvp_flat(flat_fun(fun, p_tree, {}, out_tree), [_concrete(p) for p in p_leaves], ts)
-    return tree_unflatten(out_tree[0], po), tree_unflatten(out_tree[0], to)
+    both = owned_results([*po, *to], [*p_leaves, *t_leaves])
+    return tree_unflatten(out_tree[0], both[:len(po)]), tree_unflatten(out_tree[0], both[len(po):])
 
 
 def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str, staged: bool = False) -> tuple[Any, ...]:
@@ -163,7 +164,7 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
         if t_tree != in_tree:
             raise TypeError(f"linearize: tangent structure {t_tree} differs from primal structure {in_tree}")
         ts = [_concrete(t) for t, d in zip(t_leaves, diff) if d]
-        return tree_unflatten(out_tree, eval_linear(lin, res, known_t, ts))
+        return tree_unflatten(out_tree, owned_results(eval_linear(lin, res, known_t, ts), t_leaves))
 
     _hold_tapes(f_jvp, res, lin.linear, before)
     return tree_unflatten(out_tree, outs), f_jvp
@@ -217,10 +218,10 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
         for a, d in zip(avals, diff):
             g = next(grads_iter) if d else None
             grads.append(zeros(a) if g is None else g)
-        return tuple(tree_unflatten(in_tree, grads))
+        return tuple(tree_unflatten(in_tree, owned_results(grads, [*ct_leaves, *outs])))
 
     _hold_tapes(f_vjp, res, lin.linear, before)
-    primal_out = tree_unflatten(out_tree, outs[:n_out])
+    primal_out = tree_unflatten(out_tree, owned_results(outs[:n_out], tree_flatten(primals)[0]))
     if has_aux:
         return primal_out, f_vjp, tree_unflatten(aux_tree, outs[n_out:])
     return primal_out, f_vjp
@@ -257,7 +258,8 @@ def linear_transpose(fun: Callable[..., Any], *primals: Any) -> Callable[[Any], 
         except TypeError as err:
             reason = str(err).split(";")[0]
             raise TypeError(f"linear_transpose: {name} is not linear in its inputs ({reason})") from None
-        return tuple(tree_unflatten(in_tree, [zeros(a) if c is None else c for a, c in zip(avals, cts)]))
+        grads = [zeros(a) if c is None else c for a, c in zip(avals, cts)]
+        return tuple(tree_unflatten(in_tree, owned_results(grads, ct_leaves)))
 
     return f_t
 
@@ -514,7 +516,7 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
             return _broadcast_prefix(out_axes, tree_unflatten(out_box[-1], outs), "out_axes")
 
         outs = vmap_flat(flat, [_concrete(x) for x in leaves], norm_dims, out_dims, size, axis_name)
-        return tree_unflatten(out_box[-1], outs)
+        return tree_unflatten(out_box[-1], owned_results(outs, leaves))
 
     return mapped
 
@@ -535,7 +537,7 @@ def device_put(x: Any, device: Any = None) -> Any:
             return leaf
         host = to_concrete_dtype_array(leaf)
         if where == "cpu":
-            return hosted(host)
+            return hosted_copy_if_shared(host, (leaf,))
         # optional dependency: the OpenCL backend (and pyopencl) loads on its first use
         from fungraph.backends.opencl.device import device_put as to_opencl
 

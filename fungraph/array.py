@@ -1,7 +1,19 @@
-"""``fungraph.Array``: the base class of device-resident arrays returned by a backend.
+"""``fungraph.Array``: the type of every array result, immutable as JAX's arrays are.
 
-Passing an Array to a function jitted for the same backend costs no transfer; numpy sees it
-through ``__array__`` (one copy to the host, on demand).
+Two kinds share the base class :class:`Array`, which holds what both do alike: item assignment
+raises JAX's ``TypeError``, in-place operators rebind (``y += 1`` makes a new array), JAX's
+``devices()``, ``device``, ``sharding``, ``block_until_ready()``, ``copy_to_host_async()``
+and ``repr`` (``.at`` is installed by ``fungraph.numpy._methods``).
+
+- :class:`HostArray`, what eager operations and CPU-jitted calls return: a numpy array whose
+  buffer is read-only, so numpy code sees it through ``np.asarray(x)`` without a copy and cannot
+  write through it. (numpy's own functions make writeable ones, ``np.empty_like(x)`` or
+  ``x.copy()``, and fill them in place: those keep numpy's item assignment.) Staying a numpy
+  subclass is the cheapest sound design: the CPU engine and the primitives' numpy
+  implementations take it as it is (no wrapping or unwrapping per call, so the cached jit
+  dispatch costs what it did), and numpy functions accept it.
+- :class:`DeviceArray`, the base of a backend's device arrays (``OpenCLArray``): numpy sees
+  them through ``__array__`` (one copy to the host, on demand).
 """
 
 from __future__ import annotations
@@ -11,14 +23,106 @@ from typing import Any
 import numpy as np
 
 from fungraph.ir import HasAval, ShapedArray
+from fungraph.sharding import CPU_DEVICE, Device, SingleDeviceSharding
+
+IMMUTABLE_MESSAGE = ("fungraph arrays are immutable and do not support in-place item assignment "
+                     "(a {kind} of type {aval}). Instead of x[idx] = y, use x = x.at[idx].set(y) "
+                     "or another .at[] method (fungraph.numpy.ndarray.at, as JAX's)")
 
 
-class Array(HasAval):
+def _rebinding(name: str) -> Any:
+    """``x op= y`` as ``x = x op y``: the in-place operator declines, so Python falls back to
+    the plain operator and rebinds the name, leaving the array other names see unchanged. A
+    writeable :class:`HostArray` (only numpy makes one: ``np.empty_like(x)`` inside numpy's own
+    functions, which then fill it) keeps numpy's in-place operator."""
+    numpy_op = getattr(np.ndarray, name)
+
+    def method(self: Any, other: Any) -> Any:
+        if isinstance(self, np.ndarray) and self.flags.writeable:
+            return numpy_op(self, other)
+        return NotImplemented
+
+    method.__name__ = name
+    return method
+
+
+_INPLACE_OPERATORS = ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
+                      "__ipow__", "__imatmul__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__")
+
+
+def jax_repr(x: Any) -> str:
+    """``Array([1., 2.], dtype=float32)``: JAX's ``repr`` of an array."""
+    prefix = "Array("
+    dtype_str = f"dtype={x.dtype.name}"
+    values = np.asarray(x)
+    line_width = np.get_printoptions()["linewidth"]
+    if values.size == 0:
+        s = f"[], shape={values.shape}"
+    else:
+        s = np.array2string(values, prefix=prefix, suffix=",", separator=", ", max_line_width=line_width)
+    last_line_len = len(s) - s.rfind("\n") + 1
+    sep = " " * len(prefix) if last_line_len + len(dtype_str) + 2 > line_width else " "
+    return f"{prefix}{s},{sep}{dtype_str})"
+
+
+class Array:
+    """The type of every array fungraph returns (``isinstance(x, fungraph.Array)``), as
+    ``jax.Array``: immutable, on one device, with JAX's array methods."""
+
+    __slots__ = ()
+    backend: str = "?"
+    is_fully_addressable = True
+    is_fully_replicated = True
+    committed = True
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        if isinstance(self, np.ndarray) and self.flags.writeable:
+            np.ndarray.__setitem__(self, idx, value)  # a numpy-made HostArray, see _rebinding
+            return
+        raise TypeError(IMMUTABLE_MESSAGE.format(kind=type(self).__name__, aval=_describe(self)))
+
+    @property
+    def device(self) -> Device:
+        """The device holding the array."""
+        raise NotImplementedError
+
+    def devices(self) -> set[Device]:
+        """The set of devices holding the array: ``{x.device}``."""
+        return {self.device}
+
+    @property
+    def sharding(self) -> SingleDeviceSharding:
+        """All of the array on its one device."""
+        return SingleDeviceSharding(self.device)
+
+    def block_until_ready(self) -> Array:
+        """Wait until the value is computed (JAX's method); returns the array itself."""
+        return self
+
+    def copy_to_host_async(self) -> None:
+        """Start copying the value to the host (JAX's method); the host copy is made on demand."""
+
+    def __repr__(self) -> str:
+        return jax_repr(self)
+
+    def __str__(self) -> str:
+        return str(np.asarray(self))
+
+
+for _op in _INPLACE_OPERATORS:
+    setattr(Array, _op, _rebinding(_op))
+
+
+def _describe(x: Any) -> str:
+    return f"{np.dtype(x.dtype).name}{list(x.shape)}"
+
+
+class DeviceArray(Array, HasAval):
     """A device array: ``shape``, ``dtype``, ``aval``, ``numpy()`` and ``np.asarray(x)``, with
     numpy's operators and methods and ``.at`` (installed by ``fungraph.numpy._methods``), which run
     eagerly on the host."""
 
-    backend: str = "?"
+    __slots__ = ()
     __array_priority__ = 1000
 
     @property
@@ -27,10 +131,6 @@ class Array(HasAval):
 
     def numpy(self) -> np.ndarray:
         raise NotImplementedError
-
-    def block_until_ready(self) -> Array:
-        """Wait until the value is computed (JAX's method); returns the array itself."""
-        return self
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
@@ -51,33 +151,143 @@ class Array(HasAval):
         """``(kDLCPU, 0)``: what :meth:`__dlpack__` exports lies on the host."""
         return (1, 0)
 
-    def __repr__(self) -> str:
-        return f"fungraph.Array({self.numpy()!r}, backend={self.backend!r})"
+
+class HostArray(Array, np.ndarray):
+    """A read-only numpy array with JAX's array methods: what eager operations and CPU-jitted
+    functions return. Its own operators and indexing give read-only arrays too; numpy's
+    functions see a numpy array (without a copy)."""
+
+    backend = "cpu"
+    #: above a JAX array's (100): ``x + jax_array`` is numpy's operation, not a deferral to
+    #: JAX, whose dispatch would take this array's ``sharding`` for one of its own
+    __array_priority__ = 1000
+
+    @property
+    def device(self) -> Device:
+        return CPU_DEVICE
+
+    @property
+    def aval(self) -> ShapedArray:
+        return ShapedArray(self.shape, self.dtype)
+
+    def __iter__(self) -> Any:
+        """The rows, as JAX's arrays give them (indexing clamps, so the sequence protocol's
+        stop at ``IndexError`` cannot end the iteration)."""
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def sort(self, *args: Any, **kwargs: Any) -> Any:
+        """JAX's ``x.sort()`` on a (read-only) result: a sorted copy; numpy's in-place sort on a
+        writeable copy (``x.copy()``, which numpy's own ``np.sort``, ``np.unique``, ... make
+        and then sort in place)."""
+        if self.flags.writeable:
+            return np.ndarray.sort(self, *args, **kwargs)
+        return self._jax_sort(*args, **kwargs)
+
+    def __copy__(self) -> HostArray:
+        return hosted(np.array(self, copy=True))
+
+    def __deepcopy__(self, memo: Any) -> HostArray:
+        return hosted(np.array(self, copy=True))
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """A DLPack capsule of the values: of the read-only buffer itself for a consumer of
+        DLPack 1.0 or later, which can mark it read-only; of a copy for an older one (JAX's
+        ``from_dlpack``), which cannot."""
+        values = np.asarray(self)
+        if max_version is None or max_version[0] < 1:
+            if copy is False:
+                raise BufferError(f"HostArray ({_describe(self)}): a DLPack consumer older than 1.0 cannot mark "
+                                  "the read-only buffer read-only, and copy=False refuses a copy")
+            values, copy = np.array(values, copy=True), None
+        kwargs = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device), ("copy", copy))
+                  if v is not None}
+        return values.__dlpack__(stream=stream, **kwargs)
+
+    def __reduce__(self) -> tuple:
+        return (hosted, (np.array(self, copy=True),))
+
+    #: ``fungraph.numpy.sort`` as a method (installed by ``fungraph.numpy._methods``)
+    _jax_sort: Any = None
 
 
-class HostArray(np.ndarray):
-    """A numpy array with JAX's array methods: what eager operations and CPU-jitted functions
-    return, so ``x.at[i].set(v)`` and ``f(x).block_until_ready()`` work as in JAX. It is a
-    numpy array in every other way (operators, ufuncs and ``isinstance`` are numpy's), and
-    prints as one."""
+def _readonly_result(op: Any) -> Any:
+    """numpy's operator ``op`` giving a read-only :class:`HostArray` (a 0-d one where numpy gives
+    a scalar, as JAX gives arrays)."""
 
-    def block_until_ready(self) -> HostArray:
-        """Computed already (the CPU engine is synchronous): the array itself."""
-        return self
+    def method(*args: Any) -> Any:
+        out = op(*args)
+        if type(out) is HostArray:
+            if type(out.base) is np.ndarray:
+                out.base.flags.writeable = False
+            out.flags.writeable = False
+            return out
+        if isinstance(out, np.generic):
+            return hosted(np.asarray(out))
+        return out
 
-    def copy_to_host_async(self) -> None:
-        """On the host already: nothing to do."""
+    method.__name__ = op.__name__
+    return method
 
-    def __repr__(self) -> str:
-        return repr(self.view(np.ndarray))
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__matmul__",
+              "__rmatmul__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__",
+              "__rlshift__", "__rshift__", "__rrshift__", "__neg__", "__pos__", "__abs__", "__invert__",
+              "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+    setattr(HostArray, _name, _readonly_result(getattr(np.ndarray, _name)))
 
 
 def hosted(x: Any) -> Any:
-    """``x`` as a :class:`HostArray` view if it is a plain numpy array, else ``x``."""
-    return x.view(HostArray) if type(x) is np.ndarray else x
+    """``x`` as a :class:`HostArray` view if it is a plain numpy array, else ``x``. Only for
+    arrays nobody else writes to (fresh results): ``x`` itself turns read-only, so neither the
+    view nor ``np.asarray`` of it can be made writeable again."""
+    if type(x) is not np.ndarray:
+        return x
+    x.flags.writeable = False
+    return x.view(HostArray)
+
+
+def hosted_copy_if_shared(x: Any, inputs: Any) -> Any:
+    """``hosted(x)``, copied first if ``x`` may share memory with a writeable numpy array among
+    ``inputs`` (the caller's arrays, which the caller may still change)."""
+    if type(x) is np.ndarray and any(isinstance(a, np.ndarray) and a.flags.writeable and np.may_share_memory(x, a)
+                                     for a in inputs):
+        x = np.array(x, copy=True)
+    return hosted(x)
+
+
+def shared_view(x: np.ndarray) -> HostArray:
+    """A read-only :class:`HostArray` over ``x``'s memory, ``x`` itself untouched: for
+    ``from_dlpack``, whose result shares the producer's memory, as JAX's does."""
+    view = x.view(HostArray)
+    view.flags.writeable = False
+    return view
 
 
 def unhosted(x: Any) -> Any:
     """``x`` as a plain numpy array view if it is a :class:`HostArray`, else ``x``: impls and
     engines see numpy arrays only, so 0-d results stay numpy scalars inside them."""
     return x.view(np.ndarray) if type(x) is HostArray else x
+
+
+def owned_results(outs: list[Any], inputs: Any) -> list[Any]:
+    """Concrete outputs of a transformation as results of their own: an output that is one of
+    ``inputs`` or repeats an earlier output becomes a new (read-only) array object, and one that
+    may share memory with a writeable numpy input is copied, so no result aliases another
+    result or the caller's arrays (``grad`` of ``a + b`` gives two gradients, ``vjp`` of
+    ``u + v`` never returns the caller's cotangent). Traced and device values pass through."""
+    seen = {id(x) for x in inputs}
+    writeable = [x for x in inputs if isinstance(x, np.ndarray) and x.flags.writeable]
+    result = []
+    for o in outs:
+        if isinstance(o, np.ndarray):
+            if type(o) is not HostArray or o.flags.writeable:
+                o = hosted_copy_if_shared(np.asarray(o), writeable)
+            elif id(o) in seen:
+                o = o.view(HostArray)
+        seen.add(id(o))
+        result.append(o)
+    return result

@@ -19,7 +19,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._config import FLOAT_CHECKS
-from fungraph.array import hosted, unhosted
+from fungraph.array import hosted, hosted_copy_if_shared, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
 
 
@@ -288,7 +288,8 @@ class EvalTrace(Trace):
         outs = out if prim.multiple_results else (out,)
         if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
             check_finite(prim.name, outs, user_source())
-        return [_as_array(o, a) for o, a in zip(outs, expected)]
+        writeable = [x for x in tracers if isinstance(x, np.ndarray) and x.flags.writeable]
+        return [_as_array(o, a, writeable) for o, a in zip(outs, expected)]
 
 
 def _in_32_bit_mode(x: Any) -> Any:
@@ -314,11 +315,13 @@ def run_impl(prim: Primitive, args: Sequence[Any], kwargs: dict[str, Any]) -> An
                        for a in args], **kwargs)
 
 
-def _as_array(x: Any, aval: ShapedArray) -> np.ndarray:
+def _as_array(x: Any, aval: ShapedArray, writeable: list[np.ndarray]) -> np.ndarray:
+    """The impl's output as a read-only result; a copy where it is (a view of) one of the
+    ``writeable`` inputs, which the caller may still change."""
     arr = np.asarray(x, dtype=aval.dtype)
     if arr.shape != aval.shape:
         raise AssertionError(f"impl gave shape {arr.shape}, shape rule {aval.shape}")
-    return hosted(arr)
+    return hosted_copy_if_shared(arr, writeable) if writeable else hosted(arr)
 
 
 class _TraceState(threading.local):

@@ -27,7 +27,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
 from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED
-from fungraph.array import Array, HostArray
+from fungraph.array import DeviceArray, HostArray
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
 from fungraph.core import (
@@ -548,7 +548,7 @@ class Jitted:
         if entry.compiled is not None and any(entry.compiled.executable.donated):
             for i, d in enumerate(entry.compiled.executable.donated):
                 a = arrays[i]
-                if isinstance(a, Array):
+                if isinstance(a, DeviceArray):
                     continue
                 shared = any(j != i and isinstance(b, np.ndarray) and np.may_share_memory(a, b)
                              for j, b in enumerate(arrays))
@@ -576,7 +576,7 @@ class Jitted:
 
 def _as_input(x: Any) -> Any:
     """Device arrays pass through untouched; everything else becomes a numpy array."""
-    return x if isinstance(x, Array) else to_concrete_dtype_array(x)
+    return x if isinstance(x, DeviceArray) else to_concrete_dtype_array(x)
 
 
 def _fast_key(args: Sequence[Any]) -> tuple | None:
@@ -585,12 +585,14 @@ def _fast_key(args: Sequence[Any]) -> tuple | None:
     key: list[Any] = [dtypes.x64_enabled()]
     enabled = dtypes.enabled()
     for a in args:
-        if isinstance(a, Array):
+        if type(a) is np.ndarray or type(a) is HostArray:
+            if a.dtype not in enabled:
+                return None
+            key.append((a.shape, a.dtype))
+        elif isinstance(a, DeviceArray):
             key.append((type(a), a.shape, a.dtype))
-            continue
-        if (type(a) is not np.ndarray and type(a) is not HostArray) or a.dtype not in enabled:
+        else:
             return None
-        key.append((a.shape, a.dtype))
     return tuple(key)
 
 

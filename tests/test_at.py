@@ -248,8 +248,7 @@ def test_errors_name_the_shapes() -> None:
     x = np.zeros((2, 3))
     with pytest.raises(ValueError, match=r"values of shape \(5,\) do not broadcast to the indexed shape \(3,\)"):
         fg.jit(lambda x: x.at[0].set(np.ones(5)))(x)
-    with pytest.raises(IndexError, match="out of bounds"):
-        fg.jit(lambda x: x.at[2].set(1.0))(x)
+    np.testing.assert_array_equal(fg.jit(lambda x: x.at[2].set(1.0))(x), x)  # dropped, as JAX
 
 
 def test_one_at_property_for_tracers_device_and_host_arrays() -> None:

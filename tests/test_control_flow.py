@@ -239,14 +239,15 @@ def test_loop_lowering_copies_no_carry_and_allocates_nothing_per_iteration() -> 
 
 @pytest.mark.parametrize("axis", [0, 1])
 def test_loop_body_reads_and_writes_rows_at_traced_indices(axis: int) -> None:
-    """A body reading ``x[i - 1]`` (a scalar-index ``take``: negative counts from the end, out
-    of range clamps) and writing row ``i`` in place, against a numpy loop; the body runs with
-    its buffers held for the whole loop (``CpuExecutable.held``)."""
+    """A body reading ``x[i - 1]`` (a scalar-index ``take``: ``mode="wrap"`` counts a negative
+    index from the end, ``mode="clip"`` clamps one out of range) and writing row ``i`` in
+    place, against a numpy loop; the body runs with its buffers held for the whole loop
+    (``CpuExecutable.held``)."""
     x = np.arange(42.0).reshape(6, 7)
     n = x.shape[axis]
 
     def body(i, x):
-        row = fnp.take(x, i - 1, axis=axis) * 0.5 + fnp.take(x, i + n + 3, axis=axis)
+        row = fnp.take(x, i - 1, axis=axis, mode="wrap") * 0.5 + fnp.take(x, i + n + 3, axis=axis, mode="clip")
         return x.at[i].set(row) if axis == 0 else x.at[:, i].set(row)
 
     want = x.copy()

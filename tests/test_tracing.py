@@ -96,9 +96,11 @@ def test_unsupported_dtype_is_named() -> None:
         fnp.sin(np.ones(2, np.clongdouble))
 
 
-def test_out_of_bounds_integer_index() -> None:
-    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 3"):
-        fg.make_graph(lambda x: x[5])(np.ones(3))
+def test_out_of_bounds_integer_index_clamps_as_in_jax() -> None:
+    graph = fg.make_graph(lambda x: x[5])(np.arange(3.0))
+    assert float(fg.eval_graph(graph, np.arange(3.0))[0]) == 2.0
+    with pytest.raises(IndexError, match="size 0"):
+        fg.make_graph(lambda x: x[0])(np.ones(0))
 
 
 def test_calls_do_not_modify_inputs() -> None:

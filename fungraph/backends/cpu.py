@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.array import hosted, unhosted
+from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, register_backend
 from fungraph.backends.cpu_lowerings import Lowering, lowering_for, take_scratch_bytes, take_scratch_lowering
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
@@ -92,6 +92,20 @@ def _held_steps(program: list[tuple]) -> list[tuple] | bool:
                 spec.append(a[0])
         steps.append((fn, ins, outs, tuple(spec), params, multi))
     return steps
+
+
+def _results(env: list[Any], slots: Sequence[int], copies: Sequence[bool]) -> list[HostArray]:
+    """The outputs in ``slots`` as read-only results (``hosted``, inlined: the cached dispatch
+    pays this per output); those marked in ``copies`` (inputs, constants, repeated outputs)
+    copied first, so that no result aliases an input, the arena or another result."""
+    results = []
+    for s, copy in zip(slots, copies):
+        value = env[s]
+        if copy or type(value) is not np.ndarray:
+            value = np.array(value)
+        value.flags.writeable = False
+        results.append(value.view(HostArray))
+    return results
 
 
 class CpuExecutable:
@@ -213,6 +227,7 @@ class CpuExecutable:
         if a[0] >= 0 and a[0] in recycled and _UNREFERENCED is not None:
             old = recycled[a[0]]
             if sys.getrefcount(old) == _UNREFERENCED:
+                old.flags.writeable = True
                 return old
         ENGINE_STATS["output_allocations"] += 1
         buf = np.empty(a[1], a[2])
@@ -241,8 +256,7 @@ class CpuExecutable:
                 else:
                     fn(bufs, *[env[i] for i in ins], **params)
             if into is None:
-                results = [hosted(np.asarray(np.array(env[s]) if copy else env[s]))
-                           for s, copy in zip(self.output_slots, self.outputs_to_copy)]
+                results = _results(env, self.output_slots, self.outputs_to_copy)
             else:
                 for s, copy, target in zip(self.output_slots, self.outputs_to_copy, into):
                     if copy:

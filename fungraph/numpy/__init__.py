@@ -4,6 +4,7 @@ Outside any transformation the functions run eagerly and return numpy arrays
 (``fungraph.array.HostArray``: numpy's, with JAX's ``.at`` and ``.block_until_ready()``).
 """
 
+import numpy as _np
 from numpy.exceptions import ComplexWarning
 
 from fungraph.numpy import _methods, fft, linalg
@@ -435,7 +436,7 @@ def _host_results(namespace: dict) -> None:
     import types
 
     from fungraph import dtypes
-    from fungraph.array import hosted
+    from fungraph.array import hosted_copy_if_shared
 
     wrapped: dict[int, object] = {}
     for name in __all__:
@@ -445,13 +446,26 @@ def _host_results(namespace: dict) -> None:
         if id(f) not in wrapped:
             def call(*args: object, __f: types.FunctionType = f, **kwargs: object) -> object:
                 out = __f(*args, **kwargs)
+                inputs = _array_arguments(args, kwargs)
                 if type(out) is tuple or type(out) is list:
-                    return type(out)(hosted(o) for o in out)
-                return hosted(out)
+                    return type(out)(hosted_copy_if_shared(o, inputs) for o in out)
+                return hosted_copy_if_shared(out, inputs)
 
             wrapped[id(f)] = functools.wraps(f)(call)
         namespace[name] = wrapped[id(f)]
     dtypes.TRANSPARENT_CODE.add(call.__code__)
+
+
+def _array_arguments(args: tuple, kwargs: dict) -> list[object]:
+    """The numpy arrays among a call's arguments (one level into lists and tuples): what a
+    result must not share writeable memory with."""
+    found: list[object] = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, (list, tuple)):
+            found.extend(e for e in a if isinstance(e, _np.ndarray))
+        elif isinstance(a, _np.ndarray):
+            found.append(a)
+    return found
 
 
 _host_results(globals())

@@ -50,10 +50,10 @@ def at(x: Any) -> IndexUpdateHelper:
 
 def _check_options(op: str, options: dict[str, Any]) -> str | None:
     """JAX's keywords, and the ``mode`` they name: the ordering hints are accepted and unused;
-    ``mode`` is None (gathers clamp, traced out-of-bounds updates are dropped, concrete
-    out-of-bounds indices raise ``IndexError``), ``"promise_in_bounds"`` (the same), ``"clip"``
-    (indices clamped into bounds), ``"drop"`` (updates out of bounds skipped) or, for ``get``,
-    ``"fill"`` (out-of-bounds reads give ``fill_value``)."""
+    ``mode`` is None (as JAX: gathers clamp, out-of-bounds updates are dropped),
+    ``"promise_in_bounds"`` (the same), ``"clip"`` (indices clamped into bounds), ``"drop"``
+    (updates out of bounds skipped) or, for ``get``, ``"fill"`` (out-of-bounds reads give
+    ``fill_value``)."""
     allowed = (None, "promise_in_bounds", "clip", "fill" if op == "get" else "drop")
     for name, value in options.items():
         if name in ("indices_are_sorted", "unique_indices") or (name == "mode" and value in allowed):
@@ -175,7 +175,7 @@ class IndexUpdateRef:
         mode = _check_options(op, options)
         if mode == "clip":
             return IndexUpdateRef(self._x, _clipped(aval(self._x).shape, self._idx))._update(op, values, combine, {})
-        if mode == "drop" and not _traced(self._idx) and _out_of_bounds(aval(self._x).shape, self._idx):
+        if mode != "clip" and not _traced(self._idx) and _out_of_bounds(aval(self._x).shape, self._idx):
             return self._positions_update(op, values, combine, _traced_positions(aval(self._x).shape, self._idx,
                                                                                  concrete_too=True))
         window = _window(aval(self._x).shape, self._idx)

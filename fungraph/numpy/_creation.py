@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.array import shared_view
 from fungraph.core import Tracer, to_concrete_dtype_array
 from fungraph.numpy._util import asarray, cast, is_weak, namespace
 from fungraph.primitives.shape import broadcast_in_dim
@@ -208,4 +209,6 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     if dt != shared.dtype and copy is False:
         raise ValueError(f"from_dlpack(copy=False): {shared.dtype.name}[{','.join(map(str, shared.shape))}] is not "
                          f"a fungraph dtype and would need converting to {dt.name}, a copy")
+    if dt == shared.dtype and device in (None, "cpu") and copy is not True:
+        return shared_view(shared)
     return device_put(shared, device)

@@ -13,6 +13,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ConcretizationError, ShapeError, Tracer
+from fungraph.numpy._elementwise import mod
 from fungraph.numpy._util import asarray, aval, cast, int_array, is_concrete, namespace, normalize_axes
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
@@ -85,10 +86,7 @@ def getitem(a: Any, idx: Any) -> Any:
                 rev_dims.append(len(start) - 1)
             out_shape.append(n)
         elif _is_int_scalar(e) and not arrays:
-            k = int(e)
-            if not -d <= k < d:
-                raise IndexError(f"index {k} is out of bounds for axis {dim} with size {d}")
-            k %= d
+            k = _clamped(int(e), d, dim)
             start.append(k)
             limit.append(k + 1)
             strides.append(1)
@@ -108,10 +106,19 @@ def getitem(a: Any, idx: Any) -> Any:
     return _advanced(y, advanced) if advanced else y
 
 
+def _clamped(k: int, d: int, dim: int) -> int:
+    """The integer index ``k`` into an axis of ``d``, counted from the end when negative and
+    clamped into the axis, as JAX's indexing does (numpy raises; a staged program cannot)."""
+    if d == 0:
+        raise IndexError(f"index {k} is out of bounds for axis {dim} with size 0")
+    return min(max(k + d if k < 0 else k, 0), d - 1)
+
+
 def _check_bounds(idx: Any, d: int, dim: int) -> Any:
-    if isinstance(idx, np.ndarray) and idx.size and (idx.max() >= d or idx.min() < -d):
-        bad = idx.max() if idx.max() >= d else idx.min()
-        raise IndexError(f"index {bad} is out of bounds for axis {dim} with size {d}")
+    """``idx`` (out-of-bounds entries are clamped by ``take``); an empty axis has no element to
+    clamp to."""
+    if d == 0 and aval(idx).size:
+        raise IndexError(f"index into axis {dim} of size 0")
     return idx
 
 
@@ -147,30 +154,54 @@ def _normalized(idx: Any, n: int) -> Any:
     return ew.min_p.bind(ew.max_p.bind(wrapped, zero), np.asarray(max(n - 1, 0), dtypes.int64))
 
 
-def take(a: Any, indices: Any, axis: int | None = None) -> Any:
+def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: str | None = None,
+         unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> Any:
+    """``a``'s entries at ``indices`` along ``axis`` (the flattened array when None). Out of
+    bounds, as JAX's: ``mode=None``/``"fill"`` gives ``fill_value`` (default NaN, the most
+    negative integer, the largest unsigned one or True) and a zero gradient; ``"clip"`` clamps
+    (a negative index to 0), ``"wrap"`` counts modulo the axis."""
+    if out is not None:
+        raise NotImplementedError("take: the 'out' argument is not supported (arrays are immutable)")
+    if mode not in (None, "fill", "clip", "wrap"):
+        raise NotImplementedError("take: mode='raise' is not supported (a staged program cannot raise on data)") \
+            if mode == "raise" else ValueError(f"take: invalid mode {mode!r}; use 'fill', 'clip' or 'wrap'")
     x = asarray(a)
     idx = asarray(indices)
     if not dtypes.is_int(aval(idx).dtype):
         raise IndexError(f"take: indices must be integers, got {aval(idx)}")
     if axis is None:
-        return take_prim(sh.reshape(x, (x.size,)), idx, 0)
+        return _gather(sh.reshape(x, (x.size,)), idx, 0, mode, fill_value, mode != "clip", "take")
 
     (ax,) = normalize_axes(axis, x.ndim, "take")
-    return take_prim(x, idx, ax)
+    return _gather(x, idx, ax, mode, fill_value, mode != "clip", "take")
 
 
-def take_along_axis(arr: Any, indices: Any, axis: int | None) -> Any:
+def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | None = None,
+                    fill_value: Any = None) -> Any:
+    """``arr``'s entries at ``indices`` along ``axis``, the other axes matched by broadcasting.
+    Out of bounds as JAX's: ``mode=None``/``"fill"`` fills (see :func:`take`), ``"clip"`` and
+    ``"promise_in_bounds"`` clamp (negative indices count from the end except under
+    ``"promise_in_bounds"``)."""
+    if mode not in (None, "fill", "clip", "promise_in_bounds"):
+        raise ValueError(f"take_along_axis: invalid mode {mode!r}; use 'fill', 'clip' or 'promise_in_bounds'")
     x = asarray(arr)
     idx = asarray(indices)
+    if not dtypes.is_int(aval(idx).dtype):
+        raise IndexError(f"take_along_axis: indices must be integers, got {aval(idx)}")
+    wrap = mode != "promise_in_bounds"
     if axis is None:
-        return take_prim(sh.reshape(x, (x.size,)), idx, 0)
+        if aval(idx).ndim != 1:
+            raise ShapeError(f"take_along_axis with axis=None: indices {aval(idx)} must be one-dimensional")
+        return _gather(sh.reshape(x, (x.size,)), idx, 0, mode, fill_value, wrap, "take_along_axis")
 
     (ax,) = normalize_axes(axis, x.ndim, "take_along_axis")
     ishape = aval(idx).shape
     if len(ishape) != x.ndim:
         raise ShapeError(f"take_along_axis: indices {aval(idx)} must have the same rank as the array {aval(x)}")
     shape = tuple(ishape[i] if i == ax else _bdim(x.shape[i], ishape[i], i) for i in range(x.ndim))
-    idx = sh.broadcast_to(_normalized(idx, x.shape[ax]), shape)
+    idx = sh.broadcast_to(idx, shape)
+    inside = _inside(idx, x.shape[ax], wrap) if mode in (None, "fill") else None
+    idx = _normalized(idx, x.shape[ax]) if wrap else _clamp(idx, x.shape[ax])
     flat = None
     for i in range(x.ndim):
         if i == ax:
@@ -180,7 +211,53 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None) -> Any:
             iota = np.arange(n, dtype=np.int64).reshape([-1 if j == i else 1 for j in range(x.ndim)])
             comp = sh.broadcast_to(iota, shape)
         flat = comp if flat is None else ew.add(ew.mul(flat, np.asarray(x.shape[i], dtypes.int64)), comp)
-    return take_prim(sh.reshape(x, (x.size,)), flat, 0)
+    picked = take_prim(sh.reshape(x, (x.size,)), flat, 0)
+    return picked if inside is None else _filled(picked, inside, fill_value)
+
+
+def _gather(x: Any, idx: Any, ax: int, mode: str | None, fill_value: Any, wrap: bool, what: str) -> Any:
+    """``take`` along ``ax`` with JAX's out-of-bounds ``mode``; ``wrap``: negative indices count
+    from the end first."""
+    n = x.shape[ax]
+    if n == 0 and aval(idx).size:
+        raise IndexError(f"{what}: cannot take from the empty axis {ax} of {aval(x)}")
+    if mode == "wrap":
+        return take_prim(x, mod(idx, np.asarray(n, aval(idx).dtype)), ax)
+    if mode in ("clip", "promise_in_bounds"):
+        return take_prim(x, _normalized(idx, n) if wrap else _clamp(idx, n), ax)
+    inside = _inside(idx, n, wrap)
+    picked = take_prim(x, _normalized(idx, n), ax)
+    if not isinstance(inside, Tracer) and np.all(inside):
+        return picked
+    pshape = aval(picked).shape
+    dims = tuple(range(ax, ax + aval(idx).ndim))
+    return _filled(picked, sh.broadcast_in_dim(inside, pshape, dims), fill_value)
+
+
+def _inside(idx: Any, n: int, wrap: bool) -> Any:
+    """Where ``idx`` names an element of an axis of ``n`` (negatives counted from the end when
+    ``wrap``): concrete for concrete indices."""
+    i = ew.convert(asarray(idx), dtypes.int64)
+    if wrap:
+        i = ew.select(ew.lt(i, np.asarray(0, dtypes.int64)), ew.add(i, np.asarray(n, dtypes.int64)), i)
+    return ew.and_p.bind(ew.ge_p.bind(i, np.asarray(0, dtypes.int64)), ew.lt(i, np.asarray(n, dtypes.int64)))
+
+
+def _clamp(idx: Any, n: int) -> Any:
+    i = ew.convert(asarray(idx), dtypes.int64)
+    return ew.min_p.bind(ew.max_p.bind(i, np.asarray(0, dtypes.int64)), np.asarray(max(n - 1, 0), dtypes.int64))
+
+
+def _filled(picked: Any, inside: Any, fill_value: Any) -> Any:
+    """``picked`` where ``inside``, else ``fill_value`` (JAX's default fill for the dtype)."""
+    if not isinstance(inside, Tracer) and np.all(inside):
+        return picked
+    dt = aval(picked).dtype
+    if fill_value is None:
+        fill_value = (np.nan if np.issubdtype(dt, np.inexact) else True if dt == np.bool_
+                      else np.iinfo(dt).max if np.issubdtype(dt, np.unsignedinteger) else np.iinfo(dt).min)
+    fill = sh.broadcast_to(ew.convert(asarray(np.asarray(fill_value)), dt), aval(picked).shape)
+    return ew.select(inside, picked, fill)
 
 
 def _bdim(a: int, b: int, axis: int) -> int:
@@ -215,7 +292,7 @@ def choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Any:
         raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     stacked = fnp.stack(fnp.broadcast_arrays(*cs, idx)[:-1])
     idx = fnp.broadcast_to(idx, stacked.shape[1:])
-    return fnp.take_along_axis(stacked, idx[None], 0)[0]
+    return fnp.take_along_axis(stacked, idx[None], 0, mode="clip")[0]
 
 
 def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | None = None,
@@ -238,7 +315,7 @@ def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | Non
         raise TypeError("compress: the result's size depends on a traced condition; pass size=")
     cond = fnp.pad(cond, (0, n - cond.shape[0]))
     (idx,) = fnp.nonzero(cond, size=size, fill_value=n)
-    taken = fnp.take(x, fnp.minimum(idx, n - 1), axis=axis)
+    taken = fnp.take(x, fnp.minimum(idx, n - 1), axis=axis, mode="clip")
     shape = [1] * x.ndim
     shape[axis % x.ndim] = size
     return fnp.where(fnp.reshape(idx < n, shape), taken, fnp.asarray(fill_value, x.dtype))
@@ -305,7 +382,7 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
     k = im.shape[-1]
     hits = im[..., :, None] == np.arange(n)
     last = fnp.max(fnp.where(hits, np.arange(k)[:, None], -1), axis=-2)
-    new = fnp.take_along_axis(vm, fnp.maximum(last, 0), -1)
+    new = fnp.take_along_axis(vm, fnp.maximum(last, 0), -1, mode="clip")
     return fnp.moveaxis(fnp.where(last >= 0, new, xm), -1, ax)
 
 
@@ -325,7 +402,7 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
             raise ValueError("place: cannot insert from an empty array")
         return x
     pick = (fnp.cumsum(m.astype(np.int64)) - 1) % v.shape[0]
-    return fnp.reshape(fnp.where(m, fnp.take(v, pick), fnp.ravel(x)), x.shape)
+    return fnp.reshape(fnp.where(m, fnp.take(v, pick, mode="clip"), fnp.ravel(x)), x.shape)
 
 
 def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = True) -> Any:

@@ -1,14 +1,18 @@
 """Operators and array methods of tracers and device arrays, so code reads like numpy code.
 
-On a device array (``fungraph.Array``, e.g. an ``OpenCLArray`` returned by a jitted function)
-they run eagerly, like every ``fungraph.numpy`` function called outside a transformation: on
-the host, from the array's host copy (downloaded once and cached), giving a ``HostArray``."""
+On a device array (``fungraph.array.DeviceArray``, e.g. an ``OpenCLArray`` returned by a jitted
+function) they run eagerly, like every ``fungraph.numpy`` function called outside a
+transformation: on the host, from the array's host copy (downloaded once and cached), giving a
+``HostArray``. A ``HostArray`` keeps numpy's operators and methods; its indexing follows JAX
+where numpy's differs (traced indices, out-of-bounds integers clamp)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fungraph.array import Array, HostArray, hosted
+import numpy as np
+
+from fungraph.array import IMMUTABLE_MESSAGE, Array, DeviceArray, HostArray, hosted
 from fungraph.core import Tracer
 from fungraph.numpy import _at, _bits, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
 from fungraph.numpy import _elementwise as e
@@ -101,7 +105,7 @@ _METHODS: dict[str, Any] = {
 }
 
 
-def _scalar(self: Array) -> Any:
+def _scalar(self: DeviceArray) -> Any:
     """The value of a one-element array, for ``float(x)`` and the other conversions."""
     if self.size != 1:
         raise TypeError(f"only an array of one element converts to a Python scalar; this one is {self.aval}")
@@ -134,19 +138,48 @@ _ARRAY_METHODS: dict[str, Any] = {
 }
 
 
-#: ``x.at[idx].set(v)`` and the other functional updates: one property for tracers, device
-#: arrays and host arrays (an eager update of a device array computes on the host).
+def _holds_tracer(idx: Any) -> bool:
+    if isinstance(idx, Tracer):
+        return True
+    return isinstance(idx, (tuple, list)) and any(isinstance(e, Tracer) for e in idx)
+
+
+def _host_getitem(self: HostArray, idx: Any) -> Any:
+    """numpy's indexing where it agrees with JAX's, giving read-only arrays (0-d ones for
+    single elements); fungraph's (staged) indexing for a traced index, and for out-of-bounds
+    integers, which JAX clamps where numpy raises."""
+    if _holds_tracer(idx):
+        return _indexing.getitem(self, idx)
+    try:
+        out = np.ndarray.__getitem__(self, idx)
+    except IndexError:
+        return _indexing.getitem(self, idx)
+    if type(out) is HostArray:
+        out.flags.writeable = self.flags.writeable and out.flags.writeable
+        return out
+    return hosted(np.asarray(out)) if isinstance(out, np.generic) else out
+
+
+def _traced_setitem(self: Tracer, idx: Any, value: Any) -> None:
+    raise TypeError(IMMUTABLE_MESSAGE.format(kind="traced value", aval=self.aval))
+
+
+#: ``x.at[idx].set(v)`` and the other functional updates: one property for tracers and every
+#: kind of array (an eager update of a device array computes on the host).
 AT = property(_at.IndexUpdateHelper)
 
 
 def install() -> None:
     """Give tracers, device arrays and host arrays numpy's operators and JAX's methods; the numpy
     layer installs them, as ``jax.numpy`` does, so the array classes below it need not import it."""
-    for cls in (Tracer, Array, HostArray):
+    for cls in (Tracer, Array):
         cls.at = AT
     for name, fn in _METHODS.items():
         setattr(Tracer, name, fn)
-        if name not in vars(Array):
-            setattr(Array, name, _hosting(fn))
+        if name not in vars(DeviceArray) and name not in vars(Array):
+            setattr(DeviceArray, name, _hosting(fn))
     for name, fn in _ARRAY_METHODS.items():
-        setattr(Array, name, fn)
+        setattr(DeviceArray, name, fn)
+    Tracer.__setitem__ = _traced_setitem
+    HostArray.__getitem__ = _host_getitem
+    HostArray._jax_sort = _METHODS["sort"]

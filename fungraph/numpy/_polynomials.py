@@ -163,7 +163,7 @@ def roots(p: Any, *, strip_zeros: bool = True) -> Any:
     safe = fnp.where(lead == n, fnp.ones_like(c), c)
     shifted = fnp.take(safe, (np.arange(n) + lead) % n)
     found = _companion_roots(shifted)
-    found = fnp.take(found, fnp.argsort(found == 0, stable=True))
+    found = fnp.take(found, fnp.argsort(found == 0, stable=True), mode="clip")
     cnan = np.asarray(complex(np.nan, np.nan), found.dtype)
     return fnp.where(np.arange(n - 1) < n - 1 - lead, found, cnan)
 

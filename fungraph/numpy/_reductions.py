@@ -128,7 +128,7 @@ def _complex_extremum(x: Any, axes: tuple[int, ...], arg: Any, name: str) -> Any
         raise ShapeError(f"{name}: zero-size reduction over axes {axes} of {x.dtype}{list(x.shape)} has no identity")
     rows = reshape(transpose(x, kept + axes), tuple(x.shape[i] for i in kept) + (size,))
     pick = reshape(arg.bind(rows, axis=len(kept), index_dtype=dtypes.default_int()), rows.shape[:-1] + (1,))
-    return reshape(take_along_axis(rows, pick, axis=len(kept)), rows.shape[:-1])
+    return reshape(take_along_axis(rows, pick, axis=len(kept), mode="clip"), rows.shape[:-1])
 
 
 max = _extremum(red.reduce_max_p, "max")  # noqa: A001

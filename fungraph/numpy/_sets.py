@@ -101,7 +101,7 @@ def _unique_outputs(srt: Any, perm: Any, first: Any, size: int, fill_value: Any,
     values, at, valid = _select(srt, first, size, fill_value)
     out = [values_of(values)]
     if return_index:
-        out.append(fnp.where(valid, fnp.take(perm, at), perm[0]))
+        out.append(fnp.where(valid, fnp.take(perm, at, mode="clip"), perm[0]))
     group = fnp.cumsum(first.astype(np.int64)) - 1
     if return_inverse:
         out.append(fnp.reshape(group[fnp.argsort(perm)], inverse_shape))

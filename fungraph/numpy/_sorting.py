@@ -72,8 +72,8 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
         raise TypeError("lexsort: need at least one key")
     order = fnp.argsort(ks[0], axis=axis, stable=True)
     for k in ks[1:]:
-        step = fnp.argsort(fnp.take_along_axis(k, order, axis), axis=axis, stable=True)
-        order = fnp.take_along_axis(order, step, axis)
+        step = fnp.argsort(fnp.take_along_axis(k, order, axis, mode="clip"), axis=axis, stable=True)
+        order = fnp.take_along_axis(order, step, axis, mode="clip")
     return order
 
 

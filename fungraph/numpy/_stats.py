@@ -287,7 +287,7 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
         lo = fnp.floor(pos).astype(np.int64)
         hi = fnp.minimum(lo + 1, last)
         t = pos - lo.astype(x.dtype)
-        va, vb = fnp.take_along_axis(srt, lo, -1), fnp.take_along_axis(srt, hi, -1)
+        va, vb = fnp.take_along_axis(srt, lo, -1, mode="clip"), fnp.take_along_axis(srt, hi, -1, mode="clip")
         val = fnp.where(t >= 0.5, vb - (vb - va) * (1 - t), va + (vb - va) * t)
         outs.append(fnp.where(count > 0, val, np.nan)[..., 0])
     res = fnp.reshape(fnp.stack(outs), qs.shape + tuple(x.shape[i] for i in rest))

@@ -158,9 +158,9 @@ class ufunc:  # noqa: N801 - numpy's and JAX's name
             values = values.reshape((count,) + tuple(selected.shape[arrays[0].ndim:]))
 
         def body(k: Any, acc: Any) -> Any:
-            where = tuple(take(f, k) for f in flat)
+            where = tuple(take(f, k, mode="clip") for f in flat)
             current = acc[where]
-            new = self(current) if values is None else self(current, take(values, k, axis=0))
+            new = self(current) if values is None else self(current, take(values, k, axis=0, mode="clip"))
             return acc.at[where].set(cast(asarray(new), acc.dtype))
 
         return lax.fori_loop(0, count, body, x)

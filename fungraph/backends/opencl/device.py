@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import dtypes
-from fungraph.array import Array
+from fungraph import dtypes, sharding
+from fungraph.array import DeviceArray
 from fungraph.backends.opencl.codegen import contiguous
 from fungraph.ir import ShapedArray
 
@@ -161,6 +161,12 @@ def get_device() -> Device:
     return _DEVICE[0]
 
 
+def opencl_device() -> sharding.Device:
+    """The OpenCL device as JAX's device queries name it (``fungraph.devices("opencl")[0]``)."""
+    info = get_device().info
+    return sharding.Device("opencl", f"{info.platform}: {info.name}")
+
+
 def available() -> bool:
     try:
         get_device()
@@ -251,7 +257,7 @@ def reset_transfer_stats() -> None:
 # --- the device array --------------------------------------------------------------------
 
 
-class OpenCLArray(Array):
+class OpenCLArray(DeviceArray):
     """A contiguous array in a device buffer at ``offset`` elements. It stays on the device:
     passing it to an OpenCL-jitted function costs no transfer; ``numpy()`` copies to the host.
 
@@ -327,4 +333,8 @@ class OpenCLArray(Array):
     def __repr__(self) -> str:
         if self.buffer is None:
             return f"OpenCLArray(<donated>, {self._aval})"
-        return f"OpenCLArray({self.numpy()!r})"
+        return super().__repr__()
+
+    @property
+    def device(self) -> sharding.Device:
+        return opencl_device()
