@@ -12,7 +12,7 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph.core import ConcretizationError
 from fungraph.testing import shapes
-from tests.helpers import assert_same
+from tests.helpers import assert_same, jax_or_skip
 
 
 def test_block_shift_aliases_window_and_array_constructors() -> None:
@@ -30,6 +30,16 @@ def test_block_shift_aliases_window_and_array_constructors() -> None:
                                (np.sum(np.kaiser(6, 2.0 + 1e-6)) - np.sum(np.kaiser(6, 2.0 - 1e-6))) / 2e-6,
                                rtol=1e-6)
 
+
+
+def test_shifts_of_bools_are_integer_shifts_as_in_jax() -> None:
+    """numpy's shifts are ``lax``'s after promotion; bools shift as integers (JAX: int32)."""
+    _, jnp = jax_or_skip()
+    for x1, x2 in ((True, True), (np.array([True, False]), True), (np.array([True]), np.array([False]))):
+        for name in ("left_shift", "right_shift"):
+            got, want = getattr(fnp, name)(x1, x2), getattr(jnp, name)(x1, x2)
+            np.testing.assert_array_equal(got, np.asarray(want))
+            assert got.dtype == want.dtype, (name, x1, x2, got.dtype, want.dtype)
 
 @settings(max_examples=6)
 @given(shapes(1, 3, 1, 5), st.sampled_from(["fb", "f", "b", "F"]), st.integers(0, 2**31 - 1))

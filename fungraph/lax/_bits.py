@@ -1,5 +1,6 @@
 """``jax.lax``'s bit operations: bitwise logic, shifts, population count, leading zeros,
-``bitcast_convert_type``, and ``nextafter`` and ``reduce_precision`` on the exact bit patterns."""
+``bitcast_convert_type``, and ``nextafter`` and ``reduce_precision`` on the exact bit patterns.
+Each binds the elementwise primitives; ``fungraph.numpy``'s shifts are these."""
 
 from __future__ import annotations
 
@@ -10,16 +11,16 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph import numpy as fnp
 from fungraph.ir import aval_of
 from fungraph.lax._elementwise import _binary, _floats, _same_dtype, _unary
-from fungraph.numpy._util import asarray, cast
 from fungraph.primitives import elementwise as ew
+from fungraph.primitives import shape as sh
+from fungraph.primitives.operands import asarray, cast
 
-bitwise_and = _binary("bitwise_and", lambda x, y: fnp.bitwise_and(x, y))
-bitwise_or = _binary("bitwise_or", lambda x, y: fnp.bitwise_or(x, y))
-bitwise_xor = _binary("bitwise_xor", lambda x, y: fnp.bitwise_xor(x, y))
-bitwise_not = _unary("bitwise_not", lambda x: fnp.bitwise_not(x))
+bitwise_and = _binary("bitwise_and", ew.and_p.bind)
+bitwise_or = _binary("bitwise_or", ew.or_p.bind)
+bitwise_xor = _binary("bitwise_xor", ew.xor_p.bind)
+bitwise_not = _unary("bitwise_not", ew.not_p.bind)
 
 
 def _ints(name: str, *xs: Any) -> list[Any]:
@@ -37,16 +38,48 @@ def _const(value: int, like: Any) -> np.ndarray:
     return np.asarray(value, aval_of(like).dtype)
 
 
+def _isnan(x: Any) -> Any:
+    return ew.ne_p.bind(x, x)
+
+
+def _in_range(s: Any, bits: int) -> Any:
+    """Where ``0 <= s < bits``."""
+    return ew.and_p.bind(ew.ge_p.bind(s, _const(0, s)), ew.lt_p.bind(s, _const(bits, s)))
+
+
+def _pow2(n: Any) -> Any:
+    """2**n in ``n``'s dtype for 0 <= n < its width, from the bits of ``n`` (exact, no float
+    round trip; 2**(width-1) wraps to the most negative value, as a shift does)."""
+    out = _const(1, n)
+    for k in range((_bits(n) - 1).bit_length()):
+        bit = ew.eq_p.bind(ew.mod_p.bind(ew.floor_divide_p.bind(n, _const(1 << k, n)), _const(2, n)), _const(1, n))
+        out = ew.select(bit, ew.mul(out, _const(1 << (1 << k), n)), out)
+    return out
+
+
+def _shift_left(a: Any, s: Any) -> Any:
+    """``a << s`` as multiplication by 2**s (the bits shifted out lost, as in C); 0 for shifts
+    outside ``[0, bits)``."""
+    ok = _in_range(s, _bits(a))
+    zero = _const(0, a)
+    return ew.select(ok, ew.mul(a, _pow2(ew.select(ok, s, _const(0, s)))), zero)
+
+
+def _shift_right_arithmetic(a: Any, s: Any) -> Any:
+    """``a >> s`` as floor division by 2**s; shifts past ``bits - 2`` give 0, or -1 for negative ``a``."""
+    ok = _in_range(s, _bits(a) - 1)
+    fill = ew.select(ew.lt(a, _const(0, a)), _const(-1, a), _const(0, a))
+    return ew.select(ok, ew.floor_divide_p.bind(a, _pow2(ew.select(ok, s, _const(0, s)))), fill)
+
+
 def shift_left(x: Any, y: Any) -> Any:
     """``x << y``, wrapping; 0 for shifts outside ``[0, bits)``."""
-    a, s = _ints("shift_left", x, y)
-    return cast(fnp.left_shift(a, s), aval_of(a).dtype)
+    return _shift_left(*_ints("shift_left", x, y))
 
 
 def shift_right_arithmetic(x: Any, y: Any) -> Any:
     """``x >> y`` filling with the sign bit; shifts outside ``[0, bits)`` give 0 or -1."""
-    a, s = _ints("shift_right_arithmetic", x, y)
-    return cast(fnp.right_shift(a, s), aval_of(a).dtype)
+    return _shift_right_arithmetic(*_ints("shift_right_arithmetic", x, y))
 
 
 def shift_right_logical(x: Any, y: Any) -> Any:
@@ -56,12 +89,12 @@ def shift_right_logical(x: Any, y: Any) -> Any:
     a, s = _ints("shift_right_logical", x, y)
     bits = _bits(a)
     top = _const(np.iinfo(aval_of(a).dtype).max, a)
-    ok = (s >= 0) & (s < bits)
-    s_in = fnp.where(ok, s, 1)
-    shifted = cast(fnp.right_shift(a, s_in), aval_of(a).dtype)
-    mask = cast(fnp.right_shift(top, s_in - 1), aval_of(a).dtype)
-    moved = fnp.where(a < 0, fnp.bitwise_and(shifted, mask), shifted)
-    return fnp.where(ok, fnp.where(s == 0, a, moved), _const(0, a))
+    ok = _in_range(s, bits)
+    s_in = ew.select(ok, s, _const(1, s))
+    shifted = _shift_right_arithmetic(a, s_in)
+    mask = _shift_right_arithmetic(top, ew.sub(s_in, _const(1, s)))
+    moved = ew.select(ew.lt(a, _const(0, a)), ew.and_p.bind(shifted, mask), shifted)
+    return ew.select(ok, ew.select(ew.eq(s, _const(0, s)), a, moved), _const(0, a))
 
 
 def population_count(x: Any) -> Any:
@@ -70,19 +103,22 @@ def population_count(x: Any) -> Any:
     (a,) = _ints("population_count", x)
     bits = _bits(a)
     top = _const(np.iinfo(aval_of(a).dtype).max, a)
-    v = fnp.bitwise_and(a, top)
+    v = ew.and_p.bind(a, top)
 
     def pattern(byte: int) -> np.ndarray:
         return _const(int.from_bytes(bytes([byte]) * (bits // 8), "little") & int(top), a)
 
-    v = v - fnp.bitwise_and(v // 2, pattern(0x55))
-    v = fnp.bitwise_and(v, pattern(0x33)) + fnp.bitwise_and(v // 4, pattern(0x33))
-    v = fnp.bitwise_and(v + v // 16, pattern(0x0F))
+    def masked_div(v: Any, d: int, byte: int) -> Any:
+        return ew.and_p.bind(ew.floor_divide_p.bind(v, _const(d, a)), pattern(byte))
+
+    v = ew.sub(v, masked_div(v, 2, 0x55))
+    v = ew.add(ew.and_p.bind(v, pattern(0x33)), masked_div(v, 4, 0x33))
+    v = ew.and_p.bind(ew.add(v, ew.floor_divide_p.bind(v, _const(16, a))), pattern(0x0F))
     shift = 8
     while shift < bits:
-        v = v + v // _const(2 ** shift, a)
+        v = ew.add(v, ew.floor_divide_p.bind(v, _const(2 ** shift, a)))
         shift *= 2
-    return fnp.bitwise_and(v, _const(0xFF, a)) + cast(a < 0, aval_of(a).dtype)
+    return ew.add(ew.and_p.bind(v, _const(0xFF, a)), cast(ew.lt(a, _const(0, a)), aval_of(a).dtype))
 
 
 def clz(x: Any) -> Any:
@@ -90,16 +126,17 @@ def clz(x: Any) -> Any:
     (the bit length found by halving the range, as a binary search)."""
     (a,) = _ints("clz", x)
     bits = _bits(a)
-    v = fnp.maximum(a, _const(0, a))
-    length = fnp.zeros_like(a)
+    zero = _const(0, a)
+    v = ew.max_p.bind(a, zero)
+    length = zero
     step = bits // 2
     while step:
-        high = v >= _const(2 ** step, a)
-        v = fnp.where(high, v // _const(2 ** step, a), v)
-        length = length + fnp.where(high, _const(step, a), _const(0, a))
+        high = ew.ge_p.bind(v, _const(2 ** step, a))
+        v = ew.select(high, ew.floor_divide_p.bind(v, _const(2 ** step, a)), v)
+        length = ew.add(length, ew.select(high, _const(step, a), zero))
         step //= 2
-    length = length + cast(v > 0, aval_of(a).dtype)
-    return fnp.where(a < 0, _const(0, a), _const(bits, a) - length)
+    length = ew.add(length, cast(ew.gt(v, zero), aval_of(a).dtype))
+    return ew.select(ew.lt(a, zero), zero, ew.sub(_const(bits, a), length))
 
 
 _INT_OF = {dtypes.float32: dtypes.int32, dtypes.float64: dtypes.int64}
@@ -117,15 +154,16 @@ def nextafter(x1: Any, x2: Any) -> Any:
     nan where either is, the smallest subnormal of ``x2``'s sign after a zero."""
     a, b = _floats("nextafter", x1, x2)
     dt = aval_of(a).dtype
+    zero = np.asarray(0, dt)
     bits = bitcast_convert_type(a, _INT_OF[dt])
     one = np.asarray(1, _INT_OF[dt])
-    away = (b > a) == (a > 0)
-    stepped = bitcast_convert_type(fnp.where(away, bits + one, bits - one), dt)
+    away = ew.eq(ew.gt(b, a), ew.gt(a, zero))
+    stepped = bitcast_convert_type(ew.select(away, ew.add(bits, one), ew.sub(bits, one)), dt)
     tiny = bitcast_convert_type(one, dt)
-    from_zero = fnp.where(b > 0, tiny, -tiny)
-    out = fnp.where(a == 0, from_zero, stepped)
-    out = fnp.where(a == b, b, out)
-    return fnp.where(fnp.isnan(a) | fnp.isnan(b), np.asarray(np.nan, dt), out)
+    from_zero = ew.select(ew.gt(b, zero), tiny, ew.neg(tiny))
+    out = ew.select(ew.eq(a, zero), from_zero, stepped)
+    out = ew.select(ew.eq(a, b), b, out)
+    return ew.select(ew.or_p.bind(_isnan(a), _isnan(b)), np.asarray(np.nan, dt), out)
 
 
 def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Any:
@@ -146,17 +184,24 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> An
     if m_bits < src_m:
         drop = src_m - m_bits
         last = np.asarray(1 << drop, it)
-        odd = fnp.bitwise_and(v, last) // last
-        v = fnp.bitwise_and(v + odd + np.asarray((1 << (drop - 1)) - 1, it), ~np.asarray((1 << drop) - 1, it))
+        odd = ew.floor_divide_p.bind(ew.and_p.bind(v, last), last)
+        rounded = ew.add(ew.add(v, odd), np.asarray((1 << (drop - 1)) - 1, it))
+        v = ew.and_p.bind(rounded, ~np.asarray((1 << drop) - 1, it))
     if e_bits < src_e:
         exp_mask = np.asarray(((1 << src_e) - 1) << src_m, it)
         bias, new_bias = (1 << (src_e - 1)) - 1, (1 << (e_bits - 1)) - 1
-        exponent = fnp.bitwise_and(v, exp_mask)
-        sign = fnp.where(v < 0, np.asarray(np.iinfo(it).min, it), np.asarray(0, it))
-        over = exponent > np.asarray((bias + new_bias) << src_m, it)
-        under = exponent <= np.asarray((bias - new_bias) << src_m, it)
-        v = fnp.where(over, fnp.bitwise_or(sign, exp_mask), fnp.where(under, sign, v))
-    return fnp.where(fnp.isnan(x), x, bitcast_convert_type(v, dt))
+        exponent = ew.and_p.bind(v, exp_mask)
+        sign = ew.select(ew.lt(v, np.asarray(0, it)), np.asarray(np.iinfo(it).min, it), np.asarray(0, it))
+        over = ew.gt(exponent, np.asarray((bias + new_bias) << src_m, it))
+        under = ew.le_p.bind(exponent, np.asarray((bias - new_bias) << src_m, it))
+        v = ew.select(over, ew.or_p.bind(sign, exp_mask), ew.select(under, sign, v))
+    return ew.select(_isnan(x), x, bitcast_convert_type(v, dt))
+
+
+def _axis_slice(x: Any, axis: int, lo: int, hi: int) -> Any:
+    start, limit = [0] * len(aval_of(x).shape), list(aval_of(x).shape)
+    start[axis], limit[axis] = lo, hi
+    return sh.slice_(x, start, limit, None)
 
 
 def reduce_xor(operand: Any, axes: Sequence[int]) -> Any:
@@ -167,15 +212,16 @@ def reduce_xor(operand: Any, axes: Sequence[int]) -> Any:
     if dtypes.is_inexact(a.dtype):
         raise TypeError(f"lax.reduce_xor needs a bool or integer operand, got {a}")
     for axis in sorted({int(ax) % builtins.max(len(a.shape), 1) for ax in axes}, reverse=True):
-        n = aval_of(x).shape[axis]
+        shape = aval_of(x).shape
+        rest = shape[:axis] + shape[axis + 1:]
+        n = shape[axis]
         if n == 0:
-            x = fnp.zeros(aval_of(x).shape[:axis] + aval_of(x).shape[axis + 1:], a.dtype)
+            x = sh.broadcast_to(np.zeros((), a.dtype), rest)
             continue
-        lead = (builtins.slice(None),) * axis
         while n > 1:
             half = n // 2
-            folded = fnp.bitwise_xor(x[lead + (builtins.slice(0, half),)], x[lead + (builtins.slice(half, 2 * half),)])
-            x = fnp.concatenate([folded, x[lead + (builtins.slice(2 * half, n),)]], axis=axis) if n % 2 else folded
+            folded = ew.xor_p.bind(_axis_slice(x, axis, 0, half), _axis_slice(x, axis, half, 2 * half))
+            x = sh.concatenate([folded, _axis_slice(x, axis, 2 * half, n)], axis) if n % 2 else folded
             n = half + n % 2
-        x = fnp.squeeze(x, axis=axis)
+        x = sh.reshape(x, rest)
     return x

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.lax import _bits as lax_bits
 from fungraph.numpy._elementwise import _binary
-from fungraph.numpy._util import asarray, int_pair, namespace
+from fungraph.numpy._util import asarray, cast, int_pair, namespace
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives.callback import stop_gradient  # noqa: F401  (re-exported)
 
@@ -35,34 +36,24 @@ invert = bitwise_not
 
 
 def left_shift(x1: Any, x2: Any) -> Any:
-    """``x1 << x2`` for integers (as multiplication by 2**x2 in the operands' type: the bits
-    shifted out are lost, as in C); shifts of the type's width or more give 0."""
-    fnp = namespace()
-    a, b = int_pair(x1, x2, "left_shift")
-    bits = np.dtype(a.dtype).itemsize * 8
-    ok = (b >= 0) & (b < bits)
-    return fnp.where(ok, a * _pow2(fnp.where(ok, b, 0), a.dtype), 0)
+    """``x1 << x2`` for integers (``lax.shift_left`` after numpy's promotion; bools count as
+    integers, int32 as in JAX): the bits shifted out are lost, as in C; shifts of the type's width or
+    more give 0."""
+    return lax_bits.shift_left(*_shift_operands(x1, x2, "left_shift"))
 
 
 def right_shift(x1: Any, x2: Any) -> Any:
-    """``x1 >> x2`` for integers (fungraph's are signed): arithmetic, i.e. floor division by
-    2**x2; shifts past the type's width give 0, or -1 for negative values."""
-    fnp = namespace()
-    a, b = int_pair(x1, x2, "right_shift")
-    ok = (b >= 0) & (b < np.dtype(a.dtype).itemsize * 8 - 1)
-    return fnp.where(ok, a // _pow2(fnp.where(ok, b, 0), a.dtype), fnp.where(a < 0, -1, 0).astype(a.dtype))
+    """``x1 >> x2`` for integers (fungraph's are signed): ``lax.shift_right_arithmetic`` after
+    numpy's promotion, i.e. floor division by 2**x2; shifts past the type's width give 0, or -1
+    for negative values."""
+    return lax_bits.shift_right_arithmetic(*_shift_operands(x1, x2, "right_shift"))
 
 
-def _pow2(n: Any, dtype: Any) -> Any:
-    """2**n in ``dtype`` for 0 <= n < its width, by squaring (exact, no float round trip)."""
-    fnp = namespace()
-    out = fnp.ones(np.shape(n), dtype)
-    base = fnp.full(np.shape(n), 2, dtype)
-    bits = np.dtype(dtype).itemsize * 8
-    for k in range(bits.bit_length()):
-        out = fnp.where((n // (1 << k)) % 2 == 1, out * base, out)
-        base = base * base
-    return out
+def _shift_operands(x1: Any, x2: Any, name: str) -> tuple[Any, Any]:
+    a, b = int_pair(x1, x2, name)
+    if a.dtype == dtypes.bool_:
+        return cast(a, dtypes.int32), cast(b, dtypes.int32)
+    return a, b
 
 
 # --- packing and counting -------------------------------------------------------------------------
@@ -122,12 +113,10 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
 def bitwise_count(x: Any, /) -> Any:
     """The number of 1 bits in ``|x|`` (the two's-complement bits, so the most negative value
     counts 1), as int32 (numpy and JAX: uint8)."""
-    from fungraph.lax import population_count
-
     fnp = namespace()
     v = asarray(x)
     if v.dtype == dtypes.bool_:
         return v.astype(np.int32)
     if not dtypes.is_int(v.dtype):
         raise TypeError(f"bitwise_count: expected an integer array, got {v.dtype}")
-    return population_count(fnp.abs(v)).astype(np.int32)
+    return lax_bits.population_count(fnp.abs(v)).astype(np.int32)
