@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 LAX = Path(__file__).resolve().parent.parent / "fungraph" / "lax"
-CLEAN = ["_bits", "_control_flow", "_convolution", "_implicit", "_linalg", "_shapes", "_special",
+CLEAN = ["_bits", "_control_flow", "_convolution", "_implicit", "_linalg", "_reductions", "_shapes", "_special",
          "_window_shapes", "_windows"]
 
 

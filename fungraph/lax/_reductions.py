@@ -9,47 +9,92 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from fungraph import dtypes
-from fungraph import numpy as fnp
 from fungraph.ir import aval_of
 from fungraph.lax._elementwise import _floats
-from fungraph.lax._slicing import _axis_window
-from fungraph.numpy._util import asarray, cast
-from fungraph.primitives import cumulative
+from fungraph.lax._elementwise import max as lax_max
+from fungraph.lax._elementwise import min as lax_min
+from fungraph.primitives import cumulative, sorting
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives import reductions as red
+from fungraph.primitives import shape as sh
+from fungraph.primitives.operands import asarray, cast, normalize_axes
 from fungraph.tree_util import tree_flatten, tree_unflatten
 
 # --- reductions -----------------------------------------------------------------------------------
 
 
-def _keep(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` with its result cast back to the first operand's dtype (numpy widens ints)."""
-    return lambda x, *rest: cast(fn(x, *rest), aval_of(asarray(x)).dtype)
+def reduce_sum(operand: Any, axes: Sequence[int]) -> Any:
+    """``lax.reduce_sum``: over ``axes``, keeping the dtype."""
+    x = asarray(operand)
+    return red.reduce_sum(x, normalize_axes(tuple(axes), aval_of(x).ndim, "reduce_sum")) if len(axes) else x
 
 
-def _reducer(name: str, fn_name: str) -> Callable[[Any, Sequence[int]], Any]:
+def reduce_prod(operand: Any, axes: Sequence[int]) -> Any:
+    """``lax.reduce_prod``: over ``axes``, keeping the dtype."""
+    x = asarray(operand)
+    if not len(axes):
+        return x
+    ax = normalize_axes(tuple(axes), aval_of(x).ndim, "reduce_prod")
+    if aval_of(x).dtype == dtypes.bool_:
+        return cast(red.reduce_prod(cast(x, dtypes.int32), ax), dtypes.bool_)
+    return red.reduce_prod(x, ax)
+
+
+def _extremum(name: str, prim: Any, largest: bool) -> Callable[[Any, Sequence[int]], Any]:
     def op(operand: Any, axes: Sequence[int]) -> Any:
         x = asarray(operand)
-        return getattr(fnp, fn_name)(x, axis=tuple(axes)) if len(axes) else x
+        if not len(axes):
+            return x
+        ax = tuple(sorted(normalize_axes(tuple(axes), aval_of(x).ndim, name)))
+        if dtypes.is_complex(aval_of(x).dtype):
+            return red.complex_extremum(x, ax, largest, name)
+        return prim.bind(x, axes=ax)
 
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"``lax.{name}``: over ``axes``, keeping the dtype."
+    op.__doc__ = (f"``lax.{name}``: over ``axes``, keeping the dtype (complex operands in numpy's "
+                  "lexicographic order).")
     return op
 
 
-reduce_sum = _keep(_reducer("reduce_sum", "sum"))
-reduce_prod = _keep(_reducer("reduce_prod", "prod"))
-reduce_max = _reducer("reduce_max", "max")
-reduce_min = _reducer("reduce_min", "min")
-reduce_and = _reducer("reduce_and", "all")
-reduce_or = _reducer("reduce_or", "any")
+reduce_max = _extremum("reduce_max", red.reduce_max_p, True)
+reduce_min = _extremum("reduce_min", red.reduce_min_p, False)
+
+
+def _logical(name: str, prim: Any, empty: bool) -> Callable[[Any, Sequence[int]], Any]:
+    def op(operand: Any, axes: Sequence[int]) -> Any:
+        x = cast(asarray(operand), dtypes.bool_)
+        if not len(axes):
+            return x
+        shape = aval_of(x).shape
+        ax = tuple(sorted(normalize_axes(tuple(axes), len(shape), name)))
+        if 0 in [shape[i] for i in ax]:
+            return sh.broadcast_to(np.asarray(empty), tuple(d for i, d in enumerate(shape) if i not in ax))
+        return prim.bind(x, axes=ax)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``lax.{name}``: of the operand's truth values over ``axes`` ({empty} over none)."
+    return op
+
+
+reduce_and = _logical("reduce_and", red.reduce_min_p, True)
+reduce_or = _logical("reduce_or", red.reduce_max_p, False)
+
+
+def _arg(prim: Any, name: str, operand: Any, axis: int, index_dtype: Any) -> Any:
+    x = asarray(operand)
+    (ax,) = normalize_axes(axis, aval_of(x).ndim, name)
+    return prim.bind(x, axis=ax, index_dtype=dtypes.canonicalize(index_dtype))
 
 
 def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:
-    return cast(fnp.argmax(asarray(operand), axis=int(axis)), dtypes.canonicalize(index_dtype))
+    return _arg(red.argmax_p, "argmax", operand, axis, index_dtype)
 
 
 def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
-    return cast(fnp.argmin(asarray(operand), axis=int(axis)), dtypes.canonicalize(index_dtype))
+    return _arg(red.argmin_p, "argmin", operand, axis, index_dtype)
 
 
 # --- cumulative reductions and scans --------------------------------------------------------------
@@ -64,10 +109,6 @@ def _cumulative(name: str, combine: Callable[[Any, Any], Any]) -> Callable[..., 
     return op
 
 
-def _logaddexp(a: Any, b: Any) -> Any:
-    return fnp.logaddexp(a, b)
-
-
 def cumsum(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
     """``lax.cumsum``: inclusive running sum along ``axis`` (``reverse``: from the end), the
     ``cumsum`` primitive that ``numpy.cumsum`` binds."""
@@ -75,9 +116,9 @@ def cumsum(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
 
 
 cumprod = _cumulative("cumprod", lambda a, b: a * b)
-cummax = _cumulative("cummax", lambda a, b: fnp.maximum(a, b))
-cummin = _cumulative("cummin", lambda a, b: fnp.minimum(a, b))
-cumlogsumexp = _cumulative("cumlogsumexp", _logaddexp)
+cummax = _cumulative("cummax", lax_max)
+cummin = _cumulative("cummin", lax_min)
+cumlogsumexp = _cumulative("cumlogsumexp", ew.logaddexp)
 
 
 def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = False, axis: int = 0) -> Any:
@@ -90,33 +131,39 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
 # --- sorting --------------------------------------------------------------------------------------
 
 
+def _take_along(x: Any, order: Any, axis: int) -> Any:
+    return sorting.gather_along_axis(x, order, axis % len(aval_of(x).shape))
+
+
 def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: int = 1) -> Any:
     """``operand`` sorted along ``dimension``; a sequence of operands is sorted by its first
     ``num_keys`` (lexicographically, stable) and returned as a tuple."""
     if not isinstance(operand, (list, tuple)):
-        return fnp.sort(asarray(operand), axis=dimension)
+        return sorting.sort(asarray(operand), dimension)
     xs = [asarray(x) for x in operand]
     if not 1 <= num_keys <= len(xs):
         raise ValueError(f"lax.sort: num_keys={num_keys} for {len(xs)} operands")
     order = None
     for key in reversed(xs[:num_keys]):
-        k = key if order is None else fnp.take_along_axis(key, order, axis=dimension)
-        step = fnp.argsort(k, axis=dimension, stable=True)
-        order = step if order is None else fnp.take_along_axis(order, step, axis=dimension)
-    return tuple(fnp.take_along_axis(x, order, axis=dimension) for x in xs)
+        k = key if order is None else _take_along(key, order, dimension)
+        step = sorting.argsort(k, dimension)
+        order = step if order is None else _take_along(order, step, dimension)
+    return tuple(_take_along(x, order, dimension) for x in xs)
 
 
 def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
     """The ``k`` largest entries along ``axis``, largest first (ties: lower index first), and
     their int32 indices."""
     x = asarray(operand)
-    d = aval_of(x).shape[axis]
+    shape = aval_of(x).shape
+    d = shape[axis]
     if not 0 <= int(k) <= d:
         raise ValueError(f"lax.top_k: k={k} outside [0, {d}] for {aval_of(x)} along axis {axis}")
-    key = fnp.negative(x) if dtypes.is_inexact(aval_of(x).dtype) else fnp.bitwise_not(x)
-    order = fnp.argsort(key, axis=axis, stable=True)
-    idx = order[_axis_window(order, axis, 0, int(k))]
-    return fnp.take_along_axis(x, idx, axis=axis), cast(idx, dtypes.int32)
+    ax = axis % len(shape)
+    key = ew.neg(x) if dtypes.is_inexact(aval_of(x).dtype) else ew.not_p.bind(x)
+    order = sorting.argsort(key, ax)
+    idx = sh.slice_(order, [0] * len(shape), shape[:ax] + (int(k),) + shape[ax + 1:], None)
+    return _take_along(x, idx, ax), cast(idx, dtypes.int32)
 
 
 def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = True) -> tuple[Any, Any]:
@@ -126,11 +173,14 @@ def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = 
 
 def _approx_k(name: str, operand: Any, k: int, reduction_dimension: int, largest: bool) -> tuple[Any, Any]:
     (x,) = _floats(name, operand)
-    axis = int(reduction_dimension) % builtins.max(len(aval_of(x).shape), 1)
-    moved = fnp.moveaxis(x, axis, -1)
-    values, idx = top_k(moved if largest else fnp.negative(moved), k)
-    values = values if largest else fnp.negative(values)
-    return fnp.moveaxis(values, -1, axis), fnp.moveaxis(idx, -1, axis)
+    nd = len(aval_of(x).shape)
+    axis = int(reduction_dimension) % builtins.max(nd, 1)
+    last = tuple(i for i in range(nd) if i != axis) + (axis,)
+    back = tuple(int(i) for i in np.argsort(last))
+    moved = sh.transpose(x, last)
+    values, idx = top_k(moved if largest else ew.neg(moved), k)
+    values = values if largest else ew.neg(values)
+    return sh.transpose(values, back), sh.transpose(idx, back)
 
 
 def approx_max_k(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,

@@ -100,31 +100,14 @@ def log10(x: Any) -> Any:
     return ew.div(ew.log(x), _c(math.log(10), x))
 
 
-def _log_add(a: Any, b: Any, log1p_of_power: Any) -> Any:
-    """log_B(B^a + B^b) as the larger plus ``log1p_of_power(-|a - b|)`` (log_B(1 + B^-|a - b|)),
-    each side's formula fed only where it is the larger, so both stay finite and analytic: every
-    derivative is exact at a tie too (softplus''(0) = 1/4; ``max`` plus ``|a - b|`` kink there and
-    gave 0). Both infinite alike (a - b is NaN) gives a + b; NaN operands give NaN gradients."""
-    delta = ew.sub(a, b)
-    zero = _c(0, delta)
-    undefined = ew.ne_p.bind(delta, delta)
-    both_inf = ew.and_p.bind(ew.eq(a, b), ew.eq(a, _c(np.inf, a)))    # gradient 1 there (JAX); NaN at -inf
-    delta = ew.select(both_inf, zero, delta)
-    a_larger = ew.ge_p.bind(delta, zero)
-    from_a = ew.add(a, log1p_of_power(ew.neg(ew.select(a_larger, delta, zero))))
-    from_b = ew.add(b, log1p_of_power(ew.select(a_larger, zero, delta)))
-    return ew.select(undefined, ew.add(a, b), ew.select(a_larger, from_a, from_b))
-
-
 def logaddexp(x1: Any, x2: Any) -> Any:
     """log(e^a + e^b) = max + log1p(e^-|a - b|); ties (also both infinite) give a + log 2."""
-    a, b = promote(x1, x2, to_inexact=True)
-    return _log_add(a, b, lambda d: ew.log1p_p.bind(ew.exp(d)))
+    return ew.logaddexp(*promote(x1, x2, to_inexact=True))
 
 
 def logaddexp2(x1: Any, x2: Any) -> Any:
     a, b = promote(x1, x2, to_inexact=True)
-    return _log_add(a, b, lambda d: ew.div(ew.log1p_p.bind(ew.pow_(_c(2, d), d)), _c(math.log(2), d)))
+    return ew.log_add(a, b, lambda d: ew.div(ew.log1p_p.bind(ew.pow_(_c(2, d), d)), _c(math.log(2), d)))
 
 
 def hypot(x1: Any, x2: Any) -> Any:

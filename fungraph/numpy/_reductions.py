@@ -11,14 +11,13 @@ from fungraph import dtypes
 from fungraph.core import ShapeError
 from fungraph.numpy._elementwise import maximum, minimum
 from fungraph.numpy._elementwise import where as _select
-from fungraph.numpy._indexing import take_along_axis
 from fungraph.numpy._shape import broadcast_to
 from fungraph.numpy._util import asarray, cast, flat_or_axis, nan_to, normalize_axes
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import reductions as red
 from fungraph.primitives import shape as sh
 from fungraph.primitives.cumulative import associative_scan, cumsum_p
-from fungraph.primitives.shape import reshape, transpose
+from fungraph.primitives.shape import reshape
 
 
 def _keep(out: Any, x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
@@ -95,7 +94,7 @@ def _extremum(prim: Any, name: str) -> Any:
         if not axes:
             out = x
         elif dtypes.is_complex(x.dtype):
-            out = _complex_extremum(x, tuple(sorted(axes)), red.argmax_p if name == "max" else red.argmin_p, name)
+            out = red.complex_extremum(x, tuple(sorted(axes)), name == "max", name)
         else:
             out = prim.bind(x, axes=tuple(sorted(axes)))
         return _keep(out, x, axes, keepdims)
@@ -117,18 +116,6 @@ def _initial_extremum(x: Any, axes: tuple[int, ...], keepdims: bool, initial: An
         return _keep(broadcast_to(fill, tuple(d for i, d in enumerate(x.shape) if i not in axes)), x, axes, keepdims)
     best = (max if name == "max" else min)(_masked(x, where, fill, name), axis=axes, keepdims=keepdims)
     return combine(best, fill)
-
-
-def _complex_extremum(x: Any, axes: tuple[int, ...], arg: Any, name: str) -> Any:
-    """The element ``arg`` (argmax/argmin: numpy's lexicographic order, the first NaN winning)
-    picks along ``axes``, gathered so its derivative reaches that element alone."""
-    kept = tuple(i for i in range(x.ndim) if i not in axes)
-    size = _count(x, axes)
-    if size == 0:
-        raise ShapeError(f"{name}: zero-size reduction over axes {axes} of {x.dtype}{list(x.shape)} has no identity")
-    rows = reshape(transpose(x, kept + axes), tuple(x.shape[i] for i in kept) + (size,))
-    pick = reshape(arg.bind(rows, axis=len(kept), index_dtype=dtypes.default_int()), rows.shape[:-1] + (1,))
-    return reshape(take_along_axis(rows, pick, axis=len(kept), mode="clip"), rows.shape[:-1])
 
 
 max = _extremum(red.reduce_max_p, "max")  # noqa: A001

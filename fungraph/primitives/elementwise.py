@@ -366,6 +366,32 @@ def round_half_even(x: Any) -> Any:
     return select(eq(frac, frac), out, stop_gradient(x))                # inf and nan pass through, flat
 
 
+def _lit_like(value: float, like: Any) -> np.ndarray:
+    return lit(value, aval(like).dtype)
+
+
+def log_add(a: Any, b: Any, log1p_of_power: Any) -> Any:
+    """log_B(B^a + B^b) as the larger plus ``log1p_of_power(-|a - b|)`` (log_B(1 + B^-|a - b|)),
+    each side's formula fed only where it is the larger, so both stay finite and analytic: every
+    derivative is exact at a tie too (softplus''(0) = 1/4; ``max`` plus ``|a - b|`` kink there and
+    gave 0). Both infinite alike (a - b is NaN) gives a + b; NaN operands give NaN gradients."""
+    delta = sub(a, b)
+    zero = _lit_like(0, delta)
+    undefined = ne_p.bind(delta, delta)
+    both_inf = and_p.bind(eq(a, b), eq(a, _lit_like(np.inf, a)))    # gradient 1 there (JAX)
+    delta = select(both_inf, zero, delta)
+    a_larger = ge_p.bind(delta, zero)
+    from_a = add(a, log1p_of_power(neg(select(a_larger, delta, zero))))
+    from_b = add(b, log1p_of_power(select(a_larger, zero, delta)))
+    return select(undefined, add(a, b), select(a_larger, from_a, from_b))
+
+
+def logaddexp(a: Any, b: Any) -> Any:
+    """log(e^a + e^b) of two operands of one inexact dtype (numpy's ``logaddexp`` after promotion,
+    the combination of ``lax.cumlogsumexp``)."""
+    return log_add(a, b, lambda d: log1p_p.bind(exp(d)))
+
+
 # --- select, integer_pow, convert_element_type -------------------------------------------
 
 

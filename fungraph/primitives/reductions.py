@@ -12,7 +12,8 @@ from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import unary_params_batch
 from fungraph.primitives._rules import aval, lit, normalize_axis
-from fungraph.primitives.elementwise import convert, div, eq, mul
+from fungraph.primitives.elementwise import add, convert, div, eq, mul
+from fungraph.primitives.indexing import take
 from fungraph.primitives.shape import broadcast_in_dim, pad, reshape, slice_, transpose
 
 MONOIDS: dict[Callable[[Any, Any], Any], str] = {}
@@ -174,3 +175,21 @@ argmin_p = Primitive(
     jvp=NOT_DIFFERENTIABLE)
 argmax_p.batch = unary_params_batch(argmax_p, ("axis",))
 argmin_p.batch = unary_params_batch(argmin_p, ("axis",))
+
+
+def complex_extremum(x: Any, axes: tuple[int, ...], largest: bool, name: str) -> Any:
+    """The complex element ``argmax`` (``largest``) or ``argmin`` picks over ``axes`` (numpy's
+    lexicographic order, the first NaN winning), gathered so its derivative reaches that element
+    alone: numpy's ``max``/``min`` and lax's ``reduce_max``/``reduce_min`` of complex operands."""
+    xa = aval(x)
+    kept = tuple(i for i in range(xa.ndim) if i not in axes)
+    lead = tuple(xa.shape[i] for i in kept)
+    size = int(np.prod([xa.shape[a] for a in axes], dtype=np.int64))
+    if size == 0:
+        raise ShapeError(f"{name}: zero-size reduction over axes {axes} of {xa.dtype}{list(xa.shape)} has no identity")
+    rows = reshape(transpose(x, kept + axes), lead + (size,))
+    index = dtypes.default_int()
+    pick = (argmax_p if largest else argmin_p).bind(rows, axis=len(kept), index_dtype=index)
+    n = int(np.prod(lead, dtype=np.int64))
+    flat = add(reshape(pick, (n,)), np.arange(n, dtype=index) * np.asarray(size, index))
+    return reshape(take(reshape(rows, (n * size,)), flat, 0), lead)

@@ -59,16 +59,17 @@ def argsort(x: Any, axis: int) -> Any:
 
 
 def gather_along_axis(x: Any, idx: Any, axis: int) -> Any:
-    """``x`` gathered along ``axis`` with same-shaped (in-range) indices: one flat ``take``."""
+    """``x`` gathered along ``axis`` with (in-range) indices of ``x``'s shape but for that axis's
+    length: one flat ``take``."""
 
     shape = aval(x).shape
     nd = len(shape)
     perm = tuple(i for i in range(nd) if i != axis) + (axis,)
-    n = shape[axis]
+    n, k = shape[axis], aval(idx).shape[axis]
     rows = int(np.prod([shape[i] for i in perm[:-1]], dtype=np.int64))
-    moved_shape = tuple(shape[i] for i in perm)
+    moved_shape = tuple(shape[i] for i in perm[:-1]) + (k,)
     flat_x = reshape(transpose(x, perm), (rows * n,))
     offsets = (np.arange(rows, dtype=np.int64) * n).reshape(rows, 1)
-    flat_idx = add(reshape(transpose(idx, perm), (rows, n)), offsets)
+    flat_idx = add(reshape(transpose(idx, perm), (rows, k)), offsets)
     out = reshape(take(flat_x, flat_idx, 0), moved_shape)
     return transpose(out, tuple(int(i) for i in np.argsort(perm)))
