@@ -97,3 +97,14 @@ def test_scatter_gradients_and_apply_match_jax() -> None:
         lax.GatherScatterMode.from_any("wrap")
     with pytest.raises(ValueError, match=r"lax.gather: indices i64\[4,1\] .* do not fit the operand f64\[10\]"):
         lax.gather(np.arange(10.0), IDX1, lax.GatherDimensionNumbers((1,), (), (0,)), (11,))
+
+
+@pytest.mark.parametrize("name", ["scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"])
+def test_scatter_of_no_updates_leaves_the_operand(name: str) -> None:
+    """Zero update windows (an empty index batch): the operand comes back unchanged, as in JAX."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    idx, upd = np.zeros((0, 1), np.int32), np.zeros((0, 4), np.float32)
+    dn = dict(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+    got = getattr(lax, name)(x, idx, upd, lax.ScatterDimensionNumbers(**dn))
+    want = getattr(jax.lax, name)(x, idx, upd, jax.lax.ScatterDimensionNumbers(**dn))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

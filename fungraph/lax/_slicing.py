@@ -12,13 +12,43 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fungraph import dtypes
-from fungraph import numpy as fnp
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
 from fungraph.lax._control_flow import fori_loop
 from fungraph.lax._elementwise import _same_dtype
-from fungraph.numpy._util import asarray, cast
+from fungraph.lax._elementwise import max as lax_max
+from fungraph.lax._elementwise import min as lax_min
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives import indexing as ix
+from fungraph.primitives import reductions as red
+from fungraph.primitives import shape as sh
+from fungraph.primitives import sorting
 from fungraph.primitives.cumulative import associative_scan
+from fungraph.primitives.indexing import dynamic_update_slice_p, take
+from fungraph.primitives.operands import asarray, cast, take_static
+
+
+def _i64(value: Any) -> np.ndarray:
+    return np.asarray(value, np.int64)
+
+
+def _clip(i: Any, lo: int, hi: int) -> Any:
+    """An int64 ``i`` clipped to ``[lo, hi]``."""
+    return ew.max_p.bind(ew.min_p.bind(i, _i64(hi)), _i64(lo))
+
+
+def _drop_axis(x: Any, axis: int) -> Any:
+    shape = aval_of(x).shape
+    return sh.reshape(x, shape[:axis] + shape[axis + 1:])
+
+
+def _flat(x: Any) -> Any:
+    return sh.reshape(x, (aval_of(x).size,))
+
+
+def _head(x: Any, n: int) -> Any:
+    """The first ``n`` entries of a vector."""
+    return sh.slice_(x, (0,), (n,), None)
 
 # --- static and dynamic slices --------------------------------------------------------------------
 
@@ -33,13 +63,7 @@ def slice(operand: Any, start_indices: Sequence[int], limit_indices: Sequence[in
             not 0 <= s <= e <= d or st < 1 for s, e, st, d in zip(start_indices, limit_indices, strides, shape)):
         raise ShapeError(f"lax.slice: start {tuple(start_indices)}, limit {tuple(limit_indices)}, strides "
                          f"{tuple(strides)} do not fit {aval_of(x)}")
-    return x[tuple(builtins.slice(int(s), int(e), int(st)) for s, e, st in zip(start_indices, limit_indices, strides))]
-
-
-def _axis_window(x: Any, axis: int, start: int, stop: int, stride: int = 1) -> tuple:
-    rank = len(aval_of(x).shape)
-    axis = axis % rank
-    return tuple(builtins.slice(None) for _ in range(axis)) + (builtins.slice(start, stop, stride),)
+    return sh.slice_(x, start_indices, limit_indices, strides)
 
 
 def slice_in_dim(operand: Any, start_index: int | None, limit_index: int | None, stride: int = 1,
@@ -49,7 +73,12 @@ def slice_in_dim(operand: Any, start_index: int | None, limit_index: int | None,
     d = aval_of(x).shape[axis]
     start = 0 if start_index is None else int(start_index) % d if start_index < 0 else int(start_index)
     stop = d if limit_index is None else int(limit_index) % d if limit_index < 0 else int(limit_index)
-    return x[_axis_window(x, axis, start, stop, stride)]
+    start, stop, stride = builtins.slice(start, stop, stride).indices(d)
+    shape = aval_of(x).shape
+    axis = axis % len(shape)
+    lo, hi, st = [0] * len(shape), list(shape), [1] * len(shape)
+    lo[axis], hi[axis], st[axis] = start, builtins.max(stop, start), stride
+    return sh.slice_(x, lo, hi, st)
 
 
 def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True) -> Any:
@@ -57,7 +86,7 @@ def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True)
     d = aval_of(x).shape[axis]
     i = int(index) + d if index < 0 else int(index)
     out = slice_in_dim(x, i, i + 1, 1, axis)
-    return out if keepdims else fnp.squeeze(out, axis=axis)
+    return out if keepdims else _drop_axis(out, axis % len(aval_of(out).shape))
 
 
 def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: str) -> list[Any]:
@@ -71,21 +100,19 @@ def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: st
     out = []
     for i, d, s in zip(start_indices, shape, sizes):
         i = cast(asarray(i), dtypes.int64)
-        i = fnp.where(i < 0, i + d, i)
-        out.append(fnp.clip(i, 0, d - s))
+        i = ew.select(ew.lt(i, _i64(0)), ew.add(i, _i64(d)), i)
+        out.append(_clip(i, 0, d - s))
     return out
 
 
 def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> Any:
     """The ``slice_sizes`` window of ``operand`` at traced ``start_indices``, clamped to fit."""
-    from fungraph.primitives.indexing import take
-
     x = asarray(operand)
     sizes = tuple(int(s) for s in slice_sizes)
     starts = _starts(x, list(start_indices), sizes, "dynamic_slice")
     for axis, (start, size) in enumerate(zip(starts, sizes)):
         if size != aval_of(x).shape[axis]:
-            x = take(x, start + np.arange(size, dtype=np.int64), axis)
+            x = take(x, ew.add(start, np.arange(size, dtype=np.int64)), axis)
     return x
 
 
@@ -100,7 +127,7 @@ def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: 
 
 def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool = True) -> Any:
     out = dynamic_slice_in_dim(operand, index, 1, axis)
-    return out if keepdims else fnp.squeeze(out, axis=axis)
+    return out if keepdims else _drop_axis(out, axis % len(aval_of(out).shape))
 
 
 def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]) -> Any:
@@ -109,8 +136,6 @@ def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]
     shape, ushape = aval_of(x).shape, aval_of(u).shape
     if len(ushape) != len(shape):
         raise ShapeError(f"lax.dynamic_update_slice: update {aval_of(u)} and operand {aval_of(x)} differ in rank")
-    from fungraph.primitives.indexing import dynamic_update_slice_p
-
     return dynamic_update_slice_p.bind(x, u, *_starts(x, list(start_indices), ushape, "dynamic_update_slice"),
                                        mode="clamp")
 
@@ -126,7 +151,8 @@ def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int
     u = asarray(update)
     x = asarray(operand)
     if len(aval_of(u).shape) == len(aval_of(x).shape) - 1:
-        u = fnp.expand_dims(u, axis)
+        ax = axis % len(aval_of(x).shape)
+        u = sh.reshape(u, aval_of(u).shape[:ax] + (1,) + aval_of(u).shape[ax:])
     return dynamic_update_slice_in_dim(x, u, index, axis)
 
 
@@ -142,9 +168,13 @@ def index_take(src: Any, idxs: Sequence[Any], axes: Sequence[int]) -> Any:
         raise ShapeError(f"lax.index_take: one integer vector of one length per axis {axes} needed, got "
                          f"{[str(aval_of(i)) for i in idx]}")
     rest = [a for a in range(len(shape)) if a not in axes]
-    moved = fnp.transpose(x, axes + rest)
-    wrapped = tuple(fnp.mod(i, shape[a]) for i, a in zip(idx, axes))
-    return moved[wrapped]
+    moved = sh.transpose(x, axes + rest)
+    lead = [shape[a] for a in axes]
+    flat = _i64(0)
+    for i, d in zip(idx, lead):
+        flat = ew.add(ew.mul(flat, _i64(d)), ew.mod_p.bind(cast(i, dtypes.int64), _i64(d)))
+    rows = sh.reshape(moved, (int(np.prod(lead, dtype=np.int64)),) + tuple(shape[a] for a in rest))
+    return take(rows, flat, 0)
 
 
 # --- gather and scatter ---------------------------------------------------------------------------
@@ -218,18 +248,20 @@ def _windows(name: str, x: Any, indices: Any, index_map: Sequence[int], sizes: S
     inside = np.ones((), bool)
     for d, (size, dim) in enumerate(zip(sizes, shape)):
         if d in index_map:
-            start = idx[(builtins.slice(None),) * nb + (list(index_map).index(d),)]
+            start = take_static(idx, list(index_map).index(d), nb)
         elif d in operand_batching:
             axis = index_batching[list(operand_batching).index(d)]
-            start = np.arange(batch[axis]).reshape([-1 if k == axis else 1 for k in range(nb)])
+            start = np.arange(batch[axis], dtype=np.int64).reshape([-1 if k == axis else 1 for k in range(nb)])
         else:
             start = np.zeros((1,) * nb, np.int64)
         if mode is GatherScatterMode.FILL_OR_DROP:
-            inside = inside & (start >= 0) & (start <= dim - size)
-        start = fnp.clip(start, 0, dim - size)
-        offsets = np.arange(size).reshape([-1 if k == d else 1 for k in range(n)])
-        flat = flat + (fnp.reshape(start, aval_of(asarray(start)).shape + (1,) * n) + offsets) * int(strides[d])
-    return fnp.broadcast_to(flat, batch + tuple(int(s) for s in sizes)), fnp.broadcast_to(inside, batch)
+            fits = ew.and_p.bind(ew.ge_p.bind(start, _i64(0)), ew.le_p.bind(start, _i64(dim - size)))
+            inside = ew.and_p.bind(inside, fits)
+        start = _clip(start, 0, dim - size)
+        offsets = np.arange(size, dtype=np.int64).reshape([-1 if k == d else 1 for k in range(n)])
+        window = ew.add(sh.reshape(start, aval_of(asarray(start)).shape + (1,) * n), offsets)
+        flat = ew.add(flat, ew.mul(window, _i64(int(strides[d]))))
+    return sh.broadcast_to(flat, batch + tuple(int(s) for s in sizes)), sh.broadcast_to(inside, batch)
 
 
 def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionNumbers, slice_sizes: Sequence[int],
@@ -239,8 +271,6 @@ def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionN
     (its last axis the start vector). ``mode`` "clip" (or None, JAX's promise of in-bounds
     windows) clips windows into range, "fill" fills those that leave it with ``fill_value``
     (NaN, the most negative integer or True by default). The ordering hints are unused."""
-    from fungraph.primitives.indexing import take
-
     x = asarray(operand)
     dn = dimension_numbers
     mode = GatherScatterMode.CLIP if mode is None else GatherScatterMode.from_any(mode)
@@ -252,16 +282,16 @@ def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionN
     flat, inside = _windows("gather", x, start_indices, dn.start_index_map, sizes, dn.operand_batching_dims,
                             dn.start_indices_batching_dims, mode)
     a = aval_of(x)
-    got = take(fnp.reshape(x, (a.size,)), flat, 0)
+    got = take(_flat(x), flat, 0)
     nb = len(aval_of(inside).shape)
     if mode is GatherScatterMode.FILL_OR_DROP:
         if fill_value is None:
             fill_value = np.nan if dtypes.is_inexact(a.dtype) else True if a.dtype == dtypes.bool_ else \
                 np.iinfo(a.dtype).min
-        keep = fnp.reshape(inside, aval_of(inside).shape + (1,) * len(sizes))
-        got = fnp.where(keep, got, np.asarray(fill_value).astype(a.dtype))
+        keep = sh.reshape(inside, aval_of(inside).shape + (1,) * len(sizes))
+        got = ew.select(keep, got, np.asarray(fill_value).astype(a.dtype))
     kept = [d for d in range(len(sizes)) if d not in dropped]
-    got = fnp.reshape(got, aval_of(got).shape[:nb] + tuple(sizes[d] for d in kept))
+    got = sh.reshape(got, aval_of(got).shape[:nb] + tuple(sizes[d] for d in kept))
     rank = nb + len(kept)
     offsets = sorted(int(d) % builtins.max(rank, 1) for d in dn.offset_dims)
     if len(offsets) != len(kept):
@@ -269,7 +299,7 @@ def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionN
                          f"axis ({len(kept)})")
     batch_axes = iter(range(nb))
     perm = [nb + offsets.index(p) if p in offsets else next(batch_axes) for p in range(rank)]
-    return fnp.transpose(got, perm)
+    return sh.transpose(got, perm)
 
 
 def _scatter(name: str, operand: Any, scatter_indices: Any, updates: Any, dn: ScatterDimensionNumbers, mode: Any,
@@ -278,8 +308,6 @@ def _scatter(name: str, operand: Any, scatter_indices: Any, updates: Any, dn: Sc
     with mode "clip"), combined by ``combine``: "add" with one ``scatter_add``; the others
     sort the positions, fold repeated ones in order (a segmented associative scan), then write
     each position once."""
-    from fungraph.primitives.indexing import scatter_add, take
-
     x = asarray(operand)
     a = aval_of(x)
     u = cast(asarray(updates), a.dtype)
@@ -295,7 +323,7 @@ def _scatter(name: str, operand: Any, scatter_indices: Any, updates: Any, dn: Sc
     sizes = [1] * len(a.shape)
     for d, k in zip(window_dims, window_axes):
         sizes[d] = ushape[k]
-    u = fnp.transpose(u, scatter_axes + window_axes)
+    u = sh.transpose(u, scatter_axes + window_axes)
     flat, inside = _windows(name, x, scatter_indices, dn.scatter_dims_to_operand_dims, sizes,
                             dn.operand_batching_dims, dn.scatter_indices_batching_dims, mode)
     batch = aval_of(inside).shape
@@ -303,32 +331,39 @@ def _scatter(name: str, operand: Any, scatter_indices: Any, updates: Any, dn: Sc
         raise ShapeError(f"lax.{name}: the updates' scatter axes {tuple(ushape[k] for k in scatter_axes)} must match "
                          f"the indices' batch shape {batch}")
     count = int(np.prod(aval_of(flat).shape, dtype=np.int64))
-    keep = fnp.broadcast_to(fnp.reshape(inside, batch + (1,) * len(sizes)), aval_of(flat).shape)
-    pos = fnp.reshape(fnp.where(keep, flat, a.size), (count,))
-    vals = fnp.reshape(u, (count,)) if func is None else None
+    keep = sh.broadcast_to(sh.reshape(inside, batch + (1,) * len(sizes)), aval_of(flat).shape)
+    pos = sh.reshape(ew.select(keep, flat, _i64(a.size)), (count,))
+    vals = sh.reshape(u, (count,)) if func is None else None
+
+    def placed_sum(v: Any) -> Any:
+        return sh.reshape(_head(ix.scatter_add(v, pos, 0, (a.size + 1,)), a.size), a.shape)
+
     if combine == "add":
-        total = scatter_add(vals, pos, 0, (a.size + 1,))[:a.size]
-        return x + fnp.reshape(total, a.shape)
-    order = fnp.argsort(pos, stable=True)
+        return ew.add(x, placed_sum(vals))
+    order = sorting.argsort(pos, 0)
     pos = take(pos, order, 0)
-    starts = fnp.concatenate([np.ones(1, bool), pos[1:] != pos[:-1]]) if count else np.ones(0, bool)
-    last = fnp.concatenate([pos[1:] != pos[:-1], np.ones(1, bool)]) if count else np.ones(0, bool)
-    real = last & (pos < a.size)
-    hit = fnp.reshape(scatter_add(cast(real, dtypes.int64), pos, 0, (a.size + 1,))[:a.size], a.shape) > 0
+    in_range = ew.lt(pos, _i64(a.size))
     if func is not None:
-        times = scatter_add(cast(pos < a.size, dtypes.int64), pos, 0, (a.size + 1,))[:a.size]
-        return _apply_times(x, func, fnp.reshape(times, a.shape))
-    op = {"set": lambda old, new: new, "mul": fnp.multiply, "min": fnp.minimum, "max": fnp.maximum}[combine]
+        return _apply_times(x, func, placed_sum(cast(in_range, dtypes.int64)))
+    starts = last = np.ones(0, bool)
+    if count:
+        changes = ew.ne_p.bind(sh.slice_(pos, (1,), (count,), None), _head(pos, count - 1))
+        starts = sh.concatenate([np.ones(1, bool), changes], 0)
+        last = sh.concatenate([changes, np.ones(1, bool)], 0)
+    real = ew.and_p.bind(last, in_range)
+    hit = ew.gt(placed_sum(cast(real, dtypes.int64)), _i64(0))
+    op = {"set": lambda old, new: new, "mul": ew.mul, "min": lax_min, "max": lax_max}[combine]
 
     def segment(left: Any, right: Any) -> Any:
-        return left[0] | right[0], fnp.where(right[0], right[1], op(left[1], right[1]))
+        return ew.or_p.bind(left[0], right[0]), ew.select(right[0], right[1], op(left[1], right[1]))
 
     _, folded = associative_scan(segment, (starts, take(vals, order, 0)))
     as_int = a.dtype == dtypes.bool_
-    written = fnp.where(real, cast(folded, dtypes.int32) if as_int else folded, 0)
-    placed = fnp.reshape(scatter_add(written, pos, 0, (a.size + 1,))[:a.size], a.shape)
+    folded = cast(folded, dtypes.int32) if as_int else folded
+    written = ew.select(real, folded, np.zeros((), aval_of(folded).dtype))
+    placed = placed_sum(written)
     placed = cast(placed, a.dtype) if as_int else placed
-    return fnp.where(hit, op(x, placed), x)
+    return ew.select(hit, op(x, placed), x)
 
 
 def _apply_times(x: Any, func: Callable[[Any], Any], times: Any) -> Any:
@@ -338,12 +373,13 @@ def _apply_times(x: Any, func: Callable[[Any], Any], times: Any) -> Any:
     a = aval_of(x)
     if not a.size:
         return x
-    flat_times = fnp.reshape(times, (a.size,))
+    flat_times = _flat(times)
 
     def body(k: Any, y: Any) -> Any:
-        return fnp.where(flat_times > k, cast(vmap(func)(y), a.dtype), y)
+        return ew.select(ew.gt(flat_times, cast(k, dtypes.int64)), cast(vmap(func)(y), a.dtype), y)
 
-    return fnp.reshape(fori_loop(0, fnp.max(flat_times), body, fnp.reshape(x, (a.size,))), a.shape)
+    most = red.reduce_max_p.bind(flat_times, axes=(0,))
+    return sh.reshape(fori_loop(0, most, body, _flat(x)), a.shape)
 
 
 def _scatter_op(combine: str, doc: str) -> Callable[..., Any]:
@@ -367,7 +403,7 @@ scatter_max = _scatter_op("max", "the elementwise maximum of the operand and eac
 def scatter_sub(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: ScatterDimensionNumbers, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
     """XLA's scatter: each update window subtracted from the operand."""
-    return _scatter("scatter_sub", operand, scatter_indices, fnp.negative(asarray(updates)), dimension_numbers,
+    return _scatter("scatter_sub", operand, scatter_indices, ew.neg(asarray(updates)), dimension_numbers,
                     mode, "add")
 
 
@@ -378,5 +414,5 @@ def scatter_apply(operand: Any, scatter_indices: Any, func: Callable[[Any], Any]
     XLA's scatter applies its computation once per update)."""
     x = asarray(operand)
     shape = tuple(int(s) for s in update_shape)
-    return _scatter("scatter_apply", x, scatter_indices, fnp.zeros(shape, aval_of(x).dtype), dimension_numbers,
+    return _scatter("scatter_apply", x, scatter_indices, np.zeros(shape, aval_of(x).dtype), dimension_numbers,
                     mode, "apply", func)
