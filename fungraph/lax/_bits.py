@@ -65,10 +65,12 @@ def _shift_left(a: Any, s: Any) -> Any:
     return ew.select(ok, ew.mul(a, _pow2(ew.select(ok, s, _const(0, s)))), zero)
 
 
-def _shift_right_arithmetic(a: Any, s: Any) -> Any:
-    """``a >> s`` as floor division by 2**s; shifts past ``bits - 2`` give 0, or -1 for negative ``a``."""
-    ok = _in_range(s, _bits(a) - 1)
-    fill = ew.select(ew.lt(a, _const(0, a)), _const(-1, a), _const(0, a))
+def _shift_right(a: Any, s: Any) -> Any:
+    """``a >> s`` as floor division by 2**s: arithmetic for a signed ``a``, logical for an
+    unsigned one; shifts past the width (``bits - 1`` for signed) give 0, or -1 for negative ``a``."""
+    unsigned = dtypes.is_unsigned(aval_of(a).dtype)
+    ok = _in_range(s, _bits(a) if unsigned else _bits(a) - 1)
+    fill = _const(0, a) if unsigned else ew.select(ew.lt(a, _const(0, a)), _const(-1, a), _const(0, a))
     return ew.select(ok, ew.floor_divide_p.bind(a, _pow2(ew.select(ok, s, _const(0, s)))), fill)
 
 
@@ -78,8 +80,13 @@ def shift_left(x: Any, y: Any) -> Any:
 
 
 def shift_right_arithmetic(x: Any, y: Any) -> Any:
-    """``x >> y`` filling with the sign bit; shifts outside ``[0, bits)`` give 0 or -1."""
-    return _shift_right_arithmetic(*_ints("shift_right_arithmetic", x, y))
+    """``x >> y`` filling with the sign bit; shifts outside ``[0, bits)`` give 0 or -1. An
+    unsigned ``x`` with its top bit set is shifted as its complement, complemented back."""
+    a, s = _ints("shift_right_arithmetic", x, y)
+    if not dtypes.is_unsigned(aval_of(a).dtype):
+        return _shift_right(a, s)
+    top_bit = ew.ge_p.bind(a, _const(1 << (_bits(a) - 1), a))
+    return ew.select(top_bit, ew.not_p.bind(_shift_right(ew.not_p.bind(a), s)), _shift_right(a, s))
 
 
 def shift_right_logical(x: Any, y: Any) -> Any:
@@ -91,8 +98,8 @@ def shift_right_logical(x: Any, y: Any) -> Any:
     top = _const(np.iinfo(aval_of(a).dtype).max, a)
     ok = _in_range(s, bits)
     s_in = ew.select(ok, s, _const(1, s))
-    shifted = _shift_right_arithmetic(a, s_in)
-    mask = _shift_right_arithmetic(top, ew.sub(s_in, _const(1, s)))
+    shifted = _shift_right(a, s_in)
+    mask = _shift_right(top, ew.sub(s_in, _const(1, s)))
     moved = ew.select(ew.lt(a, _const(0, a)), ew.and_p.bind(shifted, mask), shifted)
     return ew.select(ok, ew.select(ew.eq(s, _const(0, s)), a, moved), _const(0, a))
 

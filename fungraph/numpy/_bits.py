@@ -43,10 +43,13 @@ def left_shift(x1: Any, x2: Any) -> Any:
 
 
 def right_shift(x1: Any, x2: Any) -> Any:
-    """``x1 >> x2`` for integers (fungraph's are signed): ``lax.shift_right_arithmetic`` after
-    numpy's promotion, i.e. floor division by 2**x2; shifts past the type's width give 0, or -1
-    for negative values."""
-    return lax_bits.shift_right_arithmetic(*_shift_operands(x1, x2, "right_shift"))
+    """``x1 >> x2`` for integers: floor division by 2**x2 (``lax.shift_right_arithmetic`` for
+    signed types, ``lax.shift_right_logical`` for unsigned ones, after numpy's promotion); shifts
+    past the type's width give 0, or -1 for negative values."""
+    a, b = _shift_operands(x1, x2, "right_shift")
+    if dtypes.is_unsigned(a.dtype):
+        return lax_bits.shift_right_logical(a, b)
+    return lax_bits.shift_right_arithmetic(a, b)
 
 
 def _shift_operands(x1: Any, x2: Any, name: str) -> tuple[Any, Any]:
