@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 LAX = Path(__file__).resolve().parent.parent / "fungraph" / "lax"
-CLEAN = ["_bits", "_control_flow", "_convolution", "_implicit", "_linalg", "_reductions", "_shapes", "_slicing",
-         "_special", "_window_shapes", "_windows"]
+CLEAN = ["_bits", "_control_flow", "_convolution", "_elementwise", "_implicit", "_linalg", "_reductions", "_shapes",
+         "_slicing", "_special", "_window_shapes", "_windows"]
 
 
 def _imported_modules(tree: ast.AST) -> list[str]:

@@ -10,11 +10,10 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph import numpy as fnp
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
-from fungraph.numpy._util import asarray, cast, is_weak
 from fungraph.primitives import elementwise as ew
+from fungraph.primitives.operands import asarray, cast, is_weak, promote
 
 # --- equal dtypes, Python scalars weak ------------------------------------------------------------
 
@@ -58,56 +57,144 @@ def _binary(name: str, fn: Callable[[Any, Any], Any], ordered: bool = False) -> 
     return op
 
 
+def _f(x: Any) -> Any:
+    """``x`` made inexact (ints as float64), as numpy's float functions take it."""
+    (x,) = promote(x, to_inexact=True)
+    return x
+
+
+def _c(value: Any, like: Any) -> np.ndarray:
+    return np.asarray(value, aval_of(like).dtype)
+
+
 def _div(x: Any, y: Any) -> Any:
     """Integers round toward zero (C division); floats divide."""
     if not dtypes.is_int(aval_of(x).dtype):
-        return fnp.divide(x, y)
-    q = fnp.floor_divide(x, y)
-    inexact = fnp.not_equal(fnp.multiply(q, y), x)
-    return fnp.where(inexact & (fnp.less(x, 0) != fnp.less(y, 0)), q + 1, q)
+        return ew.div(*promote(x, y, to_inexact=True))
+    q = ew.floor_divide_p.bind(x, y)
+    inexact = ew.ne_p.bind(ew.mul(q, y), x)
+    signs_differ = ew.ne_p.bind(ew.lt(x, _c(0, x)), ew.lt(y, _c(0, y)))
+    return ew.select(ew.and_p.bind(inexact, signs_differ), ew.add(q, _c(1, q)), q)
 
 
-add = _binary("add", lambda x, y: fnp.add(x, y))
-sub = _binary("sub", lambda x, y: fnp.subtract(x, y))
-mul = _binary("mul", lambda x, y: fnp.multiply(x, y))
+def fmod(x: Any, y: Any) -> Any:
+    """Remainder with the sign of the dividend (C's fmod), of operands of one dtype: ``lax.rem``
+    and numpy's ``fmod``."""
+    r = ew.mod_p.bind(x, y)
+    zero = _c(0, x)
+    fix_sign = ew.and_p.bind(ew.ne_p.bind(r, zero), ew.ne_p.bind(ew.lt(x, zero), ew.lt(y, zero)))
+    return ew.select(fix_sign, ew.sub(r, y), r)
+
+
+def _where_neg(x: Any, f: Callable[[Any], Any]) -> Any:
+    """An odd function from its accurate half: ``f(|x|)``, negated where x < 0. ``f`` sees
+    only ``|x|``, so no branch evaluates it where it is undefined (a NaN there would reach
+    the gradient through the unselected branch: 0 * NaN)."""
+    neg = ew.lt(x, _c(0, x))
+    y = f(ew.select(neg, ew.neg(x), x))
+    return ew.select(neg, ew.neg(y), y)
+
+
+def _asinh_pos(x: Any) -> Any:
+    sq = ew.mul(x, x)                                                    # log1p(x + x^2 / (1 + sqrt(1 + x^2)))
+    return ew.log1p_p.bind(ew.add(x, ew.div(sq, ew.add(_c(1, x), ew.sqrt_p.bind(ew.add(_c(1, x), sq))))))
+
+
+def _acosh(x: Any) -> Any:
+    if dtypes.is_complex(aval_of(x).dtype):                              # principal branch, as numpy
+        roots = ew.mul(ew.sqrt_p.bind(ew.add(x, _c(1, x))), ew.sqrt_p.bind(ew.sub(x, _c(1, x))))
+        return ew.log_p.bind(ew.add(x, roots))
+    return ew.acosh_p.bind(x)
+
+
+def _atanh(x: Any) -> Any:
+    if dtypes.is_complex(aval_of(x).dtype):                              # log1p(2x / (1 - x)) / 2
+        return ew.mul(_c(0.5, x), ew.log1p_p.bind(ew.div(ew.add(x, x), ew.sub(_c(1, x), x))))
+    return ew.atanh_p.bind(x)
+
+
+def _ceil(x: Any) -> Any:
+    return ew.neg(ew.floor(ew.neg(x)))
+
+
+def trunc(x: Any) -> Any:
+    """Round an inexact ``x`` toward zero (numpy's ``trunc``, lax's ``round`` before its halves)."""
+    return ew.select(ew.lt(x, _c(0, x)), _ceil(x), ew.floor(x))
+
+
+def _sign(x: Any) -> Any:
+    """numpy 2's sign; of a complex number ``z / |z|`` (0 at 0), a composition so it has a derivative."""
+    if not dtypes.is_complex(aval_of(x).dtype):
+        return ew.sign_p.bind(x)
+    mag = ew.abs_p.bind(x)
+    zero = ew.eq(mag, _c(0, mag))
+    safe = ew.select(zero, _c(1, mag), mag)
+    unit = ew.complex_(ew.div(ew.real(x), safe), ew.div(ew.imag(x), safe))  # part by part: exact for subnormals
+    return ew.select(zero, _c(0, x), unit)
+
+
+def _is_finite(x: Any) -> Any:
+    dt = aval_of(x).dtype
+    if dtypes.is_complex(dt):
+        return ew.and_p.bind(_is_finite(ew.real(x)), _is_finite(ew.imag(x)))
+    if not dtypes.is_float(dt):
+        return ew.eq(x, x)
+    return ew.lt(ew.abs_p.bind(x), _c(np.inf, x))
+
+
+def power_of_one_dtype(x: Any, y: Any) -> Any:
+    """numpy's ``x ** y`` of operands at one dtype: ``pow``; integers through float64, rounded back."""
+    if dtypes.is_inexact(aval_of(x).dtype):
+        return ew.pow_(x, y)
+    out = ew.pow_(cast(x, dtypes.float64), cast(y, dtypes.float64))
+    return cast(ew.floor(ew.add(out, np.asarray(0.5))), aval_of(x).dtype)
+
+
+def _inexact(prim: Any) -> Callable[[Any], Any]:
+    return lambda x: prim.bind(_f(x))
+
+
+add = _binary("add", ew.add_p.bind)
+sub = _binary("sub", ew.sub_p.bind)
+mul = _binary("mul", ew.mul_p.bind)
 div = _binary("div", _div)
-rem = _binary("rem", lambda x, y: fnp.fmod(x, y))
-max = _binary("max", lambda x, y: fnp.maximum(x, y))  # noqa: A001 - lax's name
-min = _binary("min", lambda x, y: fnp.minimum(x, y))  # noqa: A001 - lax's name
-atan2 = _binary("atan2", lambda x, y: fnp.arctan2(x, y))
-eq = _binary("eq", lambda x, y: fnp.equal(x, y))
-ne = _binary("ne", lambda x, y: fnp.not_equal(x, y))
-lt = _binary("lt", lambda x, y: fnp.less(x, y), ordered=True)
-le = _binary("le", lambda x, y: fnp.less_equal(x, y), ordered=True)
-gt = _binary("gt", lambda x, y: fnp.greater(x, y), ordered=True)
-ge = _binary("ge", lambda x, y: fnp.greater_equal(x, y), ordered=True)
-neg = _unary("neg", lambda x: fnp.negative(x))
-abs = _unary("abs", lambda x: fnp.abs(x))  # noqa: A001 - lax's name
-sign = _unary("sign", lambda x: fnp.sign(x))
-floor = _unary("floor", lambda x: fnp.floor(x))
-ceil = _unary("ceil", lambda x: fnp.ceil(x))
-exp = _unary("exp", lambda x: fnp.exp(x))
-exp2 = _unary("exp2", lambda x: fnp.exp2(x))
-log = _unary("log", lambda x: fnp.log(x))
-log1p = _unary("log1p", lambda x: fnp.log1p(x))
-expm1 = _unary("expm1", lambda x: fnp.expm1(x))
-sin = _unary("sin", lambda x: fnp.sin(x))
-cos = _unary("cos", lambda x: fnp.cos(x))
-tan = _unary("tan", lambda x: fnp.tan(x))
-asin = _unary("asin", lambda x: fnp.arcsin(x))
-acos = _unary("acos", lambda x: fnp.arccos(x))
-atan = _unary("atan", lambda x: fnp.arctan(x))
-sinh = _unary("sinh", lambda x: fnp.sinh(x))
-cosh = _unary("cosh", lambda x: fnp.cosh(x))
-tanh = _unary("tanh", lambda x: fnp.tanh(x))
-asinh = _unary("asinh", lambda x: fnp.arcsinh(x))
-acosh = _unary("acosh", lambda x: fnp.arccosh(x))
-atanh = _unary("atanh", lambda x: fnp.arctanh(x))
-sqrt = _unary("sqrt", lambda x: fnp.sqrt(x))
-rsqrt = _unary("rsqrt", lambda x: 1.0 / fnp.sqrt(x))
-cbrt = _unary("cbrt", lambda x: fnp.cbrt(x))
-square = _unary("square", lambda x: x * x)
-is_finite = _unary("is_finite", lambda x: fnp.isfinite(x))
+rem = _binary("rem", fmod)
+max = _binary("max", lambda x, y: ew.extreme(ew.max_p, ew.ge_p, x, y))  # noqa: A001 - lax's name
+min = _binary("min", lambda x, y: ew.extreme(ew.min_p, ew.le_p, x, y))  # noqa: A001 - lax's name
+atan2 = _binary("atan2", lambda x, y: ew.atan2_p.bind(*promote(x, y, to_inexact=True)))
+eq = _binary("eq", ew.eq_p.bind)
+ne = _binary("ne", ew.ne_p.bind)
+lt = _binary("lt", ew.lt_p.bind, ordered=True)
+le = _binary("le", ew.le_p.bind, ordered=True)
+gt = _binary("gt", ew.gt_p.bind, ordered=True)
+ge = _binary("ge", ew.ge_p.bind, ordered=True)
+neg = _unary("neg", ew.neg_p.bind)
+abs = _unary("abs", ew.abs_p.bind)  # noqa: A001 - lax's name
+sign = _unary("sign", _sign)
+floor = _unary("floor", _inexact(ew.floor_p))
+ceil = _unary("ceil", lambda x: _ceil(_f(x)))
+exp = _unary("exp", _inexact(ew.exp_p))
+exp2 = _unary("exp2", lambda x: ew.pow_(_c(2, _f(x)), _f(x)))
+log = _unary("log", _inexact(ew.log_p))
+log1p = _unary("log1p", _inexact(ew.log1p_p))
+expm1 = _unary("expm1", _inexact(ew.expm1_p))
+sin = _unary("sin", _inexact(ew.sin_p))
+cos = _unary("cos", _inexact(ew.cos_p))
+tan = _unary("tan", _inexact(ew.tan_p))
+asin = _unary("asin", _inexact(ew.asin_p))
+acos = _unary("acos", _inexact(ew.acos_p))
+atan = _unary("atan", _inexact(ew.atan_p))
+sinh = _unary("sinh", _inexact(ew.sinh_p))
+cosh = _unary("cosh", _inexact(ew.cosh_p))
+tanh = _unary("tanh", _inexact(ew.tanh_p))
+asinh = _unary("asinh", lambda x: _where_neg(_f(x), _asinh_pos))
+acosh = _unary("acosh", lambda x: _acosh(_f(x)))
+atanh = _unary("atanh", lambda x: _atanh(_f(x)))
+sqrt = _unary("sqrt", _inexact(ew.sqrt_p))
+rsqrt = _unary("rsqrt", lambda x: ew.div(_c(1, _f(x)), ew.sqrt_p.bind(_f(x))))
+cbrt = _unary("cbrt", lambda x: _where_neg(_f(x), lambda y: ew.pow_(y, _c(1 / 3, y))))
+square = _unary("square", lambda x: ew.mul(x, x))
+is_finite = _unary("is_finite", _is_finite)
 
 
 def pow(x: Any, y: Any) -> Any:  # noqa: A001 - lax's name
@@ -116,7 +203,7 @@ def pow(x: Any, y: Any) -> Any:  # noqa: A001 - lax's name
     y = np.asarray(y) if is_weak(y) else asarray(y)
     if not dtypes.is_int(aval_of(y).dtype):
         x, y = _same_dtype("pow", x, y)
-    return cast(fnp.power(x, y), aval_of(x).dtype)
+    return cast(power_of_one_dtype(*promote(x, y)), aval_of(x).dtype)
 
 
 def integer_pow(x: Any, y: int) -> Any:
@@ -126,7 +213,7 @@ def integer_pow(x: Any, y: int) -> Any:
     x = asarray(x)
     if y < 0 and dtypes.is_int(aval_of(x).dtype):
         raise TypeError(f"lax.integer_pow: a negative exponent {y} needs an inexact operand, got {aval_of(x)}")
-    return cast(fnp.power(x, int(y)), aval_of(x).dtype)
+    return cast(ew.integer_pow(x, int(y)), aval_of(x).dtype)
 
 
 def round(x: Any, rounding_method: int = 0) -> Any:  # noqa: A001 - lax's name
@@ -134,9 +221,11 @@ def round(x: Any, rounding_method: int = 0) -> Any:  # noqa: A001 - lax's name
     or to even (``1``)."""
     x = asarray(x)
     if int(rounding_method) == 1:
-        return fnp.rint(x)
-    r = fnp.trunc(x)
-    return fnp.where(fnp.abs(x - r) >= 0.5, r + fnp.sign(x), r)
+        return ew.round_half_even(_f(x))
+    xf = _f(x)
+    r = trunc(xf)
+    gap = ew.abs_p.bind(ew.sub(xf, r))
+    return ew.select(ew.ge_p.bind(gap, _c(0.5, gap)), ew.add(r, _sign(xf)), r)
 
 
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
@@ -148,13 +237,13 @@ def select(pred: Any, on_true: Any, on_false: Any) -> Any:
         raise TypeError(f"lax.select needs a bool predicate, got {aval_of(p)}")
     if aval_of(t).shape != aval_of(f).shape or aval_of(p).shape not in ((), aval_of(t).shape):
         raise ShapeError(f"lax.select: shapes must agree, got predicate {aval_of(p)}, {aval_of(t)} and {aval_of(f)}")
-    return fnp.where(p, t, f)
+    return ew.select(p, t, f)
 
 
 def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - lax's names
     """``x`` clipped to ``[min, max]`` (scalars or arrays of ``x``'s shape and dtype)."""
     lo, x, hi = _same_dtype("clamp", min, x, max)
-    return fnp.minimum(fnp.maximum(x, lo), hi)
+    return ew.extreme(ew.min_p, ew.le_p, ew.extreme(ew.max_p, ew.ge_p, x, lo), hi)
 
 
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
@@ -179,12 +268,12 @@ def select_n(which: Any, *cases: Any) -> Any:
     if wa.dtype == dtypes.bool_:
         if len(xs) > 2:
             raise TypeError(f"lax.select_n: a bool which selects between at most 2 cases, got {len(xs)}")
-        return xs[0] if len(xs) == 1 else fnp.where(w, xs[1], xs[0])
+        return xs[0] if len(xs) == 1 else ew.select(w, xs[1], xs[0])
     if not dtypes.is_int(wa.dtype):
         raise TypeError(f"lax.select_n: which must be bool or integer, got {wa}")
     out = xs[0]
     for k in range(1, len(xs)):
-        out = fnp.where(w >= k, xs[k], out)
+        out = ew.select(ew.ge_p.bind(w, np.asarray(k, wa.dtype)), xs[k], out)
     return out
 
 

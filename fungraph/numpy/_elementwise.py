@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.lax import _elementwise as lax_ew
 from fungraph.numpy._util import asarray, cast, is_weak, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives.callback import stop_gradient  # noqa: F401  (re-exported)
@@ -50,15 +51,8 @@ absolute = abs
 
 
 def sign(x: Any) -> Any:
-    """numpy 2's sign; of a complex number ``z / |z|`` (0 at 0), a composition so it has a derivative."""
-    x = asarray(x)
-    if not dtypes.is_complex(x.dtype):
-        return ew.sign_p.bind(x)
-    mag = ew.abs_p.bind(x)
-    zero = ew.eq(mag, np.zeros((), mag.dtype))
-    safe = ew.select(zero, np.ones((), mag.dtype), mag)
-    unit = ew.complex_(ew.div(ew.real(x), safe), ew.div(ew.imag(x), safe))  # part by part: exact for subnormals
-    return ew.select(zero, np.zeros((), x.dtype), unit)
+    """numpy 2's sign (``lax.sign``); of a complex number ``z / |z|`` (0 at 0)."""
+    return lax_ew.sign(asarray(x))
 
 
 def square(x: Any) -> Any:
@@ -92,13 +86,6 @@ equal = _binary(ew.eq_p)
 not_equal = _binary(ew.ne_p)
 
 
-def lexicographic(prim: Any, x: Any, y: Any) -> Any:
-    """``prim`` (a comparison) of complex ``x`` and ``y`` ordered by real part, then imaginary part:
-    numpy's and JAX's order of complex numbers (a NaN in either part compares false)."""
-    rx, ry = ew.real_p.bind(x), ew.real_p.bind(y)
-    return ew.select(ew.eq_p.bind(rx, ry), prim.bind(ew.imag_p.bind(x), ew.imag_p.bind(y)), prim.bind(rx, ry))
-
-
 def _ordered(prim: Any, on_complex: Any) -> Any:
     """``prim`` of the promoted operands; of complex ones, ``on_complex(x, y)`` (numpy's
     lexicographic order)."""
@@ -111,13 +98,13 @@ def _ordered(prim: Any, on_complex: Any) -> Any:
 
 
 def _comparison(prim: Any) -> Any:
-    return _ordered(prim, lambda x, y: lexicographic(prim, x, y))
+    return _ordered(prim, lambda x, y: ew.lexicographic(prim, x, y))
 
 
 def _extreme(prim: Any, keep_x: Any) -> Any:
     """numpy's ``maximum``/``minimum``: of complex operands the lexicographic extreme, a NaN
     (in either part) propagating as numpy's does."""
-    return _ordered(prim, lambda x, y: ew.select(ew.or_p.bind(ew.ne_p.bind(x, x), lexicographic(keep_x, x, y)), x, y))
+    return _ordered(prim, lambda x, y: ew.extreme(prim, keep_x, x, y))
 
 
 less = _comparison(ew.lt_p)
@@ -151,11 +138,7 @@ def power(x: Any, y: Any) -> Any:
         if y < 0 and not dtypes.is_inexact(xa.dtype):
             raise ValueError("integers to negative integer powers are not allowed")
         return ew.integer_pow(xa, y)
-    x, y = promote(x, y)
-    if dtypes.is_inexact(x.dtype):
-        return ew.pow_(x, y)
-    out = ew.pow_(cast(x, dtypes.float64), cast(y, dtypes.float64))
-    return cast(ew.floor(ew.add(out, np.asarray(0.5))), x.dtype)
+    return lax_ew.power_of_one_dtype(*promote(x, y))
 
 
 def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None,
@@ -195,28 +178,14 @@ def isnan(x: Any) -> Any:
     return not_equal(x, x)
 
 
-def _parts(name: str, x: Any) -> Any:
-    """``name`` of a complex array from its real and imaginary parts, or None for other dtypes."""
-    if not dtypes.is_complex(x.dtype):
-        return None
-    combine = ew.and_p if name == "isfinite" else ew.or_p
-    test = isfinite if name == "isfinite" else isinf
-    return combine.bind(test(ew.real(x)), test(ew.imag(x)))
-
-
 def isfinite(x: Any) -> Any:
-    x = asarray(x)
-    if dtypes.is_complex(x.dtype):
-        return _parts("isfinite", x)
-    if not dtypes.is_float(x.dtype):
-        return ew.eq(x, x)
-    return less(abs(x), np.asarray(np.inf, x.dtype))
+    return lax_ew.is_finite(asarray(x))
 
 
 def isinf(x: Any) -> Any:
     x = asarray(x)
     if dtypes.is_complex(x.dtype):
-        return _parts("isinf", x)
+        return ew.or_p.bind(isinf(ew.real(x)), isinf(ew.imag(x)))
     if not dtypes.is_float(x.dtype):
         return ew.ne_p.bind(x, x)
     return equal(abs(x), np.asarray(np.inf, x.dtype))

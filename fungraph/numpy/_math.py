@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.lax import _elementwise as lax_ew
 from fungraph.numpy import _reductions as red
 from fungraph.numpy._elementwise import maximum, minimum
 from fungraph.numpy._shape import moveaxis
@@ -32,15 +33,6 @@ def _c(value: float, like: Any) -> np.ndarray:
     return np.asarray(value, like.dtype)
 
 
-def _where_neg(x: Any, f: Any) -> Any:
-    """An odd function from its accurate half: ``f(|x|)``, negated where x < 0. ``f`` sees
-    only ``|x|``, so no branch evaluates it where it is undefined (a NaN there would reach
-    the gradient through the unselected branch: 0 * NaN)."""
-    neg = ew.lt(x, _c(0, x))
-    y = f(ew.select(neg, ew.neg(x), x))
-    return ew.select(neg, ew.neg(y), y)
-
-
 # --- inverse trigonometric and hyperbolic ------------------------------------------------------
 
 
@@ -52,28 +44,16 @@ def arccos(x: Any) -> Any:
     return ew.acos_p.bind(_f(x))
 
 
-def _asinh_pos(x: Any) -> Any:
-    sq = ew.mul(x, x)                                                    # log1p(x + x^2 / (1 + sqrt(1 + x^2)))
-    return ew.log1p_p.bind(ew.add(x, ew.div(sq, ew.add(_c(1, x), ew.sqrt_p.bind(ew.add(_c(1, x), sq))))))
-
-
 def arcsinh(x: Any) -> Any:
-    return _where_neg(_f(x), _asinh_pos)
+    return lax_ew.asinh(_f(x))
 
 
 def arccosh(x: Any) -> Any:
-    x = _f(x)
-    if dtypes.is_complex(x.dtype):                                       # principal branch, as numpy
-        roots = ew.mul(ew.sqrt_p.bind(ew.add(x, _c(1, x))), ew.sqrt_p.bind(ew.sub(x, _c(1, x))))
-        return ew.log_p.bind(ew.add(x, roots))
-    return ew.acosh_p.bind(x)
+    return lax_ew.acosh(_f(x))
 
 
 def arctanh(x: Any) -> Any:
-    x = _f(x)
-    if dtypes.is_complex(x.dtype):                                       # log1p(2x / (1 - x)) / 2
-        return ew.mul(_c(0.5, x), ew.log1p_p.bind(ew.div(ew.add(x, x), ew.sub(_c(1, x), x))))
-    return ew.atanh_p.bind(x)
+    return lax_ew.atanh(_f(x))
 
 asin = arcsin
 acos = arccos
@@ -86,8 +66,7 @@ atanh = arctanh
 
 
 def exp2(x: Any) -> Any:
-    x = _f(x)
-    return ew.pow_(_c(2, x), x)
+    return lax_ew.exp2(_f(x))
 
 
 def log2(x: Any) -> Any:
@@ -135,8 +114,7 @@ def sinc(x: Any) -> Any:
 
 
 def cbrt(x: Any) -> Any:
-    x = _f(x)
-    return _where_neg(x, lambda y: ew.pow_(y, _c(1 / 3, y)))
+    return lax_ew.cbrt(_f(x))
 
 
 def deg2rad(x: Any) -> Any:
@@ -178,13 +156,11 @@ def heaviside(x1: Any, x2: Any) -> Any:
 
 
 def ceil(x: Any) -> Any:
-    x = _f(x)
-    return ew.neg(ew.floor(ew.neg(x)))
+    return lax_ew.ceil(_f(x))
 
 
 def trunc(x: Any) -> Any:
-    x = _f(x)
-    return ew.select(ew.lt(x, _c(0, x)), ceil(x), ew.floor(x))
+    return lax_ew.trunc(_f(x))
 
 
 fix = trunc
@@ -244,12 +220,8 @@ def fmin(x1: Any, x2: Any) -> Any:
 
 
 def fmod(x1: Any, x2: Any) -> Any:
-    """Remainder with the sign of the dividend (C's fmod)."""
-    a, b = promote(x1, x2)
-    r = ew.mod_p.bind(a, b)
-    zero = np.asarray(0, a.dtype)
-    fix_sign = ew.and_p.bind(ew.ne_p.bind(r, zero), ew.ne_p.bind(ew.lt(a, zero), ew.lt(b, zero)))
-    return ew.select(fix_sign, ew.sub(r, b), r)
+    """Remainder with the sign of the dividend (C's fmod): ``lax.rem`` after promotion."""
+    return lax_ew.fmod(*promote(x1, x2))
 
 
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,

@@ -392,6 +392,21 @@ def logaddexp(a: Any, b: Any) -> Any:
     return log_add(a, b, lambda d: log1p_p.bind(exp(d)))
 
 
+def lexicographic(prim: Primitive, x: Any, y: Any) -> Any:
+    """``prim`` (a comparison) of complex ``x`` and ``y`` ordered by real part, then imaginary part:
+    numpy's and JAX's order of complex numbers (a NaN in either part compares false)."""
+    rx, ry = real_p.bind(x), real_p.bind(y)
+    return select(eq_p.bind(rx, ry), prim.bind(imag_p.bind(x), imag_p.bind(y)), prim.bind(rx, ry))
+
+
+def extreme(prim: Primitive, keep_x: Primitive, x: Any, y: Any) -> Any:
+    """``max_p``/``min_p`` of one-dtype operands; of complex ones the lexicographic extreme
+    (``keep_x``: ``ge_p`` or ``le_p``), a NaN in ``x`` propagating as numpy's does."""
+    if not dtypes.is_complex(aval(x).dtype):
+        return prim.bind(x, y)
+    return select(or_p.bind(ne_p.bind(x, x), lexicographic(keep_x, x, y)), x, y)
+
+
 # --- select, integer_pow, convert_element_type -------------------------------------------
 
 
