@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import dtypes
+from fungraph import dtypes, lax
 from fungraph.numpy._math import _c
 from fungraph.numpy._util import asarray, cast, namespace, promote, real_inexact
 from fungraph.primitives import elementwise as ew
@@ -46,16 +46,15 @@ def frexp(x: Any, /) -> tuple[Any, Any]:
     """``(mantissa, exponent)`` with ``x == mantissa * 2**exponent`` and ``0.5 <= |mantissa| < 1``;
     zeros, infinities and NaN give ``(x, 0)``. The exponent is int32, as in numpy and JAX; the
     mantissa's derivative is ``2**-exponent``."""
-    from fungraph.lax import stop_gradient
 
     fnp = namespace()
     (v,) = real_inexact("frexp", x)
     regular = fnp.isfinite(v) & (v != 0)
-    a = stop_gradient(fnp.where(regular, fnp.abs(v), 1))
+    a = lax.stop_gradient(fnp.where(regular, fnp.abs(v), 1))
     e = fnp.floor(fnp.log2(a)).astype(np.int32) + 1
     m = _times_pow2(a, -e)
     e = fnp.where(m >= 1, e + 1, fnp.where(m < 0.5, e - 1, e))
-    mantissa = _times_pow2(v, stop_gradient(-e))
+    mantissa = _times_pow2(v, lax.stop_gradient(-e))
     return fnp.where(regular, mantissa, v), fnp.where(regular, e, 0).astype(np.int32)
 
 
@@ -63,23 +62,20 @@ def nextafter(x1: Any, x2: Any, /) -> Any:
     """The next floating-point value after ``x1`` towards ``x2`` (``x2`` itself when they are
     equal, NaN if either is): ``lax.nextafter`` (one step of the bit pattern) at the operands'
     common dtype. Piecewise constant: its derivatives are zero (JAX has none)."""
-    from fungraph.lax import nextafter as lax_nextafter
-    from fungraph.lax import stop_gradient
 
     fnp = namespace()
-    a, b = (stop_gradient(t) for t in fnp.broadcast_arrays(*real_inexact("nextafter", x1, x2)))
-    return lax_nextafter(a, b)
+    a, b = (lax.stop_gradient(t) for t in fnp.broadcast_arrays(*real_inexact("nextafter", x1, x2)))
+    return lax.nextafter(a, b)
 
 
 def spacing(x: Any, /) -> Any:
     """The distance from ``x`` to the next value of larger magnitude, signed like ``x``; as in
     numpy ``spacing(-0.0)`` is the smallest subnormal (JAX: its negative). NaN for infinities
     and NaN; zero derivatives, like ``nextafter``."""
-    from fungraph.lax import stop_gradient
 
     fnp = namespace()
     (v,) = real_inexact("spacing", x)
-    v = stop_gradient(v)
+    v = lax.stop_gradient(v)
     finite = fnp.isfinite(v)
     safe = fnp.where(finite, v, 0)
     gap = nextafter(safe, fnp.where(safe < 0, -np.inf, np.inf).astype(v.dtype)) - safe

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import dtypes
+from fungraph import dtypes, lax
 from fungraph.lax import _elementwise as lax_ew
 from fungraph.numpy import _reductions as red
 from fungraph.numpy._elementwise import maximum, minimum
@@ -358,8 +358,6 @@ def modf(x: Any) -> tuple[Any, Any]:
 def gcd(x1: Any, x2: Any) -> Any:
     """The greatest common divisor, non-negative (Euclid's algorithm as a while_loop over the
     whole array, at most ~90 steps for int64)."""
-    from fungraph import lax
-
     fnp = namespace()
     a, b = int_pair(x1, x2, "gcd")
     a, b = fnp.abs(a), fnp.abs(b)

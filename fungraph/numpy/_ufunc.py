@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import dtypes
+from fungraph import dtypes, lax
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._reductions import _keep
 from fungraph.numpy._util import asarray, cast, normalize_axes
@@ -79,7 +79,6 @@ class ufunc:  # noqa: N801 - numpy's and JAX's name
     def _fold(self, rows: Any, mask: Any, start: Any) -> Any:
         """The left fold of ``rows`` from ``start`` (from the first row when None), skipping the
         rows ``mask`` leaves out; the first step runs unrolled so the carry has the result's dtype."""
-        from fungraph import lax
         from fungraph.numpy._elementwise import where as select
 
         if start is None:
@@ -103,7 +102,6 @@ class ufunc:  # noqa: N801 - numpy's and JAX's name
 
     def accumulate(self, a: Any, axis: int = 0, dtype: Any = None, out: Any = None) -> Any:
         """Every prefix's fold along ``axis``: ``accumulate(x)[i] = reduce(x[:i + 1])``."""
-        from fungraph import lax
         from fungraph.numpy._shape import concatenate, moveaxis
 
         self._binary("accumulate")
@@ -141,7 +139,6 @@ class ufunc:  # noqa: N801 - numpy's and JAX's name
         return self._sequential_at(asarray(a), indices, b)
 
     def _sequential_at(self, x: Any, indices: Any, b: Any) -> Any:
-        from fungraph import lax
         from fungraph.numpy._indexing import take
 
         parts = indices if isinstance(indices, tuple) else (indices,)
@@ -231,8 +228,6 @@ def install(namespace: dict) -> None:
 
     def lax_cumulative(name: str) -> Any:
         def run(x: Any, axis: int) -> Any:
-            from fungraph import lax  # fungraph.lax imports this package
-
             return getattr(lax, name)(x, axis=axis)
 
         return run
