@@ -224,7 +224,7 @@ class custom_jvp:
             _refuse_differentiated_closure(rule_name, fun_name, [*out_leaves, *t_leaves])
             out_leaves = [as_operand(x) for x in out_leaves]
             if expected is not None:
-                checks.check_jvp_primals(rule_name, fun_name, tree1, out_leaves, *expected)
+                checks.check_rule_primals(f"Custom JVP rule {rule_name}", fun_name, tree1, out_leaves, *expected)
             box.append(tree1)
             return out_leaves, checks.checked_tangents(rule_name, fun_name, out_leaves, t_leaves)
 
@@ -434,7 +434,7 @@ class custom_vjp:
             out_leaves, tree1 = tree_flatten(out)
             out_leaves = [as_operand(x) for x in out_leaves]
             if expected is not None:
-                checks.check_fwd_primals(fwd_name, fun_name, tree1, out_leaves, *expected)
+                checks.check_rule_primals(f"Custom VJP fwd rule {fwd_name}", fun_name, tree1, out_leaves, *expected)
             out_box.append(tree1)
             res_leaves, rt = tree_flatten(res)
             res_tree.append(rt)

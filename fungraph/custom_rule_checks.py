@@ -50,15 +50,16 @@ def jvp_pair(out: Any, rule: str, fun: str) -> tuple[Any, Any]:
     return out[0], out[1]
 
 
-def check_jvp_primals(rule: str, fun: str, out_tree: PyTreeDef, outs: Sequence[Any],
-                      expected_tree: PyTreeDef, expected: Sequence[ShapedArray]) -> None:
-    """The rule's primal output must have the structure and types of the function's output."""
+def check_rule_primals(what: str, fun: str, out_tree: PyTreeDef, outs: Sequence[Any],
+                       expected_tree: PyTreeDef, expected: Sequence[ShapedArray]) -> None:
+    """A rule's primal output (``what``: "Custom JVP rule f", "Custom VJP fwd rule f") must have
+    the structure and types of the function's output."""
     if out_tree != expected_tree:
-        raise TypeError(f"Custom JVP rule {rule} for function {fun} must produce a primal output with the "
+        raise TypeError(f"{what} for function {fun} must produce a primal output with the "
                         f"container (pytree) structure of {fun}'s output, {expected_tree}, but got {out_tree}.")
     got = [aval_of(o) for o in outs]
     if any(g != e for g, e in zip(got, expected)):
-        raise TypeError(f"Custom JVP rule {rule} for function {fun} must produce a primal output with the "
+        raise TypeError(f"{what} for function {fun} must produce a primal output with the "
                         f"shapes/dtypes of {fun}'s output, {[str(e) for e in expected]}, but got "
                         f"{[str(g) for g in got]}.")
 
@@ -98,19 +99,6 @@ def fwd_pair(out: Any, rule: str, fun: str) -> tuple[Any, Any]:
                         f"length two) where the first element represents the primal output and the second the "
                         f"residuals, but got {out!r}.")
     return out[0], out[1]
-
-
-def check_fwd_primals(rule: str, fun: str, out_tree: PyTreeDef, outs: Sequence[Any],
-                      expected_tree: PyTreeDef, expected: Sequence[ShapedArray]) -> None:
-    """The fwd rule's primal output must have the structure and types of the function's output."""
-    if out_tree != expected_tree:
-        raise TypeError(f"Custom VJP fwd rule {rule} for function {fun} must produce a primal output with the "
-                        f"container (pytree) structure of {fun}'s output, {expected_tree}, but got {out_tree}.")
-    got = [aval_of(o) for o in outs]
-    if any(g != e for g, e in zip(got, expected)):
-        raise TypeError(f"Custom VJP fwd rule {rule} for function {fun} must produce a primal output with the "
-                        f"shapes/dtypes of {fun}'s output, {[str(e) for e in expected]}, but got "
-                        f"{[str(g) for g in got]}.")
 
 
 def bwd_cotangents(rule: str, fun: str, out: Any, in_tree: PyTreeDef,

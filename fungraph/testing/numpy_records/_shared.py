@@ -75,9 +75,11 @@ def _f_binary(name: str, fun: Callable[..., Any], ref: Callable[..., Any], domai
     return OpRecord(name, fun, ref, _bcast(), dts, domains, **kw)
 
 
-def _shift(a: Any, xp: Any, scale: float = 3.0) -> Any:
+def _shift(a: Any, xp: Any) -> Any:
+    """``a`` (entries in [-1, 1]) plus ``(n + 2) I``: strictly diagonally dominant, so never
+    singular (a shift of 3 made the all -1 3x3 matrix singular)."""
     n = a.shape[-1]
-    return a + scale * xp.eye(n, dtype=a.dtype)
+    return a + (n + 2.0) * xp.eye(n, dtype=a.dtype)
 
 
 def _spread(a: Any, xp: Any) -> Any:
