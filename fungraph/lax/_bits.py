@@ -44,9 +44,14 @@ def shift_left(x: Any, y: Any) -> Any:
 
 
 def shift_right_arithmetic(x: Any, y: Any) -> Any:
-    """``x >> y`` filling with the sign bit; shifts outside ``[0, bits)`` give 0 or -1."""
+    """``x >> y`` filling with the sign bit; shifts outside ``[0, bits)`` give 0 or -1. An
+    unsigned ``x`` with its top bit set is shifted as its complement, complemented back."""
     a, s = _ints("shift_right_arithmetic", x, y)
-    return cast(fnp.right_shift(a, s), aval_of(a).dtype)
+    dt = aval_of(a).dtype
+    if not dtypes.is_unsigned(dt):
+        return cast(fnp.right_shift(a, s), dt)
+    top_bit = _const(1 << (_bits(a) - 1), a)
+    return fnp.where(a >= top_bit, fnp.bitwise_not(fnp.right_shift(fnp.bitwise_not(a), s)), fnp.right_shift(a, s))
 
 
 def shift_right_logical(x: Any, y: Any) -> Any:

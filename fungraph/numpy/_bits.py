@@ -45,11 +45,12 @@ def left_shift(x1: Any, x2: Any) -> Any:
 
 
 def right_shift(x1: Any, x2: Any) -> Any:
-    """``x1 >> x2`` for integers (fungraph's are signed): arithmetic, i.e. floor division by
-    2**x2; shifts past the type's width give 0, or -1 for negative values."""
+    """``x1 >> x2`` for integers: floor division by 2**x2 (arithmetic for signed types, logical
+    for unsigned ones); shifts past the type's width give 0, or -1 for negative values."""
     fnp = namespace()
     a, b = int_pair(x1, x2, "right_shift")
-    ok = (b >= 0) & (b < np.dtype(a.dtype).itemsize * 8 - 1)
+    bits = np.dtype(a.dtype).itemsize * 8
+    ok = (b >= 0) & (b < (bits if dtypes.is_unsigned(a.dtype) else bits - 1))
     return fnp.where(ok, a // _pow2(fnp.where(ok, b, 0), a.dtype), fnp.where(a < 0, -1, 0).astype(a.dtype))
 
 

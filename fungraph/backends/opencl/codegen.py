@@ -20,8 +20,12 @@ from fungraph import dtypes
 from fungraph.ir import Eqn, Literal, ShapedArray, Var
 from fungraph.primitives.special import maclaurin_coefficient
 
-CTYPES = {dtypes.bool_: "uchar", dtypes.int32: "int", dtypes.int64: "long",
-          dtypes.float32: "float", dtypes.float64: "double"}
+CTYPES = {dtypes.bool_: "uchar", dtypes.int8: "char", dtypes.int16: "short", dtypes.int32: "int",
+          dtypes.int64: "long", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint",
+          dtypes.uint64: "ulong", dtypes.float32: "float", dtypes.float64: "double"}
+
+#: integer types narrower than C's int: OpenCL C computes on them as int (integer promotion)
+_NARROW_INTS = frozenset({dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16})
 
 VIEW_OPS = frozenset({"reshape", "transpose", "broadcast_in_dim", "slice", "rev", "stop_gradient"})
 INDEX_OPS = VIEW_OPS | {"pad", "concatenate", "take"}
@@ -38,6 +42,10 @@ def c_literal(value: object, dtype: np.dtype) -> str:
         return "(uchar)1" if bool(value) else "(uchar)0"
     if dtypes.is_int(dtype):
         v = int(np.asarray(value).astype(dtype))
+        if dtype in _NARROW_INTS:
+            return f"(({ctype(dtype)}){v})"
+        if dtypes.is_unsigned(dtype):
+            return f"{v}UL" if dtype == dtypes.uint64 else f"{v}u"
         suffix = "L" if dtype == dtypes.int64 else ""
         if v == np.iinfo(dtype).min:
             return f"({v + 1}{suffix}-1{suffix})"
@@ -167,6 +175,11 @@ static inline float fg_log_float(float x) { return log(x); }
 #endif
 """
 
+_UINT_HELPERS = """
+static inline T fg_mod_T(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }
+static inline T fg_fdiv_T(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }
+"""
+
 _INT_HELPERS = """
 static inline T fg_mod_T(T a, T b) {
   if (b == 0 || b == -1) return 0;
@@ -193,9 +206,13 @@ def preamble(used: set[np.dtype]) -> str:
             parts.append(_FLOAT_HELPERS.replace("T", ctype(dt)))
     if dtypes.float32 in used:
         parts.append(_FLOAT32_MATH)
-    for dt, minv in ((dtypes.int32, "INT_MIN"), (dtypes.int64, "LONG_MIN")):
+    for dt, minv in ((dtypes.int8, "CHAR_MIN"), (dtypes.int16, "SHRT_MIN"), (dtypes.int32, "INT_MIN"),
+                     (dtypes.int64, "LONG_MIN")):
         if dt in used:
             parts.append(_INT_HELPERS.replace("T", ctype(dt)).replace("MINV", minv))
+    for dt in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64):
+        if dt in used:
+            parts.append(_UINT_HELPERS.replace("T", ctype(dt)))
     return "\n".join(parts)
 
 
@@ -216,10 +233,15 @@ def _is_bool(dt: np.dtype) -> bool:
 def wrapping(dtype: np.dtype, x: str, op: str, y: str) -> str:
     """``x op y`` for ``+``, ``-``, ``*``: on signed integers through the unsigned type, so
     overflow wraps as in numpy and XLA (signed overflow is undefined in OpenCL C, and the
-    compiler had folded ``x * 2**32 < 0`` to ``x < 0``)."""
+    compiler had folded ``x * 2**32 < 0`` to ``x < 0``); types narrower than int in uint (C
+    would promote them to int, where ``ushort * ushort`` overflows), cut back to the type."""
     if not dtypes.is_int(dtype):
         return f"({x} {op} {y})"
     t = ctype(dtype)
+    if dtype in _NARROW_INTS:
+        return f"(({t})((uint)({x}) {op} (uint)({y})))"
+    if dtypes.is_unsigned(dtype):
+        return f"(({t})({x}) {op} ({t})({y}))"
     return f"as_{t}(as_u{t}({x}) {op} as_u{t}({y}))"
 
 
@@ -293,6 +315,8 @@ def _fma(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
 def _convert(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
     if _is_bool(o):
         return f"(uchar)({a[0]} != 0)"
+    if dtypes.is_float(i) and (o in _NARROW_INTS or o == dtypes.uint32):
+        return f"({ctype(o)})((long)({a[0]}))"   # numpy's cast on x86: through a wider int, wrapping
     return f"({ctype(o)})({a[0]})"
 
 
