@@ -18,6 +18,7 @@ and ``repr`` (``.at`` is installed by ``fungraph.numpy._methods``).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,9 @@ from fungraph.sharding import CPU_DEVICE, Device, SingleDeviceSharding
 IMMUTABLE_MESSAGE = ("fungraph arrays are immutable and do not support in-place item assignment "
                      "(a {kind} of type {aval}). Instead of x[idx] = y, use x = x.at[idx].set(y) "
                      "or another .at[] method (fungraph.numpy.ndarray.at, as JAX's)")
+
+
+DELETED_MESSAGE = "Array has been deleted with shape={aval}."
 
 
 def _rebinding(name: str) -> Any:
@@ -94,6 +98,10 @@ class Array:
     def sharding(self) -> SingleDeviceSharding:
         """All of the array on its one device."""
         return SingleDeviceSharding(self.device)
+
+    def is_deleted(self) -> bool:
+        """Whether the array was donated to a jit call (``donate_argnums``), as JAX's method."""
+        return False
 
     def block_until_ready(self) -> Array:
         """Wait until the value is computed (JAX's method); returns the array itself."""
@@ -291,3 +299,86 @@ def owned_results(outs: list[Any], inputs: Any) -> list[Any]:
         seen.add(id(o))
         result.append(o)
     return result
+
+
+class DeletedHostArray(HostArray):
+    """A :class:`HostArray` donated to a jit call (``donate_argnums``), whose buffer that call
+    updated in place: as JAX's deleted array, any use raises JAX's ``RuntimeError``, and it holds
+    no memory (``np.asarray`` of it, which no method can intercept, is empty)."""
+
+    def _deleted(self, *args: Any, **kwargs: Any) -> Any:
+        raise deleted_error(self)
+
+    __array_ufunc__ = __array_function__ = __array__ = __getitem__ = __iter__ = __len__ = _deleted
+    __repr__ = __str__ = __float__ = __int__ = __complex__ = __bool__ = __index__ = __dlpack__ = _deleted
+    block_until_ready = copy_to_host_async = tolist = item = _deleted
+    aval = property(_deleted)  # type: ignore[assignment]
+
+    def is_deleted(self) -> bool:
+        return True
+
+
+def deleted_error(x: Any) -> RuntimeError:
+    """JAX's error for a use of the donated array ``x``."""
+    return RuntimeError(DELETED_MESSAGE.format(aval=x.__dict__["deleted_aval"]))
+
+
+def _leaf_references(leaves: list[Any], i: int) -> int:
+    return sys.getrefcount(leaves[i])
+
+
+def _owner_references(x: Any) -> int:
+    return sys.getrefcount(x.base)
+
+
+def _sole_counts() -> tuple[int, int] | None:
+    """What :func:`take_donated` reads for a result nothing else sees: held by one container of
+    the caller's and ``leaves``, its buffer by the result and ``arrays``' view of it; None where
+    counts are not exact (not CPython), which turns donation in place off."""
+    if sys.implementation.name != "cpython":
+        return None
+    owner = np.empty(1)
+    leaves = [owner.view(HostArray)]
+    caller = [leaves[0]]
+    arrays = [np.asarray(leaves[0])]
+    del owner
+    counts = _leaf_references(leaves, 0), _owner_references(leaves[0])
+    extra = [np.asarray(leaves[0]), leaves[0][:]]
+    seen = _leaf_references(leaves, 0), _owner_references(leaves[0])
+    del caller, arrays, extra
+    return counts if seen == (counts[0] + 1, counts[1] + 1) else None
+
+
+_SOLE_COUNTS = _sole_counts()
+
+
+def take_donated(leaves: list[Any], arrays: list[Any], i: int) -> bool:
+    """Donate the result ``leaves[i]`` (whose input array is ``arrays[i]``, numpy's view of it)
+    in place, as JAX does: if nothing but the result and one reference of the caller's (the
+    pytree or argument that holds it) can see its buffer, ``arrays[i]`` becomes that buffer,
+    writeable, for the call to update, and the result is deleted (:class:`DeletedHostArray`),
+    so no one can observe the update. A second reference to the result, a view of it (a slice,
+    ``np.asarray``, a DLPack export) or a buffer fungraph does not own returns False: the
+    caller copies it, as before."""
+    if _SOLE_COUNTS is None or leaves[i].__class__ is not HostArray or _leaf_references(leaves, i) > _SOLE_COUNTS[0]:
+        return False
+    result = leaves[i]
+    owner = result.base
+    if (owner.__class__ is not np.ndarray or arrays[i].base is not owner or not owner.flags.owndata
+            or not owner.flags.c_contiguous or not owner.flags.aligned or owner.shape != result.shape
+            or owner.dtype != result.dtype or _owner_references(result) > _SOLE_COUNTS[1] + 1):
+        return False
+    owner.flags.writeable = True
+    arrays[i] = owner
+    delete_host_array(result)
+    return True
+
+
+def delete_host_array(x: HostArray) -> None:
+    """Turn ``x`` into a :class:`DeletedHostArray`: it lets its buffer go (numpy's
+    ``__setstate__`` empties it), so not even ``np.asarray(x)`` sees what is written there next."""
+    aval = f"{np.dtype(x.dtype).name}[{','.join(map(str, x.shape))}]"
+    x.__setstate__((1, (0,), x.dtype, False, b""))
+    x.flags.writeable = False
+    x.__class__ = DeletedHostArray
+    x.__dict__["deleted_aval"] = aval

@@ -19,7 +19,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._config import FLOAT_CHECKS
-from fungraph.array import hosted, hosted_copy_if_shared, unhosted
+from fungraph.array import DeletedHostArray, deleted_error, hosted, hosted_copy_if_shared, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
 
 
@@ -495,7 +495,9 @@ class Tracer(HasAval):
 def to_concrete_dtype_array(x: Any) -> np.ndarray:
     """``x`` as a numpy array of the dtype the current mode gives it (Python scalars take the
     mode's default int/float/complex; with x64 off 64-bit arrays become 32-bit), through
-    :func:`fungraph.dtypes.canonicalize`, the one place values are canonicalised."""
+    :func:`fungraph.dtypes.canonicalize`, the one place values are canonicalised. A donated array raises JAX's error."""
+    if x.__class__ is DeletedHostArray:
+        raise deleted_error(x)
     arr = np.asarray(x)
     dt = dtypes.canonicalize(arr.dtype)
     if arr.dtype == dt:

@@ -27,7 +27,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
 from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED
-from fungraph.array import DeviceArray, HostArray
+from fungraph.array import DeviceArray, HostArray, take_donated
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
 from fungraph.core import (
@@ -47,7 +47,7 @@ from fungraph.interpreters.graph_transforms import (
 )
 from fungraph.interpreters.memory import MemoryPlan, plan_memory
 from fungraph.interpreters.optimize import PassStat, backend_passes, format_stats, optimize
-from fungraph.interpreters.schedule import SCHEDULES
+from fungraph.interpreters.schedule import SCHEDULES, updates_last
 from fungraph.interpreters.staging import abstractify, flat_fun, split_static, stage
 from fungraph.ir import Eqn, Graph, Params, Var
 from fungraph.primitives._batching import batch_size
@@ -149,17 +149,28 @@ MAX_SCHEDULE_SEARCH_EQNS = 3000
 def best_schedule(graph: Graph, donated: Sequence[bool] = (),
                   scratch_bytes: Callable[[Eqn], int] | None = None) -> tuple[Graph, MemoryPlan]:
     """Plan the graph under each execution order (traced, Owl's post-order DFS, memory-aware
-    greedy) and keep the smallest arena; large graphs keep the traced order."""
+    greedy) and keep the smallest arena; large graphs keep the traced order. With donated
+    inputs, each order is also tried with the updates of those inputs last
+    (:func:`~fungraph.interpreters.schedule.updates_last`), and the fewest bytes of outputs
+    allocated per call come first: the arena is allocated once, those outputs on every call."""
+    donating = any(donated)
+    outputs = {a for a in graph.outvars if isinstance(a, Var)}
+
+    def cost(plan: MemoryPlan) -> tuple[int, int]:
+        allocated = sum(v.aval.nbytes for v in outputs if plan.placements[v].kind != "inplace") if donating else 0
+        return allocated, plan.arena_bytes
+
     best = (graph, plan_memory(graph, donated, scratch_bytes=scratch_bytes))
     if len(graph.eqns) > MAX_SCHEDULE_SEARCH_EQNS:
         return best
     for name, order in SCHEDULES.items():
-        if name == "given":
-            continue
-        candidate = order(graph)
-        plan = plan_memory(candidate, donated, scratch_bytes=scratch_bytes)
-        if plan.arena_bytes < best[1].arena_bytes:
-            best = (candidate, plan)
+        candidates = [] if name == "given" else [order(graph)]
+        if donating:
+            candidates.append(updates_last(candidates[0] if candidates else graph, donated))
+        for candidate in candidates:
+            plan = plan_memory(candidate, donated, scratch_bytes=scratch_bytes)
+            if cost(plan) < cost(best[1]):
+                best = (candidate, plan)
     return best
 
 
@@ -547,12 +558,14 @@ class Jitted:
         arrays = [_as_input(x) for x in leaves]
         if entry.compiled is not None and any(entry.compiled.executable.donated):
             for i, d in enumerate(entry.compiled.executable.donated):
-                a = arrays[i]
-                if isinstance(a, DeviceArray):
+                if not d or isinstance(arrays[i], DeviceArray):
                     continue
-                shared = any(j != i and isinstance(b, np.ndarray) and np.may_share_memory(a, b)
+                shared = any(j != i and isinstance(b, np.ndarray) and np.may_share_memory(arrays[i], b)
                              for j, b in enumerate(arrays))
-                if d and (not a.flags.writeable or not a.flags.c_contiguous or shared):
+                if not shared and take_donated(leaves, arrays, i):
+                    continue
+                a = arrays[i]
+                if not a.flags.writeable or not a.flags.c_contiguous or shared:
                     arrays[i] = np.array(a, copy=True)
         return arrays
 

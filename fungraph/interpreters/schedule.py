@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fungraph.ir import Eqn, Graph, Var
 
@@ -61,10 +61,15 @@ def dfs_order(graph: Graph) -> Graph:
     return _reorder(graph, order)
 
 
-def _stable_topological(graph: Graph, preferred: list[int]) -> list[int]:
+def _stable_topological(graph: Graph, preferred: list[int], after: dict[int, set[int]] | None = None) -> list[int]:
+    """A topological order as close to ``preferred`` as the data dependencies and ``after``
+    (equation -> equations that must run before it) allow; shorter than the graph if
+    ``after`` makes a cycle."""
     rank = {i: k for k, i in enumerate(preferred)}
     producer = {o: i for i, e in enumerate(graph.eqns) for o in e.outputs}
     deps = [{producer[a] for a in e.inputs if isinstance(a, Var) and a in producer} for e in graph.eqns]
+    for i, before in (after or {}).items():
+        deps[i] |= before
     users = defaultdict(list)
     for i, d in enumerate(deps):
         for j in d:
@@ -115,6 +120,36 @@ def greedy_order(graph: Graph) -> Graph:
             if pending[u] == 0:
                 ready.add(u)
     return _reorder(graph, order)
+
+
+def updates_last(graph: Graph, donated: Sequence[bool]) -> Graph:
+    """``graph`` with each equation that may write a graph output into a donated input's buffer
+    (``w - lr * g`` taking over ``w``) moved after every other reader of that input, so the memory
+    plan can update the input in place instead of allocating the output: a traced training step
+    computes a weight's update before the backward pass has read the weight. ``graph`` itself
+    where nothing moves or the constraints make a cycle."""
+    from fungraph.interpreters.memory import inplace_inputs
+
+    donated_vars = {v for v, d in zip(graph.invars, donated) if d}
+    outputs = {a for a in graph.outvars if isinstance(a, Var)}
+    readers = _consumers(graph)
+    after: dict[int, set[int]] = defaultdict(set)
+    for i, e in enumerate(graph.eqns):
+        for j, o in enumerate(e.outputs):
+            if o not in outputs:
+                continue
+            for k in inplace_inputs(e, j):
+                a = e.inputs[k] if k < len(e.inputs) else None
+                if isinstance(a, Var) and a in donated_vars and a.aval == o.aval:
+                    after[i] |= {r for r in readers[a] if r != i}
+                    break
+    if not any(after.values()):
+        return graph
+    effects = [i for i, e in enumerate(graph.eqns) if e.effectful]
+    for previous, i in zip(effects, effects[1:]):
+        after[i].add(previous)
+    order = _stable_topological(graph, list(range(len(graph.eqns))), after)
+    return _reorder(graph, order) if len(order) == len(graph.eqns) else graph
 
 
 SCHEDULES: dict[str, Callable[[Graph], Graph]] = {"given": given_order, "dfs": dfs_order, "greedy": greedy_order}

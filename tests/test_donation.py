@@ -1,0 +1,113 @@
+"""Donating CPU results (``donate_argnums``): updated in place when nothing else sees them, then
+deleted with JAX's error; copied when anything else might see them; never modified otherwise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph.backends.cpu import ENGINE_STATS
+from fungraph.testing.models import mlp_params, sgd_step
+from fungraph.tree_util import tree_flatten
+
+
+def _problem() -> tuple[list, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 12)).astype(np.float32)
+    y = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 8)]
+    return mlp_params([12, 16, 16, 3], seed=3), x, y
+
+
+def test_donated_sgd_step_updates_in_place_and_allocates_nothing_in_steady_state() -> None:
+    params, x, y = _problem()
+    plain = fg.jit(sgd_step)
+    donating = fg.jit(sgd_step, donate_argnums=0)
+    p_plain, p_don = params, params
+    for _ in range(3):
+        p_plain, l_plain = plain(p_plain, x, y)
+        p_don, l_don = donating(p_don, x, y)
+        np.testing.assert_allclose(l_don, l_plain, rtol=1e-6)
+    for a, b in zip(tree_flatten(p_don)[0], tree_flatten(p_plain)[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    del a, b                      # a second reference to a leaf would make the call copy it
+    exe = donating.lower(p_don, x, y).compiled.executable
+    assert len(exe.donated_outputs) == 6, exe.donated_outputs      # every parameter, the last layer's too
+    p = p_don
+    del p_don
+    for _ in range(3):
+        old = p
+        ptrs = [leaf.ctypes.data for leaf in tree_flatten(p)[0]]
+        before = ENGINE_STATS["output_allocations"]
+        p, loss = donating(p, x, y)
+        assert ENGINE_STATS["output_allocations"] - before == 1          # the loss only
+        assert [leaf.ctypes.data for leaf in tree_flatten(p)[0]] == ptrs
+        assert all(leaf.is_deleted() for leaf in tree_flatten(old)[0])
+        assert not any(leaf.is_deleted() or leaf.flags.writeable for leaf in tree_flatten(p)[0])
+    for _ in range(3):
+        p_plain, _ = plain(p_plain, x, y)
+    for a, b in zip(tree_flatten(p)[0], tree_flatten(p_plain)[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _jax_deleted_message() -> str:
+    import jax
+
+    tree = [jax.numpy.ones(3, dtype=jax.numpy.float32)]
+    jax.jit(lambda t: [t[0] * 2.0], donate_argnums=0)(tree)
+    assert tree[0].is_deleted()
+    with pytest.raises(RuntimeError) as err:
+        tree[0] + 1.0
+    return str(err.value)
+
+
+@pytest.mark.parametrize("use", [lambda a: a + 1.0, repr, str, lambda a: a[0], lambda a: a.sum(), fnp.sin,
+                                 lambda a: fnp.asarray(a), lambda a: fg.jit(lambda t: t * 2)(a), float],
+                         ids=["add", "repr", "str", "index", "sum", "eager-sin", "fnp.asarray", "jit", "float"])
+def test_a_donated_result_raises_jaxs_error_on_later_use(use) -> None:
+    want = _jax_deleted_message()
+    f = fg.jit(lambda t: [t[0] * 2.0], donate_argnums=0)
+    tree = [fg.jit(lambda v: v + 1.0)(np.ones(3, np.float32))]
+    out = f(tree)
+    assert tree[0].is_deleted() and not out[0].is_deleted()
+    with pytest.raises(RuntimeError) as err:
+        use(tree[0])
+    assert str(err.value) == want == "Array has been deleted with shape=float32[3]."
+    assert np.asarray(tree[0]).size == 0                 # holds none of the buffer the output took over
+    np.testing.assert_array_equal(out[0], np.full(3, 4.0, np.float32))
+
+
+def _seen_elsewhere(r: list) -> object:
+    return [lambda: r[0], lambda: r[0][1:], lambda: np.asarray(r[0]), lambda: memoryview(r[0]),
+            lambda: r[0].reshape(3, 1), lambda: np.from_dlpack(r[0])]
+
+
+@pytest.mark.parametrize("k", range(6), ids=["name", "slice", "asarray", "memoryview", "reshape", "dlpack"])
+def test_a_donated_result_seen_elsewhere_is_copied_not_updated(k: int) -> None:
+    f = fg.jit(lambda t: [t[0] * 2.0], donate_argnums=0)
+    tree = [fg.jit(lambda v: v + 1.0)(np.ones(3, np.float32))]
+    other = _seen_elsewhere(tree)[k]()
+    out = f(tree)
+    assert not tree[0].is_deleted()
+    np.testing.assert_array_equal(tree[0], np.full(3, 2.0, np.float32))
+    np.testing.assert_array_equal(np.asarray(other).ravel(), np.full(3, 2.0, np.float32)[:np.asarray(other).size])
+    np.testing.assert_array_equal(out[0], np.full(3, 4.0, np.float32))
+
+
+def test_results_passed_without_donation_are_never_modified() -> None:
+    params, x, y = _problem()
+    step = fg.jit(sgd_step)
+    p, _ = step(params, x, y)
+    kept = [np.array(leaf) for leaf in tree_flatten(p)[0]]
+    for _ in range(2):
+        new, _ = step(p, x, y)
+    assert not any(leaf.is_deleted() for leaf in tree_flatten(p)[0])
+    for leaf, want in zip(tree_flatten(p)[0], kept):
+        np.testing.assert_array_equal(leaf, want)
+    f = fg.jit(lambda a, b: (a + b, b * 2.0), donate_argnums=0)
+    args = [fg.jit(lambda v: v + 1.0)(np.ones(3, np.float32)) for _ in range(2)]
+    out = f(*args)
+    assert not args[1].is_deleted()
+    np.testing.assert_array_equal(args[1], np.full(3, 2.0, np.float32))
+    np.testing.assert_array_equal(out[1], np.full(3, 4.0, np.float32))
