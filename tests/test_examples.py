@@ -16,6 +16,11 @@ def _examples_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(EXAMPLES))
 
 
+#: The examples run as the README's demo command runs them: in JAX's default 32-bit mode (the
+#: rest of the suite turns x64 on, which once hid a float64 parameter reaching a float32 product).
+pytestmark = pytest.mark.usefixtures("x32")
+
+
 def test_mlp_training_reduces_the_loss_tenfold() -> None:
     from mlp_training import train
 

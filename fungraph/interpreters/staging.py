@@ -246,7 +246,10 @@ def abstractify(x: Any) -> ShapedArray:
     if isinstance(x, (ShapeDtypeStruct, ShapedArray)):
         return ShapedArray(x.shape, x.dtype)
     if isinstance(x, Array):
-        return x.aval
+        # a host result made by numpy's own operators may hold a 64-bit dtype in 32-bit mode
+        aval = x.aval
+        dt = dtypes.canonicalize(aval.dtype)
+        return aval if dt == aval.dtype else ShapedArray(aval.shape, dt)
     try:
         arr = to_concrete_dtype_array(x)
     except TypeError as err:

@@ -202,8 +202,9 @@ class Tape:
 
 _TAPES: dict[int, Tape] = {}
 #: Handles start far from small integers so that a residual which merely equals one is
-#: practically impossible (:func:`retain_tapes` looks for handles among a vjp's residuals).
-_HANDLES = itertools.count(0x5EED_7A9E_0000_0001)
+#: practically impossible (:func:`retain_tapes` looks for handles among a vjp's residuals), and
+#: below 2**31 so that 32-bit mode, which narrows int64 values it stages to int32, keeps them.
+_HANDLES = itertools.count(0x5EED_7A91)
 #: Tapes a ``vjp`` function holds: their backward loops read them without consuming them, so
 #: the function can be called again; they are released with the function.
 _RETAINED: set[int] = set()
@@ -228,7 +229,7 @@ def retain_tapes(residuals: Sequence[Any]) -> list[int]:
     if not _TAPES:
         return found
     for r in residuals:
-        if isinstance(r, np.ndarray) and r.dtype == np.int64 and 0 < r.size <= 1 << 16:
+        if isinstance(r, np.ndarray) and r.dtype.kind == "i" and 0 < r.size <= 1 << 16:
             found += [h for h in np.unique(r).tolist() if h in _TAPES and h not in found]
     _RETAINED.update(found)
     return found
@@ -250,7 +251,7 @@ def _free(h: int) -> None:
     segment = tape.segment[1] if tape.segment is not None else []
     for rs in tape.residuals + segment:
         for r in rs:
-            if r.dtype == np.int64 and r.ndim == 0 and int(r) in _TAPES and int(r) not in _RETAINED:
+            if r.dtype.kind == "i" and r.ndim == 0 and int(r) in _TAPES and int(r) not in _RETAINED:
                 _free(int(r))
 
 
@@ -267,7 +268,7 @@ def _drop_nested_tapes(residuals: Sequence[Any]) -> None:
     keep: recomputing the segment in the backward loop records them afresh."""
     for r in residuals:
         r = np.asarray(r)
-        if r.dtype == np.int64 and r.ndim == 0 and int(r) in _TAPES and int(r) not in _RETAINED:
+        if r.dtype.kind == "i" and r.ndim == 0 and int(r) in _TAPES and int(r) not in _RETAINED:
             del _TAPES[int(r)]
 
 
