@@ -151,6 +151,8 @@ def power_of_one_dtype(x: Any, y: Any) -> Any:
 
 
 def _inexact(prim: Any) -> Callable[[Any], Any]:
+    """``prim`` bound to its operand made inexact, as numpy's float functions and
+    ``fungraph.scipy.special`` bind it (lax._special's functions use it too)."""
     return lambda x: prim.bind(_f(x))
 
 

@@ -7,24 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fungraph.lax._elementwise import _floats, _unary
+from fungraph.lax._elementwise import _floats, _inexact, _unary
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
-from fungraph.primitives.operands import promote
 
-
-def _float_op(prim: Any) -> Any:
-    """``prim`` bound to its operand made inexact (ints compute in float64), as
-    ``fungraph.scipy.special`` binds it: the same primitive, not an import of that layer."""
-    return lambda x: prim.bind(*promote(x, to_inexact=True))
-
-
-logistic = _unary("logistic", _float_op(ew.logistic_p))
-erf = _unary("erf", _float_op(ew.erf_p))
-erfc = _unary("erfc", _float_op(sp.erfc_p))
-erf_inv = _unary("erf_inv", _float_op(sp.erf_inv_p))
-lgamma = _unary("lgamma", _float_op(sp.lgamma_p))
-digamma = _unary("digamma", _float_op(sp.digamma_p))
+logistic = _unary("logistic", _inexact(ew.logistic_p))
+erf = _unary("erf", _inexact(ew.erf_p))
+erfc = _unary("erfc", _inexact(sp.erfc_p))
+erf_inv = _unary("erf_inv", _inexact(sp.erf_inv_p))
+lgamma = _unary("lgamma", _inexact(sp.lgamma_p))
+digamma = _unary("digamma", _inexact(sp.digamma_p))
 
 
 def zeta(x: Any, q: Any) -> Any:
