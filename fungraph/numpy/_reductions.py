@@ -257,20 +257,24 @@ def cumprod(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
     return associative_scan(ew.mul, x, axis=ax)
 
 
-def cumulative_sum(x: Any, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+def _cumulative(scan: Any, identity: int, name: str, x: Any, axis: int | None, dtype: Any,
+                include_initial: bool) -> Any:
+    """numpy 2's ``cumulative_sum``/``cumulative_prod``: ``scan`` along ``axis`` (needed past
+    one dimension), optionally after the ``identity``."""
     a = asarray(x)
     if axis is None and a.ndim > 1:
-        raise ValueError("cumulative_sum: axis must be given for arrays of more than one dimension")
-    out = cumsum(a, 0 if axis is None else axis, dtype)
-    return _prepend_initial(out, 0 if axis is None else axis, 0) if include_initial else out
+        raise ValueError(f"{name}: axis must be given for arrays of more than one dimension")
+    ax = 0 if axis is None else axis
+    out = scan(a, ax, dtype)
+    return _prepend_initial(out, ax, identity) if include_initial else out
+
+
+def cumulative_sum(x: Any, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+    return _cumulative(cumsum, 0, "cumulative_sum", x, axis, dtype, include_initial)
 
 
 def cumulative_prod(x: Any, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
-    a = asarray(x)
-    if axis is None and a.ndim > 1:
-        raise ValueError("cumulative_prod: axis must be given for arrays of more than one dimension")
-    out = cumprod(a, 0 if axis is None else axis, dtype)
-    return _prepend_initial(out, 0 if axis is None else axis, 1) if include_initial else out
+    return _cumulative(cumprod, 1, "cumulative_prod", x, axis, dtype, include_initial)
 
 
 def _prepend_initial(out: Any, axis: int, value: int) -> Any:
