@@ -162,10 +162,13 @@ class DeviceArray(Array, HasAval):
 
 class HostArray(Array, np.ndarray):
     """A read-only numpy array with JAX's array methods: what eager operations and CPU-jitted
-    functions return. Its own operators and indexing give read-only arrays too; numpy's
-    functions see a numpy array (without a copy)."""
+    functions return. Its operators and methods (``fungraph.numpy._host_methods``) are JAX's and
+    give read-only arrays too; numpy's functions see a numpy array (without a copy)."""
 
     backend = "cpu"
+    #: JAX's weak type: True on a result JAX types weakly (``jnp.asarray(1.0)``, ``weak + 1``),
+    #: which promotes as a Python scalar does (set on the instance; views do not inherit it)
+    weak_type = False
     #: above a JAX array's (100): ``x + jax_array`` is numpy's operation, not a deferral to
     #: JAX, whose dispatch would take this array's ``sharding`` for one of its own
     __array_priority__ = 1000
@@ -219,33 +222,6 @@ class HostArray(Array, np.ndarray):
 
     #: ``fungraph.numpy.sort`` as a method (installed by ``fungraph.numpy._methods``)
     _jax_sort: Any = None
-
-
-def _readonly_result(op: Any) -> Any:
-    """numpy's operator ``op`` giving a read-only :class:`HostArray` (a 0-d one where numpy gives
-    a scalar, as JAX gives arrays)."""
-
-    def method(*args: Any) -> Any:
-        out = op(*args)
-        if type(out) is HostArray:
-            if type(out.base) is np.ndarray:
-                out.base.flags.writeable = False
-            out.flags.writeable = False
-            return out
-        if isinstance(out, np.generic):
-            return hosted(np.asarray(out))
-        return out
-
-    method.__name__ = op.__name__
-    return method
-
-
-for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
-              "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__matmul__",
-              "__rmatmul__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__",
-              "__rlshift__", "__rshift__", "__rrshift__", "__neg__", "__pos__", "__abs__", "__invert__",
-              "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
-    setattr(HostArray, _name, _readonly_result(getattr(np.ndarray, _name)))
 
 
 def hosted(x: Any) -> Any:

@@ -250,6 +250,18 @@ def real_for(dtype: np.dtype) -> np.dtype:
     return {complex64: float32, complex128: float64}.get(d, d)
 
 
+#: JAX's ``dtypes.to_inexact_dtype``: bool and integers up to 32 bits compute in float32, 64-bit ones
+#: in float64 (float32 with x64 off).
+_TO_INEXACT = {bool_: float32, int8: float32, uint8: float32, int16: float32, uint16: float32, int32: float32,
+               uint32: float32, int64: float64, uint64: float64}
+
+
+def to_inexact(dtype: np.dtype) -> np.dtype:
+    """The inexact dtype JAX computes ``dtype``'s true division and means in (JAX's
+    ``to_inexact_dtype``, canonical in the current mode): inexact dtypes are kept."""
+    return canonicalize(_TO_INEXACT.get(dtype, dtype))
+
+
 def float_dtype_for(dtype: np.dtype) -> np.dtype:
     """The inexact dtype JAX gives transcendental functions of ``dtype``: inexact dtypes are
     kept, integers and bool take the mode's default float."""
@@ -347,12 +359,12 @@ _WEAK_WIDE = {_WEAK[0]: int64, _WEAK[1]: float64, _WEAK[2]: complex128}
 
 
 def is_weak(x: Any) -> bool:
-    """A Python scalar (not a numpy scalar, not bool), or a traced value marked weak (a jit
-    argument passed as a Python scalar)."""
+    """A Python scalar (not a numpy scalar, not bool), or an array or traced value marked weak
+    (a jit argument passed as a Python scalar, a host array JAX would type weakly)."""
     t = type(x)
     if t is int or t is float or t is complex:
         return True
-    return bool(getattr(x, "weak_type", False)) and not isinstance(x, (np.ndarray, np.generic))
+    return getattr(x, "weak_type", False) is True
 
 
 def _dtype_of(a: Any) -> np.dtype:

@@ -14,7 +14,7 @@ import numpy as np
 
 from fungraph.array import IMMUTABLE_MESSAGE, Array, DeviceArray, HostArray, hosted
 from fungraph.core import Tracer
-from fungraph.numpy import _at, _bits, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
+from fungraph.numpy import _at, _bits, _creation, _elementwise, _host_methods, _indexing, _linalg, _reductions, _shape
 from fungraph.numpy import _elementwise as e
 
 
@@ -181,5 +181,6 @@ def install() -> None:
     for name, fn in _ARRAY_METHODS.items():
         setattr(DeviceArray, name, fn)
     Tracer.__setitem__ = _traced_setitem
+    _host_methods.install(_METHODS)
     HostArray.__getitem__ = _host_getitem
     HostArray._jax_sort = _METHODS["sort"]

@@ -49,7 +49,7 @@ def _with_initial(out: Any, initial: Any, combine: Any, x: Any) -> Any:
     return out if initial is None else combine(out, cast(asarray(initial), x.dtype))
 
 
-def _accumulating_dtype(dtype: np.dtype, promote_integers: bool = True) -> np.dtype:
+def accumulating_dtype(dtype: np.dtype, promote_integers: bool = True) -> np.dtype:
     """JAX sums and multiplies bools and narrower integers in the mode's default integer
     (unsigned ones in the default unsigned); ``promote_integers=False`` keeps an integer dtype
     (bools still count in the default integer)."""
@@ -66,7 +66,7 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: 
     """numpy's ``sum``: ``where`` leaves elements out, ``initial`` is added."""
     _check_out(out, "sum")
     x = asarray(a)
-    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
+    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else accumulating_dtype(x.dtype, promote_integers))
     axes = normalize_axes(axis, x.ndim, "sum")
     total = red.reduce_sum(_masked(x, where, 0, "sum"), axes)
     return _keep(_with_initial(total, initial, ew.add, x), x, axes, keepdims)
@@ -77,7 +77,7 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """numpy's ``prod``: ``where`` leaves elements out, ``initial`` multiplies in."""
     _check_out(out, "prod")
     x = asarray(a)
-    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
+    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else accumulating_dtype(x.dtype, promote_integers))
     axes = normalize_axes(axis, x.ndim, "prod")
     product = red.reduce_prod(_masked(x, where, 1, "prod"), axes)
     return _keep(_with_initial(product, initial, ew.mul, x), x, axes, keepdims)
@@ -144,8 +144,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """numpy's ``mean``; ``where`` leaves elements out of both the sum and the count."""
     _check_out(out, "mean")
     x = asarray(a)
-    out_dtype = dtypes.canonicalize(dtype) if dtype is not None else (
-        x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
+    out_dtype = dtypes.canonicalize(dtype) if dtype is not None else dtypes.to_inexact(x.dtype)
     x = cast(x, out_dtype)
     axes = normalize_axes(axis, x.ndim, "mean")
     total = red.reduce_sum(_masked(x, where, 0, "mean"), axes)
@@ -177,8 +176,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     _check_out(out, "var")
     ddof = _ddof(ddof, correction, "var")
     x = asarray(a)
-    in_dtype = dtypes.canonicalize(dtype) if dtype is not None else (
-        x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
+    in_dtype = dtypes.canonicalize(dtype) if dtype is not None else dtypes.to_inexact(x.dtype)
     x = cast(x, in_dtype)
     axes = normalize_axes(axis, x.ndim, "var")
     centered = _masked(ew.sub(x, mean(x, axis=axes, keepdims=True, where=where)), where, 0, "var")
@@ -240,9 +238,10 @@ def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, wh
 
 
 def _acc_dtype(x: Any, dtype: Any) -> np.dtype:
+    """What ``cumsum``/``cumprod`` accumulate in, as JAX's: bool in the default int, others as they are."""
     if dtype is not None:
         return dtypes.canonicalize(dtype)
-    return dtypes.int64 if x.dtype in (dtypes.bool_, dtypes.int32) else x.dtype
+    return dtypes.default_int() if x.dtype == dtypes.bool_ else x.dtype
 
 
 def cumsum(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
@@ -265,7 +264,7 @@ def _cumulative(scan: Any, identity: int, name: str, x: Any, axis: int | None, d
     if axis is None and a.ndim > 1:
         raise ValueError(f"{name}: axis must be given for arrays of more than one dimension")
     ax = 0 if axis is None else axis
-    out = scan(a, ax, dtype)
+    out = scan(a, ax, dtype if dtype is not None else accumulating_dtype(a.dtype, True))
     return _prepend_initial(out, ax, identity) if include_initial else out
 
 

@@ -53,11 +53,12 @@ def aval(x: Any) -> ShapedArray:
 
 
 def promote(*args: Any, to_inexact: bool = False) -> list[Any]:
-    """Bring operands to one dtype the numpy-2 way; ``to_inexact`` makes ints float64."""
-    args = tuple(a if is_weak(a) or isinstance(a, Tracer) else asarray(a) for a in args)
+    """Bring operands to one dtype by JAX's promotion; ``to_inexact`` makes bools and ints
+    inexact as JAX does (float32 up to 32 bits, float64 for 64-bit ones)."""
+    args = tuple(a if is_weak(a) or isinstance(a, Tracer) or dtypes.is_weak(a) else asarray(a) for a in args)
     dtype = dtypes.result_type(*args)
-    if to_inexact and not dtypes.is_inexact(dtype):
-        dtype = dtypes.float64
+    if to_inexact:
+        dtype = dtypes.to_inexact(dtype)
     return [cast(a, dtype) for a in args]
 
 
