@@ -57,7 +57,8 @@ _INPLACE_OPERATORS = ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifl
 def jax_repr(x: Any) -> str:
     """``Array([1., 2.], dtype=float32)``: JAX's ``repr`` of an array."""
     prefix = "Array("
-    dtype_str = f"dtype={x.dtype.name}"
+    dtype_str = f"dtype={x.dtype.name}, weak_type=True" if getattr(x, "weak_type", False) is True else \
+        f"dtype={x.dtype.name}"
     values = np.asarray(x)
     line_width = np.get_printoptions()["linewidth"]
     if values.size == 0:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -213,7 +214,7 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
         return fnp.reshape(permutation(key, n_inputs if scalar else arr, axis)[prefix],
                            _choice_shape(arr, shape, axis, scalar))
     if p is None:
-        ind = randint(key, shape, 0, n_inputs)
+        ind = randint(key, shape, 0, n_inputs, dtype=_CALLER_MODE.int_dtype)
     else:
         ind = _choice_index(key, p, shape, n_inputs, n_draws, replace)
     out = ind if scalar else fnp.take(arr, ind, axis=axis)
@@ -782,6 +783,16 @@ def _to_mode(x: Any) -> Any:
     return x if dt in dtypes.enabled() else fnp.asarray(x, dtype=dtypes.canonicalize(dt))
 
 
+class _CallerMode(threading.local):
+    """The default int of the mode a public sampler was called in (the samplers run in x64):
+    ``choice`` draws its indices in it, as JAX's ``randint`` default does."""
+
+    int_dtype = dtypes.int64
+
+
+_CALLER_MODE = _CallerMode()
+
+
 def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
     """``f`` in JAX's 32-bit mode too: its ``dtype`` argument (or default) is taken in the caller's
     mode (float32/int32 with x64 off, JAX's warning for an explicit 64-bit one), then the bits
@@ -808,10 +819,12 @@ def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
                 bound.arguments["dtype"] = dtypes.canonicalize(given, "" if explicit else None)
         args, kwargs = bound.args, bound.kwargs
         previous = dtypes.set_x64_override(True)
+        _CALLER_MODE.int_dtype = dtypes.int32
         try:
             out = f(*args, **kwargs)
         finally:
             dtypes.set_x64_override(previous)
+            _CALLER_MODE.int_dtype = dtypes.int64
         if is_key:
             return fnp.asarray(out, dtype=dtypes.uint32)
         return tree_map(_to_mode, out)

@@ -266,7 +266,10 @@ def _to_scalar(kind: type) -> Any:
     def convert(self: Any) -> Any:
         if self.ndim:
             raise TypeError(f"Only scalar arrays can be converted to Python scalars; got arr.ndim={self.ndim}")
-        return kind(self.view(np.ndarray)[()])
+        value = self.view(np.ndarray)[()]
+        if kind is not complex and self.dtype.kind == "c":
+            raise TypeError(f"{kind.__name__}() argument must be a real number, not a complex {self.dtype.name} array")
+        return kind(value)
 
     convert.__name__ = f"__{kind.__name__}__"
     return convert
@@ -274,6 +277,17 @@ def _to_scalar(kind: type) -> Any:
 
 def _pos(self: Any) -> Any:
     return self
+
+
+def _dot(slow: Any) -> Any:
+    """``x.dot(y)``: ``x @ y`` for vectors and matrices, where the two agree; else ``slow``."""
+
+    def dot(self: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
+        if not args and not kwargs and 1 <= self.ndim <= 2 and isinstance(other, np.ndarray) and 1 <= other.ndim <= 2:
+            return self @ other
+        return slow(self, other, *args, **kwargs)
+
+    return dot
 
 
 #: operator name -> (numpy's ufunc, promotion kind, whether reflected)
@@ -288,7 +302,10 @@ _BINARY = {
 }
 _NO_REFLECTION = ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__")
 _UNARY = {"__neg__": np.negative, "__abs__": np.absolute, "__invert__": np.invert}
-_VIEWS = ("reshape", "transpose", "ravel", "flatten", "squeeze", "swapaxes")
+#: numpy's own: ``copy`` and ``flatten`` make the writeable copies numpy's functions fill or sort in
+#: place (``np.unique`` sorts ``x.flatten()``), ``item`` and ``tolist`` give Python values as JAX's
+_NUMPY_KEPT = ("__getitem__", "copy", "flatten", "item", "tolist")
+_VIEWS = ("reshape", "transpose", "ravel", "squeeze", "swapaxes")
 _SCALAR_CONVERSIONS = {"__int__": int, "__float__": float, "__complex__": complex}
 
 
@@ -307,7 +324,7 @@ def install(methods: dict[str, Any]) -> None:
     """Give :class:`HostArray` JAX's operators and methods: ``methods`` are the ``fungraph.numpy``
     ones tracers get (operators under their dunder names)."""
     for name, fn in methods.items():
-        if name in ("__getitem__", "copy", "item", "tolist"):
+        if name in _NUMPY_KEPT:
             continue
         if isinstance(fn, property):
             setattr(HostArray, name, property(_jax_method(name, fn.fget)))
@@ -328,6 +345,7 @@ def install(methods: dict[str, Any]) -> None:
         setattr(HostArray, name, _viewing(name))
     HostArray.T = _viewing_property("T")
     HostArray.astype = _astype
+    HostArray.dot = _dot(HostArray.dot)
     for name, rule in _reduction_rules().items():
         setattr(HostArray, name, _reduction(name, getattr(HostArray, name), rule))
     for name, kind in _SCALAR_CONVERSIONS.items():

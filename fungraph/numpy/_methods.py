@@ -146,7 +146,7 @@ def _holds_tracer(idx: Any) -> bool:
 
 def _host_getitem(self: HostArray, idx: Any) -> Any:
     """numpy's indexing where it agrees with JAX's, giving read-only arrays (0-d ones for
-    single elements); fungraph's (staged) indexing for a traced index, and for out-of-bounds
+    single elements, weak where the array is); fungraph's (staged) indexing for a traced index, and for out-of-bounds
     integers, which JAX clamps where numpy raises."""
     if _holds_tracer(idx):
         return _indexing.getitem(self, idx)
@@ -154,10 +154,13 @@ def _host_getitem(self: HostArray, idx: Any) -> Any:
         out = np.ndarray.__getitem__(self, idx)
     except IndexError:
         return _indexing.getitem(self, idx)
-    if type(out) is HostArray:
+    if type(out) is not HostArray:
+        out = hosted(np.asarray(out)) if isinstance(out, np.generic) else out
+    else:
         out.flags.writeable = self.flags.writeable and out.flags.writeable
-        return out
-    return hosted(np.asarray(out)) if isinstance(out, np.generic) else out
+    if self.weak_type and type(out) is HostArray:
+        out.weak_type = True
+    return out
 
 
 def _traced_setitem(self: Tracer, idx: Any, value: Any) -> None:
