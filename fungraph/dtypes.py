@@ -250,18 +250,6 @@ def real_for(dtype: np.dtype) -> np.dtype:
     return {complex64: float32, complex128: float64}.get(d, d)
 
 
-#: JAX's ``dtypes.to_inexact_dtype``: bool and integers up to 32 bits compute in float32, 64-bit ones
-#: in float64 (float32 with x64 off).
-_TO_INEXACT = {bool_: float32, int8: float32, uint8: float32, int16: float32, uint16: float32, int32: float32,
-               uint32: float32, int64: float64, uint64: float64}
-
-
-def to_inexact(dtype: np.dtype) -> np.dtype:
-    """The inexact dtype JAX computes ``dtype``'s true division and means in (JAX's
-    ``to_inexact_dtype``, canonical in the current mode): inexact dtypes are kept."""
-    return canonicalize(_TO_INEXACT.get(dtype, dtype))
-
-
 def float_dtype_for(dtype: np.dtype) -> np.dtype:
     """The inexact dtype JAX gives transcendental functions of ``dtype``: inexact dtypes are
     kept, integers and bool take the mode's default float."""

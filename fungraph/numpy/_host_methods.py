@@ -75,7 +75,7 @@ def _make_plan(ufunc: Any, kind: str, mine: tuple[np.dtype, bool], theirs: tuple
     except TypeError:
         return None
     if kind == "inexact":
-        dtype = dtypes.to_inexact(dtype)
+        dtype = dtypes.float_dtype_for(dtype)
     if kind == "power" and not dtypes.is_inexact(dtype):
         return None
     want = dtypes.bool_ if kind == "compare" else dtype
@@ -316,7 +316,7 @@ def _reduction_rules() -> dict[str, Any]:
     def index(dtype: np.dtype) -> np.dtype:
         return dtypes.default_int()
 
-    return {"sum": accumulating_dtype, "prod": accumulating_dtype, "mean": dtypes.to_inexact, "max": same,
+    return {"sum": accumulating_dtype, "prod": accumulating_dtype, "mean": dtypes.float_dtype_for, "max": same,
             "min": same, "all": same, "any": same, "argmax": index, "argmin": index}
 
 

@@ -144,7 +144,8 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """numpy's ``mean``; ``where`` leaves elements out of both the sum and the count."""
     _check_out(out, "mean")
     x = asarray(a)
-    out_dtype = dtypes.canonicalize(dtype) if dtype is not None else dtypes.to_inexact(x.dtype)
+    out_dtype = dtypes.canonicalize(dtype) if dtype is not None else (
+        x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
     x = cast(x, out_dtype)
     axes = normalize_axes(axis, x.ndim, "mean")
     total = red.reduce_sum(_masked(x, where, 0, "mean"), axes)
@@ -176,7 +177,8 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     _check_out(out, "var")
     ddof = _ddof(ddof, correction, "var")
     x = asarray(a)
-    in_dtype = dtypes.canonicalize(dtype) if dtype is not None else dtypes.to_inexact(x.dtype)
+    in_dtype = dtypes.canonicalize(dtype) if dtype is not None else (
+        x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
     x = cast(x, in_dtype)
     axes = normalize_axes(axis, x.ndim, "var")
     centered = _masked(ew.sub(x, mean(x, axis=axes, keepdims=True, where=where)), where, 0, "var")
@@ -238,10 +240,9 @@ def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, wh
 
 
 def _acc_dtype(x: Any, dtype: Any) -> np.dtype:
-    """What ``cumsum``/``cumprod`` accumulate in, as JAX's: bool in the default int, others as they are."""
     if dtype is not None:
         return dtypes.canonicalize(dtype)
-    return dtypes.default_int() if x.dtype == dtypes.bool_ else x.dtype
+    return dtypes.int64 if x.dtype in (dtypes.bool_, dtypes.int32) else x.dtype
 
 
 def cumsum(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
@@ -264,7 +265,7 @@ def _cumulative(scan: Any, identity: int, name: str, x: Any, axis: int | None, d
     if axis is None and a.ndim > 1:
         raise ValueError(f"{name}: axis must be given for arrays of more than one dimension")
     ax = 0 if axis is None else axis
-    out = scan(a, ax, dtype if dtype is not None else accumulating_dtype(a.dtype, True))
+    out = scan(a, ax, dtype)
     return _prepend_initial(out, ax, identity) if include_initial else out
 
 

@@ -53,12 +53,12 @@ def aval(x: Any) -> ShapedArray:
 
 
 def promote(*args: Any, to_inexact: bool = False) -> list[Any]:
-    """Bring operands to one dtype by JAX's promotion; ``to_inexact`` makes bools and ints
-    inexact as JAX does (float32 up to 32 bits, float64 for 64-bit ones)."""
+    """Bring operands to one dtype by JAX's promotion; ``to_inexact`` makes ints float64
+    (the default float of the mode)."""
     args = tuple(a if is_weak(a) or isinstance(a, Tracer) or dtypes.is_weak(a) else asarray(a) for a in args)
     dtype = dtypes.result_type(*args)
-    if to_inexact:
-        dtype = dtypes.to_inexact(dtype)
+    if to_inexact and not dtypes.is_inexact(dtype):
+        dtype = dtypes.float64
     return [cast(a, dtype) for a in args]
 
 
