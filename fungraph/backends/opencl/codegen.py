@@ -17,8 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.core import Primitive, register_lowering
 from fungraph.ir import Eqn, Literal, ShapedArray, Var
-from fungraph.primitives.special import maclaurin_coefficient
+from fungraph.primitives import elementwise as ew
+from fungraph.primitives.fused import fma_p
+from fungraph.primitives.special import maclaurin_coefficient, maclaurin_p, xlogx_p
 
 CTYPES = {dtypes.bool_: "uchar", dtypes.int8: "char", dtypes.int16: "short", dtypes.int32: "int",
           dtypes.int64: "long", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint",
@@ -220,10 +223,21 @@ def preamble(used: set[np.dtype]) -> str:
 
 Rule = Callable[[np.dtype, np.dtype, Sequence[str], dict], str]
 
-_UNARY_FLOAT = {"sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh", "exp": "exp", "log": "log",
-                "sqrt": "sqrt", "log1p": "log1p", "expm1": "expm1", "atan": "atan", "sinh": "sinh",
-                "cosh": "cosh", "erf": "erf", "floor": "floor", "asin": "asin", "acos": "acos", "acosh": "acosh",
-                "atanh": "atanh"}
+
+@dataclass(frozen=True)
+class CExpression:
+    """The OpenCL lowering of an elementwise primitive: ``emit(in_dtype, out_dtype, args,
+    params)`` is its value at one index as a C expression of its operands' values ``args``,
+    which the :class:`Emitter` evaluates inside a fused region."""
+
+    emit: Rule
+
+
+def expression_rule(prim: Primitive) -> Rule | None:
+    """``prim``'s C expression rule, or None when it has none (it is not fused)."""
+    lowering = prim.lowerings.get("opencl")
+    rule = lowering.rule if lowering is not None else None
+    return rule.emit if isinstance(rule, CExpression) else None
 
 
 def _is_bool(dt: np.dtype) -> bool:
@@ -362,19 +376,26 @@ def _unary_float(fn: str) -> Rule:
     return rule
 
 
-ELEMENTWISE_RULES: dict[str, Rule] = {name: _unary_float(fn) for name, fn in _UNARY_FLOAT.items()}
-ELEMENTWISE_RULES.update({
-    "neg": _neg, "abs": _abs, "sign": _sign, "not": _not, "logistic": _typed_call("fg_logistic"),
-    "add": _add, "sub": _sub, "mul": _mul, "div": _infix("/"), "pow": _call("pow"),
-    "max": _extremum(">"), "min": _extremum("<"), "atan2": _call("atan2"),
-    "mod": _typed_call("fg_mod"), "floor_divide": _typed_call("fg_fdiv"),
-    "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
-    "gt": _compare(">"), "ge": _compare(">="),
-    "and": _infix("&"), "or": _infix("|"), "xor": _infix("^"),
-    "select": _select, "fma": _fma, "convert_element_type": _convert,
-    "xlogx": lambda i, o, a, p: f"({a[0]} == ({ctype(i)})0 ? ({ctype(i)})0 : {a[0]} * log({a[0]}))",
-    "maclaurin": lambda i, o, a, p: c_literal(maclaurin_coefficient(p["series"], p["k"]), o),
-})
+#: The elementwise primitives with a C expression, each registered as its ``"opencl"``
+#: lowering; the float functions of the first group are OpenCL's of the same name.
+_UNARY_FLOAT = (ew.sin_p, ew.cos_p, ew.tan_p, ew.tanh_p, ew.exp_p, ew.log_p, ew.sqrt_p, ew.log1p_p, ew.expm1_p,
+                ew.atan_p, ew.sinh_p, ew.cosh_p, ew.erf_p, ew.floor_p, ew.asin_p, ew.acos_p, ew.acosh_p, ew.atanh_p)
+_EXPRESSIONS: tuple[tuple[Primitive, Rule], ...] = (
+    *((p, _unary_float(p.name)) for p in _UNARY_FLOAT),
+    (ew.neg_p, _neg), (ew.abs_p, _abs), (ew.sign_p, _sign), (ew.not_p, _not),
+    (ew.logistic_p, _typed_call("fg_logistic")),
+    (ew.add_p, _add), (ew.sub_p, _sub), (ew.mul_p, _mul), (ew.div_p, _infix("/")), (ew.pow_p, _call("pow")),
+    (ew.max_p, _extremum(">")), (ew.min_p, _extremum("<")), (ew.atan2_p, _call("atan2")),
+    (ew.mod_p, _typed_call("fg_mod")), (ew.floor_divide_p, _typed_call("fg_fdiv")),
+    (ew.eq_p, _compare("==")), (ew.ne_p, _compare("!=")), (ew.lt_p, _compare("<")), (ew.le_p, _compare("<=")),
+    (ew.gt_p, _compare(">")), (ew.ge_p, _compare(">=")),
+    (ew.and_p, _infix("&")), (ew.or_p, _infix("|")), (ew.xor_p, _infix("^")),
+    (ew.select_p, _select), (fma_p, _fma), (ew.convert_element_type_p, _convert),
+    (xlogx_p, lambda i, o, a, p: f"({a[0]} == ({ctype(i)})0 ? ({ctype(i)})0 : {a[0]} * log({a[0]}))"),
+    (maclaurin_p, lambda i, o, a, p: c_literal(maclaurin_coefficient(p["series"], p["k"]), o)),
+)
+for _prim, _rule in _EXPRESSIONS:
+    register_lowering(_prim, "opencl", CExpression(_rule))
 
 #: Rough cost of one evaluation in byte-equivalents of memory traffic (the fusion cost model).
 OP_COST = {name: 16.0 for name in ("sin", "cos", "tan", "log", "log1p", "expm1", "atan", "sinh", "cosh", "erf",
@@ -395,7 +416,7 @@ def is_fusible(e: Eqn) -> bool:
         return True
     if name == "integer_pow" or name == "adagrad":
         return True
-    return e.primitive.elementwise and name in ELEMENTWISE_RULES
+    return e.primitive.elementwise and expression_rule(e.primitive) is not None
 
 
 # --- accesses: affine views of stored values -----------------------------------------------
@@ -601,7 +622,7 @@ class Emitter:
             return self.emit_adagrad(e, k, idx)
         args = [self.operand(a, out.shape, idx) for a in e.inputs]
         in_dtype = e.inputs[-1].aval.dtype
-        expr = ELEMENTWISE_RULES[name](in_dtype, out.dtype, args, p)
+        expr = e.primitive.lowerings["opencl"].rule.emit(in_dtype, out.dtype, args, p)
         return self.fresh(ctype(out.dtype), expr)
 
     def emit_adagrad(self, e: Eqn, k: int, idx: Sequence[str]) -> str:
