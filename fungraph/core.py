@@ -105,10 +105,10 @@ ALIGNMENT = 64
 class ScratchLowering:
     """A lowering that runs in a block of planned scratch memory: ``nbytes(eqn)`` is the block's
     size (the memory planner places it in the arena, live only while the equation runs) and
-    ``bind(eqn, block)`` gives the lowering bound to that block."""
+    ``lower(eqn, block)`` gives the lowering bound to that block."""
 
     nbytes: Callable[[Any], int]
-    bind: Callable[[Any, Any], Callable[..., Any]]
+    lower: Callable[[Any, Any], Callable[..., Any]]
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ triple_p = Primitive("test_lowerings_triple", impl=lambda x: np.asarray(x) * 3, 
 halve_p = Primitive("test_lowerings_halve", impl=lambda x: np.asarray(x) / 2, abstract_eval=_same_aval, arity=1)
 bare_p = Primitive("test_lowerings_bare", impl=lambda x: np.asarray(x) + 1, abstract_eval=_same_aval, arity=1)
 
-CALLS = {"triple": 0, "halve_bound": 0, "halve_block": 0}
+CALLS = {"triple": 0, "halve_lowered": 0, "halve_block": 0}
 
 
 def _triple_cpu(out: np.ndarray, x: Any) -> np.ndarray:
@@ -33,8 +33,8 @@ def _halve_bytes(eqn: Any) -> int:
     return eqn.inputs[0].aval.nbytes
 
 
-def _halve_bind(eqn: Any, block: np.ndarray) -> Any:
-    CALLS["halve_bound"] += 1
+def _halve_lower(eqn: Any, block: np.ndarray) -> Any:
+    CALLS["halve_lowered"] += 1
     CALLS["halve_block"] = block.size
     tmp = block.view(eqn.inputs[0].aval.dtype).reshape(eqn.inputs[0].aval.shape)
 
@@ -47,7 +47,7 @@ def _halve_bind(eqn: Any, block: np.ndarray) -> Any:
 
 
 register_lowering(triple_p, "cpu", _triple_cpu)
-register_lowering(halve_p, "cpu", scratch=ScratchLowering(_halve_bytes, _halve_bind))
+register_lowering(halve_p, "cpu", scratch=ScratchLowering(_halve_bytes, _halve_lower))
 
 
 def test_a_registered_rule_is_what_the_cpu_engine_runs() -> None:
@@ -64,7 +64,7 @@ def test_a_scratch_lowering_gets_its_planned_block() -> None:
     f = fg.jit(lambda x: halve_p.bind(x * 2.0))
     x = np.arange(10, dtype=np.float64)
     np.testing.assert_array_equal(f(x), x)
-    assert CALLS["halve_bound"] >= 1
+    assert CALLS["halve_lowered"] >= 1
     assert CALLS["halve_block"] == x.nbytes
     assert backend_factory("cpu").scratch_bytes(f.lower(x).compiled.graph.eqns[-1]) == x.nbytes
 

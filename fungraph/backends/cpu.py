@@ -173,7 +173,7 @@ class CpuExecutable:
             rule = e.primitive.lowerings.get("cpu")
             if index in plan.scratch and rule is not None and rule.scratch is not None:
                 block = arena[plan.scratch[index].offset:plan.scratch[index].offset + plan.scratch[index].size]
-                fn, specific = rule.scratch.bind(e, block), True
+                fn, specific = rule.scratch.lower(e, block), True
             else:
                 fn, specific = lowering_for(e.primitive)
             if not specific:
@@ -552,8 +552,8 @@ def _fallback(prim: Primitive) -> Lowering:
 
 def scratch_bytes(eqn: Any) -> int:
     """The scratch block ``eqn`` needs on the CPU engine (0: none); ``plan_memory``'s rule.
-    ``plan_memory`` places that block in the arena, live only while the equation runs, and the
-    lowering's ``scratch.bind`` is bound to it; a plan made without this rule (``plan.scratch``
+    ``plan_memory`` places that block in the arena, live only while the equation runs, and
+    ``scratch.lower`` binds the lowering to it; a plan made without this rule (``plan.scratch``
     lacks the equation) runs the primitive's plain lowering."""
     rule = eqn.primitive.lowerings.get("cpu")
     return rule.scratch.nbytes(eqn) if rule is not None and rule.scratch is not None else 0

@@ -622,7 +622,7 @@ class Emitter:
             return self.emit_adagrad(e, k, idx)
         args = [self.operand(a, out.shape, idx) for a in e.inputs]
         in_dtype = e.inputs[-1].aval.dtype
-        expr = e.primitive.lowerings["opencl"].rule.emit(in_dtype, out.dtype, args, p)
+        expr = e.primitive.lowering("opencl").rule.emit(in_dtype, out.dtype, args, p)
         return self.fresh(ctype(out.dtype), expr)
 
     def emit_adagrad(self, e: Eqn, k: int, idx: Sequence[str]) -> str:
