@@ -426,21 +426,25 @@ def _carry_bytes(avals: Sequence[Any]) -> int:
     return sum(-(-a.nbytes // 64) * 64 for a in avals)
 
 
-def subgraph_scratch_bytes(eqn: Any) -> int:
-    """The block a control-flow equation needs: its sub-graphs' arenas (branches and the loop's
-    cond and body share one region, as only one runs at a time) plus a second carry view."""
+# The block a control-flow equation needs: its sub-graphs' arenas (branches, and a loop's cond
+# and body, share one region, as only one runs at a time), for a loop plus a second carry view.
+
+
+def _cond_bytes(eqn: Any) -> int:
+    return max(_compiled(b).plan.arena_bytes for b in eqn.params["branches"])
+
+
+def _while_bytes(eqn: Any) -> int:
     p = eqn.params
-    name = eqn.primitive.name
-    if name == "cond":
-        return max(_compiled(b).plan.arena_bytes for b in p["branches"])
-    if name == "while":
-        body = _loop_body(p["body_graph"], len(p["body_graph"].outvars))[0]
-        sub = max(_compiled(p["cond_graph"]).plan.arena_bytes, body.plan.arena_bytes)
-        return -(-sub // 64) * 64 + _carry_bytes(p["body_graph"].out_avals)
-    if name == "scan":
-        sub = _loop_body(p["body"], p["num_carry"])[0].plan.arena_bytes
-        return -(-sub // 64) * 64 + _carry_bytes(p["body"].out_avals[:p["num_carry"]])
-    return 0
+    body = _loop_body(p["body_graph"], len(p["body_graph"].outvars))[0]
+    sub = max(_compiled(p["cond_graph"]).plan.arena_bytes, body.plan.arena_bytes)
+    return -(-sub // 64) * 64 + _carry_bytes(p["body_graph"].out_avals)
+
+
+def _scan_bytes(eqn: Any) -> int:
+    p = eqn.params
+    sub = _loop_body(p["body"], p["num_carry"])[0].plan.arena_bytes
+    return -(-sub // 64) * 64 + _carry_bytes(p["body"].out_avals[:p["num_carry"]])
 
 
 def _lower_cond(eqn: Any, block: np.ndarray) -> Lowering:
@@ -564,9 +568,9 @@ def scratch_bytes(eqn: Any) -> int:
 register_lowering(fusion_p, "cpu", scratch=ScratchLowering(fusion_scratch_bytes, lower_fusion))
 # Control flow lies above the engines in the layers, so its primitives are found by name; this
 # module is imported on first use of the backend, after ``import fungraph`` has defined them.
-register_lowering(get_primitive("cond"), "cpu", scratch=ScratchLowering(subgraph_scratch_bytes, _lower_cond))
-register_lowering(get_primitive("while"), "cpu", scratch=ScratchLowering(subgraph_scratch_bytes, _lower_while))
-register_lowering(get_primitive("scan"), "cpu", scratch=ScratchLowering(subgraph_scratch_bytes, _lower_scan))
+register_lowering(get_primitive("cond"), "cpu", scratch=ScratchLowering(_cond_bytes, _lower_cond))
+register_lowering(get_primitive("while"), "cpu", scratch=ScratchLowering(_while_bytes, _lower_while))
+register_lowering(get_primitive("scan"), "cpu", scratch=ScratchLowering(_scan_bytes, _lower_scan))
 
 
 def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> CpuExecutable:
