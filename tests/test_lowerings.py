@@ -106,3 +106,20 @@ def test_every_single_output_ufunc_primitive_writes_into_out_on_the_cpu() -> Non
                      and ("cpu" not in p.lowerings or p.lowerings["cpu"].rule is None))
     assert missing == []
     assert get_primitive("add").lowering("cpu").rule is not None
+
+
+@pytest.mark.parametrize("module", ["fungraph.backends.cpu", "fungraph.backends.opencl"])
+def test_a_backend_imported_first_finds_the_control_flow_primitives(module: str) -> None:
+    """Backends name the higher-order primitives (above them in the layers) when they load;
+    importing one first still defines those primitives before (``import fungraph`` runs first)."""
+    import os
+    import subprocess
+    import sys
+
+    backend = module.rsplit(".", 1)[1]
+    code = (f"import {module}\nfrom fungraph.core import get_primitive\n"
+            f"print([n for n in ('cond', 'while', 'scan') if {backend!r} not in get_primitive(n).lowerings])")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
