@@ -2,8 +2,10 @@
 arena buffer, and a tree of steps (kernel launches, host round-trips, and device-resident
 control flow) run back to back.
 
-Compile time, one module per stage: ``lowering`` chooses fused regions, gives every value a
-slot and turns regions, primitives and control flow into steps of generated kernels;
+Compile time, one module per stage: the compiler's ``regions.fuse_regions`` writes the fused
+regions into the graph as ``fusion`` equations (under :data:`~fungraph.backends.opencl.fusion.
+OPENCL_FUSION`, on the program order the donation ordering leaves); ``lowering`` gives every
+value a slot and turns regions, primitives and control flow into steps of generated kernels;
 ``planning`` decides which outputs take over donated input buffers and packs the arena;
 ``building`` builds the program once (or takes a cached one) and instantiates every kernel;
 ``running`` launches every kernel once to warm PoCL's work-group compilation.
@@ -24,11 +26,13 @@ from fungraph.backends import taking_turns
 from fungraph.backends.opencl import control
 from fungraph.backends.opencl.building import Bindings, build_program
 from fungraph.backends.opencl.device import OpenCLArray, get_device
+from fungraph.backends.opencl.fusion import OPENCL_FUSION
 from fungraph.backends.opencl.lowering import Lowering
 from fungraph.backends.opencl.planning import donation_order, plan_arena, plan_donation
 from fungraph.backends.opencl.program import ENGINE_STATS, Step, graph_avals, kernel_specs, walk
 from fungraph.backends.opencl.running import Runner
 from fungraph.interpreters.memory import MemoryPlan
+from fungraph.interpreters.regions import contract, plan_regions
 from fungraph.ir import Eqn, Graph, Literal, Namer, format_eqn
 
 _REENTERED = ("an OpenCL-jitted function was called again from a host callback inside its own call; its "
@@ -57,17 +61,21 @@ class OpenCLExecutable:
         self.dev = get_device()
         self.info = self.dev.info
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
-        graph = donation_order(graph, self.donated)
-        self.graph = graph
+        ordered = donation_order(graph, self.donated)
         self.plan = plan
-        for a in graph_avals(graph):
+        for a in graph_avals(ordered):
             self.dev.check_dtype(a, "this graph")
-        lowered = Lowering(graph, self.donated, self.info, fuse)
+        regions, self.fusion = plan_regions(ordered, OPENCL_FUSION, fuse)
+        #: the program order the regions were chosen on, which ``fusion``'s indices name
+        self.ordered = ordered
+        #: the graph the engine runs: its regions as ``fusion`` equations
+        self.graph = contract(ordered, regions)
+        lowered = Lowering(self.graph, self.donated, self.info, fuse)
         lowered.lower()
-        self.fusion = lowered.fusion
+        self.free_views = len(lowered.fusion.aliases)
         self.idx_type = lowered.idx_type
         self.slots, self.steps = lowered.slots, lowered.steps
-        self.donation = plan_donation(graph, self.donated, self.slots, self.steps)
+        self.donation = plan_donation(lowered.graph, self.donated, self.slots, self.steps)
         self.arena_bytes = plan_arena(self.slots)
         self.source, self.program, self.build_seconds = build_program(self.dev, list(kernel_specs(self.steps)))
         bindings = Bindings(self.dev, self.program, self.slots, self.steps, lowered.const_host, self.arena_bytes)
@@ -98,13 +106,13 @@ class OpenCLExecutable:
         in launch order (loop bodies and branches indented), then the fused regions with their
         cost-model figures; values are named as the graph's own listing names them."""
         namer = Namer()
-        for v in self.graph.invars + self.graph.constvars:
+        for v in self.ordered.invars + self.ordered.constvars:
             namer(v)
-        for e in self.graph.eqns:
+        for e in self.ordered.eqns:
             for o in e.outputs:
                 namer(o)
         lines = [f"OpenCL executable on {self.info.name!r}: {self.kernel_count} kernels, {self.host_steps} host "
-                 f"round-trips, {len(self.fusion.aliases)} free views; arena {self.arena_bytes} B "
+                 f"round-trips, {self.free_views} free views; arena {self.arena_bytes} B "
                  f"(jit plan {self.plan.arena_bytes} B); build {self.build_seconds * 1e3:.0f} ms, "
                  f"warm-up {self.warm_seconds * 1e3:.0f} ms"]
 
@@ -137,7 +145,8 @@ class OpenCLExecutable:
                         show(block, pad + "    ")
 
         show(self.steps, "")
-        lines.extend(self.fusion.describe(self.graph, namer))
+        if self.fusion is not None:
+            lines.extend(self.fusion.describe(self.ordered, namer))
         return "\n".join(lines)
 
 
