@@ -25,6 +25,8 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import dtypes
 from fungraph.backends.opencl.fusion import OPENCL_FUSION
+from fungraph.backends.opencl.lowering import Lowering
+from fungraph.backends.opencl.program import kernel_specs
 from fungraph.interpreters import fusion_model, fusion_search
 from fungraph.jit import clear_caches
 from fungraph.testing import Program, programs
@@ -248,3 +250,23 @@ def test_large_components_fall_back_to_greedy_and_the_node_budget_bounds_the_sea
     spent = fusion_search.plan_fusion(graph, OPENCL_FUSION, model=fusion_model.CostModel(search_nodes=0))
     assert spent.expansions == 0 and [c.origin for c in spent.components] == [fusion_model.FALLBACK]
     assert spent.cost == greedy.cost
+
+
+def test_the_engine_lowers_the_regions_the_graph_holds() -> None:
+    """The kernels follow the ``fusion`` equations of the graph the engine is given: its own
+    regions give one kernel each; the same program without regions, one kernel per equation."""
+    def f(x, b):
+        h = fnp.exp(x - b) * 2.0
+        return fnp.sum(h * h, axis=1), fnp.tanh(h)
+
+    x = np.random.default_rng(4).standard_normal((64, 33)).astype(np.float32)
+    b = np.linspace(0, 1, 33, dtype=np.float32)
+    exe = fg.jit(f, backend="opencl").lower(x, b).compiled.executable
+
+    def kernels(graph):
+        lowering = Lowering(graph, exe.donated, exe.info)
+        lowering.lower()
+        return [[e.primitive.name for e in spec.eqns] for spec in kernel_specs(lowering.steps)]
+
+    assert kernels(exe.graph) == [["sub", "exp", "mul"], ["mul", "reduce_sum"], ["tanh"]]
+    assert kernels(exe.ordered) == [[e.primitive.name] for e in exe.ordered.eqns]
