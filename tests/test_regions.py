@@ -318,3 +318,10 @@ def test_the_verifier_checks_a_region_against_its_body() -> None:
     with_const = Eqn(fusion_p, (x,), tuple(Var(o.aval) for o in region.outputs), Params({"call": closed}))
     with pytest.raises(VerificationError, match="no constants"):
         Graph((x,), (), (), (with_const,), with_const.outputs).verify()
+
+
+def test_a_capability_names_a_known_policy() -> None:
+    with pytest.raises(ValueError, match="policy 'greedy' is neither"):
+        FusionCapability(policy="greedy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="planned_by 'jit' is neither"):
+        FusionCapability(planned_by="jit")  # type: ignore[arg-type]

@@ -119,6 +119,12 @@ class FusionCapability:
     product_epilogues: bool = False
     planned_by: Choice["pipeline", "engine"] = "pipeline"
 
+    def __post_init__(self) -> None:
+        if self.policy not in ("chains", "search"):
+            raise ValueError(f"FusionCapability: policy {self.policy!r} is neither 'chains' nor 'search'")
+        if self.planned_by not in ("pipeline", "engine"):
+            raise ValueError(f"FusionCapability: planned_by {self.planned_by!r} is neither 'pipeline' nor 'engine'")
+
 
 #: Elementwise chains of any size: the default of :func:`fuse_regions`.
 ELEMENTWISE_CHAINS = FusionCapability()
