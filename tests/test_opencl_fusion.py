@@ -270,3 +270,6 @@ def test_the_engine_lowers_the_regions_the_graph_holds() -> None:
 
     assert kernels(exe.graph) == [["sub", "exp", "mul"], ["mul", "reduce_sum"], ["tanh"]]
     assert kernels(exe.ordered) == [[e.primitive.name] for e in exe.ordered.eqns]
+    # ``describe`` names the values inside regions as the scheduled graph's listing does
+    listing = {line.strip() for line in str(exe.ordered).splitlines() if " = " in line}
+    assert {line.strip() for line in exe.describe().splitlines() if line.startswith("    ")} == listing

@@ -31,9 +31,10 @@ from fungraph.backends.opencl.lowering import Lowering
 from fungraph.backends.opencl.planning import donation_order, plan_arena, plan_donation
 from fungraph.backends.opencl.program import ENGINE_STATS, Step, graph_avals, kernel_specs, walk
 from fungraph.backends.opencl.running import Runner
+from fungraph.interpreters.fusion_model import FusionPlan
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.interpreters.regions import contract, plan_regions
-from fungraph.ir import Eqn, Graph, Literal, Namer, format_eqn
+from fungraph.ir import Eqn, Graph, Literal, Namer, Var, format_eqn
 
 _REENTERED = ("an OpenCL-jitted function was called again from a host callback inside its own call; its "
                "arena and kernel arguments are in use (call it after the outer call returns, or jit the "
@@ -73,6 +74,7 @@ class OpenCLExecutable:
         lowered = Lowering(self.graph, self.donated, self.info, fuse)
         lowered.lower()
         self.free_views = len(lowered.fusion.aliases)
+        self._same = _same_values(lowered.graph, lowered.fusion, ordered, self.fusion)
         self.idx_type = lowered.idx_type
         self.slots, self.steps = lowered.slots, lowered.steps
         self.donation = plan_donation(lowered.graph, self.donated, self.slots, self.steps)
@@ -105,12 +107,16 @@ class OpenCLExecutable:
         """Each kernel, host round-trip and control-flow step with the equations it covers,
         in launch order (loop bodies and branches indented), then the fused regions with their
         cost-model figures; values are named as the graph's own listing names them."""
-        namer = Namer()
+        names = Namer()
         for v in self.ordered.invars + self.ordered.constvars:
-            namer(v)
+            names(v)
         for e in self.ordered.eqns:
             for o in e.outputs:
-                namer(o)
+                names(o)
+
+        def namer(v: Var) -> str:
+            return names(self._same.get(v, v))
+
         lines = [f"OpenCL executable on {self.info.name!r}: {self.kernel_count} kernels, {self.host_steps} host "
                  f"round-trips, {self.free_views} free views; arena {self.arena_bytes} B "
                  f"(jit plan {self.plan.arena_bytes} B); build {self.build_seconds * 1e3:.0f} ms, "
@@ -121,7 +127,7 @@ class OpenCLExecutable:
                 outs = " ".join(f"{namer(o)}:{o.aval}" for o in e.outputs)
                 ins = " ".join(str(a) if isinstance(a, Literal) else namer(a) for a in e.inputs)
                 return f"{outs} = {e.primitive.name} {ins}"
-            return format_eqn(e, namer, 0, False).strip()
+            return format_eqn(e, namer, 0, False).strip()  # type: ignore[arg-type]
 
         def show(steps: list[Step], pad: str) -> None:
             for st in steps:
@@ -146,7 +152,25 @@ class OpenCLExecutable:
 
         show(self.steps, "")
         if self.fusion is not None:
-            lines.extend(self.fusion.describe(self.ordered, namer))
+            lines.extend(self.fusion.describe(self.ordered, names))
         return "\n".join(lines)
 
 
+
+
+def _same_values(flat: Graph, flat_plan: FusionPlan, ordered: Graph, plan: FusionPlan | None) -> dict[Var, Var]:
+    """Each value computed inside a region of the lowered graph (where the regions' bodies,
+    expanded, hold values of their own) mapped to the same value of the graph the regions were
+    chosen on, so that ``describe`` names both alike. Regions match by their root's outputs,
+    which are the same values in both graphs, and their members by order."""
+    if plan is None:
+        return {}
+    by_root = {o: r for r in plan.regions for o in ordered.eqns[r.root].outputs}
+    same: dict[Var, Var] = {}
+    for r in flat_plan.regions:
+        q = by_root.get(flat.eqns[r.root].outputs[0])
+        if q is None or len(q.members) != len(r.members):
+            continue
+        for i, j in zip(sorted(r.members), sorted(q.members)):
+            same.update(zip(flat.eqns[i].outputs, ordered.eqns[j].outputs))
+    return same
