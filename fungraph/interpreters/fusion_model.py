@@ -248,21 +248,27 @@ class _Facts:
 def _materialise(f: _Facts, i: int) -> str | None:
     """What equation ``i`` becomes when it joins no region: a root, a free alias, or (a
     fusible equation with outputs of several shapes) nothing fused at all."""
-    kind = f.kind[i]
+    return _how(f.eqns[i], f.kind[i], i in f.alias_ok, f.graph_outs)
+
+
+def _how(e: Eqn, kind: str | None, aliasable: bool, graph_outs: set[Var]) -> str | None:
     if kind == "reduce":
         return "root"
     if kind != "fusible":
         return None
-    e = f.eqns[i]
-    if i in f.alias_ok and not any(o in f.graph_outs for o in e.outputs):
+    if aliasable and not any(o in graph_outs for o in e.outputs):
         return "alias"
     shape = e.outputs[0].aval.shape
     return "root" if all(o.aval.shape == shape for o in e.outputs) else "skip"
 
 
 def _new_region(f: _Facts, i: int) -> Region:
-    e = f.eqns[i]
-    if f.kind[i] == "reduce":
+    return _region_of(f.eqns[i], i, f.kind[i] == "reduce")
+
+
+def _region_of(e: Eqn, i: int, reduce: bool) -> Region:
+    """A region of equation ``i`` alone."""
+    if reduce:
         return Region(i, "reduce", e.inputs[0].aval.shape, {i}, list(e.outputs))
     return Region(i, "elementwise", e.outputs[0].aval.shape, {i}, list(e.outputs))
 
@@ -492,23 +498,28 @@ def plan_of_regions(graph: Graph, spans: Sequence[tuple[Sequence[int], Sequence[
     values it writes, in order), every other equation that can be a root a region of its own
     and every free view outside them an alias: how an engine reads the regions of a graph
     whose ``fusion`` equations were expanded in place (``regions.expand_regions``)."""
-    f = _Facts(graph, capability)
+    roots = capability.roots
     regions: list[Region] = []
     spanned: set[int] = set()
     for members, outputs in spans:
-        region = _new_region(f, members[-1])
+        root = members[-1]
+        region = _region_of(graph.eqns[root], root, graph.eqns[root].primitive.name in roots)
         region.members = set(members)
         region.outputs = list(outputs)
         regions.append(region)
         spanned.update(members)
+    alias_ok = capability.free_views(graph)
+    graph_outs = {a for a in graph.outvars if isinstance(a, Var)}
     aliases: set[int] = set()
-    for i in range(f.n):
+    for i, e in enumerate(graph.eqns):
         if i in spanned:
             continue
-        if f.how[i] == "alias":
+        reduce = e.primitive.name in roots
+        how = _how(e, "reduce" if reduce else "fusible" if capability.member(e) else None, i in alias_ok, graph_outs)
+        if how == "alias":
             aliases.add(i)
-        elif f.how[i] == "root":
-            regions.append(_new_region(f, i))
+        elif how == "root":
+            regions.append(_region_of(e, i, reduce))
     return _assemble(regions, aliases, [])
 
 

@@ -223,12 +223,13 @@ def _used_outside(graph: Graph, regions: Sequence[Sequence[int]]) -> list[list[V
     return [[o for i in members for o in graph.eqns[i].outputs if o in read_outside] for members in regions]
 
 
-def contract(graph: Graph, regions: Sequence[tuple[Sequence[int], Sequence[Var]]]) -> Graph:
+def contract(graph: Graph, regions: Sequence[tuple[Sequence[int], Sequence[Var]]], resort: bool = True) -> Graph:
     """``graph`` with each region (its members' indices in program order, and the values it
-    writes) replaced by one ``fusion`` equation; regions of one equation stay as they are.
-    The contracted graph is re-sorted topologically, keeping every unit as close to its
-    original position (its last member's) as dependencies allow: a graph already in a valid
-    order keeps it."""
+    writes) replaced by one ``fusion`` equation at its last member's position; regions of one
+    equation stay as they are. With ``resort`` the contracted graph is re-sorted
+    topologically, keeping every unit as close to that position as dependencies allow (a
+    graph already in a valid order keeps it); without, the caller knows the order is valid
+    (the cost-model policy's regions: every value a region writes is read after its root)."""
     regions = [(list(m), list(o)) for m, o in regions if len(m) >= 2]
     if not regions:
         return graph
@@ -242,7 +243,8 @@ def contract(graph: Graph, regions: Sequence[tuple[Sequence[int], Sequence[Var]]
     for i, e in enumerate(graph.eqns):
         if unit_of[i] == i and units.get(i) is None:
             units[i] = e
-    return Graph(graph.invars, graph.constvars, graph.consts, _topological(units), graph.outvars)
+    eqns = _topological(units) if resort else tuple(units[i] for i in sorted(units))
+    return Graph(graph.invars, graph.constvars, graph.consts, eqns, graph.outvars)
 
 
 def plan_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS,
@@ -258,7 +260,7 @@ def plan_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
 
 def fuse_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS) -> Graph:
     """Replace each region that ``capability``'s policy finds by one ``fusion`` equation."""
-    return contract(graph, plan_regions(graph, capability)[0])
+    return contract(graph, plan_regions(graph, capability)[0], resort=capability.policy == "chains")
 
 
 def expand_regions(graph: Graph) -> tuple[Graph, list[tuple[tuple[int, ...], tuple[Var, ...]]]]:

@@ -70,7 +70,7 @@ class OpenCLExecutable:
         #: the program order the regions were chosen on, which ``fusion``'s indices name
         self.ordered = ordered
         #: the graph the engine runs: its regions as ``fusion`` equations
-        self.graph = contract(ordered, regions)
+        self.graph = contract(ordered, regions, resort=False)
         lowered = Lowering(self.graph, self.donated, self.info, fuse)
         lowered.lower()
         self.free_views = len(lowered.fusion.aliases)

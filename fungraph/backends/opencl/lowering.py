@@ -74,7 +74,7 @@ class Lowering:
         self.graph, self.fusion = regions_of(graph, OPENCL_FUSION)
         self.donated = tuple(donated)
         self.info = info
-        self.idx_type = "long" if max((a.size for a in graph_avals(graph)), default=0) >= 2**31 - 1 else "int"
+        self.idx_type = "long" if max((a.size for a in graph_avals(self.graph)), default=0) >= 2**31 - 1 else "int"
         self._fuse = fuse
         self.slots: list[Slot] = []
         self.access: dict[Var, Access] = {}
