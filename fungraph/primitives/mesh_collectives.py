@@ -13,6 +13,7 @@ an operation mixes the two, so each ``psum`` reads a varying value. Then the tra
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ import numpy as np
 
 from fungraph import _mpi, dtypes
 from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
-from fungraph.ir import ShapedArray
+from fungraph.ir import Graph, ShapedArray
 from fungraph.primitives._batching import to_front
 from fungraph.primitives._rules import aval, linear_jvp
 from fungraph.primitives.elementwise import convert, div, eq, mul
@@ -329,3 +330,61 @@ mesh_axis_index_p = MeshPrimitive("mesh_axis_index", impl=_axis_index_impl, arit
 #: the collectives whose result is the same on every process of the axis (it leaves the
 #: value invariant); the others leave it varying
 INVARIANT_RESULT = frozenset({mesh_psum_p, mesh_pmax_p, mesh_pmin_p})
+
+
+# --- every process runs the same program -------------------------------------------------------
+
+
+def holds_collectives(graph: Graph) -> bool:
+    """Whether ``graph`` (or a sub-graph of it) runs a collective over processes."""
+    return any(isinstance(e.primitive, MeshPrimitive) or any(holds_collectives(g) for g in e.subgraphs)
+               for e in graph.eqns)
+
+
+def _param_text(value: Any) -> str:
+    if isinstance(value, Graph):
+        return "<graph>"
+    if isinstance(value, tuple) and any(isinstance(v, Graph) for v in value):
+        return f"<{len(value)} graphs>"
+    return repr(value)
+
+
+def program_text(graph: Graph, depth: int = 0) -> list[str]:
+    """One line per equation (primitive, static parameters, result types), sub-graphs
+    indented below theirs: what must agree between processes (constants' values may not)."""
+    pad = "  " * depth
+    lines = [f"{pad}graph({', '.join(str(v.aval) for v in graph.invars)})"]
+    for e in graph.eqns:
+        params = ", ".join(f"{k}={_param_text(v)}" for k, v in e.params.items())
+        outs = ", ".join(str(o.aval) for o in e.outputs)
+        lines.append(f"{pad}  {e.primitive.name}[{params}] -> {outs}")
+        for g in e.subgraphs:
+            lines.extend(program_text(g, depth + 2))
+    return lines
+
+
+def check_same_program(graph: Graph) -> None:
+    """Before the first run of a compiled graph that holds collectives, compare a fingerprint
+    of it across processes: a process that staged another program (a branch on its process
+    index in Python, another shape) fails here naming both, instead of waiting forever in a
+    collective the others never call."""
+    if _mpi.process_count() == 1 or not holds_collectives(graph):
+        return
+    text = program_text(graph)
+    mine = hashlib.sha256("\n".join(text).encode()).hexdigest()[:16]
+    signatures = _mpi.allgather_objects(mine)
+    if len(set(signatures)) == 1:
+        return
+    texts = _mpi.allgather_objects(text)
+    me = _mpi.process_index()
+    other = next(p for p, s in enumerate(signatures) if s != mine)
+    first = next((i for i, (a, b) in enumerate(zip(texts[me], texts[other])) if a != b),
+                 min(len(texts[me]), len(texts[other])))
+
+    def line(p: int) -> str:
+        return texts[p][first] if first < len(texts[p]) else "<end of program>"
+
+    raise RuntimeError(
+        f"process {me} compiled a program (signature {mine}) that differs from process {other}'s "
+        f"(signature {signatures[other]}); every process must run the same collectives in the same order.\n"
+        f"  first difference, line {first}:\n    process {me}: {line(me)}\n    process {other}: {line(other)}")

@@ -113,6 +113,10 @@ class _Typer:
             after = self.of(x) - {name} if e.primitive in INVARIANT_RESULT else self.of(x) | {name}
             self._emit(e, (x,), [after])
             return
+        typed = _SUBGRAPH_RULES.get(e.primitive.name)
+        if typed is not None and e.subgraphs:
+            typed(self, e, ins)
+            return
         union = frozenset().union(*ins)
         inputs = tuple(self.lift(a, union, self.mesh, e.source) for a in e.inputs)
         if e.subgraphs and union:
@@ -125,6 +129,50 @@ class _Typer:
         self.vma.update(zip(e.outputs, out_vma))
 
 
+def _join(rows: Sequence[Sequence[frozenset]]) -> list[frozenset]:
+    return [frozenset().union(*col) for col in zip(*rows)]
+
+
+def _type_call(typer: _Typer, e: Eqn, ins: list[frozenset]) -> None:
+    """``jit_call``: its graph typed with the inputs' types, outputs as the graph gives them."""
+    call, out_vma = typed_graph(e.params["call"], ins, typer.mesh)
+    typer._emit(Eqn(e.primitive, e.inputs, e.outputs, Params({**e.params.kwargs(), "call": call}), e.source),
+                e.inputs, out_vma)
+
+
+def _type_cond(typer: _Typer, e: Eqn, ins: list[frozenset]) -> None:
+    """``cond``: each output varies over what it varies over in any branch (JAX's rule); the
+    branches' outputs are lifted to that, and an index that varies makes everything vary."""
+    operands = ins[1:]
+    if ins[0]:
+        operands = [v | ins[0] for v in operands]
+    inputs = (e.inputs[0],) + tuple(typer.lift(a, v, typer.mesh, e.source) for a, v in zip(e.inputs[1:], operands))
+    branches = e.params["branches"]
+    out = _join([typed_graph(b, operands, typer.mesh)[1] for b in branches])
+    out = [v | ins[0] for v in out]
+    typed = tuple(typed_graph(b, operands, typer.mesh, lift_outputs_to=out)[0] for b in branches)
+    typer._emit(Eqn(e.primitive, inputs, e.outputs, Params({**e.params.kwargs(), "branches": typed}), e.source),
+                inputs, out)
+
+
+def _type_scan(typer: _Typer, e: Eqn, ins: list[frozenset]) -> None:
+    """``scan``: the carries' types grow to a fixed point (at most one step per mesh axis)."""
+    nc = e.params["num_carry"]
+    body = e.params["body"]
+    carry = list(ins[:nc])
+    while True:
+        out = typed_graph(body, carry + list(ins[nc:]), typer.mesh)[1]
+        grown = [c | o for c, o in zip(carry, out[:nc])]
+        if grown == carry:
+            break
+        carry = grown
+    inputs = tuple(typer.lift(a, v, typer.mesh, e.source) for a, v in zip(e.inputs, carry + list(ins[nc:])))
+    out = typed_graph(body, carry + list(ins[nc:]), typer.mesh)[1]
+    typed = typed_graph(body, carry + list(ins[nc:]), typer.mesh, lift_outputs_to=carry + out[nc:])[0]
+    typer._emit(Eqn(e.primitive, inputs, e.outputs, Params({**e.params.kwargs(), "body": typed}), e.source),
+                inputs, carry + out[nc:])
+
+
 def _typed_param(value: Any, vma: frozenset, mesh: MeshAxes) -> Any:
     if isinstance(value, Graph):
         return typed_graph(value, [vma] * len(value.invars), mesh, lift_outputs_to=vma)[0]
@@ -134,19 +182,28 @@ def _typed_param(value: Any, vma: frozenset, mesh: MeshAxes) -> Any:
 
 
 def typed_graph(graph: Graph, in_vma: Sequence[frozenset], mesh: MeshAxes,
-                lift_outputs_to: frozenset | None = None) -> tuple[Graph, list[frozenset]]:
+                lift_outputs_to: frozenset | Sequence[frozenset] | None = None) -> tuple[Graph, list[frozenset]]:
     """``graph`` with ``pvary`` inserted so that every equation reads values of one type, and
-    the mesh axes each output varies over (inputs vary over ``in_vma``, constants over none)."""
+    the mesh axes each output varies over (inputs vary over ``in_vma``, constants over none);
+    ``lift_outputs_to`` (one set for all outputs, or one per output) raises the outputs' types."""
     typer = _Typer(mesh)
     typer.vma.update(zip(graph.invars, in_vma))
     typer.vma.update((v, _INVARIANT) for v in graph.constvars)
     for e in graph.eqns:
         typer.equation(e)
     outs = list(graph.outvars)
-    if lift_outputs_to:
-        outs = [typer.lift(a, lift_outputs_to, mesh, None) for a in outs]
+    if lift_outputs_to is not None:
+        targets = [lift_outputs_to] * len(outs) if isinstance(lift_outputs_to, frozenset) else lift_outputs_to
+        outs = [typer.lift(a, t, mesh, None) for a, t in zip(outs, targets)]
     typed = Graph(graph.invars, graph.constvars, graph.consts, tuple(typer.eqns), tuple(outs))
     return typed, [typer.of(a) for a in outs]
+
+
+_SUBGRAPH_RULES: dict[str, Callable[[_Typer, Eqn, list[frozenset]], None]] = {
+    "jit_call": _type_call,
+    "cond": _type_cond,
+    "scan": _type_scan,
+}
 
 
 # --- shard_map --------------------------------------------------------------------------------
