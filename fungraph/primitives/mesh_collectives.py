@@ -66,6 +66,33 @@ def mesh_of_axis(name: Hashable) -> MeshAxes | None:
     return None
 
 
+def typing_mesh() -> MeshAxes | None:
+    """The innermost mesh in scope: while it is, staging types values with the axes they vary over."""
+    return _ENV.meshes[-1] if _ENV.meshes else None
+
+
+def staged_types(prim: Primitive, in_vma: Sequence[frozenset], params: Any, out_count: int,
+                 mesh: MeshAxes) -> tuple[list[frozenset], list[frozenset], MeshAxes]:
+    """What staging an equation inside ``shard_map`` does to types: the axes each input must
+    vary over (``pvary`` raises it), those of each output, and the mesh of the ``pvary``s."""
+    if isinstance(prim, MeshPrimitive):
+        name, own = params["axis_name"], params["mesh"]
+        if prim is mesh_axis_index_p:
+            return [], [frozenset({name})] * out_count, own
+        wanted = in_vma[0] | {name}
+        if prim is pvary_p:
+            return [in_vma[0]], [wanted], own
+        return [wanted], [wanted - {name} if prim in INVARIANT_RESULT else wanted], own
+    graphs = [v for v in params.values() if isinstance(v, Graph)]
+    graphs += [g for v in params.values() if isinstance(v, tuple) for g in v if isinstance(g, Graph)]
+    matching = [g for g in graphs if len(g.outvars) == out_count]
+    if matching:
+        out = [frozenset().union(*(g.outvars[j].aval.vma for g in matching)) for j in range(out_count)]
+        return list(in_vma), out, mesh
+    union = frozenset().union(*in_vma)
+    return [union] * len(in_vma), [union] * out_count, mesh
+
+
 def axis_size_of(mesh: MeshAxes, name: Hashable) -> int:
     return dict(mesh)[name]
 

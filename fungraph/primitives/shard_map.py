@@ -19,6 +19,7 @@ such an equation varies over an axis, all its inputs and outputs are taken to va
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -80,8 +81,14 @@ class _Typer:
         self.mesh = mesh
         self.vma: dict[Var, frozenset] = {}
         self.eqns: list[Eqn] = []
+        #: outputs of dropped ``pvary``s, and the atoms that replace them
+        self.alias: dict[Var, Atom] = {}
+
+    def read(self, a: Atom) -> Atom:
+        return self.alias.get(a, a) if isinstance(a, Var) else a
 
     def of(self, a: Atom) -> frozenset:
+        a = self.read(a)
         return _INVARIANT if isinstance(a, Literal) else self.vma[a]
 
     def lift(self, a: Atom, target: frozenset, mesh: MeshAxes, source: str | None) -> Atom:
@@ -103,11 +110,18 @@ class _Typer:
         return a
 
     def equation(self, e: Eqn) -> None:
+        e = Eqn(e.primitive, tuple(self.read(a) for a in e.inputs), e.outputs, e.params, e.source)
         ins = [self.of(a) for a in e.inputs]
         if isinstance(e.primitive, MeshPrimitive):
             name, mesh = e.params["axis_name"], e.params["mesh"]
             if e.primitive is mesh_axis_index_p:
                 self._emit(e, e.inputs, [frozenset({name})] * len(e.outputs))
+                return
+            if e.primitive is pvary_p:
+                if name in ins[0]:  # already varying: staged before its input's type was known
+                    self.alias[e.outputs[0]] = self.read(e.inputs[0])
+                    return
+                self._emit(e, e.inputs, [ins[0] | {name}])
                 return
             x = self.lift(e.inputs[0], ins[0] | {name}, mesh, e.source)
             after = self.of(x) - {name} if e.primitive in INVARIANT_RESULT else self.of(x) | {name}
@@ -191,7 +205,7 @@ def typed_graph(graph: Graph, in_vma: Sequence[frozenset], mesh: MeshAxes,
     typer.vma.update((v, _INVARIANT) for v in graph.constvars)
     for e in graph.eqns:
         typer.equation(e)
-    outs = list(graph.outvars)
+    outs = [typer.read(a) for a in graph.outvars]
     if lift_outputs_to is not None:
         targets = [lift_outputs_to] * len(outs) if isinstance(lift_outputs_to, frozenset) else lift_outputs_to
         outs = [typer.lift(a, t, mesh, None) for a, t in zip(outs, targets)]
@@ -229,7 +243,7 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, mesh: Mesh, in_specs: A
                              f"{_mpi.process_count()} processes run (start them with mpiexec -n {mesh.size})")
         leaves, in_tree = tree_flatten(args)
         specs = _flat_specs(in_specs, args, "in_specs")
-        avals = [abstractify(x) for x in leaves]
+        avals = [dataclasses.replace(abstractify(x), vma=frozenset(s.axis_names())) for x, s in zip(leaves, specs)]
         for s, a in zip(specs, avals):
             _check_spec(s, mesh, a.ndim, "in_specs")
         out_tree: list[Any] = []
