@@ -24,6 +24,9 @@ MeshAxes = tuple[tuple[Hashable, int], ...]
 
 
 _STATE: dict[str, Any] = {"comm": None, "initialized": False, "axis_comms": {}}
+#: MPI calls made, by kind (``allreduce_in_place``: with ``MPI.IN_PLACE``; ``overlap_copies``:
+#: operands copied first because they partly overlap the result)
+MPI_STATS = {"allreduce": 0, "allreduce_in_place": 0, "overlap_copies": 0}
 _LOCK = threading.Lock()
 
 
@@ -159,15 +162,20 @@ def allreduce(comm: Any, x: np.ndarray, out: np.ndarray, kind: str) -> np.ndarra
         out_view = out
     wide = _reduction_dtype(x.dtype)
     if wide is not None:
+        MPI_STATS["allreduce"] += 1
         buf = np.array(x, wide)
         comm.Allreduce(_mpi().IN_PLACE, buf, op=_op(kind))
         np.copyto(out_view, buf, casting="unsafe")
         return out
     recv = out_view if out_view.flags.c_contiguous else np.empty(out_view.shape, out_view.dtype)
+    MPI_STATS["allreduce"] += 1
     if _same_memory(x, recv) and x.flags.c_contiguous:
+        MPI_STATS["allreduce_in_place"] += 1
         comm.Allreduce(_mpi().IN_PLACE, recv, op=_op(kind))
     else:
-        send = np.array(x) if np.shares_memory(x, recv) else np.ascontiguousarray(x)
+        overlap = np.shares_memory(x, recv)
+        MPI_STATS["overlap_copies"] += overlap
+        send = np.array(x) if overlap else np.ascontiguousarray(x)
         comm.Allreduce(send, recv, op=_op(kind))
     if recv is not out_view:
         np.copyto(out_view, recv)

@@ -129,3 +129,47 @@ def test_two_dimensional_mesh_collectives_run_per_axis():
 
     ours = fg.jit(fg.shard_map(lambda v: body(lax, v), mesh=m, in_specs=P("a", "b"), out_specs=P("a", "b")))(mine(x))
     np.testing.assert_allclose(ours, mine(theirs), rtol=1e-12)
+
+
+def test_opencl_engine_runs_collectives_through_the_host(require_opencl):
+    """The OpenCL engine reads a collective's operand back to the host, runs the MPI call and
+    writes the result to the device: one counted round trip per collective per call."""
+    from fungraph.backends import opencl
+    x = block(global_array(7, SHAPE))
+
+    def body(v):
+        return lax.psum(v * 2, "dp") + 1, lax.all_gather(v[0] * 3, "dp", tiled=True)
+
+    f = fg.shard_map(body, mesh=mesh(), in_specs=P("dp"), out_specs=(P(), P("dp")))
+    want = fg.jit(f)(x)
+    gpu = fg.jit(f, backend="opencl")
+    gpu(x)
+    opencl.reset_transfer_stats()
+    got = gpu(x)
+    assert opencl.TRANSFER_STATS["host_round_trips"] == 2
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12)
+
+
+def test_psum_runs_in_place_when_the_plan_shares_the_buffer():
+    from fungraph._mpi import MPI_STATS
+    x = block(global_array(8, SHAPE))
+    f = fg.jit(fg.shard_map(lambda v: lax.psum(v * 2, "dp") + 1, mesh=mesh(), in_specs=P("dp"), out_specs=P()))
+    f(x)
+    before = dict(MPI_STATS)
+    got = f(x)
+    assert MPI_STATS["allreduce"] - before["allreduce"] == 1
+    assert MPI_STATS["allreduce_in_place"] - before["allreduce_in_place"] == 1
+    want = 2 * sum(np.split(global_array(8, SHAPE), N)) + 1
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_partially_overlapping_operands_are_copied_before_the_call():
+    from fungraph import _mpi
+    comm = _mpi.world()
+    buf = np.arange(8.0) + R
+    want = sum(np.arange(8.0)[0:4] + r for r in range(N))
+    before = _mpi.MPI_STATS["overlap_copies"]
+    _mpi.allreduce(comm, buf[0:4], buf[2:6], "sum")
+    assert _mpi.MPI_STATS["overlap_copies"] == before + 1
+    np.testing.assert_allclose(buf[2:6], want)
