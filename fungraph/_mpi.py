@@ -103,6 +103,10 @@ def axis_comm(mesh_axes: MeshAxes, axis_name: Hashable) -> Any:
     """The communicator of ``axis_name`` of a mesh over every process (None in a world of
     one). Made by a collective ``Split``, at the first collective over that axis, which every
     process reaches at the same point of the same program."""
+    key = (mesh_axes, axis_name)
+    sub = _STATE["axis_comms"].get(key)
+    if sub is not None:
+        return sub
     comm = world()
     shape = tuple(size for _, size in mesh_axes)
     names = [name for name, _ in mesh_axes]
@@ -111,15 +115,12 @@ def axis_comm(mesh_axes: MeshAxes, axis_name: Hashable) -> Any:
                          f"{process_count()} processes run (one device per process)")
     if comm is None:
         return None
-    key = (mesh_axes, axis_name)
-    sub = _STATE["axis_comms"].get(key)
-    if sub is None:
-        coords = list(np.unravel_index(comm.Get_rank(), shape))
-        a = names.index(axis_name)
-        key_along = int(coords[a])
-        coords[a] = 0
-        color = int(np.ravel_multi_index(coords, shape))
-        sub = _STATE["axis_comms"][key] = comm.Split(color, key_along)
+    coords = list(np.unravel_index(comm.Get_rank(), shape))
+    a = names.index(axis_name)
+    key_along = int(coords[a])
+    coords[a] = 0
+    color = int(np.ravel_multi_index(coords, shape))
+    sub = _STATE["axis_comms"][key] = comm.Split(color, key_along)
     return sub
 
 

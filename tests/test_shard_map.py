@@ -201,3 +201,19 @@ def test_partition_spec_is_jax_like():
     spec = PartitionSpec("dp", None, ("a", "b"))
     assert tuple(spec) == tuple(jax.P("dp", None, ("a", "b")))
     assert spec.axis_names() == ("dp", "a", "b")
+
+
+def test_loops_keep_invariant_carries_invariant():
+    """A while_loop (and a fori_loop with traced bounds) whose carry only meets psums stays
+    invariant, so it may be returned as P(); a carry that meets the block varies."""
+    def local(v):
+        invariant = lax.while_loop(lambda c: c < 10.0, lambda c: c + lax.psum(v.sum(), "dp") ** 2 + 1.0, 0.0)
+        varying = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + v), (0, v * 0))[1]
+        return invariant, varying
+
+    f = fg.shard_map(local, mesh=_mesh(), in_specs=P("dp"), out_specs=(P(), P("dp")))
+    a, b = f(np.ones(3))
+    assert float(a) == 10.0 and np.array_equal(b, 3 * np.ones(3))
+    bad = fg.shard_map(local, mesh=_mesh(), in_specs=P("dp"), out_specs=(P(), P()))
+    with pytest.raises(ValueError, match="for output 1"):
+        bad(np.ones(3))

@@ -11,10 +11,11 @@ typed graph is then evaluated inline under the caller's transformations, so ``ji
 ``grad``, ``vmap`` and ``jvp`` of a ``shard_map`` transform its equations one by one, and the
 transposes ``psum^T = pvary``, ``pvary^T = psum`` give JAX's gradients.
 
-Sub-graphs (branches, loop bodies, inner ``jit``) are typed conservatively: when any input of
-such an equation varies over an axis, all its inputs and outputs are taken to vary over it
-(values are unchanged; a replicated ``P()`` output of such a loop then needs ``psum`` or
-``check_vma=False``).
+``jit_call``, ``cond``, ``scan`` and ``while`` are typed through their sub-graphs (branches
+joined, loop carries grown to a fixed point). Other sub-graphs (custom derivatives, linear
+solves) are typed conservatively: when any input of such an equation varies over an axis, all
+its inputs and outputs are taken to vary over it (values are unchanged; a replicated ``P()``
+output then needs ``psum`` or ``check_vma=False``).
 """
 
 from __future__ import annotations
@@ -187,6 +188,26 @@ def _type_scan(typer: _Typer, e: Eqn, ins: list[frozenset]) -> None:
                 inputs, carry + out[nc:])
 
 
+def _type_while(typer: _Typer, e: Eqn, ins: list[frozenset]) -> None:
+    """``while``: the carries' types grow to a fixed point; a predicate that varies makes every
+    carry vary (the processes may stop after different numbers of steps)."""
+    ncc, nbc = e.params["n_cc"], e.params["n_bc"]
+    cc, bc, carry = list(ins[:ncc]), list(ins[ncc:ncc + nbc]), list(ins[ncc + nbc:])
+    cond, body = e.params["cond_graph"], e.params["body_graph"]
+    while True:
+        pred = typed_graph(cond, carry + cc, typer.mesh)[1][0]
+        out = typed_graph(body, carry + bc, typer.mesh)[1]
+        grown = [c | o | pred for c, o in zip(carry, out)]
+        if grown == carry:
+            break
+        carry = grown
+    lifted = tuple(typer.lift(a, v, typer.mesh, e.source) for a, v in zip(e.inputs[ncc + nbc:], carry))
+    inputs = tuple(e.inputs[:ncc + nbc]) + lifted
+    params = {**e.params.kwargs(), "cond_graph": typed_graph(cond, carry + cc, typer.mesh)[0],
+              "body_graph": typed_graph(body, carry + bc, typer.mesh, lift_outputs_to=carry)[0]}
+    typer._emit(Eqn(e.primitive, inputs, e.outputs, Params(params), e.source), inputs, carry)
+
+
 def _typed_param(value: Any, vma: frozenset, mesh: MeshAxes) -> Any:
     if isinstance(value, Graph):
         return typed_graph(value, [vma] * len(value.invars), mesh, lift_outputs_to=vma)[0]
@@ -217,6 +238,7 @@ _SUBGRAPH_RULES: dict[str, Callable[[_Typer, Eqn, list[frozenset]], None]] = {
     "jit_call": _type_call,
     "cond": _type_cond,
     "scan": _type_scan,
+    "while": _type_while,
 }
 
 
