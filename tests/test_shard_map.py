@@ -72,19 +72,30 @@ def test_data_parallel_loss_and_grad_match_jax():
     np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-12)
 
 
-def test_pvary_goes_where_invariant_meets_varying():
+def _names_inside(graph) -> list[str]:
+    """The primitives of ``graph`` with its sub-graphs' (the shard_map call's body) in place."""
+    out = []
+    for e in graph.eqns:
+        out.append(e.primitive.name)
+        for g in e.subgraphs:
+            out.extend(_names_inside(g))
+    return out
+
+
+def test_shard_map_is_one_call_whose_body_has_pvary_where_invariant_meets_varying():
     mesh = _mesh()
     f = fg.shard_map(_loss, mesh=mesh, in_specs=(P(), P("dp"), P("dp")), out_specs=P())
     w, x, y = np.ones((3, 2)), np.ones((5, 3)), np.ones((5, 2))
     graph = fg.make_graph(f)(w, x, y)
-    names = [e.primitive.name for e in graph.eqns]
-    assert names[0] == "pvary" and graph.eqns[0].inputs[0] is graph.invars[0]
+    assert [e.primitive.name for e in graph.eqns] == ["jit_call"]
+    assert graph.eqns[0].params["name"] == "shard_map(_loss)"
+    body = graph.eqns[0].params["call"]
+    assert body.eqns[0].primitive.name == "pvary" and body.eqns[0].inputs[0] is body.invars[0]
+    names = _names_inside(graph)
     assert names.count("pvary") == 1 and names.count("mesh_psum") == 1
-    grad_graph = fg.make_graph(fg.grad(f))(w, x, y)
-    grad_names = [e.primitive.name for e in grad_graph.eqns]
+    grad_names = _names_inside(fg.make_graph(fg.grad(f))(w, x, y))
     # the loss's psum transposes to a pvary, the parameters' pvary to a psum
     assert grad_names.count("mesh_psum") == 2 and grad_names.count("pvary") == 2
-    assert grad_graph.eqns[-1].primitive is mc.mesh_psum_p
 
 
 def test_psum_of_an_invariant_value_is_n_times_it_and_its_gradient_n():

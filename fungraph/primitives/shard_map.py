@@ -7,8 +7,9 @@ blocks' shapes, with the mesh's axis names in scope (so ``psum(x, "dp")`` binds 
 collective), then typed: each value is marked with the mesh axes it varies over (JAX's
 ``vma``), and a ``pvary`` goes in wherever an operation mixes a value invariant over an axis
 with one varying over it, and before each collective that reads an invariant value. The
-typed graph is then evaluated inline under the caller's transformations, so ``jit``,
-``grad``, ``vmap`` and ``jvp`` of a ``shard_map`` transform its equations one by one, and the
+typed graph is bound as one call (``jit_call[name=shard_map(f)]``, the higher-order primitive
+that holds a graph), so an eager ``shard_map`` compiles its body once, and ``jit``, ``grad``,
+``vmap`` and ``jvp`` transform the body through the call's rules (``jit`` inlines it); the
 transposes ``psum^T = pvary``, ``pvary^T = psum`` give JAX's gradients.
 
 ``jit_call``, ``cond``, ``scan`` and ``while`` are typed through their sub-graphs (branches
@@ -26,9 +27,9 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from fungraph import _mpi, dtypes
-from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.staging import abstractify, stage
 from fungraph.ir import Atom, Eqn, Graph, Literal, Params, Var
+from fungraph.jit import jit_call_p
 from fungraph.primitives.mesh_collectives import (
     INVARIANT_RESULT,
     MeshAxes,
@@ -245,6 +246,10 @@ _SUBGRAPH_RULES: dict[str, Callable[[_Typer, Eqn, list[frozenset]], None]] = {
 # --- shard_map --------------------------------------------------------------------------------
 
 
+def _name(f: Callable[..., Any]) -> str:
+    return getattr(f, "__name__", type(f).__name__)
+
+
 def shard_map(f: Callable[..., Any] | None = None, /, *, mesh: Mesh, in_specs: Any, out_specs: Any,
               check_vma: bool = True, axis_names: Any = frozenset()) -> Any:
     """Map ``f`` over the blocks of a mesh, one device per process (JAX's ``shard_map``): each
@@ -289,7 +294,7 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, mesh: Mesh, in_specs: A
                     f"shard_map out_specs {s!r} for output {j} ({a}) say it is replicated over mesh axes "
                     f"{sorted(extra, key=repr)}, but it varies over them; reduce it (psum, pmean, pmax, all_gather) "
                     "or name the axes in its out spec (or pass check_vma=False)")
-        outs = eval_graph(typed, *leaves, *closure)
-        return tree_unflatten(tree, outs)
+        outs = jit_call_p.bind(*leaves, *closure, call=typed, name=f"shard_map({_name(f)})", backend="cpu")
+        return tree_unflatten(tree, list(outs))
 
     return mapped
