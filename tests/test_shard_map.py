@@ -228,3 +228,16 @@ def test_loops_keep_invariant_carries_invariant():
     bad = fg.shard_map(local, mesh=_mesh(), in_specs=P("dp"), out_specs=(P(), P()))
     with pytest.raises(ValueError, match="for output 1"):
         bad(np.ones(3))
+
+
+def test_vmap_and_jvp_of_shard_map_match_jax():
+    jax, jnp = jax_or_skip()
+    x = RNG.normal(size=(2, 4, 3))
+
+    def body(c, np_):
+        return lambda v: c.psum(np_.sin(v) * v, "dp").sum(0)
+
+    ours = fg.shard_map(body(lax, fg.numpy), mesh=_mesh(), in_specs=P("dp"), out_specs=P())
+    theirs = jax.shard_map(body(jax.lax, jnp), mesh=_jax_mesh(jax), in_specs=jax.P("dp"), out_specs=jax.P())
+    np.testing.assert_allclose(fg.vmap(ours)(x), jax.vmap(theirs)(x), rtol=1e-12)
+    np.testing.assert_allclose(fg.jvp(ours, (x[0],), (x[1],))[1], jax.jvp(theirs, (x[0],), (x[1],))[1], rtol=1e-12)
