@@ -241,3 +241,16 @@ def test_vmap_and_jvp_of_shard_map_match_jax():
     theirs = jax.shard_map(body(jax.lax, jnp), mesh=_jax_mesh(jax), in_specs=jax.P("dp"), out_specs=jax.P())
     np.testing.assert_allclose(fg.vmap(ours)(x), jax.vmap(theirs)(x), rtol=1e-12)
     np.testing.assert_allclose(fg.jvp(ours, (x[0],), (x[1],))[1], jax.jvp(theirs, (x[0],), (x[1],))[1], rtol=1e-12)
+
+
+def test_a_jitted_function_is_staged_apart_inside_and_outside_shard_map():
+    """The same jitted function under vmap(axis_name="dp") and inside a shard_map over "dp":
+    each staging binds its own collective."""
+    g = fg.jit(lambda v: lax.psum(v, "dp"))
+    x = np.arange(3.0)
+    f = fg.shard_map(g, mesh=_mesh(), in_specs=P("dp"), out_specs=P())
+    np.testing.assert_allclose(f(x), x)
+    np.testing.assert_allclose(fg.vmap(g, axis_name="dp")(np.stack([x, x])), np.stack([2 * x, 2 * x]))
+    h = fg.jit(lambda v: lax.psum(v, "dp"))
+    np.testing.assert_allclose(fg.vmap(h, axis_name="dp")(np.stack([x, x])), np.stack([2 * x, 2 * x]))
+    np.testing.assert_allclose(fg.shard_map(h, mesh=_mesh(), in_specs=P("dp"), out_specs=P())(x), x)
