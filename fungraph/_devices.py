@@ -39,7 +39,8 @@ def local_devices(process_index: int | None = None, backend: str | None = None) 
 
 
 def device_count(backend: str | None = None) -> int:
-    return len(devices(backend))
+    """The devices of all processes (JAX's global count): one per process of an MPI run."""
+    return len(devices(backend)) * _mpi.process_count()
 
 
 def local_device_count(backend: str | None = None) -> int:

@@ -254,3 +254,13 @@ def test_a_jitted_function_is_staged_apart_inside_and_outside_shard_map():
     h = fg.jit(lambda v: lax.psum(v, "dp"))
     np.testing.assert_allclose(fg.vmap(h, axis_name="dp")(np.stack([x, x])), np.stack([2 * x, 2 * x]))
     np.testing.assert_allclose(fg.shard_map(h, mesh=_mesh(), in_specs=P("dp"), out_specs=P())(x), x)
+
+
+def test_graph_of_a_shard_map_gradient_round_trips_through_the_text_form():
+    f = fg.shard_map(lambda w, x: lax.psum((x @ w).sum(), "dp"), mesh=_mesh(), in_specs=(P(), P("dp")),
+                     out_specs=P())
+    args = (RNG.normal(size=(3, 2)), RNG.normal(size=(4, 3)))
+    graph = fg.make_graph(fg.grad(f))(*args)
+    parsed = fg.parse(str(graph))
+    assert parsed.structural_key == graph.structural_key
+    np.testing.assert_allclose(fg.eval_graph(parsed, *args)[0], fg.grad(f)(*args))

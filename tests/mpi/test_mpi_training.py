@@ -145,3 +145,10 @@ def test_jvp_and_vmap_inside_shard_map_match_jax():
                            out_specs=jax.P("dp"))(x)
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, block(np.asarray(b)), rtol=1e-12)
+
+
+def test_process_and_device_counts():
+    assert (fg.process_count(), fg.device_count(), fg.local_device_count()) == (N, N, 1)
+    assert 0 <= fg.process_index() < N
+    devices = mesh().devices.ravel()
+    assert [d.process_index for d in devices] == list(range(N))
