@@ -163,7 +163,8 @@ class GraphTrace(Trace):
         missing = want - t.aval.vma
         if not missing or not dtypes.is_inexact(t.aval.dtype) or isinstance(self.builder.atom(t), Literal):
             return t
-        for name in sorted(missing, key=repr):
+        order = [n for n, _ in mesh]
+        for name in sorted(missing, key=lambda n: order.index(n) if n in order else len(order)):
             t = self.process_primitive(pvary_p, [t], Params({"axis_name": name, "mesh": mesh}))[0]
         return t
 

@@ -41,7 +41,6 @@ from fungraph.primitives.mesh_collectives import (
 from fungraph.sharding import Mesh, PartitionSpec
 from fungraph.tree_util import tree_broadcast, tree_flatten, tree_unflatten
 
-Vma = frozenset
 _INVARIANT: frozenset = frozenset()
 
 
