@@ -23,7 +23,7 @@ from fungraph.backends import compile_subgraph, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.core import Primitive, ScratchLowering, get_primitive, register_lowering
 from fungraph.interpreters.memory import MemoryPlan
-from fungraph.interpreters.regions import fusion_p
+from fungraph.interpreters.regions import FusionCapability, fusion_p
 from fungraph.ir import Graph, Literal, Var
 from fungraph.primitives.graph_utils import LOOP_STATS
 
@@ -578,7 +578,8 @@ def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> C
 
 
 _make_cpu.scratch_bytes = scratch_bytes  # type: ignore[attr-defined]
-_make_cpu.region_bytes = 2 * CHUNK_BYTES  # type: ignore[attr-defined]
+# elementwise chains of at least two chunks, streamed chunk by chunk (``cpu_regions``)
+_make_cpu.fusion = FusionCapability(min_bytes=2 * CHUNK_BYTES)  # type: ignore[attr-defined]
 
 
 register_backend("cpu", _make_cpu)
