@@ -1,0 +1,228 @@
+"""fungraph/backends/native/fgmath.h against numpy and higher-precision references.
+
+The header is compiled at test time with gcc into a small shared library (one vectorised loop
+per function and dtype), loaded with ctypes, and evaluated on random arguments spread over the
+whole domain (log-uniform magnitudes) and on special values. Each function and dtype has a
+stated ulp bound (the table in the header and in docs/native_math.md). Without gcc these tests
+skip, except under ``CI=true`` where a missing compiler is a failure.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import math
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HEADER_DIR = Path(__file__).resolve().parents[1] / "fungraph" / "backends" / "native"
+LD = np.longdouble
+TINY64 = np.finfo(np.float64).smallest_subnormal
+HUGE64 = np.finfo(np.float64).max
+TRIG_MAX = float.fromhex("0x1.921fb5p+20")
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.frompyfunc(math.erf, 1, 1)(np.asarray(x, np.float64)).astype(np.float64)
+
+
+@dataclasses.dataclass(frozen=True)
+class MathFn:
+    """One header function: its references, the argument ranges to sample, and its ulp bounds.
+
+    ``exact`` computes the true value (longdouble where numpy has it); ``numpy_ref`` is numpy's
+    own function in the argument's dtype; ``ranges`` are (lo, hi) magnitude ranges sampled
+    log-uniformly with both signs unless ``positive``; bounds are max ulp errors."""
+
+    name: str
+    exact: Callable[[np.ndarray], np.ndarray]
+    numpy_ref: Callable[[np.ndarray], np.ndarray]
+    ranges: tuple[tuple[float, float], ...]
+    ulp64: float
+    ulp32: float
+    positive: bool = False
+
+
+def _fn(name: str, ufunc: Callable[[np.ndarray], np.ndarray], ranges: tuple[tuple[float, float], ...],
+        ulp64: float, ulp32: float = 1.0, positive: bool = False) -> MathFn:
+    return MathFn(name, lambda x: ufunc(x.astype(LD)), ufunc, ranges, ulp64, ulp32, positive)
+
+
+WHOLE = ((TINY64, HUGE64),)
+FUNCTIONS = {f.name: f for f in (
+    _fn("exp", np.exp, WHOLE + ((1e-3, 750.0),), 1.0),
+    _fn("exp2", np.exp2, WHOLE + ((1e-3, 1100.0),), 1.5),
+    _fn("expm1", np.expm1, WHOLE + ((1e-9, 750.0),), 1.0),
+    _fn("log", np.log, WHOLE + ((0.5, 2.0),), 1.0),
+    _fn("log2", np.log2, WHOLE + ((0.5, 2.0),), 1.5),
+    _fn("log10", np.log10, WHOLE + ((0.5, 2.0),), 1.5),
+    _fn("log1p", np.log1p, WHOLE + ((1e-9, 1.0),), 1.0),
+    _fn("tanh", np.tanh, WHOLE + ((1e-3, 25.0),), 1.5),
+    _fn("sinh", np.sinh, WHOLE + ((1e-3, 712.0),), 2.0),
+    _fn("cosh", np.cosh, WHOLE + ((1e-3, 712.0),), 2.0),
+    MathFn("logistic", lambda x: _logistic(x.astype(LD)), _logistic, WHOLE + ((1e-3, 750.0),), 2.0, 1.0),
+    MathFn("erf", _erf, _erf, WHOLE + ((1e-3, 7.0),), 1.5, 1.0),
+    _fn("sin", np.sin, ((TINY64, TRIG_MAX), (0.5, 200.0)), 1.0),
+    _fn("cos", np.cos, ((TINY64, TRIG_MAX), (0.5, 200.0)), 1.0),
+    _fn("tan", np.tan, ((TINY64, TRIG_MAX), (0.5, 200.0)), 2.0),
+    _fn("atan", np.arctan, WHOLE + ((0.1, 10.0),), 1.0),
+    _fn("asin", np.arcsin, ((TINY64, 1.0), (0.3, 1.0)), 1.0),
+    _fn("acos", np.arccos, ((TINY64, 1.0), (0.3, 1.0)), 1.0),
+    _fn("sqrt", np.sqrt, WHOLE, 0.5, 0.5),
+)}
+
+SPECIAL64 = np.array([
+    0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, TINY64, -TINY64,
+    np.finfo(np.float64).smallest_normal, -np.finfo(np.float64).smallest_normal, HUGE64, -HUGE64,
+    709.782712893384, 709.7827128933841, 709.79, -708.3964185322641, -745.1332191019411,
+    -745.1332191019412, -746.0, 710.4758600739439, -710.4758600739439, 1024.0, -1022.0, -1074.0,
+    -1075.0, 1e-300, 1e-20, 1e-8, 0.84375, 2.25, 5.9, 6.0, 0.625, 0.41421356237309503, 2.414213562373095,
+    1 + 2**-52, 1 - 2**-53, -1 + 2**-53, 1.5707963267948966, 3.141592653589793, 4.71238898038469,
+    6.283185307179586, 1e5, 1.6e6, 22.0, 40.0, 89.0, -104.0, 88.72283935546875, 88.72284,
+])
+
+
+def _trig_specials() -> np.ndarray:
+    """Doubles within a few ulp of multiples of pi/2 up to the reduction range (cancellation)."""
+    k = np.concatenate([np.arange(1, 2000), np.unique(np.geomspace(2000, 2**20 - 1, 3000).astype(np.int64))])
+    near = (k.astype(LD) * (np.pi / LD(2)) + LD(0)).astype(np.float64)
+    near = near[np.abs(near) <= TRIG_MAX]
+    return np.concatenate([near + np.spacing(near) * d for d in (-2, -1, 0, 1, 2)])
+
+
+def _compiler() -> str:
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but no C compiler (gcc or cc) on PATH")
+        pytest.skip("no C compiler (gcc or cc) on PATH")
+    return cc
+
+
+def _wrapper_source() -> str:
+    lines = ['#include "fgmath.h"']
+    for name in FUNCTIONS:
+        for ctype, suffix in (("double", "f64"), ("float", "f32")):
+            lines.append(
+                f"void t_{name}_{suffix}(long n, const {ctype} *restrict x, {ctype} *restrict y) {{\n"
+                f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_{name}_{suffix}(x[i]);\n}}")
+    return "\n".join(lines) + "\n"
+
+
+# The flags native builds use, and a plain x86-64 build without FMA or AVX.
+FLAG_SETS = {
+    "native": ["-O3", "-march=native", "-fno-math-errno", "-fopenmp-simd"],
+    "baseline": ["-O2", "-fno-math-errno", "-fopenmp-simd", "-ffp-contract=off"],
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FLAG_SETS))
+def library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    cc = _compiler()
+    build = tmp_path_factory.mktemp(f"fgmath_{request.param}")
+    src = build / "fgmath_test.c"
+    src.write_text(_wrapper_source())
+    lib = build / "libfgmath_test.so"
+    cmd = [cc, *FLAG_SETS[request.param], "-shared", "-fPIC", "-I", str(HEADER_DIR), str(src), "-o", str(lib)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(lib))
+
+
+def call(lib: ctypes.CDLL, name: str, x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    suffix = "f64" if x.dtype == np.float64 else "f32"
+    fn = getattr(lib, f"t_{name}_{suffix}")
+    fn.restype = None
+    fn(ctypes.c_long(x.size), ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data))
+    return y
+
+
+def ulp_error(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """|got - want| in units of the last place of ``want`` rounded to got's dtype; NaN and Inf
+    must match exactly (0 or inf error), and zeros must match in sign."""
+    dt = got.dtype
+    want_r = want.astype(dt)
+    same_special = (np.isnan(got) & np.isnan(want_r)) | ((got == want_r) & np.isinf(want_r))
+    err = np.abs(got.astype(LD) - want.astype(LD)) / np.spacing(np.abs(want_r)).astype(LD)
+    err = np.where(np.isnan(err), np.inf, err)
+    err = np.where(same_special, 0.0, err)
+    zero = want_r == 0
+    err = np.where(zero & (np.signbit(got) != np.signbit(want_r)), np.inf, err)
+    return err.astype(np.float64)
+
+
+def sample(fn: MathFn, dtype: type, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    finfo = np.finfo(dtype)
+    parts = []
+    for lo, hi in fn.ranges:
+        lo_c, hi_c = max(lo, float(finfo.smallest_subnormal)), min(hi, float(finfo.max))
+        mag = np.exp(rng.uniform(np.log(lo_c), np.log(hi_c), n))
+        sign = 1.0 if fn.positive else rng.choice([-1.0, 1.0], n)
+        parts.append((mag * sign).astype(dtype))
+    return np.concatenate(parts)
+
+
+def specials(name: str, dtype: type) -> np.ndarray:
+    vals = SPECIAL64
+    if dtype == np.float32:
+        f32 = np.finfo(np.float32)
+        vals = np.concatenate([vals, [f32.smallest_subnormal, f32.smallest_normal, f32.max, -f32.max]])
+    if name in ("sin", "cos", "tan"):
+        vals = np.concatenate([vals, _trig_specials()])
+        vals = vals[~(np.abs(vals) > TRIG_MAX)]
+    with np.errstate(over="ignore"):
+        return vals.astype(dtype)
+
+
+def check(lib: ctypes.CDLL, fn: MathFn, x: np.ndarray) -> None:
+    got = call(lib, fn.name, x)
+    with np.errstate(all="ignore"):
+        if x.dtype == np.float64:
+            exact, bound = fn.exact(x), fn.ulp64
+        else:
+            exact, bound = fn.exact(x.astype(np.float64)), fn.ulp32
+        theirs = fn.numpy_ref(x).astype(x.dtype)
+        err = ulp_error(got, exact)
+        err_np = ulp_error(got, theirs.astype(LD))
+    worst = int(np.argmax(err))
+    assert err[worst] <= bound, (
+        f"fg_{fn.name} {x.dtype}: {err[worst]:.3g} ulp > {bound} at x={x[worst]!r} "
+        f"(got {got[worst]!r}, want {exact[worst]!r})")
+    worst_np = int(np.argmax(err_np))
+    assert err_np[worst_np] <= 2.0 + bound, (
+        f"fg_{fn.name} {x.dtype}: {err_np[worst_np]:.3g} ulp from numpy at x={x[worst_np]!r} "
+        f"(got {got[worst_np]!r}, numpy {theirs[worst_np]!r})")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_random_arguments(library: ctypes.CDLL, name: str, dtype: type) -> None:
+    check(library, FUNCTIONS[name], sample(FUNCTIONS[name], dtype, 100_000, seed=len(name)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_special_values(library: ctypes.CDLL, name: str, dtype: type) -> None:
+    x = specials(name, dtype)
+    check(library, FUNCTIONS[name], x)
+    got = call(library, name, x)
+    with np.errstate(all="ignore"):
+        want = FUNCTIONS[name].numpy_ref(x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"fg_{name}: NaN where numpy has none")
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(got[inf], want[inf], err_msg=f"fg_{name}: infinities differ from numpy")
+    zero = want == 0
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]), err_msg=f"fg_{name}: signed zero")
