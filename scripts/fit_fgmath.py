@@ -159,12 +159,17 @@ ERF_TAIL = 0.30555555555555558  # the middle of [1/6, 1/2.25]
 FITS["erfc_tail"] = (lambda u: erfc_scaled(1 / (u + D(repr(ERF_TAIL)))), 1 / 6.0 - ERF_TAIL, 1 / 2.25 - ERF_TAIL, 18)
 
 
-def horner_c(name: str, coefs: list[float], comment: str) -> str:
+def horner_c(name: str, coefs: list[float], comment: str, single: bool = False) -> str:
     """A C function evaluating the polynomial by Horner's rule, coefficients as exact hex floats."""
-    expr = coefs[-1].hex()
+    ctype, suffix, lit = ("float", "f32", "f") if single else ("double", "f64", "")
+    expr = coefs[-1].hex() + lit
     for c in reversed(coefs[:-1]):
-        expr = f"{c.hex()} + z * ({expr})"
-    return f"/* {comment} */\nFG_INLINE double fg__poly_{name}_f64(double z) {{\n    return {expr};\n}}\n"
+        expr = f"{c.hex()}{lit} + z * ({expr})"
+    return f"/* {comment} */\nFG_INLINE {ctype} fg__poly_{name}_{suffix}({ctype} z) {{\n    return {expr};\n}}\n"
+
+
+#: float32 kernels: name -> (the float64 fit's function and interval, degree)
+FITS32 = {"exp": 5, "log": 3, "tanh": 6, "sin": 4, "cos": 4, "erf": 5}
 
 
 def blended_c(name: str, first: list[float], second: list[float], comment: str) -> str:
@@ -179,6 +184,13 @@ def blended_c(name: str, first: list[float], second: list[float], comment: str) 
 
 
 def main(names: list[str]) -> None:
+    if names[:1] == ["f32"]:
+        for name in names[1:] or list(FITS32):
+            g, a, b, _ = FITS[name]
+            coefs, err = fit(g, a, b, FITS32[name], fmt=np.float32)
+            print(horner_c(name, coefs, f"degree {FITS32[name]} on [{a:.6g}, {b:.6g}], max relative error "
+                                        f"{err:.2g}", single=True))
+        return
     if names == ["erfc"]:
         mid, err_mid = fit(*FITS["erfc_mid"])
         tail, err_tail = fit(*FITS["erfc_tail"])

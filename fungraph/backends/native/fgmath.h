@@ -1,16 +1,18 @@
 /* fgmath.h: branch-free, vectorisable float32/float64 transcendental functions for fungraph's
- * generated C code (fungraph/backends/native).
+ * generated C code (fungraph/backends/native). Reference: docs/native_math.md.
  *
  * Every function is `static inline`, has no loops and no calls (sqrt is the hardware
  * instruction), and chooses between cases with selects, so gcc vectorises a loop that calls
- * it (`#pragma omp simd`, -O2/-O3). Compile with -fno-math-errno (sqrt) and WITHOUT
+ * it (`#pragma omp simd`, -O3). Compile with -fno-math-errno (sqrt) and -fno-trapping-math
+ * (without it gcc 12 does not if-convert the float32 loops that widen to float64), and WITHOUT
  * -ffast-math, which would break the NaN/Inf/signed-zero handling below. FMA contraction
  * (gcc's default -ffp-contract=fast) is fine: no error-free transformation here multiplies.
  *
  * Method: Cody-Waite range reduction (constants split so the reduction products are exact),
  * then polynomials interpolated at Chebyshev nodes in 130-digit arithmetic
- * (scripts/fit_fgmath.py prints them). float32 functions evaluate the float64 kernel and
- * round once more, which keeps them within 1 ulp.
+ * (scripts/fit_fgmath.py prints them). float32 exp, expm1, log, log1p, tanh and logistic run
+ * in float32 arithmetic with their own polynomials; the other float32 functions evaluate the
+ * float64 kernel and round once more.
  *
  * Semantics follow numpy: NaN in gives NaN out, +-Inf and signed zeros as numpy, overflow to
  * +-Inf, gradual underflow to denormals and 0, domain errors (log(-1), asin(2), sin(inf))
@@ -25,9 +27,10 @@
  *     log1p, atan, asin,
  *     acos, sin, cos
  *   exp2, log2, log10       1.5      1
- *   tanh, erf               1.5      1        erf: against math.erf (itself < 1 ulp)
- *   sinh, cosh, tan,        2        1
- *     logistic
+ *   tanh                    1.5      1.5
+ *   erf                     1.5      1        against math.erf (itself < 1 ulp)
+ *   sinh, cosh, tan         2        1
+ *   logistic                2        2
  *   sqrt                    0.5      0.5      the hardware instruction
  *
  *   sin, cos, tan: arguments |x| <= 2^20 pi/2 (FG__TRIG_MAX, about 1.6e6) are reduced exactly;
@@ -507,22 +510,165 @@ FG_INLINE double fg_acos_f64(double x) {
 
 FG_INLINE double fg_sqrt_f64(double x) { return __builtin_sqrt(x); }
 
-/* ---- float32: the float64 kernels, rounded once more (<= 1 ulp) -------------------------- */
+/* degree 5 on [-0.3466, 0.3466], max relative error 9.1e-09 */
+FG_INLINE float fg__poly_exp_f32(float z) {
+    return 0x1.0000000000000p-1f + z * (0x1.5555560000000p-3f + z * (0x1.5554ea0000000p-5f + z * (0x1.1110e00000000p-7f + z * (0x1.6d43200000000p-10f + z * (0x1.a124ee0000000p-13f)))));
+}
+
+/* degree 3 on [0, 0.02944], max relative error 3.3e-08 */
+FG_INLINE float fg__poly_log_f32(float z) {
+    return 0x1.5555560000000p-1f + z * (0x1.9999ec0000000p-2f + z * (0x1.245c400000000p-2f + z * (0x1.ddcf660000000p-3f)));
+}
+
+/* degree 6 on [0, 0.390625], max relative error 3e-08 */
+FG_INLINE float fg__poly_tanh_f32(float z) {
+    return -0x1.5555560000000p-2f + z * (0x1.1111100000000p-3f + z * (-0x1.ba1a580000000p-5f + z * (0x1.66270c0000000p-6f + z * (-0x1.20104a0000000p-7f + z * (0x1.b15b420000000p-9f + z * (-0x1.c40cc80000000p-11f))))));
+}
+
+
+/* ---- float32 in float32 arithmetic: exponentials, logarithms, tanh, logistic ------------- */
+
+FG_INLINE uint32_t fg__bits_f32(float x) { uint32_t u; memcpy(&u, &x, sizeof u); return u; }
+FG_INLINE float fg__from_bits_f32(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
+
+#define FG__SIGN32 0x80000000U
+#define FG__SHIFT32 0x1.8p23f
+#define FG__LN2HI_F 0x1.62e4p-1f /* 16 bits: k * LN2HI_F is exact for |k| < 2^8 */
+#define FG__LN2LO_F 0x1.7f7d1cp-20f
+#define FG__LOG2E_F 0x1.715476p+0f
+
+FG_INLINE float fg__abs_f32(float x) { return fg__from_bits_f32(fg__bits_f32(x) & ~FG__SIGN32); }
+FG_INLINE uint32_t fg__sign_f32(float x) { return fg__bits_f32(x) & FG__SIGN32; }
+FG_INLINE float fg__xorsign_f32(float y, uint32_t sign) { return fg__from_bits_f32(fg__bits_f32(y) ^ sign); }
+FG_INLINE float fg__nan_f32(void) { return fg__from_bits_f32(0x7fc00000U); }
+FG_INLINE float fg__inf_f32(void) { return fg__from_bits_f32(0x7f800000U); }
+FG_INLINE int32_t fg__shifted_int_f32(float t) { return (int32_t)(fg__bits_f32(t) - fg__bits_f32(FG__SHIFT32)); }
+FG_INLINE float fg__int_to_f32(int32_t k) {
+    return fg__from_bits_f32(fg__bits_f32(FG__SHIFT32) + (uint32_t)k) - FG__SHIFT32;
+}
+
+/* p * 2^k for |k| <= 252 in two exact steps. */
+FG_INLINE float fg__ldexp_f32(float p, int32_t k) {
+    int32_t k1 = k >> 1;
+    int32_t k2 = k - k1;
+    float s1 = fg__from_bits_f32((uint32_t)(k1 + 127) << 23);
+    float s2 = fg__from_bits_f32((uint32_t)(k2 + 127) << 23);
+    return (p * s1) * s2;
+}
+
+FG_INLINE float fg__exp_reduce_f32(float x, int32_t *k) {
+    float t = x * FG__LOG2E_F + FG__SHIFT32;
+    float n = t - FG__SHIFT32;
+    *k = fg__shifted_int_f32(t);
+    return (x - n * FG__LN2HI_F) - n * FG__LN2LO_F;
+}
+
+FG_INLINE float fg_exp_f32(float x) {
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -104.0f ? -104.0f : xc;
+    int32_t k;
+    float r = fg__exp_reduce_f32(xc, &k);
+    return fg__ldexp_f32(1.0f + (r + r * r * fg__poly_exp_f32(r)), k);
+}
+
+FG_INLINE float fg_expm1_f32(float x) {
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -18.0f ? -18.0f : xc; /* expm1(-18) rounds to -1 */
+    float t = xc * FG__LOG2E_F + FG__SHIFT32;
+    float n = t - FG__SHIFT32;
+    int32_t k = fg__shifted_int_f32(t);
+    float rh = xc - n * FG__LN2HI_F;
+    float w = n * FG__LN2LO_F;
+    float r = rh - w;
+    float r_lo = (rh - r) - w;
+    float c = r * r * fg__poly_exp_f32(r);
+    float hi = r + c;
+    float lo = ((r - hi) + c) + r_lo * (1.0f + r);
+    float big = fg__ldexp_f32(hi, k);
+    float one = fg__ldexp_f32(1.0f, k) - 1.0f;
+    float s = one + big;
+    float sv = s - one;
+    float s_err = (one - (s - sv)) + (big - sv);
+    float y = s + (s_err + fg__ldexp_f32(lo, k));
+    y = k > 26 ? fg__ldexp_f32(1.0f + hi, k) : y;
+    return x == 0.0f ? x : y;
+}
+
+FG_INLINE float fg__log_reduce_f32(float x, float *kd) {
+    int32_t tiny = x < 0x1p-126f;
+    float xs = tiny ? x * 0x1p25f : x;
+    uint32_t ix = fg__bits_f32(xs);
+    uint32_t tmp = ix - 0x3f3504f3U;
+    int32_t k = ((int32_t)tmp >> 23) - (tiny ? 25 : 0);
+    *kd = fg__int_to_f32(k);
+    return fg__from_bits_f32(ix - (tmp & 0xff800000U)) - 1.0f;
+}
+
+FG_INLINE float fg__log_tail_f32(float f, float hfsq) {
+    float s = f / (2.0f + f);
+    float z = s * s;
+    return s * (hfsq + z * fg__poly_log_f32(z));
+}
+
+FG_INLINE float fg__log_special_f32(float x, float y) {
+    y = x == 0.0f ? -fg__inf_f32() : y;
+    y = x < 0.0f ? fg__nan_f32() : y;
+    y = x == fg__inf_f32() ? x : y;
+    return x != x ? x : y;
+}
+
+FG_INLINE float fg_log_f32(float x) {
+    float kd;
+    float f = fg__log_reduce_f32(x, &kd);
+    float hfsq = 0.5f * f * f;
+    float y = kd * FG__LN2HI_F + (f - (hfsq - (fg__log_tail_f32(f, hfsq) + kd * FG__LN2LO_F)));
+    return fg__log_special_f32(x, y);
+}
+
+FG_INLINE float fg_log1p_f32(float x) {
+    float u = 1.0f + x;
+    float bb = u - 1.0f;
+    float c = (1.0f - (u - bb)) + (x - bb);
+    float kd;
+    float f = fg__log_reduce_f32(u, &kd);
+    float hfsq = 0.5f * f * f;
+    float y = kd * FG__LN2HI_F + (f - (hfsq - (fg__log_tail_f32(f, hfsq) + (kd * FG__LN2LO_F + c / u))));
+    y = x == 0.0f ? x : y;
+    y = x == -1.0f ? -fg__inf_f32() : y;
+    y = x < -1.0f ? fg__nan_f32() : y;
+    y = x == fg__inf_f32() ? x : y;
+    return x != x ? x : y;
+}
+
+FG_INLINE float fg_tanh_f32(float x) {
+    float a = fg__abs_f32(x);
+    float z = x * x;
+    float small = x + x * z * fg__poly_tanh_f32(z);
+    float e = fg_exp_f32(2.0f * a);
+    float big = fg__xorsign_f32(1.0f - 2.0f / (e + 1.0f), fg__sign_f32(x));
+    float y = a < 0.625f ? small : big;
+    return x == 0.0f || x != x ? x : y;
+}
+
+FG_INLINE float fg_logistic_f32(float x) {
+    float e = fg_exp_f32(-fg__abs_f32(x));
+    float d = 1.0f + e;
+    float d_lo = (1.0f - d) + e;
+    float y = (x >= 0.0f ? 1.0f : e) / d;
+    y -= y * (d_lo / d);
+    return x != x ? x : y;
+}
+
+/* ---- the other float32 functions: the float64 kernels, rounded once more ---------------- */
 
 #define FG__F32_VIA_F64(name) \
     FG_INLINE float fg_##name##_f32(float x) { return (float)fg_##name##_f64((double)x); }
 
-FG__F32_VIA_F64(exp)
 FG__F32_VIA_F64(exp2)
-FG__F32_VIA_F64(expm1)
-FG__F32_VIA_F64(log)
 FG__F32_VIA_F64(log2)
 FG__F32_VIA_F64(log10)
-FG__F32_VIA_F64(log1p)
-FG__F32_VIA_F64(tanh)
 FG__F32_VIA_F64(sinh)
 FG__F32_VIA_F64(cosh)
-FG__F32_VIA_F64(logistic)
 FG__F32_VIA_F64(erf)
 FG__F32_VIA_F64(sin)
 FG__F32_VIA_F64(cos)
