@@ -21,7 +21,7 @@ def _pi() -> Decimal:
     """pi by Machin's formula, 16*atan(1/5) - 4*atan(1/239)."""
     def atan_inv(n: int) -> Decimal:
         x, total, k, term = D(1) / n, D(0), 0, D(1) / n
-        while abs(term) > D(10) ** -70:
+        while abs(term) > D(10) ** -(getcontext().prec + 5):
             total += term / (2 * k + 1) * (-1) ** k
             k += 1
             term = x ** (2 * k + 1)
@@ -183,7 +183,22 @@ def blended_c(name: str, first: list[float], second: list[float], comment: str) 
             f"    return {expr};\n}}\n")
 
 
+def two_over_pi_words(pad_bits: int = 64, words: int = 40) -> list[int]:
+    """The bits of 2/pi after the binary point as 32-bit words, after ``pad_bits`` zero bits."""
+    getcontext().prec = 500
+    bits = int(2 / _pi() * 2 ** (32 * words - pad_bits))
+    getcontext().prec = 130
+    return [(bits >> (32 * (words - 1 - i))) & 0xFFFFFFFF for i in range(words)]
+
+
 def main(names: list[str]) -> None:
+    if names == ["twoverpi"]:
+        ws = [f"0x{w:08x}U" for w in two_over_pi_words()]
+        print("static const uint32_t fg__two_over_pi_bits[40] = {")
+        for i in range(0, len(ws), 8):
+            print("    " + ", ".join(ws[i:i + 8]) + ",")
+        print("};")
+        return
     if names[:1] == ["f32"]:
         for name in names[1:] or list(FITS32):
             g, a, b, _ = FITS[name]

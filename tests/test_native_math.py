@@ -33,6 +33,13 @@ def _logistic(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+def _small(trig: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """``trig`` for |x| <= TRIG_MAX and NaN beyond, as the fg_*_small functions."""
+    def f(x: np.ndarray) -> np.ndarray:
+        return np.where(np.abs(x) <= TRIG_MAX, trig(x), np.nan).astype(x.dtype)
+    return f
+
+
 def _erf(x: np.ndarray) -> np.ndarray:
     return np.frompyfunc(math.erf, 1, 1)(np.asarray(x, np.float64)).astype(np.float64)
 
@@ -73,9 +80,12 @@ FUNCTIONS = {f.name: f for f in (
     _fn("cosh", np.cosh, WHOLE + ((1e-3, 712.0),), 2.0),
     MathFn("logistic", lambda x: _logistic(x.astype(LD)), _logistic, WHOLE + ((1e-3, 750.0),), 2.0, 2.0),
     MathFn("erf", _erf, _erf, WHOLE + ((1e-3, 7.0),), 1.5, 1.0),
-    _fn("sin", np.sin, ((TINY64, TRIG_MAX), (0.5, 200.0)), 1.0),
-    _fn("cos", np.cos, ((TINY64, TRIG_MAX), (0.5, 200.0)), 1.0),
-    _fn("tan", np.tan, ((TINY64, TRIG_MAX), (0.5, 200.0)), 2.0),
+    _fn("sin", np.sin, WHOLE + ((0.5, 200.0), (1e6, 1e8)), 1.0),
+    _fn("cos", np.cos, WHOLE + ((0.5, 200.0), (1e6, 1e8)), 1.0),
+    _fn("tan", np.tan, WHOLE + ((0.5, 200.0), (1e6, 1e8)), 2.0),
+    _fn("sin_small", _small(np.sin), ((TINY64, TRIG_MAX), (0.5, 200.0)), 1.0),
+    _fn("cos_small", _small(np.cos), ((TINY64, TRIG_MAX), (0.5, 200.0)), 1.0),
+    _fn("tan_small", _small(np.tan), ((TINY64, TRIG_MAX), (0.5, 200.0)), 2.0),
     _fn("atan", np.arctan, WHOLE + ((0.1, 10.0),), 1.0),
     _fn("asin", np.arcsin, ((TINY64, 1.0), (0.3, 1.0)), 1.0),
     _fn("acos", np.arccos, ((TINY64, 1.0), (0.3, 1.0)), 1.0),
@@ -94,11 +104,15 @@ SPECIAL64 = np.array([
 
 
 def _trig_specials() -> np.ndarray:
-    """Doubles within a few ulp of multiples of pi/2 up to the reduction range (cancellation)."""
-    k = np.concatenate([np.arange(1, 2000), np.unique(np.geomspace(2000, 2**20 - 1, 3000).astype(np.int64))])
-    near = (k.astype(LD) * (np.pi / LD(2)) + LD(0)).astype(np.float64)
-    near = near[np.abs(near) <= TRIG_MAX]
-    return np.concatenate([near + np.spacing(near) * d for d in (-2, -1, 0, 1, 2)])
+    """Doubles within a few ulp of multiples of pi/2 (cancellation in the reduction), both sides
+    of the switch from Cody-Waite to Payne-Hanek reduction, and the double closest to a multiple
+    of pi/2 (6381956970095103 * 2^797, |x mod pi/2| ~ 2^-61 |x|)."""
+    k = np.concatenate([np.arange(1, 2000), np.unique(np.geomspace(2000, 2**24, 3000).astype(np.int64))])
+    near = (k.astype(LD) * (np.pi / LD(2))).astype(np.float64)
+    near = np.concatenate([near + np.spacing(near) * d for d in (-2, -1, 0, 1, 2)])
+    edge = np.array([TRIG_MAX, np.nextafter(TRIG_MAX, np.inf), 2.0**20, 2.0**52, 2.0**53, 2.0**1023])
+    hard = np.array([6381956970095103.0 * 2.0**797])
+    return np.concatenate([near, -near, edge, -edge, hard, -hard])
 
 
 def _compiler() -> str:
@@ -154,13 +168,14 @@ def ulp_error(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     """|got - want| in units of the last place of ``want`` rounded to got's dtype; NaN and Inf
     must match exactly (0 or inf error), and zeros must match in sign."""
     dt = got.dtype
-    want_r = want.astype(dt)
-    same_special = (np.isnan(got) & np.isnan(want_r)) | ((got == want_r) & np.isinf(want_r))
-    err = np.abs(got.astype(LD) - want.astype(LD)) / np.spacing(np.abs(want_r)).astype(LD)
-    err = np.where(np.isnan(err), np.inf, err)
-    err = np.where(same_special, 0.0, err)
-    zero = want_r == 0
-    err = np.where(zero & (np.signbit(got) != np.signbit(want_r)), np.inf, err)
+    with np.errstate(all="ignore"):
+        want_r = want.astype(dt)
+        same_special = (np.isnan(got) & np.isnan(want_r)) | ((got == want_r) & np.isinf(want_r))
+        err = np.abs(got.astype(LD) - want.astype(LD)) / np.spacing(np.abs(want_r)).astype(LD)
+        err = np.where(np.isnan(err), np.inf, err)
+        err = np.where(same_special, 0.0, err)
+        zero = want_r == 0
+        err = np.where(zero & (np.signbit(got) != np.signbit(want_r)), np.inf, err)
     return err.astype(np.float64)
 
 
@@ -181,9 +196,8 @@ def specials(name: str, dtype: type) -> np.ndarray:
     if dtype == np.float32:
         f32 = np.finfo(np.float32)
         vals = np.concatenate([vals, [f32.smallest_subnormal, f32.smallest_normal, f32.max, -f32.max]])
-    if name in ("sin", "cos", "tan"):
+    if name.split("_")[0] in ("sin", "cos", "tan"):
         vals = np.concatenate([vals, _trig_specials()])
-        vals = vals[~(np.abs(vals) > TRIG_MAX)]
     with np.errstate(over="ignore"):
         return vals.astype(dtype)
 
@@ -202,8 +216,11 @@ def check(lib: ctypes.CDLL, fn: MathFn, x: np.ndarray) -> None:
     assert err[worst] <= bound, (
         f"fg_{fn.name} {x.dtype}: {err[worst]:.3g} ulp > {bound} at x={x[worst]!r} "
         f"(got {got[worst]!r}, want {exact[worst]!r})")
-    worst_np = int(np.argmax(err_np))
-    assert err_np[worst_np] <= 2.0 + bound, (
+    # numpy's own float64 functions are not always within an ulp (its cos near multiples of
+    # pi/2, for one): compare where they are
+    fair = ulp_error(theirs, exact) <= 1.0
+    worst_np = int(np.argmax(np.where(fair, err_np, 0.0)))
+    assert not fair[worst_np] or err_np[worst_np] <= 1.0 + bound, (
         f"fg_{fn.name} {x.dtype}: {err_np[worst_np]:.3g} ulp from numpy at x={x[worst_np]!r} "
         f"(got {got[worst_np]!r}, numpy {theirs[worst_np]!r})")
 

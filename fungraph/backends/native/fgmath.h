@@ -33,8 +33,9 @@
  *   logistic                2        2
  *   sqrt                    0.5      0.5      the hardware instruction
  *
- *   sin, cos, tan: arguments |x| <= 2^20 pi/2 (FG__TRIG_MAX, about 1.6e6) are reduced exactly;
- *   larger ones are not (see docs/native_math.md).
+ *   sin, cos, tan take every argument (Payne-Hanek reduction beyond 2^20 pi/2, computed for
+ *   every element, so about 10x slower); fg_sin_small, fg_cos_small and fg_tan_small, with the
+ *   same bounds, take |x| <= FG_TRIG_SMALL_MAX (about 1.6e6) and give NaN beyond.
  */
 #ifndef FGMATH_H
 #define FGMATH_H
@@ -184,8 +185,8 @@ FG_INLINE double fg__poly_erfc_f64(double z, int64_t second) {
 #define FG__PI_HI 0x1.921fb54442d18p+1
 #define FG__PI_LO 0x1.1a62633145c07p-53
 #define FG__TWO_OVER_PI 0x1.45f306dc9c883p-1
-/* Trigonometric arguments up to 2^20 pi/2 are reduced exactly; see fg__trig_reduce_f64. */
-#define FG__TRIG_MAX 0x1.921fb5p+20
+/* The fg_*_small trigonometric functions take |x| up to 2^20 pi/2 (rounded down). */
+#define FG_TRIG_SMALL_MAX 0x1.921fb5p+20
 
 /* ---- exponentials ------------------------------------------------------------------------ */
 
@@ -383,9 +384,9 @@ FG_INLINE double fg_erf_f64(double x) {
 /* ---- trigonometric ----------------------------------------------------------------------- */
 
 /* x = n pi/2 + (hi + lo) with |hi + lo| <= pi/4 (plus rounding); returns hi, sets lo and n mod 4.
- * Exact for |x| <= FG__TRIG_MAX: the products n * FG__PIO2_i are exact and the differences are
- * kept as double-double sums. */
-FG_INLINE double fg__trig_reduce_f64(double x, double *lo, int64_t *quadrant) {
+ * Exact for |x| <= FG_TRIG_SMALL_MAX: the products n * FG__PIO2_i are exact and the differences are
+ * kept as double-double sums. fg__trig_reduce_f64 below handles every x. */
+FG_INLINE double fg__trig_reduce_small_f64(double x, double *lo, int64_t *quadrant) {
     double t = x * FG__TWO_OVER_PI + FG__SHIFT64;
     double n = t - FG__SHIFT64;
     *quadrant = fg__shifted_int_f64(t) & 3;
@@ -404,6 +405,105 @@ FG_INLINE double fg__trig_reduce_f64(double x, double *lo, int64_t *quadrant) {
     return hi;
 }
 
+/* ---- Payne-Hanek reduction for |x| > FG_TRIG_SMALL_MAX ----------------------------------------- */
+
+/* 2/pi = 0.a2f9836e..., its bits after the binary point as 32-bit words after 64 zero bits
+ * (scripts/fit_fgmath.py twoverpi); enough for every double exponent. */
+static const uint32_t fg__two_over_pi_bits[40] = {
+    0x00000000U, 0x00000000U, 0xa2f9836eU, 0x4e441529U, 0xfc2757d1U, 0xf534ddc0U, 0xdb629599U, 0x3c439041U,
+    0xfe5163abU, 0xdebbc561U, 0xb7246e3aU, 0x424dd2e0U, 0x06492eeaU, 0x09d1921cU, 0xfe1deb1cU, 0xb129a73eU,
+    0xe88235f5U, 0x2ebb4484U, 0xe99c7026U, 0xb45f7e41U, 0x3991d639U, 0x835339f4U, 0x9c845f8bU, 0xbdf9283bU,
+    0x1ff897ffU, 0xde05980fU, 0xef2f118bU, 0x5a0a6d1fU, 0x6d367ecfU, 0x27cb09b7U, 0x4f463f66U, 0x9e5fea2dU,
+    0x7527bac7U, 0xebe5f17bU, 0x3d0739f7U, 0x8a5292eaU, 0x6bfb5fb1U, 0x1f8d5d08U, 0x56033046U, 0xfc7b6babU,
+};
+
+/* The 26 bits of 2/pi from bit `first` on (bit 1 is the first after the binary point; bits
+ * before it are zero), as an exact double. */
+FG_INLINE double fg__two_over_pi_chunk_f64(int64_t first) {
+    int64_t q = first + 63;
+    int64_t w = q >> 5;
+    uint64_t pair = ((uint64_t)fg__two_over_pi_bits[w] << 32) | fg__two_over_pi_bits[w + 1];
+    return fg__int_to_f64((int64_t)((pair << (q & 31)) >> 38));
+}
+
+/* v minus the nearest multiple of 8 (exact; v a double with |v| < 2^53 * 8). */
+FG_INLINE double fg__mod8_f64(double v) {
+    double q = v * 0.125;
+    double t = q + FG__SHIFT64;
+    double n = fg__abs_f64(q) < 0x1p51 ? t - FG__SHIFT64 : q;
+    return v - 8.0 * n;
+}
+
+/* hi + lo += v, keeping the rounding error of hi + v in lo. */
+FG_INLINE void fg__two_sum_acc_f64(double *hi, double *lo, double v) {
+    double s = *hi + v;
+    double bv = s - *hi;
+    *lo += (*hi - (s - bv)) + (v - bv);
+    *hi = s;
+}
+
+/* |x| = n pi/2 + (hi + lo) for any finite |x| >= 2^20 with n mod 4 in *quadrant: |x| * 2/pi
+ * mod 8 from 7 chunks of 26 bits of 2/pi chosen by x's exponent, each product exact; the
+ * large products are summed exactly, the small ones as a double-double. */
+FG_INLINE double fg__trig_reduce_big_f64(double x, double *lo, int64_t *quadrant) {
+    uint64_t ix = fg__bits_f64(x);
+    int64_t e = (int64_t)((ix >> 52) & 0x7ff) - 1023;
+    e = e < 20 ? 20 : e;
+    e = e > 1023 ? 1023 : e;
+    double m = fg__from_bits_f64((ix & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL); /* [1, 2) */
+    double mh = fg__from_bits_f64(fg__bits_f64(m) & 0xfffffffff8000000ULL); /* 26 bits */
+    double ml = m - mh;
+    int64_t first = e - 54; /* earlier bits of 2/pi only add multiples of 8 */
+    double c0 = fg__two_over_pi_chunk_f64(first) * 0x1p29;
+    double c1 = fg__two_over_pi_chunk_f64(first + 26) * 0x1p3;
+    double c2 = fg__two_over_pi_chunk_f64(first + 52) * 0x1p-23;
+    double c3 = fg__two_over_pi_chunk_f64(first + 78) * 0x1p-49;
+    double c4 = fg__two_over_pi_chunk_f64(first + 104) * 0x1p-75;
+    double c5 = fg__two_over_pi_chunk_f64(first + 130) * 0x1p-101;
+    double c6 = fg__two_over_pi_chunk_f64(first + 156) * 0x1p-127;
+    /* mh * c0 is a multiple of 16; these four sum exactly (multiples of 2^-49, below 2^3) */
+    double a = fg__mod8_f64(fg__mod8_f64(ml * c0) + fg__mod8_f64(mh * c1));
+    a = fg__mod8_f64(a + fg__mod8_f64(ml * c1));
+    a = a + fg__mod8_f64(mh * c2);
+    double t = a + FG__SHIFT64;
+    double n = t - FG__SHIFT64;
+    a -= n; /* exact, |a| <= 1/2 */
+    double s_hi = mh * c3, s_lo = 0.0;
+    fg__two_sum_acc_f64(&s_hi, &s_lo, ml * c2);
+    fg__two_sum_acc_f64(&s_hi, &s_lo, ml * c3);
+    fg__two_sum_acc_f64(&s_hi, &s_lo, mh * c4);
+    s_lo += ((ml * c6 + mh * c6) + (ml * c5 + mh * c5)) + ml * c4;
+    fg__two_sum_acc_f64(&s_hi, &s_lo, a);
+    double t2 = s_hi + FG__SHIFT64;
+    double n2 = t2 - FG__SHIFT64;
+    s_hi -= n2;
+    *quadrant = (fg__shifted_int_f64(t) + fg__shifted_int_f64(t2)) & 3;
+    double f = s_hi + s_lo;
+    double f_lo = (s_hi - f) + s_lo;
+    /* (f + f_lo) * pi/2 as a double-double; the splits make every product exact */
+    double fh = fg__from_bits_f64(fg__bits_f64(f) & 0xfffffffff8000000ULL);
+    double fl = f - fh;
+    const double ph = 0x1.921fb50000000p+0, pl = FG__PIO2_HI - 0x1.921fb50000000p+0;
+    double hi = f * FG__PIO2_HI;
+    double err = (((fh * ph - hi) + fh * pl) + fl * ph) + fl * pl;
+    *lo = err + (f * FG__PIO2_LO + f_lo * FG__PIO2_HI);
+    return hi;
+}
+
+/* x = n pi/2 + (hi + lo), |hi + lo| <= pi/4, for every finite x: Cody-Waite up to FG_TRIG_SMALL_MAX,
+ * Payne-Hanek beyond (both computed, one selected, so the loop stays branch-free). */
+FG_INLINE double fg__trig_reduce_f64(double x, double *lo, int64_t *quadrant) {
+    double lo_s, lo_b;
+    int64_t q_s, q_b;
+    double hi_s = fg__trig_reduce_small_f64(x, &lo_s, &q_s);
+    double hi_b = fg__trig_reduce_big_f64(fg__abs_f64(x), &lo_b, &q_b);
+    uint64_t sign = fg__sign_f64(x);
+    int64_t big = fg__abs_f64(x) > FG_TRIG_SMALL_MAX;
+    *lo = big ? fg__xorsign_f64(lo_b, sign) : lo_s;
+    *quadrant = big ? (sign ? -q_b : q_b) & 3 : q_s;
+    return big ? fg__xorsign_f64(hi_b, sign) : hi_s;
+}
+
 FG_INLINE double fg__sin_kernel_f64(double hi, double lo) {
     double z = hi * hi;
     return hi + (hi * z * fg__poly_sin_f64(z) + lo * (1.0 - 0.5 * z));
@@ -416,39 +516,53 @@ FG_INLINE double fg__cos_kernel_f64(double hi, double lo) {
     return w + (((1.0 - w) - hz) + (z * z * fg__poly_cos_f64(z) - hi * lo));
 }
 
+/* x = n pi/2 + (hi + lo): every finite x when `full`, else |x| <= FG_TRIG_SMALL_MAX only. */
+FG_INLINE double fg__trig_reduce_any_f64(double x, double *lo, int64_t *quadrant, int full) {
+    return full ? fg__trig_reduce_f64(x, lo, quadrant) : fg__trig_reduce_small_f64(x, lo, quadrant);
+}
+
+/* NaN for +-Inf and, unless `full`, for |x| > FG_TRIG_SMALL_MAX; x itself for NaN and, with
+ * `keep_zero`, for +-0; y otherwise. */
+FG_INLINE double fg__trig_special_f64(double x, double y, int full, int keep_zero) {
+    double limit = full ? 0x1.fffffffffffffp+1023 : FG_TRIG_SMALL_MAX;
+    y = fg__abs_f64(x) > limit ? fg__nan_f64() : y;
+    y = keep_zero && x == 0.0 ? x : y;
+    return x != x ? x : y;
+}
+
 /* sin (shift 0) or cos (shift 1) of x, from the quadrant table sin, cos, -sin, -cos. */
-FG_INLINE double fg__sincos_f64(double x, int64_t shift) {
+FG_INLINE double fg__sincos_f64(double x, int64_t shift, int full) {
     double lo;
     int64_t q;
-    double hi = fg__trig_reduce_f64(x, &lo, &q);
+    double hi = fg__trig_reduce_any_f64(x, &lo, &q, full);
     q = (q + shift) & 3;
     double s = fg__sin_kernel_f64(hi, lo);
     double c = fg__cos_kernel_f64(hi, lo);
     double y = (q & 1) ? c : s;
     y = (q & 2) ? -y : y;
-    return fg__abs_f64(x) == fg__inf_f64() ? fg__nan_f64() : y;
+    return fg__trig_special_f64(x, y, full, shift == 0);
 }
 
-FG_INLINE double fg_sin_f64(double x) {
-    double y = fg__sincos_f64(x, 0);
-    return x == 0.0 || x != x ? x : y;
-}
-
-FG_INLINE double fg_cos_f64(double x) {
-    double y = fg__sincos_f64(x, 1);
-    return x != x ? x : y;
-}
-
-FG_INLINE double fg_tan_f64(double x) {
+FG_INLINE double fg__tan_f64(double x, int full) {
     double lo;
     int64_t q;
-    double hi = fg__trig_reduce_f64(x, &lo, &q);
+    double hi = fg__trig_reduce_any_f64(x, &lo, &q, full);
     double z = hi * hi;
     double t = hi + (hi * z * fg__poly_tan_f64(z) + lo * (1.0 + z));
     double y = (q & 1) ? -1.0 / t : t;
-    y = fg__abs_f64(x) == fg__inf_f64() ? fg__nan_f64() : y;
-    return x == 0.0 || x != x ? x : y;
+    return fg__trig_special_f64(x, y, full, 1);
 }
+
+/* Every finite argument: Cody-Waite and Payne-Hanek reductions both run (about 10x the time). */
+FG_INLINE double fg_sin_f64(double x) { return fg__sincos_f64(x, 0, 1); }
+FG_INLINE double fg_cos_f64(double x) { return fg__sincos_f64(x, 1, 1); }
+FG_INLINE double fg_tan_f64(double x) { return fg__tan_f64(x, 1); }
+
+/* The same for |x| <= FG_TRIG_SMALL_MAX only, NaN beyond: for a loop that has checked its
+ * arguments (or reruns with the functions above when one is larger). */
+FG_INLINE double fg_sin_small_f64(double x) { return fg__sincos_f64(x, 0, 0); }
+FG_INLINE double fg_cos_small_f64(double x) { return fg__sincos_f64(x, 1, 0); }
+FG_INLINE double fg_tan_small_f64(double x) { return fg__tan_f64(x, 0); }
 
 /* ---- inverse trigonometric --------------------------------------------------------------- */
 
@@ -673,6 +787,9 @@ FG__F32_VIA_F64(erf)
 FG__F32_VIA_F64(sin)
 FG__F32_VIA_F64(cos)
 FG__F32_VIA_F64(tan)
+FG__F32_VIA_F64(sin_small)
+FG__F32_VIA_F64(cos_small)
+FG__F32_VIA_F64(tan_small)
 FG__F32_VIA_F64(atan)
 FG__F32_VIA_F64(asin)
 FG__F32_VIA_F64(acos)
