@@ -90,6 +90,7 @@ FUNCTIONS = {f.name: f for f in (
     _fn("asin", np.arcsin, ((TINY64, 1.0), (0.3, 1.0)), 1.0),
     _fn("acos", np.arccos, ((TINY64, 1.0), (0.3, 1.0)), 1.0),
     _fn("sqrt", np.sqrt, WHOLE, 0.5, 0.5),
+    _fn("cbrt", np.cbrt, WHOLE + ((0.1, 100.0),), 1.0),
 )}
 
 SPECIAL64 = np.array([
@@ -131,6 +132,11 @@ def _wrapper_source() -> str:
             lines.append(
                 f"void t_{name}_{suffix}(long n, const {ctype} *restrict x, {ctype} *restrict y) {{\n"
                 f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_{name}_{suffix}(x[i]);\n}}")
+    for ctype, suffix in (("double", "f64"), ("float", "f32")):
+        lines.append(
+            f"void t_pow_{suffix}(long n, const {ctype} *restrict x, const {ctype} *restrict p,\n"
+            f"                    {ctype} *restrict y) {{\n"
+            f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_pow_{suffix}(x[i], p[i]);\n}}")
     return "\n".join(lines) + "\n"
 
 
@@ -257,3 +263,68 @@ def test_every_function_vectorises(tmp_path: Path) -> None:
     loops = {i + 1: line for i, line in enumerate(src.read_text().splitlines()) if line.lstrip().startswith("for")}
     missing = [line.strip() for i, line in loops.items() if i not in vectorised]
     assert not missing, f"gcc did not vectorise: {missing}"
+
+
+POW_ULP = {np.float64: 1.5, np.float32: 1.0}
+
+
+def call_pow(lib: ctypes.CDLL, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+    x, p = np.ascontiguousarray(x), np.ascontiguousarray(p, x.dtype)
+    y = np.empty_like(x)
+    fn = getattr(lib, "t_pow_f64" if x.dtype == np.float64 else "t_pow_f32")
+    fn.restype = None
+    fn(ctypes.c_long(x.size), *(ctypes.c_void_p(a.ctypes.data) for a in (x, p, y)))
+    return y
+
+
+def pow_arguments(dtype: type, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bases log-uniform over the whole range, exponents mostly chosen so x**y lands anywhere
+    from underflow to overflow, some plain, and negative bases with integer exponents."""
+    rng = np.random.default_rng(7)
+    finfo = np.finfo(dtype)
+    lo, hi = np.log(float(finfo.smallest_subnormal)), np.log(float(finfo.max))
+    x = np.exp(rng.uniform(lo, hi, n))
+    target = rng.uniform(lo - 5, hi + 5, n)
+    y = target / np.log(x)
+    y[: n // 4] = rng.uniform(-30, 30, n // 4)
+    near_one = slice(n // 4, n // 2)
+    x[near_one] = 1 + rng.uniform(0.01, 0.5, n // 4) * rng.choice([-1, 1], n // 4) * 10.0 ** rng.uniform(-13, 0, n // 4)
+    y[near_one] = target[near_one] / np.log(x[near_one])
+    neg = slice(n // 2, 3 * n // 4)
+    x[neg] = -x[neg]
+    y[neg] = np.round(np.clip(y[neg], -2e9, 2e9))
+    with np.errstate(all="ignore"):
+        return x.astype(dtype), y.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_pow_random_arguments(library: ctypes.CDLL, dtype: type) -> None:
+    x, y = pow_arguments(dtype, 200_000)
+    got = call_pow(library, x, y)
+    with np.errstate(all="ignore"):
+        exact = np.power(x.astype(LD), y.astype(LD)) if dtype == np.float64 else np.power(
+            x.astype(np.float64).astype(LD), y.astype(np.float64).astype(LD))
+        err = ulp_error(got, exact)
+    worst = int(np.argmax(err))
+    assert err[worst] <= POW_ULP[dtype], (
+        f"fg_pow {np.dtype(dtype)}: {err[worst]:.3g} ulp at x={x[worst]!r}, y={y[worst]!r} "
+        f"(got {got[worst]!r}, want {exact[worst]!r})")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_pow_special_values(library: ctypes.CDLL, dtype: type) -> None:
+    vals = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5,
+                     -2.5, 1e-310, 1e300, -1e300, 2.0**53, 2.0**53 + 2, 2.0**52 + 1, -(2.0**52 + 1), 1e-30])
+    with np.errstate(over="ignore"):
+        x, y = (a.ravel().astype(dtype) for a in np.meshgrid(vals, vals))
+    got = call_pow(library, x, y)
+    with np.errstate(all="ignore"):
+        want = np.power(x, y)
+        exact = np.power(x.astype(np.float64).astype(LD), y.astype(np.float64).astype(LD))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg="fg_pow: NaN where numpy has none")
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(got[inf], want[inf], err_msg="fg_pow: infinities differ from numpy")
+    zero = want == 0
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]), err_msg="fg_pow: signed zero")
+    finite = np.isfinite(want)
+    assert np.max(ulp_error(got[finite], exact[finite])) <= POW_ULP[dtype]

@@ -8,6 +8,9 @@
  * -ffast-math, which would break the NaN/Inf/signed-zero handling below. FMA contraction
  * (gcc's default -ffp-contract=fast) is fine: no error-free transformation here multiplies.
  *
+ * pow works in double-double: log|x| to about 2^-66 relative, y log|x| as an exact product,
+ * then exp of the sum.
+ *
  * Method: Cody-Waite range reduction (constants split so the reduction products are exact),
  * then polynomials interpolated at Chebyshev nodes in 130-digit arithmetic
  * (scripts/fit_fgmath.py prints them). float32 exp, expm1, log, log1p, tanh and logistic run
@@ -31,6 +34,8 @@
  *   erf                     1.5      1        against math.erf (itself < 1 ulp)
  *   sinh, cosh, tan         2        1
  *   logistic                2        2
+ *   cbrt                    1        1
+ *   pow                     1.5      1        every (x, y), results from underflow to overflow
  *   sqrt                    0.5      0.5      the hardware instruction
  *
  *   sin, cos, tan take every argument (Payne-Hanek reduction beyond 2^20 pi/2, computed for
@@ -622,6 +627,116 @@ FG_INLINE double fg_acos_f64(double x) {
 
 /* ---- roots and powers -------------------------------------------------------------------- */
 
+/* Q(z) = 2/3 + z Q1(z) for fg__poly_log_f64 (its coefficients after the first). */
+FG_INLINE double fg__poly_log1_f64(double z) {
+    return 0x1.999999999999ap-2 + z * (0x1.2492492492486p-2 + z * (0x1.c71c71c71f25dp-3 + z * (0x1.745d17437dda5p-3 + z * (0x1.3b13b261341c9p-3 + z * (0x1.1110b8c856d25p-3 + z * (0x1.e2029886fadb8p-4 + z * (0x1.ab83b15497320p-4 + z * (0x1.bedc792bacafdp-4))))))));
+}
+
+/* hi = a * b rounded, *lo = the exact rounding error (Dekker's product with 26-bit splits made
+ * by masking, so FMA contraction cannot disturb it; the last partial product's error is
+ * below 2^-104 relative). */
+FG_INLINE double fg__mul_exact_f64(double a, double b, double *lo) {
+    double ah = fg__from_bits_f64(fg__bits_f64(a) & 0xfffffffff8000000ULL);
+    double bh = fg__from_bits_f64(fg__bits_f64(b) & 0xfffffffff8000000ULL);
+    double al = a - ah, bl = b - bh;
+    double hi = a * b;
+    *lo = (((ah * bh - hi) + ah * bl) + al * bh) + al * bl;
+    return hi;
+}
+
+/* log(a) for positive finite a as hi + lo, relative error about 2^-66. */
+FG_INLINE double fg__log_dd_f64(double a, double *lo) {
+    double kd;
+    double f = fg__log_reduce_f64(a, &kd);
+    double d = 2.0 + f;
+    double d_lo = (2.0 - d) + f;
+    double s = f / d;
+    double sd_lo;
+    double sd = fg__mul_exact_f64(s, d, &sd_lo);
+    double s_lo = (((f - sd) - sd_lo) - s * d_lo) / d; /* s + s_lo = f / (2 + f) */
+    double z = s * s;
+    /* log(1+f) = 2s + s z Q(z); the cubic term 2/3 s^3 kept as a double-double */
+    double z_lo;
+    double zz = fg__mul_exact_f64(s, s, &z_lo);
+    double s3_lo;
+    double s3 = fg__mul_exact_f64(s, zz, &s3_lo);
+    s3_lo += s * z_lo;
+    double c3_lo;
+    double c3 = fg__mul_exact_f64(s3, 0x1.5555555555555p-1, &c3_lo); /* 2/3 rounded */
+    c3_lo += s3_lo * 0x1.5555555555555p-1 + s3 * 0x1.5555555555555p-55; /* 2/3's error */
+    double rest = s * z * z * fg__poly_log1_f64(z);
+    double h = kd * FG__LN2HI;
+    double two_s = 2.0 * s;
+    double hi = h + two_s;
+    double err = (h - hi) + two_s; /* |h| >= |2s| or h = 0 */
+    double hi2 = hi + c3;
+    double err2 = (hi - hi2) + c3;
+    /* 2 atanh(s + s_lo) = 2 atanh(s) + 2 s_lo / (1 - s^2) + ... */
+    double low = ((err + err2) + (kd * FG__LN2LO + 2.0 * s_lo * (1.0 + z * (1.0 + z)))) + (c3_lo + rest);
+    double out = hi2 + low;
+    *lo = (hi2 - out) + low;
+    return out;
+}
+
+/* y's kind for pow: 0 not an integer, 1 odd integer, 2 even integer. */
+FG_INLINE int64_t fg__int_kind_f64(double y) {
+    double a = fg__abs_f64(y);
+    double t = a + 0x1p52;
+    int64_t small = a < 0x1p52;
+    int64_t is_int = small ? (t - 0x1p52 == a) : 1;
+    uint64_t low_bit = small ? fg__bits_f64(t) & 1 : (a < 0x1p53 ? fg__bits_f64(a) & 1 : 0);
+    return is_int ? (low_bit ? 1 : 2) : 0;
+}
+
+FG_INLINE double fg_pow_f64(double x, double y) {
+    double a = fg__abs_f64(x);
+    double l_lo;
+    double l = fg__log_dd_f64(a, &l_lo);
+    double p_lo;
+    double p = fg__mul_exact_f64(y, l, &p_lo);
+    p_lo += y * l_lo;
+    /* exp(p + p_lo), with p clamped so the reduction stays in range */
+    double pc = p > 710.0 ? 710.0 : p;
+    pc = pc < -746.0 ? -746.0 : pc;
+    int64_t k;
+    double r = fg__exp_reduce_f64(pc, &k) + (pc == p ? p_lo : 0.0);
+    double mag = fg__ldexp_f64(1.0 + fg__expm1_kernel_f64(r), k);
+    int64_t kind = fg__int_kind_f64(y);
+    double yabs = fg__abs_f64(y);
+    double inf = fg__inf_f64();
+    /* |x| = 0 or Inf, and y = +-Inf, as C99/numpy */
+    mag = a == 0.0 ? (y < 0.0 ? inf : 0.0) : mag;
+    mag = a == inf ? (y < 0.0 ? 0.0 : inf) : mag;
+    mag = yabs == inf ? (a == 1.0 ? 1.0 : ((a < 1.0) == (y < 0.0) ? inf : 0.0)) : mag;
+    double out = (x < 0.0 || (x == 0.0 && fg__sign_f64(x))) && kind == 1 ? -mag : mag;
+    out = x < 0.0 && kind == 0 && a != inf && yabs != inf ? fg__nan_f64() : out;
+    out = x != x || y != y ? x + y : out;
+    out = y == 0.0 || x == 1.0 ? 1.0 : out;
+    return out;
+}
+
+/* Real cube root: 2^q cbrt(w) with |x| = 2^(3q) w, w in [1, 8); a quartic first guess (error
+ * 4e-3) and two Halley steps. */
+FG_INLINE double fg_cbrt_f64(double x) {
+    double a = fg__abs_f64(x);
+    int64_t tiny = a < 0x1p-1022;
+    double as = tiny ? a * 0x1p54 : a;
+    uint64_t ia = fg__bits_f64(as);
+    int64_t e = (int64_t)(ia >> 52) - 1023 - (tiny ? 54 : 0);
+    double t = (fg__int_to_f64(e) - 1.0) * (1.0 / 3.0) + FG__SHIFT64;
+    int64_t q = fg__shifted_int_f64(t);
+    int64_t rem = e - 3 * q;
+    double w = fg__from_bits_f64(((uint64_t)(rem + 1023) << 52) | (ia & 0x000fffffffffffffULL));
+    double g = 0x1.4aa814f712d76p-1 + w * (0x1.b0f6f4699d5f2p-2 + w * (-0x1.280bffdb6e290p-4
+               + w * (0x1.f6618c560c904p-8 + w * -0x1.543738decd63ep-12)));
+    double g3 = g * g * g;
+    g = g * (g3 + 2.0 * w) / (2.0 * g3 + w);
+    g3 = g * g * g;
+    g = g - g * (g3 - w) / (2.0 * g3 + w);
+    double y = fg__xorsign_f64(fg__ldexp_f64(g, q), fg__sign_f64(x));
+    return x == 0.0 || a == fg__inf_f64() || x != x ? x : y;
+}
+
 FG_INLINE double fg_sqrt_f64(double x) { return __builtin_sqrt(x); }
 
 /* degree 5 on [-0.3466, 0.3466], max relative error 9.1e-09 */
@@ -795,5 +910,7 @@ FG__F32_VIA_F64(asin)
 FG__F32_VIA_F64(acos)
 
 FG_INLINE float fg_sqrt_f32(float x) { return __builtin_sqrtf(x); }
+FG__F32_VIA_F64(cbrt)
+FG_INLINE float fg_pow_f32(float x, float y) { return (float)fg_pow_f64((double)x, (double)y); }
 
 #endif /* FGMATH_H */
