@@ -134,6 +134,9 @@ def _wrapper_source() -> str:
                 f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_{name}_{suffix}(x[i]);\n}}")
     for ctype, suffix in (("double", "f64"), ("float", "f32")):
         lines.append(
+            f"void t_trig_small_ok_{suffix}(long n, const {ctype} *restrict x, {ctype} *restrict y) {{\n"
+            f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_trig_small_ok_{suffix}(x[i]);\n}}")
+        lines.append(
             f"void t_pow_{suffix}(long n, const {ctype} *restrict x, const {ctype} *restrict p,\n"
             f"                    {ctype} *restrict y) {{\n"
             f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_pow_{suffix}(x[i], p[i]);\n}}")
@@ -328,3 +331,19 @@ def test_pow_special_values(library: ctypes.CDLL, dtype: type) -> None:
     np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]), err_msg="fg_pow: signed zero")
     finite = np.isfinite(want)
     assert np.max(ulp_error(got[finite], exact[finite])) <= POW_ULP[dtype]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_small_trig_agrees_where_its_check_passes(library: ctypes.CDLL, dtype: type) -> None:
+    """fg_trig_small_ok says exactly where fg_{sin,cos,tan}_small agree with the full-range
+    functions (bit for bit in float64; float32 sin and cos small have their own polynomials)."""
+    x = np.concatenate([specials("sin", dtype), sample(FUNCTIONS["sin"], dtype, 20_000, seed=3)])
+    ok = call(library, "trig_small_ok", x) != 0
+    np.testing.assert_array_equal(ok, ~(np.abs(x) > TRIG_MAX) | np.isinf(x))
+    for name in ("sin", "cos", "tan"):
+        small, full = call(library, f"{name}_small", x), call(library, name, x)
+        if dtype == np.float64:
+            np.testing.assert_array_equal(small[ok], full[ok], err_msg=f"fg_{name}_small")
+        else:
+            assert ulp_error(small[ok], full[ok].astype(LD)).max() <= 2.0, f"fg_{name}_small"
+        assert np.isnan(small[~ok]).all(), f"fg_{name}_small is not NaN beyond FG_TRIG_SMALL_MAX"

@@ -569,6 +569,15 @@ FG_INLINE double fg_sin_small_f64(double x) { return fg__sincos_f64(x, 0, 0); }
 FG_INLINE double fg_cos_small_f64(double x) { return fg__sincos_f64(x, 1, 0); }
 FG_INLINE double fg_tan_small_f64(double x) { return fg__tan_f64(x, 0); }
 
+/* Nonzero where the fg_*_small trigonometric functions agree with the full-range ones: |x| <=
+ * FG_TRIG_SMALL_MAX, +-Inf or NaN. A loop can AND this over its arguments and rerun with the
+ * full-range functions only when it comes out 0. */
+FG_INLINE int fg_trig_small_ok_f64(double x) {
+    double a = fg__abs_f64(x);
+    return !(a > FG_TRIG_SMALL_MAX) || a == fg__inf_f64();
+}
+FG_INLINE int fg_trig_small_ok_f32(float x) { return fg_trig_small_ok_f64((double)x); }
+
 /* ---- inverse trigonometric --------------------------------------------------------------- */
 
 #define FG__ATAN_HALF_HI 0x1.dac670561bb4fp-2
@@ -888,6 +897,41 @@ FG_INLINE float fg_logistic_f32(float x) {
     return x != x ? x : y;
 }
 
+/* degree 4 on [0, 0.6169], max relative error 3e-08 */
+FG_INLINE float fg__poly_sin_f32(float z) {
+    return -0x1.5555560000000p-3f + z * (0x1.1111120000000p-7f + z * (-0x1.a019fe0000000p-13f + z * (0x1.71d9aa0000000p-19f + z * (-0x1.aa28420000000p-26f))));
+}
+
+/* degree 4 on [0, 0.6169], max relative error 3e-08 */
+FG_INLINE float fg__poly_cos_f32(float z) {
+    return 0x1.5555560000000p-5f + z * (-0x1.6c16c20000000p-10f + z * (0x1.a01a000000000p-16f + z * (-0x1.27e2600000000p-22f + z * (0x1.1c81b60000000p-29f))));
+}
+
+
+/* sin (shift 0) or cos (shift 1) of float32 x, |x| <= FG_TRIG_SMALL_MAX: the float64 reduction,
+ * then float32 polynomials. */
+FG_INLINE float fg__sincos_small_f32(float x, int64_t shift) {
+    double lo;
+    int64_t q;
+    double hi = fg__trig_reduce_small_f64((double)x, &lo, &q);
+    float r = (float)hi;
+    float r_lo = (float)(hi - (double)r); /* the float64 reduction's bits beyond r */
+    q = (q + shift) & 3;
+    float z = r * r;
+    float s = r + (r * z * fg__poly_sin_f32(z) + r_lo);
+    float hz = 0.5f * z;
+    float w = 1.0f - hz;
+    float c = w + (((1.0f - w) - hz) + (z * z * fg__poly_cos_f32(z) - r * r_lo));
+    float y = (q & 1) ? c : s;
+    y = (q & 2) ? -y : y;
+    y = fg__abs_f32(x) > (float)FG_TRIG_SMALL_MAX ? fg__nan_f32() : y;
+    y = shift == 0 && x == 0.0f ? x : y;
+    return x != x ? x : y;
+}
+
+FG_INLINE float fg_sin_small_f32(float x) { return fg__sincos_small_f32(x, 0); }
+FG_INLINE float fg_cos_small_f32(float x) { return fg__sincos_small_f32(x, 1); }
+
 /* ---- the other float32 functions: the float64 kernels, rounded once more ---------------- */
 
 #define FG__F32_VIA_F64(name) \
@@ -902,8 +946,6 @@ FG__F32_VIA_F64(erf)
 FG__F32_VIA_F64(sin)
 FG__F32_VIA_F64(cos)
 FG__F32_VIA_F64(tan)
-FG__F32_VIA_F64(sin_small)
-FG__F32_VIA_F64(cos_small)
 FG__F32_VIA_F64(tan_small)
 FG__F32_VIA_F64(atan)
 FG__F32_VIA_F64(asin)
