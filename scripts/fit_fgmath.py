@@ -193,18 +193,12 @@ def two_over_pi_words(pad_bits: int = 64, words: int = 40) -> list[int]:
 
 def main(names: list[str]) -> None:
     if names == ["twoverpi"]:
-        ws = [f"0x{w:08x}U" for w in two_over_pi_words()]
-        print("static const uint32_t fg__two_over_pi_bits[40] = {")
-        for i in range(0, len(ws), 8):
-            print("    " + ", ".join(ws[i:i + 8]) + ",")
+        w32 = two_over_pi_words()
+        ws = [f"0x{w32[i]:08x}{w32[i + 1]:08x}ULL" for i in range(len(w32) - 1)]
+        print(f"static const uint64_t fg__two_over_pi_bits[{len(ws)}] = {{")
+        for i in range(0, len(ws), 4):
+            print("    " + ", ".join(ws[i:i + 4]) + ",")
         print("};")
-        return
-    if names[:1] == ["f32"]:
-        for name in names[1:] or list(FITS32):
-            g, a, b, _ = FITS[name]
-            coefs, err = fit(g, a, b, FITS32[name], fmt=np.float32)
-            print(horner_c(name, coefs, f"degree {FITS32[name]} on [{a:.6g}, {b:.6g}], max relative error "
-                                        f"{err:.2g}", single=True))
         return
     if names == ["erfc"]:
         mid, err_mid = fit(*FITS["erfc_mid"])

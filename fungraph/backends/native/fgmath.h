@@ -412,23 +412,27 @@ FG_INLINE double fg__trig_reduce_small_f64(double x, double *lo, int64_t *quadra
 
 /* ---- Payne-Hanek reduction for |x| > FG_TRIG_SMALL_MAX ----------------------------------------- */
 
-/* 2/pi = 0.a2f9836e..., its bits after the binary point as 32-bit words after 64 zero bits
- * (scripts/fit_fgmath.py twoverpi); enough for every double exponent. */
-static const uint32_t fg__two_over_pi_bits[40] = {
-    0x00000000U, 0x00000000U, 0xa2f9836eU, 0x4e441529U, 0xfc2757d1U, 0xf534ddc0U, 0xdb629599U, 0x3c439041U,
-    0xfe5163abU, 0xdebbc561U, 0xb7246e3aU, 0x424dd2e0U, 0x06492eeaU, 0x09d1921cU, 0xfe1deb1cU, 0xb129a73eU,
-    0xe88235f5U, 0x2ebb4484U, 0xe99c7026U, 0xb45f7e41U, 0x3991d639U, 0x835339f4U, 0x9c845f8bU, 0xbdf9283bU,
-    0x1ff897ffU, 0xde05980fU, 0xef2f118bU, 0x5a0a6d1fU, 0x6d367ecfU, 0x27cb09b7U, 0x4f463f66U, 0x9e5fea2dU,
-    0x7527bac7U, 0xebe5f17bU, 0x3d0739f7U, 0x8a5292eaU, 0x6bfb5fb1U, 0x1f8d5d08U, 0x56033046U, 0xfc7b6babU,
+/* 2/pi = 0.a2f9836e..., its bits after the binary point preceded by 64 zero bits, as 64-bit
+ * windows at a 32-bit stride (entry i holds bits 32i to 32i + 63), so any 26 bits are in one
+ * entry (scripts/fit_fgmath.py twoverpi); enough for every double exponent. */
+static const uint64_t fg__two_over_pi_bits[39] = {
+    0x0000000000000000ULL, 0x00000000a2f9836eULL, 0xa2f9836e4e441529ULL, 0x4e441529fc2757d1ULL,
+    0xfc2757d1f534ddc0ULL, 0xf534ddc0db629599ULL, 0xdb6295993c439041ULL, 0x3c439041fe5163abULL,
+    0xfe5163abdebbc561ULL, 0xdebbc561b7246e3aULL, 0xb7246e3a424dd2e0ULL, 0x424dd2e006492eeaULL,
+    0x06492eea09d1921cULL, 0x09d1921cfe1deb1cULL, 0xfe1deb1cb129a73eULL, 0xb129a73ee88235f5ULL,
+    0xe88235f52ebb4484ULL, 0x2ebb4484e99c7026ULL, 0xe99c7026b45f7e41ULL, 0xb45f7e413991d639ULL,
+    0x3991d639835339f4ULL, 0x835339f49c845f8bULL, 0x9c845f8bbdf9283bULL, 0xbdf9283b1ff897ffULL,
+    0x1ff897ffde05980fULL, 0xde05980fef2f118bULL, 0xef2f118b5a0a6d1fULL, 0x5a0a6d1f6d367ecfULL,
+    0x6d367ecf27cb09b7ULL, 0x27cb09b74f463f66ULL, 0x4f463f669e5fea2dULL, 0x9e5fea2d7527bac7ULL,
+    0x7527bac7ebe5f17bULL, 0xebe5f17b3d0739f7ULL, 0x3d0739f78a5292eaULL, 0x8a5292ea6bfb5fb1ULL,
+    0x6bfb5fb11f8d5d08ULL, 0x1f8d5d0856033046ULL, 0x56033046fc7b6babULL,
 };
 
 /* The 26 bits of 2/pi from bit `first` on (bit 1 is the first after the binary point; bits
  * before it are zero), as an exact double. */
 FG_INLINE double fg__two_over_pi_chunk_f64(int64_t first) {
     int64_t q = first + 63;
-    int64_t w = q >> 5;
-    uint64_t pair = ((uint64_t)fg__two_over_pi_bits[w] << 32) | fg__two_over_pi_bits[w + 1];
-    return fg__int_to_f64((int64_t)((pair << (q & 31)) >> 38));
+    return fg__int_to_f64((int64_t)((fg__two_over_pi_bits[q >> 5] << (q & 31)) >> 38));
 }
 
 /* v minus the nearest multiple of 8 (exact; v a double with |v| < 2^53 * 8). */
