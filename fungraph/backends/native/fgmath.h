@@ -13,9 +13,9 @@
  *
  * Method: Cody-Waite range reduction (constants split so the reduction products are exact),
  * then polynomials interpolated at Chebyshev nodes in 130-digit arithmetic
- * (scripts/fit_fgmath.py prints them). float32 exp, expm1, log, log1p, tanh and logistic run
- * in float32 arithmetic with their own polynomials; the other float32 functions evaluate the
- * float64 kernel and round once more.
+ * (scripts/fit_fgmath.py prints them). float32 exp, exp2, expm1, log, log2, log10, log1p,
+ * tanh, sinh, cosh, logistic, sin_small and cos_small run in float32 arithmetic with their own
+ * polynomials; the other float32 functions evaluate the float64 kernel and round once more.
  *
  * Semantics follow numpy: NaN in gives NaN out, +-Inf and signed zeros as numpy, overflow to
  * +-Inf, gradual underflow to denormals and 0, domain errors (log(-1), asin(2), sin(inf))
@@ -32,7 +32,8 @@
  *   exp2, log2, log10       1.5      1
  *   tanh                    1.5      1.5
  *   erf                     1.5      1        against math.erf (itself < 1 ulp)
- *   sinh, cosh, tan         2        1
+ *   sinh, cosh              2        2
+ *   tan                     2        1
  *   logistic                2        2
  *   cbrt                    1        1
  *   pow                     1.5      1        every (x, y), results from underflow to overflow
@@ -882,6 +883,66 @@ FG_INLINE float fg_log1p_f32(float x) {
     return x != x ? x : y;
 }
 
+FG_INLINE float fg_exp2_f32(float x) {
+    float xc = x > 129.0f ? 129.0f : x;
+    xc = xc < -151.0f ? -151.0f : xc;
+    float t = xc + FG__SHIFT32;
+    float r = (xc - (t - FG__SHIFT32)) * 0x1.62e430p-1f;
+    return fg__ldexp_f32(1.0f + (r + r * r * fg__poly_exp_f32(r)), fg__shifted_int_f32(t));
+}
+
+/* log(1 + f) for the float32 reduction, as a float64 (k log(2) added by the caller): f^2/2
+ * exact in float64, the small tail in float32. */
+FG_INLINE double fg__log_m_f32(float x, float *kd) {
+    float f = fg__log_reduce_f32(x, kd);
+    float hfsq = 0.5f * f * f;
+    double fd = (double)f;
+    return fd - (0.5 * fd * fd - (double)fg__log_tail_f32(f, hfsq));
+}
+
+FG_INLINE float fg_log2_f32(float x) {
+    float kd;
+    double lm = fg__log_m_f32(x, &kd);
+    return fg__log_special_f32(x, (float)((double)kd + lm * FG__LOG2E));
+}
+
+FG_INLINE float fg_log10_f32(float x) {
+    float kd;
+    double lm = fg__log_m_f32(x, &kd);
+    return fg__log_special_f32(x, (float)((double)kd * 0x1.34413509f79ffp-2 + lm * FG__LOG10E));
+}
+
+/* e^a / 2 and e^-a / 2 for 0 <= a <= 90. */
+FG_INLINE void fg__exp_pair_f32(float a, float *up, float *down) {
+    float ac = a > 90.0f ? 90.0f : a;
+    int32_t k;
+    float r = fg__exp_reduce_f32(ac, &k);
+    float p = 1.0f + (r + r * r * fg__poly_exp_f32(r));
+    *up = fg__ldexp_f32(p, k - 1);
+    *down = fg__ldexp_f32(1.0f / p, -k - 1);
+}
+
+FG_INLINE float fg_sinh_f32(float x) {
+    float a = fg__abs_f32(x);
+    float z = x * x;
+    /* Taylor series to x^11 / 11!, below 2^-26 relative for |x| < 1 */
+    float h = 0x1.555556p-3f + z * (0x1.111112p-7f + z * (0x1.a01a02p-13f + z * (0x1.71de3ap-19f
+              + z * 0x1.ae6456p-26f)));
+    float small = x + x * z * h;
+    float up, down;
+    fg__exp_pair_f32(a, &up, &down);
+    float big = fg__xorsign_f32(up - down, fg__sign_f32(x));
+    float y = a < 1.0f ? small : big;
+    return x != x ? x : y;
+}
+
+FG_INLINE float fg_cosh_f32(float x) {
+    float up, down;
+    fg__exp_pair_f32(fg__abs_f32(x), &up, &down);
+    float y = up + down;
+    return x != x ? x : y;
+}
+
 FG_INLINE float fg_tanh_f32(float x) {
     float a = fg__abs_f32(x);
     float z = x * x;
@@ -941,11 +1002,6 @@ FG_INLINE float fg_cos_small_f32(float x) { return fg__sincos_small_f32(x, 1); }
 #define FG__F32_VIA_F64(name) \
     FG_INLINE float fg_##name##_f32(float x) { return (float)fg_##name##_f64((double)x); }
 
-FG__F32_VIA_F64(exp2)
-FG__F32_VIA_F64(log2)
-FG__F32_VIA_F64(log10)
-FG__F32_VIA_F64(sinh)
-FG__F32_VIA_F64(cosh)
 FG__F32_VIA_F64(erf)
 FG__F32_VIA_F64(sin)
 FG__F32_VIA_F64(cos)
