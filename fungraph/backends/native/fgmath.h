@@ -91,24 +91,24 @@ FG_INLINE double fg__poly_exp_f64(double z) {
     return 0x1.0000000000000p-1 + z * (0x1.5555555555555p-3 + z * (0x1.5555555555557p-5 + z * (0x1.1111111111111p-7 + z * (0x1.6c16c16c15a69p-10 + z * (0x1.a01a01a0196adp-13 + z * (0x1.a01a01a9e935ep-16 + z * (0x1.71de3a5aa78a7p-19 + z * (0x1.27e4d41a5ca90p-22 + z * (0x1.ae642c83e9462p-26 + z * (0x1.1f7f25b04b0d4p-29 + z * (0x1.61bfa83dd7873p-33)))))))))));
 }
 
-/* degree 9 on [0, 0.02944], max relative error 5.6e-17 */
+/* degree 7 on [0, 0.02944], max relative error 5.6e-17 */
 FG_INLINE double fg__poly_log_f64(double z) {
-    return 0x1.5555555555555p-1 + z * (0x1.999999999999ap-2 + z * (0x1.2492492492486p-2 + z * (0x1.c71c71c71f25dp-3 + z * (0x1.745d17437dda5p-3 + z * (0x1.3b13b261341c9p-3 + z * (0x1.1110b8c856d25p-3 + z * (0x1.e2029886fadb8p-4 + z * (0x1.ab83b15497320p-4 + z * (0x1.bedc792bacafdp-4)))))))));
+    return 0x1.5555555555555p-1 + z * (0x1.9999999999a38p-2 + z * (0x1.2492492476c8bp-2 + z * (0x1.c71c720160332p-3 + z * (0x1.745cf90196560p-3 + z * (0x1.3b1c35fbecd93p-3 + z * (0x1.0fbe84f5caccap-3 + z * (0x1.0c044ccf380aap-3)))))));
 }
 
-/* degree 14 on [0, 0.390625], max relative error 6.3e-17 */
+/* degree 11 on [0, 0.390625], max relative error 6.3e-17 */
 FG_INLINE double fg__poly_tanh_f64(double z) {
-    return -0x1.5555555555555p-2 + z * (0x1.1111111111111p-3 + z * (-0x1.ba1ba1ba1ba15p-5 + z * (0x1.664f4882c0d4bp-6 + z * (-0x1.226e355e59dddp-7 + z * (0x1.d6d3d0da81dd9p-9 + z * (-0x1.7da3637ca5050p-10 + z * (0x1.3558127fba0a6p-11 + z * (-0x1.f57b51a744dabp-13 + z * (0x1.96667408fae0fp-14 + z * (-0x1.48c0683854d5ep-15 + z * (0x1.06cbf052e028fp-16 + z * (-0x1.8da2c4e4f23d6p-18 + z * (0x1.f3b1566b855d6p-20 + z * (-0x1.7257a966c94b9p-22))))))))))))));
+    return -0x1.5555555555555p-2 + z * (0x1.11111111110a8p-3 + z * (-0x1.ba1ba1ba0f126p-5 + z * (0x1.664f487e0a749p-6 + z * (-0x1.226e3473dce5cp-7 + z * (0x1.d6d39ae3905e2p-9 + z * (-0x1.7d9f6f23e8682p-10 + z * (0x1.3526e9ed54da1p-11 + z * (-0x1.f243823c8c981p-13 + z * (0x1.8445870f6fe41p-14 + z * (-0x1.05bbdae896297p-15 + z * (0x1.b33642a122cddp-18)))))))))));
 }
 
-/* degree 8 on [0, 0.6169], max relative error 5.7e-17 */
+/* degree 6 on [0, 0.6169], max relative error 5.7e-17 */
 FG_INLINE double fg__poly_sin_f64(double z) {
-    return -0x1.5555555555555p-3 + z * (0x1.1111111111111p-7 + z * (-0x1.a01a01a01a01ap-13 + z * (0x1.71de3a556c733p-19 + z * (-0x1.ae64567f54151p-26 + z * (0x1.6124613a00e53p-33 + z * (-0x1.ae7f3d02bca43p-41 + z * (0x1.952a27effe825p-49 + z * (-0x1.2d4a28e4d9f35p-57))))))));
+    return -0x1.5555555555555p-3 + z * (0x1.1111111111110p-7 + z * (-0x1.a01a01a019937p-13 + z * (0x1.71de3a54607fap-19 + z * (-0x1.ae6454129f078p-26 + z * (0x1.61217eed1c04ap-33 + z * (-0x1.ab17c21adf462p-41))))));
 }
 
-/* degree 7 on [0, 0.6169], max relative error 5.7e-17 */
+/* degree 5 on [0, 0.6169], max relative error 5.8e-17 */
 FG_INLINE double fg__poly_cos_f64(double z) {
-    return 0x1.5555555555555p-5 + z * (-0x1.6c16c16c16c17p-10 + z * (0x1.a01a01a01a019p-16 + z * (-0x1.27e4fb7789d98p-22 + z * (0x1.1eed8eff3364ap-29 + z * (-0x1.9397495435c5fp-37 + z * (0x1.ae7ce8c86e406p-45 + z * (-0x1.65d2b45d4159bp-53)))))));
+    return 0x1.5555555555555p-5 + z * (-0x1.6c16c16c16967p-10 + z * (0x1.a01a019f4e9f4p-16 + z * (-0x1.27e4fa17c44e0p-22 + z * (0x1.1eeb68d2958ddp-29 + z * (-0x1.907d9316a965fp-37)))));
 }
 
 /* degree 16 on [0, 0.6169], max relative error 5.6e-17 */
@@ -643,7 +643,7 @@ FG_INLINE double fg_acos_f64(double x) {
 
 /* Q(z) = 2/3 + z Q1(z) for fg__poly_log_f64 (its coefficients after the first). */
 FG_INLINE double fg__poly_log1_f64(double z) {
-    return 0x1.999999999999ap-2 + z * (0x1.2492492492486p-2 + z * (0x1.c71c71c71f25dp-3 + z * (0x1.745d17437dda5p-3 + z * (0x1.3b13b261341c9p-3 + z * (0x1.1110b8c856d25p-3 + z * (0x1.e2029886fadb8p-4 + z * (0x1.ab83b15497320p-4 + z * (0x1.bedc792bacafdp-4))))))));
+    return 0x1.9999999999a38p-2 + z * (0x1.2492492476c8bp-2 + z * (0x1.c71c720160332p-3 + z * (0x1.745cf90196560p-3 + z * (0x1.3b1c35fbecd93p-3 + z * (0x1.0fbe84f5caccap-3 + z * (0x1.0c044ccf380aap-3))))));
 }
 
 /* hi = a * b rounded, *lo = the exact rounding error (Dekker's product with 26-bit splits made
