@@ -151,16 +151,29 @@ FLAG_SETS = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(FLAG_SETS))
-def library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    cc = _compiler()
-    build = tmp_path_factory.mktemp(f"fgmath_{request.param}")
+def _build(cc: str, flags: list[str], build: Path) -> ctypes.CDLL:
     src = build / "fgmath_test.c"
     src.write_text(_wrapper_source())
     lib = build / "libfgmath_test.so"
-    cmd = [cc, *FLAG_SETS[request.param], "-shared", "-fPIC", "-I", str(HEADER_DIR), str(src), "-o", str(lib)]
+    cmd = [cc, *flags, "-shared", "-fPIC", "-I", str(HEADER_DIR), str(src), "-o", str(lib)]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(lib))
+
+
+@pytest.fixture(scope="module")
+def native_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[ctypes.CDLL, Path]:
+    """The library built with the native engine's flags, and gcc's report of the loops it
+    vectorised (written next to the source)."""
+    build = tmp_path_factory.mktemp("fgmath_native")
+    report = build / "vectorised.txt"
+    return _build(_compiler(), [*NATIVE_FLAGS, f"-fopt-info-vec-optimized={report}"], build), report
+
+
+@pytest.fixture(scope="module", params=sorted(FLAG_SETS))
+def library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    if request.param == "native":
+        return request.getfixturevalue("native_build")[0]
+    return _build(_compiler(), FLAG_SETS[request.param], tmp_path_factory.mktemp(f"fgmath_{request.param}"))
 
 
 def call(lib: ctypes.CDLL, name: str, x: np.ndarray) -> np.ndarray:
@@ -255,14 +268,11 @@ def test_special_values(library: ctypes.CDLL, name: str, dtype: type) -> None:
     np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]), err_msg=f"fg_{name}: signed zero")
 
 
-def test_every_function_vectorises(tmp_path: Path) -> None:
+def test_every_function_vectorises(native_build: tuple[ctypes.CDLL, Path]) -> None:
     """gcc vectorises the loop around every function (no branch or call left in them)."""
-    cc = _compiler()
-    src = tmp_path / "vec.c"
-    src.write_text(_wrapper_source())
-    out = subprocess.run([cc, *NATIVE_FLAGS, "-fopt-info-vec-optimized", "-I", str(HEADER_DIR), "-c", str(src),
-                          "-o", str(tmp_path / "vec.o")], check=True, capture_output=True, text=True)
-    vectorised = {int(line.split(":")[1]) for line in out.stderr.splitlines() if "loop vectorized" in line}
+    report = native_build[1]
+    src = report.parent / "fgmath_test.c"
+    vectorised = {int(line.split(":")[1]) for line in report.read_text().splitlines() if "loop vectorized" in line}
     loops = {i + 1: line for i, line in enumerate(src.read_text().splitlines()) if line.lstrip().startswith("for")}
     missing = [line.strip() for i, line in loops.items() if i not in vectorised]
     assert not missing, f"gcc did not vectorise: {missing}"
