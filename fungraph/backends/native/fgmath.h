@@ -331,7 +331,11 @@ FG_INLINE double fg_tanh_f64(double x) {
     double a = fg__abs_f64(x);
     double z = x * x;
     double small = x + x * z * fg__poly_tanh_f64(z);
-    double e = fg_exp_f64(2.0 * a);
+    /* exp(2a) for a <= 20 (tanh rounds to 1 beyond): one scaling step, no overflow */
+    double ac = a > 20.0 ? 20.0 : a;
+    int64_t k;
+    double r = fg__exp_reduce_f64(2.0 * ac, &k);
+    double e = (1.0 + fg__expm1_kernel_f64(r)) * fg__from_bits_f64((uint64_t)(k + 1023) << 52);
     double big = fg__xorsign_f64(1.0 - 2.0 / (e + 1.0), fg__sign_f64(x));
     double y = a < 0.625 ? small : big;
     return x == 0.0 || x != x ? x : y;
@@ -947,7 +951,11 @@ FG_INLINE float fg_tanh_f32(float x) {
     float a = fg__abs_f32(x);
     float z = x * x;
     float small = x + x * z * fg__poly_tanh_f32(z);
-    float e = fg_exp_f32(2.0f * a);
+    /* exp(2a) for a <= 10 (tanh rounds to 1 beyond): one scaling step, no overflow */
+    float ac = a > 10.0f ? 10.0f : a;
+    int32_t k;
+    float r = fg__exp_reduce_f32(2.0f * ac, &k);
+    float e = (1.0f + (r + r * r * fg__poly_exp_f32(r))) * fg__from_bits_f32((uint32_t)(k + 127) << 23);
     float big = fg__xorsign_f32(1.0f - 2.0f / (e + 1.0f), fg__sign_f32(x));
     float y = a < 0.625f ? small : big;
     return x == 0.0f || x != x ? x : y;
