@@ -35,6 +35,8 @@
  *   sinh, cosh              2        2
  *   tan                     2        1
  *   logistic                2        2
+ *   acosh, asinh, atanh,    2        1
+ *     atan2
  *   cbrt                    1        1
  *   pow                     1.5      1        every (x, y), results from underflow to overflow
  *   sqrt                    0.5      0.5      the hardware instruction
@@ -755,6 +757,71 @@ FG_INLINE double fg_cbrt_f64(double x) {
     return x == 0.0 || a == fg__inf_f64() || x != x ? x : y;
 }
 
+/* ---- inverse hyperbolic and atan2 (through log1p and atan) ------------------------------- */
+
+FG_INLINE double fg_acosh_f64(double x) {
+    double t = x - 1.0;
+    int64_t low = x < 2.0, huge = x >= 0x1p28;
+    double mid_v = (2.0 * x - 1.0 / (x + __builtin_sqrt(x * x - 1.0))) - 1.0;
+    /* x < 2: v = t + sqrt(t (2 + t)), the product and the root corrected to double-double */
+    double d = 2.0 + t;
+    double d_lo = (2.0 - d) + t;
+    double q_lo;
+    double q = fg__mul_exact_f64(t, d, &q_lo);
+    q_lo += t * d_lo;
+    double w = __builtin_sqrt(q);
+    double w2_lo;
+    double w2 = fg__mul_exact_f64(w, w, &w2_lo);
+    double w_lo = (((q - w2) - w2_lo) + q_lo) / (2.0 * w);
+    double low_v = t + (w + w_lo);
+    double v = low ? low_v : (huge ? t : mid_v);
+    double y = fg_log1p_f64(v) + (huge ? FG__LN2 : 0.0);
+    y = x == 1.0 ? 0.0 : y;
+    y = x < 1.0 ? fg__nan_f64() : y;
+    y = x == fg__inf_f64() ? x : y;
+    return x != x ? x : y;
+}
+
+FG_INLINE double fg_asinh_f64(double x) {
+    double a = fg__abs_f64(x);
+    int64_t low = a < 2.0, huge = a >= 0x1p28;
+    double root = __builtin_sqrt(a * a + 1.0);
+    double low_v = a + a * a / (1.0 + root);
+    double mid_v = (2.0 * a + 1.0 / (root + a)) - 1.0;
+    double v = low ? low_v : (huge ? a - 1.0 : mid_v);
+    double y = fg_log1p_f64(v) + (huge ? FG__LN2 : 0.0);
+    y = fg__xorsign_f64(y, fg__sign_f64(x));
+    return a == fg__inf_f64() || x != x ? x : y;
+}
+
+FG_INLINE double fg_atanh_f64(double x) {
+    double a = fg__abs_f64(x);
+    double v = a < 0.5 ? 2.0 * a + 2.0 * a * a / (1.0 - a) : 2.0 * a / (1.0 - a);
+    double y = fg__xorsign_f64(0.5 * fg_log1p_f64(v), fg__sign_f64(x));
+    y = a > 1.0 ? fg__nan_f64() : y;
+    return x != x ? x : y;
+}
+
+/* The angle of (x, y): atan of the smaller over the larger magnitude, then reflected; numpy's
+ * (C99's) special cases for zeros and infinities. */
+FG_INLINE double fg_atan2_f64(double y, double x) {
+    double ax = fg__abs_f64(x), ay = fg__abs_f64(y);
+    double inf = fg__inf_f64();
+    int64_t steep = ay > ax;
+    double r = fg_atan_f64(steep ? ax / ay : ay / ax);
+    r = steep ? FG__PIO2_HI - (r - FG__PIO2_LO) : r;
+    int64_t neg_x = fg__sign_f64(x) != 0;
+    r = neg_x ? FG__PI_HI - (r - FG__PI_LO) : r;
+    /* zeros and infinities: angles of the limits */
+    double both_inf = neg_x ? 0x1.2d97c7f3321d2p+1 : FG__PIO4_HI; /* 3pi/4 or pi/4 */
+    r = ay == inf ? (ax == inf ? both_inf : FG__PIO2_HI) : r;
+    r = ay != inf && ax == inf ? (neg_x ? FG__PI_HI : 0.0) : r;
+    r = ay == 0.0 ? (neg_x ? FG__PI_HI : 0.0) : r;
+    r = ay != 0.0 && ax == 0.0 && ay != inf ? FG__PIO2_HI : r;
+    r = fg__xorsign_f64(r, fg__sign_f64(y));
+    return x != x || y != y ? x + y : r;
+}
+
 FG_INLINE double fg_sqrt_f64(double x) { return __builtin_sqrt(x); }
 
 /* degree 5 on [-0.3466, 0.3466], max relative error 9.1e-09 */
@@ -1021,6 +1088,10 @@ FG__F32_VIA_F64(acos)
 
 FG_INLINE float fg_sqrt_f32(float x) { return __builtin_sqrtf(x); }
 FG__F32_VIA_F64(cbrt)
+FG__F32_VIA_F64(acosh)
+FG__F32_VIA_F64(asinh)
+FG__F32_VIA_F64(atanh)
 FG_INLINE float fg_pow_f32(float x, float y) { return (float)fg_pow_f64((double)x, (double)y); }
+FG_INLINE float fg_atan2_f32(float y, float x) { return (float)fg_atan2_f64((double)y, (double)x); }
 
 #endif /* FGMATH_H */
