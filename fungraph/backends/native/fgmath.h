@@ -14,7 +14,7 @@
  * Method: Cody-Waite range reduction (constants split so the reduction products are exact),
  * then polynomials interpolated at Chebyshev nodes in 130-digit arithmetic
  * (scripts/fit_fgmath.py prints them). float32 exp, exp2, expm1, log, log2, log10, log1p,
- * tanh, sinh, cosh, logistic, sin_small and cos_small run in float32 arithmetic with their own
+ * tanh, sinh, cosh, logistic, sin and cos run in float32 arithmetic with their own
  * polynomials; the other float32 functions evaluate the float64 kernel and round once more.
  *
  * Semantics follow numpy: NaN in gives NaN out, +-Inf and signed zeros as numpy, overflow to
@@ -42,8 +42,9 @@
  *   sqrt                    0.5      0.5      the hardware instruction
  *
  *   sin, cos, tan take every argument (Payne-Hanek reduction beyond 2^20 pi/2, computed for
- *   every element, so about 10x slower); fg_sin_small, fg_cos_small and fg_tan_small, with the
- *   same bounds, take |x| <= FG_TRIG_SMALL_MAX (about 1.6e6) and give NaN beyond.
+ *   every element, so about 10x slower in float64, 3x in float32); fg_sin_small, fg_cos_small
+ *   and fg_tan_small, with the same bounds, take |x| <= FG_TRIG_SMALL_MAX (about 1.6e6) and
+ *   give NaN beyond.
  */
 #ifndef FGMATH_H
 #define FGMATH_H
@@ -1048,14 +1049,56 @@ FG_INLINE float fg__poly_cos_f32(float z) {
 }
 
 
-/* sin (shift 0) or cos (shift 1) of float32 x, |x| <= FG_TRIG_SMALL_MAX: the float64 reduction,
- * then float32 polynomials. */
-FG_INLINE float fg__sincos_small_f32(float x, int64_t shift) {
+/* |x| = n pi/2 + hi for a float32 |x| >= 2^20 (given as a double): Payne-Hanek with the 24-bit
+ * mantissa times 4 chunks of 28 bits of 2/pi (exact products), n mod 4 in *quadrant. */
+FG_INLINE double fg__trig_reduce_big_f32(double x, int64_t *quadrant) {
+    uint64_t ix = fg__bits_f64(x);
+    int64_t e = (int64_t)((ix >> 52) & 0x7ff) - 1023;
+    e = e < 20 ? 20 : e;
+    e = e > 127 ? 127 : e;
+    double m = fg__from_bits_f64((ix & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL); /* 24 bits */
+    int64_t q = e - 25 + 63; /* earlier bits of 2/pi only add multiples of 8 */
+    double c0 = fg__int_to_f64((int64_t)((fg__two_over_pi_bits[q >> 5] << (q & 31)) >> 36)) * 0x1p-2;
+    q += 28;
+    double c1 = fg__int_to_f64((int64_t)((fg__two_over_pi_bits[q >> 5] << (q & 31)) >> 36)) * 0x1p-30;
+    q += 28;
+    double c2 = fg__int_to_f64((int64_t)((fg__two_over_pi_bits[q >> 5] << (q & 31)) >> 36)) * 0x1p-58;
+    q += 28;
+    double c3 = fg__int_to_f64((int64_t)((fg__two_over_pi_bits[q >> 5] << (q & 31)) >> 36)) * 0x1p-86;
+    double a = fg__mod8_f64(m * c0);
+    double t = a + FG__SHIFT64;
+    a = (a - (t - FG__SHIFT64)) + m * c1; /* exact: multiples of 2^-53 below 1 */
+    double t2 = a + FG__SHIFT64;
+    a -= t2 - FG__SHIFT64;
+    *quadrant = (fg__shifted_int_f64(t) + fg__shifted_int_f64(t2)) & 3;
+    double hi = a, lo = m * c3;
+    fg__two_sum_acc_f64(&hi, &lo, m * c2);
+    return hi * FG__PIO2_HI + (lo * FG__PIO2_HI + hi * FG__PIO2_LO);
+}
+
+/* x = n pi/2 + hi + lo for float32 x: every x when `full`, else |x| <= FG_TRIG_SMALL_MAX. */
+FG_INLINE double fg__trig_reduce_f32(float x, double *lo, int64_t *quadrant, int full) {
+    double xd = (double)x;
+    double hi = fg__trig_reduce_small_f64(xd, lo, quadrant);
+    if (full) {
+        int64_t q_b;
+        double hi_b = fg__trig_reduce_big_f32(fg__abs_f64(xd), &q_b);
+        uint64_t sign = fg__sign_f64(xd);
+        int64_t big = fg__abs_f64(xd) > FG_TRIG_SMALL_MAX;
+        *lo = big ? 0.0 : *lo;
+        *quadrant = big ? (sign ? -q_b : q_b) & 3 : *quadrant;
+        hi = big ? fg__xorsign_f64(hi_b, sign) : hi;
+    }
+    return hi;
+}
+
+/* sin (shift 0) or cos (shift 1) of float32 x: the float64 reduction, then float32 polynomials. */
+FG_INLINE float fg__sincos_f32(float x, int64_t shift, int full) {
     double lo;
     int64_t q;
-    double hi = fg__trig_reduce_small_f64((double)x, &lo, &q);
+    double hi = fg__trig_reduce_f32(x, &lo, &q, full);
     float r = (float)hi;
-    float r_lo = (float)(hi - (double)r); /* the float64 reduction's bits beyond r */
+    float r_lo = (float)((hi - (double)r) + lo); /* the reduction's bits beyond r */
     q = (q + shift) & 3;
     float z = r * r;
     float s = r + (r * z * fg__poly_sin_f32(z) + r_lo);
@@ -1064,13 +1107,32 @@ FG_INLINE float fg__sincos_small_f32(float x, int64_t shift) {
     float c = w + (((1.0f - w) - hz) + (z * z * fg__poly_cos_f32(z) - r * r_lo));
     float y = (q & 1) ? c : s;
     y = (q & 2) ? -y : y;
-    y = fg__abs_f32(x) > (float)FG_TRIG_SMALL_MAX ? fg__nan_f32() : y;
+    float limit = full ? 0x1.fffffep+127f : (float)FG_TRIG_SMALL_MAX;
+    y = fg__abs_f32(x) > limit ? fg__nan_f32() : y;
     y = shift == 0 && x == 0.0f ? x : y;
     return x != x ? x : y;
 }
 
-FG_INLINE float fg_sin_small_f32(float x) { return fg__sincos_small_f32(x, 0); }
-FG_INLINE float fg_cos_small_f32(float x) { return fg__sincos_small_f32(x, 1); }
+/* tan of float32 x through the float64 kernel on the same reduction. */
+FG_INLINE float fg__tan_f32(float x, int full) {
+    double lo;
+    int64_t q;
+    double hi = fg__trig_reduce_f32(x, &lo, &q, full);
+    double z = hi * hi;
+    double t = hi + (hi * z * fg__poly_tan_f64(z) + lo * (1.0 + z));
+    float y = (float)((q & 1) ? -1.0 / t : t);
+    float limit = full ? 0x1.fffffep+127f : (float)FG_TRIG_SMALL_MAX;
+    y = fg__abs_f32(x) > limit ? fg__nan_f32() : y;
+    y = x == 0.0f ? x : y;
+    return x != x ? x : y;
+}
+
+FG_INLINE float fg_sin_f32(float x) { return fg__sincos_f32(x, 0, 1); }
+FG_INLINE float fg_cos_f32(float x) { return fg__sincos_f32(x, 1, 1); }
+FG_INLINE float fg_tan_f32(float x) { return fg__tan_f32(x, 1); }
+FG_INLINE float fg_sin_small_f32(float x) { return fg__sincos_f32(x, 0, 0); }
+FG_INLINE float fg_cos_small_f32(float x) { return fg__sincos_f32(x, 1, 0); }
+FG_INLINE float fg_tan_small_f32(float x) { return fg__tan_f32(x, 0); }
 
 /* ---- the other float32 functions: the float64 kernels, rounded once more ---------------- */
 
@@ -1078,10 +1140,6 @@ FG_INLINE float fg_cos_small_f32(float x) { return fg__sincos_small_f32(x, 1); }
     FG_INLINE float fg_##name##_f32(float x) { return (float)fg_##name##_f64((double)x); }
 
 FG__F32_VIA_F64(erf)
-FG__F32_VIA_F64(sin)
-FG__F32_VIA_F64(cos)
-FG__F32_VIA_F64(tan)
-FG__F32_VIA_F64(tan_small)
 FG__F32_VIA_F64(atan)
 FG__F32_VIA_F64(asin)
 FG__F32_VIA_F64(acos)
