@@ -227,6 +227,11 @@ def specials(name: str, dtype: type) -> np.ndarray:
         vals = np.concatenate([vals, [f32.smallest_subnormal, f32.smallest_normal, f32.max, -f32.max]])
     if name.split("_")[0] in ("sin", "cos", "tan"):
         vals = np.concatenate([vals, _trig_specials()])
+        if dtype == np.float32:
+            # the floats nearest k pi/2 for 2^20 <= k <= 2^40 (float32 Payne-Hanek's hard cases)
+            k = np.unique(np.geomspace(2.0**20, 2.0**40, 20_000).round())
+            near = (k.astype(LD) * (np.pi / LD(2))).astype(np.float32).astype(np.float64)
+            vals = np.concatenate([vals, near, -near])
     with np.errstate(over="ignore"):
         return vals.astype(dtype)
 
