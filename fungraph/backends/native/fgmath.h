@@ -709,10 +709,25 @@ FG_INLINE int64_t fg__int_kind_f64(double y) {
     return is_int ? (low_bit ? 1 : 2) : 0;
 }
 
-FG_INLINE double fg_pow_f64(double x, double y) {
+/* pow's result from |x|^y = mag for finite nonzero |x|: C99/numpy's zeros, infinities, NaNs
+ * and signs of negative bases. */
+FG_INLINE double fg__pow_special_f64(double x, double y, double mag) {
     double a = fg__abs_f64(x);
+    int64_t kind = fg__int_kind_f64(y);
+    double yabs = fg__abs_f64(y);
+    double inf = fg__inf_f64();
+    mag = a == 0.0 ? (y < 0.0 ? inf : 0.0) : mag;
+    mag = a == inf ? (y < 0.0 ? 0.0 : inf) : mag;
+    mag = yabs == inf ? (a == 1.0 ? 1.0 : ((a < 1.0) == (y < 0.0) ? inf : 0.0)) : mag;
+    double out = (x < 0.0 || (x == 0.0 && fg__sign_f64(x))) && kind == 1 ? -mag : mag;
+    out = x < 0.0 && kind == 0 && a != inf && yabs != inf ? fg__nan_f64() : out;
+    out = x != x || y != y ? x + y : out;
+    return y == 0.0 || x == 1.0 ? 1.0 : out;
+}
+
+FG_INLINE double fg_pow_f64(double x, double y) {
     double l_lo;
-    double l = fg__log_dd_f64(a, &l_lo);
+    double l = fg__log_dd_f64(fg__abs_f64(x), &l_lo);
     double p_lo;
     double p = fg__mul_exact_f64(y, l, &p_lo);
     p_lo += y * l_lo;
@@ -721,19 +736,7 @@ FG_INLINE double fg_pow_f64(double x, double y) {
     pc = pc < -746.0 ? -746.0 : pc;
     int64_t k;
     double r = fg__exp_reduce_f64(pc, &k) + (pc == p ? p_lo : 0.0);
-    double mag = fg__ldexp_f64(1.0 + fg__expm1_kernel_f64(r), k);
-    int64_t kind = fg__int_kind_f64(y);
-    double yabs = fg__abs_f64(y);
-    double inf = fg__inf_f64();
-    /* |x| = 0 or Inf, and y = +-Inf, as C99/numpy */
-    mag = a == 0.0 ? (y < 0.0 ? inf : 0.0) : mag;
-    mag = a == inf ? (y < 0.0 ? 0.0 : inf) : mag;
-    mag = yabs == inf ? (a == 1.0 ? 1.0 : ((a < 1.0) == (y < 0.0) ? inf : 0.0)) : mag;
-    double out = (x < 0.0 || (x == 0.0 && fg__sign_f64(x))) && kind == 1 ? -mag : mag;
-    out = x < 0.0 && kind == 0 && a != inf && yabs != inf ? fg__nan_f64() : out;
-    out = x != x || y != y ? x + y : out;
-    out = y == 0.0 || x == 1.0 ? 1.0 : out;
-    return out;
+    return fg__pow_special_f64(x, y, fg__ldexp_f64(1.0 + fg__expm1_kernel_f64(r), k));
 }
 
 /* Real cube root: 2^q cbrt(w) with |x| = 2^(3q) w, w in [1, 8); a quartic first guess (error
@@ -1134,6 +1137,37 @@ FG_INLINE float fg_sin_small_f32(float x) { return fg__sincos_f32(x, 0, 0); }
 FG_INLINE float fg_cos_small_f32(float x) { return fg__sincos_f32(x, 1, 0); }
 FG_INLINE float fg_tan_small_f32(float x) { return fg__tan_f32(x, 0); }
 
+/* y's kind for float32 pow: 0 not an integer, 1 odd integer, 2 even integer. */
+FG_INLINE int32_t fg__int_kind_f32(float y) {
+    float a = fg__abs_f32(y);
+    float t = a + 0x1p23f;
+    int32_t small = a < 0x1p23f;
+    int32_t is_int = small ? (t - 0x1p23f == a) : 1;
+    uint32_t low_bit = small ? fg__bits_f32(t) & 1 : (a < 0x1p24f ? fg__bits_f32(a) & 1 : 0);
+    return is_int ? (low_bit ? 1 : 2) : 0;
+}
+
+/* fg__pow_special_f64 in float32 arithmetic. */
+FG_INLINE float fg__pow_special_f32(float x, float y, float mag) {
+    float a = fg__abs_f32(x);
+    int32_t kind = fg__int_kind_f32(y);
+    float yabs = fg__abs_f32(y);
+    float inf = fg__inf_f32();
+    mag = a == 0.0f ? (y < 0.0f ? inf : 0.0f) : mag;
+    mag = a == inf ? (y < 0.0f ? 0.0f : inf) : mag;
+    mag = yabs == inf ? (a == 1.0f ? 1.0f : ((a < 1.0f) == (y < 0.0f) ? inf : 0.0f)) : mag;
+    float out = (x < 0.0f || (x == 0.0f && fg__sign_f32(x))) && kind == 1 ? -mag : mag;
+    out = x < 0.0f && kind == 0 && a != inf && yabs != inf ? fg__nan_f32() : out;
+    out = x != x || y != y ? x + y : out;
+    return y == 0.0f || x == 1.0f ? 1.0f : out;
+}
+
+/* float32 pow: float64 log and exp are accurate enough (|y log x| < 2^7, 2^-45 relative). */
+FG_INLINE float fg_pow_f32(float x, float y) {
+    float mag = (float)fg_exp_f64((double)y * fg_log_f64((double)fg__abs_f32(x)));
+    return fg__pow_special_f32(x, y, mag);
+}
+
 /* ---- the other float32 functions: the float64 kernels, rounded once more ---------------- */
 
 #define FG__F32_VIA_F64(name) \
@@ -1149,7 +1183,6 @@ FG__F32_VIA_F64(cbrt)
 FG__F32_VIA_F64(acosh)
 FG__F32_VIA_F64(asinh)
 FG__F32_VIA_F64(atanh)
-FG_INLINE float fg_pow_f32(float x, float y) { return (float)fg_pow_f64((double)x, (double)y); }
 FG_INLINE float fg_atan2_f32(float y, float x) { return (float)fg_atan2_f64((double)y, (double)x); }
 
 #endif /* FGMATH_H */
