@@ -22,27 +22,25 @@ so the interval planner never lets a body temporary overwrite them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
-from fungraph.backends.opencl.fusion import REDUCTIONS, FusionPlan
-from fungraph.backends.opencl.program import Step
+from fungraph.backends.opencl.fusion import REDUCTIONS
+from fungraph.backends.opencl.program import Step, StepLowering, step_lowering
+from fungraph.core import get_primitive, register_lowering
 from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.fusion_model import FusionPlan
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 from fungraph.primitives.elementwise import select
-
-#: Primitives with their own kernels (besides fused elementwise regions and reductions).
-KERNEL_PRIMITIVES = frozenset({"dot_general", "conv", "scatter_add", "dynamic_update_slice"})
 
 if TYPE_CHECKING:
     from fungraph.backends.opencl.lowering import Lowering
 
 
-def updated_in_place(g: Graph, n: int, fusion: FusionPlan) -> list[bool]:
+def updated_in_place(g: Graph, fusion: FusionPlan, n: int) -> list[bool]:
     """For each of the first ``n`` outputs of the body ``g``: whether it is a
     ``dynamic_update_slice`` of the same input that no kernel reads after the update
     (:func:`read_before`), so the update may write that input's slot in place and the carry
@@ -125,7 +123,8 @@ def device_only(g: Graph) -> bool:
         if name == "scan":
             if not device_only(e.params["body"]):
                 return False
-        elif not (name in KERNEL_PRIMITIVES or name in REDUCTIONS or is_fusible(e)):
+        elif e.primitive in CONTROL_FLOW or not (step_lowering(e) is not None or name in REDUCTIONS
+                                                 or is_fusible(e)):
             return False
     return True
 
@@ -154,8 +153,8 @@ def lower_while(exe: Lowering, e: Eqn) -> None:
     ins = [exe.atom_access(a) for a in e.inputs]
     cc, bc, init = ins[:n_cc], ins[n_cc:n_cc + n_bc], ins[n_cc + n_bc:]
     speculative = speculate() and device_only(cg) and device_only(bg)
-    fusion = None if speculative else exe.plan_fusion(bg)
-    in_place = [False] * len(init) if fusion is None else updated_in_place(bg, len(init), fusion)
+    planned = None if speculative else exe.plan_fusion(bg)
+    in_place = [False] * len(init) if planned is None else updated_in_place(*planned, len(init))
     passthrough = [bg.outvars[j] is bg.invars[j] or in_place[j] for j in range(len(init))]
     a_slots, b_slots = _carries(exe, init, passthrough)
     pred = exe.arena_access(ShapedArray((), np.dtype(np.bool_)))
@@ -165,7 +164,7 @@ def lower_while(exe: Lowering, e: Eqn) -> None:
         cond, body = step, []
     else:
         cond = exe.lower_subgraph(cg, a_slots + cc, [pred])
-        body = exe.lower_subgraph(bg, a_slots + bc, b_slots, fusion)
+        body = exe.lower_subgraph(bg, a_slots + bc, b_slots, planned)
     tail = exe.record(lambda: [exe.copy_into(a, b) for a, b in zip(a_slots, b_slots) if a.slot != b.slot])
     exe.extend_lifetimes(start, exe.clock)
     exe.add_step(Step("while", [e], blocks=[cond, body, tail], index=pred, swap=_swap(a_slots, b_slots),
@@ -180,8 +179,8 @@ def lower_scan(exe: Lowering, e: Eqn) -> None:
     body, length, reverse, nc, nx = exe.optimized(p["body"]), p["length"], p["reverse"], p["num_carry"], p["num_xs"]
     ins = [exe.atom_access(a) for a in e.inputs]
     init, xs, consts = ins[:nc], ins[nc:nc + nx], ins[nc + nx:]
-    fusion = exe.plan_fusion(body)
-    in_place = updated_in_place(body, nc, fusion)
+    planned = exe.plan_fusion(body)
+    in_place = updated_in_place(*planned, nc)
     passthrough = [body.outvars[j] is body.invars[j] or in_place[j] for j in range(nc)]
     a_slots, b_slots = _carries(exe, init, passthrough)
     windows, x_in, y_out = [], [], []
@@ -195,7 +194,7 @@ def lower_scan(exe: Lowering, e: Eqn) -> None:
         windows.append(w)
         y_out.append(acc)
     start = exe.tick()
-    block = exe.lower_subgraph(body, a_slots + x_in + consts, b_slots + y_out, fusion)
+    block = exe.lower_subgraph(body, a_slots + x_in + consts, b_slots + y_out, planned)
     exe.extend_lifetimes(start, exe.clock)
     exe.add_step(Step("scan", [e], blocks=[block], swap=_swap(a_slots, b_slots), windows=windows,
                       length=length, reverse=reverse))
@@ -210,8 +209,11 @@ def lower_scan(exe: Lowering, e: Eqn) -> None:
 SPECULATE_MAX = 32
 SPECULATE_BUDGET_S = 200e-6
 
-LOWERINGS: dict[str, Callable[[Lowering, Eqn], None]] = {
-    "cond": lower_cond, "while": lower_while, "scan": lower_scan}
+# Control flow lies above the engines in the layers, so its primitives are found by name; the
+# backend is imported on first use, after ``import fungraph`` has defined them.
+CONTROL_FLOW = (get_primitive("cond"), get_primitive("while"), get_primitive("scan"))
+for _prim, _lower in zip(CONTROL_FLOW, (lower_cond, lower_while, lower_scan)):
+    register_lowering(_prim, "opencl", StepLowering(_lower))
 
 
 def header(st: Step) -> str:
