@@ -91,9 +91,9 @@ KNOWN: dict[tuple[str, str], tuple[str, ...]] = {
     **{(op, d): _BOTH for op in ("x.clip(1,2)", "x.argmax()", "x.argmin(1)") for d in ("complex64", "complex128")},
     ("x.round()", "bool"): _BOTH, ("x.clip(1,2)", "bool"): _BOTH,
     # with x64 on, fungraph divides and averages bools and integers in float64 (numpy's choice);
-    # JAX 0.10 uses float32 for those of up to 32 bits
-    **{(op, d): ("x64",) for op in ("x/2", "2/x", "x.mean()", "x.mean(1)", "x.var()", "x.std()")
-       for d in SMALL_INTS},
+    # JAX 0.10 uses float32 for those of up to 32 bits (bools by a Python int are weak: float64)
+    **{(op, d): ("x64",) for op in ("x.mean()", "x.mean(1)", "x.var()", "x.std()") for d in SMALL_INTS},
+    **{(op, d): ("x64",) for op in ("x/2", "2/x") for d in SMALL_INTS[1:]},
     # with x64 on, fungraph's cumsum/cumprod of int32 accumulate in int64 (numpy's); JAX's keep int32
     ("x.cumsum()", "int32"): ("x64",), ("x.cumprod(1)", "int32"): ("x64",),
     # a numpy scalar on the left computes by numpy's promotion (numpy's scalar does not defer to
