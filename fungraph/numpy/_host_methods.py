@@ -121,10 +121,8 @@ def _binary(name: str, ufunc: Any, fallback: Any, kind: str, reflected: bool) ->
     def method(self: Any, other: Any) -> Any:
         theirs = _operand_key(other)
         if theirs is None:
-            if isinstance(other, (list, tuple, str)) or other is None:
-                return NotImplemented
-            if getattr(other, "__array_priority__", 0) > self.__array_priority__:
-                return NotImplemented
+            if not hasattr(other, "__array__") or getattr(other, "__array_priority__", 0) > self.__array_priority__:
+                return NotImplemented  # as JAX's: the other operand's method decides (tracers, pytest.approx)
             return _hosted_result(fallback(other, self) if reflected else fallback(self, other))
         key = (name, self.dtype, self.weak_type, *theirs, dtypes.x64_enabled())
         plan = _PLANS.get(key, False)
