@@ -249,7 +249,11 @@ def literal_ref(lit: Literal) -> int:
     return LITERAL_REF - intern_signature(("lit", format_scalar(lit.value), lit.aval))
 
 
-def _readonly(c: Any) -> np.ndarray:
+def readonly(c: Any) -> np.ndarray:
+    """``c`` as a read-only array: itself when it already is one, else a read-only copy (a
+    graph's constants must not change under it)."""
+    if _is_readonly(c):
+        return c
     arr = np.array(c, copy=True)
     arr.flags.writeable = False
     return arr
@@ -268,7 +272,7 @@ class Graph:
     def __post_init__(self) -> None:
         for name in ("invars", "constvars", "eqns", "outvars"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        consts = tuple(c if _is_readonly(c) else _readonly(c) for c in self.consts)
+        consts = tuple(readonly(c) for c in self.consts)
         object.__setattr__(self, "consts", consts)
         if len(self.constvars) != len(self.consts):
             raise ValueError(f"{len(self.constvars)} constvars but {len(self.consts)} consts")
