@@ -63,3 +63,12 @@ def cpu_code_paths(require_opencl: None) -> Iterator[None]:
         return
     with opencl_device_presented_as(is_cpu=True):
         yield
+
+
+@pytest.fixture
+def device_as(request: pytest.FixtureRequest) -> Iterator[object]:
+    """The OpenCL device presented with other limits (``request.param``: DeviceInfo fields)."""
+    from tests.helpers import opencl_device_presented_as
+
+    with opencl_device_presented_as(**request.param) as info:
+        yield info
