@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph import dtypes
 from fungraph.ir import HasAval, ShapedArray
 from fungraph.sharding import CPU_DEVICE, Device, SingleDeviceSharding
 
@@ -176,7 +177,10 @@ class HostArray(Array, np.ndarray):
 
     @property
     def aval(self) -> ShapedArray:
-        return ShapedArray(self.shape, self.dtype)
+        dt = self.dtype
+        if dt in dtypes.SHORT_NAMES:
+            return ShapedArray.of_result(self.shape, dt)
+        return ShapedArray(self.shape, dt)
 
     def __iter__(self) -> Any:
         """The rows, as JAX's arrays give them (indexing clamps, so the sequence protocol's

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from fungraph.core import Primitive
 
 
+_NO_AXES: frozenset = frozenset()
+
+
 @dataclass(frozen=True)
 class ShapedArray:
     """The abstract value of an array: its shape and dtype. Inside ``shard_map`` also the mesh
@@ -37,6 +40,15 @@ class ShapedArray:
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         object.__setattr__(self, "dtype", dtypes.check(self.dtype))
+
+    @classmethod
+    def of_result(cls, shape: tuple[int, ...], dtype: np.dtype) -> ShapedArray:
+        """The aval of an array: its numpy shape (a tuple of ints) and a dtype fungraph supports
+        (a key of ``dtypes.SHORT_NAMES``), taken as they are (an eager operand's aval is read
+        several times per operation)."""
+        aval = object.__new__(cls)
+        aval.__dict__.update(shape=shape, dtype=dtype, vma=_NO_AXES)
+        return aval
 
     @property
     def ndim(self) -> int:
