@@ -19,6 +19,7 @@ from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, register_backend
 from fungraph.backends.cpu_lowerings import Lowering, lowering_for, take_scratch_bytes, take_scratch_lowering
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
+from fungraph.backends.native.regions import native_regions, runs_natively
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.ir import Graph, Literal, Var
 from fungraph.primitives.conv import conv_scratch_bytes, conv_scratch_lowering
@@ -133,6 +134,8 @@ class CpuExecutable:
         self.plan = plan
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
         self.arena = _aligned_bytes(plan.arena_bytes) if arena is None else arena[:plan.arena_bytes]
+        #: the regions run as native code, by equation index (one shared object per graph)
+        self.native = native_regions(graph)
         self._idle = [self._bind(self.arena, first=True)]
 
     def _bind(self, arena: np.ndarray, first: bool = False) -> _Buffers:
@@ -163,7 +166,9 @@ class CpuExecutable:
             if isinstance(a, Var) and a in outputs and _produced(graph, a):
                 out_index.setdefault(a, j)
         for index, e in enumerate(graph.eqns):
-            if index in plan.scratch and e.primitive.name in SCRATCH_LOWERINGS:
+            if index in self.native:
+                fn, specific = self.native[index], True
+            elif index in plan.scratch and e.primitive.name in SCRATCH_LOWERINGS:
                 block = arena[plan.scratch[index].offset:plan.scratch[index].offset + plan.scratch[index].size]
                 fn, specific = SCRATCH_LOWERINGS[e.primitive.name][1](e, block), True
             else:
@@ -527,7 +532,7 @@ SCRATCH_LOWERINGS: dict[str, tuple[Callable[[Any], int], Callable[[Any, np.ndarr
     "scan": (subgraph_scratch_bytes, _lower_scan),
     "conv": (conv_scratch_bytes, conv_scratch_lowering),
     "take": (take_scratch_bytes, take_scratch_lowering),
-    "fusion": (fusion_scratch_bytes, lower_fusion),
+    "fusion": (lambda e: 0 if runs_natively(e) else fusion_scratch_bytes(e), lower_fusion),
 }
 
 
