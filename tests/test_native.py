@@ -303,6 +303,28 @@ def test_regions_write_into_planned_buffers_and_in_place_over_donated_inputs(eve
     np.testing.assert_allclose(out, np.tanh(x) * 2.0 + 1.0, rtol=1e-13, atol=1e-15)
 
 
+@pytest.mark.parametrize("donate", [False, True])
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_trigonometry_beyond_the_fast_range_reruns_with_the_full_range_functions(every_region: None, dt: Any,
+                                                                                 name: str, donate: bool) -> None:
+    """sin, cos and tan run in their fast versions and again in their full-range ones when an
+    argument is beyond FG_TRIG_SMALL_MAX (about 1.6e6), also when the output took the input's
+    buffer (the input is copied first)."""
+    small = np.linspace(-10, 10, 64).astype(dt)
+    huge = np.concatenate([small, np.array([1e7, -3e9, 1e22, np.inf, np.nan], dt)])
+    fun = lambda x: getattr(fnp, name)(x) * 2.0 + 1.0  # noqa: E731
+    for x in (small, huge):
+        with np.errstate(invalid="ignore"):
+            want = np.asarray(on_engine(False, fun, x))
+        f = fg.jit(fun, donate_argnums=0 if donate else ())
+        exe = f.lower(x.copy()).compiled.executable
+        assert len(exe.native) == 1 and exe.donated_outputs == ((0,) if donate else ())
+        got = np.asarray(f(x.copy()))
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(dt).eps, atol=8 * np.finfo(dt).eps)
+
+
 @pytest.mark.parametrize("shapes", [((6, 5), (6, 1), (5,), ()), ((3, 1, 4), (1, 5, 1), (4,), (3, 5, 4)),
                                     ((2, 3, 4), (2, 3, 4), (1, 3, 1), (4,)), ((70000,), (1,), (), (70000,))])
 def test_broadcast_inputs_views_and_large_parallel_regions(every_region: None, shapes: tuple) -> None:

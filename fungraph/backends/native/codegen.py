@@ -237,13 +237,14 @@ RULES: dict[str, Rule] = {
                                     "atan", "asin", "acos", "acosh", "atanh", "erf", "logistic", "pow", "atan2")},
 }
 
-#: What every generated source includes (fgmath.h when present: fgmath_shim.h fills the rest).
+#: What every generated source includes: fgmath.h (vectorisable transcendentals with tested
+#: ulp bounds, docs/native_math.md), fgmath_shim.h (the few it lacks, from the C library) and
+#: fgops.h (numpy's division semantics).
 INCLUDES = ("fgmath.h", "fgmath_shim.h", "fgops.h")
 
 
-def prelude(have_fgmath: bool) -> str:
-    lines = ["#include <stdint.h>", "#include <math.h>"]
-    lines += [f'#include "{h}"' for h in INCLUDES if have_fgmath or h != "fgmath.h"]
+def prelude() -> str:
+    lines = ["#include <stdint.h>", "#include <math.h>", *(f'#include "{h}"' for h in INCLUDES)]
     return "\n".join(lines) + "\n"
 
 
@@ -292,9 +293,22 @@ def loop_axes(region: tuple[int, ...], inputs: Sequence[tuple[int, ...]]) -> tup
     return extents, strides
 
 
-def region_source(body: Graph, name: str) -> str | None:
+#: The trigonometric functions whose fgmath.h versions come in two kinds: full-range (a
+#: Payne-Hanek reduction, about 10x slower) and ``_small`` (exact up to FG_TRIG_SMALL_MAX).
+TRIG = frozenset({"sin", "cos", "tan"})
+
+
+def has_trig(body: Graph) -> bool:
+    return any(e.primitive.name in TRIG for e in body.eqns)
+
+
+def region_source(body: Graph, name: str, small_trig: bool = False) -> str | None:
     """``void name(const T0 *a0, ..., T *o0, ...)``: the region ``body`` over C-contiguous
-    inputs (of their own shapes) and outputs (of the region's shape); None when unsupported."""
+    inputs (of their own shapes) and outputs (of the region's shape); None when unsupported.
+
+    With ``small_trig``, ``int name(...)`` instead: sin, cos and tan take fgmath.h's fast
+    ``_small`` versions, and the function returns whether every argument was within their
+    range (else the caller runs the full-range function over the same inputs)."""
     if not supported(body):
         return None
     region = body.outvars[0].aval.shape
@@ -323,7 +337,12 @@ def region_source(body: Graph, name: str) -> str | None:
         out = e.outputs[0]
         term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
                     dict(e.params), fresh)
-        expr = RULES[e.primitive.name](term)
+        if small_trig and e.primitive.name in TRIG:
+            sfx = _suffix(out.aval.dtype)
+            lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
+            expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
+        else:
+            expr = RULES[e.primitive.name](term)
         names[out] = f"v{k}"
         lines.append(f"const {ctype(out.aval.dtype)} v{k} = {expr};")
     out_index = index(strides[-1])
@@ -331,25 +350,29 @@ def region_source(body: Graph, name: str) -> str | None:
 
     params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
     params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
-    head = f"void {name}({', '.join(params)})\n{{"
+    head = [f"{'int' if small_trig else 'void'} {name}({', '.join(params)})", "{"]
+    head += ["    int ok = 1;"] if small_trig else []
+    tail = ["    return ok;", "}"] if small_trig else ["}"]
+    reduction = " reduction(&:ok)" if small_trig else ""
     size = math.prod(region)
     if size == 0:
-        return head + "\n}\n"
+        return "\n".join(head + tail) + "\n"
     if not extents:
-        return "\n".join([head, *("    " + line for line in lines), "}", ""])
+        return "\n".join([*head, *("    " + line for line in lines), *tail, ""])
     parallel = size >= PARALLEL_MIN_ELEMENTS
-    out = [head]
+    out = list(head)
     depth = len(extents)
     if depth == 1:
-        out.append("    #pragma omp parallel for simd schedule(static)" if parallel else "    #pragma omp simd")
+        out.append(f"    #pragma omp parallel for simd schedule(static){reduction}" if parallel
+                   else f"    #pragma omp simd{reduction}")
     elif parallel:
-        out.append(f"    #pragma omp parallel for collapse({depth - 1}) schedule(static)")
+        out.append(f"    #pragma omp parallel for collapse({depth - 1}) schedule(static){reduction}")
     for k, d in enumerate(extents):
         if k == depth - 1 and depth > 1:
-            out.append("    " * (k + 1) + "#pragma omp simd")
+            out.append("    " * (k + 1) + f"#pragma omp simd{reduction}")
         out.append("    " * (k + 1) + f"for (int64_t {index_vars[k]} = 0; {index_vars[k]} < {d}; {index_vars[k]}++)"
                    + (" {" if k == depth - 1 else ""))
     out += ["    " * (depth + 1) + line for line in lines]
     out.append("    " * depth + "}")
-    out.append("}")
+    out += tail
     return "\n".join(out) + "\n"

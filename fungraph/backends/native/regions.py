@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from fungraph._config import NATIVE_CPU
-from fungraph.backends.native.codegen import INCLUDES, prelude, region_source, supported
-from fungraph.backends.native.toolchain import HEADER_DIR, build, find_compiler
+from fungraph.backends.native.codegen import INCLUDES, has_trig, prelude, region_source, supported
+from fungraph.backends.native.toolchain import build, find_compiler
 from fungraph.ir import Eqn, Graph
 
 Lowering = Callable[..., Any]
@@ -46,24 +46,37 @@ def native_regions(graph: Graph) -> dict[int, Lowering]:
     sources: dict[int, str] = {}
     for i, e in enumerate(graph.eqns):
         if e.primitive.name == "fusion":
-            src = region_source(e.params["call"], f"fg_region_{len(sources)}")
+            body, name = e.params["call"], f"fg_region_{len(sources)}"
+            src = region_source(body, name)
             if src is not None:
-                sources[i] = src
+                sources[i] = src + (region_source(body, f"{name}_small", small_trig=True) if has_trig(body) else "")
     if not sources:
         return {}
-    text = prelude((HEADER_DIR / "fgmath.h").exists()) + "\n" + "\n".join(sources.values())
+    text = prelude() + "\n" + "\n".join(sources.values())
     lib = build(text, INCLUDES)
     if lib is None:
         return {}
-    return {i: _lowering(getattr(lib, f"fg_region_{k}"), graph.eqns[i].params["call"])
-            for k, i in enumerate(sources)}
+    lowerings = {}
+    for k, i in enumerate(sources):
+        body = graph.eqns[i].params["call"]
+        small = getattr(lib, f"fg_region_{k}_small") if has_trig(body) else None
+        lowerings[i] = _lowering(getattr(lib, f"fg_region_{k}"), small, body)
+    return lowerings
 
 
-def _lowering(fn: Any, body: Graph) -> Lowering:
+def _lowering(fn: Any, small: Any, body: Graph) -> Lowering:
+    """``fn`` (the region's C function) as a lowering; with ``small`` (its version with fast
+    trigonometric functions, which says whether their arguments were in range) that runs
+    first, and ``fn`` again only when it says no. An output taking an input's buffer would
+    have overwritten the input by then, so such an input is copied first."""
     in_dtypes = [np.dtype(v.aval.dtype) for v in body.invars]
     out_avals = [(o.aval.shape, np.dtype(o.aval.dtype)) for o in body.outvars]
     fn.argtypes = [ctypes.c_void_p] * (len(in_dtypes) + len(out_avals))
     fn.restype = None
+    if small is not None:
+        small.argtypes = fn.argtypes
+        small.restype = ctypes.c_int
+    n_in = len(in_dtypes)
 
     def run(outs: Sequence[np.ndarray | None], *ins: Any, **_: Any) -> Sequence[np.ndarray]:
         held = []
@@ -78,7 +91,15 @@ def _lowering(fn: Any, body: Graph) -> Lowering:
             if o is None or not o.flags.c_contiguous:
                 targets[j] = np.empty(*out_avals[j])
             ptrs.append(targets[j].ctypes.data)
-        fn(*ptrs)
+        if small is None:
+            fn(*ptrs)
+        else:
+            shared = set(ptrs[:n_in]) & set(ptrs[n_in:])
+            for k in (k for k in range(n_in) if ptrs[k] in shared):
+                held.append(np.array(ins[k], dtype=in_dtypes[k]))
+                ptrs[k] = held[-1].ctypes.data
+            if not small(*ptrs):
+                fn(*ptrs)
         result = list(outs)
         for j, o in enumerate(outs):
             if o is None:

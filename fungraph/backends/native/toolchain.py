@@ -105,6 +105,7 @@ def cache_dir() -> Path:
     return Path(base) / "fungraph" / "native"
 
 
+@functools.cache
 def _headers(includes: tuple[str, ...]) -> bytes:
     return b"".join((HEADER_DIR / name).read_bytes() for name in includes if (HEADER_DIR / name).exists())
 
