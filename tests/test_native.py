@@ -6,6 +6,7 @@ a compiler or when a build fails."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import subprocess
@@ -53,7 +54,8 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def every_region(build_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Fuse every elementwise chain whatever its (non-zero) size, so that small test arrays reach the
     native engine, and start from the native engine switched on."""
-    monkeypatch.setattr(backend_factory("cpu"), "region_bytes", 1)
+    factory = backend_factory("cpu")
+    monkeypatch.setattr(factory, "fusion", dataclasses.replace(factory.fusion, min_bytes=1))
     was = fg.config.fungraph_native_cpu
     fg.config.update("fungraph_native_cpu", True)
     clear_caches()
@@ -387,10 +389,12 @@ def _run_child(code: str, env: dict[str, str]) -> str:
 
 
 CHILD = """
+    import dataclasses
     import numpy as np, fungraph as fg, fungraph.numpy as fnp
     from fungraph.backends import backend_factory
     from fungraph.backends.native.toolchain import BUILD_STATS
-    backend_factory("cpu").region_bytes = 0
+    factory = backend_factory("cpu")
+    factory.fusion = dataclasses.replace(factory.fusion, min_bytes=1)
     x = np.linspace(-1, 1, 1000)
     f = fg.jit(lambda x: fnp.tanh(x * 0.5) * 3.0 - 1.0)
     y = np.asarray(f(x))
