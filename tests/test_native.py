@@ -346,6 +346,20 @@ def test_broadcast_inputs_views_and_large_parallel_regions(every_region: None, s
         assert_same_bits(g, w, f"views of {shapes}")
 
 
+def test_large_regions_split_across_threads_when_asked(every_region: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    x = np.random.default_rng(1).standard_normal((300, 250))
+    b = np.random.default_rng(2).standard_normal(250)
+    fun = lambda x, b: fnp.sin(x * 0.5 + b) * 2.0 + fnp.exp(-x * x)  # noqa: E731
+    want = on_engine(False, fun, x, b)
+    monkeypatch.setenv(codegen.THREADS_ENV, "2")
+    src = codegen.region_source(fg.jit(fun).lower(x, b).compiled.graph.eqns[0].params["call"], "f")
+    assert "omp parallel for simd num_threads(2)" in src and "-fopenmp" in toolchain.flags(src)
+    np.testing.assert_allclose(on_engine(True, fun, x, b), want, rtol=1e-13, atol=1e-15)
+    monkeypatch.setenv(codegen.THREADS_ENV, "1")
+    assert "omp parallel" not in codegen.region_source(fg.jit(fun).lower(x, b).compiled.graph.eqns[0].params["call"],
+                                                       "f")
+
+
 def test_loop_nest_merges_axes_every_operand_walks_contiguously() -> None:
     extents, strides = codegen.loop_axes((4, 5, 6), [(4, 5, 6), (6,), ()])
     assert extents == [120, 6] or extents == [20, 6]

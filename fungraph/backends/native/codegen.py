@@ -16,6 +16,7 @@ the special functions): that region keeps the numpy engine.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -34,9 +35,23 @@ C_TYPES = {
     np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 }
 
-#: Elements from which a region's loop is split across cores (below, the threads' start-up
-#: costs more than they save).
+#: Elements from which a region's loop is split across cores when threads are asked for
+#: (below, the threads' start-up costs more than they save).
 PARALLEL_MIN_ELEMENTS = 1 << 15
+
+#: ``FUNGRAPH_NATIVE_THREADS``: threads per large region (default 1). On a loaded machine a
+#: parallel loop waits for its slowest thread: on the shared 2-core development machine two
+#: threads made a 1M-element region 20x slower (about 20 ms, a scheduler time slice), so
+#: splitting is opt-in.
+THREADS_ENV = "FUNGRAPH_NATIVE_THREADS"
+
+
+def threads() -> int:
+    """Threads a large region's loop is split across (``FUNGRAPH_NATIVE_THREADS``, at least 1)."""
+    try:
+        return max(1, int(os.environ.get(THREADS_ENV, "1")))
+    except ValueError:
+        raise ValueError(f"{THREADS_ENV}={os.environ[THREADS_ENV]!r}: expected a positive integer") from None
 
 
 def ctype(dt: np.dtype) -> str:
@@ -359,14 +374,15 @@ def region_source(body: Graph, name: str, small_trig: bool = False) -> str | Non
         return "\n".join(head + tail) + "\n"
     if not extents:
         return "\n".join([*head, *("    " + line for line in lines), *tail, ""])
-    parallel = size >= PARALLEL_MIN_ELEMENTS
+    n_threads = threads()
+    parallel = n_threads > 1 and size >= PARALLEL_MIN_ELEMENTS
+    split = f"num_threads({n_threads}) schedule(static){reduction}"
     out = list(head)
     depth = len(extents)
     if depth == 1:
-        out.append(f"    #pragma omp parallel for simd schedule(static){reduction}" if parallel
-                   else f"    #pragma omp simd{reduction}")
+        out.append(f"    #pragma omp parallel for simd {split}" if parallel else f"    #pragma omp simd{reduction}")
     elif parallel:
-        out.append(f"    #pragma omp parallel for collapse({depth - 1}) schedule(static){reduction}")
+        out.append(f"    #pragma omp parallel for collapse({depth - 1}) {split}")
     for k, d in enumerate(extents):
         if k == depth - 1 and depth > 1:
             out.append("    " * (k + 1) + f"#pragma omp simd{reduction}")

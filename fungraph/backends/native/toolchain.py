@@ -25,11 +25,17 @@ from pathlib import Path
 
 HEADER_DIR = Path(__file__).resolve().parent
 
-#: -O3 -march=native vectorises for this processor; -fno-math-errno lets sqrt and friends be
-#: instructions; -ffp-contract=off keeps ``a * b + c`` two roundings, as numpy computes it
-#: (the default for GNU C fuses it into an FMA); -fopenmp runs large loops on every core.
-FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fno-trapping-math", "-fopenmp",
+#: -O3 -march=native vectorises for this processor; -fno-math-errno lets sqrt be an
+#: instruction; -ffp-contract=off keeps ``a * b + c`` two roundings, as numpy computes it (the
+#: default for GNU C fuses it into an FMA); -fno-trapping-math lets gcc if-convert selects
+#: (no result changes); -fopenmp-simd reads ``omp simd`` without linking the OpenMP runtime,
+#: which a source splitting loops across threads adds (``-fopenmp``).
+FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fno-trapping-math", "-fopenmp-simd",
          "-std=gnu11", "-fPIC", "-shared", "-Wno-unknown-pragmas")
+
+
+def flags(source: str) -> tuple[str, ...]:
+    return FLAGS + (("-fopenmp",) if "omp parallel" in source else ())
 
 #: ``FUNGRAPH_NATIVE_CACHE`` names the folder of built objects (the user cache otherwise).
 CACHE_ENV = "FUNGRAPH_NATIVE_CACHE"
@@ -112,7 +118,7 @@ def _headers(includes: tuple[str, ...]) -> bytes:
 
 def build_key(source: str, compiler: Compiler, includes: tuple[str, ...]) -> str:
     h = hashlib.sha256()
-    for part in (source.encode(), _headers(includes), compiler.identity.encode(), " ".join(FLAGS).encode(),
+    for part in (source.encode(), _headers(includes), compiler.identity.encode(), " ".join(flags(source)).encode(),
                  _processor().encode()):
         h.update(len(part).to_bytes(8, "little"))
         h.update(part)
@@ -159,7 +165,7 @@ def _compile(compiler: Compiler, source: str, folder: Path, target: Path) -> boo
     try:
         with os.fdopen(fd, "w") as f:
             f.write(source)
-        cmd = [*compiler.command, *FLAGS, f"-I{HEADER_DIR}", tmp_src, "-o", tmp_obj, "-lm"]
+        cmd = [*compiler.command, *flags(source), f"-I{HEADER_DIR}", tmp_src, "-o", tmp_obj, "-lm"]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         except (OSError, subprocess.SubprocessError) as err:
