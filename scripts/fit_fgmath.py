@@ -128,12 +128,12 @@ FITS: dict[str, tuple[Callable[[Decimal], Decimal], float, float, int]] = {
     "exp": (lambda r: ((_tiny(r)).exp() - 1 - _tiny(r)) / _tiny(r) ** 2, -0.3466, 0.3466, 11),
     # log(1+f) = 2s + s z Q(z), s = f/(2+f), z = s^2 <= (3-2sqrt2)^2
     "log": (lambda z: (2 * atan_h(_tiny(z).sqrt()) - 2 * _tiny(z).sqrt()) / (_tiny(z).sqrt() * _tiny(z)),
-            0.0, 0.02944, 9),
+            0.0, 0.02944, 7),
     # tanh(x) = x + x^3 T(x^2), |x| <= 0.625
-    "tanh": (lambda z: (tanh(_tiny(z).sqrt()) - _tiny(z).sqrt()) / _tiny(z).sqrt() ** 3, 0.0, 0.390625, 14),
+    "tanh": (lambda z: (tanh(_tiny(z).sqrt()) - _tiny(z).sqrt()) / _tiny(z).sqrt() ** 3, 0.0, 0.390625, 11),
     # sin(x) = x + x^3 S(x^2), cos(x) = 1 - x^2/2 + x^4 C(x^2), |x| <= pi/4 (+ margin)
-    "sin": (lambda z: (sin(_tiny(z).sqrt()) - _tiny(z).sqrt()) / _tiny(z).sqrt() ** 3, 0.0, 0.6169, 8),
-    "cos": (lambda z: (cos(_tiny(z).sqrt()) - 1 + _tiny(z) / 2) / _tiny(z) ** 2, 0.0, 0.6169, 7),
+    "sin": (lambda z: (sin(_tiny(z).sqrt()) - _tiny(z).sqrt()) / _tiny(z).sqrt() ** 3, 0.0, 0.6169, 6),
+    "cos": (lambda z: (cos(_tiny(z).sqrt()) - 1 + _tiny(z) / 2) / _tiny(z) ** 2, 0.0, 0.6169, 5),
     "tan": (lambda z: (tan(_tiny(z).sqrt()) - _tiny(z).sqrt()) / _tiny(z).sqrt() ** 3, 0.0, 0.6169, 16),
     # erf(x) = x + x R(x^2), |x| <= 0.84375
     "erf": (lambda z: erf(_tiny(z).sqrt()) / _tiny(z).sqrt() - 1, 0.0, 0.7119140625, 11),

@@ -91,6 +91,9 @@ FUNCTIONS = {f.name: f for f in (
     _fn("acos", np.arccos, ((TINY64, 1.0), (0.3, 1.0)), 1.0),
     _fn("sqrt", np.sqrt, WHOLE, 0.5, 0.5),
     _fn("cbrt", np.cbrt, WHOLE + ((0.1, 100.0),), 1.0),
+    _fn("acosh", np.arccosh, ((1.0, HUGE64), (1.0, 3.0), (1.0, 1.0 + 1e-6)), 2.0, positive=True),
+    _fn("asinh", np.arcsinh, WHOLE + ((0.1, 10.0),), 2.0),
+    _fn("atanh", np.arctanh, ((TINY64, 1.0), (0.3, 1.0)), 2.0),
 )}
 
 SPECIAL64 = np.array([
@@ -140,6 +143,10 @@ def _wrapper_source() -> str:
             f"void t_pow_{suffix}(long n, const {ctype} *restrict x, const {ctype} *restrict p,\n"
             f"                    {ctype} *restrict y) {{\n"
             f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_pow_{suffix}(x[i], p[i]);\n}}")
+        lines.append(
+            f"void t_atan2_{suffix}(long n, const {ctype} *restrict x, const {ctype} *restrict p,\n"
+            f"                      {ctype} *restrict y) {{\n"
+            f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_atan2_{suffix}(x[i], p[i]);\n}}")
     return "\n".join(lines) + "\n"
 
 
@@ -151,16 +158,29 @@ FLAG_SETS = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(FLAG_SETS))
-def library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    cc = _compiler()
-    build = tmp_path_factory.mktemp(f"fgmath_{request.param}")
+def _build(cc: str, flags: list[str], build: Path) -> ctypes.CDLL:
     src = build / "fgmath_test.c"
     src.write_text(_wrapper_source())
     lib = build / "libfgmath_test.so"
-    cmd = [cc, *FLAG_SETS[request.param], "-shared", "-fPIC", "-I", str(HEADER_DIR), str(src), "-o", str(lib)]
+    cmd = [cc, *flags, "-shared", "-fPIC", "-I", str(HEADER_DIR), str(src), "-o", str(lib)]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(lib))
+
+
+@pytest.fixture(scope="module")
+def native_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[ctypes.CDLL, Path]:
+    """The library built with the native engine's flags, and gcc's report of the loops it
+    vectorised (written next to the source)."""
+    build = tmp_path_factory.mktemp("fgmath_native")
+    report = build / "vectorised.txt"
+    return _build(_compiler(), [*NATIVE_FLAGS, f"-fopt-info-vec-optimized={report}"], build), report
+
+
+@pytest.fixture(scope="module", params=sorted(FLAG_SETS))
+def library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    if request.param == "native":
+        return request.getfixturevalue("native_build")[0]
+    return _build(_compiler(), FLAG_SETS[request.param], tmp_path_factory.mktemp(f"fgmath_{request.param}"))
 
 
 def call(lib: ctypes.CDLL, name: str, x: np.ndarray) -> np.ndarray:
@@ -207,6 +227,11 @@ def specials(name: str, dtype: type) -> np.ndarray:
         vals = np.concatenate([vals, [f32.smallest_subnormal, f32.smallest_normal, f32.max, -f32.max]])
     if name.split("_")[0] in ("sin", "cos", "tan"):
         vals = np.concatenate([vals, _trig_specials()])
+        if dtype == np.float32:
+            # the floats nearest k pi/2 for 2^20 <= k <= 2^40 (float32 Payne-Hanek's hard cases)
+            k = np.unique(np.geomspace(2.0**20, 2.0**40, 20_000).round())
+            near = (k.astype(LD) * (np.pi / LD(2))).astype(np.float32).astype(np.float64)
+            vals = np.concatenate([vals, near, -near])
     with np.errstate(over="ignore"):
         return vals.astype(dtype)
 
@@ -255,14 +280,11 @@ def test_special_values(library: ctypes.CDLL, name: str, dtype: type) -> None:
     np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]), err_msg=f"fg_{name}: signed zero")
 
 
-def test_every_function_vectorises(tmp_path: Path) -> None:
+def test_every_function_vectorises(native_build: tuple[ctypes.CDLL, Path]) -> None:
     """gcc vectorises the loop around every function (no branch or call left in them)."""
-    cc = _compiler()
-    src = tmp_path / "vec.c"
-    src.write_text(_wrapper_source())
-    out = subprocess.run([cc, *NATIVE_FLAGS, "-fopt-info-vec-optimized", "-I", str(HEADER_DIR), "-c", str(src),
-                          "-o", str(tmp_path / "vec.o")], check=True, capture_output=True, text=True)
-    vectorised = {int(line.split(":")[1]) for line in out.stderr.splitlines() if "loop vectorized" in line}
+    report = native_build[1]
+    src = report.parent / "fgmath_test.c"
+    vectorised = {int(line.split(":")[1]) for line in report.read_text().splitlines() if "loop vectorized" in line}
     loops = {i + 1: line for i, line in enumerate(src.read_text().splitlines()) if line.lstrip().startswith("for")}
     missing = [line.strip() for i, line in loops.items() if i not in vectorised]
     assert not missing, f"gcc did not vectorise: {missing}"
@@ -271,10 +293,10 @@ def test_every_function_vectorises(tmp_path: Path) -> None:
 POW_ULP = {np.float64: 1.5, np.float32: 1.0}
 
 
-def call_pow(lib: ctypes.CDLL, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+def call_pow(lib: ctypes.CDLL, x: np.ndarray, p: np.ndarray, name: str = "pow") -> np.ndarray:
     x, p = np.ascontiguousarray(x), np.ascontiguousarray(p, x.dtype)
     y = np.empty_like(x)
-    fn = getattr(lib, "t_pow_f64" if x.dtype == np.float64 else "t_pow_f32")
+    fn = getattr(lib, f"t_{name}_f64" if x.dtype == np.float64 else f"t_{name}_f32")
     fn.restype = None
     fn(ctypes.c_long(x.size), *(ctypes.c_void_p(a.ctypes.data) for a in (x, p, y)))
     return y
@@ -347,3 +369,36 @@ def test_small_trig_agrees_where_its_check_passes(library: ctypes.CDLL, dtype: t
         else:
             assert ulp_error(small[ok], full[ok].astype(LD)).max() <= 2.0, f"fg_{name}_small"
         assert np.isnan(small[~ok]).all(), f"fg_{name}_small is not NaN beyond FG_TRIG_SMALL_MAX"
+
+
+ATAN2_ULP = 2.0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_atan2(library: ctypes.CDLL, dtype: type) -> None:
+    """Random (y, x) over all magnitudes and signs, and every pair of special values."""
+    rng = np.random.default_rng(11)
+    finfo = np.finfo(dtype)
+    lo, hi = np.log(float(finfo.smallest_subnormal)), np.log(float(finfo.max))
+    n = 100_000
+    y = np.exp(rng.uniform(lo, hi, n)) * rng.choice([-1.0, 1.0], n)
+    x = np.exp(rng.uniform(lo, hi, n)) * rng.choice([-1.0, 1.0], n)
+    y[: n // 2] = rng.uniform(-10, 10, n // 2)
+    x[: n // 2] = rng.uniform(-10, 10, n // 2)
+    vals = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-310, -1e-310, 1e300, -1e300])
+    sy, sx = np.meshgrid(vals, vals)
+    with np.errstate(over="ignore"):
+        y = np.concatenate([y, sy.ravel()]).astype(dtype)
+        x = np.concatenate([x, sx.ravel()]).astype(dtype)
+    got = call_pow(library, y, x, "atan2")
+    with np.errstate(all="ignore"):
+        exact = np.arctan2(y.astype(np.float64).astype(LD), x.astype(np.float64).astype(LD))
+        err = ulp_error(got, exact)
+    worst = int(np.argmax(err))
+    bound = ATAN2_ULP if dtype == np.float64 else 1.0
+    assert err[worst] <= bound, (f"fg_atan2 {np.dtype(dtype)}: {err[worst]:.3g} ulp at y={y[worst]!r}, "
+                                 f"x={x[worst]!r} (got {got[worst]!r}, want {exact[worst]!r})")
+    want = np.arctan2(y, x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg="fg_atan2: NaN where numpy has none")
+    zero = want == 0
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]), err_msg="fg_atan2: signed zero")

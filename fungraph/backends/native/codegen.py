@@ -186,7 +186,7 @@ def _libm(name: str) -> Rule:
 
 
 def _fg(name: str) -> Rule:
-    """A function of fgmath.h (or its shim): ``fg_<name>_f32`` / ``fg_<name>_f64``."""
+    """A function of fgmath.h: ``fg_<name>_f32`` / ``fg_<name>_f64``."""
     return lambda e: f"fg_{name}_{_suffix(e.out)}({', '.join(e.args)})"
 
 
@@ -253,9 +253,8 @@ RULES: dict[str, Rule] = {
 }
 
 #: What every generated source includes: fgmath.h (vectorisable transcendentals with tested
-#: ulp bounds, docs/native_math.md), fgmath_shim.h (the few it lacks, from the C library) and
-#: fgops.h (numpy's division semantics).
-INCLUDES = ("fgmath.h", "fgmath_shim.h", "fgops.h")
+#: ulp bounds, docs/native_math.md) and fgops.h (numpy's division semantics).
+INCLUDES = ("fgmath.h", "fgops.h")
 
 
 def prelude() -> str:

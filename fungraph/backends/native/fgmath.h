@@ -14,7 +14,7 @@
  * Method: Cody-Waite range reduction (constants split so the reduction products are exact),
  * then polynomials interpolated at Chebyshev nodes in 130-digit arithmetic
  * (scripts/fit_fgmath.py prints them). float32 exp, exp2, expm1, log, log2, log10, log1p,
- * tanh, sinh, cosh, logistic, sin_small and cos_small run in float32 arithmetic with their own
+ * tanh, sinh, cosh, logistic, sin and cos run in float32 arithmetic with their own
  * polynomials; the other float32 functions evaluate the float64 kernel and round once more.
  *
  * Semantics follow numpy: NaN in gives NaN out, +-Inf and signed zeros as numpy, overflow to
@@ -35,13 +35,16 @@
  *   sinh, cosh              2        2
  *   tan                     2        1
  *   logistic                2        2
+ *   acosh, asinh, atanh,    2        1
+ *     atan2
  *   cbrt                    1        1
  *   pow                     1.5      1        every (x, y), results from underflow to overflow
  *   sqrt                    0.5      0.5      the hardware instruction
  *
  *   sin, cos, tan take every argument (Payne-Hanek reduction beyond 2^20 pi/2, computed for
- *   every element, so about 10x slower); fg_sin_small, fg_cos_small and fg_tan_small, with the
- *   same bounds, take |x| <= FG_TRIG_SMALL_MAX (about 1.6e6) and give NaN beyond.
+ *   every element, so about 10x slower in float64, 3x in float32); fg_sin_small, fg_cos_small
+ *   and fg_tan_small, with the same bounds, take |x| <= FG_TRIG_SMALL_MAX (about 1.6e6) and
+ *   give NaN beyond.
  */
 #ifndef FGMATH_H
 #define FGMATH_H
@@ -91,24 +94,24 @@ FG_INLINE double fg__poly_exp_f64(double z) {
     return 0x1.0000000000000p-1 + z * (0x1.5555555555555p-3 + z * (0x1.5555555555557p-5 + z * (0x1.1111111111111p-7 + z * (0x1.6c16c16c15a69p-10 + z * (0x1.a01a01a0196adp-13 + z * (0x1.a01a01a9e935ep-16 + z * (0x1.71de3a5aa78a7p-19 + z * (0x1.27e4d41a5ca90p-22 + z * (0x1.ae642c83e9462p-26 + z * (0x1.1f7f25b04b0d4p-29 + z * (0x1.61bfa83dd7873p-33)))))))))));
 }
 
-/* degree 9 on [0, 0.02944], max relative error 5.6e-17 */
+/* degree 7 on [0, 0.02944], max relative error 5.6e-17 */
 FG_INLINE double fg__poly_log_f64(double z) {
-    return 0x1.5555555555555p-1 + z * (0x1.999999999999ap-2 + z * (0x1.2492492492486p-2 + z * (0x1.c71c71c71f25dp-3 + z * (0x1.745d17437dda5p-3 + z * (0x1.3b13b261341c9p-3 + z * (0x1.1110b8c856d25p-3 + z * (0x1.e2029886fadb8p-4 + z * (0x1.ab83b15497320p-4 + z * (0x1.bedc792bacafdp-4)))))))));
+    return 0x1.5555555555555p-1 + z * (0x1.9999999999a38p-2 + z * (0x1.2492492476c8bp-2 + z * (0x1.c71c720160332p-3 + z * (0x1.745cf90196560p-3 + z * (0x1.3b1c35fbecd93p-3 + z * (0x1.0fbe84f5caccap-3 + z * (0x1.0c044ccf380aap-3)))))));
 }
 
-/* degree 14 on [0, 0.390625], max relative error 6.3e-17 */
+/* degree 11 on [0, 0.390625], max relative error 6.3e-17 */
 FG_INLINE double fg__poly_tanh_f64(double z) {
-    return -0x1.5555555555555p-2 + z * (0x1.1111111111111p-3 + z * (-0x1.ba1ba1ba1ba15p-5 + z * (0x1.664f4882c0d4bp-6 + z * (-0x1.226e355e59dddp-7 + z * (0x1.d6d3d0da81dd9p-9 + z * (-0x1.7da3637ca5050p-10 + z * (0x1.3558127fba0a6p-11 + z * (-0x1.f57b51a744dabp-13 + z * (0x1.96667408fae0fp-14 + z * (-0x1.48c0683854d5ep-15 + z * (0x1.06cbf052e028fp-16 + z * (-0x1.8da2c4e4f23d6p-18 + z * (0x1.f3b1566b855d6p-20 + z * (-0x1.7257a966c94b9p-22))))))))))))));
+    return -0x1.5555555555555p-2 + z * (0x1.11111111110a8p-3 + z * (-0x1.ba1ba1ba0f126p-5 + z * (0x1.664f487e0a749p-6 + z * (-0x1.226e3473dce5cp-7 + z * (0x1.d6d39ae3905e2p-9 + z * (-0x1.7d9f6f23e8682p-10 + z * (0x1.3526e9ed54da1p-11 + z * (-0x1.f243823c8c981p-13 + z * (0x1.8445870f6fe41p-14 + z * (-0x1.05bbdae896297p-15 + z * (0x1.b33642a122cddp-18)))))))))));
 }
 
-/* degree 8 on [0, 0.6169], max relative error 5.7e-17 */
+/* degree 6 on [0, 0.6169], max relative error 5.7e-17 */
 FG_INLINE double fg__poly_sin_f64(double z) {
-    return -0x1.5555555555555p-3 + z * (0x1.1111111111111p-7 + z * (-0x1.a01a01a01a01ap-13 + z * (0x1.71de3a556c733p-19 + z * (-0x1.ae64567f54151p-26 + z * (0x1.6124613a00e53p-33 + z * (-0x1.ae7f3d02bca43p-41 + z * (0x1.952a27effe825p-49 + z * (-0x1.2d4a28e4d9f35p-57))))))));
+    return -0x1.5555555555555p-3 + z * (0x1.1111111111110p-7 + z * (-0x1.a01a01a019937p-13 + z * (0x1.71de3a54607fap-19 + z * (-0x1.ae6454129f078p-26 + z * (0x1.61217eed1c04ap-33 + z * (-0x1.ab17c21adf462p-41))))));
 }
 
-/* degree 7 on [0, 0.6169], max relative error 5.7e-17 */
+/* degree 5 on [0, 0.6169], max relative error 5.8e-17 */
 FG_INLINE double fg__poly_cos_f64(double z) {
-    return 0x1.5555555555555p-5 + z * (-0x1.6c16c16c16c17p-10 + z * (0x1.a01a01a01a019p-16 + z * (-0x1.27e4fb7789d98p-22 + z * (0x1.1eed8eff3364ap-29 + z * (-0x1.9397495435c5fp-37 + z * (0x1.ae7ce8c86e406p-45 + z * (-0x1.65d2b45d4159bp-53)))))));
+    return 0x1.5555555555555p-5 + z * (-0x1.6c16c16c16967p-10 + z * (0x1.a01a019f4e9f4p-16 + z * (-0x1.27e4fa17c44e0p-22 + z * (0x1.1eeb68d2958ddp-29 + z * (-0x1.907d9316a965fp-37)))));
 }
 
 /* degree 16 on [0, 0.6169], max relative error 5.6e-17 */
@@ -331,7 +334,11 @@ FG_INLINE double fg_tanh_f64(double x) {
     double a = fg__abs_f64(x);
     double z = x * x;
     double small = x + x * z * fg__poly_tanh_f64(z);
-    double e = fg_exp_f64(2.0 * a);
+    /* exp(2a) for a <= 20 (tanh rounds to 1 beyond): one scaling step, no overflow */
+    double ac = a > 20.0 ? 20.0 : a;
+    int64_t k;
+    double r = fg__exp_reduce_f64(2.0 * ac, &k);
+    double e = (1.0 + fg__expm1_kernel_f64(r)) * fg__from_bits_f64((uint64_t)(k + 1023) << 52);
     double big = fg__xorsign_f64(1.0 - 2.0 / (e + 1.0), fg__sign_f64(x));
     double y = a < 0.625 ? small : big;
     return x == 0.0 || x != x ? x : y;
@@ -643,7 +650,7 @@ FG_INLINE double fg_acos_f64(double x) {
 
 /* Q(z) = 2/3 + z Q1(z) for fg__poly_log_f64 (its coefficients after the first). */
 FG_INLINE double fg__poly_log1_f64(double z) {
-    return 0x1.999999999999ap-2 + z * (0x1.2492492492486p-2 + z * (0x1.c71c71c71f25dp-3 + z * (0x1.745d17437dda5p-3 + z * (0x1.3b13b261341c9p-3 + z * (0x1.1110b8c856d25p-3 + z * (0x1.e2029886fadb8p-4 + z * (0x1.ab83b15497320p-4 + z * (0x1.bedc792bacafdp-4))))))));
+    return 0x1.9999999999a38p-2 + z * (0x1.2492492476c8bp-2 + z * (0x1.c71c720160332p-3 + z * (0x1.745cf90196560p-3 + z * (0x1.3b1c35fbecd93p-3 + z * (0x1.0fbe84f5caccap-3 + z * (0x1.0c044ccf380aap-3))))));
 }
 
 /* hi = a * b rounded, *lo = the exact rounding error (Dekker's product with 26-bit splits made
@@ -702,10 +709,25 @@ FG_INLINE int64_t fg__int_kind_f64(double y) {
     return is_int ? (low_bit ? 1 : 2) : 0;
 }
 
-FG_INLINE double fg_pow_f64(double x, double y) {
+/* pow's result from |x|^y = mag for finite nonzero |x|: C99/numpy's zeros, infinities, NaNs
+ * and signs of negative bases. */
+FG_INLINE double fg__pow_special_f64(double x, double y, double mag) {
     double a = fg__abs_f64(x);
+    int64_t kind = fg__int_kind_f64(y);
+    double yabs = fg__abs_f64(y);
+    double inf = fg__inf_f64();
+    mag = a == 0.0 ? (y < 0.0 ? inf : 0.0) : mag;
+    mag = a == inf ? (y < 0.0 ? 0.0 : inf) : mag;
+    mag = yabs == inf ? (a == 1.0 ? 1.0 : ((a < 1.0) == (y < 0.0) ? inf : 0.0)) : mag;
+    double out = (x < 0.0 || (x == 0.0 && fg__sign_f64(x))) && kind == 1 ? -mag : mag;
+    out = x < 0.0 && kind == 0 && a != inf && yabs != inf ? fg__nan_f64() : out;
+    out = x != x || y != y ? x + y : out;
+    return y == 0.0 || x == 1.0 ? 1.0 : out;
+}
+
+FG_INLINE double fg_pow_f64(double x, double y) {
     double l_lo;
-    double l = fg__log_dd_f64(a, &l_lo);
+    double l = fg__log_dd_f64(fg__abs_f64(x), &l_lo);
     double p_lo;
     double p = fg__mul_exact_f64(y, l, &p_lo);
     p_lo += y * l_lo;
@@ -714,19 +736,7 @@ FG_INLINE double fg_pow_f64(double x, double y) {
     pc = pc < -746.0 ? -746.0 : pc;
     int64_t k;
     double r = fg__exp_reduce_f64(pc, &k) + (pc == p ? p_lo : 0.0);
-    double mag = fg__ldexp_f64(1.0 + fg__expm1_kernel_f64(r), k);
-    int64_t kind = fg__int_kind_f64(y);
-    double yabs = fg__abs_f64(y);
-    double inf = fg__inf_f64();
-    /* |x| = 0 or Inf, and y = +-Inf, as C99/numpy */
-    mag = a == 0.0 ? (y < 0.0 ? inf : 0.0) : mag;
-    mag = a == inf ? (y < 0.0 ? 0.0 : inf) : mag;
-    mag = yabs == inf ? (a == 1.0 ? 1.0 : ((a < 1.0) == (y < 0.0) ? inf : 0.0)) : mag;
-    double out = (x < 0.0 || (x == 0.0 && fg__sign_f64(x))) && kind == 1 ? -mag : mag;
-    out = x < 0.0 && kind == 0 && a != inf && yabs != inf ? fg__nan_f64() : out;
-    out = x != x || y != y ? x + y : out;
-    out = y == 0.0 || x == 1.0 ? 1.0 : out;
-    return out;
+    return fg__pow_special_f64(x, y, fg__ldexp_f64(1.0 + fg__expm1_kernel_f64(r), k));
 }
 
 /* Real cube root: 2^q cbrt(w) with |x| = 2^(3q) w, w in [1, 8); a quartic first guess (error
@@ -749,6 +759,71 @@ FG_INLINE double fg_cbrt_f64(double x) {
     g = g - g * (g3 - w) / (2.0 * g3 + w);
     double y = fg__xorsign_f64(fg__ldexp_f64(g, q), fg__sign_f64(x));
     return x == 0.0 || a == fg__inf_f64() || x != x ? x : y;
+}
+
+/* ---- inverse hyperbolic and atan2 (through log1p and atan) ------------------------------- */
+
+FG_INLINE double fg_acosh_f64(double x) {
+    double t = x - 1.0;
+    int64_t low = x < 2.0, huge = x >= 0x1p28;
+    double mid_v = (2.0 * x - 1.0 / (x + __builtin_sqrt(x * x - 1.0))) - 1.0;
+    /* x < 2: v = t + sqrt(t (2 + t)), the product and the root corrected to double-double */
+    double d = 2.0 + t;
+    double d_lo = (2.0 - d) + t;
+    double q_lo;
+    double q = fg__mul_exact_f64(t, d, &q_lo);
+    q_lo += t * d_lo;
+    double w = __builtin_sqrt(q);
+    double w2_lo;
+    double w2 = fg__mul_exact_f64(w, w, &w2_lo);
+    double w_lo = (((q - w2) - w2_lo) + q_lo) / (2.0 * w);
+    double low_v = t + (w + w_lo);
+    double v = low ? low_v : (huge ? t : mid_v);
+    double y = fg_log1p_f64(v) + (huge ? FG__LN2 : 0.0);
+    y = x == 1.0 ? 0.0 : y;
+    y = x < 1.0 ? fg__nan_f64() : y;
+    y = x == fg__inf_f64() ? x : y;
+    return x != x ? x : y;
+}
+
+FG_INLINE double fg_asinh_f64(double x) {
+    double a = fg__abs_f64(x);
+    int64_t low = a < 2.0, huge = a >= 0x1p28;
+    double root = __builtin_sqrt(a * a + 1.0);
+    double low_v = a + a * a / (1.0 + root);
+    double mid_v = (2.0 * a + 1.0 / (root + a)) - 1.0;
+    double v = low ? low_v : (huge ? a - 1.0 : mid_v);
+    double y = fg_log1p_f64(v) + (huge ? FG__LN2 : 0.0);
+    y = fg__xorsign_f64(y, fg__sign_f64(x));
+    return a == fg__inf_f64() || x != x ? x : y;
+}
+
+FG_INLINE double fg_atanh_f64(double x) {
+    double a = fg__abs_f64(x);
+    double v = a < 0.5 ? 2.0 * a + 2.0 * a * a / (1.0 - a) : 2.0 * a / (1.0 - a);
+    double y = fg__xorsign_f64(0.5 * fg_log1p_f64(v), fg__sign_f64(x));
+    y = a > 1.0 ? fg__nan_f64() : y;
+    return x != x ? x : y;
+}
+
+/* The angle of (x, y): atan of the smaller over the larger magnitude, then reflected; numpy's
+ * (C99's) special cases for zeros and infinities. */
+FG_INLINE double fg_atan2_f64(double y, double x) {
+    double ax = fg__abs_f64(x), ay = fg__abs_f64(y);
+    double inf = fg__inf_f64();
+    int64_t steep = ay > ax;
+    double r = fg_atan_f64(steep ? ax / ay : ay / ax);
+    r = steep ? FG__PIO2_HI - (r - FG__PIO2_LO) : r;
+    int64_t neg_x = fg__sign_f64(x) != 0;
+    r = neg_x ? FG__PI_HI - (r - FG__PI_LO) : r;
+    /* zeros and infinities: angles of the limits */
+    double both_inf = neg_x ? 0x1.2d97c7f3321d2p+1 : FG__PIO4_HI; /* 3pi/4 or pi/4 */
+    r = ay == inf ? (ax == inf ? both_inf : FG__PIO2_HI) : r;
+    r = ay != inf && ax == inf ? (neg_x ? FG__PI_HI : 0.0) : r;
+    r = ay == 0.0 ? (neg_x ? FG__PI_HI : 0.0) : r;
+    r = ay != 0.0 && ax == 0.0 && ay != inf ? FG__PIO2_HI : r;
+    r = fg__xorsign_f64(r, fg__sign_f64(y));
+    return x != x || y != y ? x + y : r;
 }
 
 FG_INLINE double fg_sqrt_f64(double x) { return __builtin_sqrt(x); }
@@ -947,7 +1022,11 @@ FG_INLINE float fg_tanh_f32(float x) {
     float a = fg__abs_f32(x);
     float z = x * x;
     float small = x + x * z * fg__poly_tanh_f32(z);
-    float e = fg_exp_f32(2.0f * a);
+    /* exp(2a) for a <= 10 (tanh rounds to 1 beyond): one scaling step, no overflow */
+    float ac = a > 10.0f ? 10.0f : a;
+    int32_t k;
+    float r = fg__exp_reduce_f32(2.0f * ac, &k);
+    float e = (1.0f + (r + r * r * fg__poly_exp_f32(r))) * fg__from_bits_f32((uint32_t)(k + 127) << 23);
     float big = fg__xorsign_f32(1.0f - 2.0f / (e + 1.0f), fg__sign_f32(x));
     float y = a < 0.625f ? small : big;
     return x == 0.0f || x != x ? x : y;
@@ -973,14 +1052,56 @@ FG_INLINE float fg__poly_cos_f32(float z) {
 }
 
 
-/* sin (shift 0) or cos (shift 1) of float32 x, |x| <= FG_TRIG_SMALL_MAX: the float64 reduction,
- * then float32 polynomials. */
-FG_INLINE float fg__sincos_small_f32(float x, int64_t shift) {
+/* |x| = n pi/2 + hi for a float32 |x| >= 2^20 (given as a double): Payne-Hanek with the 24-bit
+ * mantissa times 4 chunks of 28 bits of 2/pi (exact products), n mod 4 in *quadrant. */
+FG_INLINE double fg__trig_reduce_big_f32(double x, int64_t *quadrant) {
+    uint64_t ix = fg__bits_f64(x);
+    int64_t e = (int64_t)((ix >> 52) & 0x7ff) - 1023;
+    e = e < 20 ? 20 : e;
+    e = e > 127 ? 127 : e;
+    double m = fg__from_bits_f64((ix & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL); /* 24 bits */
+    int64_t q = e - 25 + 63; /* earlier bits of 2/pi only add multiples of 8 */
+    double c0 = fg__int_to_f64((int64_t)((fg__two_over_pi_bits[q >> 5] << (q & 31)) >> 36)) * 0x1p-2;
+    q += 28;
+    double c1 = fg__int_to_f64((int64_t)((fg__two_over_pi_bits[q >> 5] << (q & 31)) >> 36)) * 0x1p-30;
+    q += 28;
+    double c2 = fg__int_to_f64((int64_t)((fg__two_over_pi_bits[q >> 5] << (q & 31)) >> 36)) * 0x1p-58;
+    q += 28;
+    double c3 = fg__int_to_f64((int64_t)((fg__two_over_pi_bits[q >> 5] << (q & 31)) >> 36)) * 0x1p-86;
+    double a = fg__mod8_f64(m * c0);
+    double t = a + FG__SHIFT64;
+    a = (a - (t - FG__SHIFT64)) + m * c1; /* exact: multiples of 2^-53 below 1 */
+    double t2 = a + FG__SHIFT64;
+    a -= t2 - FG__SHIFT64;
+    *quadrant = (fg__shifted_int_f64(t) + fg__shifted_int_f64(t2)) & 3;
+    double hi = a, lo = m * c3;
+    fg__two_sum_acc_f64(&hi, &lo, m * c2);
+    return hi * FG__PIO2_HI + (lo * FG__PIO2_HI + hi * FG__PIO2_LO);
+}
+
+/* x = n pi/2 + hi + lo for float32 x: every x when `full`, else |x| <= FG_TRIG_SMALL_MAX. */
+FG_INLINE double fg__trig_reduce_f32(float x, double *lo, int64_t *quadrant, int full) {
+    double xd = (double)x;
+    double hi = fg__trig_reduce_small_f64(xd, lo, quadrant);
+    if (full) {
+        int64_t q_b;
+        double hi_b = fg__trig_reduce_big_f32(fg__abs_f64(xd), &q_b);
+        uint64_t sign = fg__sign_f64(xd);
+        int64_t big = fg__abs_f64(xd) > FG_TRIG_SMALL_MAX;
+        *lo = big ? 0.0 : *lo;
+        *quadrant = big ? (sign ? -q_b : q_b) & 3 : *quadrant;
+        hi = big ? fg__xorsign_f64(hi_b, sign) : hi;
+    }
+    return hi;
+}
+
+/* sin (shift 0) or cos (shift 1) of float32 x: the float64 reduction, then float32 polynomials. */
+FG_INLINE float fg__sincos_f32(float x, int64_t shift, int full) {
     double lo;
     int64_t q;
-    double hi = fg__trig_reduce_small_f64((double)x, &lo, &q);
+    double hi = fg__trig_reduce_f32(x, &lo, &q, full);
     float r = (float)hi;
-    float r_lo = (float)(hi - (double)r); /* the float64 reduction's bits beyond r */
+    float r_lo = (float)((hi - (double)r) + lo); /* the reduction's bits beyond r */
     q = (q + shift) & 3;
     float z = r * r;
     float s = r + (r * z * fg__poly_sin_f32(z) + r_lo);
@@ -989,13 +1110,63 @@ FG_INLINE float fg__sincos_small_f32(float x, int64_t shift) {
     float c = w + (((1.0f - w) - hz) + (z * z * fg__poly_cos_f32(z) - r * r_lo));
     float y = (q & 1) ? c : s;
     y = (q & 2) ? -y : y;
-    y = fg__abs_f32(x) > (float)FG_TRIG_SMALL_MAX ? fg__nan_f32() : y;
+    float limit = full ? 0x1.fffffep+127f : (float)FG_TRIG_SMALL_MAX;
+    y = fg__abs_f32(x) > limit ? fg__nan_f32() : y;
     y = shift == 0 && x == 0.0f ? x : y;
     return x != x ? x : y;
 }
 
-FG_INLINE float fg_sin_small_f32(float x) { return fg__sincos_small_f32(x, 0); }
-FG_INLINE float fg_cos_small_f32(float x) { return fg__sincos_small_f32(x, 1); }
+/* tan of float32 x through the float64 kernel on the same reduction. */
+FG_INLINE float fg__tan_f32(float x, int full) {
+    double lo;
+    int64_t q;
+    double hi = fg__trig_reduce_f32(x, &lo, &q, full);
+    double z = hi * hi;
+    double t = hi + (hi * z * fg__poly_tan_f64(z) + lo * (1.0 + z));
+    float y = (float)((q & 1) ? -1.0 / t : t);
+    float limit = full ? 0x1.fffffep+127f : (float)FG_TRIG_SMALL_MAX;
+    y = fg__abs_f32(x) > limit ? fg__nan_f32() : y;
+    y = x == 0.0f ? x : y;
+    return x != x ? x : y;
+}
+
+FG_INLINE float fg_sin_f32(float x) { return fg__sincos_f32(x, 0, 1); }
+FG_INLINE float fg_cos_f32(float x) { return fg__sincos_f32(x, 1, 1); }
+FG_INLINE float fg_tan_f32(float x) { return fg__tan_f32(x, 1); }
+FG_INLINE float fg_sin_small_f32(float x) { return fg__sincos_f32(x, 0, 0); }
+FG_INLINE float fg_cos_small_f32(float x) { return fg__sincos_f32(x, 1, 0); }
+FG_INLINE float fg_tan_small_f32(float x) { return fg__tan_f32(x, 0); }
+
+/* y's kind for float32 pow: 0 not an integer, 1 odd integer, 2 even integer. */
+FG_INLINE int32_t fg__int_kind_f32(float y) {
+    float a = fg__abs_f32(y);
+    float t = a + 0x1p23f;
+    int32_t small = a < 0x1p23f;
+    int32_t is_int = small ? (t - 0x1p23f == a) : 1;
+    uint32_t low_bit = small ? fg__bits_f32(t) & 1 : (a < 0x1p24f ? fg__bits_f32(a) & 1 : 0);
+    return is_int ? (low_bit ? 1 : 2) : 0;
+}
+
+/* fg__pow_special_f64 in float32 arithmetic. */
+FG_INLINE float fg__pow_special_f32(float x, float y, float mag) {
+    float a = fg__abs_f32(x);
+    int32_t kind = fg__int_kind_f32(y);
+    float yabs = fg__abs_f32(y);
+    float inf = fg__inf_f32();
+    mag = a == 0.0f ? (y < 0.0f ? inf : 0.0f) : mag;
+    mag = a == inf ? (y < 0.0f ? 0.0f : inf) : mag;
+    mag = yabs == inf ? (a == 1.0f ? 1.0f : ((a < 1.0f) == (y < 0.0f) ? inf : 0.0f)) : mag;
+    float out = (x < 0.0f || (x == 0.0f && fg__sign_f32(x))) && kind == 1 ? -mag : mag;
+    out = x < 0.0f && kind == 0 && a != inf && yabs != inf ? fg__nan_f32() : out;
+    out = x != x || y != y ? x + y : out;
+    return y == 0.0f || x == 1.0f ? 1.0f : out;
+}
+
+/* float32 pow: float64 log and exp are accurate enough (|y log x| < 2^7, 2^-45 relative). */
+FG_INLINE float fg_pow_f32(float x, float y) {
+    float mag = (float)fg_exp_f64((double)y * fg_log_f64((double)fg__abs_f32(x)));
+    return fg__pow_special_f32(x, y, mag);
+}
 
 /* ---- the other float32 functions: the float64 kernels, rounded once more ---------------- */
 
@@ -1003,16 +1174,15 @@ FG_INLINE float fg_cos_small_f32(float x) { return fg__sincos_small_f32(x, 1); }
     FG_INLINE float fg_##name##_f32(float x) { return (float)fg_##name##_f64((double)x); }
 
 FG__F32_VIA_F64(erf)
-FG__F32_VIA_F64(sin)
-FG__F32_VIA_F64(cos)
-FG__F32_VIA_F64(tan)
-FG__F32_VIA_F64(tan_small)
 FG__F32_VIA_F64(atan)
 FG__F32_VIA_F64(asin)
 FG__F32_VIA_F64(acos)
 
 FG_INLINE float fg_sqrt_f32(float x) { return __builtin_sqrtf(x); }
 FG__F32_VIA_F64(cbrt)
-FG_INLINE float fg_pow_f32(float x, float y) { return (float)fg_pow_f64((double)x, (double)y); }
+FG__F32_VIA_F64(acosh)
+FG__F32_VIA_F64(asinh)
+FG__F32_VIA_F64(atanh)
+FG_INLINE float fg_atan2_f32(float y, float x) { return (float)fg_atan2_f64((double)y, (double)x); }
 
 #endif /* FGMATH_H */
