@@ -55,14 +55,15 @@ class Compiler:
     identity: str
 
 
-def _compiler_command() -> tuple[str, ...] | None:
-    cc = os.environ.get("CC")
+@functools.cache
+def _compiler_command(cc: str | None, path: str | None) -> tuple[str, ...] | None:
+    """The command for ``$CC`` (``cc``), or the first of ``cc``/``gcc`` on ``path``."""
     if cc is not None:
         return tuple(shlex.split(cc)) or None
     for name in ("cc", "gcc"):
-        path = shutil.which(name)
-        if path is not None:
-            return (path,)
+        found = shutil.which(name, path=path)
+        if found is not None:
+            return (found,)
     return None
 
 
@@ -81,7 +82,7 @@ def _identify(command: tuple[str, ...]) -> Compiler | None:
 def find_compiler() -> Compiler | None:
     """The C compiler: ``$CC`` when set (a missing one means none), else ``cc`` or ``gcc`` on
     the PATH; None when there is none or it does not answer ``--version``."""
-    command = _compiler_command()
+    command = _compiler_command(os.environ.get("CC"), os.environ.get("PATH"))
     return None if command is None else _identify(command)
 
 
