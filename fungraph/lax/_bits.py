@@ -125,7 +125,7 @@ def population_count(x: Any) -> Any:
     while shift < bits:
         v = ew.add(v, ew.floor_divide_p.bind(v, _const(2 ** shift, a)))
         shift *= 2
-    return ew.add(ew.and_p.bind(v, _const(0xFF, a)), cast(ew.lt(a, _const(0, a)), aval_of(a).dtype))
+    return ew.add(ew.and_p.bind(v, _const(0xFF & int(top), a)), cast(ew.lt(a, _const(0, a)), aval_of(a).dtype))
 
 
 def clz(x: Any) -> Any:
