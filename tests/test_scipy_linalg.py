@@ -63,6 +63,8 @@ CASES: list[tuple[str, Callable[[Any], Callable[..., Any]], tuple[np.ndarray, ..
     ("svd_values", lambda sl: lambda a: sl.svd(a, compute_uv=False), (TALL,)),
     ("eigh_values", lambda sl: lambda a: sl.eigh(a, eigvals_only=True), (SPD,)),
     ("eigh_upper_values", lambda sl: lambda a: sl.eigh(a, lower=False, eigvals_only=True), (SPD,)),
+    ("eigh_symmetrised_values", lambda sl: lambda a: sl.eigh(a, eigvals_only=True), (A,)),
+    ("eigh_symmetrised_upper_values", lambda sl: lambda a: sl.eigh(a, lower=False, eigvals_only=True), (A,)),
     ("inv", lambda sl: lambda a: sl.inv(a), (A,)),
     ("det", lambda sl: lambda a: sl.det(a), (A,)),
     ("solve", lambda sl: lambda a, b: sl.solve(a, b), (A, B)),

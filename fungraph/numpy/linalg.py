@@ -3,8 +3,9 @@ differentiable through the decomposition primitives of ``fungraph.primitives.lin
 
 ``eig``/``eigvals`` take real or complex matrices and, like JAX, always return complex arrays
 (numpy returns real ones when every eigenvalue of a real matrix is real); the other routines
-take real matrices. ``eigh`` and ``eigvalsh`` read the lower triangle, as numpy does; ``cholesky``
-factors ``(a + a^H) / 2``, as JAX does (the same for a Hermitian ``a``; its gradient is symmetric)."""
+take real matrices. ``eigh``, ``eigvalsh`` and ``cholesky`` decompose ``(a + a^H) / 2``, as JAX's
+do (the same for a Hermitian ``a``; their gradients are symmetric); ``eigh``'s
+``symmetrize_input=False`` reads one triangle instead, as numpy does."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import linalg_ops as ops
 from fungraph.primitives import shape as sh
+from fungraph.primitives.callback import stop_gradient
 
 LinAlgError = np.linalg.LinAlgError
 
@@ -73,6 +75,13 @@ def _sym_lower(x: Any) -> Any:
         on_diag = ops.diag_embed(ew.convert(ew.real(ops.diag_part(x)), x.dtype))
         return ew.add(ew.add(below, ops.mH(below)), on_diag)
     return ew.add(ops.tril(x), ops.mT(below))
+
+
+def _triangle_view(x: Any, lower: bool = True) -> Any:
+    """The Hermitian matrix ``x``'s lower (or upper) triangle gives (what LAPACK reads), with
+    ``x``'s own tangent: JAX's ``symmetrize_input=False`` rules differentiate along the full
+    tangent."""
+    return ew.add(x, stop_gradient(ew.sub(_sym_lower(x if lower else ops.mH(x)), x)))
 
 
 def _hermitian_part(x: Any) -> Any:
@@ -208,15 +217,23 @@ def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> A
     return ops.mT(low) if upper else low
 
 
-def eigh(a: Any, UPLO: str = "L") -> EighResult:
+def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
+    """Eigenvalues (ascending) and eigenvectors of the Hermitian ``(a + a^H) / 2``, as JAX's
+    (so its gradient is symmetric); with ``symmetrize_input=False``, of the Hermitian matrix
+    whose ``UPLO`` triangle ('L', the default, or 'U') is ``a``'s, as numpy's."""
+    if UPLO not in (None, "L", "U"):
+        raise ValueError(f"UPLO must be 'L' or 'U', got {UPLO!r}")
     x = _float_matrix(a, "eigh")
-    x = _sym_lower(x) if UPLO == "L" else _sym_lower(ops.mT(x))
+    if symmetrize_input:
+        x = _hermitian_part(x)
+    else:
+        x = _triangle_view(x, UPLO != "U")
     w, v = ops.eigh_p.bind(x)
     return EighResult(w, v)
 
 
-def eigvalsh(a: Any, UPLO: str = "L") -> Any:
-    return eigh(a, UPLO).eigenvalues
+def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Any:
+    return eigh(a, UPLO, symmetrize_input).eigenvalues
 
 
 class EigResult(NamedTuple):

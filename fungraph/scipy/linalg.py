@@ -18,7 +18,6 @@ from fungraph import lax
 from fungraph.numpy import linalg as nla
 from fungraph.numpy._util import promote
 from fungraph.primitives import linalg_ops as ops
-from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.lu import lu_p, permutation_matrix, unpack
 
 __all__ = [
@@ -81,17 +80,13 @@ def solve_triangular(a: Any, b: Any, trans: int | str = 0, lower: bool = False, 
     return _solve_matrix(t, b_)
 
 
-def _lapack_view(x: Any) -> Any:
-    """The Hermitian matrix ``x``'s lower triangle gives (what LAPACK reads), with ``x``'s own
-    tangent: JAX's ``symmetrize_input=False`` rules differentiate along the full tangent."""
-    return x + stop_gradient(nla._sym_lower(x) - x)
 
 
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """The Cholesky factor of the Hermitian matrix ``a``'s lower (``lower``) or upper triangle
     gives: lower with ``lower``, else upper (SciPy's default). As JAX's, no symmetrisation."""
     x = _square(a, "cholesky")
-    low = ops.cholesky(_lapack_view(x if lower else _mH(x)))
+    low = ops.cholesky(nla._triangle_view(x if lower else _mH(x)))
     return low if lower else _mH(low)
 
 
@@ -189,16 +184,16 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
 def eigh(a: Any, b: Any = None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
          overwrite_b: bool = False, turbo: bool = True, eigvals: Any = None, type: int = 1,  # noqa: A002
          check_finite: bool = True) -> Any:
-    """Eigenvalues (ascending) and eigenvectors of the Hermitian matrix whose ``lower`` (or upper)
-    triangle is ``a``'s; the generalised problem (``b``) is not supported, as in JAX."""
+    """Eigenvalues (ascending) and eigenvectors of the Hermitian ``(a + a^H) / 2``, as JAX's (so
+    ``lower`` changes nothing and the gradient is symmetric); the generalised problem (``b``) is
+    not supported, as in JAX."""
     if b is not None:
         raise NotImplementedError("Only the b=None case of eigh is implemented")
     if type != 1:
         raise NotImplementedError("Only the type=1 case of eigh is implemented.")
     if eigvals is not None:
         raise NotImplementedError("Only the eigvals=None case of eigh is implemented.")
-    x = _square(a, "eigh")
-    w, v = ops.eigh_p.bind(_lapack_view(x if lower else _mH(x)))
+    w, v = nla.eigh(_square(a, "eigh"))
     return w if eigvals_only else (w, v)
 
 
