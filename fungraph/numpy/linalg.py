@@ -25,7 +25,6 @@ from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import linalg_ops as ops
 from fungraph.primitives import shape as sh
-from fungraph.primitives.callback import stop_gradient
 
 LinAlgError = np.linalg.LinAlgError
 
@@ -75,13 +74,6 @@ def _sym_lower(x: Any) -> Any:
         on_diag = ops.diag_embed(ew.convert(ew.real(ops.diag_part(x)), x.dtype))
         return ew.add(ew.add(below, ops.mH(below)), on_diag)
     return ew.add(ops.tril(x), ops.mT(below))
-
-
-def _triangle_view(x: Any, lower: bool = True) -> Any:
-    """The Hermitian matrix ``x``'s lower (or upper) triangle gives (what LAPACK reads), with
-    ``x``'s own tangent: JAX's ``symmetrize_input=False`` rules differentiate along the full
-    tangent."""
-    return ew.add(x, stop_gradient(ew.sub(_sym_lower(x if lower else ops.mH(x)), x)))
 
 
 def _hermitian_part(x: Any) -> Any:
@@ -220,14 +212,15 @@ def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> A
 def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
     """Eigenvalues (ascending) and eigenvectors of the Hermitian ``(a + a^H) / 2``, as JAX's
     (so its gradient is symmetric); with ``symmetrize_input=False``, of the Hermitian matrix
-    whose ``UPLO`` triangle ('L', the default, or 'U') is ``a``'s, as numpy's."""
+    whose ``UPLO`` triangle ('L', the default, or 'U') is ``a``'s, as numpy's, differentiated
+    as that function of ``a`` (JAX's rule there assumes a Hermitian ``a``)."""
     if UPLO not in (None, "L", "U"):
         raise ValueError(f"UPLO must be 'L' or 'U', got {UPLO!r}")
     x = _float_matrix(a, "eigh")
     if symmetrize_input:
         x = _hermitian_part(x)
     else:
-        x = _triangle_view(x, UPLO != "U")
+        x = _sym_lower(x if UPLO != "U" else ops.mH(x))
     w, v = ops.eigh_p.bind(x)
     return EighResult(w, v)
 
