@@ -18,11 +18,14 @@ from fungraph import lax
 from fungraph.numpy import linalg as nla
 from fungraph.numpy._util import promote
 from fungraph.primitives import linalg_ops as ops
+from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.lu import lu_p, permutation_matrix, unpack
+from fungraph.scipy._matrix_functions import polar, schur, sqrtm
 
 __all__ = [
     "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "expm_frechet", "hankel", "hilbert",
-    "inv", "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd", "toeplitz",
+    "inv", "lu", "lu_factor", "lu_solve", "polar", "qr", "schur", "solve", "solve_triangular", "sqrtm", "svd",
+    "toeplitz",
 ]
 
 
@@ -82,11 +85,17 @@ def solve_triangular(a: Any, b: Any, trans: int | str = 0, lower: bool = False, 
 
 
 
+def _lapack_view(x: Any) -> Any:
+    """The Hermitian matrix ``x``'s lower triangle gives (what LAPACK reads), with ``x``'s own
+    tangent: JAX's ``symmetrize_input=False`` rules differentiate along the full tangent."""
+    return x + stop_gradient(nla._sym_lower(x) - x)
+
+
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """The Cholesky factor of the Hermitian matrix ``a``'s lower (``lower``) or upper triangle
     gives: lower with ``lower``, else upper (SciPy's default). As JAX's, no symmetrisation."""
     x = _square(a, "cholesky")
-    low = ops.cholesky(nla._triangle_view(x if lower else _mH(x)))
+    low = ops.cholesky(_lapack_view(x if lower else _mH(x)))
     return low if lower else _mH(low)
 
 
@@ -156,12 +165,42 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: b
 # --- the other decompositions -----------------------------------------------------------------------
 
 
+def _pivot_order(x: Any) -> Any:
+    """LAPACK ``geqp3``'s column order for one matrix: at step k the remaining column of largest
+    norm (after projecting out the columns chosen before; the first on a tie) is swapped into
+    place k. The pivots follow the values, not their derivatives."""
+    m, n = x.shape
+    work = stop_gradient(x)
+    perm = fnp.arange(n, dtype=np.int32)
+    positions = np.arange(n)
+    for k in range(min(m, n)):
+        norms = fnp.sum(fnp.real(work * fnp.conj(work)), axis=0)
+        j = fnp.argmax(fnp.where(positions >= k, norms, -1.0)).astype(np.int32)
+        swap = fnp.where(positions == k, j, fnp.where(positions == j, k, positions))
+        work, perm = work[:, swap], perm[swap]
+        col = work[:, k]
+        size = fnp.sqrt(fnp.sum(fnp.real(col * fnp.conj(col))))
+        q = col / fnp.where(size > 0, size, 1.0)
+        work = work - q[:, None] * (fnp.conj(q) @ work)[None, :]
+    return perm
+
+
+def _pivoted_qr(x: Any, mode: str) -> tuple:
+    """``qr(pivoting=True)``: the QR of ``x``'s columns in :func:`_pivot_order` (what
+    ``geqp3`` factors), and that order; differentiated as JAX's, with the order held fixed."""
+    perm = fnp.vectorize(_pivot_order, signature="(m,n)->(n)")(x)
+    permuted = fnp.take_along_axis(x, fnp.broadcast_to(perm[..., None, :], x.shape), axis=-1)
+    return (*qr(permuted, mode=mode), perm)
+
+
 def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full", pivoting: bool = False,
        check_finite: bool = True) -> tuple:
-    """SciPy's modes: 'full' (square ``Q``), 'economic' (thin), 'r' (``(R,)``, R of a's shape)."""
-    if pivoting:
-        raise NotImplementedError("qr(pivoting=True) is not supported")
+    """SciPy's modes: 'full' (square ``Q``), 'economic' (thin), 'r' (``(R,)``, R of a's shape);
+    ``pivoting`` adds the column order ``P`` (int32) with ``a[:, P] = Q R``, as LAPACK's
+    ``geqp3`` chooses it (a near tie of column norms may be broken differently)."""
     x = _matrix(a, "qr")
+    if pivoting:
+        return _pivoted_qr(x, mode)
     if mode == "economic":
         return tuple(nla.qr(x, mode="reduced"))
     if mode == "full":
