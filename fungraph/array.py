@@ -166,13 +166,23 @@ class HostArray(Array, np.ndarray):
     functions see a numpy array (without a copy)."""
 
     backend = "cpu"
-    #: above a JAX array's (100): ``x + jax_array`` is numpy's operation, not a deferral to
-    #: JAX, whose dispatch would take this array's ``sharding`` for one of its own
+    #: above a JAX array's (100): ``x + jax_array`` is numpy's operation (a numpy array's
+    #: result, as with a plain numpy array on the left in JAX's own arithmetic)
     __array_priority__ = 1000
 
     @property
     def device(self) -> Device:
         return CPU_DEVICE
+
+    @property
+    def sharding(self) -> SingleDeviceSharding:
+        """All of the array on the CPU device. JAX itself, which reads ``getattr(x, "sharding",
+        None)`` of every argument and would take this one for a JAX sharding, finds none, so
+        JAX's functions (``jax_array + x``, ``jnp.sin(x)``, ``jax.jit(f)(x)``) take a host result
+        as the numpy array it is."""
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("jax."):
+            raise AttributeError("a fungraph array has no JAX sharding: JAX takes it as a numpy array")
+        return SingleDeviceSharding(CPU_DEVICE)
 
     @property
     def aval(self) -> ShapedArray:
