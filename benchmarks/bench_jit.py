@@ -83,12 +83,12 @@ def bench_chain(n: int, jax) -> list[list[str]]:
     t_fg = median_time(lambda: f(x, a, b), repeat=5)
     np.testing.assert_allclose(f(x, a, b), chain20(x, a, b), rtol=1e-5, atol=1e-6)
     factory = backend_factory("cpu")
-    saved, factory.region_bytes = factory.region_bytes, None
+    saved, factory.fusion = factory.fusion, None
     clear_caches()
     f_plain = fg.jit(chain20)
     f_plain(x, a, b)
     t_plain = median_time(lambda: f_plain(x, a, b), repeat=5)
-    factory.region_bytes = saved
+    factory.fusion = saved
     clear_caches()
     rows = [["numpy allocating", f"{t_alloc * 1e3:.1f} ms", "1.00"],
             ["numpy out=", f"{t_out * 1e3:.1f} ms", f"{t_alloc / t_out:.2f}x faster"],

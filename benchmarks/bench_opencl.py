@@ -256,7 +256,7 @@ def bench_chain(n: int, fun, numpy_out, reps: int, jax=None, tg=None, jax_fun=No
         t_np, t_out, t_cpu, t_res, t_host = (t[k] for k in ("np", "out", "cpu", "res", "host"))
     exe = gpu.lower(x, a, b).compiled.executable
     rows_native = []
-    if any(e.primitive.name in ("sin", "cos", "exp") for e in exe.graph.eqns):
+    if any(e.primitive.name in ("sin", "cos", "exp") for e in exe.ordered.eqns):
         os.environ["FUNGRAPH_OPENCL_NATIVE_MATH"] = "1"
         clear_caches()
         fast = fg.jit(fun, backend="opencl")

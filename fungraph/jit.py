@@ -264,7 +264,9 @@ class Lowered:
 
     @property
     def graph(self) -> Graph:
-        return self.compiled.graph
+        """The graph the executable runs, its fusion regions as ``fusion`` equations: the
+        optimised graph, or the engine's when it chooses its regions itself (OpenCL)."""
+        return getattr(self.compiled.executable, "graph", self.compiled.graph)
 
     @property
     def staged(self) -> Graph:

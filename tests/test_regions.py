@@ -1,10 +1,12 @@
-"""Elementwise fusion regions: the grouping pass, the CPU engine's chunked lowering, and the
-engine's recycling of dropped output buffers."""
+"""Fusion regions: the one pass that writes them as ``fusion`` equations under a backend's
+capability, the verifier's check of them, their expansion back in place, the CPU engine's
+chunked lowering, and the engine's recycling of dropped output buffers."""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,10 +18,21 @@ import fungraph.backends.cpu_regions as cpu_regions
 import fungraph.numpy as fnp
 from fungraph.backends import backend_factory
 from fungraph.backends.cpu import ENGINE_STATS, CpuExecutable
+from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.memory import plan_memory, verify_plan
 from fungraph.interpreters.optimize import optimize
-from fungraph.interpreters.regions import READ_WINDOW, find_regions, fuse_regions
+from fungraph.interpreters.regions import (
+    READ_WINDOW,
+    FusionCapability,
+    contract,
+    expand_regions,
+    find_regions,
+    fuse_regions,
+    fusion_p,
+    plan_regions,
+)
 from fungraph.interpreters.simplify import simplify
+from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var, VerificationError
 from fungraph.jit import backend_passes, clear_caches, compile_graph
 from fungraph.testing import Program, programs
 
@@ -29,12 +42,12 @@ def tiny_chunks() -> Iterator[None]:
     """Fuse every region and split it into chunks of a few rows, so small test arrays
     exercise the chunked path (whole chunks, a tail chunk, broadcast inputs)."""
     factory = backend_factory("cpu")
-    old = factory.region_bytes, cpu_regions.CHUNK_BYTES
-    factory.region_bytes, cpu_regions.CHUNK_BYTES = 0, 24
+    old = factory.fusion, cpu_regions.CHUNK_BYTES
+    factory.fusion, cpu_regions.CHUNK_BYTES = replace(factory.fusion, min_bytes=0), 24
     clear_caches()
     cpu_regions._chunk_body.cache_clear()
     yield
-    factory.region_bytes, cpu_regions.CHUNK_BYTES = old
+    factory.fusion, cpu_regions.CHUNK_BYTES = old
     clear_caches()
     cpu_regions._chunk_body.cache_clear()
 
@@ -170,6 +183,9 @@ def test_regions_compose_with_grad_and_vmap(tiny_chunks: None) -> None:
 def test_backend_passes_add_regions_only_where_the_backend_asks() -> None:
     assert [n for n, _ in backend_passes(backend_factory("cpu"))][-1] == "fuse_regions"
     assert "fuse_regions" not in [n for n, _ in backend_passes(object())]
+    # OpenCL's engine runs the same pass itself, on the program order it settles last
+    assert backend_factory("opencl").fusion.planned_by == "engine"
+    assert "fuse_regions" not in [n for n, _ in backend_passes(backend_factory("opencl"))]
     simplify_on = {name: dict(backend_passes(backend_factory(name)))["simplify"] for name in ("cpu", "opencl")}
     assert simplify_on["cpu"] is simplify and simplify_on["opencl"].keywords == {"scale_factors": False}
 
@@ -236,3 +252,76 @@ def test_a_region_output_takes_over_an_input_only_when_no_later_body_eqn_reads_i
     verify_plan(fused, plan)
     kinds = [plan.placements[o].kind for e in _fusions(fused) for o in e.outputs]
     assert kinds == ["buffer"]  # the input is a pinned graph input: never overwritten
+
+
+def _reduce_chain(x, b):
+    h = fnp.exp(x - b) * 2.0
+    return fnp.sum(h * h, axis=1), fnp.tanh(h)
+
+
+#: A search-policy capability without any engine behind it: elementwise members, sums as roots.
+SEARCH_SUMS = FusionCapability(policy="search", roots=frozenset({"reduce_sum"}))
+
+
+def test_the_capability_decides_what_a_region_may_hold() -> None:
+    """One pass, two policies: elementwise chains never take the sum; the cost-model search
+    with sums as roots fuses the square into the sum's region and the rest into another.
+    Both fused graphs verify, print their regions and compute what the graph computes."""
+    x = np.random.default_rng(2).standard_normal((64, 33))
+    b = np.linspace(0, 1, 33)
+    g = optimize(fg.make_graph(_reduce_chain)(x, b))[0]
+    chains = fuse_regions(g)
+    searched = fuse_regions(g, SEARCH_SUMS)
+    bodies = {name: [[q.primitive.name for q in e.params["call"].eqns] for e in _fusions(f)]
+              for name, f in (("chains", chains), ("search", searched))}
+    assert all("reduce_sum" not in body for body in bodies["chains"])
+    assert ["mul", "reduce_sum"] in bodies["search"] and len(bodies["search"]) == 2
+    for fused in (chains, searched):
+        fused.verify()
+        assert str(fused).count("fusion[call={ lambda") == len(_fusions(fused))
+        for got, want in zip(eval_graph(fused, x, b), eval_graph(g, x, b)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_expanding_regions_puts_their_bodies_back_where_they_ran() -> None:
+    x = np.random.default_rng(3).standard_normal((64, 33))
+    b = np.linspace(0, 1, 33)
+    g = optimize(fg.make_graph(_reduce_chain)(x, b))[0]
+    regions, plan = plan_regions(g, SEARCH_SUMS)
+    assert plan is not None and [sorted(r.members) for r in plan.regions] == [m for m, _ in regions]
+    fused = contract(g, regions)
+    flat, spans = expand_regions(fused)
+    flat.verify()
+    assert len(flat.eqns) == len(g.eqns) and not _fusions(flat)
+    multi = [(m, o) for m, o in regions if len(m) > 1]
+    assert [[flat.eqns[i].primitive.name for i in m] for m, _ in spans] == \
+        [[g.eqns[i].primitive.name for i in m] for m, _ in multi]
+    assert [list(o) for _, o in spans] == [o for _, o in multi]
+    for got, want in zip(eval_graph(flat, x, b), eval_graph(g, x, b)):
+        np.testing.assert_array_equal(got, want)
+    assert expand_regions(g) == (g, [])
+
+
+def test_the_verifier_checks_a_region_against_its_body() -> None:
+    """A ``fusion`` equation whose operands do not match its body's inputs, or whose body
+    holds constants, fails verification naming the region."""
+    x = Var(ShapedArray((3,), np.dtype(np.float32)))
+    body = fuse_regions(fg.make_graph(lambda x: fnp.tanh(x * 2.0) + 1.0)(np.ones(3, np.float32)))
+    (region,) = _fusions(body)
+    good = region.params["call"]
+    wrong = Var(ShapedArray((4,), np.dtype(np.float32)))
+    bad = Eqn(fusion_p, (wrong,), tuple(Var(o.aval) for o in region.outputs), Params({"call": good}))
+    with pytest.raises(VerificationError, match="do not match the region's inputs"):
+        Graph((wrong,), (), (), (bad,), bad.outputs).verify()
+    c = Var(ShapedArray((), np.dtype(np.float32)))
+    closed = Graph(good.invars, (c,), (np.float32(1.0),), good.eqns, good.outvars)
+    with_const = Eqn(fusion_p, (x,), tuple(Var(o.aval) for o in region.outputs), Params({"call": closed}))
+    with pytest.raises(VerificationError, match="no constants"):
+        Graph((x,), (), (), (with_const,), with_const.outputs).verify()
+
+
+def test_a_capability_names_a_known_policy() -> None:
+    with pytest.raises(ValueError, match="policy 'greedy' is neither"):
+        FusionCapability(policy="greedy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="planned_by 'jit' is neither"):
+        FusionCapability(planned_by="jit")  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from fungraph.backends import compile_subgraph, register_backend
 from fungraph.backends.cpu_lowerings import Lowering, lowering_for, take_scratch_bytes, take_scratch_lowering
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.interpreters.memory import MemoryPlan
+from fungraph.interpreters.regions import FusionCapability
 from fungraph.ir import Graph, Literal, Var
 from fungraph.primitives.conv import conv_scratch_bytes, conv_scratch_lowering
 from fungraph.primitives.graph_utils import LOOP_STATS
@@ -542,7 +543,8 @@ def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> C
 
 
 _make_cpu.scratch_bytes = scratch_bytes  # type: ignore[attr-defined]
-_make_cpu.region_bytes = 2 * CHUNK_BYTES  # type: ignore[attr-defined]
+# elementwise chains of at least two chunks, streamed chunk by chunk (``cpu_regions``)
+_make_cpu.fusion = FusionCapability(min_bytes=2 * CHUNK_BYTES)  # type: ignore[attr-defined]
 
 
 register_backend("cpu", _make_cpu)

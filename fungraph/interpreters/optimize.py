@@ -13,7 +13,7 @@ from fungraph.interpreters.dce import dce
 from fungraph.interpreters.fold import fold_constants
 from fungraph.interpreters.fuse import fuse_adagrad, fuse_fma
 from fungraph.interpreters.inline import inline_calls
-from fungraph.interpreters.regions import fuse_regions
+from fungraph.interpreters.regions import FusionCapability, fuse_regions
 from fungraph.interpreters.simplify import simplify
 from fungraph.ir import Graph
 
@@ -71,16 +71,18 @@ def format_stats(stats: Sequence[PassStat]) -> str:
 
 
 def backend_passes(factory: Any) -> tuple[tuple[str, Pass], ...]:
-    """The default passes, then elementwise regions for a backend that runs them as units
-    (it names the smallest region worth fusing, in bytes of its shape). A backend that
-    computes a product's elementwise consumers with it (``scales_in_consumers``) keeps a
-    scalar scale of a product where it is rather than on the smaller factor, which would
-    cost a kernel of its own."""
+    """The default passes, then fusion regions for a backend that runs them as units and has
+    the pass manager choose them (its :class:`~fungraph.interpreters.regions.FusionCapability`,
+    ``factory.fusion``, says ``planned_by="pipeline"``). A backend that computes a product's
+    elementwise consumers with it (``product_epilogues``) keeps a scalar scale of a product
+    where it is rather than on the smaller factor, which would cost a kernel of its own."""
     passes = DEFAULT_PASSES
-    if getattr(factory, "scales_in_consumers", False):
+    capability: FusionCapability | None = getattr(factory, "fusion", None)
+    if capability is None:
+        return passes
+    if capability.product_epilogues:
         passes = tuple((name, functools.partial(simplify, scale_factors=False) if p is simplify else p)
                        for name, p in passes)
-    region_bytes = getattr(factory, "region_bytes", None)
-    if region_bytes is None:
+    if capability.planned_by != "pipeline":
         return passes
-    return passes + (("fuse_regions", functools.partial(fuse_regions, min_bytes=region_bytes)),)
+    return passes + (("fuse_regions", functools.partial(fuse_regions, capability=capability)),)

@@ -1,21 +1,35 @@
-"""Elementwise fusion regions: group chains of elementwise equations of one output shape into
-a single ``fusion`` equation holding the chain as a sub-graph.
+"""Fusion regions, the one representation of fusion that every engine consumes: a ``fusion``
+equation whose ``call`` parameter is a closed sub-graph (no constants) of the equations the
+engine runs as one unit, in program order, the last one the region's *root*; its inputs are
+the values the members read from outside, its outputs the values used outside, in order.
 
-A backend runs a region as one unit: the CPU engine streams it through cache-sized chunks
-(every op of the chain on rows ``[i, i + k)`` before moving on), so a chain of n ops reads
-its inputs once from memory and writes its outputs once. A region is a scheduling hint with
-no meaning of its own: evaluating, differentiating or batching a ``fusion`` equation is the
-same as doing so to its body, and ``inline_calls`` dissolves it again.
+Which equations form regions depends on what the backend can fuse: each backend gives its
+factory a :class:`FusionCapability` (``factory.fusion``), and :func:`fuse_regions`, the one
+pass, applies its policy: ``"chains"`` (:func:`find_regions`: elementwise chains of one
+shape, the CPU engine's) or ``"search"`` (``fusion_search.plan_fusion``: a cost model over
+the whole plan, elementwise and index-map members, reductions as roots; the OpenCL
+engine's). The CPU engine streams a region through cache-sized chunks (every op of the chain
+on rows ``[i, i + k)`` before moving on), so a chain of n ops reads its inputs once from
+memory and writes its outputs once; the OpenCL engine makes each region one kernel.
+
+A region is a scheduling hint with no meaning of its own: evaluating, differentiating or
+batching a ``fusion`` equation is the same as doing so to its body, and ``inline_calls``
+dissolves it again; :func:`expand_regions` puts the bodies back in place and says where each
+region lies, for an engine that indexes its regions by equation.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+from typing import Literal as Choice
 
 from fungraph.core import Primitive, get_primitive
 from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.fusion_model import FusionPlan, plan_of_regions
+from fungraph.interpreters.fusion_search import plan_fusion
 from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var
 
 
@@ -24,6 +38,13 @@ def _fusion_impl(*args: Any, call: Graph) -> list[Any]:
 
 
 def _fusion_aval(*avals: ShapedArray, call: Graph) -> tuple[ShapedArray, ...]:
+    """The body's output types, once its inputs have the operands' types and it is closed
+    (the verifier checks every ``fusion`` equation through this rule)."""
+    if tuple(avals) != call.in_avals:
+        raise TypeError(f"fusion: operands {', '.join(map(str, avals))} do not match the region's inputs "
+                        f"{', '.join(map(str, call.in_avals))}")
+    if call.constvars or not call.eqns:
+        raise TypeError("fusion: a region's body holds equations and no constants (they are its inputs)")
     return call.out_avals
 
 
@@ -58,18 +79,68 @@ def _fusion_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Grap
     return get_primitive("jit_call").rule("batch")(args, dims, call=call, name="fusion", backend="cpu")
 
 
-def _fusible(e: Eqn, min_bytes: int) -> bool:
-    return (e.primitive.elementwise and not e.effectful and len(e.outputs) == 1
-            and e.outputs[0].aval.nbytes >= min_bytes)
+def elementwise_member(e: Eqn) -> bool:
+    """An elementwise equation with one output and no effect: what any engine can fuse."""
+    return e.primitive.elementwise and not e.effectful and len(e.outputs) == 1
+
+
+def _no_free_views(graph: Graph) -> set[int]:
+    return set()
+
+
+def _unit_cost(name: str) -> float:
+    return 0.5
+
+
+@dataclass(frozen=True)
+class FusionCapability:
+    """What a backend can run as one region, and the policy that groups its regions.
+
+    ``policy``: ``"chains"`` (:func:`find_regions`) or ``"search"`` (the cost model of
+    ``fusion_model``); ``member``: which equations may lie in a region; ``roots``: the
+    reductions that may end a region (their operand's producers fused in); ``index_ops``:
+    members evaluated at other indices than their consumer's (views, pads, gathers);
+    ``op_cost``: an operation's cost per recomputed element, in byte-equivalents;
+    ``free_views``: the view equations that cost nothing outside a region (the engine reads
+    them through strides); ``min_bytes``: the smallest output a chain member may have;
+    ``product_epilogues``: the engine computes the region that consumes a matrix product
+    with the product (so the simplifier leaves a scalar scale of a product in that region);
+    ``planned_by``: ``"pipeline"`` when ``jit``'s pass manager runs :func:`fuse_regions`
+    (before scheduling, regions then scheduled and planned as units) or ``"engine"`` when
+    the engine runs it on its final program order (the search's regions depend on it)."""
+
+    policy: Choice["chains", "search"] = "chains"
+    member: Callable[[Eqn], bool] = elementwise_member
+    roots: frozenset[str] = frozenset()
+    index_ops: frozenset[str] = frozenset()
+    op_cost: Callable[[str], float] = _unit_cost
+    free_views: Callable[[Graph], set[int]] = _no_free_views
+    min_bytes: int = 0
+    product_epilogues: bool = False
+    planned_by: Choice["pipeline", "engine"] = "pipeline"
+
+    def __post_init__(self) -> None:
+        if self.policy not in ("chains", "search"):
+            raise ValueError(f"FusionCapability: policy {self.policy!r} is neither 'chains' nor 'search'")
+        if self.planned_by not in ("pipeline", "engine"):
+            raise ValueError(f"FusionCapability: planned_by {self.planned_by!r} is neither 'pipeline' nor 'engine'")
+
+
+#: Elementwise chains of any size: the default of :func:`fuse_regions`.
+ELEMENTWISE_CHAINS = FusionCapability()
+
+
+def _fusible(e: Eqn, capability: FusionCapability) -> bool:
+    return capability.member(e) and len(e.outputs) == 1 and e.outputs[0].aval.nbytes >= capability.min_bytes
 
 
 #: Equations after an outside read of a region's value during which the region may still grow.
 READ_WINDOW = 8
 
 
-def find_regions(graph: Graph, min_bytes: int = 0) -> list[list[int]]:
-    """Groups of equation indices, in graph order, each an elementwise chain of one output
-    shape whose contraction to one node keeps the graph acyclic.
+def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS) -> list[list[int]]:
+    """Groups of equation indices, in graph order, each a chain of members (``capability``) of
+    one output shape whose contraction to one node keeps the graph acyclic.
 
     Equations are visited in order; one joins the region of a producer of the same shape
     unless some other input depends on that region through an equation outside it (which
@@ -91,7 +162,7 @@ def find_regions(graph: Graph, min_bytes: int = 0) -> list[list[int]]:
         for a in var_ins:
             mask |= deps.get(a, 0)
         r = None
-        if _fusible(e, min_bytes):
+        if _fusible(e, capability):
             shape = e.outputs[0].aval.shape
             for a in var_ins:
                 cand = region_of.get(producer.get(a, -1))
@@ -118,9 +189,9 @@ def find_regions(graph: Graph, min_bytes: int = 0) -> list[list[int]]:
     return [r for r in regions if len(r) >= 2]
 
 
-def _region_eqn(graph: Graph, members: list[int], used_outside: set[Var]) -> Eqn:
+def _region_eqn(graph: Graph, members: Sequence[int], outputs: Sequence[Var]) -> Eqn:
     """One ``fusion`` equation computing ``members``: inputs are the values they read from
-    outside, outputs the values used outside (or returned)."""
+    outside, outputs ``outputs`` (the values used outside, or returned)."""
     member_eqns = [graph.eqns[i] for i in members]
     defined = {o for e in member_eqns for o in e.outputs}
     inputs: dict[Var, Var] = {}
@@ -135,38 +206,93 @@ def _region_eqn(graph: Graph, members: list[int], used_outside: set[Var]) -> Eqn
         outs = tuple(Var(o.aval) for o in e.outputs)
         rename.update(zip(e.outputs, outs))
         body_eqns.append(Eqn(e.primitive, ins, outs, e.params, e.source))
-    outputs = [o for e in member_eqns for o in e.outputs if o in used_outside]
     body = Graph(tuple(inputs.values()), (), (), tuple(body_eqns), tuple(rename[o] for o in outputs))
     return Eqn(fusion_p, tuple(inputs), tuple(outputs), Params({"call": body}), member_eqns[-1].source)
 
 
-def fuse_regions(graph: Graph, min_bytes: int = 0) -> Graph:
-    """Replace each elementwise region (see :func:`find_regions`) by one ``fusion`` equation.
+def _used_outside(graph: Graph, regions: Sequence[Sequence[int]]) -> list[list[Var]]:
+    """Per region, the values of its members that an equation outside it reads or the graph
+    returns, in program order."""
+    region_of = {i: k for k, members in enumerate(regions) for i in members}
+    made_by = {o: k for k, members in enumerate(regions) for i in members for o in graph.eqns[i].outputs}
+    read_outside: set[Var] = {a for a in graph.outvars if isinstance(a, Var)}
+    for i, e in enumerate(graph.eqns):
+        for a in e.inputs:
+            if isinstance(a, Var) and region_of.get(i) != made_by.get(a):
+                read_outside.add(a)
+    return [[o for i in members for o in graph.eqns[i].outputs if o in read_outside] for members in regions]
 
-    The contracted graph is re-sorted topologically, keeping every unit as close to its
-    original position (its last member's) as dependencies allow."""
-    regions = find_regions(graph, min_bytes)
+
+def contract(graph: Graph, regions: Sequence[tuple[Sequence[int], Sequence[Var]]], resort: bool = True) -> Graph:
+    """``graph`` with each region (its members' indices in program order, and the values it
+    writes) replaced by one ``fusion`` equation at its last member's position; regions of one
+    equation stay as they are. With ``resort`` the contracted graph is re-sorted
+    topologically, keeping every unit as close to that position as dependencies allow (a
+    graph already in a valid order keeps it); without, the caller knows the order is valid
+    (the cost-model policy's regions: every value a region writes is read after its root)."""
+    regions = [(list(m), list(o)) for m, o in regions if len(m) >= 2]
     if not regions:
         return graph
     unit_of = list(range(len(graph.eqns)))
-    for members in regions:
+    for members, _ in regions:
         for i in members:
             unit_of[i] = members[-1]
-    users: dict[Var, set[int]] = {}
-    for i, e in enumerate(graph.eqns):
-        for a in e.inputs:
-            if isinstance(a, Var):
-                users.setdefault(a, set()).add(unit_of[i])
-    returned = {a for a in graph.outvars if isinstance(a, Var)}
-    used_outside = {o for members in regions for i in members for o in graph.eqns[i].outputs
-                    if o in returned or users.get(o, set()) - {members[-1]}}
     units: dict[int, Eqn] = {}
-    for members in regions:
-        units[members[-1]] = _region_eqn(graph, members, used_outside)
+    for members, outputs in regions:
+        units[members[-1]] = _region_eqn(graph, members, outputs)
     for i, e in enumerate(graph.eqns):
         if unit_of[i] == i and units.get(i) is None:
             units[i] = e
-    return Graph(graph.invars, graph.constvars, graph.consts, _topological(units), graph.outvars)
+    eqns = _topological(units) if resort else tuple(units[i] for i in sorted(units))
+    return Graph(graph.invars, graph.constvars, graph.consts, eqns, graph.outvars)
+
+
+def plan_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS,
+                 fuse: bool = True) -> tuple[list[tuple[list[int], list[Var]]], FusionPlan | None]:
+    """The regions ``capability``'s policy finds in ``graph`` (members and written values),
+    and for the ``"search"`` policy the plan with its cost-model figures, for reports."""
+    if capability.policy == "search":
+        plan = plan_fusion(graph, capability, fuse)
+        return [(sorted(r.members), list(r.outputs)) for r in plan.regions], plan
+    found = find_regions(graph, capability) if fuse else []
+    return list(zip(found, _used_outside(graph, found))), None
+
+
+def fuse_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS) -> Graph:
+    """Replace each region that ``capability``'s policy finds by one ``fusion`` equation."""
+    return contract(graph, plan_regions(graph, capability)[0], resort=capability.policy == "chains")
+
+
+def expand_regions(graph: Graph) -> tuple[Graph, list[tuple[tuple[int, ...], tuple[Var, ...]]]]:
+    """``graph`` with every ``fusion`` equation's body put back in its place (fresh names for
+    the values inside), and for each region the indices of its equations there and the
+    values it writes: an engine that indexes regions by equation lowers the result."""
+    eqns: list[Eqn] = []
+    spans: list[tuple[tuple[int, ...], tuple[Var, ...]]] = []
+    for e in graph.eqns:
+        if e.primitive is not fusion_p:
+            eqns.append(e)
+            continue
+        body: Graph = e.params["call"]
+        rename: dict[Var, Var] = dict(zip(body.invars, e.inputs))  # type: ignore[arg-type]
+        rename.update({v: o for v, o in zip(body.outvars, e.outputs) if isinstance(v, Var)})
+        start = len(eqns)
+        for q in body.eqns:
+            outs = tuple(rename.setdefault(o, Var(o.aval)) for o in q.outputs)
+            ins = tuple(a if isinstance(a, Literal) else rename[a] for a in q.inputs)
+            eqns.append(Eqn(q.primitive, ins, outs, q.params, q.source))
+        spans.append((tuple(range(start, len(eqns))), e.outputs))
+    if not spans:
+        return graph, []
+    return Graph(graph.invars, graph.constvars, graph.consts, tuple(eqns), graph.outvars), spans
+
+
+def regions_of(graph: Graph, capability: FusionCapability) -> tuple[Graph, FusionPlan]:
+    """The expanded graph (:func:`expand_regions`) and its plan: each ``fusion`` equation a
+    region, every other equation that can be a root (``capability``) a region of its own and
+    every free view outside them an alias."""
+    flat, spans = expand_regions(graph)
+    return flat, plan_of_regions(flat, spans, capability)
 
 
 def _topological(units: dict[int, Eqn]) -> tuple[Eqn, ...]:

@@ -1,8 +1,8 @@
 """The OpenCL backend: ``fungraph.jit(f, backend="opencl")``.
 
 ``device`` picks the device and moves data (``OpenCLArray``, ``TRANSFER_STATS``); ``codegen``
-turns equations into C expressions; ``fusion`` chooses fused regions (``fusion_search``
-searches over them); ``kernels`` writes kernel sources, one module per family; ``engine``'s
+turns equations into C expressions; ``fusion`` says what a kernel can fuse (the compiler's
+``regions.fuse_regions`` chooses the regions); ``kernels`` writes kernel sources, one module per family; ``engine``'s
 executable runs ``lowering`` (slots and steps), ``planning`` (donation, arena), ``building``
 (one program per executable) and ``running`` (calls, loops, branches).
 See docs/backends.md.
@@ -25,6 +25,7 @@ from fungraph.backends.opencl.device import (
     reset_transfer_stats,
 )
 from fungraph.backends.opencl.engine import ENGINE_STATS, OpenCLExecutable
+from fungraph.backends.opencl.fusion import OPENCL_FUSION
 from fungraph.backends.opencl.program import graph_avals
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.ir import Graph
@@ -50,7 +51,5 @@ def _declines(graph: Graph) -> str | None:
 
 
 _factory.declines = _declines  # type: ignore[attr-defined]
-# the fusion plan puts ``k * (a @ b)`` in the kernel that consumes the product (an epilogue
-# on CPUs, an elementwise region elsewhere), so scaling the smaller factor would add a kernel
-_factory.scales_in_consumers = True  # type: ignore[attr-defined]
+_factory.fusion = OPENCL_FUSION  # type: ignore[attr-defined]
 register_backend("opencl", _factory)

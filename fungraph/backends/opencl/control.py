@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
-from fungraph.backends.opencl.fusion import REDUCTIONS, FusionPlan
+from fungraph.backends.opencl.fusion import REDUCTIONS
 from fungraph.backends.opencl.program import Step
 from fungraph.interpreters.eval import eval_graph
+from fungraph.interpreters.fusion_model import FusionPlan
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 from fungraph.primitives.elementwise import select
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from fungraph.backends.opencl.lowering import Lowering
 
 
-def updated_in_place(g: Graph, n: int, fusion: FusionPlan) -> list[bool]:
+def updated_in_place(g: Graph, fusion: FusionPlan, n: int) -> list[bool]:
     """For each of the first ``n`` outputs of the body ``g``: whether it is a
     ``dynamic_update_slice`` of the same input that no kernel reads after the update
     (:func:`read_before`), so the update may write that input's slot in place and the carry
@@ -154,8 +155,8 @@ def lower_while(exe: Lowering, e: Eqn) -> None:
     ins = [exe.atom_access(a) for a in e.inputs]
     cc, bc, init = ins[:n_cc], ins[n_cc:n_cc + n_bc], ins[n_cc + n_bc:]
     speculative = speculate() and device_only(cg) and device_only(bg)
-    fusion = None if speculative else exe.plan_fusion(bg)
-    in_place = [False] * len(init) if fusion is None else updated_in_place(bg, len(init), fusion)
+    planned = None if speculative else exe.plan_fusion(bg)
+    in_place = [False] * len(init) if planned is None else updated_in_place(*planned, len(init))
     passthrough = [bg.outvars[j] is bg.invars[j] or in_place[j] for j in range(len(init))]
     a_slots, b_slots = _carries(exe, init, passthrough)
     pred = exe.arena_access(ShapedArray((), np.dtype(np.bool_)))
@@ -165,7 +166,7 @@ def lower_while(exe: Lowering, e: Eqn) -> None:
         cond, body = step, []
     else:
         cond = exe.lower_subgraph(cg, a_slots + cc, [pred])
-        body = exe.lower_subgraph(bg, a_slots + bc, b_slots, fusion)
+        body = exe.lower_subgraph(bg, a_slots + bc, b_slots, planned)
     tail = exe.record(lambda: [exe.copy_into(a, b) for a, b in zip(a_slots, b_slots) if a.slot != b.slot])
     exe.extend_lifetimes(start, exe.clock)
     exe.add_step(Step("while", [e], blocks=[cond, body, tail], index=pred, swap=_swap(a_slots, b_slots),
@@ -180,8 +181,8 @@ def lower_scan(exe: Lowering, e: Eqn) -> None:
     body, length, reverse, nc, nx = exe.optimized(p["body"]), p["length"], p["reverse"], p["num_carry"], p["num_xs"]
     ins = [exe.atom_access(a) for a in e.inputs]
     init, xs, consts = ins[:nc], ins[nc:nc + nx], ins[nc + nx:]
-    fusion = exe.plan_fusion(body)
-    in_place = updated_in_place(body, nc, fusion)
+    planned = exe.plan_fusion(body)
+    in_place = updated_in_place(*planned, nc)
     passthrough = [body.outvars[j] is body.invars[j] or in_place[j] for j in range(nc)]
     a_slots, b_slots = _carries(exe, init, passthrough)
     windows, x_in, y_out = [], [], []
@@ -195,7 +196,7 @@ def lower_scan(exe: Lowering, e: Eqn) -> None:
         windows.append(w)
         y_out.append(acc)
     start = exe.tick()
-    block = exe.lower_subgraph(body, a_slots + x_in + consts, b_slots + y_out, fusion)
+    block = exe.lower_subgraph(body, a_slots + x_in + consts, b_slots + y_out, planned)
     exe.extend_lifetimes(start, exe.clock)
     exe.add_step(Step("scan", [e], blocks=[block], swap=_swap(a_slots, b_slots), windows=windows,
                       length=length, reverse=reverse))

@@ -2,8 +2,10 @@
 arena buffer, and a tree of steps (kernel launches, host round-trips, and device-resident
 control flow) run back to back.
 
-Compile time, one module per stage: ``lowering`` chooses fused regions, gives every value a
-slot and turns regions, primitives and control flow into steps of generated kernels;
+Compile time, one module per stage: the compiler's ``regions.fuse_regions`` writes the fused
+regions into the graph as ``fusion`` equations (under :data:`~fungraph.backends.opencl.fusion.
+OPENCL_FUSION`, on the program order the donation ordering leaves); ``lowering`` gives every
+value a slot and turns regions, primitives and control flow into steps of generated kernels;
 ``planning`` decides which outputs take over donated input buffers and packs the arena;
 ``building`` builds the program once (or takes a cached one) and instantiates every kernel;
 ``running`` launches every kernel once to warm PoCL's work-group compilation.
@@ -24,12 +26,15 @@ from fungraph.backends import taking_turns
 from fungraph.backends.opencl import control
 from fungraph.backends.opencl.building import Bindings, build_program
 from fungraph.backends.opencl.device import OpenCLArray, get_device
+from fungraph.backends.opencl.fusion import OPENCL_FUSION
 from fungraph.backends.opencl.lowering import Lowering
 from fungraph.backends.opencl.planning import donation_order, plan_arena, plan_donation
 from fungraph.backends.opencl.program import ENGINE_STATS, Step, graph_avals, kernel_specs, walk
 from fungraph.backends.opencl.running import Runner
+from fungraph.interpreters.fusion_model import FusionPlan
 from fungraph.interpreters.memory import MemoryPlan
-from fungraph.ir import Eqn, Graph, Literal, Namer, format_eqn
+from fungraph.interpreters.regions import contract, plan_regions
+from fungraph.ir import Eqn, Graph, Literal, Namer, Var, format_eqn
 
 _REENTERED = ("an OpenCL-jitted function was called again from a host callback inside its own call; its "
                "arena and kernel arguments are in use (call it after the outer call returns, or jit the "
@@ -57,17 +62,22 @@ class OpenCLExecutable:
         self.dev = get_device()
         self.info = self.dev.info
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
-        graph = donation_order(graph, self.donated)
-        self.graph = graph
+        ordered = donation_order(graph, self.donated)
         self.plan = plan
-        for a in graph_avals(graph):
+        for a in graph_avals(ordered):
             self.dev.check_dtype(a, "this graph")
-        lowered = Lowering(graph, self.donated, self.info, fuse)
+        regions, self.fusion = plan_regions(ordered, OPENCL_FUSION, fuse)
+        #: the program order the regions were chosen on, which ``fusion``'s indices name
+        self.ordered = ordered
+        #: the graph the engine runs: its regions as ``fusion`` equations
+        self.graph = contract(ordered, regions, resort=False)
+        lowered = Lowering(self.graph, self.donated, self.info, fuse)
         lowered.lower()
-        self.fusion = lowered.fusion
+        self.free_views = len(lowered.fusion.aliases)
+        self._same = _same_values(lowered.graph, lowered.fusion, ordered, self.fusion)
         self.idx_type = lowered.idx_type
         self.slots, self.steps = lowered.slots, lowered.steps
-        self.donation = plan_donation(graph, self.donated, self.slots, self.steps)
+        self.donation = plan_donation(lowered.graph, self.donated, self.slots, self.steps)
         self.arena_bytes = plan_arena(self.slots)
         self.source, self.program, self.build_seconds = build_program(self.dev, list(kernel_specs(self.steps)))
         bindings = Bindings(self.dev, self.program, self.slots, self.steps, lowered.const_host, self.arena_bytes)
@@ -97,14 +107,18 @@ class OpenCLExecutable:
         """Each kernel, host round-trip and control-flow step with the equations it covers,
         in launch order (loop bodies and branches indented), then the fused regions with their
         cost-model figures; values are named as the graph's own listing names them."""
-        namer = Namer()
-        for v in self.graph.invars + self.graph.constvars:
-            namer(v)
-        for e in self.graph.eqns:
+        names = Namer()
+        for v in self.ordered.invars + self.ordered.constvars:
+            names(v)
+        for e in self.ordered.eqns:
             for o in e.outputs:
-                namer(o)
+                names(o)
+
+        def namer(v: Var) -> str:
+            return names(self._same.get(v, v))
+
         lines = [f"OpenCL executable on {self.info.name!r}: {self.kernel_count} kernels, {self.host_steps} host "
-                 f"round-trips, {len(self.fusion.aliases)} free views; arena {self.arena_bytes} B "
+                 f"round-trips, {self.free_views} free views; arena {self.arena_bytes} B "
                  f"(jit plan {self.plan.arena_bytes} B); build {self.build_seconds * 1e3:.0f} ms, "
                  f"warm-up {self.warm_seconds * 1e3:.0f} ms"]
 
@@ -113,7 +127,7 @@ class OpenCLExecutable:
                 outs = " ".join(f"{namer(o)}:{o.aval}" for o in e.outputs)
                 ins = " ".join(str(a) if isinstance(a, Literal) else namer(a) for a in e.inputs)
                 return f"{outs} = {e.primitive.name} {ins}"
-            return format_eqn(e, namer, 0, False).strip()
+            return format_eqn(e, namer, 0, False).strip()  # type: ignore[arg-type]
 
         def show(steps: list[Step], pad: str) -> None:
             for st in steps:
@@ -137,7 +151,26 @@ class OpenCLExecutable:
                         show(block, pad + "    ")
 
         show(self.steps, "")
-        lines.extend(self.fusion.describe(self.graph, namer))
+        if self.fusion is not None:
+            lines.extend(self.fusion.describe(self.ordered, names))
         return "\n".join(lines)
 
 
+
+
+def _same_values(flat: Graph, flat_plan: FusionPlan, ordered: Graph, plan: FusionPlan | None) -> dict[Var, Var]:
+    """Each value computed inside a region of the lowered graph (where the regions' bodies,
+    expanded, hold values of their own) mapped to the same value of the graph the regions were
+    chosen on, so that ``describe`` names both alike. Regions match by their root's outputs,
+    which are the same values in both graphs, and their members by order."""
+    if plan is None:
+        return {}
+    by_root = {o: r for r in plan.regions for o in ordered.eqns[r.root].outputs}
+    same: dict[Var, Var] = {}
+    for r in flat_plan.regions:
+        q = by_root.get(flat.eqns[r.root].outputs[0])
+        if q is None or len(q.members) != len(r.members):
+            continue
+        for i, j in zip(sorted(r.members), sorted(q.members)):
+            same.update(zip(flat.eqns[i].outputs, ordered.eqns[j].outputs))
+    return same

@@ -19,7 +19,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.backends.opencl.codegen import INDEX_OPS, Access, c_literal, ctype, merged_stride
-from fungraph.backends.opencl.fusion import FusionPlan, Region
+from fungraph.interpreters.fusion_model import FusionPlan, Region
 from fungraph.interpreters.rewrite import use_counts
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 

@@ -1,6 +1,8 @@
 """Lowering a planned graph to the device program's slots and steps.
 
-Fused regions come from ``fusion.plan_fusion``; every value that must be stored gets a *slot*
+Fused regions are the graph's ``fusion`` equations (the compiler's ``regions.fuse_regions``
+under :data:`~fungraph.backends.opencl.fusion.OPENCL_FUSION`), each lowered to one kernel, or
+computed by the product or reduction it consumes (``epilogue``); every value that must be stored gets a *slot*
 (an input, a constant, an arena range, a fresh output, kernel scratch, or a *window*: a
 per-iteration slice of another slot); each region or primitive becomes kernels
 (:mod:`~fungraph.backends.opencl.kernels`), ``cond``/``while``/``scan`` sub-graphs are lowered
@@ -27,7 +29,7 @@ from fungraph.backends.opencl.epilogue import (
     lane_epilogue,
     region_inputs,
 )
-from fungraph.backends.opencl.fusion import FusionPlan, Region, plan_fusion
+from fungraph.backends.opencl.fusion import OPENCL_FUSION
 from fungraph.backends.opencl.kernels import matmul
 from fungraph.backends.opencl.kernels.conv import conv_kernel
 from fungraph.backends.opencl.kernels.copies import canonical_copy_access, merge_copies, pack_kernel, pack_tail_kernel
@@ -54,23 +56,26 @@ from fungraph.backends.opencl.kernels.reductions import column_sum_operand, redu
 from fungraph.backends.opencl.kernels.spec import KernelSpec
 from fungraph.backends.opencl.planning import views_of
 from fungraph.backends.opencl.program import Slot, Step, Window, graph_avals
+from fungraph.interpreters.fusion_model import FusionPlan, Region
 from fungraph.interpreters.optimize import backend_passes, optimize
+from fungraph.interpreters.regions import fuse_regions, regions_of
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 
 class Lowering:
-    """The slots and steps of ``graph`` (its donated inputs marked by ``donated``) for the device
-    ``info``: :meth:`lower` fills ``slots``, ``steps``, ``const_host`` (constant slot -> host
-    value) and ``output_plan`` (output position -> slot). ``control.py`` lowers control flow
-    through the same methods (``store``, ``lower_subgraph``, ``tick``, ...)."""
+    """The slots and steps of ``graph`` (its donated inputs marked by ``donated``; its regions
+    its ``fusion`` equations) for the device ``info``; ``self.graph`` is ``graph`` with the
+    regions' bodies in place and ``self.fusion`` says where they lie. :meth:`lower` fills
+    ``slots``, ``steps``, ``const_host`` (constant slot -> host value) and ``output_plan``
+    (output position -> slot). ``control.py`` lowers control flow through the same methods
+    (``store``, ``lower_subgraph``, ``tick``, ...)."""
 
     def __init__(self, graph: Graph, donated: Sequence[bool], info: DeviceInfo, fuse: bool = True) -> None:
-        self.graph = graph
+        self.graph, self.fusion = regions_of(graph, OPENCL_FUSION)
         self.donated = tuple(donated)
         self.info = info
-        self.idx_type = "long" if max((a.size for a in graph_avals(graph)), default=0) >= 2**31 - 1 else "int"
+        self.idx_type = "long" if max((a.size for a in graph_avals(self.graph)), default=0) >= 2**31 - 1 else "int"
         self._fuse = fuse
-        self.fusion: FusionPlan = plan_fusion(graph, fuse)
         self.slots: list[Slot] = []
         self.access: dict[Var, Access] = {}
         self.steps: list[Step] = []
@@ -246,10 +251,12 @@ class Lowering:
                                                         e.params["mode"], self.info, self.idx_type)])
 
     def lower_subgraph(self, g: Graph, ins: Sequence[Access], dests: Sequence[Access],
-                       fusion: FusionPlan | None = None) -> list[Step]:
+                       planned: tuple[Graph, FusionPlan] | None = None) -> list[Step]:
         """Lower a closed sub-graph (a branch, a loop body or condition) with its inputs read
-        from ``ins`` and its outputs written into ``dests`` (``fusion``: its regions, when the
-        caller has planned them already); returns its steps."""
+        from ``ins`` and its outputs written into ``dests`` (``planned``: the sub-graph with its
+        regions from :meth:`plan_fusion`, when the caller has planned them already); returns
+        its steps."""
+        g, fusion = planned if planned is not None else self.plan_fusion(g)
         saved = (self.access, self._block, self._dest)
         self.access = dict(zip(g.invars, ins))
         for v, c in zip(g.constvars, g.consts):
@@ -260,7 +267,7 @@ class Lowering:
             if isinstance(v, Var) and v not in self.access and v not in self._dest:
                 self._dest[v] = d
         self._depth += 1
-        self._lower_eqns(g, fusion or self.plan_fusion(g))
+        self._lower_eqns(g, fusion)
         for v, d in zip(g.outvars, dests):
             src = v if isinstance(v, Literal) else self.access[v]
             if src != d:
@@ -270,8 +277,10 @@ class Lowering:
         self.access, self._block, self._dest = saved
         return block
 
-    def plan_fusion(self, g: Graph) -> FusionPlan:
-        return plan_fusion(g, self._fuse)
+    def plan_fusion(self, g: Graph) -> tuple[Graph, FusionPlan]:
+        """A sub-graph's regions (the compiler's pass, as for the whole graph), expanded in
+        place: the graph to lower and where its regions lie."""
+        return regions_of(fuse_regions(g, OPENCL_FUSION) if self._fuse else g, OPENCL_FUSION)
 
     def optimized(self, g: Graph) -> Graph:
         """A sub-graph (branch, loop condition or body) after the optimiser passes ``jit`` runs

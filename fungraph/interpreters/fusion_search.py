@@ -1,6 +1,7 @@
 """The search over fusion decisions: per independent component of the graph, best-first
-branch and bound under the whole-plan cost model of ``fusion`` (its regions, rules and cost
-model are documented there), with greedy growth as the incumbent and the fallback.
+branch and bound under the whole-plan cost model of ``fusion_model`` (its regions, rules and
+cost model are documented there), with greedy growth as the incumbent and the fallback;
+:func:`plan_fusion` is the cost-model policy of ``regions.fuse_regions``.
 
 **Search.** The graph splits into independent *components*: equations joined by producer to
 consumer edges out of fusible producers (reductions and matmuls separate them). Each
@@ -22,7 +23,7 @@ regions holding its consumers or is materialised.
   forced root need a launch each, and an outside value is read once by each region its
   readers must lie in. ``h`` never overestimates, so a finished search is optimal.
 
-The greedy plan (``fusion._greedy``) is the incumbent: states with ``g + h`` not below it are
+The greedy plan (``fusion_model._greedy``) is the incumbent: states with ``g + h`` not below it are
 dropped, so the search only returns a plan that is cheaper under the model. The open state of
 least ``g + h`` (the deepest among equals) is taken next and followed along its cheapest
 children down to a complete plan, its other children queued: a weak bound (spills, re-reads)
@@ -39,18 +40,21 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from fungraph.backends.opencl.codegen import INDEX_OPS, op_cost
-from fungraph.backends.opencl.fusion import (
+from fungraph.interpreters import fusion_model
+from fungraph.interpreters.fusion_model import (
     BUDGET_HIT,
     FALLBACK,
     MAX_MULTIPLICITY,
     OPTIMAL,
-    REDUCTIONS,
     ComponentStats,
     CostModel,
+    FusionPlan,
     Region,
+    _assemble,
     _Facts,
+    _greedy,
     _new_region,
     _peak_live,
     _recompute,
@@ -60,7 +64,10 @@ from fungraph.backends.opencl.fusion import (
     _weight,
     _work,
 )
-from fungraph.ir import Var
+from fungraph.ir import Graph, Var
+
+if TYPE_CHECKING:
+    from fungraph.interpreters.regions import FusionCapability
 
 # --- components and the bound -------------------------------------------------------------------
 
@@ -102,10 +109,10 @@ def _possible_roots(f: _Facts, comp: list[int]) -> dict[int, dict[int, float]]:
 
     def evaluations(o: Var, d: int, r: int) -> float:
         de = f.eqns[d]
-        if de.primitive.name in REDUCTIONS:
+        if de.primitive.name in f.cap.roots:
             return float(o.aval.size)
         ev = poss[d][r]
-        if de.primitive.name not in INDEX_OPS and all(x.aval.shape == o.aval.shape for x in de.outputs):
+        if de.primitive.name not in f.cap.index_ops and all(x.aval.shape == o.aval.shape for x in de.outputs):
             return ev
         return ev * sum(1 for a in de.inputs if a is o)
 
@@ -204,7 +211,7 @@ def _bounds(f: _Facts, comp: list[int], model: CostModel) -> list[float]:
             written = any(r not in poss.get(c, ()) for c in cons)
             extra = 0.0
             if len(e.outputs) == 1:
-                extra = max(0.0, poss[i][r] - e.outputs[0].aval.size) * op_cost(e.primitive.name)
+                extra = max(0.0, poss[i][r] - e.outputs[0].aval.size) * f.cap.op_cost(e.primitive.name)
             options.append(extra + (f.out_bytes[i] if written else 0.0)
                            + sum(readers(o, r) * float(o.aval.nbytes) for o in e.outputs))
             if options[-1] == 0.0:
@@ -278,7 +285,7 @@ class _Workspace:
         if how == "join":
             region = self.regions[choice[1]]
             new_evals = choice[2]
-            cost += _recompute(f.eqns[i], new_evals)
+            cost += _recompute(f, f.eqns[i], new_evals)
             if choice[3]:
                 outs = f.eqns[i].outputs
                 region.outputs.extend(outs)
@@ -499,3 +506,21 @@ def search_components(f: _Facts, greedy: list[Region], greedy_aliases: set[int],
         aliases |= chosen_aliases
         stats.append(ComponentStats(len(comp), fusible, origin, cost, greedy_cost, expansions))
     return regions, aliases, stats
+
+
+def plan_fusion(graph: Graph, capability: FusionCapability, fuse: bool = True, model: CostModel | None = None,
+                search: bool = True) -> FusionPlan:
+    """The fused regions for ``graph`` on a backend that can fuse what ``capability`` says:
+    searched per component under ``model`` (default: ``fusion_model.DEFAULT_MODEL``), never
+    costlier than greedy growth; ``search=False``: the greedy plan alone; ``fuse=False``: one
+    kernel per equation."""
+    model = model or fusion_model.DEFAULT_MODEL
+    f = _Facts(graph, capability)
+    greedy, greedy_aliases = _greedy(f, fuse, model)
+    if not fuse or not search:
+        for r in greedy:
+            _region_cost(f, r, greedy_aliases, model)
+            r.origin = "greedy" if fuse else "unfused"
+        return _assemble(greedy, greedy_aliases, [])
+    regions, aliases, stats = search_components(f, greedy, greedy_aliases, model)
+    return _assemble(regions, aliases, stats)
