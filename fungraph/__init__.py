@@ -1,6 +1,19 @@
 """fungraph: JAX-like function transformations over an immutable, printable IR."""
 
-from fungraph import ad_checkpoint, checkpoint_policies, debug, lax, memory, nn, random, scipy, tree
+from fungraph import (
+    ad_checkpoint,
+    checkpoint_policies,
+    debug,
+    distributed,
+    experimental,
+    lax,
+    memory,
+    nn,
+    random,
+    scipy,
+    sharding,
+    tree,
+)
 from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the first-order primitives)
 from fungraph._config import config, default_matmul_precision, disable_x64, enable_x64
@@ -43,6 +56,7 @@ from fungraph.api import (
 from fungraph.array import Array
 from fungraph.core import ConcretizationError, Primitive, ShapeError
 from fungraph.custom_derivatives import checkpoint, custom_gradient, custom_jvp, custom_vjp, remat
+from fungraph.distributed import make_mesh
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, verify
 from fungraph.ir_text import ParseError, parse
 from fungraph.jit import clear_caches, disable_jit, jit
@@ -53,6 +67,7 @@ from fungraph.primitives import scan as _scan  # noqa: F401  (a higher-order pri
 from fungraph.primitives import while_loop as _while_loop  # noqa: F401  (a higher-order primitive registers on import)
 from fungraph.primitives import while_tape_jvp as _while_tape_jvp  # noqa: F401  (a higher-order primitive registers on import)
 from fungraph.primitives.callback import stop_gradient
+from fungraph.primitives.shard_map import shard_map
 from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 jacobian = jacrev  # jax.jacobian
@@ -82,6 +97,11 @@ __all__ = [
     "named_scope",
     "process_count",
     "process_index",
+    "distributed",
+    "experimental",
+    "make_mesh",
+    "shard_map",
+    "sharding",
     "scipy",
     "typeof",
     "block_until_ready",

@@ -4,6 +4,7 @@ exists; ``opencl`` when an OpenCL platform does. ``cpu`` is the default, as ``ji
 
 from __future__ import annotations
 
+from fungraph import _mpi
 from fungraph.backends import known_backends
 from fungraph.sharding import CPU_DEVICE, Device
 
@@ -31,14 +32,15 @@ def devices(backend: str | None = None) -> list[Device]:
 
 
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list[Device]:
-    """``devices(backend)``: fungraph runs in one process."""
-    if process_index not in (None, 0):
-        raise ValueError(f"fungraph runs in one process (index 0), got process_index={process_index}")
+    """``devices(backend)``: this process's devices (one per backend)."""
+    if process_index not in (None, _mpi.process_index()):
+        raise ValueError(f"local_devices: this is process {_mpi.process_index()}, got process_index={process_index}")
     return devices(backend)
 
 
 def device_count(backend: str | None = None) -> int:
-    return len(devices(backend))
+    """The devices of all processes (JAX's global count): one per process of an MPI run."""
+    return len(devices(backend)) * _mpi.process_count()
 
 
 def local_device_count(backend: str | None = None) -> int:
@@ -46,9 +48,10 @@ def local_device_count(backend: str | None = None) -> int:
 
 
 def process_index() -> int:
-    """Always 0: fungraph runs in one process."""
-    return 0
+    """This process's index among the processes of an MPI run (0 without one)."""
+    return _mpi.process_index()
 
 
 def process_count() -> int:
-    return 1
+    """The number of processes of an MPI run (1 without one)."""
+    return _mpi.process_count()

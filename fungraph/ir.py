@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ShapedArray:
-    """The abstract value of an array: its shape and dtype, nothing else."""
+    """The abstract value of an array: its shape and dtype. Inside ``shard_map`` also the mesh
+    axes the value varies over (``vma``, JAX's name), which types ignore when they compare."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
+    vma: frozenset = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 _DEVICE_CLASS_NAMES = {"cpu": "CpuDevice", "opencl": "OpenCLDevice"}
 
 
@@ -68,3 +70,101 @@ class SingleDeviceSharding:
 
     def __repr__(self) -> str:
         return f"SingleDeviceSharding(device={self.device!r}, memory_kind={self.memory_kind})"
+
+
+class PartitionSpec(tuple):
+    """How an array's dimensions split over mesh axes (JAX's ``P``): entry ``i`` is None
+    (dimension ``i`` is not split), an axis name, or a tuple of names (split over several
+    axes, the first the major one); dimensions past the entries are not split."""
+
+    def __new__(cls, *entries: Any) -> PartitionSpec:
+        return super().__new__(cls, entries)
+
+    def __repr__(self) -> str:
+        return "PartitionSpec(" + ", ".join(repr(e) for e in self) + ")"
+
+    def axis_names(self) -> tuple[Any, ...]:
+        """The mesh axes this spec splits over, in order."""
+        out: list[Any] = []
+        for e in self:
+            if e is None:
+                continue
+            out.extend(e if isinstance(e, tuple) else (e,))
+        return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class Mesh:
+    """Devices laid out on named axes (JAX's ``Mesh``). fungraph runs one device per process:
+    ``devices`` holds the processes' devices, process ``p`` at ``unravel_index(p, shape)``."""
+
+    devices: Any
+    axis_names: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        devices = np.asarray(self.devices, dtype=object)
+        names = tuple(self.axis_names) if isinstance(self.axis_names, (tuple, list)) else (self.axis_names,)
+        if devices.ndim != len(names):
+            raise ValueError(f"Mesh: {len(names)} axis names {names} for a device array of shape {devices.shape}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"Mesh: axis names {names} repeat a name")
+        object.__setattr__(self, "devices", devices)
+        object.__setattr__(self, "axis_names", names)
+
+    @property
+    def shape(self) -> dict[Any, int]:
+        return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def axis_sizes(self) -> tuple[int, ...]:
+        return tuple(self.devices.shape)
+
+    @property
+    def size(self) -> int:
+        return int(self.devices.size)
+
+    @property
+    def shape_tuple(self) -> tuple[tuple[Any, int], ...]:
+        """``((name, size), ...)``: what collectives carry to find their communicator."""
+        return tuple(zip(self.axis_names, self.devices.shape))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mesh) and self.shape_tuple == other.shape_tuple
+
+    def __hash__(self) -> int:
+        return hash(self.shape_tuple)
+
+    def __repr__(self) -> str:
+        return f"Mesh({', '.join(f'{n!r}: {s}' for n, s in self.shape_tuple)})"
+
+
+@dataclass(frozen=True)
+class NamedSharding:
+    """An array split over ``mesh`` as ``spec`` says (JAX's ``NamedSharding``)."""
+
+    mesh: Mesh
+    spec: PartitionSpec = PartitionSpec()
+
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.size
+
+    def shard_shape(self, global_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of one device's block of an array of ``global_shape``."""
+        shape = list(global_shape)
+        for i, entry in enumerate(self.spec):
+            if entry is None:
+                continue
+            names = entry if isinstance(entry, tuple) else (entry,)
+            n = 1
+            for name in names:
+                n *= self.mesh.shape[name]
+            if shape[i] % n:
+                raise ValueError(f"dimension {i} of shape {tuple(global_shape)} does not split evenly over mesh "
+                                 f"axes {names} ({n} devices)")
+            shape[i] //= n
+        return tuple(shape)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return not self.spec.axis_names()

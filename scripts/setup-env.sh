@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv (if needed) and install fungraph with its test and OpenCL extras; when running
+# Create .venv (if needed) and install fungraph with its test, OpenCL and distributed (mpi4py, mpich) extras; when running
 # as root without an OpenCL driver, install PoCL (a CPU OpenCL driver) from Debian's packages, and
 # Graphviz (optional, for rendering graphs to SVG) when `dot` is missing.
 set -euo pipefail
@@ -17,9 +17,9 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import fungraph, pytest, xdist, hypothesis, pyopencl, jax, importlinter" >/dev/null 2>&1 \
+if ! .venv/bin/python -c "import fungraph, pytest, xdist, hypothesis, pyopencl, jax, importlinter, mpi4py" >/dev/null 2>&1 \
     || [ pyproject.toml -nt .venv/.installed ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test,opencl]"
+  .venv/bin/python -m pip install --quiet -e ".[test,opencl,distributed]"
   touch .venv/.installed
 fi

@@ -63,3 +63,8 @@ def cpu_code_paths(require_opencl: None) -> Iterator[None]:
         return
     with opencl_device_presented_as(is_cpu=True):
         yield
+
+
+#: tests/mpi runs under mpiexec (scripts/test.sh, through scripts/mpi_pytest.py), not in the
+#: one-process suite; FUNGRAPH_MPI_TESTS=1 (set by scripts/mpi_pytest.py) collects it.
+collect_ignore = [] if os.environ.get("FUNGRAPH_MPI_TESTS") == "1" else ["mpi"]

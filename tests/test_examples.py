@@ -75,3 +75,11 @@ def test_property_testing_example() -> None:
     import property_testing
 
     property_testing.main()
+
+
+def test_data_parallel_in_one_process_is_the_full_batch_run() -> None:
+    """examples/data_parallel.py without mpiexec: a job of one process (tests/mpi/test_launch.py
+    runs it under mpiexec)."""
+    import data_parallel
+
+    assert data_parallel.main(steps=3) < 1e-6

@@ -97,6 +97,11 @@ def axis_main(name: Hashable) -> MainTrace:
                     f"vmap(..., axis_name={name!r})" + (f"\n  at {src}" if src else ""))
 
 
+def is_vmap_axis(name: Hashable) -> bool:
+    """Whether an active vmap binds ``name`` (else a collective over it may name a mesh axis)."""
+    return any(m.global_data.name == name for m in _ENV.mains)
+
+
 def axis_frame(name: Hashable) -> AxisFrame:
     return axis_main(name).global_data
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from fungraph.core import (
     user_source,
 )
 from fungraph.ir import CONST_REF, Atom, Eqn, Graph, Literal, Params, ShapedArray, Var, literal_ref
+from fungraph.primitives.mesh_collectives import pvary_p, staged_types, typing_mesh
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 
@@ -140,7 +142,34 @@ class GraphTrace(Trace):
     lift = pure
 
     def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> list[GraphTracer]:
+        mesh = typing_mesh()
+        if mesh is not None:
+            return self._typed(prim, tracers, params, mesh)
         avals_out = checked_abstract_eval(prim, [t.aval for t in tracers], params)
+        return self._record(prim, tracers, params, avals_out)
+
+    def _typed(self, prim: Primitive, tracers: Sequence[Any], params: Params, mesh: Any) -> list[GraphTracer]:
+        """Inside ``shard_map``: raise inputs with ``pvary`` to the axes the equation needs
+        them to vary over, and give its outputs the axes they vary over (JAX's ``vma``), so
+        that transformations traced inside (``grad`` of a local loss) transpose correctly."""
+        avals_out = checked_abstract_eval(prim, [t.aval for t in tracers], params)
+        targets, out_vma, pvary_mesh = staged_types(prim, [t.aval.vma for t in tracers], params, len(avals_out),
+                                                    mesh)
+        tracers = [self._lift(t, want, pvary_mesh) for t, want in zip(tracers, targets)] + list(tracers[len(targets):])
+        avals_out = [dataclasses.replace(a, vma=v) for a, v in zip(avals_out, out_vma)]
+        return self._record(prim, tracers, params, avals_out)
+
+    def _lift(self, t: GraphTracer, want: frozenset, mesh: Any) -> GraphTracer:
+        missing = want - t.aval.vma
+        if not missing or not dtypes.is_inexact(t.aval.dtype) or isinstance(self.builder.atom(t), Literal):
+            return t
+        order = [n for n, _ in mesh]
+        for name in sorted(missing, key=lambda n: order.index(n) if n in order else len(order)):
+            t = self.process_primitive(pvary_p, [t], Params({"axis_name": name, "mesh": mesh}))[0]
+        return t
+
+    def _record(self, prim: Primitive, tracers: Sequence[Any], params: Params,
+                avals_out: Sequence[ShapedArray]) -> list[GraphTracer]:
         b = self.builder
         inputs = tuple(b.atom(t) for t in tracers)
         outs = []

@@ -219,6 +219,7 @@ from fungraph.primitives.collectives import (
     psum,
     psum_scatter,
     pswapaxes,
+    pvary,
 )
 
 __all__ = [
@@ -351,6 +352,7 @@ __all__ = [
     "pshuffle",
     "psum",
     "psum_scatter",
+    "pvary",
     "pswapaxes",
     "real",
     "reciprocal",

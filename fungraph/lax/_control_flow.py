@@ -167,7 +167,7 @@ def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: 
         length = lengths.pop()
     elif lengths and lengths != {length}:
         raise ValueError(f"scan: length={length} but xs have leading sizes {sorted(lengths)}")
-    slice_avals = [ShapedArray(a.shape[1:], a.dtype) for a in x_avals]
+    slice_avals = [ShapedArray(a.shape[1:], a.dtype, a.vma) for a in x_avals]  # vma: the mesh axes it varies over
     in_tree = PyTreeDef(tuple, None, (c_tree, x_tree))
     graph, closure, out_tree = _stage_fn(f, in_tree, c_avals + slice_avals, "scan body")
     if out_tree.node_type not in (tuple, list) or len(out_tree.children) != 2:

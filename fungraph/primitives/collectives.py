@@ -25,12 +25,25 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import NOT_DIFFERENTIABLE, ShapeError, Tracer, to_concrete_dtype_array
-from fungraph.interpreters.batching import NamedAxisPrimitive, axis_frame, rule_frame
+from fungraph.interpreters.batching import NamedAxisPrimitive, axis_frame, is_vmap_axis, rule_frame
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import broadcast_batch, to_front
 from fungraph.primitives._rules import aval, linear_jvp, lit, normalize_axis
 from fungraph.primitives.elementwise import add, convert, div, eq, mul, select
 from fungraph.primitives.indexing import take
+from fungraph.primitives.mesh_collectives import (
+    MeshAxes,
+    mesh_all_gather_p,
+    mesh_all_to_all_p,
+    mesh_axis_index_p,
+    mesh_of_axis,
+    mesh_pmax_p,
+    mesh_pmin_p,
+    mesh_ppermute_p,
+    mesh_psum_p,
+    mesh_psum_scatter_p,
+    pvary_p,
+)
 from fungraph.primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum
 from fungraph.primitives.shape import reshape, transpose
 from fungraph.tree_util import tree_map
@@ -351,18 +364,32 @@ def _axis_index_batch(args: Sequence[Any], dims: Sequence[int | None], *, axis_n
 # --- the functions users call ----------------------------------------------------------------
 
 
+def _mesh(name: Hashable) -> MeshAxes | None:
+    """The mesh (in scope inside ``shard_map``) whose axis ``name`` is, unless a vmap binds it."""
+    return None if is_vmap_axis(name) else mesh_of_axis(name)
+
+
+def _size(name: Hashable) -> int:
+    mesh = _mesh(name)
+    return dict(mesh)[name] if mesh is not None else axis_frame(name).size
+
+
 def axis_size(axis_name: AxisName) -> int:
-    """The number of examples along the named axes (the product for a tuple of names)."""
-    return int(np.prod([axis_frame(n).size for n in _names(axis_name)], dtype=np.int64))
+    """The number of examples (or processes) along the named axes (the product for a tuple of names)."""
+    return int(np.prod([_size(n) for n in _names(axis_name)], dtype=np.int64))
 
 
-def _repeated(prim: NamedAxisPrimitive, x: Any, axis_name: AxisName) -> Any:
+def _repeated(prim: NamedAxisPrimitive, mesh_prim: Any, x: Any, axis_name: AxisName) -> Any:
     names = _names(axis_name)
 
     def one(leaf: Any) -> Any:
         leaf = _array(leaf)
         for name in names:
-            leaf = prim.bind(leaf, axis_name=name)
+            mesh = _mesh(name)
+            if mesh is None:
+                leaf = prim.bind(leaf, axis_name=name)
+            else:
+                leaf = mesh_prim.bind(leaf, axis_name=name, mesh=mesh)
         return leaf
 
     return tree_map(one, x)
@@ -370,7 +397,21 @@ def _repeated(prim: NamedAxisPrimitive, x: Any, axis_name: AxisName) -> Any:
 
 def psum(x: Any, axis_name: AxisName) -> Any:
     """The sum of ``x`` (a pytree) over the examples of the named axes, for every example."""
-    return _repeated(psum_p, x, axis_name)
+    return _repeated(psum_p, mesh_psum_p, x, axis_name)
+
+
+def pvary(x: Any, axis_name: AxisName) -> Any:
+    """``x`` (a pytree), marked as varying over the named mesh axes (no data moves; JAX's
+    ``pvary``); over a vmap axis it is ``x`` itself."""
+    names = [n for n in _names(axis_name) if _mesh(n) is not None]
+
+    def one(leaf: Any) -> Any:
+        leaf = _array(leaf)
+        for name in names:
+            leaf = pvary_p.bind(leaf, axis_name=name, mesh=_mesh(name))
+        return leaf
+
+    return tree_map(one, x)
 
 
 def pmean(x: Any, axis_name: AxisName) -> Any:
@@ -387,21 +428,35 @@ def pmean(x: Any, axis_name: AxisName) -> Any:
 
 def pmax(x: Any, axis_name: AxisName) -> Any:
     """The maximum of ``x`` (a pytree) over the examples of the named axes, for every example."""
-    return _repeated(pmax_p, x, axis_name)
+    return _repeated(pmax_p, mesh_pmax_p, x, axis_name)
 
 
 def pmin(x: Any, axis_name: AxisName) -> Any:
     """The minimum of ``x`` (a pytree) over the examples of the named axes, for every example."""
-    return _repeated(pmin_p, x, axis_name)
+    return _repeated(pmin_p, mesh_pmin_p, x, axis_name)
+
+
+def _axis_index_one(name: Hashable) -> Any:
+    mesh = _mesh(name)
+    if mesh is None:
+        return axis_index_p.bind(axis_name=name)
+    return mesh_axis_index_p.bind(axis_name=name, mesh=mesh)
 
 
 def axis_index(axis_name: AxisName) -> Any:
     """Each example's position along the named axes (row-major over a tuple of names), int32."""
     names = _names(axis_name)
-    index = axis_index_p.bind(axis_name=names[0])
+    index = _axis_index_one(names[0])
     for name in names[1:]:
-        index = add(mul(index, lit(axis_frame(name).size, dtypes.int32)), axis_index_p.bind(axis_name=name))
+        index = add(mul(index, lit(_size(name), dtypes.int32)), _axis_index_one(name))
     return index
+
+
+def _gather_one(leaf: Any, name: Hashable, axis: int, tiled: bool) -> Any:
+    mesh = _mesh(name)
+    if mesh is None:
+        return all_gather_p.bind(leaf, axis_name=name, axis=axis, tiled=tiled, axis_size=axis_frame(name).size)
+    return mesh_all_gather_p.bind(leaf, axis_name=name, mesh=mesh, axis=axis, tiled=tiled)
 
 
 def all_gather(x: Any, axis_name: AxisName, *, axis: int = 0, tiled: bool = False) -> Any:
@@ -413,10 +468,9 @@ def all_gather(x: Any, axis_name: AxisName, *, axis: int = 0, tiled: bool = Fals
         leaf = _array(leaf)
         nd = aval(leaf).ndim
         ax = normalize_axis(axis, nd if tiled else nd + 1, "all_gather")
-        size = axis_frame(names[-1]).size
-        out = all_gather_p.bind(leaf, axis_name=names[-1], axis=ax, tiled=tiled, axis_size=size)
+        out = _gather_one(leaf, names[-1], ax, tiled)
         for name in reversed(names[:-1]):
-            out = all_gather_p.bind(out, axis_name=name, axis=ax, tiled=True, axis_size=axis_frame(name).size)
+            out = _gather_one(out, name, ax, True)
         return out
 
     return tree_map(one, x)
@@ -426,7 +480,11 @@ def ppermute(x: Any, axis_name: Hashable, perm: Sequence[tuple[int, int]]) -> An
     """Each ``(source, destination)`` pair of ``perm`` sends example ``source``'s ``x`` (a
     pytree) to example ``destination``; an example no pair sends to gets zeros."""
     pairs = tuple((int(s), int(d)) for s, d in perm)
-    return tree_map(lambda leaf: ppermute_p.bind(_array(leaf), axis_name=axis_name, perm=pairs), x)
+    mesh = _mesh(axis_name)
+    if mesh is None:
+        return tree_map(lambda leaf: ppermute_p.bind(_array(leaf), axis_name=axis_name, perm=pairs), x)
+    _check_perm(pairs, axis_name, dict(mesh)[axis_name])
+    return tree_map(lambda leaf: mesh_ppermute_p.bind(_array(leaf), axis_name=axis_name, mesh=mesh, perm=pairs), x)
 
 
 def pshuffle(x: Any, axis_name: Hashable, perm: Sequence[int]) -> Any:
@@ -438,7 +496,13 @@ def all_to_all(x: Any, axis_name: Hashable, split_axis: int, concat_axis: int, *
     """Example ``k`` gets block ``k`` of every example's ``x`` (blocks along ``split_axis``), in
     the examples' order along ``concat_axis``. Without ``tiled`` the split axis must have the
     axis size and is removed, and the examples make a new axis at ``concat_axis``, as in JAX."""
-    size = axis_frame(axis_name).size
+    size = _size(axis_name)
+    mesh = _mesh(axis_name)
+
+    def bind(leaf: Any, s: int, c: int) -> Any:
+        if mesh is None:
+            return all_to_all_p.bind(leaf, axis_name=axis_name, split_axis=s, concat_axis=c, axis_size=size)
+        return mesh_all_to_all_p.bind(leaf, axis_name=axis_name, mesh=mesh, split_axis=s, concat_axis=c)
 
     def one(leaf: Any) -> Any:
         leaf = _array(leaf)
@@ -446,7 +510,7 @@ def all_to_all(x: Any, axis_name: Hashable, split_axis: int, concat_axis: int, *
         s = normalize_axis(split_axis, nd, "all_to_all")
         c = normalize_axis(concat_axis, nd, "all_to_all")
         if tiled:
-            return all_to_all_p.bind(leaf, axis_name=axis_name, split_axis=s, concat_axis=c, axis_size=size)
+            return bind(leaf, s, c)
         shape = aval(leaf).shape
         if shape[s] != size:
             raise ShapeError(f"all_to_all over {axis_name!r}: dimension {s} of {aval(leaf)} must equal the axis "
@@ -454,7 +518,7 @@ def all_to_all(x: Any, axis_name: Hashable, split_axis: int, concat_axis: int, *
         e = c if c <= s else c + 1  # where the new axis goes, so that it is at c once the split axis is gone
         expanded = reshape(leaf, shape[:e] + (1,) + shape[e:])
         s2 = s + 1 if s >= e else s
-        moved = all_to_all_p.bind(expanded, axis_name=axis_name, split_axis=s2, concat_axis=e, axis_size=size)
+        moved = bind(expanded, s2, e)
         out = aval(moved).shape
         return reshape(moved, out[:s2] + out[s2 + 1:])
 
@@ -476,8 +540,13 @@ def psum_scatter(x: Any, axis_name: AxisName, *, scatter_dimension: int = 0, til
         sd = normalize_axis(scatter_dimension, aval(leaf).ndim, "psum_scatter")
         for i, name in enumerate(names):
             last = i == len(names) - 1
-            leaf = psum_scatter_p.bind(leaf, axis_name=name, scatter_dimension=sd, tiled=tiled or not last,
-                                       axis_size=axis_frame(name).size)
+            mesh = _mesh(name)
+            if mesh is None:
+                leaf = psum_scatter_p.bind(leaf, axis_name=name, scatter_dimension=sd, tiled=tiled or not last,
+                                           axis_size=axis_frame(name).size)
+            else:
+                leaf = mesh_psum_scatter_p.bind(leaf, axis_name=name, mesh=mesh, scatter_dimension=sd,
+                                                tiled=tiled or not last)
         return leaf
 
     return tree_map(one, x)
