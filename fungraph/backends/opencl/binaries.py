@@ -77,9 +77,12 @@ def store(dev: Any, key: str, program: Any) -> bool:
         binary = program.get_info(dev.cl.program_info.BINARIES)[0]
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(binary)
-        os.replace(tmp, folder / f"{key}.bin")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(binary)
+            os.replace(tmp, folder / f"{key}.bin")
+        finally:
+            Path(tmp).unlink(missing_ok=True)
         prune(folder, MAX_ENTRIES)
     except (OSError, dev.cl.Error):
         return False
