@@ -7,9 +7,12 @@ it (``cl.Program(context, devices, binaries)``) launches at once, whatever the d
 cache holds. Entries are keyed by the program's source and build options and by the device,
 driver and platform versions, so a driver upgrade never loads a stale binary.
 
-``FUNGRAPH_OPENCL_CACHE_DIR`` names the folder (default ``$XDG_CACHE_HOME/fungraph/opencl``,
-else ``~/.cache/fungraph/opencl``); ``0`` or an empty value turns the cache off. It keeps the
-:data:`MAX_ENTRIES` most recently used binaries.
+It is off unless ``FUNGRAPH_OPENCL_CACHE_DIR`` names a folder (``0`` or empty: off): on PoCL,
+reading a program's binary back compiles every kernel's work-group function once more (for
+any work-group size), which about doubles the first process's cold first call, while PoCL's
+own cache (``~/.cache/pocl``) already makes a second process warm on a machine that keeps it.
+The folder is for where that cache does not persist (a fresh container shipped with a
+prepared folder). It keeps the :data:`MAX_ENTRIES` most recently used binaries.
 """
 
 from __future__ import annotations
@@ -31,11 +34,8 @@ MAX_ENTRIES = 256
 def cache_dir() -> Path | None:
     """The folder of cached binaries, or None when the cache is off (read on every use, so a
     test may point it elsewhere)."""
-    value = os.environ.get(CACHE_ENV)
-    if value is not None:
-        return None if value.strip() in ("", "0") else Path(value)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "fungraph" / "opencl"
+    value = os.environ.get(CACHE_ENV, "").strip()
+    return None if value in ("", "0") else Path(value).expanduser()
 
 
 def binary_key(dev: Any, source: str, options: Sequence[str]) -> str:
