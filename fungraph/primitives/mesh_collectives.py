@@ -14,6 +14,7 @@ an operation mixes the two, so each ``psum`` reads a varying value. Then the tra
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
@@ -83,14 +84,22 @@ def staged_types(prim: Primitive, in_vma: Sequence[frozenset], params: Any, out_
         if prim is pvary_p:
             return [in_vma[0]], [wanted], own
         return [wanted], [wanted - {name} if prim in INVARIANT_RESULT else wanted], own
+    if prim.name in PER_OPERAND:
+        return list(in_vma), list(in_vma), mesh
     graphs = [v for v in params.values() if isinstance(v, Graph)]
     graphs += [g for v in params.values() if isinstance(v, tuple) for g in v if isinstance(g, Graph)]
-    matching = [g for g in graphs if len(g.outvars) == out_count]
+    # a graph of the equation's outputs, or a JVP graph (primal outputs, then the tangents it gives)
+    matching = [g.outvars for g in graphs if len(g.outvars) == out_count]
+    matching += [g.outvars[out_count:] for g in graphs if out_count and len(g.outvars) == 2 * out_count]
     if matching:
-        out = [frozenset().union(*(g.outvars[j].aval.vma for g in matching)) for j in range(out_count)]
+        out = [frozenset().union(*(outs[j].aval.vma for outs in matching)) for j in range(out_count)]
         return list(in_vma), out, mesh
     union = frozenset().union(*in_vma)
     return [union] * len(in_vma), [union] * out_count, mesh
+
+
+#: primitives whose each output is its operand of the same position, so has its type
+PER_OPERAND = frozenset({"optimization_barrier"})
 
 
 def axis_size_of(mesh: MeshAxes, name: Hashable) -> int:
@@ -368,12 +377,16 @@ def holds_collectives(graph: Graph) -> bool:
                for e in graph.eqns)
 
 
+#: what ``repr`` adds for an object without its own: an address, which differs between processes
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _param_text(value: Any) -> str:
     if isinstance(value, Graph):
         return "<graph>"
     if isinstance(value, tuple) and any(isinstance(v, Graph) for v in value):
         return f"<{len(value)} graphs>"
-    return repr(value)
+    return _ADDRESS.sub("", repr(value))
 
 
 def program_text(graph: Graph, depth: int = 0) -> list[str]:
