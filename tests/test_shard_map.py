@@ -291,3 +291,18 @@ def test_program_text_has_no_object_addresses():
     g = fg.shard_map(lambda v: lax.psum(f(v), "dp"), mesh=_mesh(), in_specs=P("dp"), out_specs=P())
     text = "\n".join(mc.program_text(fg.make_graph(g)(np.ones(3))))
     assert "custom_jvp_call" in text and " at 0x" not in text
+
+
+def test_multihost_utils_in_one_process_match_jax():
+    jax, _ = jax_or_skip()
+    from jax.experimental import multihost_utils as jmh
+
+    from fungraph.experimental import multihost_utils as mh
+    x = RNG.normal(size=(2, 3))
+    for tiled in (False, True):
+        ours, theirs = mh.process_allgather(x, tiled=tiled), jmh.process_allgather(x, tiled=tiled)
+        assert ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(mh.broadcast_one_to_all({"a": x})["a"], jmh.broadcast_one_to_all({"a": x})["a"])
+    mh.sync_global_devices("here")
+    mh.assert_equal(x)
