@@ -306,3 +306,14 @@ def test_multihost_utils_in_one_process_match_jax():
     np.testing.assert_array_equal(mh.broadcast_one_to_all({"a": x})["a"], jmh.broadcast_one_to_all({"a": x})["a"])
     mh.sync_global_devices("here")
     mh.assert_equal(x)
+
+
+def test_pmap_in_one_process_matches_jax():
+    jax, jnp = jax_or_skip()
+    x = RNG.normal(size=(1, 4))
+
+    def body(c, lax_):
+        return lambda v: (lax_.psum(v, "i") * lax_.psum(1, "i"), c.grad(lambda u: lax_.pmean((u ** 2).sum(), "i"))(v))
+
+    for a, b in zip(fg.pmap(body(fg, lax), axis_name="i")(x), jax.pmap(body(jax, jax.lax), axis_name="i")(x)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

@@ -72,19 +72,33 @@ def _eagerly_checked(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
 class _MeshEnv(threading.local):
     def __init__(self) -> None:
         self.meshes: list[MeshAxes] = []
+        #: for each mesh in scope, whether its ``shard_map`` checks replication (``check_vma``)
+        self.checked: list[bool] = []
 
 
 _ENV = _MeshEnv()
 
 
 @contextmanager
-def mesh_axes_in_scope(mesh: MeshAxes) -> Iterator[None]:
-    """Make ``mesh``'s axis names refer to its axes while ``shard_map`` traces its function."""
+def mesh_axes_in_scope(mesh: MeshAxes, checked: bool = True) -> Iterator[None]:
+    """Make ``mesh``'s axis names refer to its axes while ``shard_map`` traces its function;
+    ``checked=False`` (``pmap``): every value varies, and a reduction's result is a per-device
+    copy, so its transpose sums (JAX's ``pmap`` rule)."""
     _ENV.meshes.append(mesh)
+    _ENV.checked.append(checked)
     try:
         yield
     finally:
         _ENV.meshes.pop()
+        _ENV.checked.pop()
+
+
+def replication_checked(mesh: MeshAxes) -> bool:
+    """Whether the innermost map over ``mesh`` is a ``shard_map`` (not a ``pmap``)."""
+    for m, checked in zip(reversed(_ENV.meshes), reversed(_ENV.checked)):
+        if m == mesh:
+            return checked
+    return True
 
 
 def mesh_of_axis(name: Hashable) -> MeshAxes | None:

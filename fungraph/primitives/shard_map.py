@@ -357,6 +357,18 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, mesh: Mesh, in_specs: A
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                                  check_vma=check_vma, axis_names=axis_names)
+    return _mapped(f, mesh, in_specs, out_specs, check_vma, per_device=False)
+
+
+def per_device_map(f: Callable[..., Any], mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable[..., Any]:
+    """``shard_map`` with ``pmap``'s rules: every value varies over the mesh, and a reduction's
+    result is each device's own copy, so its transpose sums over the devices (``pmap``'s
+    gradients, which JAX's ``pmap`` keeps)."""
+    return _mapped(f, mesh, in_specs, out_specs, check_vma=False, per_device=True)
+
+
+def _mapped(f: Callable[..., Any], mesh: Mesh, in_specs: Any, out_specs: Any, check_vma: bool,
+            per_device: bool) -> Callable[..., Any]:
     if not isinstance(mesh, Mesh):
         raise TypeError(f"shard_map needs mesh=fungraph.sharding.Mesh (from fungraph.make_mesh), got {mesh!r}")
 
@@ -367,7 +379,9 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, mesh: Mesh, in_specs: A
                              f"{_mpi.process_count()} processes run (start them with mpiexec -n {mesh.size})")
         leaves, in_tree = tree_flatten(args)
         specs = _flat_specs(in_specs, args, "in_specs")
-        avals = [dataclasses.replace(abstractify(x), vma=frozenset(s.axis_names())) for x, s in zip(leaves, specs)]
+        everything = frozenset(mesh.axis_names)
+        in_vma = [everything if per_device else frozenset(s.axis_names()) for s in specs]
+        avals = [dataclasses.replace(abstractify(x), vma=v) for x, v in zip(leaves, in_vma)]
         for s, a in zip(specs, avals):
             _check_spec(s, mesh, a.ndim, "in_specs")
         out_tree: list[Any] = []
@@ -378,10 +392,9 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, mesh: Mesh, in_specs: A
             out_tree.append((tree, out))
             return out_leaves
 
-        with mesh_axes_in_scope(mesh.shape_tuple):
+        with mesh_axes_in_scope(mesh.shape_tuple, checked=not per_device):
             graph, closure = stage(flat, avals)
-        in_vma = [frozenset(s.axis_names()) for s in specs] + [_INVARIANT] * len(closure)
-        typed, out_vma = typed_graph(graph, in_vma, mesh.shape_tuple)
+        typed, out_vma = typed_graph(graph, in_vma + [_INVARIANT] * len(closure), mesh.shape_tuple)
         tree, example = out_tree[0]
         for j, (s, v, a) in enumerate(zip(_flat_specs(out_specs, example, "out_specs"), out_vma, graph.out_avals)):
             _check_spec(s, mesh, a.ndim, "out_specs")
