@@ -123,7 +123,7 @@ class OpenCLExecutable:
                  f"warm-up {self.warm_seconds * 1e3:.0f} ms"]
 
         def eqn_text(e: Eqn) -> str:
-            if e.primitive.name in control.LOWERINGS:
+            if e.primitive in control.CONTROL_FLOW:
                 outs = " ".join(f"{namer(o)}:{o.aval}" for o in e.outputs)
                 ins = " ".join(str(a) if isinstance(a, Literal) else namer(a) for a in e.inputs)
                 return f"{outs} = {e.primitive.name} {ins}"
