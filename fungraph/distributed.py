@@ -10,8 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import _mpi, numpy
+from fungraph import _mpi
 from fungraph.jit import jit
+from fungraph.primitives._rules import aval
+from fungraph.primitives.shape import reshape
 from fungraph.primitives.shard_map import per_device_map
 from fungraph.sharding import Device, Mesh, PartitionSpec
 from fungraph.tree_util import tree_broadcast, tree_flatten, tree_map, tree_unflatten
@@ -99,7 +101,7 @@ def pmap(fun: Callable[..., Any], axis_name: Hashable | None = None, *, in_axes:
             xs = [x[0] if ax == 0 else x for x, ax in zip(xs, flat_axes)]
             rebuilt = list(tree_unflatten(tree, xs))
             full = [static[i] if i in static else rebuilt.pop(0) for i in range(len(args))]
-            return tree_map(lambda o: numpy.expand_dims(o, 0), fun(*full))
+            return tree_map(lambda o: reshape(o, (1,) + aval(o).shape), fun(*full))
 
         specs = [PartitionSpec(name) if ax == 0 else PartitionSpec() for ax in flat_axes]
         run = per_device_map(body, mesh, tuple(specs), PartitionSpec(name))
