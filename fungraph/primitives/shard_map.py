@@ -12,11 +12,12 @@ that holds a graph), so an eager ``shard_map`` compiles its body once, and ``jit
 ``vmap`` and ``jvp`` transform the body through the call's rules (``jit`` inlines it); the
 transposes ``psum^T = pvary``, ``pvary^T = psum`` give JAX's gradients.
 
-``jit_call``, ``cond``, ``scan`` and ``while`` are typed through their sub-graphs (branches
-joined, loop carries grown to a fixed point). Other sub-graphs (custom derivatives, linear
-solves) are typed conservatively: when any input of such an equation varies over an axis, all
-its inputs and outputs are taken to vary over it (values are unchanged; a replicated ``P()``
-output then needs ``psum`` or ``check_vma=False``).
+``jit_call``, ``remat``, ``cond``, ``scan`` and ``while`` are typed through their sub-graphs
+(branches joined, loop carries grown to a fixed point); ``custom_jvp_call``/``custom_vjp_call``
+through the function's graph, their rules staged typed when they run (JAX's rule). Other
+sub-graphs (linear solves, the while tape's loops) are typed conservatively: when any input of
+such an equation varies over an axis, all its inputs and outputs are taken to vary over it
+(values are unchanged; a replicated ``P()`` output then needs ``psum`` or ``check_vma=False``).
 """
 
 from __future__ import annotations
