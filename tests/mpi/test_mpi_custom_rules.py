@@ -109,3 +109,19 @@ def test_custom_vjp_bwd_giving_a_replicated_input_a_varying_cotangent_is_an_erro
         theirs(W, X)
     with pytest.raises(ValueError, match="cotangent varying over mesh axes \\['dp'\\]"):
         ours(W, block(X))
+
+
+def test_grad_inside_the_body_through_loops_whose_carry_starts_replicated():
+    """A carry that starts replicated (``0.0``) and meets the block in the body is raised before
+    the loop (its typing reaches the fixed point while staging), so the gradient of the local
+    loss is summed once, not at every step: it equals the full-batch gradient."""
+    def scan_loss(w, x):
+        return lax.scan(lambda c, row: (c + fnp.tanh(row @ w), None), 0.0, x)[0]
+
+    def fori_loss(w, x):
+        return lax.fori_loop(0, 3, lambda i, a: a + fnp.sin(x @ w).sum(), 0.0)
+
+    for loss in (scan_loss, fori_loss):
+        inside = fg.jit(fg.shard_map(lambda w, x: fg.grad(loss)(w, x), mesh=mesh(), in_specs=(P(), P("dp")),
+                                     out_specs=P()))(W, block(X))
+        np.testing.assert_allclose(inside, fg.grad(loss)(W, X), rtol=1e-10)
