@@ -341,6 +341,17 @@ def zero_tangent(x: Any) -> Any:
 
 # --- custom_vjp -------------------------------------------------------------------------
 
+
+def _check_cotangent_vma(bwd_name: str, cts: Sequence[Any], in_avals: Sequence[ShapedArray]) -> None:
+    """Inside ``shard_map`` (JAX's rule): a cotangent varies over no mesh axis its input is
+    invariant over, since the gradient of a replicated value is itself replicated."""
+    for i, (c, a) in enumerate(zip(cts, in_avals)):
+        extra = getattr(aval(c), "vma", frozenset()) - a.vma if c is not None else frozenset()
+        if extra:
+            raise ValueError(f"custom_vjp bwd rule {bwd_name} gave input {i} ({a}) a cotangent varying over mesh "
+                             f"axes {sorted(extra, key=repr)}, but the input is invariant over them; psum it over "
+                             "those axes in bwd (JAX requires the same)")
+
 custom_vjp_call_p = Primitive("custom_vjp_call", impl=_call_impl, abstract_eval=_call_aval, multiple_results=True)
 
 
@@ -502,6 +513,7 @@ class custom_vjp:
         def flat_bwd(res: list[Any], cts: list[Any]) -> list[Any]:
             out = bwd(tree_unflatten(res_tree[-1], res), tree_unflatten(out_box[-1], cts))
             ct_leaves = checks.bwd_cotangents(bwd_name, fun_name, out, in_tree, in_avals)
+            _check_cotangent_vma(bwd_name, ct_leaves, in_avals)
             return [_cotangent(c, a) for c, a in zip(ct_leaves, in_avals)]
 
         flat_fwd.__name__ = f"{fun_name}_fwd"

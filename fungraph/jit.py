@@ -53,7 +53,7 @@ from fungraph.interpreters.staging import abstractify, flat_fun, split_static, s
 from fungraph.ir import Eqn, Graph, Params, Var
 from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import is_undefined, zeros
-from fungraph.primitives.mesh_collectives import check_same_program
+from fungraph.primitives.mesh_collectives import checked_executable
 from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
 from fungraph.viz import to_dot
 
@@ -127,13 +127,12 @@ def _compile_graph(graph: Graph, backend: str, donated: tuple[bool, ...], keep: 
         warnings.warn(f"jit(backend={backend!r}): {reason}, so this function runs on the CPU engine",
                       BackendFallbackWarning, stacklevel=5)
         factory = backend_factory("cpu")
-    check_same_program(graph)
     t0 = time.perf_counter()
     optimised, stats = optimize(graph, backend_passes(factory))
     t1 = time.perf_counter()
     optimised, plan = best_schedule(optimised, donated, getattr(factory, "scratch_bytes", None))
     t2 = time.perf_counter()
-    exe = factory(optimised, plan, donated)
+    exe = checked_executable(graph, factory(optimised, plan, donated))
     t3 = time.perf_counter()
     compiled = Compiled(graph, optimised, stats, plan, exe,
                         {"optimise": t1 - t0, "plan": t2 - t1, "prepare": t3 - t2})
