@@ -56,7 +56,7 @@ from fungraph.api import (
 from fungraph.array import Array
 from fungraph.core import ConcretizationError, Primitive, ShapeError
 from fungraph.custom_derivatives import checkpoint, custom_gradient, custom_jvp, custom_vjp, remat
-from fungraph.distributed import make_mesh
+from fungraph.distributed import make_mesh, pmap
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var, verify
 from fungraph.ir_text import ParseError, parse
 from fungraph.jit import clear_caches, disable_jit, jit
@@ -100,6 +100,7 @@ __all__ = [
     "distributed",
     "experimental",
     "make_mesh",
+    "pmap",
     "shard_map",
     "sharding",
     "scipy",

@@ -23,10 +23,11 @@ import numpy as np
 MeshAxes = tuple[tuple[Hashable, int], ...]
 
 
-_STATE: dict[str, Any] = {"comm": None, "initialized": False, "axis_comms": {}}
+#: ``check_comm``: a duplicate of the world for the same-program checks, apart from the programs' own calls
+_STATE: dict[str, Any] = {"comm": None, "check_comm": None, "initialized": False, "axis_comms": {}}
 #: MPI calls made, by kind (``allreduce_in_place``: with ``MPI.IN_PLACE``; ``overlap_copies``:
 #: operands copied first because they partly overlap the result)
-MPI_STATS = {"allreduce": 0, "allreduce_in_place": 0, "overlap_copies": 0}
+MPI_STATS = {"allreduce": 0, "allreduce_in_place": 0, "overlap_copies": 0, "program_checks": 0}
 _LOCK = threading.Lock()
 
 
@@ -56,6 +57,7 @@ def initialize(abort_on_exception: bool = True) -> None:
             _STATE["initialized"] = True
             return
         _STATE["comm"] = MPI.COMM_WORLD
+        _STATE["check_comm"] = MPI.COMM_WORLD.Dup()
         _STATE["initialized"] = True
     if abort_on_exception and process_count() > 1:
         _install_abort_hook()
@@ -227,6 +229,21 @@ def sendrecv(comm: Any, x: np.ndarray, dest: int | None, source: int | None) -> 
 
 
 def allgather_objects(value: Any) -> list[Any]:
-    """``value`` of every process (pickled; for small control messages such as fingerprints)."""
-    comm = world()
+    """``value`` of every process (pickled; for small control messages such as fingerprints),
+    over the checks' communicator."""
+    world()
+    comm = _STATE["check_comm"]
     return [value] if comm is None else comm.allgather(value)
+
+
+def same_everywhere(value: int) -> bool:
+    """Whether every process passed the same ``value`` (below 2**62): one ``Allreduce`` of
+    ``(value, -value)`` with MAX over the checks' communicator."""
+    world()
+    comm = _STATE["check_comm"]
+    if comm is None:
+        return True
+    MPI_STATS["program_checks"] += 1
+    both = np.array([value, -value], np.int64)
+    comm.Allreduce(_mpi().IN_PLACE, both, op=_mpi().MAX)
+    return int(both[0]) == -int(both[1])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import threading
 import time
 import types
@@ -26,7 +27,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
-from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED
+from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED, NATIVE_CPU
 from fungraph.array import DeviceArray, HostArray, take_donated
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
@@ -52,7 +53,7 @@ from fungraph.interpreters.staging import abstractify, flat_fun, split_static, s
 from fungraph.ir import Eqn, Graph, Params, Var
 from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import is_undefined, zeros
-from fungraph.primitives.mesh_collectives import check_same_program
+from fungraph.primitives.mesh_collectives import checked_executable
 from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
 from fungraph.viz import to_dot
 
@@ -126,13 +127,12 @@ def _compile_graph(graph: Graph, backend: str, donated: tuple[bool, ...], keep: 
         warnings.warn(f"jit(backend={backend!r}): {reason}, so this function runs on the CPU engine",
                       BackendFallbackWarning, stacklevel=5)
         factory = backend_factory("cpu")
-    check_same_program(graph)
     t0 = time.perf_counter()
     optimised, stats = optimize(graph, backend_passes(factory))
     t1 = time.perf_counter()
     optimised, plan = best_schedule(optimised, donated, getattr(factory, "scratch_bytes", None))
     t2 = time.perf_counter()
-    exe = factory(optimised, plan, donated)
+    exe = checked_executable(graph, factory(optimised, plan, donated))
     t3 = time.perf_counter()
     compiled = Compiled(graph, optimised, stats, plan, exe,
                         {"optimise": t1 - t0, "plan": t2 - t1, "prepare": t3 - t2})
@@ -188,6 +188,10 @@ def clear_caches() -> None:
     _FUNCTION_CACHES.clear()
     for j in list(_JITTED):
         j._caches.clear()
+
+
+#: compiled graphs hold the CPU engine they were built with (native regions or numpy's)
+NATIVE_CPU.on_change.append(clear_caches)
 
 
 # --- the jit_call primitive --------------------------------------------------------------
@@ -485,6 +489,10 @@ class Jitted:
         return tuple(mask)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.donate_argnums and not kwargs:
+            held_once = _bare_donations(args, self.donate_argnums, self.static_argnums)
+            if held_once:
+                return self._call(args, kwargs, None, held_once)
         entry = fast_key = None
         if not kwargs and not self.static_argnums and not JIT_DISABLED.on:
             fast_key = _fast_key(args)
@@ -515,9 +523,11 @@ class Jitted:
                                      "differently (fused or reordered operations); compare with "
                                      f"jit({self.__name__}).lower(...).text") from None
 
-    def _call(self, args: tuple, kwargs: dict[str, Any], fast_key: tuple | None) -> Any:
+    def _call(self, args: tuple, kwargs: dict[str, Any], fast_key: tuple | None,
+              held_once: frozenset[int] = frozenset()) -> Any:
         """Every call but the hottest (a compiled signature seen before, positional arrays only),
-        which ``__call__`` runs itself; ``fast_key``: ``__call__``'s key for ``args``, if any."""
+        which ``__call__`` runs itself; ``fast_key``: ``__call__``'s key for ``args``, if any;
+        ``held_once``: the leaves of donated bare arguments only the caller's name holds."""
         if JIT_DISABLED.on:
             return self.fun(*args, **kwargs)
         if kwargs:
@@ -551,14 +561,14 @@ class Jitted:
                 self._caches.index(self._fast, fast_key, entry)
             if tree_key is not None:
                 self._caches.index(self._fast_tree, tree_key, entry)
-        arrays = self._prepare(leaves, entry)
+        arrays = self._prepare(leaves, entry, held_once)
         if entry.compiled is None:
             outs = self._run_incremental(key, entry.graph, arrays)
         else:
             outs = entry.compiled.executable.run(arrays)
         return tree_unflatten(entry.out_tree, outs)
 
-    def _prepare(self, leaves: Sequence[Any], entry: _Entry) -> list[Any]:
+    def _prepare(self, leaves: list[Any], entry: _Entry, held_once: frozenset[int] = frozenset()) -> list[Any]:
         arrays = [_as_input(x) for x in leaves]
         if entry.compiled is not None and any(entry.compiled.executable.donated):
             for i, d in enumerate(entry.compiled.executable.donated):
@@ -566,7 +576,7 @@ class Jitted:
                     continue
                 shared = any(j != i and isinstance(b, np.ndarray) and np.may_share_memory(arrays[i], b)
                              for j, b in enumerate(arrays))
-                if not shared and take_donated(leaves, arrays, i):
+                if not shared and take_donated(leaves, arrays, i, i in held_once):
                     continue
                 a = arrays[i]
                 if not a.flags.writeable or not a.flags.c_contiguous or shared:
@@ -591,6 +601,47 @@ class Jitted:
         return next(reversed(self._caches.incremental.values()), None)
 
 
+class _ReferenceProbe:
+    """Called as a :class:`Jitted` is, it counts the references a call's machinery (the caller's
+    stack and the ``*args`` tuple) adds to an argument."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> int:
+        return sys.getrefcount(args[0])
+
+
+def _caller_references() -> int | None:
+    """What ``sys.getrefcount`` of a positional argument reads in ``Jitted.__call__`` when one
+    name of the caller's holds it and nothing else; None where counts are not exact (not
+    CPython), which leaves bare arguments to be copied."""
+    if sys.implementation.name != "cpython":
+        return None
+    held = object()
+    return _ReferenceProbe()(held)
+
+
+_CALLER_REFERENCES = _caller_references()
+
+
+def _bare_donations(args: tuple, donate_argnums: tuple[int, ...], static_argnums: tuple[int, ...]) -> frozenset[int]:
+    """The leaf indices of donated positional arguments that are bare host results held by no
+    more than one name of the caller's (counted here, before the call adds references of its
+    own), which :func:`take_donated` may then update in place as it does a pytree's leaves."""
+    if _CALLER_REFERENCES is None:
+        return frozenset()
+    found = []
+    leaf = 0
+    for j in range(len(args)):
+        if j in static_argnums:
+            continue
+        if args[j].__class__ is not HostArray:
+            leaf += len(tree_flatten(args[j])[0])
+            continue
+        if j in donate_argnums and sys.getrefcount(args[j]) <= _CALLER_REFERENCES:
+            found.append(leaf)
+        leaf += 1
+    return frozenset(found)
+
+
 def _as_input(x: Any) -> Any:
     """Device arrays pass through untouched; everything else becomes a numpy array."""
     return x if isinstance(x, DeviceArray) else to_concrete_dtype_array(x)
@@ -599,8 +650,9 @@ def _as_input(x: Any) -> Any:
 def _fast_key(args: Sequence[Any]) -> tuple | None:
     """A cache key for the common call with only numpy arrays (results of earlier calls
     included, weakly typed ones not) of supported dtypes, else None."""
-    key: list[Any] = [dtypes.x64_enabled()]
-    enabled = dtypes.enabled()
+    x64 = dtypes.x64_enabled()
+    key: list[Any] = [x64]
+    enabled = dtypes.ENABLED_IN_MODE[x64]
     for a in args:
         if type(a) is np.ndarray or type(a) is HostArray:
             if a.dtype not in enabled or type(a) is HostArray and a.weak_type:

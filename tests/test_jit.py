@@ -28,6 +28,7 @@ from tests.helpers import (
     check_jit_against_eager,
     crossed_callbacks,
     draw_args,
+    jax_or_skip,
     matmul_chain,
     with_float_args,
 )
@@ -128,7 +129,8 @@ def test_dce_cse_fold() -> None:
 @pytest.mark.parametrize("expr, expected", [
     (lambda x: x + 0.0, []), (lambda x: 0.0 + x, []), (lambda x: x - 0.0, []), (lambda x: x * 1.0, []),
     (lambda x: 1.0 * x, []), (lambda x: x / 1.0, []), (lambda x: fnp.negative(-x), []), (lambda x: x ** 1, []),
-    (lambda x: x ** 2, ["mul"]), (lambda x: x * 0.0, ["broadcast_in_dim"]),
+    (lambda x: x ** 2, ["mul"]), (lambda x: x * 0.0, ["mul"]),
+    (lambda x: x.astype(int) * 0, ["broadcast_in_dim"]),
     (lambda x: fnp.transpose(fnp.transpose(x)), []),
     (lambda x: fnp.reshape(fnp.reshape(x, (-1,)), (2, 3)), []),
     (lambda x: x + fnp.broadcast_to(fnp.ones(3), (2, 3)), ["add"]),
@@ -142,6 +144,14 @@ def test_simplification_rules(expr, expected) -> None:
     assert [e.primitive.name for e in s.eqns] == expected, str(s)
     np.testing.assert_array_equal(fg.eval_graph(s, x)[0], fg.eval_graph(g, x)[0])
     assert all(r.identity for r in RULES)
+
+
+def test_a_float_times_zero_keeps_nan_inf_and_signed_zero_as_jax() -> None:
+    x = np.array([np.inf, -np.inf, np.nan, -1.0, 2.0])
+    jax, _ = jax_or_skip()
+    expected = np.asarray(jax.jit(lambda v: v * 0.0)(x))
+    np.testing.assert_array_equal(np.signbit(fg.jit(lambda v: v * 0.0)(x)), np.signbit(expected))
+    np.testing.assert_array_equal(fg.jit(lambda v: v * 0.0)(x), expected)
 
 
 def test_a_scalar_times_a_product_scales_the_smaller_factor() -> None:

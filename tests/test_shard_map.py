@@ -264,3 +264,56 @@ def test_graph_of_a_shard_map_gradient_round_trips_through_the_text_form():
     parsed = fg.parse(str(graph))
     assert parsed.structural_key == graph.structural_key
     np.testing.assert_allclose(fg.eval_graph(parsed, *args)[0], fg.grad(f)(*args))
+
+
+def test_custom_jvp_output_from_replicated_inputs_stays_replicated():
+    """Typed from the function (JAX's rule), not from all inputs: ``sin(w)`` of the replicated
+    ``w`` may be returned as P() though the call also reads the block."""
+    @fg.custom_jvp
+    def f(w, x):
+        return fg.numpy.sin(w), x * w
+
+    f.defjvp(lambda p, t: (f(*p), (fg.numpy.cos(p[0]) * t[0], t[1] * p[0] + p[1] * t[0])))
+    g = fg.shard_map(f, mesh=_mesh(), in_specs=(P(), P("dp")), out_specs=(P(), P("dp")))
+    a, b = fg.jit(g)(np.ones(3), np.ones(3))
+    np.testing.assert_allclose(a, np.sin(np.ones(3)))
+    with pytest.raises(ValueError, match="for output 1"):
+        fg.shard_map(f, mesh=_mesh(), in_specs=(P(), P("dp")), out_specs=(P(), P()))(np.ones(3), np.ones(3))
+
+
+def test_program_text_has_no_object_addresses():
+    """A custom rule's repr names its address, which differs between processes."""
+    @fg.custom_jvp
+    def f(v):
+        return v * 2
+
+    f.defjvp(lambda p, t: (f(*p), t[0] * 2))
+    g = fg.shard_map(lambda v: lax.psum(f(v), "dp"), mesh=_mesh(), in_specs=P("dp"), out_specs=P())
+    text = "\n".join(mc.program_text(fg.make_graph(g)(np.ones(3))))
+    assert "custom_jvp_call" in text and " at 0x" not in text
+
+
+def test_multihost_utils_in_one_process_match_jax():
+    jax, _ = jax_or_skip()
+    from jax.experimental import multihost_utils as jmh
+
+    from fungraph.experimental import multihost_utils as mh
+    x = RNG.normal(size=(2, 3))
+    for tiled in (False, True):
+        ours, theirs = mh.process_allgather(x, tiled=tiled), jmh.process_allgather(x, tiled=tiled)
+        assert ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(mh.broadcast_one_to_all({"a": x})["a"], jmh.broadcast_one_to_all({"a": x})["a"])
+    mh.sync_global_devices("here")
+    mh.assert_equal(x)
+
+
+def test_pmap_in_one_process_matches_jax():
+    jax, jnp = jax_or_skip()
+    x = RNG.normal(size=(1, 4))
+
+    def body(c, lax_):
+        return lambda v: (lax_.psum(v, "i") * lax_.psum(1, "i"), c.grad(lambda u: lax_.pmean((u ** 2).sum(), "i"))(v))
+
+    for a, b in zip(fg.pmap(body(fg, lax), axis_name="i")(x), jax.pmap(body(jax, jax.lax), axis_name="i")(x)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

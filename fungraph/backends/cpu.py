@@ -21,6 +21,7 @@ import numpy as np
 from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
+from fungraph.backends.native.regions import native_regions, runs_natively
 from fungraph.core import Primitive, ScratchLowering, get_primitive, register_lowering
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.interpreters.regions import FusionCapability, fusion_p
@@ -110,7 +111,7 @@ def _results(env: list[Any], slots: Sequence[int], copies: Sequence[bool]) -> li
         value = env[s]
         if copy or type(value) is not np.ndarray:
             value = np.array(value)
-        value.flags.writeable = False
+        value.setflags(False)  # write=False, as ``hosted`` sets it
         results.append(value.view(HostArray))
     return results
 
@@ -140,6 +141,8 @@ class CpuExecutable:
         self.plan = plan
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
         self.arena = _aligned_bytes(plan.arena_bytes) if arena is None else arena[:plan.arena_bytes]
+        #: the regions run as native code, by equation index (one shared object per graph)
+        self.native = native_regions(graph)
         self._idle = [self._bind(self.arena, first=True)]
 
     def _bind(self, arena: np.ndarray, first: bool = False) -> _Buffers:
@@ -171,7 +174,9 @@ class CpuExecutable:
                 out_index.setdefault(a, j)
         for index, e in enumerate(graph.eqns):
             rule = e.primitive.lowerings.get("cpu")
-            if index in plan.scratch and rule is not None and rule.scratch is not None:
+            if index in self.native:
+                fn, specific = self.native[index], True
+            elif index in plan.scratch and rule is not None and rule.scratch is not None:
                 block = arena[plan.scratch[index].offset:plan.scratch[index].offset + plan.scratch[index].size]
                 fn, specific = rule.scratch.lower(e, block), True
             else:
@@ -235,7 +240,7 @@ class CpuExecutable:
         if a[0] >= 0 and a[0] in recycled and _UNREFERENCED is not None:
             old = recycled[a[0]]
             if sys.getrefcount(old) == _UNREFERENCED:
-                old.flags.writeable = True
+                old.setflags(True)  # write=True
                 return old
         ENGINE_STATS["output_allocations"] += 1
         buf = np.empty(a[1], a[2])
@@ -565,7 +570,12 @@ def scratch_bytes(eqn: Any) -> int:
 
 # --- the lowerings that need this engine: sub-graphs run by executables in a scratch block ----
 
-register_lowering(fusion_p, "cpu", scratch=ScratchLowering(fusion_scratch_bytes, lower_fusion))
+def _fusion_scratch_bytes(eqn: Any) -> int:
+    """A region the native engine runs needs none of the numpy engine's chunk scratch."""
+    return 0 if runs_natively(eqn) else fusion_scratch_bytes(eqn)
+
+
+register_lowering(fusion_p, "cpu", scratch=ScratchLowering(_fusion_scratch_bytes, lower_fusion))
 # Control flow lies above the engines in the layers, so its primitives are found by name; this
 # module is imported on first use of the backend, after ``import fungraph`` has defined them.
 register_lowering(get_primitive("cond"), "cpu", scratch=ScratchLowering(_cond_bytes, _lower_cond))

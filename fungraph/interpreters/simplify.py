@@ -48,9 +48,11 @@ def _mul_one(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
 
 
 def _mul_zero(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
-    if not (_is(x, 0) or _is(y, 0)):
-        return None
+    """Only for integers and bools: a float ``x * 0`` is NaN for an infinite or NaN ``x`` and
+    -0 for a negative one, which XLA's simplifier keeps too."""
     out = e.outputs[0].aval
+    if np.dtype(out.dtype).kind not in "biu" or not (_is(x, 0) or _is(y, 0)):
+        return None
     zero = Literal(np.zeros((), out.dtype).item(), type(out)((), out.dtype))
     if out.shape == ():
         return zero
@@ -175,7 +177,7 @@ RULES: tuple[Rule, ...] = (
     Rule("add", "x + 0 = 0 + x = x", _add_zero),
     Rule("sub", "x - 0 = x", _sub_zero),
     Rule("mul", "x * 1 = 1 * x = x", _mul_one),
-    Rule("mul", "x * 0 = 0 (broadcast to the output shape)", _mul_zero),
+    Rule("mul", "x * 0 = 0 for integers and bools (broadcast to the output shape)", _mul_zero),
     Rule("mul", "k * dot(a, b) = dot(k * a, b) for a scalar k and the smaller factor a", _scale_smaller_factor),
     Rule("div", "x / 1 = x", _div_one),
     Rule("neg", "-(-x) = x", _neg_neg),

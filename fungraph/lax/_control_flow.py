@@ -10,9 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from fungraph import dtypes
 from fungraph.core import ShapeError, user_source
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives import shape as sh
+from fungraph.primitives.collectives import pvary
 from fungraph.primitives.operands import asarray
 
 
@@ -23,6 +25,22 @@ def _stage_fn(fun: Any, in_tree: Any, avals: Sequence[Any], what: str) -> tuple[
     box: list[Any] = []
     graph, closure = stage(flat_fun(fun, in_tree, {}, box), list(avals))
     return graph, closure, box[0]
+
+
+def _grow_carries(leaves: list[Any], avals: list[ShapedArray], out_avals: Sequence[ShapedArray]) -> bool:
+    """Inside ``shard_map``: raise each carry to the mesh axes the body's output for it varies
+    over (a ``pvary`` before the loop, in place in ``leaves``/``avals``); whether any grew, so
+    the body is staged again on the grown types. A carry typed below its fixed point would
+    get its ``pvary`` inside the body, whose transpose sums the carry's cotangent at every step."""
+    grew = False
+    for i, (a, out) in enumerate(zip(avals, out_avals)):
+        extra = out.vma - a.vma
+        if extra:
+            grew = True
+            if dtypes.is_inexact(a.dtype):
+                leaves[i] = pvary(leaves[i], tuple(extra))
+            avals[i] = ShapedArray(a.shape, a.dtype, a.vma | extra)
+    return grew
 
 
 def _leaves(tree: Any) -> tuple[list[Any], Any, list[Any]]:
@@ -115,6 +133,9 @@ def while_loop(cond_fun: Any, body_fun: Any, init_val: Any, *, checkpoint: str =
     if cgraph.out_avals != (ShapedArray((), np.dtype(np.bool_)),):
         raise TypeError(f"while_loop cond_fun must return a bool scalar, got {[str(a) for a in cgraph.out_avals]}")
     bgraph, bclosure, btree = _stage_fn(lambda c: body_fun(c), _single(tree), avals, "body_fun")
+    while btree == tree and _grow_carries(leaves, avals, bgraph.out_avals):
+        cgraph, cclosure, ctree = _stage_fn(lambda c: cond_fun(c), _single(tree), avals, "cond_fun")
+        bgraph, bclosure, btree = _stage_fn(lambda c: body_fun(c), _single(tree), avals, "body_fun")
     if btree != tree or bgraph.out_avals != tuple(avals):
         raise _carry_error("while_loop body_fun", tree, avals, btree, bgraph.out_avals)
     outs = while_p.bind(*cclosure, *bclosure, *leaves, cond_graph=cgraph, body_graph=bgraph, n_cc=len(cclosure),
@@ -170,6 +191,9 @@ def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: 
     slice_avals = [ShapedArray(a.shape[1:], a.dtype, a.vma) for a in x_avals]  # vma: the mesh axes it varies over
     in_tree = PyTreeDef(tuple, None, (c_tree, x_tree))
     graph, closure, out_tree = _stage_fn(f, in_tree, c_avals + slice_avals, "scan body")
+    nc = len(c_leaves)
+    while out_tree.node_type in (tuple, list) and _grow_carries(c_leaves, c_avals, graph.out_avals[:nc]):
+        graph, closure, out_tree = _stage_fn(f, in_tree, c_avals + slice_avals, "scan body")
     if out_tree.node_type not in (tuple, list) or len(out_tree.children) != 2:
         raise TypeError(f"scan body must return a pair (carry, y), got {out_tree}")
     carry_tree, y_tree = out_tree.children

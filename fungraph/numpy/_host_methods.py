@@ -105,8 +105,8 @@ def _result(out: Any, weak: bool) -> Any:
     """numpy's result as a read-only :class:`HostArray` (0-d where numpy gives a scalar)."""
     if type(out) is HostArray:
         if type(out.base) is np.ndarray:
-            out.base.flags.writeable = False
-        out.flags.writeable = False
+            out.base.setflags(False)
+        out.setflags(False)
     else:
         out = hosted(np.asarray(out))
     if weak:

@@ -32,6 +32,7 @@ from fungraph.primitives._rules import aval, linear_jvp, lit, normalize_axis
 from fungraph.primitives.elementwise import add, convert, div, eq, mul, select
 from fungraph.primitives.indexing import take
 from fungraph.primitives.mesh_collectives import (
+    INVARIANT_RESULT,
     MeshAxes,
     mesh_all_gather_p,
     mesh_all_to_all_p,
@@ -43,6 +44,7 @@ from fungraph.primitives.mesh_collectives import (
     mesh_psum_p,
     mesh_psum_scatter_p,
     pvary_p,
+    replication_checked,
 )
 from fungraph.primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum
 from fungraph.primitives.shape import reshape, transpose
@@ -390,6 +392,8 @@ def _repeated(prim: NamedAxisPrimitive, mesh_prim: Any, x: Any, axis_name: AxisN
                 leaf = prim.bind(leaf, axis_name=name)
             else:
                 leaf = mesh_prim.bind(leaf, axis_name=name, mesh=mesh)
+                if mesh_prim in INVARIANT_RESULT and not replication_checked(mesh):
+                    leaf = pvary_p.bind(leaf, axis_name=name, mesh=mesh)
         return leaf
 
     return tree_map(one, x)

@@ -122,7 +122,7 @@ logistic_p = _unary("logistic", _logistic_impl, lambda x, y: mul(y, sub(_one(y),
 erf_p = _unary("erf", _erf_impl,                                          # erf' = 2/sqrt(pi) e^{-x^2}
                lambda x, y: mul(lit(2 / math.sqrt(math.pi), y.dtype), exp(neg(mul(x, x)))), kind="float")
 neg_p = _unary("neg", np.negative, None, kind="numeric")
-abs_p = _unary("abs", np.abs, lambda x, y: sign(x), kind="numeric")      # |x|' = sign(x)
+abs_p = _unary("abs", np.abs, None, kind="numeric")                      # jvp below
 sign_p = _unary("sign", np.sign, None, kind="real")
 floor_p = _unary("floor", np.floor, None, kind="float")
 not_p = _unary("not", np.invert, None, kind="logical")
@@ -144,7 +144,7 @@ def _abs_jvp(primals: tuple, tangents: tuple) -> tuple:
     (x,), (t,) = primals, tangents
     y = abs_p.bind(x)
     if not dtypes.is_complex(aval(x).dtype):
-        return y, mul(t, sign(x))                                        # |x|' = sign(x)
+        return y, select(ge_p.bind(x, lit(0, aval(x).dtype)), t, neg(t))  # |x|' = 1 for x >= 0 (JAX's, 0 incl.)
     safe = select(eq(y, lit(0, y.dtype)), _one(y), y)
     return y, real(mul(t, div(conj(x), convert(safe, aval(x).dtype))))   # d|z| = Re(conj(z) dz) / |z|
 

@@ -14,6 +14,7 @@ an operation mixes the two, so each ``psum`` reads a varying value. Then the tra
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,8 +34,36 @@ MeshAxes = _mpi.MeshAxes
 
 
 class MeshPrimitive(Primitive):
-    """A collective over one mesh axis (params ``axis_name`` and ``mesh``); ``jit`` checks
-    that every process compiled the same graph when one holds these."""
+    """A collective over one mesh axis (params ``axis_name`` and ``mesh``). Each call of a
+    compiled graph holding these first checks that every process calls the same graph
+    (:func:`checked_executable`); a collective run eagerly (outside such a call) checks that
+    every process runs the same collective."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.effectful:
+            self.impl = _eagerly_checked(self.name, self.impl)
+
+
+class _Running(threading.local):
+    """How many checked compiled graphs this thread is running (their collectives are checked)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+
+
+_RUNNING = _Running()
+
+
+def _eagerly_checked(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*args: Any, **params: Any) -> Any:
+        if _RUNNING.depth == 0 and _mpi.process_count() > 1:
+            text = [f"{name}[{', '.join(f'{k}={_param_text(v)}' for k, v in sorted(params.items()))}] "
+                    f"({', '.join(str(ShapedArray(np.shape(a), np.asarray(a).dtype)) for a in args)})"]
+            check_same_call(text, _signature(text))
+        return impl(*args, **params)
+
+    return run
 
 
 # --- the meshes whose axes are in scope -------------------------------------------------------
@@ -43,19 +72,33 @@ class MeshPrimitive(Primitive):
 class _MeshEnv(threading.local):
     def __init__(self) -> None:
         self.meshes: list[MeshAxes] = []
+        #: for each mesh in scope, whether its ``shard_map`` checks replication (``check_vma``)
+        self.checked: list[bool] = []
 
 
 _ENV = _MeshEnv()
 
 
 @contextmanager
-def mesh_axes_in_scope(mesh: MeshAxes) -> Iterator[None]:
-    """Make ``mesh``'s axis names refer to its axes while ``shard_map`` traces its function."""
+def mesh_axes_in_scope(mesh: MeshAxes, checked: bool = True) -> Iterator[None]:
+    """Make ``mesh``'s axis names refer to its axes while ``shard_map`` traces its function;
+    ``checked=False`` (``pmap``): every value varies, and a reduction's result is a per-device
+    copy, so its transpose sums (JAX's ``pmap`` rule)."""
     _ENV.meshes.append(mesh)
+    _ENV.checked.append(checked)
     try:
         yield
     finally:
         _ENV.meshes.pop()
+        _ENV.checked.pop()
+
+
+def replication_checked(mesh: MeshAxes) -> bool:
+    """Whether the innermost map over ``mesh`` is a ``shard_map`` (not a ``pmap``)."""
+    for m, checked in zip(reversed(_ENV.meshes), reversed(_ENV.checked)):
+        if m == mesh:
+            return checked
+    return True
 
 
 def mesh_of_axis(name: Hashable) -> MeshAxes | None:
@@ -83,14 +126,22 @@ def staged_types(prim: Primitive, in_vma: Sequence[frozenset], params: Any, out_
         if prim is pvary_p:
             return [in_vma[0]], [wanted], own
         return [wanted], [wanted - {name} if prim in INVARIANT_RESULT else wanted], own
+    if prim.name in PER_OPERAND:
+        return list(in_vma), list(in_vma), mesh
     graphs = [v for v in params.values() if isinstance(v, Graph)]
     graphs += [g for v in params.values() if isinstance(v, tuple) for g in v if isinstance(g, Graph)]
-    matching = [g for g in graphs if len(g.outvars) == out_count]
+    # a graph of the equation's outputs, or a JVP graph (primal outputs, then the tangents it gives)
+    matching = [g.outvars for g in graphs if len(g.outvars) == out_count]
+    matching += [g.outvars[out_count:] for g in graphs if out_count and len(g.outvars) == 2 * out_count]
     if matching:
-        out = [frozenset().union(*(g.outvars[j].aval.vma for g in matching)) for j in range(out_count)]
+        out = [frozenset().union(*(outs[j].aval.vma for outs in matching)) for j in range(out_count)]
         return list(in_vma), out, mesh
     union = frozenset().union(*in_vma)
     return [union] * len(in_vma), [union] * out_count, mesh
+
+
+#: primitives whose each output is its operand of the same position, so has its type
+PER_OPERAND = frozenset({"optimization_barrier"})
 
 
 def axis_size_of(mesh: MeshAxes, name: Hashable) -> int:
@@ -347,7 +398,10 @@ def _all_to_all_batch(args: Sequence[Any], dims: Sequence[int | None], *, split_
 
 
 def _axis_index_impl(*, axis_name: Hashable, mesh: MeshAxes) -> np.ndarray:
-    _comm(mesh, axis_name)
+    """No communication (constant folding may run it while only this process compiles)."""
+    if int(np.prod([s for _, s in mesh], dtype=np.int64)) != _mpi.process_count():
+        raise ValueError(f"a mesh of shape {dict(mesh)} needs one process per device, but "
+                         f"{_mpi.process_count()} processes run")
     return np.asarray(_mpi.axis_position(mesh, axis_name), dtypes.int32)
 
 
@@ -368,12 +422,16 @@ def holds_collectives(graph: Graph) -> bool:
                for e in graph.eqns)
 
 
+#: what ``repr`` adds for an object without its own: an address, which differs between processes
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _param_text(value: Any) -> str:
     if isinstance(value, Graph):
         return "<graph>"
     if isinstance(value, tuple) and any(isinstance(v, Graph) for v in value):
         return f"<{len(value)} graphs>"
-    return repr(value)
+    return _ADDRESS.sub("", repr(value))
 
 
 def program_text(graph: Graph, depth: int = 0) -> list[str]:
@@ -390,21 +448,22 @@ def program_text(graph: Graph, depth: int = 0) -> list[str]:
     return lines
 
 
-def check_same_program(graph: Graph) -> None:
-    """Before the first run of a compiled graph that holds collectives, compare a fingerprint
-    of it across processes: a process that staged another program (a branch on its process
-    index in Python, another shape) fails here naming both, instead of waiting forever in a
-    collective the others never call."""
-    if _mpi.process_count() == 1 or not holds_collectives(graph):
-        return
-    text = program_text(graph)
-    mine = hashlib.sha256("\n".join(text).encode()).hexdigest()[:16]
-    signatures = _mpi.allgather_objects(mine)
-    if len(set(signatures)) == 1:
+def _signature(text: list[str]) -> int:
+    return int(hashlib.sha256("\n".join(text).encode()).hexdigest()[:15], 16)
+
+
+def check_same_call(text: list[str], signature: int) -> None:
+    """Before a program (a compiled graph, or one eager collective) talks to the other
+    processes, check that they all run the same one: one small ``Allreduce`` (on a
+    communicator of its own). A process that staged another program (a Python branch on its
+    process index, another shape, another cached graph) fails here naming both, instead of
+    waiting forever in a collective the others never call."""
+    if _mpi.same_everywhere(signature):
         return
     texts = _mpi.allgather_objects(text)
+    signatures = [_signature(t) for t in texts]
     me = _mpi.process_index()
-    other = next(p for p, s in enumerate(signatures) if s != mine)
+    other = next(p for p, s in enumerate(signatures) if s != signature)
     first = next((i for i, (a, b) in enumerate(zip(texts[me], texts[other])) if a != b),
                  min(len(texts[me]), len(texts[other])))
 
@@ -412,6 +471,35 @@ def check_same_program(graph: Graph) -> None:
         return texts[p][first] if first < len(texts[p]) else "<end of program>"
 
     raise RuntimeError(
-        f"process {me} compiled a program (signature {mine}) that differs from process {other}'s "
-        f"(signature {signatures[other]}); every process must run the same collectives in the same order.\n"
+        f"process {me} runs a program (signature {signature:015x}) that differs from process {other}'s "
+        f"(signature {signatures[other]:015x}); every process must run the same collectives in the same order.\n"
         f"  first difference, line {first}:\n    process {me}: {line(me)}\n    process {other}: {line(other)}")
+
+
+class CheckedExecutable:
+    """A compiled graph holding collectives: each run first checks that every process runs the
+    same graph (:func:`check_same_call`); the executable's other attributes pass through."""
+
+    def __init__(self, executable: Any, graph: Graph) -> None:
+        self.executable = executable
+        self.text = program_text(graph)
+        self.signature = _signature(self.text)
+
+    def run(self, args: Any) -> Any:
+        check_same_call(self.text, self.signature)
+        _RUNNING.depth += 1
+        try:
+            return self.executable.run(args)
+        finally:
+            _RUNNING.depth -= 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.executable, name)
+
+
+def checked_executable(graph: Graph, executable: Any) -> Any:
+    """``executable`` of ``graph``, checked at each run when it holds collectives and more
+    than one process runs (a graph without collectives never talks to other processes)."""
+    if _mpi.process_count() == 1 or not holds_collectives(graph):
+        return executable
+    return CheckedExecutable(executable, graph)

@@ -12,11 +12,12 @@ that holds a graph), so an eager ``shard_map`` compiles its body once, and ``jit
 ``vmap`` and ``jvp`` transform the body through the call's rules (``jit`` inlines it); the
 transposes ``psum^T = pvary``, ``pvary^T = psum`` give JAX's gradients.
 
-``jit_call``, ``cond``, ``scan`` and ``while`` are typed through their sub-graphs (branches
-joined, loop carries grown to a fixed point). Other sub-graphs (custom derivatives, linear
-solves) are typed conservatively: when any input of such an equation varies over an axis, all
-its inputs and outputs are taken to vary over it (values are unchanged; a replicated ``P()``
-output then needs ``psum`` or ``check_vma=False``).
+``jit_call``, ``remat``, ``cond``, ``scan`` and ``while`` are typed through their sub-graphs
+(branches joined, loop carries grown to a fixed point); ``custom_jvp_call``/``custom_vjp_call``
+through the function's graph, their rules staged typed when they run (JAX's rule). Other
+sub-graphs (linear solves, the while tape's loops) are typed conservatively: when any input of
+such an equation varies over an axis, all its inputs and outputs are taken to vary over it
+(values are unchanged; a replicated ``P()`` output then needs ``psum`` or ``check_vma=False``).
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from fungraph import _mpi, dtypes
+from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.staging import abstractify, stage
 from fungraph.ir import Atom, Eqn, Graph, Literal, Params, Var
 from fungraph.jit import jit_call_p
 from fungraph.primitives.mesh_collectives import (
     INVARIANT_RESULT,
+    PER_OPERAND,
     MeshAxes,
     MeshPrimitive,
     mesh_axes_in_scope,
@@ -128,6 +131,9 @@ class _Typer:
             after = self.of(x) - {name} if e.primitive in INVARIANT_RESULT else self.of(x) | {name}
             self._emit(e, (x,), [after])
             return
+        if e.primitive.name in PER_OPERAND:
+            self._emit(e, e.inputs, ins)
+            return
         typed = _SUBGRAPH_RULES.get(e.primitive.name)
         if typed is not None and e.subgraphs:
             typed(self, e, ins)
@@ -208,6 +214,95 @@ def _type_while(typer: _Typer, e: Eqn, ins: list[frozenset]) -> None:
     typer._emit(Eqn(e.primitive, inputs, e.outputs, Params(params), e.source), inputs, carry)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _TypedRule:
+    """A custom rule (custom_jvp's ``jvp``, custom_vjp's ``fwd``/``bwd``) run as JAX runs it
+    inside ``shard_map``: staged with its inputs typed (``pvary`` where an invariant value
+    meets a varying one, so its transpose sums over the processes), then evaluated. ``in_vma``
+    gives the axes of each argument list's values; ``out_box`` receives the staged outputs'
+    (``fwd`` hands its residuals' to ``bwd`` through it)."""
+
+    rule: Callable[..., Any]
+    in_vma: tuple[Any, ...]
+    mesh: MeshAxes
+    out_box: list = dataclasses.field(default_factory=list, repr=False)
+    check_outputs: tuple[frozenset, ...] | None = None
+
+    @property
+    def __name__(self) -> str:
+        return getattr(self.rule, "__name__", "rule")
+
+    def __call__(self, *lists: list[Any]) -> Any:
+        vmas = [v() if callable(v) else v for v in self.in_vma]
+        flat = [x for part in lists for x in part]
+        avals = [dataclasses.replace(abstractify(x), vma=v) for part, vma in zip(lists, vmas)
+                 for x, v in zip(part, vma)]
+        sizes = [len(part) for part in lists]
+        shape: list[tuple[bool, list[int]]] = []
+
+        def staged(*xs: Any) -> list[Any]:
+            parts, start = [], 0
+            for n in sizes:
+                parts.append(list(xs[start:start + n]))
+                start += n
+            outs = self.rule(*parts)
+            groups = [list(o) for o in outs] if isinstance(outs, tuple) else [list(outs)]
+            shape.append((isinstance(outs, tuple), [len(g) for g in groups]))
+            return [x for g in groups for x in g]
+
+        with mesh_axes_in_scope(self.mesh):
+            graph, closure = stage(staged, avals)
+        out_vma = [v.aval.vma if isinstance(v, Var) else _INVARIANT for v in graph.outvars]
+        self.out_box[:] = [out_vma]
+        if self.check_outputs is not None:
+            _check_cotangent_types(self.__name__, out_vma, self.check_outputs)
+        values = eval_graph(graph, *flat, *closure)
+        is_tuple, sizes_out = shape[0]
+        groups, start = [], 0
+        for n in sizes_out:
+            groups.append(list(values[start:start + n]))
+            start += n
+        return tuple(groups) if is_tuple else groups[0]
+
+
+def _check_cotangent_types(name: str, got: Sequence[frozenset], want: Sequence[frozenset]) -> None:
+    """JAX's rule: a custom_vjp ``bwd`` gives each input a cotangent of the input's own type."""
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g - w:
+            raise ValueError(f"custom_vjp bwd rule {name} gave input {i} a cotangent varying over mesh axes "
+                             f"{sorted(g - w, key=repr)}, but the input is invariant over them; psum it over "
+                             "those axes in bwd (JAX requires the same)")
+
+
+def _type_custom(typer: _Typer, e: Eqn, ins: list[frozenset]) -> None:
+    """``custom_jvp_call``/``custom_vjp_call``: outputs typed by the function's own graph (JAX's
+    rule), the user's rules staged with typed inputs when they run (:class:`_TypedRule`)."""
+    call, out_vma = typed_graph(e.params["call"], ins, typer.mesh)
+    n = len(ins) - e.params["num_consts"]
+    params = {**e.params.kwargs(), "call": call}
+    if e.primitive.name == "custom_jvp_call":
+        params["jvp"] = _TypedRule(e.params["jvp"], (ins[:n], ins[:n]), typer.mesh)
+    else:
+        fwd = _TypedRule(e.params["fwd"], (ins[:n],), typer.mesh)
+
+        def residuals() -> list[frozenset]:
+            return list(fwd.out_box[0][len(out_vma):]) if fwd.out_box else []
+
+        params["fwd"] = fwd
+        params["bwd"] = _TypedRule(e.params["bwd"], (residuals, tuple(out_vma)), typer.mesh,
+                                   check_outputs=tuple(ins[:n]))
+    typer._emit(Eqn(e.primitive, e.inputs, e.outputs, Params(params), e.source), e.inputs, out_vma)
+
+
+def _type_remat_tangent(typer: _Typer, e: Eqn, ins: list[frozenset]) -> None:
+    """``remat_tangent``: its JVP graph (inputs and tangents, not the saved values) typed; the
+    tangents it gives are that graph's second half of outputs."""
+    np_, ns = e.params["num_primals"], e.params.get("num_saved", 0)
+    graph, out_vma = typed_graph(e.params["jvp_graph"], ins[:np_] + ins[np_ + ns:], typer.mesh)
+    params = Params({**e.params.kwargs(), "jvp_graph": graph})
+    typer._emit(Eqn(e.primitive, e.inputs, e.outputs, params, e.source), e.inputs, out_vma[len(out_vma) // 2:])
+
+
 def _typed_param(value: Any, vma: frozenset, mesh: MeshAxes) -> Any:
     if isinstance(value, Graph):
         return typed_graph(value, [vma] * len(value.invars), mesh, lift_outputs_to=vma)[0]
@@ -239,6 +334,10 @@ _SUBGRAPH_RULES: dict[str, Callable[[_Typer, Eqn, list[frozenset]], None]] = {
     "cond": _type_cond,
     "scan": _type_scan,
     "while": _type_while,
+    "remat": _type_call,
+    "custom_jvp_call": _type_custom,
+    "custom_vjp_call": _type_custom,
+    "remat_tangent": _type_remat_tangent,
 }
 
 
@@ -259,6 +358,18 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, mesh: Mesh, in_specs: A
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                                  check_vma=check_vma, axis_names=axis_names)
+    return _mapped(f, mesh, in_specs, out_specs, check_vma, per_device=False)
+
+
+def per_device_map(f: Callable[..., Any], mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable[..., Any]:
+    """``shard_map`` with ``pmap``'s rules: every value varies over the mesh, and a reduction's
+    result is each device's own copy, so its transpose sums over the devices (``pmap``'s
+    gradients, which JAX's ``pmap`` keeps)."""
+    return _mapped(f, mesh, in_specs, out_specs, check_vma=False, per_device=True)
+
+
+def _mapped(f: Callable[..., Any], mesh: Mesh, in_specs: Any, out_specs: Any, check_vma: bool,
+            per_device: bool) -> Callable[..., Any]:
     if not isinstance(mesh, Mesh):
         raise TypeError(f"shard_map needs mesh=fungraph.sharding.Mesh (from fungraph.make_mesh), got {mesh!r}")
 
@@ -269,7 +380,9 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, mesh: Mesh, in_specs: A
                              f"{_mpi.process_count()} processes run (start them with mpiexec -n {mesh.size})")
         leaves, in_tree = tree_flatten(args)
         specs = _flat_specs(in_specs, args, "in_specs")
-        avals = [dataclasses.replace(abstractify(x), vma=frozenset(s.axis_names())) for x, s in zip(leaves, specs)]
+        everything = frozenset(mesh.axis_names)
+        in_vma = [everything if per_device else frozenset(s.axis_names()) for s in specs]
+        avals = [dataclasses.replace(abstractify(x), vma=v) for x, v in zip(leaves, in_vma)]
         for s, a in zip(specs, avals):
             _check_spec(s, mesh, a.ndim, "in_specs")
         out_tree: list[Any] = []
@@ -280,10 +393,9 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, mesh: Mesh, in_specs: A
             out_tree.append((tree, out))
             return out_leaves
 
-        with mesh_axes_in_scope(mesh.shape_tuple):
+        with mesh_axes_in_scope(mesh.shape_tuple, checked=not per_device):
             graph, closure = stage(flat, avals)
-        in_vma = [frozenset(s.axis_names()) for s in specs] + [_INVARIANT] * len(closure)
-        typed, out_vma = typed_graph(graph, in_vma, mesh.shape_tuple)
+        typed, out_vma = typed_graph(graph, in_vma + [_INVARIANT] * len(closure), mesh.shape_tuple)
         tree, example = out_tree[0]
         for j, (s, v, a) in enumerate(zip(_flat_specs(out_specs, example, "out_specs"), out_vma, graph.out_avals)):
             _check_spec(s, mesh, a.ndim, "out_specs")

@@ -105,7 +105,7 @@ def test_psum_in_place_and_on_every_dtype():
 
 def test_different_programs_fail_naming_both_signatures():
     f = fg.jit(fg.shard_map(lambda v: lax.psum(v.sum(), "dp"), mesh=mesh(), in_specs=P("dp"), out_specs=P()))
-    with pytest.raises(RuntimeError, match=r"signature [0-9a-f]{16}\) that differs from process \d's \(signature"):
+    with pytest.raises(RuntimeError, match=r"signature [0-9a-f]{15}\) that differs from process \d's \(signature"):
         f(np.ones((2 + (R == 0), 3)))
     np.testing.assert_allclose(f(np.ones((2, 3))), 6.0 * N)  # the processes still agree afterwards
 
@@ -173,3 +173,25 @@ def test_partially_overlapping_operands_are_copied_before_the_call():
     _mpi.allreduce(comm, buf[0:4], buf[2:6], "sum")
     assert _mpi.MPI_STATS["overlap_copies"] == before + 1
     np.testing.assert_allclose(buf[2:6], want)
+
+
+def test_different_cached_programs_fail_instead_of_mixing_collectives():
+    """Both graphs compiled on every process first; then the processes call different ones:
+    each call is checked, not only the first compilation."""
+    f = fg.jit(fg.shard_map(lambda v: lax.psum(v.sum(), "dp"), mesh=mesh(), in_specs=P("dp"), out_specs=P()))
+    g = fg.jit(fg.shard_map(lambda v: lax.pmax(v.sum(), "dp"), mesh=mesh(), in_specs=P("dp"), out_specs=P()))
+    x = np.full((2, 3), 1.0 + R)
+    assert float(f(x)) == 6.0 * sum(range(1, N + 1)) and float(g(x)) == 6.0 * N
+    with pytest.raises(RuntimeError, match=r"(?s)process \d runs a program .* first difference.*mesh_p"):
+        (f if R == 0 else g)(x)
+    assert float(g(x)) == 6.0 * N
+
+
+def test_eager_collectives_are_checked_too():
+    """A collective bound outside a compiled graph runs its numpy implementation: it is checked
+    before it talks to the others."""
+    from fungraph.primitives.mesh_collectives import mesh_psum_p
+    axes = mesh().shape_tuple
+    np.testing.assert_allclose(mesh_psum_p.bind(np.ones(2), axis_name="dp", mesh=axes), N * np.ones(2))
+    with pytest.raises(RuntimeError, match=r"(?s)first difference.*mesh_psum.*f64\[[23]\].*mesh_psum.*f64\[[23]\]"):
+        mesh_psum_p.bind(np.ones(2 + (R == 0)), axis_name="dp", mesh=axes)

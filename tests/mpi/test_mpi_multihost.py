@@ -1,0 +1,41 @@
+"""``fungraph.experimental.multihost_utils`` over N processes: what every process gets from
+``process_allgather``, ``broadcast_one_to_all``, ``sync_global_devices`` and ``assert_equal``
+(JAX's multihost_utils, checked against what each process passed)."""
+
+import numpy as np
+import pytest
+
+from fungraph.experimental import multihost_utils as mh
+from tests.mpi.helpers import world
+
+N, R = world()
+
+
+def test_process_allgather_stacks_or_tiles_in_process_order():
+    tree = {"a": np.full((2, 3), float(R)), "b": np.int32(R)}
+    out = mh.process_allgather(tree)
+    np.testing.assert_array_equal(out["a"], np.stack([np.full((2, 3), float(p)) for p in range(N)]))
+    np.testing.assert_array_equal(out["b"], np.arange(N, dtype=np.int32))
+    tiled = mh.process_allgather(np.full((2, 3), float(R)), tiled=True)
+    np.testing.assert_array_equal(tiled, np.concatenate([np.full((2, 3), float(p)) for p in range(N)]))
+    with pytest.raises(ValueError, match="same shapes"):
+        mh.process_allgather(np.zeros(2 + (R == 0)))
+
+
+def test_broadcast_one_to_all_from_process_zero_or_the_source():
+    out = mh.broadcast_one_to_all({"w": np.full(3, 10.0 + R), "step": np.int64(R)})
+    np.testing.assert_array_equal(out["w"], np.full(3, 10.0))
+    assert int(out["step"]) == 0
+    last = mh.broadcast_one_to_all(np.array([R, 2 * R]), is_source=R == N - 1)
+    np.testing.assert_array_equal(last, [N - 1, 2 * (N - 1)])
+    with pytest.raises(ValueError, match=f"{N} processes passed is_source=True"):
+        mh.broadcast_one_to_all(np.zeros(2), is_source=True)
+
+
+def test_sync_global_devices_and_assert_equal():
+    mh.sync_global_devices("step 1")
+    with pytest.raises(RuntimeError, match="waits at"):
+        mh.sync_global_devices(f"step {R == 0}")
+    mh.assert_equal({"x": np.arange(3.0)})
+    with pytest.raises(AssertionError, match="params differ"):
+        mh.assert_equal(np.array([R]), "params differ:")
