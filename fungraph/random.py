@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -213,7 +214,7 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
         return fnp.reshape(permutation(key, n_inputs if scalar else arr, axis)[prefix],
                            _choice_shape(arr, shape, axis, scalar))
     if p is None:
-        ind = randint(key, shape, 0, n_inputs)
+        ind = randint(key, shape, 0, n_inputs, dtype=_caller_int())
     else:
         ind = _choice_index(key, p, shape, n_inputs, n_draws, replace)
     out = ind if scalar else fnp.take(arr, ind, axis=axis)
@@ -291,7 +292,7 @@ def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.int64) -
     key = _threefry.check_key(key, "rademacher")
     shape = _shape(shape, "rademacher")
     dt = dtypes.canonicalize(dtype)
-    b = fnp.asarray(bernoulli(key, 0.5, shape), dtype=dt)
+    b = fnp.asarray(bernoulli(key, np.asarray(0.5, _caller_float()), shape), dtype=dt)
     return fnp.subtract(fnp.multiply(np.asarray(2, dt), b), np.asarray(1, dt))
 
 
@@ -782,6 +783,20 @@ def _to_mode(x: Any) -> Any:
     return x if dt in dtypes.enabled() else fnp.asarray(x, dtype=dtypes.canonicalize(dt))
 
 
+_CALLER = threading.local()
+
+
+def _caller_float() -> np.dtype:
+    """The default float dtype of the mode the sampler was called in (the samplers run with x64
+    on): what a Python float constant inside one is in JAX."""
+    return np.dtype(np.float32 if getattr(_CALLER, "x32", False) else np.float64)
+
+
+def _caller_int() -> np.dtype:
+    """The default int dtype of the mode the sampler was called in (see :func:`_caller_float`)."""
+    return np.dtype(np.int32 if getattr(_CALLER, "x32", False) else np.int64)
+
+
 def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
     """``f`` in JAX's 32-bit mode too: its ``dtype`` argument (or default) is taken in the caller's
     mode (float32/int32 with x64 off, JAX's warning for an explicit 64-bit one), then the bits
@@ -807,11 +822,13 @@ def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
                 explicit = "dtype" in bound.arguments
                 bound.arguments["dtype"] = dtypes.canonicalize(given, "" if explicit else None)
         args, kwargs = bound.args, bound.kwargs
-        previous = dtypes.set_x64_override(True)
+        previous, caller_x32 = dtypes.set_x64_override(True), getattr(_CALLER, "x32", False)
+        _CALLER.x32 = True
         try:
             out = f(*args, **kwargs)
         finally:
             dtypes.set_x64_override(previous)
+            _CALLER.x32 = caller_x32
         if is_key:
             return fnp.asarray(out, dtype=dtypes.uint32)
         return tree_map(_to_mode, out)
