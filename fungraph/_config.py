@@ -6,6 +6,7 @@ cannot honour with the reason."""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -108,6 +109,31 @@ class _CacheLimits:
 CACHE_LIMITS = _CacheLimits()
 
 
+class _NativeCpu:
+    """``fungraph_native_cpu``: whether the CPU engine runs fused elementwise regions as native
+    code built with the system C compiler (``fungraph.backends.native``; the numpy engine runs
+    them when there is no compiler). The default comes from ``FUNGRAPH_NATIVE_CPU`` (``0``/``1``),
+    else on. ``on_change`` callbacks (``jit`` empties its caches) run when it changes, since
+    compiled graphs hold the engine they were built with."""
+
+    on = os.environ.get("FUNGRAPH_NATIVE_CPU", "1").strip().lower() not in ("0", "false", "no", "off", "")
+    on_change: list[Callable[[], None]] = []
+
+
+NATIVE_CPU = _NativeCpu()
+
+
+def _native_cpu(value: Any) -> bool:
+    if not isinstance(value, (bool, int)):
+        raise ValueError(f"fungraph_native_cpu={value!r}: expected True or False")
+    changed = bool(value) != NATIVE_CPU.on
+    NATIVE_CPU.on = bool(value)
+    if changed:
+        for callback in NATIVE_CPU.on_change:
+            callback()
+    return bool(value)
+
+
 def _float_check(kind: str) -> _Option:
     """``jax_debug_nans``/``jax_debug_infs``: eager primitives and jitted functions' outputs
     are checked (see :func:`fungraph.core.check_finite`)."""
@@ -162,6 +188,7 @@ def _options() -> dict[str, _Option]:
             "jax_traceback_filtering", ("auto", "off", "tracebackhide", "remove_frames", "quiet_remove_frames"),
             "not a traceback filtering mode")),
         "fungraph_cache_size": _Option(CACHE_LIMITS.size, _cache_size, read=lambda: CACHE_LIMITS.size),
+        "fungraph_native_cpu": _Option(NATIVE_CPU.on, _native_cpu, read=lambda: NATIVE_CPU.on),
     }
 
 
@@ -177,8 +204,9 @@ class Config:
     (``jit(..., backend=)`` picks the backend, products use the operands' precision, tracebacks are
     never filtered); ``jax_debug_nans``/``jax_debug_infs`` make every eager primitive and every
     jitted call check its outputs, as JAX's do; ``fungraph_cache_size`` bounds each cache (compiled
-graphs, transformed graphs, each function's signatures; least recently used dropped first); the
-others accept only the behaviour fungraph has.
+graphs, transformed graphs, each function's signatures; least recently used dropped first);
+``fungraph_native_cpu`` switches the CPU engine's native code for fused regions (see
+docs/native.md); the others accept only the behaviour fungraph has.
     """
 
     _options: dict[str, _Option]

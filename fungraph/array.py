@@ -166,13 +166,23 @@ class HostArray(Array, np.ndarray):
     functions see a numpy array (without a copy)."""
 
     backend = "cpu"
-    #: above a JAX array's (100): ``x + jax_array`` is numpy's operation, not a deferral to
-    #: JAX, whose dispatch would take this array's ``sharding`` for one of its own
+    #: above a JAX array's (100): ``x + jax_array`` is numpy's operation (a numpy array's
+    #: result, as with a plain numpy array on the left in JAX's own arithmetic)
     __array_priority__ = 1000
 
     @property
     def device(self) -> Device:
         return CPU_DEVICE
+
+    @property
+    def sharding(self) -> SingleDeviceSharding:
+        """All of the array on the CPU device. JAX itself, which reads ``getattr(x, "sharding",
+        None)`` of every argument and would take this one for a JAX sharding, finds none, so
+        JAX's functions (``jax_array + x``, ``jnp.sin(x)``, ``jax.jit(f)(x)``) take a host result
+        as the numpy array it is."""
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("jax."):
+            raise AttributeError("a fungraph array has no JAX sharding: JAX takes it as a numpy array")
+        return SingleDeviceSharding(CPU_DEVICE)
 
     @property
     def aval(self) -> ShapedArray:
@@ -352,15 +362,18 @@ def _sole_counts() -> tuple[int, int] | None:
 _SOLE_COUNTS = _sole_counts()
 
 
-def take_donated(leaves: list[Any], arrays: list[Any], i: int) -> bool:
+def take_donated(leaves: list[Any], arrays: list[Any], i: int, held_once: bool = False) -> bool:
     """Donate the result ``leaves[i]`` (whose input array is ``arrays[i]``, numpy's view of it)
     in place, as JAX does: if nothing but the result and one reference of the caller's (the
-    pytree or argument that holds it) can see its buffer, ``arrays[i]`` becomes that buffer,
-    writeable, for the call to update, and the result is deleted (:class:`DeletedHostArray`),
-    so no one can observe the update. A second reference to the result, a view of it (a slice,
-    ``np.asarray``, a DLPack export) or a buffer fungraph does not own returns False: the
-    caller copies it, as before."""
-    if _SOLE_COUNTS is None or leaves[i].__class__ is not HostArray or _leaf_references(leaves, i) > _SOLE_COUNTS[0]:
+    pytree that holds it, or for a bare positional argument the caller's name, which the jit
+    call counted itself and reports by ``held_once``) can see its buffer, ``arrays[i]`` becomes
+    that buffer, writeable, for the call to update, and the result is deleted
+    (:class:`DeletedHostArray`), so no one can observe the update. A second reference to the
+    result, a view of it (a slice, ``np.asarray``, a DLPack export) or a buffer fungraph does
+    not own returns False: the caller copies it, as before."""
+    if _SOLE_COUNTS is None or leaves[i].__class__ is not HostArray:
+        return False
+    if not held_once and _leaf_references(leaves, i) > _SOLE_COUNTS[0]:
         return False
     result = leaves[i]
     owner = result.base

@@ -101,13 +101,34 @@ AbstractEval = Callable[..., "ShapedArray | tuple[ShapedArray, ...]"]
 ALIGNMENT = 64
 
 
+@dataclass(frozen=True)
+class ScratchLowering:
+    """A lowering that runs in a block of planned scratch memory: ``nbytes(eqn)`` is the block's
+    size (the memory planner places it in the arena, live only while the equation runs) and
+    ``lower(eqn, block)`` gives the lowering bound to that block."""
+
+    nbytes: Callable[[Any], int]
+    lower: Callable[[Any, Any], Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class LoweringRule:
+    """What a backend runs for one primitive: ``rule`` (its form is the backend's: the CPU
+    engine's ``rule(out, *inputs, **params)``, OpenCL's C expression or kernel builder) and,
+    for lowerings that need planned scratch, ``scratch``; either may be absent."""
+
+    rule: Callable[..., Any] | None = None
+    scratch: ScratchLowering | None = None
+
+
 @dataclass(eq=False)
 class Primitive:
     """An operation of the IR with its rule tables; each interpreter reads one table entry.
 
     ``jvp(primals, tangents, **params) -> (primal_out, tangent_out)``;
     ``transpose(cts, *inputs, **params) -> cotangents per input`` (linear primitives only);
-    ``batch(args, dims, **params) -> (out, out_dim)``; ``lowerings[backend]`` for engines;
+    ``batch(args, dims, **params) -> (out, out_dim)``; ``lowerings[backend]`` for engines,
+    filled by :func:`register_lowering` and read by :meth:`lowering`;
     ``partial_eval(eqn, unknown_inputs)`` splits a call-like equation for reverse mode;
     ``inplace`` names the inputs an engine may overwrite with the output; ``effectful``
     primitives are never merged, folded or removed by the optimiser; equations of a primitive
@@ -122,7 +143,7 @@ class Primitive:
     jvp: Callable[..., Any] | NotDifferentiable | None = None
     transpose: Callable[..., Any] | None = None
     batch: Callable[..., Any] | None = None
-    lowerings: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    lowerings: dict[str, LoweringRule] = field(default_factory=dict, init=False)
     partial_eval: Callable[..., Any] | None = None
     inplace: tuple[int, ...] = ()
     #: Which inputs output ``j`` of ``eqn`` may overwrite, when that depends on the equation
@@ -161,6 +182,13 @@ class Primitive:
             raise TypeError(f"`{self.name}` is not differentiable")
         return r
 
+    def lowering(self, backend: str) -> LoweringRule:
+        """The ``backend`` lowering (:func:`register_lowering`), or a clear error that it is missing."""
+        rule = self.lowerings.get(backend)
+        if rule is None:
+            raise MissingRuleError(f"no {backend} lowering for primitive `{self.name}`")
+        return rule
+
     def def_jvp(self, f: Callable[..., Any]) -> Callable[..., Any]:
         self.jvp = f
         return f
@@ -180,6 +208,18 @@ class Primitive:
     def bind(self, *args: Any, **params: Any) -> Any:
         """Apply the primitive under whichever trace owns the arguments."""
         return bind(self, args, Params(params))
+
+
+def register_lowering(prim: Primitive, backend: str, rule: Callable[..., Any] | None = None, *,
+                      scratch: ScratchLowering | None = None) -> None:
+    """The one way to give ``prim`` a lowering on ``backend`` (JAX's ``mlir.register_lowering``):
+    ``rule`` in the backend's own form, ``scratch`` when the lowering needs planned scratch.
+    A second registration for the same primitive and backend is an error."""
+    if rule is None and scratch is None:
+        raise ValueError(f"register_lowering({prim.name}, {backend!r}): give a rule, a scratch lowering or both")
+    if backend in prim.lowerings:
+        raise ValueError(f"primitive `{prim.name}` already has a {backend} lowering")
+    prim.lowerings[backend] = LoweringRule(rule, scratch)
 
 
 def get_primitive(name: str) -> Primitive:

@@ -8,7 +8,7 @@ user's rules mapped over the batch, so a derivative taken outside a ``vmap`` sti
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from fungraph import custom_rule_checks as checks
 from fungraph import dtypes
 from fungraph.checkpoint_policies import everything_saveable, nothing_saveable
 from fungraph.core import Primitive, Tracer, as_operand, find_top_trace, full_raise, innermost_main
-from fungraph.interpreters.batching import BatchTracer, vmap_flat
+from fungraph.interpreters.batching import BatchTrace, BatchTracer, batching_axis_name, vmap_flat
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.graph_transforms import batched_graph, jvp_graph
@@ -102,6 +102,7 @@ class _MappedJVP:
     jvp: Callable[..., Any]
     dims: tuple[int | None, ...]
     size: int
+    axis_name: Hashable | None
 
     @property
     def __name__(self) -> str:
@@ -114,7 +115,8 @@ class _MappedJVP:
             outs, t_outs = self.jvp(list(args[:n]), list(args[n:]))
             return [*outs, *t_outs]
 
-        flat = vmap_flat(both, [*primals, *tangents], self.dims * 2, lambda outs: [0] * len(outs), self.size)
+        flat = vmap_flat(both, [*primals, *tangents], self.dims * 2, lambda outs: [0] * len(outs), self.size,
+                         self.axis_name)
         half = len(flat) // 2
         return flat[:half], flat[half:]
 
@@ -126,7 +128,7 @@ def _custom_jvp_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: 
     if _closes_over_batched(dims, num_consts):
         return _inline_batch(args, dims, call)
     size, graph = _batched_call_graph(args, dims, call)
-    rule = _MappedJVP(jvp, tuple(dims[:len(dims) - num_consts]), size)
+    rule = _MappedJVP(jvp, tuple(dims[:len(dims) - num_consts]), size, batching_axis_name())
     outs = custom_jvp_call_p.bind(*args, call=graph, jvp=rule, num_consts=num_consts)
     return outs, [0] * len(outs)
 
@@ -163,6 +165,7 @@ class custom_jvp:
         self.fun = fun
         self.jvp: Callable[..., Any] | None = None
         self.nondiff = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
+        self.rule_label = f"{getattr(fun, '__name__', 'fun')}_jvp"
         functools.update_wrapper(self, fun, updated=())
 
     def defjvp(self, jvp: Callable[..., Any], symbolic_zeros: bool = False) -> Callable[..., Any]:
@@ -194,9 +197,20 @@ class custom_jvp:
         if self.nondiff:
             return self._call_nondiff(args)
         leaves, in_tree = tree_flatten(tuple(args))
+        return self._dispatch(leaves, in_tree)
+
+    def _dispatch(self, leaves: list[Any], in_tree: PyTreeDef) -> Any:
+        """The call on flat ``leaves``, processed by their top trace as JAX's traces process a
+        custom_jvp call: differentiation runs the rule, batching maps function and rule, and
+        anything else stages the function. A function or rule that closes over a traced value
+        is staged unless its arguments' trace is the innermost, so that value's own
+        transformation sees it (a closed-over batched value is then batched inline)."""
         trace = find_top_trace(leaves)
-        if isinstance(trace, JVPTrace) and trace.main is innermost_main():
+        if isinstance(trace, JVPTrace) and (trace.main is innermost_main() or not _closes_over_tracers(self)):
             return self._rule_only(trace, leaves, in_tree)
+        if isinstance(trace, BatchTrace) and not _closes_over_tracers(self):
+            return self._batched(trace, leaves, in_tree)
+        args = tree_unflatten(in_tree, leaves)
         leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
         flat_jvp = self._flat_rule(in_tree, (out_tree, graph.out_avals), [])
         outs = custom_jvp_call_p.bind(*leaves, *closure, call=graph, jvp=flat_jvp, num_consts=len(closure))
@@ -228,7 +242,7 @@ class custom_jvp:
             box.append(tree1)
             return out_leaves, checks.checked_tangents(rule_name, fun_name, out_leaves, t_leaves)
 
-        flat_jvp.__name__ = f"{fun_name}_jvp"
+        flat_jvp.__name__ = self.rule_label
         return flat_jvp
 
     def _rule_only(self, trace: JVPTrace, leaves: list[Any], in_tree: PyTreeDef) -> Any:
@@ -244,6 +258,32 @@ class custom_jvp:
         return tree_unflatten(box[0], [JVPTracer(trace, p, t if dtypes.is_inexact(aval(p).dtype) else None)
                                        for p, t in zip(outs, t_outs)])
 
+    def _batched(self, trace: BatchTrace, leaves: list[Any], in_tree: PyTreeDef) -> Any:
+        """Mapped over a batch: the function and its rule, both mapped, make a custom_jvp one
+        level down (JAX's batching of a custom_jvp call), so a derivative taken outside the
+        ``vmap`` runs the rule alone, and the function is not also staged."""
+        tracers = [full_raise(trace, as_operand(x)) for x in leaves]
+        vals, dims = [t.val for t in tracers], tuple(t.bdim for t in tracers)
+        if all(d is None for d in dims):
+            return self(*tree_unflatten(in_tree, vals))
+        frame = trace.main.global_data
+        fun, box = self.fun, []
+
+        def flat_fun(*xs: Any) -> list[Any]:
+            out_leaves, out_tree = tree_flatten(fun(*tree_unflatten(in_tree, list(xs))))
+            box.append(out_tree)
+            return out_leaves
+
+        def mapped(*xs: Any) -> list[Any]:
+            return vmap_flat(flat_fun, xs, dims, lambda outs: [0] * len(outs), frame.size, frame.name)
+
+        rule = _MappedJVP(self._flat_rule(in_tree, None, box), dims, frame.size, frame.name)
+        inner = custom_jvp(functools.wraps(fun)(mapped))
+        inner.defjvp(lambda primals, tangents: _rule_lists(rule, primals, tangents))
+        inner.rule_label = f"vmap({self.rule_label})"
+        outs = inner._dispatch(vals, tree_flatten(tuple(vals))[1])
+        return tree_unflatten(box[-1], [BatchTracer(trace, o, 0) for o in outs])
+
     def _call_nondiff(self, args: tuple) -> Any:
         """JAX's ``nondiff_argnums``: those arguments are held fixed and passed to the rule first."""
         fixed, merged = _split_nondiff(f"custom_jvp {self.fun.__name__}", self.nondiff, args)
@@ -252,6 +292,25 @@ class custom_jvp:
         inner = custom_jvp(functools.wraps(fun)(lambda *diff: fun(*merged(diff))))
         inner.defjvp(functools.wraps(rule)(lambda primals, tangents: rule(*fixed, primals, tangents)))
         return inner(*(a for i, a in enumerate(args) if i not in self.nondiff))
+
+
+def _rule_lists(rule: _MappedJVP, primals: tuple, tangents: tuple) -> tuple[list[Any], list[Any]]:
+    return rule(list(primals), list(tangents))
+
+
+def _closes_over_tracers(f: custom_jvp) -> bool:
+    """Whether the function or its rule holds a traced value in a closure cell: mapped one level
+    down, it would meet that value at the wrong level, so such a call is staged instead."""
+    for fn in (f.fun, f.jvp):
+        cells = getattr(fn, "__closure__", None) or ()
+        for cell in cells:
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                continue
+            if any(isinstance(x, Tracer) for x in tree_flatten(contents)[0]):
+                return True
+    return False
 
 
 def _refuse_differentiated_closure(rule: str, fun: str, outs: Sequence[Any]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import threading
 import time
 import types
@@ -26,7 +27,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
-from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED
+from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED, NATIVE_CPU
 from fungraph.array import DeviceArray, HostArray, take_donated
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
@@ -188,6 +189,10 @@ def clear_caches() -> None:
     _FUNCTION_CACHES.clear()
     for j in list(_JITTED):
         j._caches.clear()
+
+
+#: compiled graphs hold the CPU engine they were built with (native regions or numpy's)
+NATIVE_CPU.on_change.append(clear_caches)
 
 
 # --- the jit_call primitive --------------------------------------------------------------
@@ -485,6 +490,10 @@ class Jitted:
         return tuple(mask)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.donate_argnums and not kwargs:
+            held_once = _bare_donations(args, self.donate_argnums, self.static_argnums)
+            if held_once:
+                return self._call(args, kwargs, None, held_once)
         entry = fast_key = None
         if not kwargs and not self.static_argnums and not JIT_DISABLED.on:
             fast_key = _fast_key(args)
@@ -515,9 +524,11 @@ class Jitted:
                                      "differently (fused or reordered operations); compare with "
                                      f"jit({self.__name__}).lower(...).text") from None
 
-    def _call(self, args: tuple, kwargs: dict[str, Any], fast_key: tuple | None) -> Any:
+    def _call(self, args: tuple, kwargs: dict[str, Any], fast_key: tuple | None,
+              held_once: frozenset[int] = frozenset()) -> Any:
         """Every call but the hottest (a compiled signature seen before, positional arrays only),
-        which ``__call__`` runs itself; ``fast_key``: ``__call__``'s key for ``args``, if any."""
+        which ``__call__`` runs itself; ``fast_key``: ``__call__``'s key for ``args``, if any;
+        ``held_once``: the leaves of donated bare arguments only the caller's name holds."""
         if JIT_DISABLED.on:
             return self.fun(*args, **kwargs)
         if kwargs:
@@ -551,14 +562,14 @@ class Jitted:
                 self._caches.index(self._fast, fast_key, entry)
             if tree_key is not None:
                 self._caches.index(self._fast_tree, tree_key, entry)
-        arrays = self._prepare(leaves, entry)
+        arrays = self._prepare(leaves, entry, held_once)
         if entry.compiled is None:
             outs = self._run_incremental(key, entry.graph, arrays)
         else:
             outs = entry.compiled.executable.run(arrays)
         return tree_unflatten(entry.out_tree, outs)
 
-    def _prepare(self, leaves: Sequence[Any], entry: _Entry) -> list[Any]:
+    def _prepare(self, leaves: list[Any], entry: _Entry, held_once: frozenset[int] = frozenset()) -> list[Any]:
         arrays = [_as_input(x) for x in leaves]
         if entry.compiled is not None and any(entry.compiled.executable.donated):
             for i, d in enumerate(entry.compiled.executable.donated):
@@ -566,7 +577,7 @@ class Jitted:
                     continue
                 shared = any(j != i and isinstance(b, np.ndarray) and np.may_share_memory(arrays[i], b)
                              for j, b in enumerate(arrays))
-                if not shared and take_donated(leaves, arrays, i):
+                if not shared and take_donated(leaves, arrays, i, i in held_once):
                     continue
                 a = arrays[i]
                 if not a.flags.writeable or not a.flags.c_contiguous or shared:
@@ -589,6 +600,47 @@ class Jitted:
     def last_incremental(self) -> Any:
         """The incremental executable of the most recent signature (for inspection in tests)."""
         return next(reversed(self._caches.incremental.values()), None)
+
+
+class _ReferenceProbe:
+    """Called as a :class:`Jitted` is, it counts the references a call's machinery (the caller's
+    stack and the ``*args`` tuple) adds to an argument."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> int:
+        return sys.getrefcount(args[0])
+
+
+def _caller_references() -> int | None:
+    """What ``sys.getrefcount`` of a positional argument reads in ``Jitted.__call__`` when one
+    name of the caller's holds it and nothing else; None where counts are not exact (not
+    CPython), which leaves bare arguments to be copied."""
+    if sys.implementation.name != "cpython":
+        return None
+    held = object()
+    return _ReferenceProbe()(held)
+
+
+_CALLER_REFERENCES = _caller_references()
+
+
+def _bare_donations(args: tuple, donate_argnums: tuple[int, ...], static_argnums: tuple[int, ...]) -> frozenset[int]:
+    """The leaf indices of donated positional arguments that are bare host results held by no
+    more than one name of the caller's (counted here, before the call adds references of its
+    own), which :func:`take_donated` may then update in place as it does a pytree's leaves."""
+    if _CALLER_REFERENCES is None:
+        return frozenset()
+    found = []
+    leaf = 0
+    for j in range(len(args)):
+        if j in static_argnums:
+            continue
+        if args[j].__class__ is not HostArray:
+            leaf += len(tree_flatten(args[j])[0])
+            continue
+        if j in donate_argnums and sys.getrefcount(args[j]) <= _CALLER_REFERENCES:
+            found.append(leaf)
+        leaf += 1
+    return frozenset(found)
 
 
 def _as_input(x: Any) -> Any:

@@ -124,8 +124,12 @@ def elu(x: Any, alpha: float = 1.0) -> Any:
 
 
 def celu(x: Any, alpha: float = 1.0) -> Any:
+    """``max(x, 0) + alpha * expm1(min(x, 0) / alpha)``, written as JAX's, so the derivatives at
+    0 are JAX's (the kinks' ties split in half: celu'' (0) = 1 / (4 alpha))."""
     x = _float(x)
-    return fnp.where(fnp.greater(x, 0), x, _expm1_negative_part(x, np.asarray(alpha, x.dtype), True))
+    a = np.asarray(alpha, x.dtype)
+    zero = np.zeros((), x.dtype)
+    return ew.add(fnp.maximum(x, zero), ew.mul(a, fnp.expm1(ew.div(fnp.minimum(x, zero), a))))
 
 
 def selu(x: Any) -> Any:

@@ -1,9 +1,13 @@
 """Shared test settings: x64 on for the suite (JAX's default is off, and fungraph's; the
-precise gradient checks need float64: ``x32`` runs a test in 32-bit mode), hypothesis profiles
+precise gradient checks need float64: ``x32`` runs a test in 32-bit mode), native CPU builds in a
+temporary folder, hypothesis profiles
 (CI runs the same examples, derandomized), and the ``require_opencl`` and ``cpu_code_paths``
 fixtures the OpenCL test modules use."""
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +16,11 @@ from hypothesis import HealthCheck, settings
 import fungraph
 
 fungraph.config.update("jax_enable_x64", True)
+
+# the native CPU engine's builds go to a folder of this test process, never the user's cache
+if "FUNGRAPH_NATIVE_CACHE" not in os.environ:
+    os.environ["FUNGRAPH_NATIVE_CACHE"] = tempfile.mkdtemp(prefix="fungraph-native-tests-")
+    atexit.register(shutil.rmtree, os.environ["FUNGRAPH_NATIVE_CACHE"], ignore_errors=True)
 
 OPENCL_MISSING = ("no usable OpenCL platform: install an OpenCL driver, e.g. `apt-get install pocl-opencl-icd` "
                   "(PoCL, a CPU driver), and `pip install pyopencl`")

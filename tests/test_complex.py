@@ -550,8 +550,9 @@ def test_det_and_slogdet_of_complex_matrices(dtype: np.dtype) -> None:
 
 @pytest.mark.parametrize("dtype", CX)
 def test_cholesky_and_eigh_of_hermitian_matrices(dtype: np.dtype) -> None:
-    """eigh as numpy: only the lower triangle is read (a diagonal's imaginary part ignored), the
-    eigenvalues are real; cholesky as JAX: it factors the Hermitian part ``(m + m^H) / 2``;
+    """eigh and cholesky as JAX: they decompose the Hermitian part ``(m + m^H) / 2``; eigh with
+    ``symmetrize_input=False`` as numpy: only the lower triangle is read (a diagonal's imaginary
+    part ignored); the eigenvalues are real;
     derivatives through a Hermitian ``B B^H + 3I`` against finite differences and JAX
     (eigenvectors through the phase-invariant ``|v|``); jit and vmap."""
     b = _z((2, 3, 3), dtype, 7, -1.0, 1.0)
@@ -559,11 +560,13 @@ def test_cholesky_and_eigh_of_hermitian_matrices(dtype: np.dtype) -> None:
     junk = a + np.triu(_z((3, 3), dtype, 8), 1) + np.eye(3, dtype=dtype) * 0.25j
     tol = TOL[dtype] * 100
     for m in (a, junk):
-        _close(fnp.linalg.cholesky(m), np.linalg.cholesky((m + np.conj(np.swapaxes(m, -1, -2))) / 2), tol)
-        w, v = fnp.linalg.eigh(m)
-        assert np.asarray(w).dtype == dtypes.real_for(dtype) and np.asarray(v).dtype == dtype
-        _close(w, np.linalg.eigvalsh(m), tol)
-        _close(np.asarray(a @ v), np.asarray(v) * np.asarray(w)[..., None, :], tol * 10)  # a: junk's Hermitian
+        hermitian = (m + np.conj(np.swapaxes(m, -1, -2))) / 2
+        _close(fnp.linalg.cholesky(m), np.linalg.cholesky(hermitian), tol)
+        for kw, h in (({}, hermitian), ({"symmetrize_input": False}, a)):  # a: junk's lower triangle's
+            w, v = fnp.linalg.eigh(m, **kw)
+            assert np.asarray(w).dtype == dtypes.real_for(dtype) and np.asarray(v).dtype == dtype
+            _close(w, np.linalg.eigvalsh(h), tol)
+            _close(np.asarray(h @ v), np.asarray(v) * np.asarray(w)[..., None, :], tol * 10)
     _close(fg.jit(fnp.linalg.cholesky)(a), np.linalg.cholesky(a), tol)
     _close(fg.vmap(fnp.linalg.eigvalsh)(a), np.linalg.eigvalsh(a), tol)
     if dtype != dtypes.complex128:

@@ -394,7 +394,7 @@ def test_vmap_of_grad_through_while_masks_lanes_with_different_trip_counts() -> 
 
 
 def test_sub_graphs_are_planned_into_one_scratch_block_of_the_parent() -> None:
-    from fungraph.backends.cpu import subgraph_scratch_bytes
+    from fungraph.backends.cpu import scratch_bytes
     from fungraph.interpreters.memory import verify_plan
     from fungraph.jit import compile_graph
 
@@ -405,7 +405,7 @@ def test_sub_graphs_are_planned_into_one_scratch_block_of_the_parent() -> None:
     (index, block), = low.plan.scratch.items()
     eqn = low.graph.eqns[index]
     arenas = [compile_graph(b).plan.arena_bytes for b in eqn.params["branches"]]
-    assert block.size == max(arenas) == subgraph_scratch_bytes(eqn)  # the branches share one block
+    assert block.size == max(arenas) == scratch_bytes(eqn)  # the branches share one block
     assert low.compiled.executable.fallback_eqns == 0
     np.testing.assert_allclose(g(1.0, x), np.sin(x) * 3 + np.exp(x))
     np.testing.assert_allclose(g(-1.0, x), np.cos(x) - 2)

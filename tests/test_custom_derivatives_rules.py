@@ -22,7 +22,9 @@ X = np.array([0.3, -1.2, 2.0])
 # --- how often the function and the rule run --------------------------------------------------
 
 
-def _counted(lib: Any, m: Any) -> tuple[Any, dict[str, int]]:
+def _counted(lib: Any, m: Any, rule_calls_fun: bool = False) -> tuple[Any, dict[str, int]]:
+    """A counting custom_jvp sine; with ``rule_calls_fun`` its rule gets the primal output by
+    calling the function, as JAX's documentation writes rules."""
     counts = {"fun": 0, "rule": 0}
 
     @lib.custom_jvp
@@ -34,7 +36,7 @@ def _counted(lib: Any, m: Any) -> tuple[Any, dict[str, int]]:
     def f_jvp(primals: tuple, tangents: tuple) -> tuple:
         counts["rule"] += 1
         (x,), (t,) = primals, tangents
-        return m.sin(x), m.cos(x) * t
+        return (f(x) if rule_calls_fun else m.sin(x)), m.cos(x) * t
 
     return f, counts
 
@@ -51,19 +53,28 @@ TRANSFORMS: dict[str, Callable[[Any, Any], Callable[[], Any]]] = {
     "grad_grad": lambda lib, f: lambda: lib.grad(lib.grad(f))(0.4),
     "jacfwd": lambda lib, f: lambda: lib.jacfwd(f)(X),
     "jacrev": lambda lib, f: lambda: lib.jacrev(f)(X),
+    "grad_vmap": lambda lib, f: lambda: lib.grad(lambda v: lib.vmap(f)(v).sum())(X),
+    "jit_grad_vmap": lambda lib, f: lambda: lib.jit(lib.grad(lambda v: lib.vmap(f)(v).sum()))(X),
+    "jacfwd_vmap": lambda lib, f: lambda: lib.jacfwd(lib.vmap(f))(X),
+    "vmap_vmap": lambda lib, f: lambda: lib.vmap(lib.vmap(f))(X[None]),
+    "vmap_grad_vmap": lambda lib, f: lambda: lib.vmap(lib.grad(lambda v: lib.vmap(f)(v).sum()))(X[None]),
 }
 
 
+@pytest.mark.parametrize("mode", ["x64", "x32"])
+@pytest.mark.parametrize("rule_calls_fun", [False, True], ids=["rule", "rule_calls_fun"])
 @pytest.mark.parametrize("name", sorted(TRANSFORMS))
-def test_function_and_rule_run_as_often_as_in_jax(name: str) -> None:
+def test_function_and_rule_run_as_often_as_in_jax(name: str, rule_calls_fun: bool, mode: str) -> None:
     """Under differentiation only the rule runs; the function's side effects happen as in JAX."""
-    ours, ours_counts = _counted(fg, fnp)
-    theirs, their_counts = _counted(jax, jnp)
-    got = TRANSFORMS[name](fg, ours)()
-    want = TRANSFORMS[name](jax, theirs)()
+    ours, ours_counts = _counted(fg, fnp, rule_calls_fun)
+    theirs, their_counts = _counted(jax, jnp, rule_calls_fun)
+    with fg.enable_x64(mode == "x64"), jax.enable_x64(mode == "x64"):
+        got = TRANSFORMS[name](fg, ours)()
+        want = TRANSFORMS[name](jax, theirs)()
     assert ours_counts == their_counts
     for g, w in zip(fg.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12 if mode == "x64" else 1e-6)
 
 
 def _counted_vjp(lib: Any, m: Any) -> tuple[Any, dict[str, int]]:

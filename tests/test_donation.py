@@ -111,3 +111,38 @@ def test_results_passed_without_donation_are_never_modified() -> None:
     assert not args[1].is_deleted()
     np.testing.assert_array_equal(args[1], np.full(3, 2.0, np.float32))
     np.testing.assert_array_equal(out[1], np.full(3, 4.0, np.float32))
+
+
+def test_a_donated_bare_positional_result_is_updated_in_place_and_deleted_as_in_jax() -> None:
+    import jax
+
+    jx = jax.numpy.ones(3, dtype=jax.numpy.float32)
+    jax_ptr = jx.unsafe_buffer_pointer()
+    jy = jax.jit(lambda v: v * 2.0, donate_argnums=0)(jx)
+    want_deleted, want_reused = jx.is_deleted(), jy.unsafe_buffer_pointer() == jax_ptr
+    f = fg.jit(lambda v, w: (v * 2.0, w + 1.0), donate_argnums=0)
+    x = fg.jit(lambda v: v + 1.0)(np.ones(3, np.float32))
+    w = fg.jit(lambda v: v + 1.0)(np.ones(2, np.float32))
+    ptr = x.ctypes.data
+    out, kept = f(x, w)
+    assert (x.is_deleted(), out.ctypes.data == ptr) == (want_deleted, want_reused) == (True, True)
+    assert not w.is_deleted() and not out.is_deleted()
+    with pytest.raises(RuntimeError) as err:
+        x + 1.0
+    assert str(err.value) == _jax_deleted_message()
+    np.testing.assert_array_equal(out, np.full(3, 4.0, np.float32))
+    np.testing.assert_array_equal(kept, np.full(2, 3.0, np.float32))
+
+
+def test_a_donated_bare_positional_result_seen_elsewhere_is_copied_not_updated() -> None:
+    f = fg.jit(lambda v: v * 2.0, donate_argnums=0)
+    x = fg.jit(lambda v: v + 1.0)(np.ones(3, np.float32))
+    also = x
+    out = f(x)
+    assert not x.is_deleted() and also is x
+    np.testing.assert_array_equal(x, np.full(3, 2.0, np.float32))
+    np.testing.assert_array_equal(out, np.full(3, 4.0, np.float32))
+    y = fg.jit(lambda v: v + 1.0)(np.ones(3, np.float32))
+    out = fg.jit(lambda a, b: a + b, donate_argnums=(0, 1))(y, y)
+    assert not y.is_deleted()
+    np.testing.assert_array_equal(out, np.full(3, 4.0, np.float32))

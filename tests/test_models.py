@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import fungraph as fg
-from fungraph.backends.cpu_lowerings import lowering_for
+from fungraph.backends.cpu import lowering_for
 from fungraph.interpreters.memory import plan_memory, verify_plan
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"

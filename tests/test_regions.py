@@ -40,14 +40,17 @@ from fungraph.testing import Program, programs
 @pytest.fixture
 def tiny_chunks() -> Iterator[None]:
     """Fuse every region and split it into chunks of a few rows, so small test arrays
-    exercise the chunked path (whole chunks, a tail chunk, broadcast inputs)."""
+    exercise the numpy engine's chunked path (whole chunks, a tail chunk, broadcast inputs);
+    the native engine, which runs regions otherwise, is off (tests/test_native.py covers it)."""
     factory = backend_factory("cpu")
-    old = factory.fusion, cpu_regions.CHUNK_BYTES
+    old = factory.fusion, cpu_regions.CHUNK_BYTES, fg.config.fungraph_native_cpu
     factory.fusion, cpu_regions.CHUNK_BYTES = replace(factory.fusion, min_bytes=0), 24
+    fg.config.update("fungraph_native_cpu", False)
     clear_caches()
     cpu_regions._chunk_body.cache_clear()
     yield
-    factory.fusion, cpu_regions.CHUNK_BYTES = old
+    factory.fusion, cpu_regions.CHUNK_BYTES = old[:2]
+    fg.config.update("fungraph_native_cpu", old[2])
     clear_caches()
     cpu_regions._chunk_body.cache_clear()
 

@@ -61,8 +61,17 @@ CASES: list[tuple[str, Callable[[Any], Callable[..., Any]], tuple[np.ndarray, ..
     ("qr_full_square", lambda sl: lambda a: sl.qr(a), (A,)),
     ("qr_r", lambda sl: lambda a: sl.qr(a, mode="r"), (TALL,)),
     ("svd_values", lambda sl: lambda a: sl.svd(a, compute_uv=False), (TALL,)),
+    ("qr_pivoting", lambda sl: lambda a: sl.qr(a, pivoting=True), (A,)),
+    ("qr_pivoting_economic", lambda sl: lambda a: sl.qr(a, mode="economic", pivoting=True), (TALL,)),
+    ("qr_pivoting_r_wide", lambda sl: lambda a: sl.qr(a, mode="r", pivoting=True), (WIDE,)),
+    ("polar", lambda sl: lambda a: sl.polar(a, method="svd"), (A,)),
+    ("polar_tall", lambda sl: lambda a: sl.polar(a, method="svd"), (TALL,)),
+    ("polar_wide_left", lambda sl: lambda a: sl.polar(a, side="left", method="svd"), (WIDE,)),
+    ("polar_left", lambda sl: lambda a: sl.polar(a, side="left", method="svd"), (A,)),
     ("eigh_values", lambda sl: lambda a: sl.eigh(a, eigvals_only=True), (SPD,)),
     ("eigh_upper_values", lambda sl: lambda a: sl.eigh(a, lower=False, eigvals_only=True), (SPD,)),
+    ("eigh_symmetrised_values", lambda sl: lambda a: sl.eigh(a, eigvals_only=True), (A,)),
+    ("eigh_symmetrised_upper_values", lambda sl: lambda a: sl.eigh(a, lower=False, eigvals_only=True), (A,)),
     ("inv", lambda sl: lambda a: sl.inv(a), (A,)),
     ("det", lambda sl: lambda a: sl.det(a), (A,)),
     ("solve", lambda sl: lambda a, b: sl.solve(a, b), (A, B)),
@@ -112,7 +121,8 @@ def test_gradients_match_finite_differences(name: str, make: Callable[[Any], Any
 
 
 VMAPPED = ["solve_triangular_lower", "cholesky_upper", "cho_solve", "lu", "lu_tall", "lu_factor", "lu_solve",
-           "qr_economic", "inv", "det", "solve", "expm", "expm_large"]
+           "qr_economic", "inv", "det", "solve", "expm", "expm_large", "qr_pivoting", "qr_pivoting_r_wide", "polar",
+           "polar_wide_left"]
 
 
 @pytest.mark.parametrize("name, make, args", [c for c in CASES if c[0] in VMAPPED],
@@ -170,6 +180,14 @@ def test_bad_arguments_raise_clear_errors() -> None:
         fsl.solve(A, B, assume_a="tri")
     with pytest.raises(ValueError, match="at most 2"):
         fsl.block_diag(np.ones((2, 2, 2)))
+    with pytest.raises(ValueError, match="output"):
+        fsl.schur(A, output="bad")
+    with pytest.raises(ValueError, match="square"):
+        fsl.sqrtm(TALL)
+    with pytest.raises(ValueError, match="side"):
+        fsl.polar(A, side="up")
+    with pytest.raises(ValueError, match="method"):
+        fsl.polar(A, method="newton")
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5)])
@@ -274,3 +292,78 @@ def test_lu_edge_cases_match_jax() -> None:
     want = jax.grad(lambda a: jnp.real(jsl.lu(a)[1] * w).sum())(c)
     _close(got, want, 1e-10)
     assert fsl.lu(np.zeros((2, 0, 3)))[1].shape == (2, 0, 0)
+
+
+# general real matrices: complex pairs before, between and after real eigenvalues, two pairs
+_GENERAL_RNG = np.random.default_rng(21)
+GENERAL = [_GENERAL_RNG.standard_normal((5, 5)) for _ in range(6)]
+
+
+@pytest.mark.parametrize("k", range(len(GENERAL)))
+@pytest.mark.parametrize("output", ["real", "complex"])
+def test_schur_is_a_schur_form_with_jaxs_eigenvalue_order(k: int, output: str) -> None:
+    """``A = Z T Z^H``, ``Z`` unitary, ``T`` (quasi-)upper-triangular with JAX's diagonal (the
+    eigenvalues in LAPACK's order); real 2x2 blocks standardised as LAPACK's (equal diagonal).
+    The Schur form is unique only up to Z's column signs and each block's rotation by 90 degrees."""
+    a = GENERAL[k]
+    t, z = (np.asarray(m) for m in fsl.schur(a, output=output))
+    jt, jz = (np.asarray(m) for m in jsl.schur(a, output=output))
+    assert (t.dtype, z.dtype) == (jt.dtype, jz.dtype)
+    np.testing.assert_allclose(z @ t @ z.conj().T, a, atol=1e-12)
+    np.testing.assert_allclose(z.conj().T @ z, np.eye(5), atol=1e-12)
+    np.testing.assert_allclose(np.diag(t), np.diag(jt), atol=1e-10)
+    below = np.tril(t, -1)
+    assert not np.tril(t, -2).any() and (output == "real" or not below.any())
+    for i in np.flatnonzero(np.diag(below, -1)):
+        assert t[i, i] == t[i + 1, i + 1] and t[i, i + 1] * t[i + 1, i] < 0
+        assert jt[i + 1, i] != 0                               # the same blocks as JAX's
+    assert np.count_nonzero(np.diag(jt, -1)) == np.count_nonzero(np.diag(t, -1))
+
+
+def test_schur_and_sqrtm_batch_jit_dtypes_and_refuse_derivatives_as_jax(x32: None) -> None:
+    a = GENERAL[0].astype(np.float32)
+    with jax.enable_x64(False):
+        for ours, theirs in ((fsl.schur(a), jsl.schur(a)), ((fsl.sqrtm(a),), (jsl.sqrtm(a),)),
+                             (fsl.polar(a), jsl.polar(a)), (fsl.qr(a, pivoting=True), jsl.qr(a, pivoting=True))):
+            assert [np.asarray(x).dtype for x in ours] == [np.asarray(x).dtype for x in theirs]
+        np.testing.assert_allclose(fsl.sqrtm(a @ a.T), jsl.sqrtm(a @ a.T), rtol=2e-4, atol=2e-4)
+        for name, f in (("schur", lambda m: fsl.schur(m)[0].sum()), ("schur", lambda m: fsl.sqrtm(m).real.sum())):
+            with pytest.raises(NotImplementedError, match=f"'{name}' not implemented"):
+                fg.grad(f)(a)
+        with pytest.raises(NotImplementedError, match="'schur' not implemented"):
+            jax.grad(lambda m: jsl.sqrtm(m).real.sum())(a)
+    stack = np.stack([GENERAL[1], GENERAL[2]])
+    for f in (lambda m: fsl.schur(m), lambda m: fsl.sqrtm(m)):
+        batched = fg.vmap(f)(stack)
+        leading = f(stack)
+        for i in range(2):
+            _close(jax.tree_util.tree_map(lambda x: np.asarray(x)[i], batched), f(stack[i]), 1e-12)
+            _close(jax.tree_util.tree_map(lambda x: np.asarray(x)[i], leading), f(stack[i]), 1e-12)
+            _close(fg.jit(f)(stack[i]), f(stack[i]), 1e-12)
+
+
+def test_sqrtm_is_the_principal_root() -> None:
+    """JAX's on matrices whose real eigenvalues are positive; with a negative real eigenvalue,
+    SciPy's principal root (JAX's complex Schur form carries -0j there and takes the other
+    branch of that eigenvalue's root)."""
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    for a in (SPD, A, GENERAL[0]):
+        assert np.linalg.eigvals(a)[np.abs(np.linalg.eigvals(a).imag) < 1e-12].real.min() > 0
+        _close(fsl.sqrtm(a), jsl.sqrtm(a), 1e-9)
+    negative = GENERAL[1]
+    assert np.linalg.eigvals(negative).real.min() < 0
+    got = np.asarray(fsl.sqrtm(negative))
+    np.testing.assert_allclose(got, scipy_linalg.sqrtm(negative), atol=1e-10)
+    np.testing.assert_allclose(got @ got, negative, atol=1e-10)
+
+
+@pytest.mark.parametrize("a, side", [(A, "right"), (TALL, "right"), (WIDE, "left")], ids=["square", "tall", "wide"])
+def test_polar_qdwh_matches_jax_and_differentiates_as_the_svd_method(a: np.ndarray, side: str) -> None:
+    """JAX's default 'qdwh' iteration gives the SVD's factors; its reverse derivative is refused
+    by JAX (a while_loop), fungraph's is the SVD method's (JAX's derivative of method='svd')."""
+    _close(fsl.polar(a, side), jsl.polar(a, side), 1e-9)
+    with pytest.raises(ValueError, match="Reverse-mode"):
+        jax.grad(_weighted_sum(jax, lambda m: jsl.polar(m, side)))(a)
+    got = fg.grad(_weighted_sum(fg, lambda m: fsl.polar(m, side)))(a)
+    want = jax.grad(_weighted_sum(jax, lambda m: jsl.polar(m, side, method="svd")))(a)
+    _close(got, want, 1e-8)

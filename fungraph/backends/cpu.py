@@ -1,9 +1,12 @@
 """The CPU engine: runs a planned graph with numpy, writing each result into its planned
 arena view (``out=``), so a steady-state call allocates only its outputs.
 
-Each primitive runs through its CPU lowering (:mod:`~fungraph.backends.cpu_lowerings`);
-control flow and the primitives that need scratch are lowered here, bound to their planned
-block of the arena.
+Each equation runs through its primitive's ``"cpu"`` lowering (``core.register_lowering``):
+``rule(out, *inputs, **params)`` writes into ``out`` and returns it (views, with ``out is
+None``, return a view), and a lowering with a scratch rule is bound to its planned block of
+the arena. The numpy rules sit beside their primitives; those that need this engine (control
+flow, fusion regions) are registered at the end of this module. A primitive without a rule
+runs its ``impl`` and copies the result (``fallback_eqns`` counts them).
 """
 
 from __future__ import annotations
@@ -17,13 +20,17 @@ import numpy as np
 
 from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, register_backend
-from fungraph.backends.cpu_lowerings import Lowering, lowering_for, take_scratch_bytes, take_scratch_lowering
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
+from fungraph.backends.native.regions import native_regions, runs_natively
+from fungraph.core import Primitive, ScratchLowering, get_primitive, register_lowering
 from fungraph.interpreters.memory import MemoryPlan
-from fungraph.interpreters.regions import FusionCapability
+from fungraph.interpreters.regions import FusionCapability, fusion_p
 from fungraph.ir import Graph, Literal, Var
-from fungraph.primitives.conv import conv_scratch_bytes, conv_scratch_lowering
 from fungraph.primitives.graph_utils import LOOP_STATS
+
+#: A CPU lowering: ``rule(out, *inputs, **params) -> out`` (``out`` a list for primitives with
+#: several results).
+Lowering = Callable[..., Any]
 
 ENGINE_STATS = {"output_allocations": 0}
 
@@ -134,6 +141,8 @@ class CpuExecutable:
         self.plan = plan
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
         self.arena = _aligned_bytes(plan.arena_bytes) if arena is None else arena[:plan.arena_bytes]
+        #: the regions run as native code, by equation index (one shared object per graph)
+        self.native = native_regions(graph)
         self._idle = [self._bind(self.arena, first=True)]
 
     def _bind(self, arena: np.ndarray, first: bool = False) -> _Buffers:
@@ -164,9 +173,12 @@ class CpuExecutable:
             if isinstance(a, Var) and a in outputs and _produced(graph, a):
                 out_index.setdefault(a, j)
         for index, e in enumerate(graph.eqns):
-            if index in plan.scratch and e.primitive.name in SCRATCH_LOWERINGS:
+            rule = e.primitive.lowerings.get("cpu")
+            if index in self.native:
+                fn, specific = self.native[index], True
+            elif index in plan.scratch and rule is not None and rule.scratch is not None:
                 block = arena[plan.scratch[index].offset:plan.scratch[index].offset + plan.scratch[index].size]
-                fn, specific = SCRATCH_LOWERINGS[e.primitive.name][1](e, block), True
+                fn, specific = rule.scratch.lower(e, block), True
             else:
                 fn, specific = lowering_for(e.primitive)
             if not specific:
@@ -419,21 +431,25 @@ def _carry_bytes(avals: Sequence[Any]) -> int:
     return sum(-(-a.nbytes // 64) * 64 for a in avals)
 
 
-def subgraph_scratch_bytes(eqn: Any) -> int:
-    """The block a control-flow equation needs: its sub-graphs' arenas (branches and the loop's
-    cond and body share one region, as only one runs at a time) plus a second carry view."""
+# The block a control-flow equation needs: its sub-graphs' arenas (branches, and a loop's cond
+# and body, share one region, as only one runs at a time), for a loop plus a second carry view.
+
+
+def _cond_bytes(eqn: Any) -> int:
+    return max(_compiled(b).plan.arena_bytes for b in eqn.params["branches"])
+
+
+def _while_bytes(eqn: Any) -> int:
     p = eqn.params
-    name = eqn.primitive.name
-    if name == "cond":
-        return max(_compiled(b).plan.arena_bytes for b in p["branches"])
-    if name == "while":
-        body = _loop_body(p["body_graph"], len(p["body_graph"].outvars))[0]
-        sub = max(_compiled(p["cond_graph"]).plan.arena_bytes, body.plan.arena_bytes)
-        return -(-sub // 64) * 64 + _carry_bytes(p["body_graph"].out_avals)
-    if name == "scan":
-        sub = _loop_body(p["body"], p["num_carry"])[0].plan.arena_bytes
-        return -(-sub // 64) * 64 + _carry_bytes(p["body"].out_avals[:p["num_carry"]])
-    return 0
+    body = _loop_body(p["body_graph"], len(p["body_graph"].outvars))[0]
+    sub = max(_compiled(p["cond_graph"]).plan.arena_bytes, body.plan.arena_bytes)
+    return -(-sub // 64) * 64 + _carry_bytes(p["body_graph"].out_avals)
+
+
+def _scan_bytes(eqn: Any) -> int:
+    p = eqn.params
+    sub = _loop_body(p["body"], p["num_carry"])[0].plan.arena_bytes
+    return -(-sub // 64) * 64 + _carry_bytes(p["body"].out_avals[:p["num_carry"]])
 
 
 def _lower_cond(eqn: Any, block: np.ndarray) -> Lowering:
@@ -516,26 +532,55 @@ def _lower_scan(eqn: Any, block: np.ndarray) -> Lowering:
     return run
 
 
-# --- lowerings with planned scratch -------------------------------------------------------
+# --- finding an equation's lowering ----------------------------------------------------------
 
-#: name -> (scratch rule, lowering factory). The rule gives the bytes an equation needs
-#: besides its outputs; ``plan_memory`` places that block in the arena, live only while the
-#: equation runs, and the factory binds a lowering to it. A plan made without the rule
-#: (``plan.scratch`` lacks the equation) falls back to the primitive's plain lowering.
-SCRATCH_LOWERINGS: dict[str, tuple[Callable[[Any], int], Callable[[Any, np.ndarray], Lowering]]] = {
-    "cond": (subgraph_scratch_bytes, _lower_cond),
-    "while": (subgraph_scratch_bytes, _lower_while),
-    "scan": (subgraph_scratch_bytes, _lower_scan),
-    "conv": (conv_scratch_bytes, conv_scratch_lowering),
-    "take": (take_scratch_bytes, take_scratch_lowering),
-    "fusion": (fusion_scratch_bytes, lower_fusion),
-}
+
+def lowering_for(prim: Primitive) -> tuple[Lowering, bool]:
+    """The CPU lowering of ``prim`` and whether it is its own (False: ``impl`` + a copy into
+    ``out``, for primitives that register no rule, or only a scratch one whose plan lacks it)."""
+    rule = prim.lowerings.get("cpu")
+    if rule is not None and rule.rule is not None:
+        return rule.rule, True
+    return _fallback(prim), False
+
+
+def _fallback(prim: Primitive) -> Lowering:
+    impl = prim.impl
+
+    def run(out: Any, *ins: Any, **params: Any) -> Any:
+        res = impl(*ins, **params)
+        if prim.multiple_results:
+            for o, r in zip(out, res):
+                np.copyto(o, r, casting="unsafe")
+            return out
+        np.copyto(out, res, casting="unsafe")
+        return out
+
+    return run
 
 
 def scratch_bytes(eqn: Any) -> int:
-    """The scratch block ``eqn`` needs on the CPU engine (0: none); ``plan_memory``'s rule."""
-    entry = SCRATCH_LOWERINGS.get(eqn.primitive.name)
-    return entry[0](eqn) if entry is not None else 0
+    """The scratch block ``eqn`` needs on the CPU engine (0: none); ``plan_memory``'s rule.
+    ``plan_memory`` places that block in the arena, live only while the equation runs, and
+    ``scratch.lower`` binds the lowering to it; a plan made without this rule (``plan.scratch``
+    lacks the equation) runs the primitive's plain lowering."""
+    rule = eqn.primitive.lowerings.get("cpu")
+    return rule.scratch.nbytes(eqn) if rule is not None and rule.scratch is not None else 0
+
+
+# --- the lowerings that need this engine: sub-graphs run by executables in a scratch block ----
+
+def _fusion_scratch_bytes(eqn: Any) -> int:
+    """A region the native engine runs needs none of the numpy engine's chunk scratch."""
+    return 0 if runs_natively(eqn) else fusion_scratch_bytes(eqn)
+
+
+register_lowering(fusion_p, "cpu", scratch=ScratchLowering(_fusion_scratch_bytes, lower_fusion))
+# Control flow lies above the engines in the layers, so its primitives are found by name; this
+# module is imported on first use of the backend, after ``import fungraph`` has defined them.
+register_lowering(get_primitive("cond"), "cpu", scratch=ScratchLowering(_cond_bytes, _lower_cond))
+register_lowering(get_primitive("while"), "cpu", scratch=ScratchLowering(_while_bytes, _lower_while))
+register_lowering(get_primitive("scan"), "cpu", scratch=ScratchLowering(_scan_bytes, _lower_scan))
 
 
 def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> CpuExecutable:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.array import hosted
 from fungraph.ir import aval_of
 from fungraph.lax._elementwise import _binary, _floats, _same_dtype, _unary
 from fungraph.primitives import elementwise as ew
@@ -125,7 +126,7 @@ def population_count(x: Any) -> Any:
     while shift < bits:
         v = ew.add(v, ew.floor_divide_p.bind(v, _const(2 ** shift, a)))
         shift *= 2
-    return ew.add(ew.and_p.bind(v, _const(0xFF, a)), cast(ew.lt(a, _const(0, a)), aval_of(a).dtype))
+    return ew.add(ew.and_p.bind(v, _const(0xFF & int(top), a)), cast(ew.lt(a, _const(0, a)), aval_of(a).dtype))
 
 
 def clz(x: Any) -> Any:
@@ -211,24 +212,30 @@ def _axis_slice(x: Any, axis: int, lo: int, hi: int) -> Any:
     return sh.slice_(x, start, limit, None)
 
 
-def reduce_xor(operand: Any, axes: Sequence[int]) -> Any:
-    """The bitwise xor of ``operand`` (bool or integer) over ``axes``: each axis folded in
-    halves, ``ceil(log2 n)`` whole-array xors."""
+def fold_bitwise(name: str, prim: Any, identity: int, operand: Any, axes: Sequence[int]) -> Any:
+    """The bitwise ``prim`` (and, or, xor) of ``operand`` (bool or integer, else JAX's
+    ``TypeError``) over ``axes``, ``identity`` over none: each axis folded in halves,
+    ``ceil(log2 n)`` whole-array operations."""
     x = asarray(operand)
     a = aval_of(x)
     if dtypes.is_inexact(a.dtype):
-        raise TypeError(f"lax.reduce_xor needs a bool or integer operand, got {a}")
+        raise TypeError(f"lax.{name}: logical reduction requires operand dtype bool or int, got {a}")
     for axis in sorted({int(ax) % builtins.max(len(a.shape), 1) for ax in axes}, reverse=True):
         shape = aval_of(x).shape
         rest = shape[:axis] + shape[axis + 1:]
         n = shape[axis]
         if n == 0:
-            x = sh.broadcast_to(np.zeros((), a.dtype), rest)
+            x = hosted(np.full(rest, identity).astype(a.dtype))
             continue
         while n > 1:
             half = n // 2
-            folded = ew.xor_p.bind(_axis_slice(x, axis, 0, half), _axis_slice(x, axis, half, 2 * half))
+            folded = prim.bind(_axis_slice(x, axis, 0, half), _axis_slice(x, axis, half, 2 * half))
             x = sh.concatenate([folded, _axis_slice(x, axis, 2 * half, n)], axis) if n % 2 else folded
             n = half + n % 2
         x = sh.reshape(x, rest)
     return x
+
+
+def reduce_xor(operand: Any, axes: Sequence[int]) -> Any:
+    """The bitwise xor of ``operand`` (bool or integer) over ``axes``."""
+    return fold_bitwise("reduce_xor", ew.xor_p, 0, operand, axes)

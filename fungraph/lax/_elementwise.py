@@ -30,9 +30,42 @@ def _same_dtype(name: str, *xs: Any) -> list[Any]:
     return [np.asarray(x, dt) if is_weak(x) else asarray(x) for x in xs]
 
 
-def _unary(name: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+_KINDS = {"i": "signedinteger", "u": "unsignedinteger", "f": "floating", "c": "complexfloating", "b": "bool"}
+
+
+def _kind(dt: np.dtype) -> str:
+    """One letter for the dtype family JAX's lax functions accept or refuse."""
+    if dt == dtypes.bool_:
+        return "b"
+    if dtypes.is_complex(dt):
+        return "c"
+    if dtypes.is_int(dt):
+        return "u" if dtypes.is_unsigned(dt) else "i"
+    return "f"
+
+
+def _families(accepts: str) -> str:
+    if set("iufc") <= set(accepts):
+        return "number"
+    names = ["integer"] if set("iu") <= set(accepts) else [_KINDS[k] for k in "iu" if k in accepts]
+    return ", ".join([_KINDS[k] for k in "fc" if k in accepts] + names + (["bool"] if "b" in accepts else []))
+
+
+def check_accepts(name: str, accepts: str, *xs: Any) -> None:
+    """JAX's ``TypeError`` for an operand whose dtype family (``_kind``'s letters) lax's
+    ``name`` does not take, where numpy's function would promote it (``lax.sin`` of int32)."""
+    for pos, x in enumerate(xs):
+        dt = aval_of(x).dtype
+        if _kind(dt) not in accepts:
+            at = f" at position {pos}" if len(xs) > 1 else ""
+            raise TypeError(f"{name} does not accept dtype {np.dtype(dt).name}{at}. Accepted dtypes{at} are "
+                            f"subtypes of {_families(accepts)}.")
+
+
+def _unary(name: str, fn: Callable[[Any], Any], accepts: str = "biufc") -> Callable[[Any], Any]:
     def op(x: Any) -> Any:
         (x,) = _same_dtype(name, x)
+        check_accepts(name, accepts, x)
         return fn(x)
 
     op.__name__ = op.__qualname__ = name
@@ -43,9 +76,11 @@ def _unary(name: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
 _NUMPY_NAME = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal"}
 
 
-def _binary(name: str, fn: Callable[[Any, Any], Any], ordered: bool = False) -> Callable[[Any, Any], Any]:
+def _binary(name: str, fn: Callable[[Any, Any], Any], ordered: bool = False,
+            accepts: str = "biufc") -> Callable[[Any, Any], Any]:
     def op(x: Any, y: Any) -> Any:
         xs = _same_dtype(name, x, y)
+        check_accepts(name, accepts, *xs)
         if ordered and np.issubdtype(aval_of(xs[0]).dtype, np.complexfloating):
             raise TypeError(f"lax.{name} does not accept complex operands ({aval_of(xs[0])}): complex numbers "
                             "have no order; compare their real parts or use fungraph.numpy's lexicographic "
@@ -133,10 +168,11 @@ def _sign(x: Any) -> Any:
     return ew.select(zero, _c(0, x), unit)
 
 
-def _is_finite(x: Any) -> Any:
+def finite_mask(x: Any) -> Any:
+    """Where ``x`` is finite (every integer and bool is): numpy's ``isfinite``, lax's ``is_finite``."""
     dt = aval_of(x).dtype
     if dtypes.is_complex(dt):
-        return ew.and_p.bind(_is_finite(ew.real(x)), _is_finite(ew.imag(x)))
+        return ew.and_p.bind(finite_mask(ew.real(x)), finite_mask(ew.imag(x)))
     if not dtypes.is_float(dt):
         return ew.eq(x, x)
     return ew.lt(ew.abs_p.bind(x), _c(np.inf, x))
@@ -156,53 +192,54 @@ def _inexact(prim: Any) -> Callable[[Any], Any]:
     return lambda x: prim.bind(_f(x))
 
 
-add = _binary("add", ew.add_p.bind)
-sub = _binary("sub", ew.sub_p.bind)
-mul = _binary("mul", ew.mul_p.bind)
-div = _binary("div", _div)
-rem = _binary("rem", fmod)
+add = _binary("add", ew.add_p.bind, accepts="iufc")
+sub = _binary("sub", ew.sub_p.bind, accepts="iufc")
+mul = _binary("mul", ew.mul_p.bind, accepts="iufc")
+div = _binary("div", _div, accepts="iufc")
+rem = _binary("rem", fmod, accepts="iuf")
 max = _binary("max", lambda x, y: ew.extreme(ew.max_p, ew.ge_p, x, y))  # noqa: A001 - lax's name
 min = _binary("min", lambda x, y: ew.extreme(ew.min_p, ew.le_p, x, y))  # noqa: A001 - lax's name
-atan2 = _binary("atan2", lambda x, y: ew.atan2_p.bind(*promote(x, y, to_inexact=True)))
+atan2 = _binary("atan2", lambda x, y: ew.atan2_p.bind(*promote(x, y, to_inexact=True)), accepts="fc")
 eq = _binary("eq", ew.eq_p.bind)
 ne = _binary("ne", ew.ne_p.bind)
 lt = _binary("lt", ew.lt_p.bind, ordered=True)
 le = _binary("le", ew.le_p.bind, ordered=True)
 gt = _binary("gt", ew.gt_p.bind, ordered=True)
 ge = _binary("ge", ew.ge_p.bind, ordered=True)
-neg = _unary("neg", ew.neg_p.bind)
-abs = _unary("abs", ew.abs_p.bind)  # noqa: A001 - lax's name
-sign = _unary("sign", _sign)
-floor = _unary("floor", _inexact(ew.floor_p))
-ceil = _unary("ceil", lambda x: _ceil(_f(x)))
-exp = _unary("exp", _inexact(ew.exp_p))
-exp2 = _unary("exp2", lambda x: ew.pow_(_c(2, _f(x)), _f(x)))
-log = _unary("log", _inexact(ew.log_p))
-log1p = _unary("log1p", _inexact(ew.log1p_p))
-expm1 = _unary("expm1", _inexact(ew.expm1_p))
-sin = _unary("sin", _inexact(ew.sin_p))
-cos = _unary("cos", _inexact(ew.cos_p))
-tan = _unary("tan", _inexact(ew.tan_p))
-asin = _unary("asin", _inexact(ew.asin_p))
-acos = _unary("acos", _inexact(ew.acos_p))
-atan = _unary("atan", _inexact(ew.atan_p))
-sinh = _unary("sinh", _inexact(ew.sinh_p))
-cosh = _unary("cosh", _inexact(ew.cosh_p))
-tanh = _unary("tanh", _inexact(ew.tanh_p))
-asinh = _unary("asinh", lambda x: _where_neg(_f(x), _asinh_pos))
-acosh = _unary("acosh", lambda x: _acosh(_f(x)))
-atanh = _unary("atanh", lambda x: _atanh(_f(x)))
-sqrt = _unary("sqrt", _inexact(ew.sqrt_p))
-rsqrt = _unary("rsqrt", lambda x: ew.div(_c(1, _f(x)), ew.sqrt_p.bind(_f(x))))
-cbrt = _unary("cbrt", lambda x: _where_neg(_f(x), lambda y: ew.pow_(y, _c(1 / 3, y))))
-square = _unary("square", lambda x: ew.mul(x, x))
-is_finite = _unary("is_finite", _is_finite)
+neg = _unary("neg", ew.neg_p.bind, accepts="iufc")
+abs = _unary("abs", ew.abs_p.bind, accepts="ifc")  # noqa: A001 - lax's name
+sign = _unary("sign", _sign, accepts="iufc")
+floor = _unary("floor", _inexact(ew.floor_p), accepts="f")
+ceil = _unary("ceil", lambda x: _ceil(_f(x)), accepts="f")
+exp = _unary("exp", _inexact(ew.exp_p), accepts="fc")
+exp2 = _unary("exp2", lambda x: ew.pow_(_c(2, _f(x)), _f(x)), accepts="fc")
+log = _unary("log", _inexact(ew.log_p), accepts="fc")
+log1p = _unary("log1p", _inexact(ew.log1p_p), accepts="fc")
+expm1 = _unary("expm1", _inexact(ew.expm1_p), accepts="fc")
+sin = _unary("sin", _inexact(ew.sin_p), accepts="fc")
+cos = _unary("cos", _inexact(ew.cos_p), accepts="fc")
+tan = _unary("tan", _inexact(ew.tan_p), accepts="fc")
+asin = _unary("asin", _inexact(ew.asin_p), accepts="fc")
+acos = _unary("acos", _inexact(ew.acos_p), accepts="fc")
+atan = _unary("atan", _inexact(ew.atan_p), accepts="fc")
+sinh = _unary("sinh", _inexact(ew.sinh_p), accepts="fc")
+cosh = _unary("cosh", _inexact(ew.cosh_p), accepts="fc")
+tanh = _unary("tanh", _inexact(ew.tanh_p), accepts="fc")
+asinh = _unary("asinh", lambda x: _where_neg(_f(x), _asinh_pos), accepts="fc")
+acosh = _unary("acosh", lambda x: _acosh(_f(x)), accepts="fc")
+atanh = _unary("atanh", lambda x: _atanh(_f(x)), accepts="fc")
+sqrt = _unary("sqrt", _inexact(ew.sqrt_p), accepts="fc")
+rsqrt = _unary("rsqrt", lambda x: ew.div(_c(1, _f(x)), ew.sqrt_p.bind(_f(x))), accepts="fc")
+cbrt = _unary("cbrt", lambda x: _where_neg(_f(x), lambda y: ew.pow_(y, _c(1 / 3, y))), accepts="f")
+square = _unary("square", lambda x: ew.mul(x, x), accepts="iufc")
+is_finite = _unary("is_finite", finite_mask, accepts="f")
 
 
 def pow(x: Any, y: Any) -> Any:  # noqa: A001 - lax's name
     """``x ** y`` for a float ``x`` and a float (same dtype) or integer ``y``."""
     x = asarray(x)
     y = np.asarray(y) if is_weak(y) else asarray(y)
+    check_accepts("pow", "fc", x)
     if not dtypes.is_int(aval_of(y).dtype):
         x, y = _same_dtype("pow", x, y)
     return cast(power_of_one_dtype(*promote(x, y)), aval_of(x).dtype)
@@ -222,6 +259,7 @@ def round(x: Any, rounding_method: int = 0) -> Any:  # noqa: A001 - lax's name
     """Round to integral values: halves away from zero (``rounding_method=0``, lax's default)
     or to even (``1``)."""
     x = asarray(x)
+    check_accepts("round", "f", x)
     if int(rounding_method) == 1:
         return ew.round_half_even(_f(x))
     xf = _f(x)

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.array import hosted
 from fungraph.ir import aval_of
-from fungraph.lax._elementwise import _floats
+from fungraph.lax import _bits as lax_bits
+from fungraph.lax._elementwise import _floats, check_accepts
 from fungraph.lax._elementwise import max as lax_max
 from fungraph.lax._elementwise import min as lax_min
 from fungraph.primitives import cumulative, sorting
@@ -63,24 +65,27 @@ reduce_max = _extremum("reduce_max", red.reduce_max_p, True)
 reduce_min = _extremum("reduce_min", red.reduce_min_p, False)
 
 
-def _logical(name: str, prim: Any, empty: bool) -> Callable[[Any, Sequence[int]], Any]:
+def _logical(name: str, prim: Any, empty: bool, bitwise: Any) -> Callable[[Any, Sequence[int]], Any]:
     def op(operand: Any, axes: Sequence[int]) -> Any:
-        x = cast(asarray(operand), dtypes.bool_)
+        x = asarray(operand)
+        if aval_of(x).dtype != dtypes.bool_:
+            return lax_bits.fold_bitwise(name, bitwise, -1 if empty else 0, x, axes)
         if not len(axes):
             return x
         shape = aval_of(x).shape
         ax = tuple(sorted(normalize_axes(tuple(axes), len(shape), name)))
         if 0 in [shape[i] for i in ax]:
-            return sh.broadcast_to(np.asarray(empty), tuple(d for i, d in enumerate(shape) if i not in ax))
+            return hosted(np.full(tuple(d for i, d in enumerate(shape) if i not in ax), empty))
         return prim.bind(x, axes=ax)
 
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"``lax.{name}``: of the operand's truth values over ``axes`` ({empty} over none)."
+    op.__doc__ = (f"``lax.{name}``: of a bool operand's values over ``axes`` ({empty} over none), of an "
+                  "integer operand's bits (as JAX's)")
     return op
 
 
-reduce_and = _logical("reduce_and", red.reduce_min_p, True)
-reduce_or = _logical("reduce_or", red.reduce_max_p, False)
+reduce_and = _logical("reduce_and", red.reduce_min_p, True, ew.and_p)
+reduce_or = _logical("reduce_or", red.reduce_max_p, False, ew.or_p)
 
 
 def _arg(prim: Any, name: str, operand: Any, axis: int, index_dtype: Any) -> Any:
@@ -102,7 +107,9 @@ def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
 
 def _cumulative(name: str, combine: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     def op(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
-        return associative_scan(combine, asarray(operand), reverse=reverse, axis=axis)
+        x = asarray(operand)
+        check_accepts(name, "iufc", x)
+        return associative_scan(combine, x, reverse=reverse, axis=axis)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"``lax.{name}``: inclusive running {name[3:]} along ``axis`` (``reverse``: from the end)."
@@ -112,7 +119,9 @@ def _cumulative(name: str, combine: Callable[[Any, Any], Any]) -> Callable[..., 
 def cumsum(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
     """``lax.cumsum``: inclusive running sum along ``axis`` (``reverse``: from the end), the
     ``cumsum`` primitive that ``numpy.cumsum`` binds."""
-    return cumulative.cumsum(asarray(operand), axis, reverse)
+    x = asarray(operand)
+    check_accepts("cumsum", "iufc", x)
+    return cumulative.cumsum(x, axis, reverse)
 
 
 cumprod = _cumulative("cumprod", lambda a, b: a * b)

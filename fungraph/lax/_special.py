@@ -11,12 +11,12 @@ from fungraph.lax._elementwise import _floats, _inexact, _unary
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
 
-logistic = _unary("logistic", _inexact(ew.logistic_p))
-erf = _unary("erf", _inexact(ew.erf_p))
-erfc = _unary("erfc", _inexact(sp.erfc_p))
-erf_inv = _unary("erf_inv", _inexact(sp.erf_inv_p))
-lgamma = _unary("lgamma", _inexact(sp.lgamma_p))
-digamma = _unary("digamma", _inexact(sp.digamma_p))
+logistic = _unary("logistic", _inexact(ew.logistic_p), accepts="fc")
+erf = _unary("erf", _inexact(ew.erf_p), accepts="f")
+erfc = _unary("erfc", _inexact(sp.erfc_p), accepts="f")
+erf_inv = _unary("erf_inv", _inexact(sp.erf_inv_p), accepts="f")
+lgamma = _unary("lgamma", _inexact(sp.lgamma_p), accepts="f")
+digamma = _unary("digamma", _inexact(sp.digamma_p), accepts="f")
 
 
 def zeta(x: Any, q: Any) -> Any:

@@ -1,7 +1,6 @@
 """Bit operations of ``fungraph.numpy`` (numpy's reference: bit-wise operations and bit
 packing): the elementwise ``bitwise_*`` primitives, shifts, ``packbits``/``unpackbits`` and
-``bitwise_count``. fungraph has no uint8: ``packbits``, ``unpackbits`` and ``bitwise_count``
-return int32 arrays (values 0..255, 0/1 and bit counts) where numpy and JAX return uint8."""
+``bitwise_count``, which return uint8 as JAX's do."""
 
 from __future__ import annotations
 
@@ -78,33 +77,33 @@ def _bitorder(bitorder: str, name: str) -> np.ndarray:
 
 def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
     """Each run of 8 truth values along ``axis`` (the flattened array by default; the last run
-    padded with zeros) packed into one byte, as int32 values 0..255 (numpy and JAX: uint8)."""
+    padded with zeros) packed into one uint8 byte, as JAX's."""
     fnp = namespace()
     x = asarray(a)
     if not (dtypes.is_int(x.dtype) or x.dtype == dtypes.bool_):
         raise TypeError(f"packbits: expected an integer or boolean array, got {x.dtype}")
-    weights = (2 ** _bitorder(bitorder, "packbits")).astype(np.int32)
+    weights = (2 ** _bitorder(bitorder, "packbits")).astype(np.uint8)
     x, ax = _bit_axis(x, axis)
-    bits = fnp.moveaxis((x != 0).astype(np.int32), ax, -1)
+    bits = fnp.moveaxis((x != 0).astype(np.uint8), ax, -1)
     k = bits.shape[-1]
     pad = -k % 8
     bits = fnp.pad(bits, [(0, 0)] * (bits.ndim - 1) + [(0, pad)])
     bits = fnp.reshape(bits, bits.shape[:-1] + ((k + pad) // 8, 8))
-    return fnp.moveaxis(fnp.sum(bits * weights, axis=-1).astype(np.int32), -1, ax)
+    return fnp.moveaxis(fnp.sum(bits * weights, axis=-1, dtype=np.uint8), -1, ax)
 
 
 def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitorder: str = "big") -> Any:
-    """The 8 bits of each byte along ``axis`` (the flattened array by default), as int32 0/1
-    values (numpy and JAX: uint8). Integer input is read as bytes: its low 8 bits. ``count``
-    keeps that many bits (padding with zeros), or drops ``-count`` from the end."""
+    """The 8 bits of each uint8 byte along ``axis`` (the flattened array by default), as uint8
+    0/1 values; like JAX's, other input dtypes are a ``TypeError``. ``count`` keeps that many
+    bits (padding with zeros), or drops ``-count`` from the end."""
     fnp = namespace()
     x = asarray(a)
-    if not dtypes.is_int(x.dtype):
-        raise TypeError(f"unpackbits: expected an integer array of byte values, got {x.dtype}")
+    if x.dtype != dtypes.uint8:
+        raise TypeError(f"unpackbits: expected an input array of unsigned byte (uint8) data type, got {x.dtype}")
     powers = (2 ** _bitorder(bitorder, "unpackbits")).astype(x.dtype)
     x, ax = _bit_axis(x, axis)
     xm = fnp.moveaxis(x, ax, -1)
-    bits = ((xm[..., None] // powers) % 2).astype(np.int32)
+    bits = (xm[..., None] // powers) % 2
     bits = fnp.reshape(bits, bits.shape[:-2] + (bits.shape[-2] * 8,))
     if count is not None:
         total = bits.shape[-1]
@@ -115,11 +114,11 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
 
 def bitwise_count(x: Any, /) -> Any:
     """The number of 1 bits in ``|x|`` (the two's-complement bits, so the most negative value
-    counts 1), as int32 (numpy and JAX: uint8)."""
+    counts 1), as uint8 like JAX's."""
     fnp = namespace()
     v = asarray(x)
     if v.dtype == dtypes.bool_:
-        return v.astype(np.int32)
+        return v.astype(np.uint8)
     if not dtypes.is_int(v.dtype):
         raise TypeError(f"bitwise_count: expected an integer array, got {v.dtype}")
-    return lax_bits.population_count(fnp.abs(v)).astype(np.int32)
+    return lax_bits.population_count(fnp.abs(v)).astype(np.uint8)

@@ -179,7 +179,7 @@ def isnan(x: Any) -> Any:
 
 
 def isfinite(x: Any) -> Any:
-    return lax_ew.is_finite(asarray(x))
+    return lax_ew.finite_mask(asarray(x))
 
 
 def isinf(x: Any) -> Any:

@@ -3,8 +3,9 @@ differentiable through the decomposition primitives of ``fungraph.primitives.lin
 
 ``eig``/``eigvals`` take real or complex matrices and, like JAX, always return complex arrays
 (numpy returns real ones when every eigenvalue of a real matrix is real); the other routines
-take real matrices. ``eigh`` and ``eigvalsh`` read the lower triangle, as numpy does; ``cholesky``
-factors ``(a + a^H) / 2``, as JAX does (the same for a Hermitian ``a``; its gradient is symmetric)."""
+take real matrices. ``eigh``, ``eigvalsh`` and ``cholesky`` decompose ``(a + a^H) / 2``, as JAX's
+do (the same for a Hermitian ``a``; their gradients are symmetric); ``eigh``'s
+``symmetrize_input=False`` reads one triangle instead, as numpy does."""
 
 from __future__ import annotations
 
@@ -208,15 +209,24 @@ def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> A
     return ops.mT(low) if upper else low
 
 
-def eigh(a: Any, UPLO: str = "L") -> EighResult:
+def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
+    """Eigenvalues (ascending) and eigenvectors of the Hermitian ``(a + a^H) / 2``, as JAX's
+    (so its gradient is symmetric); with ``symmetrize_input=False``, of the Hermitian matrix
+    whose ``UPLO`` triangle ('L', the default, or 'U') is ``a``'s, as numpy's, differentiated
+    as that function of ``a`` (JAX's rule there assumes a Hermitian ``a``)."""
+    if UPLO not in (None, "L", "U"):
+        raise ValueError(f"UPLO must be 'L' or 'U', got {UPLO!r}")
     x = _float_matrix(a, "eigh")
-    x = _sym_lower(x) if UPLO == "L" else _sym_lower(ops.mT(x))
+    if symmetrize_input:
+        x = _hermitian_part(x)
+    else:
+        x = _sym_lower(x if UPLO != "U" else ops.mH(x))
     w, v = ops.eigh_p.bind(x)
     return EighResult(w, v)
 
 
-def eigvalsh(a: Any, UPLO: str = "L") -> Any:
-    return eigh(a, UPLO).eigenvalues
+def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Any:
+    return eigh(a, UPLO, symmetrize_input).eigenvalues
 
 
 class EigResult(NamedTuple):

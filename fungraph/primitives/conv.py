@@ -12,7 +12,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._caches import on_clear
-from fungraph.core import ALIGNMENT, Primitive, ShapeError
+from fungraph.core import ALIGNMENT, Primitive, ScratchLowering, ShapeError, register_lowering
 from fungraph.ir import Eqn, ShapedArray
 from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
 from fungraph.primitives._rules import aval, is_undefined, require_same_dtype
@@ -215,7 +215,8 @@ def conv_scratch_lowering(eqn: Eqn, block: np.ndarray) -> Callable[..., np.ndarr
     return run
 
 
-conv_p = Primitive("conv", impl=_conv_impl, abstract_eval=_conv_aval, arity=2, lowerings={"cpu": _conv_lowering})
+conv_p = Primitive("conv", impl=_conv_impl, abstract_eval=_conv_aval, arity=2)
+register_lowering(conv_p, "cpu", _conv_lowering, scratch=ScratchLowering(conv_scratch_bytes, conv_scratch_lowering))
 
 
 @conv_p.def_jvp

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
+from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError, register_lowering
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import elementwise_batch, to_front
 from fungraph.primitives._rules import (
@@ -122,7 +122,7 @@ logistic_p = _unary("logistic", _logistic_impl, lambda x, y: mul(y, sub(_one(y),
 erf_p = _unary("erf", _erf_impl,                                          # erf' = 2/sqrt(pi) e^{-x^2}
                lambda x, y: mul(lit(2 / math.sqrt(math.pi), y.dtype), exp(neg(mul(x, x)))), kind="float")
 neg_p = _unary("neg", np.negative, None, kind="numeric")
-abs_p = _unary("abs", np.abs, lambda x, y: sign(x), kind="numeric")      # |x|' = sign(x)
+abs_p = _unary("abs", np.abs, None, kind="numeric")                      # jvp below
 sign_p = _unary("sign", np.sign, None, kind="real")
 floor_p = _unary("floor", np.floor, None, kind="float")
 not_p = _unary("not", np.invert, None, kind="logical")
@@ -144,7 +144,7 @@ def _abs_jvp(primals: tuple, tangents: tuple) -> tuple:
     (x,), (t,) = primals, tangents
     y = abs_p.bind(x)
     if not dtypes.is_complex(aval(x).dtype):
-        return y, mul(t, sign(x))                                        # |x|' = sign(x)
+        return y, select(ge_p.bind(x, lit(0, aval(x).dtype)), t, neg(t))  # |x|' = 1 for x >= 0 (JAX's, 0 incl.)
     safe = select(eq(y, lit(0, y.dtype)), _one(y), y)
     return y, real(mul(t, div(conj(x), convert(safe, aval(x).dtype))))   # d|z| = Re(conj(z) dz) / |z|
 
@@ -634,3 +634,69 @@ def _bitcast_batch(args: Sequence[Any], dims: Sequence[int | None], *, new_dtype
 
 def bitcast_convert_type(x: Any, new_dtype: np.dtype) -> Any:
     return bitcast_convert_type_p.bind(x, new_dtype=np.dtype(new_dtype))
+
+
+# --- CPU lowerings: ``rule(out, *inputs, **params)`` writes into the planned ``out`` ------------
+
+
+def _ufunc_cpu(ufunc: np.ufunc) -> Callable[..., np.ndarray]:
+    def run(out: np.ndarray, *ins: Any) -> np.ndarray:
+        return ufunc(*ins, out=out)
+
+    return run
+
+
+#: The primitives whose ``impl`` is a numpy ufunc with one output: their CPU lowering is that
+#: ufunc writing into ``out``.
+UFUNC_PRIMITIVES = (
+    sin_p, cos_p, tan_p, tanh_p, exp_p, log_p, sqrt_p, log1p_p, expm1_p, atan_p, asin_p, acos_p, acosh_p,
+    atanh_p, sinh_p, cosh_p, neg_p, abs_p, sign_p, floor_p, not_p, conj_p,
+    add_p, sub_p, mul_p, div_p, pow_p, max_p, min_p, atan2_p, mod_p, floor_divide_p,
+    eq_p, ne_p, lt_p, le_p, gt_p, ge_p, and_p, or_p, xor_p,
+)
+for _p in UFUNC_PRIMITIVES:
+    register_lowering(_p, "cpu", _ufunc_cpu(_p.impl))
+
+
+def _is_positive_zero(v: Any) -> bool:
+    return isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind == "f" and v == 0 and not np.signbit(v)
+
+
+def _select_cpu(out: np.ndarray, pred: Any, x: Any, y: Any) -> np.ndarray:
+    """``where(pred, x, y)`` into ``out``, which may be ``x``'s or ``y``'s buffer (in place).
+    ``where(pred, x, +0.0)`` (a relu and its gradient) multiplies x's bits, as unsigned
+    integers, by pred (0 or 1): bit-exact for nan, inf and -0.0, faster than numpy's where,
+    and without a temporary of the output's size."""
+    if _is_positive_zero(y) and isinstance(x, np.ndarray) and x.dtype == out.dtype and x.shape == out.shape:
+        ut = np.dtype(f"u{out.dtype.itemsize}")
+        np.multiply(x.view(ut), pred, out=out.view(ut))  # bits times 0 or 1: no mask array
+        return out
+    if np.may_share_memory(out, x):
+        if not (isinstance(x, np.ndarray) and x.shape == out.shape):
+            np.copyto(out, np.where(pred, x, y))
+            return out
+        np.copyto(out, y, where=np.logical_not(pred))
+        return out
+    if not np.may_share_memory(out, y):
+        np.copyto(out, y)
+    elif not (isinstance(y, np.ndarray) and y.shape == out.shape):
+        np.copyto(out, np.where(pred, x, y))
+        return out
+    np.copyto(out, x, where=pred)
+    return out
+
+
+def _integer_pow_cpu(out: np.ndarray, x: Any, *, y: int) -> np.ndarray:
+    if y == 2:
+        return np.multiply(x, x, out=out)
+    return np.power(x, y, out=out)
+
+
+def _convert_cpu(out: np.ndarray, x: Any, *, new_dtype: Any) -> np.ndarray:
+    np.copyto(out, np.real(x) if np.iscomplexobj(x) and out.dtype.kind != "c" else x, casting="unsafe")
+    return out
+
+
+register_lowering(select_p, "cpu", _select_cpu)
+register_lowering(integer_pow_p, "cpu", _integer_pow_cpu)
+register_lowering(convert_element_type_p, "cpu", _convert_cpu)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.core import Primitive
+from fungraph.core import Primitive, register_lowering
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import elementwise_batch
 from fungraph.primitives._rules import aval, broadcast_shapes, require_float, require_same_dtype, transform
@@ -81,3 +81,16 @@ def adagrad_reference(w: Any, acc: Any, g: Any, lr: Any, eps: Any) -> tuple[Any,
     """Owl's Adagrad step written with ordinary primitives: the pattern the optimiser fuses."""
     new_acc = add(acc, mul(g, g))
     return sub(w, mul(lr, div(g, sqrt_p.bind(add(new_acc, eps))))), new_acc
+
+
+def _fma_cpu(out: np.ndarray, a: Any, b: Any, c: Any) -> np.ndarray:
+    """The CPU lowering: ``a * b`` into ``out``, then ``+ c`` in place (``a * b`` in a fresh
+    array when ``out`` is ``c``'s buffer)."""
+    if np.shares_memory(out, c):
+        np.add(np.multiply(a, b), c, out=out)
+        return out
+    np.multiply(a, b, out=out)
+    return np.add(out, c, out=out)
+
+
+register_lowering(fma_p, "cpu", _fma_cpu)

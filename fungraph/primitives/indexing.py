@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import Primitive, ShapeError, Tracer
+from fungraph.core import Primitive, ScratchLowering, ShapeError, Tracer, register_lowering
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
 from fungraph.primitives._rules import aval, instantiate, is_undefined, normalize_axis, transform, zeros
@@ -215,7 +215,8 @@ def _dus_cpu(out: np.ndarray, x: Any, u: Any, *starts: Any, mode: str) -> np.nda
 #: the end when negative and else skips the update (``"drop"``, as numpy indexing and JAX's
 #: ``.at`` do). The output may take over ``x``'s buffer.
 dynamic_update_slice_p = Primitive("dynamic_update_slice", impl=_dus_impl, abstract_eval=_dus_aval, arity=None,
-                                   inplace=(0,), lowerings={"cpu": _dus_cpu})
+                                   inplace=(0,))
+register_lowering(dynamic_update_slice_p, "cpu", _dus_cpu)
 
 
 def dynamic_update_slice(x: Any, u: Any, starts: Any, mode: str = "clamp") -> Any:
@@ -328,3 +329,57 @@ def _batch_dus(args: Any, dims: Any, *, mode: str) -> tuple[Any, int]:
 
 
 dynamic_update_slice_p.batch = _batch_dus
+
+
+# --- CPU lowerings of take and scatter_add: ``rule(out, *inputs, **params)`` into ``out`` -----
+
+
+def _take_cpu(out: np.ndarray, x: Any, idx: Any, *, axis: int, index_buf: np.ndarray | None = None) -> np.ndarray:
+    """``np.take`` into ``out``: mode="clip" is the primitive's clamping and, unlike the
+    default mode, writes without a buffer. numpy copies indices that are not a writeable,
+    contiguous intp array (a graph constant is read-only): with ``index_buf`` (planned
+    scratch) they are copied there instead. Negative indices are wrapped first (a copy). A
+    scalar index (``x[i]`` in a loop body) is a view copied into ``out``: ~7 -> ~2 us."""
+    idx = np.asarray(idx)
+    if idx.ndim == 0:
+        n = np.shape(x)[axis]
+        i = int(idx)
+        i = min(max(i + n if i < 0 else i, 0), n - 1)
+        np.copyto(out, np.asarray(x)[(slice(None),) * axis + (i,)])
+        return out
+    if index_buf is not None and not (idx.dtype == np.intp and idx.flags.writeable and idx.flags.c_contiguous):
+        np.copyto(index_buf, idx, casting="unsafe")
+        idx = index_buf
+    if idx.size and idx.min() < 0:
+        idx = _normalize_indices(idx, np.shape(x)[axis])
+    return np.take(x, idx, axis=axis, out=out, mode="clip")
+
+
+def _take_scratch_bytes(eqn: Any) -> int:
+    """A writeable intp copy of the indices (what numpy would otherwise allocate per call)."""
+    return eqn.inputs[1].aval.size * np.dtype(np.intp).itemsize
+
+
+def _take_scratch_cpu(eqn: Any, block: np.ndarray) -> Any:
+    index_buf = block[:_take_scratch_bytes(eqn)].view(np.intp).reshape(eqn.inputs[1].aval.shape)
+
+    def run(out: np.ndarray, x: Any, idx: Any, *, axis: int) -> np.ndarray:
+        return _take_cpu(out, x, idx, axis=axis, index_buf=index_buf)
+
+    return run
+
+
+def _scatter_add_cpu(out: np.ndarray, upd: Any, idx: Any, *, axis: int, shape: tuple[int, ...]) -> np.ndarray:
+    """The impl's ``np.add.at`` into ``out``, zeroed in place instead of a fresh zeros array
+    (``take``'s transpose: the gradient of a pooling gather)."""
+    idx = np.asarray(idx)
+    if idx.size and (idx.min() < 0 or idx.max() >= shape[axis]):
+        idx = _normalize_indices(idx, shape[axis])
+    out.fill(0)
+    upd = np.asarray(upd).reshape(shape[:axis] + (idx.size,) + shape[axis + 1:])
+    np.add.at(np.moveaxis(out, axis, 0), idx.reshape(-1), np.moveaxis(upd, axis, 0))
+    return out
+
+
+register_lowering(take_p, "cpu", _take_cpu, scratch=ScratchLowering(_take_scratch_bytes, _take_scratch_cpu))
+register_lowering(scatter_add_p, "cpu", _scatter_add_cpu)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import Primitive, ShapeError
+from fungraph.core import Primitive, ShapeError, register_lowering
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import to_front
 from fungraph.primitives._rules import aval, is_undefined, require_same_dtype
@@ -129,3 +129,36 @@ def _dot_batch(args: Any, dims: Any, *, dimension_numbers: DimNums) -> tuple[Any
         return dot_general(to_front(lhs, dl), rhs, ((_shift(lc), rc), (_shift(lb), rb))), len(lb)
     n_lhs_free = aval(lhs).ndim - len(lc) - len(lb)
     return dot_general(lhs, to_front(rhs, dr), ((lc, _shift(rc)), (lb, _shift(rb)))), len(lb) + n_lhs_free
+
+
+def _dot_cpu(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers: Any) -> np.ndarray:
+    """The CPU lowering: one ``matmul`` into ``out`` (a broadcast multiply when nothing is
+    contracted), through a temporary only when ``out`` cannot be seen as ``[b, m, n]``."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    if not lb and lhs.ndim == 2 and rhs.ndim == 2 and len(lc) == 1:
+        a = lhs if lc == (1,) else lhs.T
+        b = rhs if rc == (0,) else rhs.T
+        return np.matmul(a, b, out=out)
+
+    lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
+    size = lambda a, ds: int(np.prod([a.shape[d] for d in ds], dtype=np.int64))  # noqa: E731
+    b, m, k, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
+    if k == 1:
+        # an outer product per batch element: a broadcast multiply, no BLAS call
+        lt = np.transpose(lhs, lb + lf + lc).reshape(b, m, 1)
+        rt = np.transpose(rhs, rb + rc + rf).reshape(b, 1, n)
+        np.multiply(lt, rt, out=out.reshape(b, m, n))
+        return out
+    lt = np.transpose(lhs, lb + lf + lc).reshape(b, m, k)
+    rt = np.transpose(rhs, rb + rc + rf).reshape(b, k, n)
+    target = out.reshape(b, m, n)
+    if not np.shares_memory(target, out):
+        target = np.empty((b, m, n), out.dtype)
+        np.matmul(lt, rt, out=target)
+        np.copyto(out, target.reshape(out.shape))
+        return out
+    np.matmul(lt, rt, out=target)
+    return out
+
+
+register_lowering(dot_general_p, "cpu", _dot_cpu)

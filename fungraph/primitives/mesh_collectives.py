@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import _mpi, dtypes
-from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
+from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError, register_lowering
 from fungraph.ir import Graph, ShapedArray
 from fungraph.primitives._batching import to_front
 from fungraph.primitives._rules import aval, linear_jvp
@@ -143,7 +143,7 @@ def _mesh_reduction(name: str, kind: str) -> MeshPrimitive:
     impl, lowering = _reduction(kind)
     prim = MeshPrimitive(name, impl=impl, abstract_eval=_numeric(name), arity=1, effectful=True,
                          effect_in_outputs=True, inplace=(0,))
-    prim.lowerings["cpu"] = lowering
+    register_lowering(prim, "cpu", lowering)
     prim.batch = _elementwise_batch(prim)
     return prim
 
@@ -159,7 +159,7 @@ def _pvary_lowering(out: np.ndarray, x: Any, **params: Any) -> np.ndarray:
 
 
 pvary_p = MeshPrimitive("pvary", impl=lambda x, **params: np.array(x), abstract_eval=_same, arity=1, inplace=(0,))
-pvary_p.lowerings["cpu"] = _pvary_lowering
+register_lowering(pvary_p, "cpu", _pvary_lowering)
 pvary_p.batch = _elementwise_batch(pvary_p)
 pvary_p.jvp = partial(linear_jvp, pvary_p)
 pvary_p.transpose = lambda ct, x, **params: (mesh_psum_p.bind(ct, **params),)  # pvary^T = psum
@@ -221,7 +221,7 @@ def _all_gather_lowering(out: np.ndarray, x: Any, *, axis_name: Hashable, mesh: 
 
 mesh_all_gather_p = MeshPrimitive("mesh_all_gather", impl=_all_gather_impl, abstract_eval=_all_gather_aval,
                                   arity=1, effectful=True, effect_in_outputs=True)
-mesh_all_gather_p.lowerings["cpu"] = _all_gather_lowering
+register_lowering(mesh_all_gather_p, "cpu", _all_gather_lowering)
 mesh_all_gather_p.jvp = partial(linear_jvp, mesh_all_gather_p)
 
 

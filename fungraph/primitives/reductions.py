@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
+from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError, register_lowering
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import unary_params_batch
 from fungraph.primitives._rules import aval, lit, normalize_axis
@@ -193,3 +193,17 @@ def complex_extremum(x: Any, axes: tuple[int, ...], largest: bool, name: str) ->
     n = int(np.prod(lead, dtype=np.int64))
     flat = add(reshape(pick, (n,)), np.arange(n, dtype=index) * np.asarray(size, index))
     return reshape(take(reshape(rows, (n * size,)), flat, 0), lead)
+
+
+def _reduce_lowering(reducer: Callable[..., Any]) -> Callable[..., Any]:
+    """The CPU lowering: numpy's reduction into the planned ``out``."""
+    def run(out: np.ndarray, x: Any, *, axes: tuple[int, ...]) -> np.ndarray:
+        return reducer(x, axis=axes, out=out)
+
+    return run
+
+
+register_lowering(reduce_sum_p, "cpu", _reduce_lowering(np.sum))
+register_lowering(reduce_max_p, "cpu", _reduce_lowering(np.max))
+register_lowering(reduce_min_p, "cpu", _reduce_lowering(np.min))
+register_lowering(reduce_prod_p, "cpu", _reduce_lowering(np.prod))

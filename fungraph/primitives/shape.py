@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.core import Primitive, ShapeError
+from fungraph.core import Primitive, ShapeError, register_lowering
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
 from fungraph.primitives._rules import aval, is_undefined, linear_jvp, normalize_axis, require_same_dtype
@@ -343,3 +343,46 @@ concatenate_p.batch = _batch_concat
 slice_p.batch = _batch_slice
 pad_p.batch = _batch_pad
 rev_p.batch = _batch_rev
+
+
+# --- CPU lowerings: ``rule(out, *inputs, **params)`` writes into the planned ``out`` ------------
+
+
+def _view_lowering(view: Any) -> Any:
+    """A view of the input (``out is None``: the plan made the output a view) or its copy
+    into ``out``."""
+    def run(out: np.ndarray | None, x: Any, **params: Any) -> np.ndarray:
+        v = view(np.asarray(x), **params)
+        if out is None:
+            return v
+        np.copyto(out, v)
+        return out
+
+    return run
+
+
+def _bid_view(x: np.ndarray, *, shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]) -> np.ndarray:
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), shape)
+
+
+def _slice_view(x: np.ndarray, *, start_indices: tuple, limit_indices: tuple, strides: tuple) -> np.ndarray:
+    return x[tuple(slice(a, b, s) for a, b, s in zip(start_indices, limit_indices, strides))]
+
+
+def _pad_cpu(out: np.ndarray, x: Any, value: Any, *, padding_config: tuple) -> np.ndarray:
+    out.fill(value)
+    out[tuple(slice(lo, lo + (d - 1) * (i + 1) + 1 if d else lo, i + 1)
+              for (lo, _, i), d in zip(padding_config, np.shape(x)))] = x
+    return out
+
+
+register_lowering(reshape_p, "cpu", _view_lowering(lambda x, *, new_sizes: x.reshape(new_sizes)))
+register_lowering(transpose_p, "cpu", _view_lowering(lambda x, *, permutation: np.transpose(x, permutation)))
+register_lowering(broadcast_in_dim_p, "cpu", _view_lowering(_bid_view))
+register_lowering(slice_p, "cpu", _view_lowering(_slice_view))
+register_lowering(rev_p, "cpu", _view_lowering(lambda x, *, dimensions: np.flip(x, dimensions)))
+register_lowering(pad_p, "cpu", _pad_cpu)
+register_lowering(concatenate_p, "cpu", lambda out, *xs, axis: np.concatenate(xs, axis=axis, out=out))

@@ -20,10 +20,12 @@ from fungraph.numpy._util import promote
 from fungraph.primitives import linalg_ops as ops
 from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.lu import lu_p, permutation_matrix, unpack
+from fungraph.scipy._matrix_functions import polar, schur, sqrtm
 
 __all__ = [
     "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "expm_frechet", "hankel", "hilbert",
-    "inv", "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd", "toeplitz",
+    "inv", "lu", "lu_factor", "lu_solve", "polar", "qr", "schur", "solve", "solve_triangular", "sqrtm", "svd",
+    "toeplitz",
 ]
 
 
@@ -79,6 +81,8 @@ def solve_triangular(a: Any, b: Any, trans: int | str = 0, lower: bool = False, 
     if transpose:
         t = _mH(t) if conjugate else fnp.swapaxes(t, -1, -2)
     return _solve_matrix(t, b_)
+
+
 
 
 def _lapack_view(x: Any) -> Any:
@@ -161,12 +165,42 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: b
 # --- the other decompositions -----------------------------------------------------------------------
 
 
+def _pivot_order(x: Any) -> Any:
+    """LAPACK ``geqp3``'s column order for one matrix: at step k the remaining column of largest
+    norm (after projecting out the columns chosen before; the first on a tie) is swapped into
+    place k. The pivots follow the values, not their derivatives."""
+    m, n = x.shape
+    work = stop_gradient(x)
+    perm = fnp.arange(n, dtype=np.int32)
+    positions = np.arange(n)
+    for k in range(min(m, n)):
+        norms = fnp.sum(fnp.real(work * fnp.conj(work)), axis=0)
+        j = fnp.argmax(fnp.where(positions >= k, norms, -1.0)).astype(np.int32)
+        swap = fnp.where(positions == k, j, fnp.where(positions == j, k, positions))
+        work, perm = work[:, swap], perm[swap]
+        col = work[:, k]
+        size = fnp.sqrt(fnp.sum(fnp.real(col * fnp.conj(col))))
+        q = col / fnp.where(size > 0, size, 1.0)
+        work = work - q[:, None] * (fnp.conj(q) @ work)[None, :]
+    return perm
+
+
+def _pivoted_qr(x: Any, mode: str) -> tuple:
+    """``qr(pivoting=True)``: the QR of ``x``'s columns in :func:`_pivot_order` (what
+    ``geqp3`` factors), and that order; differentiated as JAX's, with the order held fixed."""
+    perm = fnp.vectorize(_pivot_order, signature="(m,n)->(n)")(x)
+    permuted = fnp.take_along_axis(x, fnp.broadcast_to(perm[..., None, :], x.shape), axis=-1)
+    return (*qr(permuted, mode=mode), perm)
+
+
 def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full", pivoting: bool = False,
        check_finite: bool = True) -> tuple:
-    """SciPy's modes: 'full' (square ``Q``), 'economic' (thin), 'r' (``(R,)``, R of a's shape)."""
-    if pivoting:
-        raise NotImplementedError("qr(pivoting=True) is not supported")
+    """SciPy's modes: 'full' (square ``Q``), 'economic' (thin), 'r' (``(R,)``, R of a's shape);
+    ``pivoting`` adds the column order ``P`` (int32) with ``a[:, P] = Q R``, as LAPACK's
+    ``geqp3`` chooses it (a near tie of column norms may be broken differently)."""
     x = _matrix(a, "qr")
+    if pivoting:
+        return _pivoted_qr(x, mode)
     if mode == "economic":
         return tuple(nla.qr(x, mode="reduced"))
     if mode == "full":
@@ -189,16 +223,16 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
 def eigh(a: Any, b: Any = None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
          overwrite_b: bool = False, turbo: bool = True, eigvals: Any = None, type: int = 1,  # noqa: A002
          check_finite: bool = True) -> Any:
-    """Eigenvalues (ascending) and eigenvectors of the Hermitian matrix whose ``lower`` (or upper)
-    triangle is ``a``'s; the generalised problem (``b``) is not supported, as in JAX."""
+    """Eigenvalues (ascending) and eigenvectors of the Hermitian ``(a + a^H) / 2``, as JAX's (so
+    ``lower`` changes nothing and the gradient is symmetric); the generalised problem (``b``) is
+    not supported, as in JAX."""
     if b is not None:
         raise NotImplementedError("Only the b=None case of eigh is implemented")
     if type != 1:
         raise NotImplementedError("Only the type=1 case of eigh is implemented.")
     if eigvals is not None:
         raise NotImplementedError("Only the eigvals=None case of eigh is implemented.")
-    x = _square(a, "eigh")
-    w, v = ops.eigh_p.bind(_lapack_view(x if lower else _mH(x)))
+    w, v = nla.eigh(_square(a, "eigh"))
     return w if eigvals_only else (w, v)
 
 

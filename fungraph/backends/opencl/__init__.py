@@ -1,7 +1,9 @@
 """The OpenCL backend: ``fungraph.jit(f, backend="opencl")``.
 
 ``device`` picks the device and moves data (``OpenCLArray``, ``TRANSFER_STATS``); ``codegen``
-turns equations into C expressions; ``fusion`` says what a kernel can fuse (the compiler's
+emits C for a fused region from the ``"opencl"`` lowerings of its primitives, which
+``expressions`` registers (``lowering`` and ``control`` register the primitives with kernels
+or steps of their own); ``fusion`` says what a kernel can fuse (the compiler's
 ``regions.fuse_regions`` chooses the regions); ``kernels`` writes kernel sources, one module per family; ``engine``'s
 executable runs ``lowering`` (slots and steps), ``planning`` (donation, arena), ``building``
 (one program per executable) and ``running`` (calls, loops, branches).
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 
 from fungraph import dtypes
 from fungraph.backends import register_backend
+from fungraph.backends.opencl import expressions  # noqa: F401 - registers the expression lowerings
 from fungraph.backends.opencl.codegen import CTYPES
 from fungraph.backends.opencl.device import (
     TRANSFER_STATS,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
 from fungraph._caches import on_clear
+from fungraph.backends.opencl import binaries
 from fungraph.backends.opencl.codegen import Access, preamble
 from fungraph.backends.opencl.device import Device, upload
 from fungraph.backends.opencl.kernels.spec import KernelSpec
@@ -24,37 +25,61 @@ from fungraph.ir import Literal
 
 #: Built programs by (context, source, options), most recently used last: an executable whose kernels
 #: are identical to an earlier one's (the same graph jitted again by another function) takes its
-#: program instead of building it; ``clear_caches`` empties it, and pyopencl's and PoCL's disk caches
-#: serve a new process.
+#: program instead of building it; ``clear_caches`` empties it, and the binaries cached on disk
+#: (:mod:`~fungraph.backends.opencl.binaries`) serve a new process.
 PROGRAM_CACHE_SIZE = 64
 _PROGRAMS: dict[tuple[int, str, tuple[str, ...]], Any] = {}
 on_clear(_PROGRAMS.clear)
 
 
-def build_program(dev: Device, specs: Sequence[KernelSpec]) -> tuple[str, Any, float]:
-    """(source, program, seconds spent building) for the kernels ``specs``; the program is None
-    when there are none, and a cached one when an earlier executable had the same source."""
+@dataclass(frozen=True)
+class Built:
+    """A built program: its ``source``, the ``program`` (None when there are no kernels), the
+    ``seconds`` spent getting it, its disk-cache ``key``, and ``origin``: ``"source"`` (compiled
+    now), ``"memory"`` (an earlier executable's) or ``"disk"`` (a binary an earlier process
+    stored, see :mod:`~fungraph.backends.opencl.binaries`)."""
+
+    source: str
+    program: Any
+    seconds: float
+    key: str
+    origin: str
+
+
+def build_options(dev: Device) -> list[str]:
+    return ["-w"] + (["-cl-fp32-correctly-rounded-divide-sqrt"] if dev.info.correctly_rounded_sqrt else [])
+
+
+def build_program(dev: Device, specs: Sequence[KernelSpec]) -> Built:
+    """The program holding the kernels ``specs``: an earlier executable's with the same source,
+    else a binary cached on disk, else compiled from source."""
     used = {dtypes.check(dt) for spec in specs for _, dt in spec.slots}
     source = preamble(used) + "\n" + "\n".join(spec.source for spec in specs)
     t0 = time.perf_counter()
-    options = ["-w"] + (["-cl-fp32-correctly-rounded-divide-sqrt"] if dev.info.correctly_rounded_sqrt else [])
-    program = None
+    options = build_options(dev)
+    program, key, origin = None, "", "none"
     if specs:
-        key = (id(dev.context), source, tuple(options))
-        program = _PROGRAMS.pop(key, None)
+        mem_key = (id(dev.context), source, tuple(options))
+        key = binaries.binary_key(dev, source, options)
+        program, origin = _PROGRAMS.pop(mem_key, None), "memory"
+        if program is None:
+            program, origin = binaries.load(dev, key, options), "disk"
         if program is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                program = dev.cl.Program(dev.context, source).build(options=options)
+                program, origin = dev.cl.Program(dev.context, source).build(options=options), "source"
+        ENGINE_STATS[_STAT[origin]] += 1
+        if origin == "source":
             ENGINE_STATS["kernels_built"] += len(specs)
-        else:
-            ENGINE_STATS["programs_reused"] += 1
-        _PROGRAMS[key] = program
+        _PROGRAMS[mem_key] = program
         while len(_PROGRAMS) > PROGRAM_CACHE_SIZE:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
     seconds = time.perf_counter() - t0
     ENGINE_STATS["build_seconds"] += seconds
-    return source, program, seconds
+    return Built(source, program, seconds, key, origin)
+
+
+_STAT = {"source": "programs_built", "memory": "programs_reused", "disk": "programs_loaded"}
 
 
 class Bindings:

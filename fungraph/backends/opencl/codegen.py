@@ -1,4 +1,5 @@
-"""OpenCL C from the IR: types, literals, one C expression per elementwise primitive, and
+"""OpenCL C from the IR: types, literals, the forms of an expression lowering
+(:class:`CExpression`, :class:`IndexedExpression`; ``expressions.py`` registers them), and
 the :class:`Emitter` that evaluates a fused region at a multi-index.
 
 Values are read through an :class:`Access`: a storage slot plus an affine map (element
@@ -10,22 +11,21 @@ emitter caches ``(var, idx)`` pairs so each distinct evaluation happens once per
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.core import Primitive
 from fungraph.ir import Eqn, Literal, ShapedArray, Var
-from fungraph.primitives.special import maclaurin_coefficient
 
 CTYPES = {dtypes.bool_: "uchar", dtypes.int8: "char", dtypes.int16: "short", dtypes.int32: "int",
           dtypes.int64: "long", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint",
           dtypes.uint64: "ulong", dtypes.float32: "float", dtypes.float64: "double"}
 
 #: integer types narrower than C's int: OpenCL C computes on them as int (integer promotion)
-_NARROW_INTS = frozenset({dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16})
+NARROW_INTS = frozenset({dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16})
 
 VIEW_OPS = frozenset({"reshape", "transpose", "broadcast_in_dim", "slice", "rev", "stop_gradient"})
 INDEX_OPS = VIEW_OPS | {"pad", "concatenate", "take"}
@@ -42,7 +42,7 @@ def c_literal(value: object, dtype: np.dtype) -> str:
         return "(uchar)1" if bool(value) else "(uchar)0"
     if dtypes.is_int(dtype):
         v = int(np.asarray(value).astype(dtype))
-        if dtype in _NARROW_INTS:
+        if dtype in NARROW_INTS:
             return f"(({ctype(dtype)}){v})"
         if dtypes.is_unsigned(dtype):
             return f"{v}UL" if dtype == dtypes.uint64 else f"{v}u"
@@ -220,161 +220,31 @@ def preamble(used: set[np.dtype]) -> str:
 
 Rule = Callable[[np.dtype, np.dtype, Sequence[str], dict], str]
 
-_UNARY_FLOAT = {"sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh", "exp": "exp", "log": "log",
-                "sqrt": "sqrt", "log1p": "log1p", "expm1": "expm1", "atan": "atan", "sinh": "sinh",
-                "cosh": "cosh", "erf": "erf", "floor": "floor", "asin": "asin", "acos": "acos", "acosh": "acosh",
-                "atanh": "atanh"}
+
+@dataclass(frozen=True)
+class CExpression:
+    """The OpenCL lowering of an elementwise primitive: ``emit(in_dtype, out_dtype, args,
+    params)`` is its value at one index as a C expression of its operands' values ``args``,
+    which the :class:`Emitter` evaluates inside a fused region."""
+
+    emit: Rule
 
 
-def _is_bool(dt: np.dtype) -> bool:
-    return dt == dtypes.bool_
+@dataclass(frozen=True)
+class IndexedExpression:
+    """The OpenCL lowering of a primitive the :class:`Emitter` evaluates at an index through
+    its own operands' indices (views, ``pad``, ``concatenate``, ``take``) or temporaries
+    (``integer_pow``, ``adagrad``): ``emit(emitter, eqn, k, idx)`` is output ``k`` at ``idx``."""
+
+    emit: Callable[[Emitter, Eqn, int, Sequence[str]], str]
 
 
-def wrapping(dtype: np.dtype, x: str, op: str, y: str) -> str:
-    """``x op y`` for ``+``, ``-``, ``*``: on signed integers through the unsigned type, so
-    overflow wraps as in numpy and XLA (signed overflow is undefined in OpenCL C, and the
-    compiler had folded ``x * 2**32 < 0`` to ``x < 0``); types narrower than int in uint (C
-    would promote them to int, where ``ushort * ushort`` overflows), cut back to the type."""
-    if not dtypes.is_int(dtype):
-        return f"({x} {op} {y})"
-    t = ctype(dtype)
-    if dtype in _NARROW_INTS:
-        return f"(({t})((uint)({x}) {op} (uint)({y})))"
-    if dtypes.is_unsigned(dtype):
-        return f"(({t})({x}) {op} ({t})({y}))"
-    return f"as_{t}(as_u{t}({x}) {op} as_u{t}({y}))"
+def expression_rule(prim: Primitive) -> Rule | None:
+    """``prim``'s C expression rule, or None when it has none."""
+    lowering = prim.lowerings.get("opencl")
+    rule = lowering.rule if lowering is not None else None
+    return rule.emit if isinstance(rule, CExpression) else None
 
-
-def _neg(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return wrapping(i, f"({ctype(i)})0", "-", a[0]) if dtypes.is_int(i) else f"(-{a[0]})"
-
-
-def _abs(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return f"fabs({a[0]})" if dtypes.is_float(i) else f"({a[0]} < 0 ? {_neg(i, o, a, p)} : {a[0]})"
-
-
-def _sign(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    t, x = ctype(i), a[0]
-    if dtypes.is_float(i):
-        return f"({x} > ({t})0 ? ({t})1 : ({x} < ({t})0 ? ({t})-1 : {x}))"
-    return f"(({t})({x} > 0) - ({t})({x} < 0))"
-
-
-def _not(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return f"(uchar)({a[0]} ^ 1)" if _is_bool(i) else f"(~{a[0]})"
-
-
-def _add(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return f"({a[0]} | {a[1]})" if _is_bool(i) else wrapping(i, a[0], "+", a[1])
-
-
-def _sub(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return wrapping(i, a[0], "-", a[1])
-
-
-def _mul(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return f"({a[0]} & {a[1]})" if _is_bool(i) else wrapping(i, a[0], "*", a[1])
-
-
-def _extremum(op: str) -> Rule:
-    def rule(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-        x, y = a
-        if dtypes.is_float(i):   # numpy propagates NaN from either side
-            return f"(({x} {op} {y} || isnan({x})) ? {x} : {y})"
-        return f"({x} {op} {y} ? {x} : {y})"
-
-    return rule
-
-
-def _compare(op: str) -> Rule:
-    return lambda i, o, a, p: f"(uchar)({a[0]} {op} {a[1]})"
-
-
-def _infix(op: str) -> Rule:
-    return lambda i, o, a, p: f"({a[0]} {op} {a[1]})"
-
-
-def _call(fn: str) -> Rule:
-    return lambda i, o, a, p: f"{fn}({', '.join(a)})"
-
-
-def _typed_call(fn: str) -> Rule:
-    return lambda i, o, a, p: f"{fn}_{ctype(i)}({', '.join(a)})"
-
-
-def _select(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    return f"({a[0]} ? {a[1]} : {a[2]})"
-
-
-def _fma(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    if _is_bool(i):
-        return f"(({a[0]} & {a[1]}) | {a[2]})"
-    return wrapping(i, wrapping(i, a[0], "*", a[1]), "+", a[2])
-
-
-def _convert(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-    if _is_bool(o):
-        return f"(uchar)({a[0]} != 0)"
-    if dtypes.is_float(i) and (o in _NARROW_INTS or o == dtypes.uint32):
-        return f"({ctype(o)})((long)({a[0]}))"   # numpy's cast on x86: through a wider int, wrapping
-    return f"({ctype(o)})({a[0]})"
-
-
-def integer_pow_expr(x: str, y: int, dtype: np.dtype, fresh: Callable[[str, str], str]) -> str:
-    """``x ** y`` by repeated squaring at generation time (exact for integers)."""
-    t = ctype(dtype)
-    if y == 0:
-        return f"({t})1"
-    n = abs(y)
-    result = None
-    base = x
-    while n:
-        if n & 1:
-            result = base if result is None else fresh(t, wrapping(dtype, result, "*", base))
-        n >>= 1
-        if n:
-            base = fresh(t, wrapping(dtype, base, "*", base))
-    return f"(({t})1 / {result})" if y < 0 else result
-
-
-NATIVE = ("sin", "cos", "exp")
-
-#: float32 functions computed by the preamble's vectorisable helpers instead of the library's
-#: (unless native math is on; float64 keeps the library's functions)
-FLOAT32_HELPERS = {"tanh": "fg_tanh_float", "sin": "fg_sin_float", "cos": "fg_cos_float", "log": "fg_log_float"}
-
-
-def native_math() -> bool:
-    """``FUNGRAPH_OPENCL_NATIVE_MATH=1`` uses ``native_sin/cos/exp`` for float32 (faster on
-    PoCL, accuracy implementation-defined; ``native_log`` is not: on PoCL it was as slow as
-    ``log``, 8x slower than ``fg_log_float``); read when a graph is compiled."""
-    return os.environ.get("FUNGRAPH_OPENCL_NATIVE_MATH", "") not in ("", "0")
-
-
-def _unary_float(fn: str) -> Rule:
-    def rule(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
-        if i == dtypes.float32 and fn in NATIVE and native_math():
-            return f"native_{fn}({a[0]})"
-        if i == dtypes.float32 and fn in FLOAT32_HELPERS:
-            return f"{FLOAT32_HELPERS[fn]}({a[0]})"
-        return f"{fn}({a[0]})"
-
-    return rule
-
-
-ELEMENTWISE_RULES: dict[str, Rule] = {name: _unary_float(fn) for name, fn in _UNARY_FLOAT.items()}
-ELEMENTWISE_RULES.update({
-    "neg": _neg, "abs": _abs, "sign": _sign, "not": _not, "logistic": _typed_call("fg_logistic"),
-    "add": _add, "sub": _sub, "mul": _mul, "div": _infix("/"), "pow": _call("pow"),
-    "max": _extremum(">"), "min": _extremum("<"), "atan2": _call("atan2"),
-    "mod": _typed_call("fg_mod"), "floor_divide": _typed_call("fg_fdiv"),
-    "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
-    "gt": _compare(">"), "ge": _compare(">="),
-    "and": _infix("&"), "or": _infix("|"), "xor": _infix("^"),
-    "select": _select, "fma": _fma, "convert_element_type": _convert,
-    "xlogx": lambda i, o, a, p: f"({a[0]} == ({ctype(i)})0 ? ({ctype(i)})0 : {a[0]} * log({a[0]}))",
-    "maclaurin": lambda i, o, a, p: c_literal(maclaurin_coefficient(p["series"], p["k"]), o),
-})
 
 #: Rough cost of one evaluation in byte-equivalents of memory traffic (the fusion cost model).
 OP_COST = {name: 16.0 for name in ("sin", "cos", "tan", "log", "log1p", "expm1", "atan", "sinh", "cosh", "erf",
@@ -389,13 +259,11 @@ def op_cost(name: str) -> float:
 
 
 def is_fusible(e: Eqn) -> bool:
-    """Elementwise and index-map equations a fused kernel can evaluate at any index."""
-    name = e.primitive.name
-    if name in INDEX_OPS:
-        return True
-    if name == "integer_pow" or name == "adagrad":
-        return True
-    return e.primitive.elementwise and name in ELEMENTWISE_RULES
+    """Elementwise and index-map equations a fused kernel can evaluate at any index: those
+    whose ``"opencl"`` lowering is an expression (registered in ``expressions.py``)."""
+    lowering = e.primitive.lowerings.get("opencl")
+    rule = lowering.rule if lowering is not None else None
+    return isinstance(rule, IndexedExpression) or (e.primitive.elementwise and isinstance(rule, CExpression))
 
 
 # --- accesses: affine views of stored values -----------------------------------------------
@@ -589,115 +457,10 @@ class Emitter:
         return self.value(x, sub)
 
     def emit_eqn(self, e: Eqn, k: int, idx: Sequence[str]) -> str:
-        name = e.primitive.name
+        """Output ``k`` of ``e`` at ``idx``, by the primitive's ``"opencl"`` expression."""
+        rule = e.primitive.lowering("opencl").rule
+        if isinstance(rule, IndexedExpression):
+            return rule.emit(self, e, k, idx)
         out = e.outputs[k].aval
-        p = e.params
-        if name in INDEX_OPS:
-            return self.emit_index_op(e, idx)
-        if name == "integer_pow":
-            x = self.operand(e.inputs[0], out.shape, idx)
-            return self.fresh(ctype(out.dtype), integer_pow_expr(x, p["y"], out.dtype, self.fresh))
-        if name == "adagrad":
-            return self.emit_adagrad(e, k, idx)
         args = [self.operand(a, out.shape, idx) for a in e.inputs]
-        in_dtype = e.inputs[-1].aval.dtype
-        expr = ELEMENTWISE_RULES[name](in_dtype, out.dtype, args, p)
-        return self.fresh(ctype(out.dtype), expr)
-
-    def emit_adagrad(self, e: Eqn, k: int, idx: Sequence[str]) -> str:
-        out = e.outputs[k].aval
-        t = ctype(out.dtype)
-        w, acc, g, lr, eps = e.inputs
-        acc_v = self.operand(acc, out.shape, idx)
-        g_v = self.operand(g, out.shape, idx)
-        new_acc = self.fresh(t, f"{acc_v} + {g_v} * {g_v}")
-        if k == 1:
-            return new_acc
-        w_v = self.operand(w, out.shape, idx)
-        lr_v = self.operand(lr, out.shape, idx)
-        eps_v = self.operand(eps, out.shape, idx)
-        return self.fresh(t, f"{w_v} - {lr_v} * ({g_v} / sqrt({new_acc} + {eps_v}))")
-
-    def emit_index_op(self, e: Eqn, idx: Sequence[str]) -> str:
-        name, p = e.primitive.name, e.params
-        x = e.inputs[0]
-        xs = x.aval.shape
-        out = e.outputs[0].aval
-        it = self.idx_type
-        if name == "stop_gradient":
-            return self.value(x, idx)
-        if name == "transpose":
-            sub = [""] * len(xs)
-            for k, axis in enumerate(p["permutation"]):
-                sub[axis] = idx[k]
-            return self.value(x, sub)
-        if name == "broadcast_in_dim":
-            sub = tuple("0" if xs[j] == 1 else idx[d] for j, d in enumerate(p["broadcast_dimensions"]))
-            return self.value(x, sub)
-        if name == "slice":
-            sub = tuple(f"({lo} + {i}*{st})" if (lo or st != 1) else i
-                        for i, lo, st in zip(idx, p["start_indices"], p["strides"]))
-            return self.value(x, sub)
-        if name == "rev":
-            sub = tuple(f"({xs[d] - 1} - {i})" if d in p["dimensions"] else i for d, i in enumerate(idx))
-            return self.value(x, sub)
-        if name == "reshape":
-            terms = [f"{i}*{s}" for i, n, s in zip(idx, out.shape, contiguous(out.shape)) if n != 1]
-            flat = self.fresh(it, " + ".join(terms) if terms else "0")
-            prefix = f"r{self.counter}_"
-            return self.value(x, self.unravel(flat, xs, prefix))
-        if name == "pad":
-            return self.emit_pad(e, idx)
-        if name == "concatenate":
-            return self.emit_concat(e, idx)
-        if name == "take":
-            return self.emit_take(e, idx)
-        raise NotImplementedError(name)
-
-    def emit_pad(self, e: Eqn, idx: Sequence[str]) -> str:
-        x, pv = e.inputs
-        xs = x.aval.shape
-        it = self.idx_type
-        conds, sub = [], []
-        for i, n, (lo, _, interior) in zip(idx, xs, e.params["padding_config"]):
-            step = interior + 1
-            t = self.fresh(it, f"{i} - ({lo})")
-            q = self.fresh(it, f"{t} / {step}" if step != 1 else t)
-            ok = f"({t} >= 0 && {q} < {n}" + (f" && {t} % {step} == 0)" if step != 1 else ")")
-            c = self.fresh("int", ok)
-            conds.append(c)
-            sub.append(self.fresh(it, f"{c} ? {q} : 0"))
-        inside = " && ".join(conds) if conds else "1"
-        v = self.value(x, sub) if x.aval.size else c_literal(0, x.aval.dtype)
-        pad_v = self.value(pv, ())
-        return self.fresh(ctype(x.aval.dtype), f"({inside}) ? {v} : {pad_v}")
-
-    def emit_concat(self, e: Eqn, idx: Sequence[str]) -> str:
-        axis = e.params["axis"]
-        it = self.idx_type
-        i = idx[axis]
-        start = 0
-        parts = []
-        for x in e.inputs:
-            n = x.aval.shape[axis]
-            if n:
-                local = self.fresh(it, f"clamp({i} - {start}, ({it})0, ({it}){n - 1})")
-                sub = list(idx)
-                sub[axis] = local
-                parts.append((start + n, self.value(x, sub)))
-            start += n
-        expr = parts[-1][1]
-        for end, v in reversed(parts[:-1]):
-            expr = f"({i} < {end} ? {v} : {expr})"
-        return self.fresh(ctype(e.outputs[0].aval.dtype), expr)
-
-    def emit_take(self, e: Eqn, idx: Sequence[str]) -> str:
-        x, ind = e.inputs
-        axis = e.params["axis"]
-        n = x.aval.shape[axis]
-        k = ind.aval.ndim
-        raw = self.value(ind, tuple(idx[axis:axis + k]))
-        t = self.fresh("long", f"(long){raw}")
-        norm = self.fresh("long", f"clamp({t} < 0 ? {t} + {n}L : {t}, 0L, {max(n - 1, 0)}L)")
-        sub = tuple(idx[:axis]) + (f"({self.idx_type}){norm}",) + tuple(idx[axis + k:])
-        return self.value(x, sub)
+        return self.fresh(ctype(out.dtype), rule.emit(e.inputs[-1].aval.dtype, out.dtype, args, e.params))

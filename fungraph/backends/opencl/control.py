@@ -22,22 +22,19 @@ so the interval planner never lets a body temporary overwrite them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
 from fungraph.backends.opencl.fusion import REDUCTIONS
-from fungraph.backends.opencl.program import Step
+from fungraph.backends.opencl.program import Step, StepLowering, step_lowering
+from fungraph.core import get_primitive, register_lowering
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.fusion_model import FusionPlan
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 from fungraph.primitives.elementwise import select
-
-#: Primitives with their own kernels (besides fused elementwise regions and reductions).
-KERNEL_PRIMITIVES = frozenset({"dot_general", "conv", "scatter_add", "dynamic_update_slice"})
 
 if TYPE_CHECKING:
     from fungraph.backends.opencl.lowering import Lowering
@@ -126,7 +123,8 @@ def device_only(g: Graph) -> bool:
         if name == "scan":
             if not device_only(e.params["body"]):
                 return False
-        elif not (name in KERNEL_PRIMITIVES or name in REDUCTIONS or is_fusible(e)):
+        elif e.primitive in CONTROL_FLOW or not (step_lowering(e) is not None or name in REDUCTIONS
+                                                 or is_fusible(e)):
             return False
     return True
 
@@ -211,8 +209,11 @@ def lower_scan(exe: Lowering, e: Eqn) -> None:
 SPECULATE_MAX = 32
 SPECULATE_BUDGET_S = 200e-6
 
-LOWERINGS: dict[str, Callable[[Lowering, Eqn], None]] = {
-    "cond": lower_cond, "while": lower_while, "scan": lower_scan}
+# Control flow lies above the engines in the layers, so its primitives are found by name; the
+# backend is imported on first use, after ``import fungraph`` has defined them.
+CONTROL_FLOW = (get_primitive("cond"), get_primitive("while"), get_primitive("scan"))
+for _prim, _lower in zip(CONTROL_FLOW, (lower_cond, lower_while, lower_scan)):
+    register_lowering(_prim, "opencl", StepLowering(_lower))
 
 
 def header(st: Step) -> str:

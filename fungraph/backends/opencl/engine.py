@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fungraph.backends import taking_turns
-from fungraph.backends.opencl import control
+from fungraph.backends.opencl import binaries, control
 from fungraph.backends.opencl.building import Bindings, build_program
 from fungraph.backends.opencl.device import OpenCLArray, get_device
 from fungraph.backends.opencl.fusion import OPENCL_FUSION
@@ -79,10 +79,13 @@ class OpenCLExecutable:
         self.slots, self.steps = lowered.slots, lowered.steps
         self.donation = plan_donation(lowered.graph, self.donated, self.slots, self.steps)
         self.arena_bytes = plan_arena(self.slots)
-        self.source, self.program, self.build_seconds = build_program(self.dev, list(kernel_specs(self.steps)))
+        built = build_program(self.dev, list(kernel_specs(self.steps)))
+        self.source, self.program, self.build_seconds = built.source, built.program, built.seconds
         bindings = Bindings(self.dev, self.program, self.slots, self.steps, lowered.const_host, self.arena_bytes)
         self._runner = Runner(self.dev, self.slots, bindings, self.donation, lowered.output_plan)
         self.warm_seconds = self._runner.warm()
+        if built.origin == "source" and binaries.store(self.dev, built.key, built.program):
+            ENGINE_STATS["binaries_stored"] += 1
         self.compile_seconds = time.perf_counter() - t0
         ENGINE_STATS["executables"] += 1
 
@@ -123,7 +126,7 @@ class OpenCLExecutable:
                  f"warm-up {self.warm_seconds * 1e3:.0f} ms"]
 
         def eqn_text(e: Eqn) -> str:
-            if e.primitive.name in control.LOWERINGS:
+            if e.primitive in control.CONTROL_FLOW:
                 outs = " ".join(f"{namer(o)}:{o.aval}" for o in e.outputs)
                 ins = " ".join(str(a) if isinstance(a, Literal) else namer(a) for a in e.inputs)
                 return f"{outs} = {e.primitive.name} {ins}"

@@ -55,11 +55,15 @@ from fungraph.backends.opencl.kernels.matmul import (
 from fungraph.backends.opencl.kernels.reductions import column_sum_operand, reduce_kernels
 from fungraph.backends.opencl.kernels.spec import KernelSpec
 from fungraph.backends.opencl.planning import views_of
-from fungraph.backends.opencl.program import Slot, Step, Window, graph_avals
+from fungraph.backends.opencl.program import Slot, Step, StepLowering, Window, graph_avals, step_lowering
+from fungraph.core import register_lowering
 from fungraph.interpreters.fusion_model import FusionPlan, Region
 from fungraph.interpreters.optimize import backend_passes, optimize
 from fungraph.interpreters.regions import fuse_regions, regions_of
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
+from fungraph.primitives.conv import conv_p
+from fungraph.primitives.indexing import dynamic_update_slice_p, scatter_add_p
+from fungraph.primitives.linalg import dot_general_p
 
 
 class Lowering:
@@ -195,7 +199,6 @@ class Lowering:
         absorbed: set[int] = set()
         for i, e in enumerate(g.eqns):
             region = fusion.region_of.get(i)
-            name = e.primitive.name
             if i in absorbed:
                 continue
             if i in fusion.aliases:
@@ -206,35 +209,42 @@ class Lowering:
                     absorbed |= site[0].members
             elif region is not None:
                 continue
-            elif name == "dot_general":
-                site = epilogues.get(i)
-                if site is not None and _reads_donated_later(g, i, site[0], donated):
-                    site = None
-                if self._lower_dot(e, None if site is None else (g, *site)):
+            elif i in epilogues and not _reads_donated_later(g, i, epilogues[i][0], donated):
+                site = epilogues[i]
+                if self._lower_dot(e, (g, *site)):
                     absorbed |= site[0].members
-            elif name == "conv":
-                self.add_kernels([e], [conv_kernel(self._name("conv"), self.atom_access(e.inputs[0]),
-                                                   self.atom_access(e.inputs[1]), self.store(e.outputs[0]),
-                                                   e.params, self.info, self.idx_type)])
-            elif name == "scatter_add":
-                upd, idx = (self.atom_access(a) for a in e.inputs)
-                known = self.const_host.get(idx.slot)
-                shape, axis = e.params["shape"], e.params["axis"]
-                order, specs = None, []
-                if known is not None:
-                    order = tuple(self._const(a) for a in scatter_order(known, shape[axis]))
-                elif scatter_sorts(shape, axis, idx.aval.size):
-                    specs, order = scatter_sort_kernels(self._name("scatter_sort"), idx, shape[axis], self._scratch,
-                                                        self.info, self.idx_type)
-                specs.append(scatter_kernel(self._name("scatter_add"), upd, idx, self.store(e.outputs[0]),
-                                            axis, self.info, self.idx_type, order, sorted_here=bool(specs)))
-                self.add_kernels([e], specs)
-            elif name == "dynamic_update_slice":
-                self._lower_update_window(e)
-            elif name in control.LOWERINGS:
-                control.LOWERINGS[name](self, e)
             else:
-                self._lower_host(e)
+                self._lower_own(e)
+
+    def _lower_own(self, e: Eqn) -> None:
+        """An equation outside the fused regions: its primitive's own steps (the ``"opencl"``
+        :class:`StepLowering`), or a host round-trip when it has none."""
+        rule = step_lowering(e)
+        if rule is None:
+            self._lower_host(e)
+        else:
+            rule.lower(self, e)
+
+    def _lower_conv(self, e: Eqn) -> None:
+        self.add_kernels([e], [conv_kernel(self._name("conv"), self.atom_access(e.inputs[0]),
+                                           self.atom_access(e.inputs[1]), self.store(e.outputs[0]),
+                                           e.params, self.info, self.idx_type)])
+
+    def _lower_scatter_add(self, e: Eqn) -> None:
+        """Sorted by index first (on the device, or at compile time for constant indices)
+        when that pays, then one kernel adding each update into its row."""
+        upd, idx = (self.atom_access(a) for a in e.inputs)
+        known = self.const_host.get(idx.slot)
+        shape, axis = e.params["shape"], e.params["axis"]
+        order, specs = None, []
+        if known is not None:
+            order = tuple(self._const(a) for a in scatter_order(known, shape[axis]))
+        elif scatter_sorts(shape, axis, idx.aval.size):
+            specs, order = scatter_sort_kernels(self._name("scatter_sort"), idx, shape[axis], self._scratch,
+                                                self.info, self.idx_type)
+        specs.append(scatter_kernel(self._name("scatter_add"), upd, idx, self.store(e.outputs[0]),
+                                    axis, self.info, self.idx_type, order, sorted_here=bool(specs)))
+        self.add_kernels([e], specs)
 
     def _lower_update_window(self, e: Eqn) -> None:
         """The operand copied into the output, then the update's window written over it. No
@@ -613,3 +623,9 @@ def _ranges(*sizes: int) -> list[tuple[int, ...]]:
         out.append(tuple(range(start, start + n)))
         start += n
     return out
+
+
+register_lowering(dot_general_p, "opencl", StepLowering(Lowering._lower_dot))
+register_lowering(conv_p, "opencl", StepLowering(Lowering._lower_conv))
+register_lowering(scatter_add_p, "opencl", StepLowering(Lowering._lower_scatter_add))
+register_lowering(dynamic_update_slice_p, "opencl", StepLowering(Lowering._lower_update_window))

@@ -7,6 +7,7 @@ instantiates and :mod:`~fungraph.backends.opencl.running` runs; and the engine's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,24 @@ from fungraph.backends.opencl.kernels.spec import KernelSpec
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray
 
 ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0,
-                "donated_outputs": 0, "loop_iterations": 0, "programs_reused": 0, "copies_skipped": 0}
+                "donated_outputs": 0, "loop_iterations": 0, "programs_reused": 0, "copies_skipped": 0,
+                "programs_built": 0, "programs_loaded": 0, "binaries_stored": 0}
+
+
+@dataclass(frozen=True)
+class StepLowering:
+    """The OpenCL lowering of a primitive that runs as kernels or steps of its own (a product,
+    a convolution, a scatter, control flow): ``lower(lowering, eqn)`` adds them to the
+    program being built (a :class:`~fungraph.backends.opencl.lowering.Lowering`)."""
+
+    lower: Callable[[Any, Eqn], object]
+
+
+def step_lowering(eqn: Eqn) -> StepLowering | None:
+    """``eqn``'s primitive's own-steps lowering, or None (a fused or host equation)."""
+    lowering = eqn.primitive.lowerings.get("opencl")
+    rule = lowering.rule if lowering is not None else None
+    return rule if isinstance(rule, StepLowering) else None
 
 
 @dataclass

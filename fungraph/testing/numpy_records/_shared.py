@@ -112,6 +112,12 @@ def _sign_fix(v: Any, xp: Any) -> Any:
     return v * xp.where(s == 0, 1.0, s)
 
 
+def _eigvalsh_lower(a: Any, xp: Any) -> Any:
+    """The eigenvalues of the Hermitian matrix ``a``'s lower triangle gives: numpy's eigvalsh,
+    JAX's with ``symmetrize_input=False`` (by default JAX's takes ``(a + a^H) / 2``)."""
+    return xp.linalg.eigvalsh(_spread(a, xp), **({} if xp is np else {"symmetrize_input": False}))
+
+
 def _eigh_both(a: Any, xp: Any) -> Any:
     w, v = xp.linalg.eigh(_sym(a, xp))
     return _flat_cat(xp, a.ndim - 2, w, _sign_fix(v, xp))

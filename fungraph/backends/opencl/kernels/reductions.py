@@ -12,9 +12,10 @@ from collections.abc import Callable
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.backends.opencl.codegen import Access, Emitter, c_literal, ctype, wrapping
+from fungraph.backends.opencl.codegen import Access, Emitter, c_literal, ctype
 from fungraph.backends.opencl.device import DeviceInfo
 from fungraph.backends.opencl.epilogue import BlockStore, Epilogue, broadcast_access, lane_epilogue
+from fungraph.backends.opencl.expressions import wrapping
 from fungraph.backends.opencl.kernels.elementwise import RegionEmitter, region_emitter
 from fungraph.backends.opencl.kernels.spec import KernelSpec, Params, divisor, exact_launches, kernel_source, prod
 from fungraph.ir import Eqn, ShapedArray, Var
@@ -46,7 +47,7 @@ def _init(op: str, dt: np.dtype) -> str:
 
 
 def _combine(op: str, dt: np.dtype, acc: str, v: str) -> str:
-    """One step of reduction ``op``; integer sums and products wrap (:func:`codegen.wrapping`)."""
+    """One step of reduction ``op``; integer sums and products wrap (:func:`expressions.wrapping`)."""
     if op == "reduce_sum":
         return f"{acc} | {v}" if dt == dtypes.bool_ else wrapping(dt, acc, "+", v)
     if op == "reduce_prod":

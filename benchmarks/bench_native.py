@@ -1,0 +1,123 @@
+"""The native CPU engine (fused regions compiled to C) against the numpy engine and JAX.
+
+    python benchmarks/bench_native.py [--quick]
+
+Prints, for 1M-element float32 and float64 arrays, the median time of each elementwise row of
+issue #35 (``tanh(x)*2+1``, ``exp(x)*2+1``, ``log1p(abs(x))*2+1``, GELU in its tanh form) on
+the numpy engine, the native engine and JAX, timed in turns in one run; then the time to build
+a graph's regions with a cold and a warm disk cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _util import interleaved_times, ms, table, try_jax  # noqa: E402
+
+import fungraph as fg  # noqa: E402
+import fungraph.nn as fnn  # noqa: E402
+import fungraph.numpy as fnp  # noqa: E402
+from fungraph.backends.native import native_enabled  # noqa: E402
+
+
+def _rows(xp: Any, nn: Any) -> dict[str, Callable[[Any], Any]]:
+    return {
+        "tanh(x)*2+1": lambda x: xp.tanh(x) * 2 + 1,
+        "exp(x)*2+1": lambda x: xp.exp(x) * 2 + 1,
+        "log1p(abs(x))*2+1": lambda x: xp.log1p(xp.abs(x)) * 2 + 1,
+        "gelu (tanh form)": lambda x: nn.gelu(x, approximate=True),
+    }
+
+
+def executable(fun: Callable[[Any], Any], x: np.ndarray, native: bool) -> Any:
+    """The CPU executable of ``jit(fun)`` at ``x`` built with the native engine on or off
+    (kept by the caller: switching the engine empties jit's caches)."""
+    fg.config.update("fungraph_native_cpu", native)
+    return fg.jit(fun).lower(x).compiled.executable
+
+
+def bench_elementwise(n: int, jax: Any, rounds: int) -> list[list[str]]:
+    rng = np.random.default_rng(0)
+    rows = []
+    jrows = _rows(jax.numpy, jax.nn) if jax is not None else {}
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal(n).astype(dtype)
+        for name, fun in _rows(fnp, fnn).items():
+            numpy_exe = executable(fun, x, False)
+            native_exe = executable(fun, x, True)
+            want = numpy_exe.run([x])[0]
+            got = native_exe.run([x])[0]
+            err = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1)))
+            fns = {"numpy": lambda e=numpy_exe: e.run([x]), "native": lambda e=native_exe: e.run([x])}
+            if jax is not None:
+                jf = jax.jit(jrows[name])
+                xj = jax.numpy.asarray(x)
+                jf(xj).block_until_ready()
+                fns["jax"] = lambda jf=jf, xj=xj: jf(xj).block_until_ready()
+            t = interleaved_times(fns, rounds=rounds, number=3)
+            row = [f"{name} {np.dtype(dtype).name}", ms(t["numpy"]), ms(t["native"]),
+                   f"{t['numpy'] / t['native']:.2f}x", f"{len(native_exe.native)}", f"{err:.1e}"]
+            if jax is not None:
+                row += [ms(t["jax"]), f"{t['native'] / t['jax']:.2f}"]
+            rows.append(row)
+    fg.config.update("fungraph_native_cpu", True)
+    return rows
+
+
+FIRST_CALL = """
+import time, numpy as np, fungraph as fg, fungraph.numpy as fnp
+from fungraph.backends.native import BUILD_STATS
+x = np.linspace(-2, 2, {n}, dtype=np.float32)
+t0 = time.perf_counter()
+fg.jit(lambda x: fnp.tanh(x * 1.25) * 3.0 - fnp.exp(-x * x) * 0.5)(x)
+print(time.perf_counter() - t0, BUILD_STATS["compiles"], BUILD_STATS["disk_hits"])
+"""
+
+
+def bench_build(n: int) -> list[list[str]]:
+    """First call of a fresh graph (trace, optimise, plan, build, run) in a new process with an
+    empty build cache, then in a second process that finds the object on disk."""
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "FUNGRAPH_NATIVE_CACHE": folder,
+               "PYTHONPATH": os.pathsep.join([str(Path(fg.__file__).resolve().parents[1]),
+                                              os.environ.get("PYTHONPATH", "")])}
+        for label in ("first process: cold cache", "second process: warm disk cache"):
+            out = subprocess.run([sys.executable, "-c", FIRST_CALL.format(n=n)], env=env, capture_output=True,
+                                 text=True, check=True).stdout.split()
+            rows.append([label, ms(float(out[0])), f"{out[1]} compile(s), {out[2]} disk hit(s)"])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    fg.config.update("jax_enable_x64", True)
+    jax = try_jax()
+    print(f"jax: {jax.__version__ if jax else 'not installed'}; native engine available: {native_enabled()}\n")
+    if not native_enabled():
+        print("no C compiler found (or FUNGRAPH_NATIVE_CPU=0): nothing to compare")
+        return
+    n = 1 << 20
+    print(f"== elementwise rows of issue #35 on {n:,} elements (median, timed in turns)")
+    header = ["work", "numpy engine", "native", "speed-up", "regions", "max rel diff"]
+    header += ["jax", "native / jax"] if jax is not None else []
+    print(table(bench_elementwise(n, jax, rounds=3 if args.quick else 7), header))
+    print("\n== first call of a fresh 1M-element region graph")
+    print(table(bench_build(n), ["build", "first call", "what happened"]))
+
+
+if __name__ == "__main__":
+    main()

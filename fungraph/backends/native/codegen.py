@@ -1,0 +1,393 @@
+"""C source for fused elementwise regions: one function per region, one loop (nest) over the
+region's elements computing every equation of its body in registers, with numpy's semantics.
+
+A region's body is a graph of elementwise equations of one output shape; its inputs are that
+shape or broadcast to it (numpy's right-aligned rules). The loop nest has one loop per axis
+left after merging the axes every operand walks contiguously (a region of same-shape inputs is
+one flat loop), the innermost marked ``omp simd`` and the outer ones split across cores when
+the region is large. Each iteration loads all its inputs before it stores any output, so an
+output may take an input's buffer (the plan's in-place placements). Shapes are static, so
+every extent and stride is a constant the compiler sees.
+
+:func:`region_source` returns None for a body it cannot express (complex or narrow floats,
+the special functions): that region keeps the numpy engine.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fungraph.ir import Graph, Literal, Var
+from fungraph.primitives.special import maclaurin_coefficient
+
+#: numpy dtype -> C type; bool is numpy's one byte holding 0 or 1.
+C_TYPES = {
+    np.dtype(np.bool_): "uint8_t",
+    np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t",
+    np.dtype(np.uint8): "uint8_t", np.dtype(np.uint16): "uint16_t",
+    np.dtype(np.uint32): "uint32_t", np.dtype(np.uint64): "uint64_t",
+    np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+}
+
+#: Elements from which a region's loop is split across cores when threads are asked for
+#: (below, the threads' start-up costs more than they save).
+PARALLEL_MIN_ELEMENTS = 1 << 15
+
+#: ``FUNGRAPH_NATIVE_THREADS``: threads per large region (default 1). On a loaded machine a
+#: parallel loop waits for its slowest thread: on the shared 2-core development machine two
+#: threads made a 1M-element region 20x slower (about 20 ms, a scheduler time slice), so
+#: splitting is opt-in.
+THREADS_ENV = "FUNGRAPH_NATIVE_THREADS"
+
+
+def threads() -> int:
+    """Threads a large region's loop is split across (``FUNGRAPH_NATIVE_THREADS``, at least 1)."""
+    try:
+        return max(1, int(os.environ.get(THREADS_ENV, "1")))
+    except ValueError:
+        raise ValueError(f"{THREADS_ENV}={os.environ[THREADS_ENV]!r}: expected a positive integer") from None
+
+
+def ctype(dt: np.dtype) -> str:
+    return C_TYPES[np.dtype(dt)]
+
+
+def _suffix(dt: np.dtype) -> str:
+    """The type in helper names: ``f32``, ``i64``, ``u8``, ``b``."""
+    dt = np.dtype(dt)
+    return "b" if dt.kind == "b" else f"{dt.kind}{dt.itemsize * 8}"
+
+
+def _wide(dt: np.dtype) -> str:
+    """The unsigned type integer arithmetic of ``dt`` wraps in (no signed overflow, no
+    promotion of narrow types to signed int)."""
+    return "uint64_t" if np.dtype(dt).itemsize == 8 else "uint32_t"
+
+
+def literal(value: np.ndarray) -> str:
+    """A 0-d array as an exact C constant of its dtype."""
+    dt = value.dtype
+    if dt.kind == "b":
+        return "1" if bool(value) else "0"
+    if dt.kind == "f":
+        bits = int(value.view(np.uint32 if dt.itemsize == 4 else np.uint64))
+        if not np.isfinite(value):
+            return f"fg_f32_bits(0x{bits:08x}u)" if dt.itemsize == 4 else f"fg_f64_bits(0x{bits:016x}ull)"
+        text = float(value).hex()
+        return f"{text}f" if dt.itemsize == 4 else text
+    mask = (1 << (8 * dt.itemsize)) - 1
+    return f"(({ctype(dt)})0x{int(value) & mask:x}ull)"
+
+
+@dataclass(frozen=True)
+class Term:
+    """One equation's operands as C expressions (names or constants, safe to repeat), with
+    its input and output dtypes and parameters, and ``fresh`` to name a sub-expression."""
+
+    args: tuple[str, ...]
+    ins: tuple[np.dtype, ...]
+    out: np.dtype
+    params: dict
+    fresh: Callable[[str, str], str]
+
+    @property
+    def t(self) -> str:
+        return ctype(self.out)
+
+
+Rule = Callable[[Term], str]
+
+
+def _arith(op: str, bool_op: str | None = None) -> Rule:
+    def rule(e: Term) -> str:
+        a, b = e.args
+        dt = e.ins[0]
+        if dt.kind == "f":
+            return f"({a} {op} {b})"
+        if dt.kind == "b":
+            return f"(uint8_t)({a} {bool_op} {b})"
+        w = _wide(dt)
+        return f"({e.t})(({w}){a} {op} ({w}){b})"
+
+    return rule
+
+
+def _fma(e: Term) -> str:
+    a, b, c = e.args
+    dt = e.ins[0]
+    if dt.kind == "f":
+        return f"({a} * {b} + {c})"
+    if dt.kind == "b":
+        return f"(uint8_t)(({a} & {b}) | {c})"
+    w = _wide(dt)
+    return f"({e.t})(({w}){a} * ({w}){b} + ({w}){c})"
+
+
+def _extreme(op: str) -> Rule:
+    """numpy's maximum/minimum: a NaN in either operand propagates, and of two equal values
+    (-0.0 and 0.0) the second is taken."""
+
+    def rule(e: Term) -> str:
+        a, b = e.args
+        if e.ins[0].kind == "f":
+            return f"(({a} != {a} || {a} {op} {b}) ? {a} : {b})"
+        return f"(({a} {op} {b}) ? {a} : {b})"
+
+    return rule
+
+
+def _compare(op: str) -> Rule:
+    return lambda e: f"(uint8_t)({e.args[0]} {op} {e.args[1]})"
+
+
+def _bitwise(op: str) -> Rule:
+    return lambda e: f"({e.t})({e.args[0]} {op} {e.args[1]})"
+
+
+def _not(e: Term) -> str:
+    return f"(uint8_t)(!{e.args[0]})" if e.out.kind == "b" else f"({e.t})(~{e.args[0]})"
+
+
+def _neg(e: Term) -> str:
+    (a,) = e.args
+    if e.out.kind == "f":
+        return f"(-{a})"
+    return f"({e.t})(0 - ({_wide(e.out)}){a})"
+
+
+def _abs(e: Term) -> str:
+    (a,) = e.args
+    if e.out.kind == "f":
+        return f"fabs{'f' if e.out.itemsize == 4 else ''}({a})"
+    if e.out.kind == "u":
+        return a
+    return f"({a} < 0 ? ({e.t})(0 - ({_wide(e.out)}){a}) : {a})"
+
+
+def _sign(e: Term) -> str:
+    """numpy's sign: -0.0 gives +0.0, NaN gives NaN."""
+    (a,) = e.args
+    t = e.t
+    if e.out.kind == "f":
+        return f"({a} > 0 ? ({t})1 : ({a} < 0 ? ({t})-1 : ({a} == 0 ? ({t})0 : {a})))"
+    if e.out.kind == "u":
+        return f"({t})({a} > 0)"
+    return f"({t})(({a} > 0) - ({a} < 0))"
+
+
+def _libm(name: str) -> Rule:
+    return lambda e: f"{name}{'f' if e.out.itemsize == 4 else ''}({e.args[0]})"
+
+
+def _fg(name: str) -> Rule:
+    """A function of fgmath.h: ``fg_<name>_f32`` / ``fg_<name>_f64``."""
+    return lambda e: f"fg_{name}_{_suffix(e.out)}({', '.join(e.args)})"
+
+
+def _divmod(name: str) -> Rule:
+    return lambda e: f"fg_{name}_{_suffix(e.out)}({e.args[0]}, {e.args[1]})"
+
+
+def _select(e: Term) -> str:
+    p, x, y = e.args
+    return f"({p} ? {x} : {y})"
+
+
+def _convert(e: Term) -> str:
+    (a,) = e.args
+    if e.out.kind == "b":
+        return f"(uint8_t)({a} != 0)"
+    return f"({e.t})({a})"
+
+
+def _integer_pow(e: Term) -> str:
+    """Square-and-multiply, as JAX's ``integer_pow``: the exponent's bits from the lowest,
+    a reciprocal for a negative one; integers wrap."""
+    (x,) = e.args
+    y = int(e.params["y"])
+    if y == 0:
+        return f"({e.t})1"
+    dt = e.out
+
+    def mul(a: str, b: str) -> str:
+        if dt.kind == "f":
+            return e.fresh(f"{a} * {b}", e.t)
+        w = _wide(dt)
+        return e.fresh(f"({e.t})(({w}){a} * ({w}){b})", e.t)
+
+    n = abs(y)
+    acc = None
+    while n > 0:
+        if n & 1:
+            acc = x if acc is None else mul(acc, x)
+        n >>= 1
+        if n > 0:
+            x = mul(x, x)
+    assert acc is not None
+    return f"(({e.t})1 / {acc})" if y < 0 else acc
+
+
+def _maclaurin(e: Term) -> str:
+    return literal(np.asarray(maclaurin_coefficient(e.params["series"], e.params["k"]), e.out))
+
+
+#: primitive name -> rule; each maps its operands to one C expression of its output dtype.
+RULES: dict[str, Rule] = {
+    "add": _arith("+", "|"), "sub": _arith("-"), "mul": _arith("*", "&"), "div": _arith("/"),
+    "fma": _fma,
+    "max": _extreme(">"), "min": _extreme("<"),
+    "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
+    "gt": _compare(">"), "ge": _compare(">="),
+    "and": _bitwise("&"), "or": _bitwise("|"), "xor": _bitwise("^"), "not": _not,
+    "neg": _neg, "abs": _abs, "sign": _sign, "floor": _libm("floor"), "sqrt": _libm("sqrt"),
+    "select": _select, "convert_element_type": _convert, "integer_pow": _integer_pow, "maclaurin": _maclaurin,
+    "mod": _divmod("mod"), "floor_divide": _divmod("floordiv"),
+    **{name: _fg(name) for name in ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
+                                    "atan", "asin", "acos", "acosh", "atanh", "erf", "logistic", "pow", "atan2")},
+}
+
+#: What every generated source includes: fgmath.h (vectorisable transcendentals with tested
+#: ulp bounds, docs/native_math.md) and fgops.h (numpy's division semantics).
+INCLUDES = ("fgmath.h", "fgops.h")
+
+
+def prelude() -> str:
+    lines = ["#include <stdint.h>", "#include <math.h>", *(f'#include "{h}"' for h in INCLUDES)]
+    return "\n".join(lines) + "\n"
+
+
+def supported(body: Graph) -> bool:
+    """Whether :func:`region_source` can express ``body``: known primitives over C's types."""
+    avals = [v.aval for v in body.invars] + [o.aval for e in body.eqns for o in e.outputs]
+    avals += [a.aval for e in body.eqns for a in e.inputs if isinstance(a, Literal)]
+    return (not body.constvars and all(np.dtype(a.dtype) in C_TYPES for a in avals)
+            and all(e.primitive.name in RULES and len(e.outputs) == 1 for e in body.eqns)
+            and all(isinstance(o, Var) for o in body.outvars) and len(body.outvars) > 0)
+
+
+def _contiguous(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return strides[::-1]
+
+
+def _input_strides(shape: tuple[int, ...], region: tuple[int, ...]) -> list[int]:
+    """Element strides of a C-contiguous input of ``shape`` walked over ``region`` (numpy's
+    broadcasting: right-aligned, a 1 or a missing axis repeats)."""
+    own = _contiguous(shape)
+    pad = len(region) - len(shape)
+    return [0 if k < pad or shape[k - pad] == 1 else own[k - pad] for k in range(len(region))]
+
+
+def loop_axes(region: tuple[int, ...], inputs: Sequence[tuple[int, ...]]) -> tuple[list[int], list[list[int]]]:
+    """The loop nest's extents and each operand's stride per loop (inputs, then the output
+    layout last): axes of extent 1 dropped, neighbours every operand walks as one merged."""
+    operands = [_input_strides(s, region) for s in inputs] + [_contiguous(region)]
+    extents: list[int] = []
+    strides: list[list[int]] = [[] for _ in operands]
+    for k, d in enumerate(region):
+        if d == 1:
+            continue
+        if extents and all(st[-1] == op[k] * d for st, op in zip(strides, operands)):
+            extents[-1] *= d
+            for st, op in zip(strides, operands):
+                st[-1] = op[k]
+            continue
+        extents.append(d)
+        for st, op in zip(strides, operands):
+            st.append(op[k])
+    return extents, strides
+
+
+#: The trigonometric functions whose fgmath.h versions come in two kinds: full-range (a
+#: Payne-Hanek reduction, about 10x slower) and ``_small`` (exact up to FG_TRIG_SMALL_MAX).
+TRIG = frozenset({"sin", "cos", "tan"})
+
+
+def has_trig(body: Graph) -> bool:
+    return any(e.primitive.name in TRIG for e in body.eqns)
+
+
+def region_source(body: Graph, name: str, small_trig: bool = False) -> str | None:
+    """``void name(const T0 *a0, ..., T *o0, ...)``: the region ``body`` over C-contiguous
+    inputs (of their own shapes) and outputs (of the region's shape); None when unsupported.
+
+    With ``small_trig``, ``int name(...)`` instead: sin, cos and tan take fgmath.h's fast
+    ``_small`` versions, and the function returns whether every argument was within their
+    range (else the caller runs the full-range function over the same inputs)."""
+    if not supported(body):
+        return None
+    region = body.outvars[0].aval.shape
+    extents, strides = loop_axes(region, [v.aval.shape for v in body.invars])
+    index_vars = [f"i{k}" for k in range(len(extents))]
+
+    def index(st: Sequence[int]) -> str:
+        terms = [v if s == 1 else f"{v} * {s}" for v, s in zip(index_vars, st) if s != 0]
+        return " + ".join(terms) or "0"
+
+    names: dict[Var, str] = {}
+    lines: list[str] = []
+    counter = [0]
+
+    def fresh(expr: str, t: str) -> str:
+        counter[0] += 1
+        n = f"t{counter[0]}"
+        lines.append(f"const {t} {n} = {expr};")
+        return n
+
+    for j, v in enumerate(body.invars):
+        names[v] = f"x{j}"
+        lines.append(f"const {ctype(v.aval.dtype)} x{j} = a{j}[{index(strides[j])}];")
+    for k, e in enumerate(body.eqns):
+        args = tuple(names[a] if isinstance(a, Var) else literal(a.array) for a in e.inputs)
+        out = e.outputs[0]
+        term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
+                    dict(e.params), fresh)
+        if small_trig and e.primitive.name in TRIG:
+            sfx = _suffix(out.aval.dtype)
+            lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
+            expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
+        else:
+            expr = RULES[e.primitive.name](term)
+        names[out] = f"v{k}"
+        lines.append(f"const {ctype(out.aval.dtype)} v{k} = {expr};")
+    out_index = index(strides[-1])
+    lines += [f"o{j}[{out_index}] = {names[o]};" for j, o in enumerate(body.outvars)]
+
+    params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
+    params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
+    head = [f"{'int' if small_trig else 'void'} {name}({', '.join(params)})", "{"]
+    head += ["    int ok = 1;"] if small_trig else []
+    tail = ["    return ok;", "}"] if small_trig else ["}"]
+    reduction = " reduction(&:ok)" if small_trig else ""
+    size = math.prod(region)
+    if size == 0:
+        return "\n".join(head + tail) + "\n"
+    if not extents:
+        return "\n".join([*head, *("    " + line for line in lines), *tail, ""])
+    n_threads = threads()
+    parallel = n_threads > 1 and size >= PARALLEL_MIN_ELEMENTS
+    split = f"num_threads({n_threads}) schedule(static){reduction}"
+    out = list(head)
+    depth = len(extents)
+    if depth == 1:
+        out.append(f"    #pragma omp parallel for simd {split}" if parallel else f"    #pragma omp simd{reduction}")
+    elif parallel:
+        out.append(f"    #pragma omp parallel for collapse({depth - 1}) {split}")
+    for k, d in enumerate(extents):
+        if k == depth - 1 and depth > 1:
+            out.append("    " * (k + 1) + f"#pragma omp simd{reduction}")
+        out.append("    " * (k + 1) + f"for (int64_t {index_vars[k]} = 0; {index_vars[k]} < {d}; {index_vars[k]}++)"
+                   + (" {" if k == depth - 1 else ""))
+    out += ["    " * (depth + 1) + line for line in lines]
+    out.append("    " * depth + "}")
+    out += tail
+    return "\n".join(out) + "\n"
