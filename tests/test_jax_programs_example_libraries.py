@@ -43,8 +43,8 @@ def _classifier(lib: Any, np_: Any, stax: Any, optimizers: Any) -> Any:
     init, apply = stax.serial(stax.Conv(4, (3, 3), padding="SAME"), stax.Relu, stax.BatchNorm(),
                               stax.AvgPool((2, 2), strides=(2, 2)), stax.Flatten, stax.Dense(8), stax.Gelu,
                               stax.Dropout(0.9), stax.Dense(3), stax.LogSoftmax)
-    out_shape, params = init(lib.random.PRNGKey(0), (-1, 6, 6, 2))
-    images = lib.random.normal(lib.random.PRNGKey(1), (5, 6, 6, 2))
+    out_shape, params = init(lib.random.PRNGKey(0), (-1, 4, 4, 2))
+    images = lib.random.normal(lib.random.PRNGKey(1), (5, 4, 4, 2))
     labels = lib.nn.one_hot(np_.arange(5) % 3, 3)
 
     def loss(p: Any, key: Any) -> Any:
