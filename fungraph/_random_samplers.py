@@ -38,10 +38,12 @@ _UNSIGNED_WIDTHS = {np.dtype(np.uint8): 8, np.dtype(np.uint16): 16, np.dtype(np.
 
 
 class _CallerMode(threading.local):
-    """The default int of the mode a public sampler was called in (the samplers run in x64;
-    ``fungraph.random`` sets it): ``choice`` draws its indices in it, as JAX's ``randint`` default does."""
+    """The default int and float of the mode a public sampler was called in (the samplers run in
+    x64; ``fungraph.random`` sets them): what a Python constant inside a sampler is in JAX, e.g.
+    ``choice``'s index draw (``randint``'s default int) and ``rademacher``'s ``bernoulli(key, 0.5)``."""
 
     int_dtype = dtypes.int64
+    float_dtype = dtypes.float64
 
 
 CALLER_MODE = _CallerMode()
@@ -284,7 +286,7 @@ def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.int64) -
     key = _threefry.check_key(key, "rademacher")
     shape = _shape(shape, "rademacher")
     dt = dtypes.canonicalize(dtype)
-    b = fnp.asarray(bernoulli(key, 0.5, shape), dtype=dt)
+    b = fnp.asarray(bernoulli(key, np.asarray(0.5, CALLER_MODE.float_dtype), shape), dtype=dt)
     return fnp.subtract(fnp.multiply(np.asarray(2, dt), b), np.asarray(1, dt))
 
 

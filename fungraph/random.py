@@ -134,12 +134,12 @@ def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
                 bound.arguments["dtype"] = dtypes.canonicalize(given, "" if explicit else None)
         args, kwargs = bound.args, bound.kwargs
         previous = dtypes.set_x64_override(True)
-        CALLER_MODE.int_dtype = dtypes.int32
+        CALLER_MODE.int_dtype, CALLER_MODE.float_dtype = dtypes.int32, dtypes.float32
         try:
             out = f(*args, **kwargs)
         finally:
             dtypes.set_x64_override(previous)
-            CALLER_MODE.int_dtype = dtypes.int64
+            CALLER_MODE.int_dtype, CALLER_MODE.float_dtype = dtypes.int64, dtypes.float64
         if is_key:
             return fnp.asarray(out, dtype=dtypes.uint32)
         return tree_map(_to_mode, out)

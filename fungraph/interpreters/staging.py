@@ -16,6 +16,7 @@ from fungraph.core import (
     Primitive,
     Trace,
     Tracer,
+    TypedConstant,
     checked_abstract_eval,
     deep_recursion,
     full_raise,
@@ -109,7 +110,10 @@ class GraphTrace(Trace):
         if existing is not None:
             return existing
         original = val
-        if not isinstance(val, Tracer):
+        if val.__class__ is TypedConstant:
+            val = val.view(np.ndarray)
+            aval = ShapedArray(val.shape, val.dtype)
+        elif not isinstance(val, Tracer):
             val = np.asarray(val)
             val = val.astype(dtypes.canonicalize(val.dtype), copy=False)
             aval = ShapedArray(val.shape, val.dtype)
