@@ -371,9 +371,19 @@ def _output_and_aux(fun: Callable[..., Any]) -> tuple[Callable[..., Any], list[A
     return main, box
 
 
-def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def _check_holomorphic(name: str, what: str, leaves: Sequence[Any]) -> None:
+    """JAX's check that a ``holomorphic=True`` derivative's inputs or outputs are complex."""
+    for x in leaves:
+        dt = abstractify(x).dtype
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"{name} with holomorphic=True requires {what} with complex dtype, but got {dt.name}.")
+
+
+def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian by forward mode: a JVP per input element, batched with vmap; shape
-    out.shape + in.shape. With ``has_aux`` ``fun`` returns ``(out, aux)`` and so does this."""
+    out.shape + in.shape. With ``has_aux`` ``fun`` returns ``(out, aux)`` and so does this;
+    ``holomorphic=True`` takes complex inputs to complex outputs (the complex derivative)."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
@@ -381,8 +391,11 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         if has_aux:
             main, box = _output_and_aux(fun)
             main(*args)  # one primal evaluation for aux: forward mode evaluates fun under vmap
-            return jacfwd(main, argnums)(*args), box[0]
+            return jacfwd(main, argnums, holomorphic=holomorphic)(*args), box[0]
         f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
+        if holomorphic:
+            _check_holomorphic("jacfwd", "inputs", in_leaves)
+            _check_holomorphic("jacfwd", "outputs", tree_flatten(eval_shape(f_flat, *in_leaves))[0])
         zeros_like = [np.zeros(abstractify(x).shape, abstractify(x).dtype) for x in in_leaves]
         per_input = []
         out_tree = None
@@ -403,19 +416,26 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
     return jac
 
 
-def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """The Jacobian by reverse mode: one linearization, a VJP per output element batched with
-    vmap. With ``has_aux`` ``fun`` returns ``(out, aux)`` and so does this."""
+    vmap. With ``has_aux`` ``fun`` returns ``(out, aux)`` and so does this; ``holomorphic=True``
+    takes complex inputs to complex outputs (the complex derivative). ``allow_int`` is JAX's
+    keyword; integer inputs are accepted either way."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
     def jac(*args: Any) -> Any:
         f_flat, in_leaves, in_tree = _flat_args_fun(fun, args, nums)
+        if holomorphic:
+            _check_holomorphic("jacrev", "inputs", in_leaves)
         if has_aux:
             out, f_vjp, aux = vjp(f_flat, *in_leaves, has_aux=True)
         else:
             out, f_vjp = vjp(f_flat, *in_leaves)
         out_leaves, out_tree = tree_flatten(out)
+        if holomorphic:
+            _check_holomorphic("jacrev", "outputs", out_leaves)
         out_avals = [abstractify(o) for o in out_leaves]
         in_avals = [abstractify(x) for x in in_leaves]
         rows: list[list[Any]] = []
@@ -445,10 +465,12 @@ def _assemble(per_input: list[list[Any]], out_tree: PyTreeDef, in_tree: PyTreeDe
     return tree_unflatten(out_tree, result)
 
 
-def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable[..., Any]:
     """``jacfwd(jacrev(fun))``: forward-over-reverse second derivatives (with ``has_aux``,
     ``fun`` returns ``(out, aux)`` and so does this)."""
-    return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums, has_aux=has_aux,
+                  holomorphic=holomorphic)
 
 
 # --- vmap --------------------------------------------------------------------------------

@@ -532,12 +532,28 @@ class Tracer(HasAval):
         return f"{type(self).__name__}<{self.aval}>"
 
 
+class TypedConstant(np.ndarray):
+    """A constant of a traced graph bound again by an interpreter (:func:`as_typed_constant`):
+    its dtype was decided when the graph was traced, possibly 64-bit in 32-bit mode (the words
+    ``fungraph.random`` computes in), so binding it must not canonicalise it again."""
+
+
+def as_typed_constant(value: Any) -> Any:
+    """``value`` (a graph's literal or constant) marked to keep its dtype when bound, where the
+    current mode would narrow it; anything else as it is."""
+    if isinstance(value, np.ndarray) and not dtypes.x64_enabled() and dtypes.canonicalize(value.dtype) != value.dtype:
+        return value.view(TypedConstant)
+    return value
+
+
 def to_concrete_dtype_array(x: Any) -> np.ndarray:
     """``x`` as a numpy array of the dtype the current mode gives it (Python scalars take the
     mode's default int/float/complex; with x64 off 64-bit arrays become 32-bit), through
     :func:`fungraph.dtypes.canonicalize`, the one place values are canonicalised. A donated array raises JAX's error."""
     if x.__class__ is DeletedHostArray:
         raise deleted_error(x)
+    if x.__class__ is TypedConstant:
+        return x.view(np.ndarray)
     arr = np.asarray(x)
     dt = dtypes.canonicalize(arr.dtype)
     if arr.dtype == dt:

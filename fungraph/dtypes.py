@@ -128,10 +128,11 @@ def default_complex() -> np.dtype:
 
 def enabled() -> frozenset[np.dtype]:
     """The dtypes that exist in the current mode."""
-    return _ENABLED[x64_enabled()]
+    return ENABLED_IN_MODE[x64_enabled()]
 
 
-_ENABLED = {True: frozenset(SUPPORTED), False: frozenset(SUPPORTED) - frozenset(_TO_32)}
+#: The dtypes that exist with x64 on (True) and off (False).
+ENABLED_IN_MODE = {True: frozenset(SUPPORTED), False: frozenset(SUPPORTED) - frozenset(_TO_32)}
 
 
 # --- validation and canonicalisation -----------------------------------------------------------
@@ -347,12 +348,12 @@ _WEAK_WIDE = {_WEAK[0]: int64, _WEAK[1]: float64, _WEAK[2]: complex128}
 
 
 def is_weak(x: Any) -> bool:
-    """A Python scalar (not a numpy scalar, not bool), or a traced value marked weak (a jit
-    argument passed as a Python scalar)."""
+    """A Python scalar (not a numpy scalar, not bool), or an array or traced value marked weak
+    (a jit argument passed as a Python scalar, a host array JAX would type weakly)."""
     t = type(x)
     if t is int or t is float or t is complex:
         return True
-    return bool(getattr(x, "weak_type", False)) and not isinstance(x, (np.ndarray, np.generic))
+    return getattr(x, "weak_type", False) is True
 
 
 def _dtype_of(a: Any) -> np.dtype:

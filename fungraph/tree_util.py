@@ -340,7 +340,11 @@ class PyTreeDef:
         setattr_(self, "node_type", node_type)
         setattr_(self, "aux", aux)
         setattr_(self, "children", children)
-        setattr_(self, "_hash", hash((node_type, aux, tuple([c._hash for c in children]))))
+        try:
+            own = hash(aux)
+        except TypeError:  # unhashable aux data (a list) is JAX's too: equality still compares it
+            own = 0
+        setattr_(self, "_hash", hash((node_type, own, tuple([c._hash for c in children]))))
 
     @property
     def num_leaves(self) -> int:

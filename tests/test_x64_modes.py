@@ -186,6 +186,9 @@ RANDOM = {
     "randint": lambda r, k: r.randint(k, (5,), 0, 10),
     "bernoulli": lambda r, k: r.bernoulli(k, 0.3, (6,)),
     "permutation": lambda r, k: r.permutation(k, 6),
+    "choice": lambda r, k: r.choice(k, 10, (5,)),
+    "choice_of_an_array": lambda r, k: r.choice(k, (jnp if r is jax.random else fnp).arange(7.0), (3, 2)),
+    "choice_without_replacement": lambda r, k: r.choice(k, 10, (4,), replace=False),
     "categorical": lambda r, k: r.categorical(k, (jnp if r is jax.random else fnp).zeros(3), shape=(4,)),
 }
 RANDOM_CLOSE = {

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fungraph.core import source_stack
+import numpy as np
+
+from fungraph.core import TypedConstant, as_typed_constant, source_stack
 from fungraph.ir import Atom, Graph, Literal, Var, format_eqn_in
 
 
@@ -18,10 +20,10 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     env: dict[Var, Any] = {}
 
     def read(a: Atom) -> Any:
-        return a.array if isinstance(a, Literal) else env[a]
+        return as_typed_constant(a.array) if isinstance(a, Literal) else env[a]
 
     env.update(zip(graph.invars, args))
-    env.update(zip(graph.constvars, graph.consts))
+    env.update(zip(graph.constvars, map(as_typed_constant, graph.consts)))
     sources = source_stack()
     for i, eqn in enumerate(graph.eqns):
         try:
@@ -34,7 +36,11 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
             add_eqn_note(err, graph, i)
             raise
         env.update(zip(eqn.outputs, outs if eqn.primitive.multiple_results else (outs,)))
-    return [read(a) for a in graph.outvars]
+    return [_unmarked(read(a)) for a in graph.outvars]
+
+
+def _unmarked(value: Any) -> Any:
+    return value.view(np.ndarray) if value.__class__ is TypedConstant else value
 
 
 def add_eqn_note(err: Exception, graph: Graph, index: int) -> None:

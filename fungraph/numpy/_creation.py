@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.array import shared_view
+from fungraph.array import HostArray, hosted, shared_view
 from fungraph.core import Tracer, to_concrete_dtype_array
 from fungraph.numpy._util import asarray, cast, is_weak, namespace
 from fungraph.primitives.shape import broadcast_in_dim
@@ -91,7 +91,18 @@ def identity(n: int, dtype: Any = None) -> np.ndarray:
     return eye(n, dtype=dtype)
 
 
+def _weak_array(obj: Any) -> Any:
+    """JAX's array of a Python scalar or of a weak array: weakly typed (it promotes as the scalar)."""
+    if isinstance(obj, HostArray):
+        return obj
+    out = hosted(asarray(obj))
+    out.weak_type = True
+    return out
+
+
 def array(obj: Any, dtype: Any = None, copy: bool = True) -> Any:
+    if dtype is None and dtypes.is_weak(obj) and not isinstance(obj, Tracer):
+        return _weak_array(obj)
     x = asarray(obj)
     if dtype is not None:
         x = cast(x, dtypes.canonicalize(dtype, "array"))
@@ -101,6 +112,8 @@ def array(obj: Any, dtype: Any = None, copy: bool = True) -> Any:
 
 
 def asarray_(obj: Any, dtype: Any = None) -> Any:
+    if dtype is None and dtypes.is_weak(obj) and not isinstance(obj, Tracer):
+        return _weak_array(obj)
     x = asarray(obj)
     return cast(x, dtypes.canonicalize(dtype, "asarray")) if dtype is not None else x
 

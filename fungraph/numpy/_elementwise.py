@@ -134,11 +134,16 @@ def logical_not(x: Any) -> Any:
 def power(x: Any, y: Any) -> Any:
     """``x ** y``; a Python-int exponent stays exact (``integer_pow``), as in JAX."""
     if is_weak(y) and isinstance(y, int) and not isinstance(y, bool):
-        xa = asarray(x)
+        xa = _numeric(asarray(x))
         if y < 0 and not dtypes.is_inexact(xa.dtype):
             raise ValueError("integers to negative integer powers are not allowed")
         return ew.integer_pow(xa, y)
-    return lax_ew.power_of_one_dtype(*promote(x, y))
+    return lax_ew.power_of_one_dtype(*(_numeric(v) for v in promote(x, y)))
+
+
+def _numeric(x: Any) -> Any:
+    """Bools as int32, as JAX's ``to_numeric_dtype`` makes them for ``power``."""
+    return cast(x, dtypes.int32) if asarray(x).dtype == dtypes.bool_ else x
 
 
 def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None,

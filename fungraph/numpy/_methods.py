@@ -14,7 +14,7 @@ import numpy as np
 
 from fungraph.array import IMMUTABLE_MESSAGE, Array, DeviceArray, HostArray, hosted
 from fungraph.core import Tracer
-from fungraph.numpy import _at, _bits, _creation, _elementwise, _indexing, _linalg, _reductions, _shape
+from fungraph.numpy import _at, _bits, _creation, _elementwise, _host_methods, _indexing, _linalg, _reductions, _shape
 from fungraph.numpy import _elementwise as e
 
 
@@ -146,7 +146,7 @@ def _holds_tracer(idx: Any) -> bool:
 
 def _host_getitem(self: HostArray, idx: Any) -> Any:
     """numpy's indexing where it agrees with JAX's, giving read-only arrays (0-d ones for
-    single elements); fungraph's (staged) indexing for a traced index, and for out-of-bounds
+    single elements, weak where the array is); fungraph's (staged) indexing for a traced index, and for out-of-bounds
     integers, which JAX clamps where numpy raises."""
     if _holds_tracer(idx):
         return _indexing.getitem(self, idx)
@@ -154,10 +154,13 @@ def _host_getitem(self: HostArray, idx: Any) -> Any:
         out = np.ndarray.__getitem__(self, idx)
     except IndexError:
         return _indexing.getitem(self, idx)
-    if type(out) is HostArray:
+    if type(out) is not HostArray:
+        out = hosted(np.asarray(out)) if isinstance(out, np.generic) else out
+    else:
         out.flags.writeable = self.flags.writeable and out.flags.writeable
-        return out
-    return hosted(np.asarray(out)) if isinstance(out, np.generic) else out
+    if self.weak_type and type(out) is HostArray:
+        out.weak_type = True
+    return out
 
 
 def _traced_setitem(self: Tracer, idx: Any, value: Any) -> None:
@@ -181,5 +184,6 @@ def install() -> None:
     for name, fn in _ARRAY_METHODS.items():
         setattr(DeviceArray, name, fn)
     Tracer.__setitem__ = _traced_setitem
+    _host_methods.install(_METHODS)
     HostArray.__getitem__ = _host_getitem
     HostArray._jax_sort = _METHODS["sort"]

@@ -49,7 +49,7 @@ def _with_initial(out: Any, initial: Any, combine: Any, x: Any) -> Any:
     return out if initial is None else combine(out, cast(asarray(initial), x.dtype))
 
 
-def _accumulating_dtype(dtype: np.dtype, promote_integers: bool = True) -> np.dtype:
+def accumulating_dtype(dtype: np.dtype, promote_integers: bool = True) -> np.dtype:
     """JAX sums and multiplies bools and narrower integers in the mode's default integer
     (unsigned ones in the default unsigned); ``promote_integers=False`` keeps an integer dtype
     (bools still count in the default integer)."""
@@ -66,7 +66,7 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: 
     """numpy's ``sum``: ``where`` leaves elements out, ``initial`` is added."""
     _check_out(out, "sum")
     x = asarray(a)
-    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
+    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else accumulating_dtype(x.dtype, promote_integers))
     axes = normalize_axes(axis, x.ndim, "sum")
     total = red.reduce_sum(_masked(x, where, 0, "sum"), axes)
     return _keep(_with_initial(total, initial, ew.add, x), x, axes, keepdims)
@@ -77,7 +77,7 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """numpy's ``prod``: ``where`` leaves elements out, ``initial`` multiplies in."""
     _check_out(out, "prod")
     x = asarray(a)
-    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else _accumulating_dtype(x.dtype, promote_integers))
+    x = cast(x, dtypes.canonicalize(dtype) if dtype is not None else accumulating_dtype(x.dtype, promote_integers))
     axes = normalize_axes(axis, x.ndim, "prod")
     product = red.reduce_prod(_masked(x, where, 1, "prod"), axes)
     return _keep(_with_initial(product, initial, ew.mul, x), x, axes, keepdims)

@@ -48,11 +48,11 @@ def argsort(a: Any, axis: int | None = -1, kind: Any = None, order: Any = None, 
     _check_order(order, "argsort")
     x, ax = flat_or_axis(a, axis, "argsort")
     if x.ndim == 0:
-        return np.zeros((), np.int64)
+        return np.zeros((), dtypes.default_int())
     if not descending:
-        return argsort_p.bind(x, axis=ax)
+        return ew.convert(argsort_p.bind(x, axis=ax), dtypes.default_int())
     last = np.asarray(x.shape[ax] - 1, np.int64)
-    return ew.sub(last, sh.rev(argsort_p.bind(sh.rev(x, (ax,)), axis=ax), (ax,)))
+    return ew.convert(ew.sub(last, sh.rev(argsort_p.bind(sh.rev(x, (ax,)), axis=ax), (ax,))), dtypes.default_int())
 
 
 def partition(a: Any, kth: Any, axis: int | None = -1, kind: str = "introselect", order: Any = None) -> Any:
@@ -142,7 +142,7 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
         raise ValueError(f"nonzero: fill_value has {len(fills)} entries for an array of rank {len(shape)}")
     flat, kept = _flat_hits(x, size, 0, "nonzero")
     if size is None:
-        return tuple(np.unravel_index(flat, shape))
+        return tuple(c.astype(dtypes.default_int()) for c in np.unravel_index(flat, shape))
     coords = fnp.unravel_index(flat, shape)
     return tuple(c if f is None else fnp.where(kept, c, np.asarray(f, np.int64)) for c, f in zip(coords, fills))
 

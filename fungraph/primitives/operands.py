@@ -53,8 +53,9 @@ def aval(x: Any) -> ShapedArray:
 
 
 def promote(*args: Any, to_inexact: bool = False) -> list[Any]:
-    """Bring operands to one dtype the numpy-2 way; ``to_inexact`` makes ints float64."""
-    args = tuple(a if is_weak(a) or isinstance(a, Tracer) else asarray(a) for a in args)
+    """Bring operands to one dtype by JAX's promotion; ``to_inexact`` makes ints float64
+    (the default float of the mode)."""
+    args = tuple(a if is_weak(a) or isinstance(a, Tracer) or dtypes.is_weak(a) else asarray(a) for a in args)
     dtype = dtypes.result_type(*args)
     if to_inexact and not dtypes.is_inexact(dtype):
         dtype = dtypes.float64
