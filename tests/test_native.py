@@ -353,7 +353,7 @@ def test_large_regions_split_across_threads_when_asked(every_region: None, monke
     want = on_engine(False, fun, x, b)
     monkeypatch.setenv(codegen.THREADS_ENV, "2")
     src = codegen.region_source(fg.jit(fun).lower(x, b).compiled.graph.eqns[0].params["call"], "f")
-    assert "omp parallel for simd num_threads(2)" in src and "-fopenmp" in toolchain.flags(src)
+    assert "omp parallel for" in src and "num_threads(2)" in src and "-fopenmp" in toolchain.flags(src)
     np.testing.assert_allclose(on_engine(True, fun, x, b), want, rtol=1e-13, atol=1e-15)
     monkeypatch.setenv(codegen.THREADS_ENV, "1")
     assert "omp parallel" not in codegen.region_source(fg.jit(fun).lower(x, b).compiled.graph.eqns[0].params["call"],

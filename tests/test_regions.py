@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -328,3 +329,53 @@ def test_a_capability_names_a_known_policy() -> None:
         FusionCapability(policy="greedy")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="planned_by 'jit' is neither"):
         FusionCapability(planned_by="jit")  # type: ignore[arg-type]
+
+
+def gelu(x: Any) -> Any:
+    return 0.5 * x * (1 + fnp.tanh(0.79788456 * (x + 0.044715 * x**3)))
+
+
+def test_an_equation_reading_two_regions_merges_them() -> None:
+    """GELU's ``0.5 * x`` starts a region of its own (its input is the graph's), and the final
+    product of it and the ``tanh`` chain joins both into one."""
+    g = fg.make_graph(gelu)(np.ones(8))
+    (members,) = find_regions(g)
+    assert members == list(range(len(g.eqns)))
+    fused = fuse_regions(g)
+    assert [e.primitive.name for e in fused.eqns] == ["fusion"]
+    x = np.random.default_rng(0).standard_normal(8)
+    np.testing.assert_allclose(fg.eval_graph(fused, x)[0], gelu(x), rtol=1e-12)
+
+
+def test_regions_linked_through_an_outside_equation_are_not_merged() -> None:
+    """``b`` reads a sum of ``a``'s region, so the product ``a * b`` may join ``b``'s region
+    but not also ``a``'s: the merged node would run both before and after the sum."""
+    def f(x):
+        a = fnp.tanh(x * 2.0)
+        b = x * 3.0 + fnp.sum(a)
+        return a * b
+
+    g = fg.make_graph(f)(np.ones(8))
+    assert [[g.eqns[i].primitive.name for i in r] for r in find_regions(g)] == [["mul", "tanh"],
+                                                                                ["mul", "add", "mul"]]
+    x = np.random.default_rng(0).standard_normal(8)
+    np.testing.assert_allclose(fg.eval_graph(fuse_regions(g), x)[0], f(x), rtol=1e-12)
+
+
+def test_a_narrow_mask_joins_a_region_whose_widest_member_is_large_enough() -> None:
+    """The region size counts a region's widest member: a ReLU's bool mask (a quarter of the
+    float32 values' bytes) joins them, and a region of masks alone stays below it."""
+    cap = FusionCapability(min_bytes=64)
+    g = fg.make_graph(lambda h, y: fnp.where(h > 0, y, 0.0) * 2.0)(np.ones(16, np.float32), np.ones(16, np.float32))
+    assert [[g.eqns[i].primitive.name for i in r] for r in find_regions(g, cap)] == [["gt", "select", "mul"]]
+    masks = fg.make_graph(lambda h: fnp.logical_not(h > 0))(np.ones(16, np.float32))
+    assert find_regions(masks, cap) == []
+    assert find_regions(g, FusionCapability(min_bytes=65)) == []
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 0)])
+def test_zero_size_regions_run_on_the_numpy_engine(tiny_chunks: None, shape: tuple[int, ...]) -> None:
+    lowered = fg.jit(lambda x: fnp.tanh(x * 2.0) + 1.0).lower(np.ones(shape, np.float32))
+    assert len(_fusions(lowered.graph)) == 1
+    out = fg.jit(lambda x: fnp.tanh(x * 2.0) + 1.0)(np.ones(shape, np.float32))
+    assert out.shape == shape and out.dtype == np.float32

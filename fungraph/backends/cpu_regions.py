@@ -79,7 +79,7 @@ def _chunk_plans(body: Graph) -> list[tuple[int, Graph, MemoryPlan]]:
     shape = region_shape(body)
     n = shape[chunk_axis(body)] if shape else 1
     rows = chunk_rows(body)
-    sizes = {rows} | ({n % rows} if n % rows else set())
+    sizes = {rows} | ({n % rows} if rows and n % rows else set())
     return [(k, *_chunk_body(body, k)) for k in sorted(sizes, reverse=True)]
 
 

@@ -102,7 +102,9 @@ class FusionCapability:
     members evaluated at other indices than their consumer's (views, pads, gathers);
     ``op_cost``: an operation's cost per recomputed element, in byte-equivalents;
     ``free_views``: the view equations that cost nothing outside a region (the engine reads
-    them through strides); ``min_bytes``: the smallest output a chain member may have;
+    them through strides); ``min_bytes``: the smallest output a region's widest member may have (a
+    region's members share one shape, so a comparison's one-byte mask joins the wider values
+    around it);
     ``product_epilogues``: the engine computes the region that consumes a matrix product
     with the product (so the simplifier leaves a scalar scale of a product in that region);
     ``planned_by``: ``"pipeline"`` when ``jit``'s pass manager runs :func:`fuse_regions`
@@ -130,8 +132,17 @@ class FusionCapability:
 ELEMENTWISE_CHAINS = FusionCapability()
 
 
-def _fusible(e: Eqn, capability: FusionCapability) -> bool:
-    return capability.member(e) and len(e.outputs) == 1 and e.outputs[0].aval.nbytes >= capability.min_bytes
+def _fusible(graph: Graph, capability: FusionCapability) -> list[bool]:
+    """Per equation, whether it may be a member: one of ``capability``'s, whose shape some
+    member of the graph fills with ``min_bytes`` (the widest member of a region decides,
+    :func:`find_regions` drops the regions below; this keeps small graphs from tracking any)."""
+    widest: dict[tuple[int, ...], int] = {}
+    members = [capability.member(e) and len(e.outputs) == 1 for e in graph.eqns]
+    for e, ok in zip(graph.eqns, members):
+        if ok:
+            aval = e.outputs[0].aval
+            widest[aval.shape] = max(widest.get(aval.shape, 0), aval.nbytes)
+    return [ok and widest[e.outputs[0].aval.shape] >= capability.min_bytes for e, ok in zip(graph.eqns, members)]
 
 
 #: Equations after an outside read of a region's value during which the region may still grow.
@@ -142,51 +153,94 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
     """Groups of equation indices, in graph order, each a chain of members (``capability``) of
     one output shape whose contraction to one node keeps the graph acyclic.
 
-    Equations are visited in order; one joins the region of a producer of the same shape
-    unless some other input depends on that region through an equation outside it (which
-    would make the fused node both before and after that equation), or an equation outside
-    the region read one of its values more than :data:`READ_WINDOW` equations before: the
-    fused node runs where its last member was, so joining holds that reader back, and a
-    backward-pass use of a forward value (a saved ``checkpoint`` value) would pull the forward
-    region, and whatever it waits for, out of order, keeping both values alive in between.
-    ``deps[v]`` is the set of regions ``v`` depends on, as a bit mask."""
+    Equations are visited in order; one joins the regions of its producers of the same shape
+    (merging them when it reads from several, as GELU's ``0.5 * x`` times the ``tanh`` chain
+    does) unless some value read from outside them depends on one of them (which would make
+    the fused node both before and after that equation), or an equation outside a region
+    read one of its values more than :data:`READ_WINDOW` equations before: the fused node
+    runs where its last member was, so joining holds that reader back, and a backward-pass
+    use of a forward value (a saved ``checkpoint`` value) would pull the forward region, and
+    whatever it waits for, out of order, keeping both values alive in between.
+    ``deps[v]`` is the set of regions ``v`` depends on, as a bit mask of region numbers;
+    ``bits[r]`` the numbers merged into region ``r``."""
     region_of: dict[int, int] = {}
     producer: dict[Var, int] = {}
     deps: dict[Var, int] = {}
     regions: list[list[int]] = []
     shapes: list[tuple[int, ...]] = []
+    bits: list[int] = []
+    outside_reads: list[set[Var]] = []
     read_at: dict[int, int] = {}
+
+    def made_in(a: Var) -> int | None:
+        return region_of.get(producer.get(a, -1))
+
+    def acyclic(group: list[int], var_ins: list[Var]) -> bool:
+        mask = 0
+        for c in group:
+            mask |= bits[c]
+        reads = list(var_ins)
+        if len(group) > 1:
+            reads += [b for c in group for b in outside_reads[c]]
+        return all(made_in(b) in group or not deps.get(b, 0) & mask for b in reads)
+
+    fusible = _fusible(graph, capability)
     for i, e in enumerate(graph.eqns):
         var_ins = [a for a in e.inputs if isinstance(a, Var)]
         mask = 0
         for a in var_ins:
             mask |= deps.get(a, 0)
         r = None
-        if _fusible(e, capability):
+        if fusible[i]:
             shape = e.outputs[0].aval.shape
+            group: list[int] = []
             for a in var_ins:
-                cand = region_of.get(producer.get(a, -1))
-                if cand is None or shapes[cand] != shape or i - read_at.get(cand, i) > READ_WINDOW:
+                cand = made_in(a)
+                if (cand is None or cand in group or shapes[cand] != shape
+                        or i - read_at.get(cand, i) > READ_WINDOW):
                     continue
-                if all(region_of.get(producer.get(b, -1)) == cand or not (deps.get(b, 0) >> cand) & 1
-                       for b in var_ins):
-                    r = cand
-                    break
-            if r is None:
+                if acyclic([*group, cand], var_ins):
+                    group.append(cand)
+            if group:
+                r = min(group)
+                for s in group:
+                    if s != r:
+                        _merge(regions, region_of, bits, outside_reads, read_at, r, s)
+            else:
                 r = len(regions)
                 regions.append([])
                 shapes.append(shape)
+                bits.append(1 << r)
+                outside_reads.append(set())
             regions[r].append(i)
             region_of[i] = r
-            mask |= 1 << r
+            outside_reads[r].update(a for a in var_ins if made_in(a) != r)
+            mask |= bits[r]
         for a in var_ins:
-            read = region_of.get(producer.get(a, -1))
+            read = made_in(a)
             if read is not None and read != r:
                 read_at.setdefault(read, i)
         for o in e.outputs:
             producer[o] = i
             deps[o] = mask
-    return [r for r in regions if len(r) >= 2]
+    wide = [m for m in regions
+            if len(m) >= 2 and max(graph.eqns[i].outputs[0].aval.nbytes for i in m) >= capability.min_bytes]
+    return sorted((sorted(m) for m in wide), key=lambda m: m[0])
+
+
+def _merge(regions: list[list[int]], region_of: dict[int, int], bits: list[int], outside_reads: list[set[Var]],
+           read_at: dict[int, int], r: int, s: int) -> None:
+    """Move region ``s`` into region ``r`` (both of :func:`find_regions`'s tables)."""
+    for i in regions[s]:
+        region_of[i] = r
+    regions[r].extend(regions[s])
+    regions[s] = []
+    bits[r] |= bits[s]
+    outside_reads[r] |= outside_reads[s]
+    outside_reads[s] = set()
+    if s in read_at:
+        t = read_at.pop(s)
+        read_at[r] = min(t, read_at.get(r, t))
 
 
 def _region_eqn(graph: Graph, members: Sequence[int], outputs: Sequence[Var]) -> Eqn:
