@@ -154,7 +154,7 @@ def test_the_generated_loop_keeps_scalars_in_locals(native: None) -> None:
     p = scan.params
     src = loop_source("f", p["body"].invars[:2], None, 0, p["body"], 3)
     assert src is not None
-    assert "for (int64_t it = 0; it < 3; it++)" in src and "s0 = n0;" in src
+    assert "for (; it < 3; it++)" in src and "s0 = n0;" in src
 
 
 def test_disk_cache_keeps_loops_across_jit_caches(native: None, tmp_path: Path) -> None:

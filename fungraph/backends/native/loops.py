@@ -25,6 +25,7 @@ from fungraph.backends.native.codegen import INCLUDES, RULES, Term, ctype, liter
 from fungraph.backends.native.regions import native_enabled
 from fungraph.backends.native.toolchain import build
 from fungraph.ir import Eqn, Graph, Literal, Var
+from fungraph.primitives.graph_utils import LOOP_STATS
 
 Lowering = Callable[..., Any]
 
@@ -63,9 +64,10 @@ def _emit(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter:
 
 def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int, body: Graph,
                 length: int | None) -> str | None:
-    """``void name(const T *in..., T *out...)``: inputs are the cond's constants, the body's
-    constants, then the initial carries (a ``while``'s order; a ``scan`` passes no cond and its
-    ``length``); outputs are the final carries. None when the loop is not elementwise."""
+    """``int64_t name(const T *in..., T *out...)``, returning the iterations run: inputs are
+    the cond's constants, the body's constants, then the initial carries (a ``while``'s order;
+    a ``scan`` passes no cond and its ``length``); outputs are the final carries. None when
+    the loop is not elementwise."""
     shapes = {tuple(v.aval.shape) for v in carries} - {()}
     if len(shapes) > 1:
         return None
@@ -98,7 +100,8 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
         if v.aval.shape == ():
             lines.append(f"const {ctype(v.aval.dtype)} c{k} = a{k}[0];")
             const_name[k] = f"c{k}"
-    loop = ["for (int64_t it = 0; it < " + str(length) + "; it++) {"] if cond is None else ["for (;;) {"]
+    lines.append("int64_t it = 0;")
+    loop = [f"for (; it < {length}; it++) {{"] if cond is None else ["for (;; it++) {"]
     step: list[str] = []
     if cond is not None:
         names = {v: carry_name[j] for j, v in enumerate(cond.invars[:nc]) if v.aval.shape == ()}
@@ -129,18 +132,20 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
     step += [f"s{j} = n{j};" for j in scalars]
     lines += loop + ["    " + x for x in step] + ["}"]
     lines += [f"o{j}[0] = s{j};" for j in scalars]
-    return "\n".join([f"void {name}({', '.join(params)})", "{", *("    " + x for x in lines), "}", ""])
+    lines.append("return it;")
+    return "\n".join([f"int64_t {name}({', '.join(params)})", "{", *("    " + x for x in lines), "}", ""])
 
 
-def _bind(fn: Any, ins: Sequence[Var], outs: Sequence[Var], carry_from: int) -> Lowering:
+def _bind(fn: Any, ins: Sequence[Var], outs: Sequence[Var], carry_from: int, counted: bool) -> Lowering:
     """``fn`` as a lowering: inputs as contiguous arrays of their dtypes, outputs written into
     the planned buffers (through a temporary when one is not contiguous). An input sharing a
     buffer with an output other than its own carry's is copied first, since the function
-    copies the initial carries into the outputs before it reads the constants."""
+    copies the initial carries into the outputs before it reads the constants. ``counted``
+    adds the iterations to ``LOOP_STATS`` as the CPU engine's while loop does."""
     in_dtypes = [np.dtype(v.aval.dtype) for v in ins]
     out_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in outs]
     fn.argtypes = [ctypes.c_void_p] * (len(ins) + len(outs))
-    fn.restype = None
+    fn.restype = ctypes.c_int64
 
     def run(outputs: Sequence[np.ndarray | None], *args: Any, **_: Any) -> Sequence[np.ndarray]:
         targets = [o if o is not None and o.flags.c_contiguous else np.empty(*a)
@@ -156,8 +161,10 @@ def _bind(fn: Any, ins: Sequence[Var], outs: Sequence[Var], carry_from: int) -> 
                 x = x.copy()
             held.append(x)
             ptrs.append(x.ctypes.data)
-        fn(*ptrs, *out_ptrs)
+        iterations = fn(*ptrs, *out_ptrs)
         NATIVE_LOOP_STATS["runs"] += 1
+        if counted:
+            LOOP_STATS["iterations"] += iterations
         result = list(outputs)
         for j, o in enumerate(outputs):
             if o is None:
@@ -169,11 +176,12 @@ def _bind(fn: Any, ins: Sequence[Var], outs: Sequence[Var], carry_from: int) -> 
     return run
 
 
-def _built(source: str | None, name: str, ins: Sequence[Var], outs: Sequence[Var], carry_from: int) -> Lowering | None:
+def _built(source: str | None, ins: Sequence[Var], outs: Sequence[Var], carry_from: int,
+           counted: bool) -> Lowering | None:
     if source is None:
         return None
     lib = build(prelude() + "\n" + source, INCLUDES)
-    return None if lib is None else _bind(getattr(lib, name), ins, outs, carry_from)
+    return None if lib is None else _bind(lib.fg_loop, ins, outs, carry_from, counted)
 
 
 def loop_lowering(eqn: Eqn) -> Lowering | None:
@@ -189,7 +197,7 @@ def loop_lowering(eqn: Eqn) -> Lowering | None:
             return None
         ins = list(cond.invars[nc:]) + list(body.invars[nc:]) + list(body.invars[:nc])
         src = loop_source("fg_loop", body.invars[:nc], cond, p["n_cc"], body, None)
-        return _built(src, "fg_loop", ins, body.invars[:nc], p["n_cc"] + p["n_bc"])
+        return _built(src, ins, body.invars[:nc], p["n_cc"] + p["n_bc"], True)
     if eqn.primitive.name == "scan":
         body, nc = p["body"], p["num_carry"]
         if p["num_xs"] or len(body.outvars) != nc:
@@ -199,7 +207,7 @@ def loop_lowering(eqn: Eqn) -> Lowering | None:
         src = loop_source("fg_loop", body.invars[:nc], None, 0, body, int(p["length"]))
         if src is None:
             return None
-        lowering = _built(src, "fg_loop", consts + list(body.invars[:nc]), body.invars[:nc], len(consts))
+        lowering = _built(src, consts + list(body.invars[:nc]), body.invars[:nc], len(consts), False)
         if lowering is None:
             return None
         return lambda outs, *args, **kw: lowering(outs, *args[nc:], *args[:nc], **kw)
