@@ -23,24 +23,14 @@ import numpy as np
 from fungraph import _threefry, dtypes
 from fungraph import lax as _lax
 from fungraph import numpy as fnp
+from fungraph._random_args import _broadcasts_to, _check_range, _float_dtype, _sample_shape, _shape
+from fungraph._random_arith import _fma
+from fungraph._random_samplers import _pair, exponential, normal, rademacher, uniform
 from fungraph.api import vmap
 from fungraph.core import ShapeError, Tracer
 from fungraph.custom_derivatives import custom_jvp
 from fungraph.jit import jit
 from fungraph.numpy._util import asarray, aval
-from fungraph.random import (
-    _broadcasts_to,
-    _check_range,
-    _float_dtype,
-    _fma,
-    _pair,
-    _sample_shape,
-    _shape,
-    exponential,
-    normal,
-    rademacher,
-    uniform,
-)
 
 __all__ = ["ball", "beta", "binomial", "chisquare", "dirichlet", "f", "gamma", "generalized_normal", "loggamma",
            "multinomial", "multivariate_normal", "orthogonal", "poisson", "t"]

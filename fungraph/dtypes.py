@@ -128,10 +128,11 @@ def default_complex() -> np.dtype:
 
 def enabled() -> frozenset[np.dtype]:
     """The dtypes that exist in the current mode."""
-    return _ENABLED[x64_enabled()]
+    return ENABLED_IN_MODE[x64_enabled()]
 
 
-_ENABLED = {True: frozenset(SUPPORTED), False: frozenset(SUPPORTED) - frozenset(_TO_32)}
+#: The dtypes that exist with x64 on (True) and off (False).
+ENABLED_IN_MODE = {True: frozenset(SUPPORTED), False: frozenset(SUPPORTED) - frozenset(_TO_32)}
 
 
 # --- validation and canonicalisation -----------------------------------------------------------

@@ -21,6 +21,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph import numpy as fnp
 from fungraph import random as fr
+from fungraph._random_args import _shape as _checked_shape
 from fungraph.primitives import elementwise as ew
 
 __all__ = ["Initializer", "constant", "delta_orthogonal", "glorot_normal", "glorot_uniform", "he_normal",
@@ -260,7 +261,7 @@ def _axis(axis: Any, shape: tuple[int, ...], name: str, arg: str) -> int:
 
 
 def _shape(shape: Any, name: str) -> tuple[int, ...]:
-    return fr._shape((shape,) if isinstance(shape, (int, np.integer)) else shape, name, prefix="")
+    return _checked_shape((shape,) if isinstance(shape, (int, np.integer)) else shape, name, prefix="")
 
 
 def _any_dtype(dtype: Any) -> np.dtype:

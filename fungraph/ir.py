@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from fungraph.core import Primitive
 
 
+_NO_AXES: frozenset = frozenset()
+
+
 @dataclass(frozen=True)
 class ShapedArray:
     """The abstract value of an array: its shape and dtype. Inside ``shard_map`` also the mesh
@@ -37,6 +40,15 @@ class ShapedArray:
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         object.__setattr__(self, "dtype", dtypes.check(self.dtype))
+
+    @classmethod
+    def of_result(cls, shape: tuple[int, ...], dtype: np.dtype) -> ShapedArray:
+        """The aval of an array: its numpy shape (a tuple of ints) and a dtype fungraph supports
+        (a key of ``dtypes.SHORT_NAMES``), taken as they are (an eager operand's aval is read
+        several times per operation)."""
+        aval = object.__new__(cls)
+        aval.__dict__.update(shape=shape, dtype=dtype, vma=_NO_AXES)
+        return aval
 
     @property
     def ndim(self) -> int:
@@ -251,7 +263,11 @@ def literal_ref(lit: Literal) -> int:
     return LITERAL_REF - intern_signature(("lit", format_scalar(lit.value), lit.aval))
 
 
-def _readonly(c: Any) -> np.ndarray:
+def readonly(c: Any) -> np.ndarray:
+    """``c`` as a read-only array: itself when it already is one, else a read-only copy (a
+    graph's constants must not change under it)."""
+    if _is_readonly(c):
+        return c
     arr = np.array(c, copy=True)
     arr.flags.writeable = False
     return arr
@@ -270,7 +286,7 @@ class Graph:
     def __post_init__(self) -> None:
         for name in ("invars", "constvars", "eqns", "outvars"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        consts = tuple(c if _is_readonly(c) else _readonly(c) for c in self.consts)
+        consts = tuple(readonly(c) for c in self.consts)
         object.__setattr__(self, "consts", consts)
         if len(self.constvars) != len(self.consts):
             raise ValueError(f"{len(self.constvars)} constvars but {len(self.consts)} consts")

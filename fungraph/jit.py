@@ -650,8 +650,9 @@ def _as_input(x: Any) -> Any:
 def _fast_key(args: Sequence[Any]) -> tuple | None:
     """A cache key for the common call with only numpy arrays (results of earlier calls
     included) of supported dtypes, else None."""
-    key: list[Any] = [dtypes.x64_enabled()]
-    enabled = dtypes.enabled()
+    x64 = dtypes.x64_enabled()
+    key: list[Any] = [x64]
+    enabled = dtypes.ENABLED_IN_MODE[x64]
     for a in args:
         if type(a) is np.ndarray or type(a) is HostArray:
             if a.dtype not in enabled:

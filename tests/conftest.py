@@ -74,6 +74,15 @@ def cpu_code_paths(require_opencl: None) -> Iterator[None]:
         yield
 
 
+@pytest.fixture
+def device_as(request: pytest.FixtureRequest) -> Iterator[object]:
+    """The OpenCL device presented with other limits (``request.param``: DeviceInfo fields)."""
+    from tests.helpers import opencl_device_presented_as
+
+    with opencl_device_presented_as(**request.param) as info:
+        yield info
+
+
 #: tests/mpi runs under mpiexec (scripts/test.sh, through scripts/mpi_pytest.py), not in the
 #: one-process suite; FUNGRAPH_MPI_TESTS=1 (set by scripts/mpi_pytest.py) collects it.
 collect_ignore = [] if os.environ.get("FUNGRAPH_MPI_TESTS") == "1" else ["mpi"]

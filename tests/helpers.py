@@ -270,6 +270,23 @@ def crossed_callbacks(jit: Callable[[Callable[..., Any]], Callable[..., Any]]) -
     return problems
 
 
+#: Presents the OpenCL device as a GPU (``opencl_device_presented_as(**GPU_LIKE)``): PoCL then
+#: runs the GPU code paths.
+GPU_LIKE = {"is_cpu": False}
+
+
+def opencl_device() -> Any:
+    """The OpenCL device the backend uses (import inside: pyopencl is optional)."""
+    from fungraph.backends.opencl import get_device
+
+    return get_device()
+
+
+def kernel_notes(f: Any, *args: Any) -> str:
+    """The text of ``f``'s compiled program for ``args``, with the kernel choices' notes."""
+    return f.lower(*args).text
+
+
 @contextlib.contextmanager
 def opencl_device_presented_as(**fields: Any) -> Iterator[Any]:
     """The OpenCL device presented with other limits (``DeviceInfo`` fields) for the body, so

@@ -164,3 +164,23 @@ def _jax_twenty_ops(x, w):
     for _ in range(4):
         x = jnp.tanh(x * w + 0.1) - jnp.sin(x) * 0.5
     return x * x
+
+
+def test_eager_vjp_does_not_hash_its_residuals(monkeypatch) -> None:
+    """The tangent graph of an eager ``vjp`` is run, never looked up in a cache: hashing its
+    residuals (every intermediate array) into a structural key was a sixth of an MLP step. A
+    caller's writeable array is still copied, so changing it afterwards changes no gradient."""
+    from fungraph import ir
+
+    def no_key(self, *args):
+        raise AssertionError("eager vjp built a structural key")
+
+    monkeypatch.setattr(ir.Graph, "key_from_rows", no_key)
+    x = np.array([1.0, 2.0, 3.0])
+    w = fnp.asarray([0.5, 1.0, 2.0])
+    out, f_vjp = fg.vjp(lambda x: fnp.sum(fnp.tanh(x * w) * x), x)
+    x[:] = 100.0
+    (got,) = f_vjp(1.0)
+    x0 = np.array([1.0, 2.0, 3.0])
+    want = jax.grad(lambda x: jnp.sum(jnp.tanh(x * np.asarray(w)) * x))(x0)
+    np.testing.assert_allclose(got, want, rtol=1e-12)

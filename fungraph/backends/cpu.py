@@ -112,7 +112,7 @@ def _results(env: list[Any], slots: Sequence[int], copies: Sequence[bool]) -> li
         value = env[s]
         if copy or type(value) is not np.ndarray:
             value = np.array(value)
-        value.flags.writeable = False
+        value.setflags(False)  # write=False, as ``hosted`` sets it
         results.append(value.view(HostArray))
     return results
 
@@ -241,7 +241,7 @@ class CpuExecutable:
         if a[0] >= 0 and a[0] in recycled and _UNREFERENCED is not None:
             old = recycled[a[0]]
             if sys.getrefcount(old) == _UNREFERENCED:
-                old.flags.writeable = True
+                old.setflags(True)  # write=True
                 return old
         ENGINE_STATS["output_allocations"] += 1
         buf = np.empty(a[1], a[2])

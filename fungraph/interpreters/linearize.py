@@ -16,9 +16,9 @@ from fungraph.core import NOT_DIFFERENTIABLE, Primitive, Tracer, new_main
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.jvp import JVPTrace, JVPTracer, jvp_flat
-from fungraph.interpreters.staging import GraphBuilder, GraphTrace, GraphTracer, build_graph, stage
+from fungraph.interpreters.staging import GraphBuilder, GraphTrace, GraphTracer, split_consts, stage
 from fungraph.interpreters.transpose import Linearized, partial_eval
-from fungraph.ir import Graph, Literal, Params, ShapedArray, Var, aval_of
+from fungraph.ir import Graph, Literal, Params, ShapedArray, Var, aval_of, readonly
 from fungraph.primitives._rules import zeros
 
 
@@ -81,12 +81,15 @@ def linearize_concrete(fun: Callable[..., Sequence[Any]], primals: Sequence[Any]
         # staged (an island): the split below computes them.
         island = [_staged_var(builder, p, gmain) is not None for p in p_out]
         outs = [t for t, s in zip(t_out, staged) if s] + [p for p, s in zip(p_out, island) if s]
-        graph, closure = build_graph(builder, outs)
-    n_t = sum(differentiable)
-    res_vars = graph.constvars + graph.invars[n_t:]
-    res_vals = list(graph.consts) + list(closure)
-    linear = Graph(res_vars + graph.invars[:n_t], (), (), graph.eqns, graph.outvars)
-    linear, res_vals, unknown, known_vals = _split_nonlinear(linear, res_vals, n_t, any(island))
+        outvars = tuple(builder.atom(t) for t in outs)
+    constvars, consts, closure_vars, closure = split_consts(builder)
+    # The residuals are inputs of the linear graph, not constants: a graph's constants are
+    # hashed into its structural key, which this graph never needs. Like constants, they are
+    # read-only (a caller's writeable array is copied: changing it later changes no gradient).
+    res_vals = [readonly(c) for c in consts] + closure
+    linear = Graph(tuple(constvars) + tuple(closure_vars) + tuple(builder.invars), (), (),
+                   tuple(builder.eqns), outvars)
+    linear, res_vals, unknown, known_vals = _split_nonlinear(linear, res_vals, len(builder.invars), any(island))
     n_staged = sum(staged)
     if any(unknown[n_staged:]):
         raise AssertionError("a primal output depends on tangents")

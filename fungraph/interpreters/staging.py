@@ -230,11 +230,10 @@ def _materialise_literal(trace: GraphTrace, t: GraphTracer) -> GraphTracer:
     return new
 
 
-def build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer]) -> tuple[Graph, list[Any]]:
-    """The closed Graph of what ``builder`` recorded, with ``outs`` as outputs, and the outer
-    tracers it closes over (its trailing inputs)."""
+def split_consts(builder: GraphBuilder) -> tuple[list[Var], list[Any], list[Var], list[Any]]:
+    """What ``builder`` closed over: ``(constvars, concrete values, closure vars, outer tracers)``."""
     constvars: list[Var] = []
-    consts: list[np.ndarray] = []
+    consts: list[Any] = []
     closure_vars: list[Var] = []
     closure_args: list[Any] = []
     for v, val in builder.const_values.items():
@@ -244,6 +243,13 @@ def build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer]) -> tuple[Gra
         else:
             constvars.append(v)
             consts.append(val)
+    return constvars, consts, closure_vars, closure_args
+
+
+def build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer]) -> tuple[Graph, list[Any]]:
+    """The closed Graph of what ``builder`` recorded, with ``outs`` as outputs, and the outer
+    tracers it closes over (its trailing inputs)."""
+    constvars, consts, closure_vars, closure_args = split_consts(builder)
     outvars = tuple(builder.atom(t) for t in outs)
     graph = Graph(tuple(builder.invars) + tuple(closure_vars), tuple(constvars), tuple(consts),
                   tuple(builder.eqns), outvars)
