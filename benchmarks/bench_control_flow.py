@@ -1,4 +1,6 @@
-"""Loops under jit: time and engine allocations per iteration of a while_loop, a loop that
+"""Loops under jit: time and engine allocations per iteration of a while_loop, the same loop
+run as one native C function against the numpy engine and JAX at 10 / 1,000 / 100,000
+elements, a loop that
 writes one row of a large carry per iteration (``x.at[i].set``), and the gradient through a
 10,000-iteration while_loop with and without checkpointing.
 
@@ -110,6 +112,36 @@ def bench_grad(n: int) -> list[list[str]]:
     return rows
 
 
+def _per_iteration(fn, x: np.ndarray, n: int) -> float:
+    fn(x)
+    return median_time(lambda: fn(x), repeat=5) / n
+
+
+def bench_native_loops(jax, sizes: tuple[int, ...], iterations: tuple[int, ...]) -> list[list[str]]:
+    """Per iteration of ``x = tanh(x) * 0.5 + 0.1`` over float64 carries: the while_loop (a
+    counter carry) and the fori_loop on the numpy engine and as a native loop, and JAX's
+    fori_loop; engines timed in turns in one run."""
+    rows = []
+    for size, n in zip(sizes, iterations):
+        x = np.linspace(-1, 1, size)
+        times = {}
+        for native in (False, True):
+            fg.config.update("fungraph_native_cpu", native)
+            w = fg.jit(lambda x, n=n: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.5
+                                                                                      + 0.1), (0, x))[1])
+            f = fg.jit(lambda x, n=n: lax.fori_loop(0, n, lambda i, v: fnp.tanh(v) * 0.5 + 0.1, x))
+            times[native] = (_per_iteration(w, x, n), _per_iteration(f, x, n))
+        fg.config.update("fungraph_native_cpu", True)
+        tj = float("nan")
+        if jax is not None:
+            jf = jax.jit(lambda x, n=n: jax.lax.fori_loop(0, n, lambda i, v: jax.numpy.tanh(v) * 0.5 + 0.1, x))
+            tj = _per_iteration(lambda v: jax.block_until_ready(jf(v)), x, n)
+        fmt = lambda t: f"{t * 1e6:.3g} us"  # noqa: E731
+        rows.append([f"{size:,}", fmt(times[False][0]), fmt(times[True][0]), fmt(times[False][1]),
+                     fmt(times[True][1]), fmt(tj), f"{times[True][1] / tj:.2f}"])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -118,6 +150,10 @@ def main() -> None:
     n = 200 if args.quick else 1000
     print(f"== while_loop of {n} iterations, carry of 1,000 float64 (tanh(x) * 0.5 + 0.1)")
     print(table(bench_loop(n, 1000, jax), ["what", "per iteration", "engine allocations", "carry copies"]))
+    print("\n== native loops: per iteration of tanh(x) * 0.5 + 0.1, float64 (numpy engine / native / JAX)")
+    iterations = (2000, 500, 20) if args.quick else (20000, 4000, 100)
+    print(table(bench_native_loops(jax, (10, 1000, 100_000), iterations),
+                ["elements", "while numpy", "while native", "fori numpy", "fori native", "jax fori", "native/jax"]))
     k = 100 if args.quick else 500
     print(f"\n== fori_loop of {k} iterations writing row i of a 1000 x 1000 float32 carry (x.at[i].set)")
     print(table(bench_row_updates(k, 1000, 1000, jax), ["what", "per iteration", "carry"]))

@@ -3,6 +3,8 @@ and scan against Python-unrolled equivalents; reverse mode through data-dependen
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,16 @@ from fungraph import lax
 from fungraph.backends.cpu import ENGINE_STATS
 from fungraph.primitives.while_loop import LOOP_STATS, tape_count
 from fungraph.testing import check_grads
+
+
+@pytest.fixture
+def numpy_loops() -> Iterator[None]:
+    """The numpy engine's loops (``_lower_while``/``_lower_scan`` stepping in Python): the
+    native engine would run an elementwise loop as one C function instead."""
+    was = fg.config.fungraph_native_cpu
+    fg.config.update("fungraph_native_cpu", False)
+    yield
+    fg.config.update("fungraph_native_cpu", was)
 
 XS = np.array([-1.3, -0.2, 0.4, 1.7])
 
@@ -261,7 +273,7 @@ def test_loop_body_reads_and_writes_rows_at_traced_indices(axis: int) -> None:
     np.testing.assert_array_equal(lax.fori_loop(0, n, body, x), want)
 
 
-def test_generated_loop_step_reads_every_kind_of_operand(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_generated_loop_step_reads_every_kind_of_operand(monkeypatch: pytest.MonkeyPatch, numpy_loops: None) -> None:
     """The generated loop step (``cpu._step_function``) against a Python loop: a closure
     constant, literals, a nested loop (several results), a carry passed through unchanged (a
     copy into the carry view), a row updated in place (a donated carry), a scan output, and a
@@ -412,7 +424,7 @@ def test_sub_graphs_are_planned_into_one_scratch_block_of_the_parent() -> None:
 
 
 @pytest.mark.parametrize("n", [0, 1, 4, 7])
-def test_jitted_loops_are_right_for_every_trip_count_parity(n: int) -> None:
+def test_jitted_loops_are_right_for_every_trip_count_parity(n: int, numpy_loops: None) -> None:
     x = np.linspace(0.1, 0.9, 64)
     f = fg.jit(lambda x: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, fnp.sin(c[1]) * 1.5), (0, x))[1])
     s = fg.jit(lambda x: lax.scan(lambda c, _: (fnp.sin(c) * 1.5, c), x, None, length=n))

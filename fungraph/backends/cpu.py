@@ -21,6 +21,7 @@ import numpy as np
 from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
+from fungraph.backends.native.loops import loop_lowering
 from fungraph.backends.native.regions import native_regions, runs_natively
 from fungraph.core import Primitive, ScratchLowering, get_primitive, register_lowering
 from fungraph.interpreters.memory import MemoryPlan
@@ -470,9 +471,13 @@ def _own_carries(outs: Sequence[np.ndarray], carry: list[Any], stay: Sequence[in
 
 
 def _lower_while(eqn: Any, block: np.ndarray) -> Lowering:
-    """Iteration k writes the carry into view k % 2: the equation's planned outputs and a
+    """An elementwise loop runs as one native C function (:mod:`.native.loops`). Otherwise
+    iteration k writes the carry into view k % 2: the equation's planned outputs and a
     second view in the block (libnnc's multi-view, k = 2); no carry is copied between
     iterations, and one copy at the end when the loop ends on the second view."""
+    native = loop_lowering(eqn)
+    if native is not None:
+        return native
     p = eqn.params
     n_cc, n_bc = p["n_cc"], p["n_bc"]
     cond_c = _compiled(p["cond_graph"])
@@ -505,6 +510,9 @@ def _lower_while(eqn: Any, block: np.ndarray) -> Lowering:
 
 
 def _lower_scan(eqn: Any, block: np.ndarray) -> Lowering:
+    native = loop_lowering(eqn)
+    if native is not None:
+        return native
     p = eqn.params
     nc, nx, length, reverse = p["num_carry"], p["num_xs"], p["length"], p["reverse"]
     body_c, stay = _loop_body(p["body"], nc)
