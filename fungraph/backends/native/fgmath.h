@@ -213,14 +213,14 @@ FG_INLINE double fg__poly_erfc_f64(double z, int64_t second) {
 /* ---- exponentials ------------------------------------------------------------------------ */
 
 /* expm1(r) for |r| <= ln2/2 (plus rounding). */
-FG_INLINE double fg__expm1_kernel_f64(double r) { return r + r * r * fg__poly_exp_f64(r); }
+FG_INLINE double fg__expm1_kernel_f64(double r) { return FG__MLA(r * r, fg__poly_exp_f64(r), r); }
 
 /* x = k ln2 + r with |r| <= ln2/2, for |x| < 2^10 ln2 * 2. */
 FG_INLINE double fg__exp_reduce_f64(double x, int64_t *k) {
-    double t = x * FG__LOG2E + FG__SHIFT64;
+    double t = FG__MLA(x, FG__LOG2E, FG__SHIFT64);
     double n = t - FG__SHIFT64;
     *k = fg__shifted_int_f64(t);
-    return (x - n * FG__LN2HI) - n * FG__LN2LO;
+    return FG__MLA(-n, FG__LN2LO, x - n * FG__LN2HI);
 }
 
 FG_INLINE double fg_exp_f64(double x) {
@@ -346,15 +346,16 @@ FG_INLINE double fg_log1p_f64(double x) {
 FG_INLINE double fg_tanh_f64(double x) {
     double a = fg__abs_f64(x);
     double z = x * x;
-    double small = x + x * z * fg__poly_tanh_f64(z);
-    /* exp(2a) for a <= 20 (tanh rounds to 1 beyond): one scaling step, no overflow */
+    double small = FG__MLA(x * z, fg__poly_tanh_f64(z), x);
+    /* exp(2a) + 1 for a <= 20 (tanh rounds to 1 beyond): one scaling step, no overflow; NaN
+     * stays NaN through this path */
     double ac = a > 20.0 ? 20.0 : a;
     int64_t k;
     double r = fg__exp_reduce_f64(2.0 * ac, &k);
-    double e = (1.0 + fg__expm1_kernel_f64(r)) * fg__from_bits_f64((uint64_t)(k + 1023) << 52);
-    double big = fg__xorsign_f64(1.0 - 2.0 / (e + 1.0), fg__sign_f64(x));
+    double e1 = FG__MLA(1.0 + fg__expm1_kernel_f64(r), fg__from_bits_f64((uint64_t)(k + 1023) << 52), 1.0);
+    double big = fg__xorsign_f64(1.0 - 2.0 / e1, fg__sign_f64(x));
     double y = a < 0.625 ? small : big;
-    return x == 0.0 || x != x ? x : y;
+    return a < 0x1p-27 ? x : y; /* tanh(x) rounds to x there, and zeros keep their sign */
 }
 
 /* e^a / 2 and e^-a / 2 for 0 <= a <= 711, each within an ulp, without overflowing early. */
