@@ -7,6 +7,8 @@
  * (without it gcc 12 does not if-convert the float32 loops that widen to float64), and WITHOUT
  * -ffast-math, which would break the NaN/Inf/signed-zero handling below. FMA contraction
  * (gcc's default -ffp-contract=fast) is fine: no error-free transformation here multiplies.
+ * Polynomials and range reductions use FG__MLA, a fused multiply-add wherever the target has
+ * one (__FP_FAST_FMA), so -ffp-contract=off (the native engine's flag) does not slow them.
  *
  * pow works in double-double: log|x| to about 2^-66 relative, y log|x| as an exact product,
  * then exp of the sum.
