@@ -117,28 +117,45 @@ def _per_iteration(fn, x: np.ndarray, n: int) -> float:
     return median_time(lambda: fn(x), repeat=5) / n
 
 
+def native_loop_times(jax, size: int, n: int) -> dict[str, float]:
+    """Seconds per iteration of ``x = tanh(x) * 0.5 + 0.1`` over ``size`` float64 elements:
+    the while_loop (a counter carry) and the fori_loop on the numpy engine and as a native
+    loop, and JAX's (NaN without JAX); engines timed one after another in one run."""
+    x = np.linspace(-1, 1, size)
+    times = {}
+    x64 = fg.config.jax_enable_x64
+    fg.config.update("jax_enable_x64", True)  # float64 carries, as JAX's
+    for native, engine in ((False, "numpy"), (True, "native")):
+        fg.config.update("fungraph_native_cpu", native)
+        w = fg.jit(lambda x: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.5 + 0.1),
+                                            (0, x))[1])
+        f = fg.jit(lambda x: lax.fori_loop(0, n, lambda i, v: fnp.tanh(v) * 0.5 + 0.1, x))
+        times[f"while {engine}"], times[f"fori {engine}"] = _per_iteration(w, x, n), _per_iteration(f, x, n)
+    fg.config.update("fungraph_native_cpu", True)
+    fg.config.update("jax_enable_x64", x64)
+    times["jax while"] = times["jax fori"] = float("nan")
+    if jax is not None:
+        jnp = jax.numpy
+        jw = jax.jit(lambda x: jax.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, jnp.tanh(c[1]) * 0.5
+                                                                                  + 0.1), (0, x))[1])
+        jf = jax.jit(lambda x: jax.lax.fori_loop(0, n, lambda i, v: jnp.tanh(v) * 0.5 + 0.1, x))
+        times["jax while"] = _per_iteration(lambda v: jax.block_until_ready(jw(v)), x, n)
+        times["jax fori"] = _per_iteration(lambda v: jax.block_until_ready(jf(v)), x, n)
+    return times
+
+
+def us(t: float) -> str:
+    return f"{t * 1e6:.3g} us"
+
+
 def bench_native_loops(jax, sizes: tuple[int, ...], iterations: tuple[int, ...]) -> list[list[str]]:
-    """Per iteration of ``x = tanh(x) * 0.5 + 0.1`` over float64 carries: the while_loop (a
-    counter carry) and the fori_loop on the numpy engine and as a native loop, and JAX's
-    fori_loop; engines timed in turns in one run."""
+    """Rows of :func:`native_loop_times` per carry size: while and fori loops on both engines,
+    JAX's fori_loop, and native fori over JAX fori."""
     rows = []
     for size, n in zip(sizes, iterations):
-        x = np.linspace(-1, 1, size)
-        times = {}
-        for native in (False, True):
-            fg.config.update("fungraph_native_cpu", native)
-            w = fg.jit(lambda x, n=n: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.5
-                                                                                      + 0.1), (0, x))[1])
-            f = fg.jit(lambda x, n=n: lax.fori_loop(0, n, lambda i, v: fnp.tanh(v) * 0.5 + 0.1, x))
-            times[native] = (_per_iteration(w, x, n), _per_iteration(f, x, n))
-        fg.config.update("fungraph_native_cpu", True)
-        tj = float("nan")
-        if jax is not None:
-            jf = jax.jit(lambda x, n=n: jax.lax.fori_loop(0, n, lambda i, v: jax.numpy.tanh(v) * 0.5 + 0.1, x))
-            tj = _per_iteration(lambda v: jax.block_until_ready(jf(v)), x, n)
-        fmt = lambda t: f"{t * 1e6:.3g} us"  # noqa: E731
-        rows.append([f"{size:,}", fmt(times[False][0]), fmt(times[True][0]), fmt(times[False][1]),
-                     fmt(times[True][1]), fmt(tj), f"{times[True][1] / tj:.2f}"])
+        t = native_loop_times(jax, size, n)
+        rows.append([f"{size:,}", *(us(t[k]) for k in ("while numpy", "while native", "fori numpy", "fori native",
+                                                         "jax fori")), f"{t['fori native'] / t['jax fori']:.2f}"])
     return rows
 
 

@@ -1,5 +1,7 @@
 """One table across engines: each workload's median time and peak traced memory for numpy
-eager, fungraph eager, fungraph jit (CPU), fungraph jit (OpenCL) and JAX when installed.
+eager, fungraph eager, fungraph jit (CPU), fungraph jit (OpenCL) and JAX when installed; then
+the rows of issue #35 for the native CPU engine: elementwise work on 1M elements (numpy
+engine, native engine, JAX) and a while_loop's time per iteration (native loop, JAX).
 
     python benchmarks/bench_summary.py [--quick]
 
@@ -20,10 +22,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
+from bench_control_flow import native_loop_times, us  # noqa: E402
 from bench_jit import _mlp_params, chain20, jax_sgd_step, numpy_step, sgd_step  # noqa: E402
+from bench_native import bench_elementwise  # noqa: E402
 
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
+from fungraph.backends.native import native_enabled  # noqa: E402
 
 
 def _opencl_jit(f: Callable[..., Any]) -> Callable[..., Any] | None:
@@ -68,6 +73,40 @@ def _jax_fn(jax: Any, key: str) -> Callable[..., Any] | None:
     return lambda *a: jax.block_until_ready(f(*a))
 
 
+def native_elementwise_table(jax: Any, n: int, rounds: int) -> str:
+    """``bench_native.py``'s elementwise rows at ``n`` elements, float32 and float64."""
+    header = ["work", "numpy engine", "native", "speed-up", "regions", "max rel diff"]
+    header += ["jax", "native / jax"] if jax is not None else []
+    with fg.enable_x64():  # the float64 rows
+        rows = bench_elementwise(n, jax, rounds=rounds)
+    return table(rows, header)
+
+
+def native_loop_table(jax: Any, sizes: tuple[int, ...], iterations: tuple[int, ...]) -> str:
+    """Per iteration of a float64 ``while_loop`` (``tanh(x) * 0.5 + 0.1`` and a counter) at
+    each carry size: numpy engine, native loop and JAX."""
+    rows = []
+    for size, n in zip(sizes, iterations):
+        t = native_loop_times(jax, size, n)
+        rows.append([f"{size:,}", us(t["while numpy"]), us(t["while native"])])
+        rows[-1] += [us(t["jax while"]), f"{t['while native'] / t['jax while']:.2f}"] if jax is not None else []
+    return table(rows, ["elements", "numpy engine", "native"] + (["jax", "native / jax"] if jax is not None else []))
+
+
+def native_tables(jax: Any, quick: bool) -> str:
+    """The native engine's rows of issue #35, or why there are none."""
+    if not native_enabled():
+        return "native engine: no C compiler found (or FUNGRAPH_NATIVE_CPU=0), no rows"
+    n = 1 << 20
+    iterations = (2000, 500, 20) if quick else (20000, 4000, 100)
+    return "\n".join([
+        f"== native engine: elementwise on {n:,} elements (median, engines timed in turns)",
+        native_elementwise_table(jax, n, rounds=3 if quick else 7),
+        "\n== native engine: while_loop per iteration, float64 (median of 5)",
+        native_loop_table(jax, (10, 1000, 100_000), iterations),
+    ])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -100,6 +139,8 @@ def main() -> None:
             rows.append([label, name, f"{t * 1e3:.2f} ms", f"{peak / 2**20:.1f} MiB", f"{base / t:.2f}x"])
             label = ""
     print(table(rows, ["workload", "engine", "median", "peak traced memory", "speed vs numpy"]))
+    print()
+    print(native_tables(jax, args.quick))
 
 
 if __name__ == "__main__":

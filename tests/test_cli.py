@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -226,3 +227,31 @@ def test_bench_outside_a_checkout(monkeypatch: pytest.MonkeyPatch, capsys: pytes
 
 def test_the_repository_has_benchmarks() -> None:
     assert cli.benchmarks_dir() == REPO / "benchmarks"
+
+
+def test_bench_summary_has_the_native_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fungraph bench` (bench_summary.py) prints issue #35's rows: each elementwise function
+    at float32 and float64 on the numpy engine, the native engine and JAX, and the native
+    while_loop's time per iteration at each carry size (small sizes here)."""
+    import fungraph as fg
+    from fungraph.backends.native import native_enabled
+
+    assert native_enabled(), "the suite's machine has a C compiler"
+    spec = importlib.util.spec_from_file_location("_fungraph_bench_summary", REPO / "benchmarks" / "bench_summary.py")
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    monkeypatch.setattr(sys.modules["_util"], "QUIET_S", 0.0)
+    saved = fg.config.fungraph_native_cpu, fg.config.jax_enable_x64
+    try:
+        for jax in (None, summary.try_jax()):
+            text = summary.native_elementwise_table(jax, 4096, rounds=1)
+            for work in ("tanh(x)*2+1", "exp(x)*2+1", "log1p(abs(x))*2+1", "gelu (tanh form)"):
+                for dtype in ("float32", "float64"):
+                    assert re.search(rf"^{re.escape(work)} {dtype} +\d", text, re.M), text
+            assert ("native / jax" in text) == (jax is not None)
+            loops = summary.native_loop_table(jax, (10, 1000), (3, 3))
+            assert re.search(r"^10 +\S+ us +\S+ us", loops, re.M) and re.search(r"^1,000 +\S+ us", loops, re.M), loops
+            assert ("native / jax" in loops) == (jax is not None)
+    finally:
+        fg.config.update("fungraph_native_cpu", saved[0])
+        fg.config.update("jax_enable_x64", saved[1])

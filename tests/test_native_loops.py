@@ -162,3 +162,27 @@ def test_disk_cache_keeps_loops_across_jit_caches(native: None, tmp_path: Path) 
     f = lambda x: lax.fori_loop(0, 3, lambda i, v: v * 0.5 + 1.0, x)  # noqa: E731
     assert_same(f, np.ones(5))
     assert list(tmp_path.glob("*.so"))
+
+
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_trig_loops_take_the_fast_versions_and_fall_back_per_iteration(native: None, x64: bool, name: str) -> None:
+    """A loop body calling sin, cos or tan checks its arguments each iteration and runs
+    fgmath.h's fast ``_small`` versions when all are within FG_TRIG_SMALL_MAX (about 1.6e6),
+    else the full-range ones for that iteration: here the arguments grow 4x per iteration,
+    so the first iterations are fast and the later ones are not."""
+    trig = getattr(fnp, name)
+    body = lambda i, c: (c[0] * 4.0, c[1] * 0.5 + trig(c[0]))  # noqa: E731
+    graph = fg.make_graph(lambda x: lax.fori_loop(0, 6, body, (x, x)))(np.ones(4))
+    p = next(e for e in graph.eqns if e.primitive.name == "scan").params
+    src = loop_source("f", p["body"].invars[:2], None, 0, p["body"], 6)
+    assert src is not None and "fg_trig_small_ok_" in src and f"fg_{name}_small_" in src and "if (ok)" in src
+    with fg.enable_x64(x64):
+        small = np.linspace(-3.0, 3.0, 37)
+        for x in (small, np.concatenate([small, [4e5, -1e5, 2e6, 1e22, np.inf, np.nan]])):
+            with np.errstate(invalid="ignore"):
+                got, want = run_both(lambda x: lax.fori_loop(0, 6, body, (x, x)), x)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+                eps = np.finfo(g.dtype).eps
+                np.testing.assert_allclose(g, w, rtol=8 * eps, atol=8 * eps)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.backends.native.codegen import INCLUDES, RULES, Term, ctype, literal, prelude, supported
+from fungraph.backends.native.codegen import INCLUDES, RULES, TRIG, Term, _suffix, ctype, literal, prelude, supported
 from fungraph.backends.native.regions import native_enabled
 from fungraph.backends.native.toolchain import build
 from fungraph.ir import Eqn, Graph, Literal, Var
@@ -44,8 +44,11 @@ def _elementwise(graph: Graph, shape: tuple[int, ...], scalar_only: bool = False
     return all(np.ndim(a.array) == 0 for a in literals) and all(tuple(v.aval.shape) in {(), shape} for v in values)
 
 
-def _emit(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter: Any) -> None:
-    """C statements computing ``eqns`` (operands named in ``names``), appended to ``lines``."""
+def _emit(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter: Any, trig: str = "full") -> None:
+    """C statements computing ``eqns`` (operands named in ``names``), appended to ``lines``.
+    ``trig`` picks fgmath.h's sin, cos and tan: ``full`` (every argument), ``small`` (exact up
+    to FG_TRIG_SMALL_MAX only), or ``check`` (``small``, AND-ing into ``ok`` whether each
+    argument is within its range)."""
 
     def fresh(expr: str, t: str) -> str:
         n = f"t{next(counter)}"
@@ -57,7 +60,13 @@ def _emit(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter:
         out = e.outputs[0]
         term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
                     dict(e.params), fresh)
-        expr = RULES[e.primitive.name](term)
+        if trig != "full" and e.primitive.name in TRIG:
+            sfx = _suffix(out.aval.dtype)
+            if trig == "check":
+                lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
+            expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
+        else:
+            expr = RULES[e.primitive.name](term)
         names[out] = f"v{next(counter)}"
         lines.append(f"const {ctype(out.aval.dtype)} {names[out]} = {expr};")
 
@@ -119,13 +128,14 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
     _emit(scalar_eqns, names, step, counter)
     arrays = [j for j, v in enumerate(carries) if v.aval.shape != ()]
     if arrays and size > 0:
-        inner: list[str] = []
-        for v, ptr in element.items():
-            names[v] = f"e{next(counter)}"
-            inner.append(f"const {ctype(v.aval.dtype)} {names[v]} = {ptr}[i];")
-        _emit(array_eqns, names, inner, counter)
-        inner += [f"o{j}[i] = {names[body.outvars[j]]};" for j in arrays]
-        step += ["#pragma omp simd", f"for (int64_t i = 0; i < {size}; i++) {{", *("    " + x for x in inner), "}"]
+        if any(e.primitive.name in TRIG for e in array_eqns):
+            check = _element_loop(array_eqns, element, dict(names), counter, size, "check", ())
+            small = _element_loop(array_eqns, element, dict(names), counter, size, "small", body.outvars, arrays)
+            full = _element_loop(array_eqns, element, names, counter, size, "full", body.outvars, arrays)
+            step += ["int ok = 1;", *check, "if (ok) {", *("    " + x for x in small), "} else {",
+                     *("    " + x for x in full), "}"]
+        else:
+            step += _element_loop(array_eqns, element, names, counter, size, "full", body.outvars, arrays)
     scalars = [j for j, v in enumerate(carries) if v.aval.shape == ()]
     news = [names[body.outvars[j]] for j in scalars]
     step += [f"const {ctype(carries[j].aval.dtype)} n{j} = {n};" for j, n in zip(scalars, news)]
@@ -134,6 +144,21 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
     lines += [f"o{j}[0] = s{j};" for j in scalars]
     lines.append("return it;")
     return "\n".join([f"int64_t {name}({', '.join(params)})", "{", *("    " + x for x in lines), "}", ""])
+
+
+def _element_loop(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Any, size: int,
+                  trig: str, outvars: Sequence[Var], arrays: Sequence[int] = ()) -> list[str]:
+    """One pass over the elements computing ``eqns`` (:func:`_emit`'s ``trig``) and storing the
+    array carries ``arrays`` of ``outvars``; a ``check`` pass stores nothing and AND-reduces
+    ``ok`` (so the compiler keeps only what the trig arguments need)."""
+    inner: list[str] = []
+    for v, ptr in element.items():
+        names[v] = f"e{next(counter)}"
+        inner.append(f"const {ctype(v.aval.dtype)} {names[v]} = {ptr}[i];")
+    _emit(eqns, names, inner, counter, trig)
+    inner += [f"o{j}[i] = {names[outvars[j]]};" for j in arrays]
+    pragma = "#pragma omp simd reduction(&:ok)" if trig == "check" else "#pragma omp simd"
+    return [pragma, f"for (int64_t i = 0; i < {size}; i++) {{", *("    " + x for x in inner), "}"]
 
 
 def _bind(fn: Any, ins: Sequence[Var], outs: Sequence[Var], carry_from: int, counted: bool) -> Lowering:
