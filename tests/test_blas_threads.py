@@ -1,4 +1,4 @@
-"""The CPU engine's BLAS thread count per matrix product (fungraph.backends.blas)."""
+"""The CPU engine's BLAS thread count per matrix product (fungraph._blas)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 import fungraph as fg
 import fungraph.numpy as fnp
-from fungraph.backends import blas
+from fungraph import _blas as blas
 
 
 @pytest.fixture

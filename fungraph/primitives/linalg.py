@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.backends.blas import with_blas_threads
+from fungraph._blas import with_blas_threads
 from fungraph.core import Primitive, ShapeError, register_lowering
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import to_front
@@ -135,7 +135,7 @@ def _dot_batch(args: Any, dims: Any, *, dimension_numbers: DimNums) -> tuple[Any
 def _dot_cpu(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers: Any) -> np.ndarray:
     """The CPU lowering: one ``matmul`` into ``out`` (a broadcast multiply when nothing is
     contracted), through a temporary only when ``out`` cannot be seen as ``[b, m, n]``. The
-    BLAS thread count comes from ``fungraph.backends.blas``."""
+    BLAS thread count comes from ``fungraph._blas``."""
     (lc, rc), (lb, rb) = dimension_numbers
     if not lb and lhs.ndim == 2 and rhs.ndim == 2 and len(lc) == 1:
         a = lhs if lc == (1,) else lhs.T
