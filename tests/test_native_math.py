@@ -72,7 +72,7 @@ WHOLE = ((TINY64, HUGE64),)
 FUNCTIONS = {f.name: f for f in (
     _fn("exp", np.exp, WHOLE + ((1e-3, 750.0),), 1.0),
     _fn("exp2", np.exp2, WHOLE + ((1e-3, 1100.0),), 1.5),
-    _fn("expm1", np.expm1, WHOLE + ((1e-9, 750.0),), 1.0),
+    _fn("expm1", np.expm1, WHOLE + ((1e-9, 750.0),), 1.5, 1.5),
     _fn("log", np.log, WHOLE + ((0.5, 2.0),), 1.0),
     _fn("log2", np.log2, WHOLE + ((0.5, 2.0),), 1.5),
     _fn("log10", np.log10, WHOLE + ((0.5, 2.0),), 1.5),
