@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.array import HostArray, hosted
+from fungraph.array import DeletedHostArray, HostArray, hosted
 from fungraph.numpy._reductions import accumulating_dtype
 
 _PY_SCALARS = (int, float, complex)
@@ -320,32 +320,42 @@ def _reduction_rules() -> dict[str, Any]:
 
 def install(methods: dict[str, Any]) -> None:
     """Give :class:`HostArray` JAX's operators and methods: ``methods`` are the ``fungraph.numpy``
-    ones tracers get (operators under their dunder names)."""
+    ones tracers get (operators under their dunder names). A donated (deleted) array refuses
+    each of them with JAX's error, as it refuses numpy's."""
+    installed: dict[str, Any] = {}
+
+    def put(name: str, value: Any) -> None:
+        setattr(HostArray, name, value)
+        installed[name] = value
+
     for name, fn in methods.items():
         if name in _NUMPY_KEPT:
             continue
         if isinstance(fn, property):
-            setattr(HostArray, name, property(_jax_method(name, fn.fget)))
+            put(name, property(_jax_method(name, fn.fget)))
         elif name.startswith("__"):
-            setattr(HostArray, name, fn)
+            put(name, fn)
         else:
-            setattr(HostArray, name, _jax_method(name, fn))
+            put(name, _jax_method(name, fn))
     for name, (ufunc, kind) in _BINARY.items():
         forward = methods[name]
-        setattr(HostArray, name, _binary(name, ufunc, forward, kind, False))
+        put(name, _binary(name, ufunc, forward, kind, False))
         if name not in _NO_REFLECTION:
             rname = "__r" + name[2:]
-            setattr(HostArray, rname, _binary(rname, ufunc, forward, kind, True))
+            put(rname, _binary(rname, ufunc, forward, kind, True))
     for name, ufunc in _UNARY.items():
-        setattr(HostArray, name, _unary(name, ufunc, methods[name]))
-    HostArray.__pos__ = _pos
+        put(name, _unary(name, ufunc, methods[name]))
+    put("__pos__", _pos)
     for name in _VIEWS:
-        setattr(HostArray, name, _viewing(name))
-    HostArray.T = _viewing_property("T")
-    HostArray.astype = _astype
-    HostArray.dot = _dot(HostArray.dot)
+        put(name, _viewing(name))
+    put("T", _viewing_property("T"))
+    put("astype", _astype)
+    put("dot", _dot(HostArray.dot))
     for name, rule in _reduction_rules().items():
-        setattr(HostArray, name, _reduction(name, getattr(HostArray, name), rule))
+        put(name, _reduction(name, getattr(HostArray, name), rule))
     for name, kind in _SCALAR_CONVERSIONS.items():
-        setattr(HostArray, name, _to_scalar(kind))
+        put(name, _to_scalar(kind))
+    for name, value in installed.items():
+        refuse = DeletedHostArray._deleted
+        setattr(DeletedHostArray, name, property(refuse) if isinstance(value, property) else refuse)
 
