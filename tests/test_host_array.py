@@ -83,3 +83,10 @@ def test_result_aval_is_taken_as_it_is_and_odd_dtypes_are_still_refused(monkeypa
     monkeypatch.undo()
     with pytest.raises(TypeError, match="does not support dtype object"):
         _ = a.astype(object).aval
+
+
+def test_numpy_functions_that_call_methods_with_numpys_defaults_work_on_results() -> None:
+    """``np.take`` calls ``a.take(i, axis=, out=None, mode='raise')``: numpy's method answers it."""
+    x = fg.jit(lambda a: a * 2)(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(np.take(x, np.arange(2), axis=1), np.arange(6.0).reshape(2, 3)[:, :2] * 2)
+    np.testing.assert_array_equal(np.compress([True, False], x, axis=0), [[0.0, 2.0, 4.0]])

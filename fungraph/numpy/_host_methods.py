@@ -209,11 +209,12 @@ def _astype(self: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _jax_method(name: str, fn: Any) -> Any:
     """``fungraph.numpy``'s method ``fn`` on a read-only array; numpy's own method on a writeable
-    one or with ``out=`` (numpy's functions call methods of their arguments so)."""
+    one or when called with an ``out`` keyword, even ``out=None``: numpy's functions call the
+    methods of their arguments so, with numpy's defaults (``np.take`` passes ``mode='raise'``)."""
     numpy_method = getattr(np.ndarray, name, None)
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if numpy_method is not None and (self.flags.writeable or kwargs.get("out") is not None):
+        if numpy_method is not None and (self.flags.writeable or "out" in kwargs):
             return numpy_method(self, *args, **kwargs)
         return _hosted_result(fn(self, *args, **kwargs))
 
