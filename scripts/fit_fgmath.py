@@ -160,11 +160,12 @@ FITS["erfc_tail"] = (lambda u: erfc_scaled(1 / (u + D(repr(ERF_TAIL)))), 1 / 6.0
 
 
 def horner_c(name: str, coefs: list[float], comment: str, single: bool = False) -> str:
-    """A C function evaluating the polynomial by Horner's rule, coefficients as exact hex floats."""
-    ctype, suffix, lit = ("float", "f32", "f") if single else ("double", "f64", "")
+    """A C function evaluating the polynomial by Horner's rule with fused multiply-adds where the
+    target has them (fgmath.h's FG__MLA), coefficients as exact hex floats."""
+    ctype, suffix, lit, mla = ("float", "f32", "f", "FG__MLAF") if single else ("double", "f64", "", "FG__MLA")
     expr = coefs[-1].hex() + lit
     for c in reversed(coefs[:-1]):
-        expr = f"{c.hex()}{lit} + z * ({expr})"
+        expr = f"{mla}(z, {expr}, {c.hex()}{lit})"
     return f"/* {comment} */\nFG_INLINE {ctype} fg__poly_{name}_{suffix}({ctype} z) {{\n    return {expr};\n}}\n"
 
 

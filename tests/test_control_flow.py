@@ -14,6 +14,7 @@ from fungraph import lax
 from fungraph.backends.cpu import ENGINE_STATS
 from fungraph.primitives.while_loop import LOOP_STATS, tape_count
 from fungraph.testing import check_grads
+from tests.helpers import jax_or_skip
 
 
 @pytest.fixture
@@ -458,3 +459,82 @@ def test_verifier_descends_into_every_branch() -> None:
                 g.outvars)
     with pytest.raises(VerificationError):
         bad.verify()
+
+
+def _nested_conds(depth: int, lax_module):
+    """``cond`` nested ``depth`` deep: level k adds 1 and goes deeper while ``x > k``."""
+    def f(x):
+        def go(k, y):
+            if k == 0:
+                return y * 2.0
+            return lax_module.cond(y > k, lambda t: go(k - 1, t) + 1.0, lambda t: t - 1.0, y)
+        return go(depth, x)
+    return f
+
+
+def _nested_whiles(depth: int):
+    """``while_loop`` nested ``depth`` deep: level k's body runs level k - 1 and adds 1 (once
+    from 0.5)."""
+    def f(x):
+        def go(k, y):
+            if k == 0:
+                return y * 2.0
+            return lax.while_loop(lambda c: c < k, lambda c: go(k - 1, c) + 1.0, y)
+        return go(depth, x)
+    return f
+
+
+def _nested_scans(depth: int):
+    """``scan`` nested ``depth`` deep, one step each, adding ``xs`` to the carry."""
+    def f(x):
+        def go(k, y):
+            if k == 0:
+                return y * 2.0
+            return lax.scan(lambda c, xi: (go(k - 1, c) + xi, None), y, np.array([0.5]))[0]
+        return go(depth, x)
+    return f
+
+
+def _executables_bound(monkeypatch, f, x) -> tuple[int, int]:
+    """CPU executable bindings to compile and first run ``jit(f)`` on fresh caches, and then
+    to run it again."""
+    from fungraph.backends.cpu import CpuExecutable
+    from fungraph.jit import clear_caches
+
+    count = [0]
+    bind = CpuExecutable._bind
+
+    def counted(self, *args, **kwargs):
+        count[0] += 1
+        return bind(self, *args, **kwargs)
+
+    monkeypatch.setattr(CpuExecutable, "_bind", counted)
+    clear_caches()
+    g = fg.jit(f)
+    g(x)
+    first = count[0]
+    g(x)
+    return first, count[0] - first
+
+
+@pytest.mark.parametrize("nest, x", [(lambda d: _nested_conds(d, lax), 25.0), (_nested_whiles, 0.5),
+                                     (_nested_scans, 0.5)], ids=["cond", "while", "scan"])
+def test_nested_control_flow_binds_linearly_many_executables(monkeypatch, numpy_loops, nest, x) -> None:
+    """Each level binds its sub-executables once, at most once more for running them: binding
+    one used to bind every level below it again, O(depth^2) executables (cond 160 deep:
+    25,602, 2.5 s to compile). ``x`` makes every level's sub-graph run."""
+    counts = {d: _executables_bound(monkeypatch, nest(d), np.float64(x)) for d in (0, 10, 20)}
+    first = {d: c[0] for d, c in counts.items()}
+    assert first[20] - first[10] <= first[10] - first[0] + 1, first
+    assert all(again == 0 for _, again in counts.values()), counts
+
+
+def test_nested_cond_matches_eager_and_jax() -> None:
+    jax, _ = jax_or_skip()
+    f = _nested_conds(12, lax)
+    want = jax.jit(_nested_conds(12, jax.lax))
+    g = fg.jit(f)
+    for x in (-3.0, 0.5, 4.5, 7.0, 11.5, 30.0):
+        eager = f(np.float64(x))
+        np.testing.assert_allclose(g(np.float64(x)), eager, rtol=1e-15)
+        np.testing.assert_allclose(eager, want(np.float64(x)), rtol=1e-15)

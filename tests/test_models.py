@@ -113,7 +113,10 @@ def test_jit_call_peak_is_a_small_fraction_of_eager(built: tuple) -> None:
     spec, fn, args, jitted = built
     exe = jitted.lower(*args).compiled.executable
     graph = exe.graph
-    assert {e.primitive.name for e in graph.eqns if not lowering_for(e.primitive)[1]} <= {"stop_gradient"}
+    # a fusion region has only a scratch rule (the numpy engine's chunks) or runs natively
+    assert {e.primitive.name for e in graph.eqns
+            if not lowering_for(e.primitive)[1]
+            and getattr(e.primitive.lowerings.get("cpu"), "scratch", None) is None} <= {"stop_gradient"}
     state = {"args": _copy(args)}
 
     def run_jit() -> None:
