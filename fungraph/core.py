@@ -454,7 +454,33 @@ def bind(prim: Primitive, args: Sequence[Any], params: Params) -> Any:
     trace = find_top_trace(args)
     tracers = [full_raise(trace, a) for a in args]
     outs = [full_lower(o) for o in trace.process_primitive(prim, tracers, params)]
+    if prim.elementwise and prim.name != "convert_element_type" and all(dtypes.is_weak(a) for a in args):
+        outs = [weakened(o) for o in outs]
     return tuple(outs) if prim.multiple_results else outs[0]
+
+
+_WEAK_CLASSES: dict[type, type] = {}
+
+
+def weak_array(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a read-only result typed weakly (a Python scalar converted for a primitive)."""
+    out = hosted(arr)
+    out.weak_type = True
+    return out
+
+
+def weakened(x: Any) -> Any:
+    """``x`` (a fresh result) marked weakly typed, as JAX types an elementwise result of weak inputs."""
+    if isinstance(x, Tracer):
+        cls = type(x)
+        if not cls.weak_type:
+            weak = _WEAK_CLASSES.get(cls)
+            if weak is None:
+                weak = _WEAK_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": (), "weak_type": True})
+            x.__class__ = weak
+    elif isinstance(x, np.ndarray) and hasattr(x, "weak_type"):
+        x.weak_type = True
+    return x
 
 
 # --- tracers ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import ShapeError
+from fungraph.core import ShapeError, weak_array
 from fungraph.ir import aval_of
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives.operands import asarray, cast, is_weak, promote
@@ -27,7 +27,7 @@ def _same_dtype(name: str, *xs: Any) -> list[Any]:
         raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
                         f"{', '.join(str(aval_of(a)) for a in arrays)}")
     dt = kinds.pop() if kinds else dtypes.result_type(*xs)
-    return [np.asarray(x, dt) if is_weak(x) else asarray(x) for x in xs]
+    return [weak_array(np.asarray(x, dt)) if is_weak(x) else asarray(x) for x in xs]
 
 
 _KINDS = {"i": "signedinteger", "u": "unsignedinteger", "f": "floating", "c": "complexfloating", "b": "bool"}

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import ShapeError, Tracer, to_concrete_dtype_array
+from fungraph.core import ShapeError, Tracer, to_concrete_dtype_array, weak_array, weakened
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives import shape as sh
 from fungraph.primitives._rules import normalize_axis
@@ -24,7 +24,7 @@ def is_weak(x: Any) -> bool:
 
 def asarray(x: Any) -> Any:
     """A tracer, or a numpy array of a supported dtype (lists and scalars converted)."""
-    if isinstance(x, Tracer):
+    if isinstance(x, Tracer) or dtypes.is_weak(x) and isinstance(x, np.ndarray) and x.dtype in dtypes.enabled():
         return x
     if isinstance(x, (list, tuple)) and any(isinstance(e, Tracer) for e in _flat(x)):
         return _stack([asarray(e) for e in x])
@@ -59,13 +59,26 @@ def promote(*args: Any, to_inexact: bool = False) -> list[Any]:
     dtype = dtypes.result_type(*args)
     if to_inexact and not dtypes.is_inexact(dtype):
         dtype = dtypes.float64
-    return [cast(a, dtype) for a in args]
+    return [_promoted(a, dtype) for a in args]
 
 
 def cast(x: Any, dtype: np.dtype) -> Any:
     if is_weak(x):
         return np.asarray(x, dtype=dtype)
     return convert(asarray(x), dtype)
+
+
+def _promoted(x: Any, dtype: np.dtype) -> Any:
+    """``x`` as ``dtype``, weak where ``x`` is (a Python scalar, a weak array): JAX's promotion
+    keeps the weak type, so an elementwise result of weak operands alone is weak too."""
+    if not dtypes.is_weak(x):
+        return cast(x, dtype)
+    if is_weak(x):
+        return weak_array(np.asarray(x, dtype=dtype))
+    out = convert(asarray(x), dtype)
+    if out is x:
+        return x
+    return weakened(out) if isinstance(out, Tracer) else weak_array(np.asarray(out))
 
 
 def normalize_axes(axis: Any, ndim: int, name: str) -> tuple[int, ...]:
