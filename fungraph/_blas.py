@@ -5,7 +5,7 @@ the cores are taken by other processes a thread descheduled for a time slice sta
 product: on a loaded 2-core machine a 256x1024x10 float32 product took 10-20 ms with two
 threads and 0.1 ms with one, and the MLP step's products 4x longer in all. XLA's Eigen pool
 lets the calling thread take the work of absent workers, so it does not pay this. The CPU
-engine therefore runs small products, and every product while no core is idle, on one thread.
+engine therefore runs small products on one thread; larger ones keep OpenBLAS's count.
 ``FUNGRAPH_BLAS_THREADS`` (a number) fixes the count instead.
 """
 
@@ -61,27 +61,12 @@ def _fixed_threads() -> int | None:
     return int(raw)
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def _no_idle_core() -> bool:
-    """Whether the last minute's load leaves no core beside the caller's for a second thread."""
-    try:
-        return os.getloadavg()[0] > _cores() - 1
-    except OSError:
-        return False
-
-
 def threads_for(multiply_adds: int, default: int) -> int:
     """The thread count for a product of ``multiply_adds`` (m*n*k) when OpenBLAS would use ``default``."""
     fixed = _fixed_threads()
     if fixed is not None:
         return fixed
-    if default <= 1 or multiply_adds < SMALL_PRODUCT or _no_idle_core():
+    if default <= 1 or multiply_adds < SMALL_PRODUCT:
         return 1
     return default
 
