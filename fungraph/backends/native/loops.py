@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fungraph.backends.native.codegen import INCLUDES, RULES, TRIG, Term, _suffix, ctype, literal, prelude, supported
-from fungraph.backends.native.regions import native_enabled
+from fungraph.backends.native.regions import native_enabled, returned
 from fungraph.backends.native.toolchain import build
 from fungraph.ir import Eqn, Graph, Literal, Var
 from fungraph.primitives.graph_utils import LOOP_STATS
@@ -190,13 +190,7 @@ def _bind(fn: Any, ins: Sequence[Var], outs: Sequence[Var], carry_from: int, cou
         NATIVE_LOOP_STATS["runs"] += 1
         if counted:
             LOOP_STATS["iterations"] += iterations
-        result = list(outputs)
-        for j, o in enumerate(outputs):
-            if o is None:
-                result[j] = targets[j]
-            elif o is not targets[j]:
-                np.copyto(o, targets[j])
-        return result
+        return returned(outputs, targets)
 
     return run
 

@@ -64,6 +64,18 @@ def native_regions(graph: Graph) -> dict[int, Lowering]:
     return lowerings
 
 
+def returned(outs: Sequence[Any], targets: Sequence[np.ndarray]) -> list[Any]:
+    """The planned outputs ``outs`` after native code wrote ``targets``: a missing one is its
+    target, one that is another buffer gets a copy."""
+    result = list(outs)
+    for j, o in enumerate(outs):
+        if o is None:
+            result[j] = targets[j]
+        elif o is not targets[j]:
+            np.copyto(o, targets[j])
+    return result
+
+
 def _lowering(fn: Any, small: Any, body: Graph) -> Lowering:
     """``fn`` (the region's C function) as a lowering; with ``small`` (its version with fast
     trigonometric functions, which says whether their arguments were in range) that runs
@@ -100,12 +112,6 @@ def _lowering(fn: Any, small: Any, body: Graph) -> Lowering:
                 ptrs[k] = held[-1].ctypes.data
             if not small(*ptrs):
                 fn(*ptrs)
-        result = list(outs)
-        for j, o in enumerate(outs):
-            if o is None:
-                result[j] = targets[j]
-            elif o is not targets[j]:
-                np.copyto(o, targets[j])
-        return result
+        return returned(outs, targets)
 
     return run
