@@ -45,6 +45,7 @@ from fungraph.primitives.mesh_collectives import (
     mesh_psum_scatter_p,
     pvary_p,
     replication_checked,
+    tiled_all_to_all_aval,
 )
 from fungraph.primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum
 from fungraph.primitives.shape import reshape, transpose
@@ -291,18 +292,7 @@ def _check_perm(perm: tuple[tuple[int, int], ...], axis_name: Hashable, size: in
 
 def _all_to_all_aval(x: ShapedArray, *, axis_name: Hashable, split_axis: int, concat_axis: int,
                      axis_size: int) -> ShapedArray:
-    """Blocks of ``split_axis`` go out, the examples' blocks come in along ``concat_axis`` (the
-    tiled form; :func:`all_to_all` builds the untiled one from it)."""
-    if not (0 <= split_axis < x.ndim and 0 <= concat_axis < x.ndim):
-        raise ShapeError(f"all_to_all over {axis_name!r}: split_axis {split_axis} or concat_axis {concat_axis} is "
-                         f"out of bounds for {x}")
-    if x.shape[split_axis] % axis_size:
-        raise ShapeError(f"all_to_all over {axis_name!r}: dimension {split_axis} of {x} must be a multiple of the "
-                         f"axis size {axis_size}")
-    shape = list(x.shape)
-    shape[split_axis] //= axis_size
-    shape[concat_axis] *= axis_size
-    return ShapedArray(tuple(shape), x.dtype)
+    return tiled_all_to_all_aval(x, axis_name, split_axis, concat_axis, axis_size)
 
 
 all_to_all_p = NamedAxisPrimitive("all_to_all", impl=_per_example_impl("all_to_all"), abstract_eval=_all_to_all_aval,

@@ -353,11 +353,11 @@ mesh_ppermute_p.transpose = lambda ct, x, *, perm, **params: (
 mesh_ppermute_p.batch = _elementwise_batch(mesh_ppermute_p)
 
 
-def _all_to_all_aval(x: ShapedArray, *, axis_name: Hashable, mesh: MeshAxes, split_axis: int,
-                     concat_axis: int) -> ShapedArray:
-    """Blocks of ``split_axis`` go out, every process's block comes in along ``concat_axis``
-    (the tiled form; ``lax.all_to_all`` builds the untiled one from it)."""
-    n = axis_size_of(mesh, axis_name)
+def tiled_all_to_all_aval(x: ShapedArray, axis_name: Hashable, split_axis: int, concat_axis: int,
+                          n: int) -> ShapedArray:
+    """Blocks of ``split_axis`` go out to the ``n`` members of the axis (processes here, the
+    examples of a ``vmap``), every member's block comes in along ``concat_axis`` (the tiled
+    form; ``lax.all_to_all`` builds the untiled one from it)."""
     if not (0 <= split_axis < x.ndim and 0 <= concat_axis < x.ndim):
         raise ShapeError(f"all_to_all over {axis_name!r}: split_axis {split_axis} or concat_axis {concat_axis} is "
                          f"out of bounds for {x}")
@@ -368,6 +368,11 @@ def _all_to_all_aval(x: ShapedArray, *, axis_name: Hashable, mesh: MeshAxes, spl
     shape[split_axis] //= n
     shape[concat_axis] *= n
     return ShapedArray(tuple(shape), x.dtype)
+
+
+def _all_to_all_aval(x: ShapedArray, *, axis_name: Hashable, mesh: MeshAxes, split_axis: int,
+                     concat_axis: int) -> ShapedArray:
+    return tiled_all_to_all_aval(x, axis_name, split_axis, concat_axis, axis_size_of(mesh, axis_name))
 
 
 def _all_to_all_impl(x: Any, *, axis_name: Hashable, mesh: MeshAxes, split_axis: int,
