@@ -361,14 +361,15 @@ FG_INLINE double fg_log1p_f64(double x) {
 
 /* ---- hyperbolic -------------------------------------------------------------------------- */
 
-/* tanh(x) = x + x (z num(z) / den(z)), z = x^2, for |x| < 1; for larger |x| = a, tanh(a) =
+/* tanh(x) = x + x (z num(z) / den(z)), z = x^2, for |x| < 1. For larger |x| = a, tanh(a) =
  * 1 - 2 / (e^2a + 1) with e^2a = 2^n (D + N) / (D - N), where n = round(2a / ln2), s = a - n ln2/2
- * (|s| <= ln2/4) and N / D = tanh(s) (a rational, so exp needs no polynomial of its own). Then
- * tanh(a) = 1 + (N - D) / (2^(n-1) (D + N) - (N - D) / 2): both branches share one division and
- * an FMA, y = m + m q. The large-argument errors are damped there (by about 0.3 at a = 1). */
+ * (|s| <= ln2/4) and N / D = tanh(s) (a rational, so exp needs no polynomial of its own):
+ * tanh(a) = 1 - 2 (D - N) / (2^n (D + N) + (D - N)). Both branches share one division and end in
+ * one FMA; the large-argument errors are damped by about 0.3 at a = 1, less beyond. */
 FG_INLINE double fg_tanh_f64(double x) {
     double a = fg__abs_f64(x);
     uint64_t ab = fg__bits_f64(a);
+    uint64_t sign = fg__sign_f64(x);
     double z = x * x;
     /* min(a, 19.5) in integer bits (+-Inf too; NaN is returned below): tanh rounds to 1 there */
     double ac = fg__from_bits_f64(ab < 0x4033800000000000ULL ? ab : 0x4033800000000000ULL);
@@ -382,14 +383,14 @@ FG_INLINE double fg_tanh_f64(double x) {
     double w = s * s;
     double pn = FG__MLA(s * w, fg__poly_tanh_pnum_f64(w), s);
     double pd = fg__poly_tanh_pden_f64(w);
-    double half_scale = fg__from_bits_f64((uint64_t)(fg__shifted_int_f64(t) + 1022) << 52); /* 2^(n-1) */
-    double big_num = pn - pd;
-    double big_den = FG__MLA(big_num, -0.5, half_scale * (pd + pn));
+    double scale = fg__from_bits_f64((uint64_t)(fg__shifted_int_f64(t) + 1023) << 52); /* 2^n */
+    double diff = pd - pn;
     int small = ab < 0x3ff0000000000000ULL; /* a < 1 */
-    double num = small ? z * fg__poly_tanh_num_f64(z) : big_num;
-    double den = small ? fg__poly_tanh_den_f64(z) : big_den;
-    double m = small ? x : fg__from_bits_f64(0x3ff0000000000000ULL | fg__sign_f64(x));
-    double y = FG__MLA(m, num / den, m);
+    double num = small ? z * fg__poly_tanh_num_f64(z) : diff;
+    double den = small ? fg__poly_tanh_den_f64(z) : FG__MLA(scale, pd + pn, diff);
+    double mul = small ? x : fg__from_bits_f64(0xc000000000000000ULL ^ sign); /* -2 sign(x) */
+    double add = small ? x : fg__from_bits_f64(0x3ff0000000000000ULL | sign);
+    double y = FG__MLA(mul, num / den, add);
     /* 2^-27 <= a <= Inf; else tanh(x) rounds to x (zeros keep their sign), or x is NaN */
     return ab - 0x3e40000000000000ULL <= 0x7ff0000000000000ULL - 0x3e40000000000000ULL ? y : x;
 }
