@@ -214,7 +214,7 @@ def horner_c(name: str, coefs: list[float], comment: str, single: bool = False) 
 
 
 #: float32 kernels: name -> (the float64 fit's function and interval, degree)
-FITS32 = {"exp": 5, "log": 3, "tanh": 6, "sin": 4, "cos": 4, "erf": 5}
+FITS32 = {"exp": 5, "log": 3, "sin": 4, "cos": 4, "erf": 5}
 
 
 def blended_c(name: str, first: list[float], second: list[float], comment: str) -> str:
@@ -229,8 +229,8 @@ def blended_c(name: str, first: list[float], second: list[float], comment: str) 
 
 
 def tanh_rational_c() -> str:
-    """float64 tanh's two rationals: (tanh(x) - x) / x^3 for x^2 <= 1, and tanh(s) / s for
-    |s| <= ln2/4 (with margin), both in z = x^2 (w = s^2)."""
+    """tanh's two rationals: (tanh(x) - x) / x^3 for x^2 <= 1, and tanh(s) / s for |s| <= ln2/4
+    (with margin), both in z = x^2 (w = s^2); float64 degrees 3/3 and 2/2, float32 1/2 and 1/1."""
     def over_cube(z: Decimal) -> Decimal:
         z = _tiny(z)
         return (tanh(z.sqrt()) - z.sqrt()) / (z.sqrt() * z)
@@ -239,15 +239,19 @@ def tanh_rational_c() -> str:
         w = _tiny(w)
         return tanh(w.sqrt()) / w.sqrt()
 
-    num, den, err = fit_rational(over_cube, 0.0, 1.0, 3, 3)
     w_max = (float(D(2).ln()) / 4 * 1.01) ** 2
-    pnum, pden, perr = fit_rational(over_s, 0.0, w_max, 2, 2, unit_num=True)
-    out = [horner_c("tanh_num", num, f"(tanh(x) - x) / x^3 = num(z) / den(z), z = x^2 <= 1: max relative "
-                    f"error {err:.2g}"),
-           horner_c("tanh_den", den, "its denominator"),
-           horner_c("tanh_pnum", pnum[1:], f"tanh(s) / s = (1 + w pnum(w)) / pden(w), w = s^2 <= {w_max:.5g}: "
-                    f"max relative error {perr:.2g}"),
-           horner_c("tanh_pden", pden, "its denominator")]
+    out = []
+    for single, (m, n), (pm, pn) in ((False, (3, 3), (2, 2)), (True, (1, 2), (1, 1))):
+        num, den, err = fit_rational(over_cube, 0.0, 1.0, m, n)
+        pnum, pden, perr = fit_rational(over_s, 0.0, w_max, pm, pn, unit_num=True)
+        if single:
+            num, den, pnum, pden = ([float(np.float32(c)) for c in cs] for cs in (num, den, pnum, pden))
+        out += [horner_c("tanh_num", num, f"(tanh(x) - x) / x^3 = num(z) / den(z), z = x^2 <= 1: max relative "
+                         f"error {err:.2g} (before rounding the coefficients)", single),
+                horner_c("tanh_den", den, "its denominator", single),
+                horner_c("tanh_pnum", pnum[1:], f"tanh(s) / s = (1 + w pnum(w)) / pden(w), w = s^2 <= {w_max:.5g}: "
+                         f"max relative error {perr:.2g}", single),
+                horner_c("tanh_pden", pden, "its denominator", single)]
     return "\n".join(out)
 
 
