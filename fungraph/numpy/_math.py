@@ -422,9 +422,9 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
     if n == 1:
         return sh.broadcast_to(fps, xs.shape)
     i = searchsorted(xps, xs, side="right")
-    i = ew.min_p.bind(ew.max_p.bind(ew.sub(i, np.asarray(1, np.int64)), np.asarray(0, np.int64)),
-                      np.asarray(n - 2, np.int64))
-    j = ew.add(i, np.asarray(1, np.int64))
+    index = i.dtype
+    i = ew.min_p.bind(ew.max_p.bind(ew.sub(i, np.asarray(1, index)), np.asarray(0, index)), np.asarray(n - 2, index))
+    j = ew.add(i, np.asarray(1, index))
     x0, x1 = take_prim(xps, i, 0), take_prim(xps, j, 0)
     f0, f1 = take_prim(fps, i, 0), take_prim(fps, j, 0)
     t = ew.div(ew.sub(xs, x0), ew.sub(x1, x0))

@@ -101,7 +101,7 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
     if x.ndim != 1:
         raise ValueError(f"searchsorted: a must be 1-d, got shape {x.shape}")
     n = x.shape[0]
-    index = dtypes.default_int()
+    index = dtypes.int32 if n <= np.iinfo(np.int32).max else dtypes.canonicalize(dtypes.int64)
     lo = sh.broadcast_to(np.asarray(0, index), vals.shape)
     hi = sh.broadcast_to(np.asarray(n, index), vals.shape)
     for _ in range(n.bit_length()):
