@@ -1,12 +1,44 @@
-"""``fungraph.scipy.stats``: log-densities, densities and cdfs of common distributions, one module
-per distribution like ``jax.scipy.stats`` (``fungraph.scipy.stats.norm.logpdf(x, loc, scale)``).
+"""``fungraph.scipy.stats``: log-densities, densities, cdfs and quantiles of common distributions,
+one module per distribution like ``jax.scipy.stats`` (``fungraph.scipy.stats.norm.logpdf(x, loc,
+scale)``).
 
 Every function is a composition of ``fungraph.numpy`` and ``fungraph.scipy.special``, so it
 differentiates, batches and compiles like any other code; derivatives with respect to shape
-parameters that enter an incomplete gamma/beta function (the cdfs of t, gamma, beta, chi2 and
-poisson) are not implemented and raise ``NotImplementedError``. See docs/scipy.md.
+parameters that enter an incomplete beta function (the cdfs of t and beta) are not implemented
+and raise ``NotImplementedError``. See docs/scipy.md.
 """
 
-from fungraph.scipy.stats import beta, chi2, dirichlet, gamma, multivariate_normal, norm, poisson, t
+from fungraph.scipy.stats import (
+    bernoulli,
+    beta,
+    betabinom,
+    binom,
+    cauchy,
+    chi2,
+    dirichlet,
+    expon,
+    gamma,
+    gennorm,
+    geom,
+    gumbel_l,
+    gumbel_r,
+    laplace,
+    logistic,
+    multinomial,
+    multivariate_normal,
+    nbinom,
+    norm,
+    pareto,
+    poisson,
+    t,
+    truncnorm,
+    uniform,
+    vonmises,
+    wrapcauchy,
+)
 
-__all__ = ["beta", "chi2", "dirichlet", "gamma", "multivariate_normal", "norm", "poisson", "t"]
+__all__ = [
+    "bernoulli", "beta", "betabinom", "binom", "cauchy", "chi2", "dirichlet", "expon", "gamma", "gennorm", "geom",
+    "gumbel_l", "gumbel_r", "laplace", "logistic", "multinomial", "multivariate_normal", "nbinom", "norm", "pareto",
+    "poisson", "t", "truncnorm", "uniform", "vonmises", "wrapcauchy",
+]

@@ -41,3 +41,7 @@ def sf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     x, a, b, loc, scale = floats(x, a, b, loc, scale)
     z = fnp.clip(standardize(x, loc, scale), 0.0, 1.0)
     return special.betainc(b, a, fnp.subtract(const(1, z), z))
+
+
+def logsf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    return fnp.log(sf(x, a, b, loc, scale))

@@ -35,3 +35,7 @@ def pdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 def logcdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return fnp.log(cdf(x, df, loc, scale))
+
+
+def logsf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    return fnp.log(sf(x, df, loc, scale))

@@ -40,3 +40,7 @@ def sf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
     x, a, loc, scale = floats(x, a, loc, scale)
     z = standardize(x, loc, scale)
     return special.gammaincc(a, fnp.maximum(z, const(0, z)))
+
+
+def logsf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    return fnp.log(sf(x, a, loc, scale))

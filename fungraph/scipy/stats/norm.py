@@ -44,3 +44,9 @@ def logsf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
     q, loc, scale = floats(q, loc, scale)
     return fnp.add(loc, fnp.multiply(scale, special.ndtri(q)))
+
+
+def isf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """The inverse survival function ppf(1 - q)."""
+    q, loc, scale = floats(q, loc, scale)
+    return ppf(1.0 - q, loc, scale)
