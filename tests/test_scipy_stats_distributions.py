@@ -124,8 +124,9 @@ def test_values_and_dtypes_match_jax(case: tuple, x64: bool) -> None:
 
 @pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
 def test_python_scalars_and_integers_follow_jax_promotion(x64: bool) -> None:
+    counts = np.arange(1, 4, dtype=np.int64 if x64 else np.int32)
     calls = [("expon", "logpdf", (1, 0, 2)), ("cauchy", "cdf", (3, 1.0)), ("binom", "pmf", (2, 5, 0.5)),
-             ("uniform", "ppf", (0.25,)), ("poisson", "entropy", (np.arange(1, 4, dtype=np.int64 if x64 else np.int32),)),
+             ("uniform", "ppf", (0.25,)), ("poisson", "entropy", (counts,)),
              ("gennorm", "pdf", (0.5, 2))]
     for dist, name, args in calls:
         ours, theirs = _funs(dist, name)
