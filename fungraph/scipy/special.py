@@ -9,20 +9,24 @@ See docs/scipy.md for the derivative status of every function and the difference
 from __future__ import annotations
 
 import math
+import operator
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from fungraph import numpy as fnp
 from fungraph._softmax import log_softmax, logsumexp, softmax
+from fungraph.custom_derivatives import custom_jvp
 from fungraph.numpy._util import cast, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
 
 __all__ = [
-    "beta", "betainc", "betaln", "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gamma", "gammainc",
-    "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e", "log_ndtr", "log_softmax", "logit", "logsumexp",
-    "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "softmax", "stdtr", "xlog1py", "xlogy",
+    "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf", "erfc",
+    "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e", "i1",
+    "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr",
+    "ndtri", "poch", "polygamma", "psi", "rel_entr", "softmax", "stdtr", "xlog1py", "xlogy", "zeta",
 ]
 
 
@@ -159,3 +163,128 @@ def entr(x: Any) -> Any:
     return fnp.where(negative, _c(-np.inf, x), ew.neg(sp.xlogx_p.bind(xs)))  # entr'(0) = -(log 0 + 1) = inf
 
 
+
+
+def rel_entr(p: Any, q: Any) -> Any:
+    """p log(p / q) for p, q > 0; 0 where p == 0 and q >= 0; inf otherwise."""
+    p, q = promote(p, q, to_inexact=True)
+    both_positive = fnp.logical_and(p > 0, q > 0)
+    p_zero = fnp.logical_and(fnp.equal(p, _c(0, p)), q >= 0)
+    safe_p = fnp.where(both_positive, p, _c(1, p))
+    safe_q = fnp.where(both_positive, q, _c(1, q))
+    val = ew.sub(sp.xlogx_p.bind(safe_p), xlogy(safe_p, safe_q))
+    return fnp.where(both_positive, val, fnp.where(p_zero, _c(0, p), _c(np.inf, p)))
+
+
+def kl_div(p: Any, q: Any) -> Any:
+    """rel_entr(p, q) - p + q, the elementwise term of the Kullback-Leibler divergence."""
+    p, q = promote(p, q, to_inexact=True)
+    return ew.add(ew.sub(rel_entr(p, q), p), q)
+
+
+def gammasgn(x: Any) -> Any:
+    """The sign of Gamma(x): nan at the poles (and for nan), -1 between odd and even negative
+    integers and at -0, +1 elsewhere."""
+    (x,) = promote(x, to_inexact=True)
+    floor_x = ew.floor(x)
+    negative = x < 0
+    pole = fnp.logical_or(fnp.logical_and(negative, fnp.equal(x, floor_x)), fnp.isnan(x))
+    odd = fnp.not_equal(fnp.mod(floor_x, _c(2, x)), _c(0, x))
+    minus = fnp.logical_or(fnp.logical_and(negative, odd), fnp.logical_and(fnp.equal(x, _c(0, x)), fnp.signbit(x)))
+    return fnp.select([pole, minus], [_c(np.nan, x), _c(-1, x)], _c(1, x))
+
+
+def loggamma(x: Any) -> Any:
+    """The principal branch of log Gamma for real x: gammaln(x) for x > 0, nan otherwise."""
+    (x,) = promote(x, to_inexact=True)
+    return fnp.where(x > 0, sp.lgamma_p.bind(x), _c(np.nan, x))
+
+
+def factorial(n: Any, exact: bool = False) -> Any:
+    """Gamma(n + 1) in floating point, 0 for n < 0 (``exact=True`` is not supported, as in JAX)."""
+    if exact:
+        raise NotImplementedError("factorial with exact=True (Python integers) is not supported in traced code")
+    (n,) = promote(n, to_inexact=True)
+    return fnp.where(n < 0, _c(0, n), ew.exp(sp.lgamma_p.bind(ew.add(n, _c(1, n)))))
+
+
+def comb(N: Any, k: Any, *, repetition: bool = False) -> Any:  # noqa: N803 - SciPy's name
+    """The binomial coefficient N choose k as exp(gammaln), 0 outside 0 <= k <= N; with
+    ``repetition``, (N + k - 1) choose k."""
+    N, k = promote(N, k, to_inexact=True)  # noqa: N806
+    if repetition:
+        result = comb(ew.sub(ew.add(N, k), _c(1, N)), k)
+        return fnp.where(fnp.logical_and(fnp.equal(k, _c(0, k)), N >= 0), _c(1, N), result)
+    ok = fnp.logical_and(fnp.logical_and(k <= N, N >= 0), k >= 0)
+    safe_n = fnp.where(ok, N, _c(0, N))
+    safe_k = fnp.where(ok, k, _c(0, k))
+    one = _c(1, N)
+    log_val = ew.sub(ew.sub(sp.lgamma_p.bind(ew.add(safe_n, one)), sp.lgamma_p.bind(ew.add(safe_k, one))),
+                     sp.lgamma_p.bind(ew.sub(ew.add(safe_n, one), safe_k)))
+    return fnp.where(ok, ew.exp(log_val), _c(0, N))
+
+
+@custom_jvp
+def _poch(z: Any, m: Any) -> Any:
+    ratio = ew.div(sp.gamma_p.bind(ew.add(z, m)), sp.gamma_p.bind(z))
+    return fnp.where(fnp.equal(m, _c(0, m)), _c(1, z), ratio)
+
+
+_poch.defjvps(  # d/dz = (psi(z + m) - psi(z)) poch, d/dm = psi(z + m) poch, also at m == 0
+    lambda t, out, z, m: ew.mul(ew.mul(ew.sub(sp.digamma_p.bind(ew.add(z, m)), sp.digamma_p.bind(z)), out), t),
+    lambda t, out, z, m: ew.mul(ew.mul(sp.digamma_p.bind(ew.add(z, m)), out), t),
+)
+
+
+def poch(z: Any, m: Any) -> Any:
+    """The rising factorial Gamma(z + m) / Gamma(z), 1 where m == 0."""
+    z, m = promote(z, m, to_inexact=True)
+    return _poch(z, m)
+
+
+def _boxcox_of(log_x: Any, lmbda: Any) -> Any:
+    zero = fnp.equal(lmbda, _c(0, lmbda))
+    safe = fnp.where(zero, _c(1, lmbda), lmbda)
+    return fnp.where(zero, log_x, ew.div(fnp.expm1(ew.mul(safe, log_x)), safe))
+
+
+def boxcox(x: Any, lmbda: Any) -> Any:
+    """The Box-Cox transform (x^lmbda - 1) / lmbda, log x at lmbda == 0."""
+    x, lmbda = promote(x, lmbda, to_inexact=True)
+    return _boxcox_of(ew.log(x), lmbda)
+
+
+def boxcox1p(x: Any, lmbda: Any) -> Any:
+    """boxcox(1 + x, lmbda), accurate for small x."""
+    x, lmbda = promote(x, lmbda, to_inexact=True)
+    return _boxcox_of(ew.log1p_p.bind(x), lmbda)
+
+
+def zeta(x: Any, q: Any = None) -> Any:
+    """The Hurwitz zeta function sum_k (q + k)^-x; differentiable in q. As in JAX, ``q`` is
+    required (the Riemann zeta function is not implemented)."""
+    if q is None:
+        raise NotImplementedError("Riemann zeta function not implemented; pass q != None to compute the "
+                                  "Hurwitz Zeta function.")
+    x, q = promote(x, q, to_inexact=True)
+    return sp.zeta_p.bind(x, q)
+
+
+def bernoulli(n: int) -> Any:
+    """The Bernoulli numbers B_0 .. B_n (B_1 = -1/2) in the default float dtype; ``n`` concrete."""
+    try:
+        n = operator.index(n)
+    except TypeError as err:
+        raise TypeError(f"bernoulli: n must be a concrete non-negative integer, got {n!r}") from err
+    if n < 0:
+        raise ValueError("n must be a non-negative integer.")
+    values = [float(v) for v in _bernoulli_fractions(n)]
+    return fnp.asarray(np.asarray(values), dtype=fnp.zeros(0).dtype)
+
+
+def _bernoulli_fractions(n: int) -> list[Fraction]:
+    """B_0 .. B_n exactly, by the recurrence sum_{j<=m} C(m + 1, j) B_j = 0."""
+    b: list[Fraction] = []
+    for m in range(n + 1):
+        b.append(Fraction(1) if m == 0 else -sum(math.comb(m + 1, j) * b[j] for j in range(m)) / (m + 1))
+    return b
