@@ -20,11 +20,23 @@ from fungraph.numpy._util import promote
 from fungraph.primitives import linalg_ops as ops
 from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.lu import lu_p, permutation_matrix, unpack
+from fungraph.scipy._matrix_constructors import (
+    circulant,
+    companion,
+    dft,
+    fiedler,
+    hadamard,
+    helmert,
+    invpascal,
+    leslie,
+    pascal,
+)
 from fungraph.scipy._matrix_functions import polar, schur, sqrtm
 
 __all__ = [
-    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "expm_frechet", "hankel", "hilbert",
-    "inv", "lu", "lu_factor", "lu_solve", "polar", "qr", "schur", "solve", "solve_triangular", "sqrtm", "svd",
+    "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "det", "dft", "eigh", "expm",
+    "expm_frechet", "fiedler", "hadamard", "hankel", "helmert", "hilbert", "inv", "invpascal", "leslie", "lu",
+    "lu_factor", "lu_solve", "pascal", "polar", "qr", "schur", "solve", "solve_triangular", "sqrtm", "svd",
     "toeplitz",
 ]
 
