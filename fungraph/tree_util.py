@@ -576,6 +576,18 @@ def tree_leaves_with_path(tree: Any, is_leaf: Callable[..., bool] | None = None,
     return tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)[0]
 
 
+def flatten_one_level(tree: Any) -> tuple[Iterable[Any], Hashable]:
+    """The children and aux data of ``tree``'s top node (a namedtuple's aux data is its class),
+    as JAX's; a ``ValueError`` for a leaf."""
+    rule = _rule_for(type(tree))
+    if rule is None:
+        raise ValueError(f"can't tree-flatten type: {type(tree)}")
+    children, aux = rule.split(tree)
+    if _is_namedtuple_type(type(tree)) and type(tree) not in _registry:
+        return list(children), type(tree)
+    return children, aux
+
+
 def tree_structure(tree: Any, is_leaf: _IsLeaf = None) -> PyTreeDef:
     return tree_flatten(tree, is_leaf)[1]
 
