@@ -32,6 +32,7 @@ from fungraph.lax._control_flow import (
     scan,
     switch,
     while_loop,
+    with_sharding_constraint,
 )
 from fungraph.lax._convolution import (
     ConvDimensionNumbers,
@@ -337,6 +338,7 @@ __all__ = [
     "neg",
     "nextafter",
     "optimization_barrier",
+    "with_sharding_constraint",
     "pad",
     "padding_pairs",
     "padtype_to_pads",

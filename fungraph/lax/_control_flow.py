@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import dtypes
+from fungraph import dtypes, tree_util
+from fungraph.array import hosted
 from fungraph.core import ShapeError, user_source
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives import shape as sh
 from fungraph.primitives.collectives import pvary
 from fungraph.primitives.operands import asarray
+from fungraph.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 
 def _stage_fn(fun: Any, in_tree: Any, avals: Sequence[Any], what: str) -> tuple[Any, list[Any], Any]:
@@ -272,3 +274,24 @@ def optimization_barrier(operand: Any) -> Any:
 
     leaves, tree = tree_flatten(operand)
     return tree_unflatten(tree, barrier([asarray(x) for x in leaves]))
+
+
+def with_sharding_constraint(x: Any, shardings: Any) -> Any:
+    """``x`` (any pytree) unchanged: every fungraph array lives on one device, so each
+    sharding (a ``SingleDeviceSharding``, ``NamedSharding`` or ``PartitionSpec``, or a pytree
+    prefix of them) already holds. ``None`` is refused, as in JAX."""
+    kinds = (NamedSharding, PartitionSpec, SingleDeviceSharding)
+    given, _ = tree_util.tree_flatten(shardings, is_leaf=lambda s: s is None or isinstance(s, kinds))
+    for s in given:
+        if s is None or not isinstance(s, kinds):
+            raise ValueError(f"One of with_sharding_constraint arguments got sharding {s!r} which is not allowed. "
+                             "Please only pass `fungraph.sharding.Sharding` instances.")
+    leaves, tree = tree_util.tree_flatten(x)
+    return tree_util.tree_unflatten(tree, [_as_array(leaf) for leaf in leaves])
+
+
+def _as_array(x: Any) -> Any:
+    """``x`` as a fungraph array; a numpy input is copied (the result is immutable, the input stays
+    the caller's)."""
+    x = asarray(x)
+    return hosted(np.array(x)) if type(x) is np.ndarray else x
