@@ -35,8 +35,9 @@ on_clear(_PROGRAMS.clear)
 @dataclass(frozen=True)
 class Built:
     """A built program: its ``source``, the ``program`` (None when there are no kernels), the
-    ``seconds`` spent getting it, its disk-cache ``key``, and ``origin``: ``"source"`` (compiled
-    now), ``"memory"`` (an earlier executable's) or ``"disk"`` (a binary an earlier process
+    ``seconds`` spent getting it (``cpu_seconds`` of this process's CPU), its disk-cache ``key``,
+    its build ``options``, and ``origin``: ``"source"`` (compiled now, or taken from the driver's
+    own cache), ``"memory"`` (an earlier executable's) or ``"disk"`` (a binary an earlier process
     stored, see :mod:`~fungraph.backends.opencl.binaries`)."""
 
     source: str
@@ -44,6 +45,8 @@ class Built:
     seconds: float
     key: str
     origin: str
+    cpu_seconds: float = 0.0
+    options: tuple[str, ...] = ()
 
 
 def build_options(dev: Device) -> list[str]:
@@ -55,7 +58,7 @@ def build_program(dev: Device, specs: Sequence[KernelSpec]) -> Built:
     else a binary cached on disk, else compiled from source."""
     used = {dtypes.check(dt) for spec in specs for _, dt in spec.slots}
     source = preamble(used) + "\n" + "\n".join(spec.source for spec in specs)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     options = build_options(dev)
     program, key, origin = None, "", "none"
     if specs:
@@ -76,7 +79,7 @@ def build_program(dev: Device, specs: Sequence[KernelSpec]) -> Built:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
     seconds = time.perf_counter() - t0
     ENGINE_STATS["build_seconds"] += seconds
-    return Built(source, program, seconds, key, origin)
+    return Built(source, program, seconds, key, origin, time.process_time() - c0, tuple(options))
 
 
 _STAT = {"source": "programs_built", "memory": "programs_reused", "disk": "programs_loaded"}

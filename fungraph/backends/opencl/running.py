@@ -15,6 +15,7 @@ import numpy as np
 
 from fungraph.backends.opencl import control
 from fungraph.backends.opencl.building import Bindings
+from fungraph.backends.opencl.compile_pool import Jobs
 from fungraph.backends.opencl.device import TRANSFER_STATS, Device, OpenCLArray, download, read_scalar, upload
 from fungraph.backends.opencl.program import ENGINE_STATS, Slot
 from fungraph.ir import Literal
@@ -38,10 +39,12 @@ class Runner:
         self.call_args, self.instances, self.windowed = bindings.call_args, bindings.instances, bindings.windowed
         self.ops = bindings.ops
 
-    def warm(self) -> float:
+    def warm(self, jobs: Jobs | None = None) -> float:
         """Launch every kernel instance once (inputs: staging buffers, outputs: one dummy
         buffer, windows at iteration 0) so PoCL compiles its work-group functions now rather
-        than on the first call."""
+        than on the first call. With ``jobs`` (kernels helper processes compile meanwhile,
+        :mod:`~fungraph.backends.opencl.compile_pool`), the kernels named ``jobs.mine`` are
+        launched first, then the helpers are waited for, then the rest are launched."""
         nbytes = max([self.slots[s].aval.nbytes for s in self.output_slots], default=1)
         dummy = self.dev.alloc(nbytes)
         for s in self.input_slots:
@@ -56,7 +59,16 @@ class Runner:
             self.off[s] = self.off[parent]
         self._bind_call_args()
         t0 = time.perf_counter()
-        for op in self.instances:
+        rest = self.instances
+        if jobs is not None:
+            names = [op[1].function_name for op in self.instances]
+            for op, name in zip(self.instances, names):
+                if name in jobs.mine:
+                    self._launch(op)
+            self.dev.queue.finish()
+            jobs.wait()
+            rest = [op for op, name in zip(self.instances, names) if name not in jobs.mine]
+        for op in rest:
             self._launch(op)
         self.dev.queue.finish()
         seconds = time.perf_counter() - t0
