@@ -133,8 +133,8 @@ def test_no_helpers_for_cached_small_or_foreign_programs(monkeypatch: pytest.Mon
     dev = SimpleNamespace(info=dataclasses.replace(get_device().info, is_cpu=True,
                                                    platform="Portable Computing Language"))
     big = [spec(f"k{i}", 8000, [((256,), (64,), None)]) for i in range(8)]
-    cold = SimpleNamespace(cpu_seconds=1.0, source="", options=())
-    cached = SimpleNamespace(cpu_seconds=0.01, source="", options=())
+    cold = SimpleNamespace(cpu_seconds=1.0, source="", options=(), functions={})
+    cached = SimpleNamespace(cpu_seconds=0.01, source="", options=(), functions={})
     assert compile_pool.share(dev, cached, big, []) is None
     assert compile_pool.share(dev, cold, big[:1], []) is None          # ~0.4 s of compilation: not worth a job
     monkeypatch.setenv("POCL_KERNEL_CACHE", "0")
@@ -159,9 +159,36 @@ def test_worker_count_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert 0 <= compile_pool.worker_count() <= compile_pool.MAX_WORKERS
 
 
-def test_each_work_group_size_and_offset_kind_is_one_compilation() -> None:
-    launches = [((5376,), (256,), None), ((64,), (64,), (5376,)), ((512,), (256,), None), ((0,), (64,), None)]
-    assert compile_pool._specializations(spec("k", 10, launches)) == launches[:2]
+def test_device_sorted_scatter_and_helpers(eager_pool: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels that read indices other kernels wrote (a scatter sorting its indices on the
+    device) warm up in program order, and the helpers run them on zeroed slots of their own."""
+    from fungraph.backends.opencl.kernels import indexing
+    from fungraph.primitives.indexing import scatter_add
+
+    monkeypatch.setattr(indexing, "SCATTER_SORT_MIN", -1)
+    rng = np.random.default_rng(11)
+    idx = rng.integers(-7, 7, size=(40, 30))
+    upd = rng.standard_normal((3, 40, 30, 2)).astype(np.float32)
+    before = ENGINE_STATS["kernels_compiled_in_helpers"]
+    f = fg.jit(lambda u, i: scatter_add(u, i, 1, (3, 5, 2)), backend="opencl")
+    np.testing.assert_array_equal(np.asarray(f(upd, idx)), scatter_add(upd, idx, 1, (3, 5, 2)))
+    assert "index order sorted on the device" in f.lower(upd, idx).text
+    assert ENGINE_STATS["kernels_compiled_in_helpers"] > before
+
+
+def test_each_work_group_size_offset_kind_and_grid_side_is_one_compilation() -> None:
+    launches = [((5376,), (256,), None), ((64,), (64,), (5376,)), ((512,), (256,), None), ((0,), (64,), None),
+                ((1 << 20,), (256,), None)]
+    assert compile_pool._specializations(spec("k", 10, launches)) == launches[:2] + launches[4:]
+
+
+def test_a_probe_is_one_work_group_unless_the_grid_is_wide() -> None:
+    assert compile_pool.probe(((5440,), (64,), None)) == ((64,), (64,), None)
+    assert compile_pool.probe(((64,), (64,), (5376,))) == ((64,), (64,), (5376,))
+    assert compile_pool.probe(((16, 3, 1), (1, 1, 1), None)) == ((1, 1, 1), (1, 1, 1), None)
+    wide = compile_pool.probe(((1 << 20, 4), (256, 2), None))
+    assert wide == ((65536, 2), (256, 2), None) and wide[0][0] >= compile_pool.SMALL_GRID
+    assert compile_pool.probe(((100,), None, None)) == ((100,), None, None)
 
 
 def test_a_launch_of_several_groups_takes_a_dividing_size_rather_than_a_tail() -> None:

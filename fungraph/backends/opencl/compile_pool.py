@@ -6,10 +6,11 @@ one kernel at a time, so the cold first call of a training step spent seconds co
 kernels on one core. Processes do not share that lock, and they share PoCL's kernel cache
 (``POCL_CACHE_DIR``, by default ``~/.cache/pocl``): after the executable has built its
 program, helper processes (:mod:`~fungraph.backends.opencl.compile_worker`, kept for the
-life of the process) build the same source, which PoCL takes from its cache, and launch a share
-of the kernels with the executable's own launch shapes on a zeroed buffer; their work-group
-functions land in the cache. Meanwhile the executable's warm-up launches compile its own share,
-then it waits for the helpers and launches the rest, which PoCL loads from the cache.
+life of the process) build the same source, which PoCL takes from its cache, and launch the
+later kernels in program order, each once per launch shape PoCL compiles apart (:func:`probe`:
+one work-group where that compiles the same) over zeroed buffers; their work-group functions
+land in the cache. Meanwhile the executable's warm-up launches, in program order, compile the
+first kernels, and each helper's kernels are launched once it is done, from the cache.
 
 Used only where it can help: a PoCL CPU device with its kernel cache on, a program compiled
 now (not taken from a cache; a build of under :data:`CACHED_BUILD_CPU` seconds of CPU came
@@ -25,17 +26,19 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import select
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fungraph.backends.opencl.kernels.spec import KernelSpec
 from fungraph.backends.opencl.program import ENGINE_STATS, Slot
+from fungraph.backends.opencl.sharing import Function
 
 WORKERS_ENV = "FUNGRAPH_OPENCL_BUILD_WORKERS"
 MAX_WORKERS = 8
@@ -54,24 +57,72 @@ JOB_SECONDS = 0.15
 TIMEOUT_FACTOR = 30.0
 MIN_TIMEOUT = 60.0
 _SCRIPT = Path(__file__).with_name("compile_worker.py")
+_FUNCTION = re.compile(r"__kernel\s+void\s+(\w+)\s*\((?:.|\n)*?\n}\n")
 
 
-def compile_seconds(spec: KernelSpec) -> float:
-    """A rough estimate of PoCL's compile time for one work-group function of ``spec`` (one
-    core): ~30 ms per kernel plus ~50 us per character of source (the MLP step's kernels,
-    0.02-0.09 s for elementwise and reduction kernels, 0.1-0.5 s for products)."""
-    return 0.03 + 5e-5 * len(spec.source)
+def compile_seconds(source_chars: int) -> float:
+    """A rough estimate of PoCL's compile time for one work-group function of a kernel of
+    ``source_chars`` characters (one core): ~30 ms plus ~50 us per character (the MLP step's
+    kernels, 0.02-0.09 s for elementwise and reduction kernels, 0.1-0.5 s for products)."""
+    return 0.03 + 5e-5 * source_chars
+
+
+#: PoCL compiles a kernel separately for grids whose widest dimension reaches this (its CPU
+#: devices' ``grid_width_specialization_limit``, ``USHRT_MAX``) and for smaller ones.
+SMALL_GRID = 65535
 
 
 def _specializations(spec: KernelSpec) -> list[tuple]:
-    """The launches of ``spec`` that PoCL compiles separately: one per work-group size and
-    whether the global offset is zero (the grid's size only matters past a limit, so each
-    is kept with its own size)."""
+    """The launches of ``spec`` that PoCL compiles separately: one per work-group size, kind of
+    global offset and side of :data:`SMALL_GRID` (the first of each)."""
     seen: dict[tuple, tuple] = {}
     for gsize, lsize, offset in spec.launches:
         if all(d > 0 for d in gsize):
-            seen.setdefault((lsize, bool(offset) and any(offset)), (gsize, lsize, offset))
+            key = (lsize, bool(offset) and any(offset), max(gsize) >= SMALL_GRID)
+            seen.setdefault(key, (gsize, lsize, offset))
     return list(seen.values())
+
+
+def probe(launch: tuple) -> tuple:
+    """The smallest launch PoCL compiles as it does ``launch``: one work-group per dimension at
+    the same offset, except that a dimension of :data:`SMALL_GRID` or more keeps the fewest
+    groups that reach it. Its work-items are some of ``launch``'s, so it touches only what
+    ``launch`` does. A launch that leaves the work-group size to the driver stays whole."""
+    gsize, lsize, offset = launch
+    if lsize is None:
+        return launch
+    grid = tuple(lo if g < SMALL_GRID else min(g, -(-SMALL_GRID // lo) * lo) for g, lo in zip(gsize, lsize))
+    return grid, lsize, offset
+
+
+@dataclass
+class _Kernel:
+    """A kernel function to compile: its slots' sizes in bytes, its integer arguments' C
+    types, and its launches (probes), each with the arguments of the spec that makes it."""
+
+    slot_bytes: list[int]
+    types: list[str]
+    runs: dict[tuple, tuple[list[int], tuple]]
+    source_chars: int
+
+    @property
+    def cost(self) -> float:
+        return compile_seconds(self.source_chars) * len(self.runs)
+
+
+def _kernels(specs: Sequence[KernelSpec], functions: dict[str, Function], lengths: dict[str, int],
+             slots: Sequence[Slot]) -> dict[str, _Kernel]:
+    """Every function of ``specs`` (``functions``: by spec name; ``lengths``: of their
+    sources) in program order, with one probe launch per specialization."""
+    out: dict[str, _Kernel] = {}
+    for spec in specs:
+        fn = functions.get(spec.name, Function(spec.name))
+        k = out.setdefault(fn.name, _Kernel([slots[s].aval.nbytes for s, _ in spec.slots], [t for t, _ in fn.args],
+                                            {}, lengths.get(fn.name, len(spec.source))))
+        for launch in _specializations(spec):
+            key = (launch[1], bool(launch[2]) and any(launch[2]), max(launch[0]) >= SMALL_GRID)
+            k.runs.setdefault(key, ([v for _, v in fn.args], probe(launch)))
+    return {name: k for name, k in out.items() if k.runs}
 
 
 def worker_count() -> int:
@@ -172,22 +223,42 @@ atexit.register(close_pool)
 
 @dataclass
 class Jobs:
-    """Kernels handed to helpers: ``mine`` are the names the executable compiles itself
-    (before :meth:`wait`), ``sent`` each helper's job and estimate."""
+    """Kernel functions handed to helpers: ``owner`` names the helper (an index into ``sent``,
+    each helper's job: the worker, its kernel count and estimate) of each function it compiles."""
 
-    mine: frozenset[str]
+    owner: dict[str, int]
     sent: list[tuple[Worker, int, float]]
+    answered: set[int] = field(default_factory=set)
 
-    def wait(self) -> None:
-        """Wait for every helper's answer; a helper that failed or ran out of time is
-        dropped (its kernels then compile at their first launch here)."""
-        for worker, count, estimate in self.sent:
-            deadline = time.monotonic() + max(MIN_TIMEOUT, TIMEOUT_FACTOR * estimate)
-            answer = worker.reply(deadline)
-            if answer is not None and answer.get("ok"):
-                ENGINE_STATS["kernels_compiled_in_helpers"] += count
-            else:
-                _drop(worker)
+    def ready(self, name: str) -> None:
+        """Before the first launch of kernel function ``name`` here: wait for the helper that
+        compiles it, once. A helper that failed or ran out of time is dropped, and its
+        kernels compile at their first launch here."""
+        i = self.owner.get(name)
+        if i is None or i in self.answered:
+            return
+        self.answered.add(i)
+        worker, count, estimate = self.sent[i]
+        answer = worker.reply(time.monotonic() + max(MIN_TIMEOUT, TIMEOUT_FACTOR * estimate))
+        if answer is not None and answer.get("ok"):
+            ENGINE_STATS["kernels_compiled_in_helpers"] += count
+        else:
+            _drop(worker)
+
+
+def _chunks(costs: list[float], lags: list[float]) -> list[int]:
+    """Cut ``costs`` (in program order) into ``len(lags) + 1`` runs that finish together: the
+    executable takes the first, helper ``i`` the next after a start-up of ``lags[i]``; the
+    index where each run ends."""
+    total = sum(costs)
+    finish = (total + sum(lags)) / (len(lags) + 1)
+    ends, done, target = [], 0.0, finish
+    for j, c in enumerate(costs):
+        if len(ends) < len(lags) and done + c / 2 > target:
+            ends.append(j)
+            target += finish - lags[len(ends) - 1]
+        done += c
+    return ends + [len(costs)] * (len(lags) + 1 - len(ends))
 
 
 def share(dev: Any, built: Any, specs: Sequence[KernelSpec], slots: Sequence[Slot]) -> Jobs | None:
@@ -197,33 +268,28 @@ def share(dev: Any, built: Any, specs: Sequence[KernelSpec], slots: Sequence[Slo
     if not specs or built.cpu_seconds < CACHED_BUILD_CPU or not pocl_cache_on(dev.info):
         return None
     n = worker_count()
-    kernels: dict[str, tuple[int, list[tuple], float]] = {}
-    for spec in specs:
-        launches = _specializations(spec)
-        if launches and spec.name not in kernels:
-            kernels[spec.name] = (len(spec.slots), launches, compile_seconds(spec) * len(launches))
-    total = sum(cost for _, _, cost in kernels.values())
+    lengths = {m.group(1): len(m.group(0)) for m in _FUNCTION.finditer(built.source)}
+    kernels = _kernels(specs, built.functions, lengths, slots)
+    total = sum(k.cost for k in kernels.values())
     if n == 0 or total < MIN_WORK:
         return None
     workers = _workers(n, dev.info)
     if not workers:
         return None
-    load = [0.0] + [SPAWN_SECONDS if w.fresh else JOB_SECONDS for w in workers]
-    bins: list[list[str]] = [[] for _ in load]
-    for name in sorted(kernels, key=lambda k: -kernels[k][2]):
-        i = min(range(len(load)), key=load.__getitem__)
-        bins[i].append(name)
-        load[i] += kernels[name][2]
-    nbytes = max([s.aval.nbytes for s in slots], default=1) + 64
-    sent = []
-    for worker, names, estimate in zip(workers, bins[1:], load[1:]):
+    names = list(kernels)
+    ends = _chunks([kernels[k].cost for k in names], [SPAWN_SECONDS if w.fresh else JOB_SECONDS for w in workers])
+    owner: dict[str, int] = {}
+    sent: list[tuple[Worker, int, float]] = []
+    for worker, start, end in zip(workers, ends, ends[1:]):
         worker.fresh = False
-        if not names:
+        if start == end:
             continue
-        job = {"source": built.source, "options": list(built.options), "bytes": nbytes,
-               "kernels": [[k, kernels[k][0], kernels[k][1]] for k in names]}
+        job = {"source": built.source, "options": list(built.options),
+               "kernels": [{"name": k, "slot_bytes": kernels[k].slot_bytes, "types": kernels[k].types,
+                            "runs": list(kernels[k].runs.values())} for k in names[start:end]]}
         if worker.send(job):
-            sent.append((worker, len(names), estimate))
+            owner.update(dict.fromkeys(names[start:end], len(sent)))
+            sent.append((worker, end - start, sum(kernels[k].cost for k in names[start:end])))
         else:
             _drop(worker)
-    return Jobs(frozenset(bins[0]), sent)
+    return Jobs(owner, sent) if sent else None

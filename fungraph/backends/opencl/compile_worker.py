@@ -4,10 +4,11 @@ PoCL compiles a kernel's work-group function at its first launch, under a proces
 so one process compiles one kernel at a time; :mod:`~fungraph.backends.opencl.compile_pool`
 runs this file as a script in other processes (it imports pyopencl and numpy, never fungraph,
 so it starts in a fraction of a second). It opens a context on the device its argument names,
-then for each job, one JSON line on stdin (the program's source and build options, a buffer
-size, the kernels with their launches), builds the program (PoCL takes the program the parent
-just built from its cache) and launches each kernel once on a zeroed buffer, which compiles the
-work-group function for that launch's shape into PoCL's cache, where the parent finds it. It
+then for each job, one JSON line on stdin (the program's source and build options, the kernel
+functions with their slots' sizes, integer arguments and launches), builds the program (PoCL
+takes the program the parent just built from its cache) and launches each kernel once per
+launch shape, on one work-group where that compiles the same, over zeroed buffers: PoCL
+compiles the work-group function for that shape into its cache, where the parent finds it. It
 answers each job with one JSON line and exits when stdin closes.
 """
 
@@ -29,15 +30,19 @@ def _device(cl: Any, platform: str, name: str) -> Any:
 
 
 def _run(cl: Any, np: Any, ctx: Any, queue: Any, job: dict) -> int:
-    """Build the job's program and launch each of its kernels once; the number launched."""
+    """Build the job's program and launch each of its kernels once per run, each slot a zeroed
+    buffer of its own size; the number of kernels launched."""
     program = cl.Program(ctx, job["source"]).build(options=job["options"])
-    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(int(job["bytes"]), 1))
-    cl.enqueue_fill_buffer(queue, buf, np.zeros(1, np.uint8), 0, max(int(job["bytes"]), 1))
-    for name, nargs, launches in job["kernels"]:
-        kernel = cl.Kernel(program, name)
-        kernel.set_scalar_arg_dtypes([None, np.int64] * nargs)
-        kernel.set_args(*([buf, 0] * nargs))
-        for gsize, lsize, offset in launches:
+    dtypes = {"int": np.int32, "long": np.int64}
+    zero = np.zeros(1, np.uint8)
+    for k in job["kernels"]:
+        kernel = cl.Kernel(program, k["name"])
+        kernel.set_scalar_arg_dtypes([None, np.int64] * len(k["slot_bytes"]) + [dtypes[t] for t in k["types"]])
+        bufs = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(int(n), 1)) for n in k["slot_bytes"]]
+        for values, (gsize, lsize, offset) in k["runs"]:
+            for buf in bufs:
+                cl.enqueue_fill_buffer(queue, buf, zero, 0, buf.size)
+            kernel.set_args(*[x for buf in bufs for x in (buf, 0)], *values)
             cl.enqueue_nd_range_kernel(queue, kernel, tuple(gsize), None if lsize is None else tuple(lsize),
                                        global_work_offset=None if offset is None else tuple(offset))
         queue.finish()

@@ -83,7 +83,7 @@ class OpenCLExecutable:
         built = build_program(self.dev, specs)
         self.source, self.program, self.build_seconds = built.source, built.program, built.seconds
         jobs = compile_pool.share(self.dev, built, specs, self.slots) if built.origin == "source" else None
-        bindings = Bindings(self.dev, self.program, self.slots, self.steps, lowered.const_host, self.arena_bytes)
+        bindings = Bindings(self.dev, built, self.slots, self.steps, lowered.const_host, self.arena_bytes)
         self._runner = Runner(self.dev, self.slots, bindings, self.donation, lowered.output_plan)
         self.warm_seconds = self._runner.warm(jobs)
         if built.origin == "source" and binaries.store(self.dev, built.key, built.program):

@@ -42,9 +42,10 @@ class Runner:
     def warm(self, jobs: Jobs | None = None) -> float:
         """Launch every kernel instance once (inputs: staging buffers, outputs: one dummy
         buffer, windows at iteration 0) so PoCL compiles its work-group functions now rather
-        than on the first call. With ``jobs`` (kernels helper processes compile meanwhile,
-        :mod:`~fungraph.backends.opencl.compile_pool`), the kernels named ``jobs.mine`` are
-        launched first, then the helpers are waited for, then the rest are launched."""
+        than on the first call, in program order (a kernel may read what an earlier one wrote).
+        With ``jobs`` (kernels helper processes compile meanwhile,
+        :mod:`~fungraph.backends.opencl.compile_pool`), a kernel a helper compiles is launched
+        once that helper is done, from PoCL's cache."""
         nbytes = max([self.slots[s].aval.nbytes for s in self.output_slots], default=1)
         dummy = self.dev.alloc(nbytes)
         for s in self.input_slots:
@@ -59,16 +60,9 @@ class Runner:
             self.off[s] = self.off[parent]
         self._bind_call_args()
         t0 = time.perf_counter()
-        rest = self.instances
-        if jobs is not None:
-            names = [op[1].function_name for op in self.instances]
-            for op, name in zip(self.instances, names):
-                if name in jobs.mine:
-                    self._launch(op)
-            self.dev.queue.finish()
-            jobs.wait()
-            rest = [op for op, name in zip(self.instances, names) if name not in jobs.mine]
-        for op in rest:
+        for op in self.instances:
+            if jobs is not None:
+                jobs.ready(op[1].function_name)
             self._launch(op)
         self.dev.queue.finish()
         seconds = time.perf_counter() - t0
