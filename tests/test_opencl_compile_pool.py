@@ -123,6 +123,28 @@ def test_a_failing_or_silent_helper_is_dropped_and_nothing_changes(
     assert compile_pool._POOL == []
 
 
+#: Answers each job twice, first under an earlier job's number (as an answer left unread by a
+#: warm-up that raised would be), compiling nothing.
+STALE_THEN_TRUE = """
+import json, sys
+for line in sys.stdin:
+    job = json.loads(line)
+    print(json.dumps({"id": job["id"] - 1, "ok": False}))
+    print(json.dumps({"id": job["id"], "ok": True}), flush=True)
+"""
+
+
+def test_an_answer_counts_only_for_its_own_job(eager_pool: None, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "helper.py"
+    path.write_text(STALE_THEN_TRUE)
+    monkeypatch.setattr(compile_pool, "_SCRIPT", path)
+    before = ENGINE_STATS["kernels_compiled_in_helpers"]
+    assert_close(grads_on_opencl(), grads_on_cpu())
+    assert ENGINE_STATS["kernels_compiled_in_helpers"] > before
+    assert len(compile_pool._POOL) == 1
+
+
 def spec(name: str, source_chars: int, launches: list) -> KernelSpec:
     return KernelSpec(name, "x" * source_chars, [], launches)
 

@@ -50,7 +50,7 @@ MIN_WORK = 0.5
 CACHED_BUILD_CPU = 0.12
 #: Estimated seconds before a helper starts compiling: starting one (Python, numpy, pyopencl
 #: and a context) and, for every job, building the program from PoCL's cache.
-SPAWN_SECONDS = 0.45
+SPAWN_SECONDS = 0.6
 JOB_SECONDS = 0.15
 #: A helper that has not answered after this many times its share's estimate (and at least
 #: ``MIN_TIMEOUT`` seconds) is stopped.
@@ -145,36 +145,54 @@ def pocl_cache_on(info: Any) -> bool:
 
 
 class Worker:
-    """One helper process (:mod:`~fungraph.backends.opencl.compile_worker`) and its pipes."""
+    """One helper process (:mod:`~fungraph.backends.opencl.compile_worker`) and its pipes.
+    Jobs carry a number that their answer repeats, so an answer left unread (a warm-up that
+    raised) is never taken for a later job's."""
 
     def __init__(self, platform: str, device: str) -> None:
         self.key = (platform, device)
+        # -P: the script's folder (this package) stays off sys.path
         self.proc = subprocess.Popen(
-            [sys.executable, str(_SCRIPT), json.dumps({"platform": platform, "device": device})],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            [sys.executable, "-P", str(_SCRIPT), json.dumps({"platform": platform, "device": device})],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.fresh = True
+        self.jobs = 0
+        self._unread = b""
 
-    def send(self, job: dict) -> bool:
+    def send(self, job: dict) -> int | None:
+        """Send ``job``; its number, or None when the helper is gone."""
+        self.jobs += 1
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.write(json.dumps({**job, "id": self.jobs}).encode() + b"\n")
             self.proc.stdin.flush()
         except (OSError, ValueError):
-            return False
-        return True
+            return None
+        return self.jobs
 
-    def reply(self, deadline: float) -> dict | None:
-        """The job's answer, or None when the helper died or ``deadline`` (``time.monotonic``) passed."""
-        out = self.proc.stdout
-        assert out is not None
-        ready, _, _ = select.select([out], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            return None
-        line = out.readline()
-        try:
-            return json.loads(line) if line else None
-        except json.JSONDecodeError:
-            return None
+    def reply(self, job: int, deadline: float) -> dict | None:
+        """Job ``job``'s answer, or None when the helper died, answered nonsense or
+        ``deadline`` (``time.monotonic``) passed."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            line, sep, rest = self._unread.partition(b"\n")
+            if sep:
+                self._unread = rest
+                try:
+                    answer = json.loads(line)
+                except ValueError:
+                    return None
+                if not isinstance(answer, dict):
+                    return None
+                if answer.get("id") == job:
+                    return answer
+                continue
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 1 << 16) if ready else b""
+            if not chunk:
+                return None
+            self._unread += chunk
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -208,8 +226,11 @@ def _drop(worker: Worker) -> None:
 def close_pool() -> None:
     """Stop the helper processes (they start again when a program needs them)."""
     for w in list(_POOL):
-        if w.proc.stdin is not None:
-            w.proc.stdin.close()
+        try:
+            if w.proc.stdin is not None:
+                w.proc.stdin.close()
+        except OSError:
+            pass
     for w in list(_POOL):
         try:
             w.proc.wait(timeout=2)
@@ -224,10 +245,11 @@ atexit.register(close_pool)
 @dataclass
 class Jobs:
     """Kernel functions handed to helpers: ``owner`` names the helper (an index into ``sent``,
-    each helper's job: the worker, its kernel count and estimate) of each function it compiles."""
+    each helper's job: the worker, the job's number, its kernel count and estimate) of each
+    function it compiles."""
 
     owner: dict[str, int]
-    sent: list[tuple[Worker, int, float]]
+    sent: list[tuple[Worker, int, int, float]]
     answered: set[int] = field(default_factory=set)
 
     def ready(self, name: str) -> None:
@@ -238,8 +260,8 @@ class Jobs:
         if i is None or i in self.answered:
             return
         self.answered.add(i)
-        worker, count, estimate = self.sent[i]
-        answer = worker.reply(time.monotonic() + max(MIN_TIMEOUT, TIMEOUT_FACTOR * estimate))
+        worker, job, count, estimate = self.sent[i]
+        answer = worker.reply(job, time.monotonic() + max(MIN_TIMEOUT, TIMEOUT_FACTOR * estimate))
         if answer is not None and answer.get("ok"):
             ENGINE_STATS["kernels_compiled_in_helpers"] += count
         else:
@@ -279,7 +301,7 @@ def share(dev: Any, built: Any, specs: Sequence[KernelSpec], slots: Sequence[Slo
     names = list(kernels)
     ends = _chunks([kernels[k].cost for k in names], [SPAWN_SECONDS if w.fresh else JOB_SECONDS for w in workers])
     owner: dict[str, int] = {}
-    sent: list[tuple[Worker, int, float]] = []
+    sent: list[tuple[Worker, int, int, float]] = []
     for worker, start, end in zip(workers, ends, ends[1:]):
         worker.fresh = False
         if start == end:
@@ -287,9 +309,10 @@ def share(dev: Any, built: Any, specs: Sequence[KernelSpec], slots: Sequence[Slo
         job = {"source": built.source, "options": list(built.options),
                "kernels": [{"name": k, "slot_bytes": kernels[k].slot_bytes, "types": kernels[k].types,
                             "runs": list(kernels[k].runs.values())} for k in names[start:end]]}
-        if worker.send(job):
-            owner.update(dict.fromkeys(names[start:end], len(sent)))
-            sent.append((worker, end - start, sum(kernels[k].cost for k in names[start:end])))
-        else:
+        number = worker.send(job)
+        if number is None:
             _drop(worker)
+            continue
+        owner.update(dict.fromkeys(names[start:end], len(sent)))
+        sent.append((worker, number, end - start, sum(kernels[k].cost for k in names[start:end])))
     return Jobs(owner, sent) if sent else None

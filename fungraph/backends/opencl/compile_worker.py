@@ -60,10 +60,11 @@ def main() -> int:
     ctx = cl.Context([_device(cl, want["platform"], want["device"])])
     queue = cl.CommandQueue(ctx)
     for line in sys.stdin:
+        job = json.loads(line)
         try:
-            reply = {"ok": True, "launched": _run(cl, np, ctx, queue, json.loads(line))}
+            reply = {"id": job["id"], "ok": True, "launched": _run(cl, np, ctx, queue, job)}
         except Exception as err:  # reported to the parent, which compiles the rest itself
-            reply = {"ok": False, "error": f"{type(err).__name__}: {err}"}
+            reply = {"id": job["id"], "ok": False, "error": f"{type(err).__name__}: {err}"}
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
     return 0
