@@ -40,10 +40,9 @@ class Function:
 
 @dataclass(frozen=True)
 class _Parsed:
-    pieces: tuple[str, ...]        # the renamed source around its integer literals
-    values: tuple[int, ...]
-    kinds: tuple[str, ...]         # per literal: "lift", "size" or "fixed"
-    spans: tuple[tuple[int, int], ...]   # per literal: where it lies in the original source
+    skeleton: str                        # the source, slots renamed in order, integer literals masked
+    values: tuple[int, ...]              # its integer literals
+    spans: tuple[tuple[int, int], ...]   # where each lies in the source
 
 
 def _parse(spec: KernelSpec) -> _Parsed:
@@ -51,18 +50,15 @@ def _parse(spec: KernelSpec) -> _Parsed:
     for i, (slot, _) in enumerate(spec.slots):
         rename[f"p{slot}"], rename[f"o{slot}"] = f"p{i}", f"o{i}"
     src = spec.source
-    pieces, values, kinds, spans = [], [], [], []
-    last = 0
-    for m in _NUMBER.finditer(src):
-        if not m.group(0).isdigit():
-            continue
-        pieces.append(_IDENT.sub(lambda i: rename.get(i.group(0), i.group(0)), src[last:m.start()]))
-        values.append(int(m.group(0)))
-        kinds.append(_kind(src, m.start()))
-        spans.append(m.span())
+    ints = [m for m in _NUMBER.finditer(src) if m.group(0).isdigit()]
+    masked, last = [], 0
+    for m in ints:
+        masked += [src[last:m.start()], "#"]
         last = m.end()
-    pieces.append(_IDENT.sub(lambda i: rename.get(i.group(0), i.group(0)), src[last:]))
-    return _Parsed(tuple(pieces), tuple(values), tuple(kinds), tuple(spans))
+    masked.append(src[last:])
+    names = re.compile(r"\b(?:" + "|".join(map(re.escape, rename)) + r")\b")
+    skeleton = names.sub(lambda m: rename[m.group(0)], "".join(masked))
+    return _Parsed(skeleton, tuple(int(m.group(0)) for m in ints), tuple(m.span() for m in ints))
 
 
 def _kind(src: str, at: int) -> str:
@@ -85,17 +81,24 @@ def share_functions(specs: Sequence[KernelSpec]) -> tuple[list[str], dict[str, F
     """The sources of the distinct kernel functions of ``specs`` (in order) and the function
     each spec launches, by spec name."""
     parsed = [_parse(spec) for spec in specs]
-    groups: dict[tuple, list[int]] = {}
+    alike: dict[str, list[int]] = {}
     for i, p in enumerate(parsed):
-        fixed = tuple(v for v, k in zip(p.values, p.kinds) if k == "fixed")
-        groups.setdefault((p.pieces, p.kinds, fixed), []).append(i)
+        alike.setdefault(p.skeleton, []).append(i)
+    groups: list[tuple[list[int], tuple[str, ...]]] = []
+    for members in alike.values():
+        kinds = tuple(_kind(specs[members[0]].source, start) for start, _ in parsed[members[0]].spans) \
+            if len(members) > 1 else ()
+        split: dict[tuple[int, ...], list[int]] = {}
+        for i in members:
+            split.setdefault(tuple(v for v, k in zip(parsed[i].values, kinds) if k == "fixed"), []).append(i)
+        groups.extend((group, kinds) for group in split.values())
     sources: list[str] = []
     functions: dict[str, Function] = {}
-    for members in groups.values():
+    for members, kinds in sorted(groups, key=lambda g: g[0][0]):
         first = specs[members[0]]
         shared = None
         if len(members) > 1 and _ARG not in first.source:
-            shared = _shared_source(first, parsed[members[0]], [parsed[i].values for i in members])
+            shared = _shared_source(first, parsed[members[0]], kinds, [parsed[i].values for i in members])
         if shared is None:
             for i in members:
                 sources.append(specs[i].source)
@@ -109,7 +112,7 @@ def share_functions(specs: Sequence[KernelSpec]) -> tuple[list[str], dict[str, F
     return sources, functions
 
 
-def _shared_source(first: KernelSpec, parsed: _Parsed,
+def _shared_source(first: KernelSpec, parsed: _Parsed, kinds: tuple[str, ...],
                    values: list[tuple[int, ...]]) -> tuple[str, list[tuple[int, str]]] | None:
     """``first``'s source with the literals that differ among ``values`` (one row per kernel)
     made arguments or sized to the largest, and the lifted ``(literal index, C type)``; None
@@ -117,7 +120,7 @@ def _shared_source(first: KernelSpec, parsed: _Parsed,
     src = first.source
     out, last, lifted = [], 0, []
     columns: dict[tuple[int, ...], int] = {}      # literals equal in every kernel share an argument
-    for j, (kind, (start, end)) in enumerate(zip(parsed.kinds, parsed.spans)):
+    for j, (kind, (start, end)) in enumerate(zip(kinds, parsed.spans)):
         column = [row[j] for row in values]
         if len(set(column)) == 1:
             continue
