@@ -65,6 +65,7 @@ def test_local_arrays_take_the_largest_size() -> None:
     "  p3[o3] = p3[o3 + get_global_id(0) / {0}];",                                    # a divisor stays one
     "  p3[o3] = p3[o3 + (get_global_id(0) << {0})];",
     "  p3[o3] = {0}.5f;",                                                            # floats are not lifted
+    "  p3[o3 + get_global_id({0})] = 1.0f;",                          # PoCL vectorises along a known dimension
 ])
 def test_literals_that_must_stay_constant_keep_kernels_apart(body: str) -> None:
     sources, functions = share_functions([kernel("k1", (3,), body.format(2)), kernel("k2", (3,), body.format(4))])

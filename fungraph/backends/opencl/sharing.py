@@ -6,8 +6,9 @@ each, and kernel sources carry their shapes as constants, so the two forward pro
 twice. Here kernels whose sources are equal once their slot parameters are renamed in order and
 their integer literals masked become one function: the literals that differ become ``int`` (or
 ``long``) arguments the launches pass, ``__local`` array sizes take the largest, and kernels that
-differ in a literal that must stay a constant (a ``#pragma``, a ``__constant`` table, a divisor,
-whose runtime division would cost more than the compile it saves) stay apart. Literal
+differ in a literal that must stay a constant (a ``#pragma``, a ``__constant`` table, the
+dimension of ``get_global_id``, a divisor, whose runtime division would cost more than the
+compile it saves) stay apart. Literal
 arithmetic is exact in C, so a shared function computes what each kernel did.
 """
 
@@ -22,7 +23,9 @@ from fungraph.backends.opencl.kernels.spec import KernelSpec
 #: A C preprocessing number (``784``, ``0x1.8p+0f``, ``1e-3``); the plain decimal ones are the
 #: integer literals a function may take as arguments.
 _NUMBER = re.compile(r"(?<![\w.])\.?\d(?:[eEpP][+-]|[\w.])*")
-_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+#: A call whose argument must stay a constant: PoCL's work-group vectoriser reads the
+#: dimension of ``get_global_id(0)`` and its kin.
+_BUILTIN_CALL = re.compile(r"\b(?:get_\w+|barrier|mem_fence)\s*\(\s*$")
 #: The line before a literal that sizes an array in a declaration (``__local float bl[``).
 _DECLARED_SIZE = re.compile(r"^\s*(?:(?:__local|__private|const|volatile)\s+)*"
                             r"[A-Za-z_]\w*\s+\**\s*[A-Za-z_]\w*\s*\[\s*$")
@@ -72,7 +75,7 @@ def _kind(src: str, at: int) -> str:
         return "fixed"
     if _DECLARED_SIZE.match(before):
         return "size"
-    if before.rstrip().endswith(("/", "%", "/=", "%=", "<<", ">>", "<<=", ">>=")):
+    if before.rstrip().endswith(("/", "%", "/=", "%=", "<<", ">>", "<<=", ">>=")) or _BUILTIN_CALL.search(before):
         return "fixed"
     return "lift"
 
