@@ -169,6 +169,19 @@ def test_no_helpers_for_cached_small_or_foreign_programs(monkeypatch: pytest.Mon
     assert compile_pool._POOL == []
 
 
+def test_helpers_start_before_the_build_of_a_large_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    compile_pool.close_pool()
+    monkeypatch.setenv(compile_pool.WORKERS_ENV, "1")
+    monkeypatch.setattr(compile_pool, "pocl_cache_on", lambda info: True)
+    dev = get_device()
+    compile_pool.start(dev, [spec("k0", 100, [((256,), (64,), None)])])     # ~0.04 s to compile
+    assert compile_pool._POOL == []
+    compile_pool.start(dev, [spec(f"k{i}", 8000, [((256,), (64,), None)]) for i in range(4)])
+    assert len(compile_pool._POOL) == 1 and compile_pool._POOL[0].proc.poll() is None
+    compile_pool.close_pool()
+    assert compile_pool._POOL == []
+
+
 def test_worker_count_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(compile_pool.WORKERS_ENV, "3")
     assert compile_pool.worker_count() == 3

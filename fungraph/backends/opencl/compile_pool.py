@@ -4,13 +4,14 @@ PoCL builds a program at ``clBuildProgram`` but compiles each kernel's work-grou
 its first launch (once per work-group size), under a process-wide lock: one process compiles
 one kernel at a time, so the cold first call of a training step spent seconds compiling its
 kernels on one core. Processes do not share that lock, and they share PoCL's kernel cache
-(``POCL_CACHE_DIR``, by default ``~/.cache/pocl``): after the executable has built its
-program, helper processes (:mod:`~fungraph.backends.opencl.compile_worker`, kept for the
-life of the process) build the same source, which PoCL takes from its cache, and launch the
-later kernels in program order, each once per launch shape PoCL compiles apart (:func:`probe`:
-one work-group where that compiles the same) over zeroed buffers; their work-group functions
-land in the cache. Meanwhile the executable's warm-up launches, in program order, compile the
-first kernels, and each helper's kernels are launched once it is done, from the cache.
+(``POCL_CACHE_DIR``, by default ``~/.cache/pocl``): helper processes
+(:mod:`~fungraph.backends.opencl.compile_worker`, started while the executable builds its
+program, kept for the life of the process) build the same source once it is built, which PoCL
+takes from its cache, and launch the later kernels in program order, each once per launch shape
+PoCL compiles apart (:func:`probe`: one work-group where that compiles the same) over zeroed
+buffers; their work-group functions land in the cache. Meanwhile the executable's warm-up
+launches, in program order, compile the first kernels, and each helper's kernels are launched
+once it is done, from the cache.
 
 Used only where it can help: a PoCL CPU device with its kernel cache on, a program compiled
 now (not taken from a cache; a build of under :data:`CACHED_BUILD_CPU` seconds of CPU came
@@ -49,7 +50,8 @@ MIN_WORK = 0.5
 #: kernels, one compiled from source 0.8 s (0.2 s more for each later program in the process).
 CACHED_BUILD_CPU = 0.12
 #: Estimated seconds before a helper starts compiling: starting one (Python, numpy, pyopencl
-#: and a context) and, for every job, building the program from PoCL's cache.
+#: and a context; less the time since it was started) and, for every job, building the
+#: program from PoCL's cache.
 SPAWN_SECONDS = 0.6
 JOB_SECONDS = 0.15
 #: A helper that has not answered after this many times its share's estimate (and at least
@@ -155,7 +157,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-P", str(_SCRIPT), json.dumps({"platform": platform, "device": device})],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.fresh = True
+        self.started = time.monotonic()
         self.jobs = 0
         self._unread = b""
 
@@ -283,6 +285,16 @@ def _chunks(costs: list[float], lags: list[float]) -> list[int]:
     return ends + [len(costs)] * (len(lags) + 1 - len(ends))
 
 
+def start(dev: Any, specs: Sequence[KernelSpec]) -> None:
+    """Before building the program of ``specs``: start the helpers it would use, so that they
+    are ready when it is built (a program PoCL turns out to have cached leaves them idle in
+    the pool)."""
+    if specs and pocl_cache_on(dev.info) and sum(compile_seconds(len(s.source)) for s in specs) >= MIN_WORK:
+        n = worker_count()
+        if n:
+            _workers(n, dev.info)
+
+
 def share(dev: Any, built: Any, specs: Sequence[KernelSpec], slots: Sequence[Slot]) -> Jobs | None:
     """Hand a share of the compilation of ``specs``, the kernels of the program ``built``
     (:class:`~fungraph.backends.opencl.building.Built`) over ``slots``, to helper processes
@@ -299,11 +311,12 @@ def share(dev: Any, built: Any, specs: Sequence[KernelSpec], slots: Sequence[Slo
     if not workers:
         return None
     names = list(kernels)
-    ends = _chunks([kernels[k].cost for k in names], [SPAWN_SECONDS if w.fresh else JOB_SECONDS for w in workers])
+    now = time.monotonic()
+    lags = [max(JOB_SECONDS, SPAWN_SECONDS - (now - w.started)) for w in workers]
+    ends = _chunks([kernels[k].cost for k in names], lags)
     owner: dict[str, int] = {}
     sent: list[tuple[Worker, int, int, float]] = []
     for worker, start, end in zip(workers, ends, ends[1:]):
-        worker.fresh = False
         if start == end:
             continue
         job = {"source": built.source, "options": list(built.options),

@@ -80,6 +80,7 @@ class OpenCLExecutable:
         self.donation = plan_donation(lowered.graph, self.donated, self.slots, self.steps)
         self.arena_bytes = plan_arena(self.slots)
         specs = list(kernel_specs(self.steps))
+        compile_pool.start(self.dev, specs)
         built = build_program(self.dev, specs)
         self.source, self.program, self.build_seconds = built.source, built.program, built.seconds
         jobs = compile_pool.share(self.dev, built, specs, self.slots) if built.origin == "source" else None
