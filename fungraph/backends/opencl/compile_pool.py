@@ -153,10 +153,13 @@ class Worker:
 
     def __init__(self, platform: str, device: str) -> None:
         self.key = (platform, device)
-        # -P: the script's folder (this package) stays off sys.path
+        # -P: the script's folder (this package) stays off sys.path. Unpinned: PoCL's pinned
+        # workers (device.POCL_DEFAULTS) would put the helper's compiling thread on the core
+        # where the executable's compiles.
         self.proc = subprocess.Popen(
             [sys.executable, "-P", str(_SCRIPT), json.dumps({"platform": platform, "device": device})],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=dict(os.environ, POCL_AFFINITY="0"))
         self.started = time.monotonic()
         self.jobs = 0
         self._unread = b""
