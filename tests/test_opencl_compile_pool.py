@@ -169,14 +169,21 @@ def test_no_helpers_for_cached_small_or_foreign_programs(monkeypatch: pytest.Mon
     assert compile_pool._POOL == []
 
 
-def test_helpers_start_before_the_build_of_a_large_program(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_helpers_start_before_the_build_of_a_large_program_on_an_empty_cache(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     compile_pool.close_pool()
     monkeypatch.setenv(compile_pool.WORKERS_ENV, "1")
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))      # read here only; PoCL read its own at start
     monkeypatch.setattr(compile_pool, "pocl_cache_on", lambda info: True)
     dev = get_device()
+    large = [spec(f"k{i}", 8000, [((256,), (64,), None)]) for i in range(4)]
     compile_pool.start(dev, [spec("k0", 100, [((256,), (64,), None)])])     # ~0.04 s to compile
     assert compile_pool._POOL == []
-    compile_pool.start(dev, [spec(f"k{i}", 8000, [((256,), (64,), None)]) for i in range(4)])
+    (tmp_path / "AB").mkdir()                                                # a cache PoCL may hold it in
+    compile_pool.start(dev, large)
+    assert compile_pool._POOL == []
+    (tmp_path / "AB").rmdir()
+    compile_pool.start(dev, large)
     assert len(compile_pool._POOL) == 1 and compile_pool._POOL[0].proc.poll() is None
     compile_pool.close_pool()
     assert compile_pool._POOL == []
