@@ -177,6 +177,7 @@ def test_helpers_start_before_the_build_of_a_large_program_on_an_empty_cache(
     monkeypatch.setattr(compile_pool, "pocl_cache_on", lambda info: True)
     dev = get_device()
     large = [spec(f"k{i}", 8000, [((256,), (64,), None)]) for i in range(4)]
+    (tmp_path / "tempfile_x1").write_bytes(b"")                              # PoCL's, at its start
     compile_pool.start(dev, [spec("k0", 100, [((256,), (64,), None)])])     # ~0.04 s to compile
     assert compile_pool._POOL == []
     (tmp_path / "AB").mkdir()                                                # a cache PoCL may hold it in

@@ -291,12 +291,13 @@ def _chunks(costs: list[float], lags: list[float]) -> list[int]:
 
 def pocl_cache_empty() -> bool:
     """Whether PoCL's kernel cache folder (``POCL_CACHE_DIR``, else ``~/.cache/pocl/kcache``)
-    is empty or missing: then no program can come from it."""
+    holds no program (programs are folders; PoCL leaves a temporary file there when it starts):
+    then no program can come from it."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     root = os.environ.get("POCL_CACHE_DIR") or os.path.join(base, "pocl", "kcache")
     try:
         with os.scandir(root) as entries:
-            return next(entries, None) is None
+            return not any(e.is_dir() for e in entries)
     except OSError:
         return True
 
