@@ -3,6 +3,7 @@
 Each kernel polynomial is interpolated at Chebyshev nodes in 60-digit decimal arithmetic (close
 to the minimax polynomial), its coefficients are rounded to the target format, and the error of
 the rounded polynomial is measured on a dense grid. Run: python scripts/fit_fgmath.py [name...]
+(float64 kernels), ``f32 [name...]`` (float32 kernels, ``FITS32``), ``erfc`` or ``twoverpi``.
 """
 
 from __future__ import annotations
@@ -206,6 +207,13 @@ def main(names: list[str]) -> None:
         tail, err_tail = fit(*FITS["erfc_tail"])
         print(blended_c("erfc", mid, tail, f"erfc(x) exp(x^2): at x - {ERF_MID} on [0.84375, 2.25] "
                         f"(error {err_mid:.2g}), at 1/x - {ERF_TAIL} on [2.25, 6] (error {err_tail:.2g})"))
+        return
+    if names[:1] == ["f32"]:
+        for name in names[1:] or list(FITS32):
+            g, a, b, _ = FITS[name]
+            coefs, err = fit(g, a, b, FITS32[name], fmt=np.float32)
+            print(horner_c(name, coefs, f"degree {FITS32[name]} on [{a:.6g}, {b:.6g}], max relative error "
+                                        f"{err:.2g}", single=True))
         return
     for name in names or list(FITS):
         g, a, b, deg = FITS[name]
