@@ -310,9 +310,18 @@ def _pool(workers: int) -> _Pool:
         return _POOLS[workers]
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's threads (it starts its own pools on first use),
+    and a lock another thread held at the fork would stay held: both start afresh."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+    _COUNT.__init__()
+    CORES.__init__()
+
+
 if hasattr(os, "register_at_fork"):
-    # a forked child has none of its parent's threads: it starts its own pools on first use
-    os.register_at_fork(after_in_child=_POOLS.clear)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _run_shared(job: _Job, workers: int) -> None:

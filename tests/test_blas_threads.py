@@ -3,6 +3,10 @@ large products shared in tiles between the caller and a worker pool."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import numpy as np
 import pytest
 
@@ -165,6 +169,37 @@ def test_convolution_products_follow_the_policy(recorded):
     assert recorded_jit and recorded_jit[0::2] == [1] * (len(recorded_jit) // 2)
     assert len(recorded) > len(recorded_jit)
     np.testing.assert_allclose(got, eager, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_shares_products_with_its_own_pool(monkeypatch):
+    """The parent's pool threads do not exist in a forked child: it starts its own (a job put
+    on the parent's queue would wait there for ever, holding the product's arrays)."""
+    monkeypatch.setattr(blas.CORES, "available", lambda: 2.0)
+    monkeypatch.setattr(blas, "SMALL_PRODUCT", 1)
+    a = np.ones((512, 64), np.float32)
+    expect = np.full((512, 512), 64, np.float32)
+    if blas._openblas() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS: products are plain np.matmul")
+    np.testing.assert_array_equal(blas.matmul(a, a.T), expect)  # the parent's pool exists now
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 when its product is right and a live worker took the job
+        try:
+            right = np.array_equal(blas.matmul(a, a.T), expect)
+            end = time.monotonic() + 10
+            while not blas._pool(1).jobs.empty() and time.monotonic() < end:
+                time.sleep(0.01)
+            os._exit(0 if right and blas._pool(1).jobs.empty() else 1)
+        finally:
+            os._exit(2)
+    deadline = time.monotonic() + 120
+    while (done := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done == (0, 0):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's product did not finish")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
 
 
 def test_numpy_openblas_is_found():
