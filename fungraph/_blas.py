@@ -6,12 +6,13 @@ product: on a loaded 2-core machine a 256x1024x10 float32 product took 10-20 ms 
 threads and 0.1 ms with one, and the MLP step's products 4x longer in all. XLA's Eigen pool
 lets the calling thread take the work of absent workers, so it does not pay this.
 
-So OpenBLAS runs every product of the engine on one thread, and a large one (at least
+So OpenBLAS runs every product of the engine on one thread. A large one (at least
 :data:`SMALL_PRODUCT` multiply-adds) is cut into tiles of its output that the calling thread
-and a small pool of worker threads (one fewer than OpenBLAS's own count) take in turn, each a
-single-threaded OpenBLAS call: a worker that gets no core takes no tile, and the caller does
-its share. ``FUNGRAPH_BLAS_THREADS`` (a number) instead runs every product as one OpenBLAS call
-on that many of its threads. Where numpy uses another BLAS, products are plain ``np.matmul``.
+and a pool of worker threads take in turn, each a single-threaded OpenBLAS call, when the
+process had more than one core lately (:class:`_Cores`): a worker that gets no core takes no
+tile, and one that loses its core mid-tile has that tile taken back (:class:`_Job`).
+``FUNGRAPH_BLAS_THREADS`` (a number) instead runs every product as one OpenBLAS call on that
+many of its threads. Where numpy uses another BLAS, products are plain ``np.matmul``.
 """
 
 from __future__ import annotations
