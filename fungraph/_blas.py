@@ -348,10 +348,11 @@ def _edges(extent: int, tiles: int) -> list[int]:
 def _tiles(a: np.ndarray, b: np.ndarray, out: np.ndarray, count: int) -> _Job | None:
     """``out = a @ b`` as about ``count`` products into tiles of ``out``: bands of rows when
     ``out`` has more rows than columns (each tile then packs all of ``b`` again, the smaller
-    operand), else bands of columns; None when ``out`` cannot be cut into BLAS-ready tiles."""
+    operand), else bands of columns; None when ``out`` cannot be cut into BLAS-ready tiles or
+    overlaps an operand."""
     m, n = out.shape[-2:]
-    if out.strides[-1] != out.itemsize:
-        return None
+    if out.strides[-1] != out.itemsize or np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return None  # one call: numpy copies an operand that overlaps out, which tiles would not
     extent = max(m, n)
     edges = _edges(extent, min(count, extent // MIN_TILE))
     if len(edges) < 3:

@@ -74,6 +74,19 @@ def test_shared_products_agree_with_numpy(recorded, monkeypatch, shapes, dtype):
     np.testing.assert_allclose(blas.matmul(a_t, b), expect, rtol=tol, atol=tol * 100)
 
 
+def test_an_output_over_an_operand_is_one_call(recorded, monkeypatch):
+    """Tiles would overwrite rows of an operand that later tiles read; numpy copies it first."""
+    monkeypatch.setattr(blas, "SMALL_PRODUCT", 1)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((512, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 512)).astype(np.float32)
+    expect = a @ b
+    split = blas.BLAS_STATS["split_products"]
+    assert blas.matmul(a, b, a) is a
+    np.testing.assert_allclose(a, expect, rtol=1e-4, atol=1e-3)
+    assert blas.BLAS_STATS["split_products"] == split
+
+
 def test_a_late_worker_tile_is_taken_back_and_never_written(recorded):
     """A worker that took a tile and lost its core: the caller computes that tile itself and
     returns; the worker's result, when it comes, does not reach ``out``."""
