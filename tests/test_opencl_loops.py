@@ -19,6 +19,7 @@ import fungraph.numpy as fnp
 from fungraph import lax
 from fungraph.jit import clear_caches
 from fungraph.tree_util import tree_flatten
+from tests.helpers import GPU_LIKE
 
 pytestmark = pytest.mark.usefixtures("require_opencl")
 
@@ -209,3 +210,24 @@ def test_float64_tanh_loops_over_many_elements_keep_their_launches(size: int, mo
     assert ("[loop" in exe.describe()) == (size <= loops.SLOW_FLOAT64_MAX_ELEMENTS)
     np.testing.assert_allclose(_run(exe, (x,))[0], np.asarray(fg.jit(lambda x: _while_counter(x, 5)[1])(x)),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("device_as", [{**GPU_LIKE, "max_work_group_size": 64}, {"compute_units": 4}],
+                         indirect=True)
+@pytest.mark.parametrize("size", [1, 63, 1000])
+def test_loop_kernel_work_groups_cover_every_element(device_as, size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole work-groups (64 on the GPU-like device; on a CPU halved until each compute unit
+    gets two): the last group's extra work-items store nothing, and every element is stored."""
+    x = np.linspace(-1, 1, size).astype(np.float32)
+    f = lambda x, n: _damped(x, n)  # noqa: E731
+    args = (x, np.int32(9))
+    exe = _executable(f, args, True, monkeypatch)
+    text = exe.describe()
+    assert "[loop, every iteration" in text, text
+    local = min(size, 64 if not device_as.is_cpu else 256)
+    while device_as.is_cpu and local > 64 and -(-size // local) < 2 * device_as.compute_units:
+        local //= 2
+    assert f"launches ({-(-size // local) * local},)/({local},)" in text, text
+    got, want = _run(exe, args), _run(_executable(f, args, False, monkeypatch), args)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

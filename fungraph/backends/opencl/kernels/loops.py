@@ -138,9 +138,11 @@ def loop_kernel(name: str, shape: tuple[int, ...], cond: Graph | None, body: Gra
         v = body.invars[j]
         idx = () if j in scalars else base
         em.lines.append(f"  {ctype(v.aval.dtype)} c{j} = {em.load(ops.init[j], idx)};")
-        em.cache[(v, idx)] = f"c{j}"
-        if cond is not None:
-            em.cache[(cond.invars[j], idx)] = f"c{j}"
+        # a size-1 axis is read at index "0" by a broadcasting operand (``Emitter.operand``)
+        for at in {idx, tuple("0" if d == 1 else i for i, d in zip(idx, shape))}:
+            em.cache[(v, at)] = f"c{j}"
+            if cond is not None:
+                em.cache[(cond.invars[j], at)] = f"c{j}"
     saved, cache = em.lines, dict(em.cache)
     em.lines = []
     if cond is not None:
