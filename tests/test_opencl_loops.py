@@ -169,14 +169,16 @@ def test_derivatives_of_a_loss_around_a_fori_loop_match_cpu(monkeypatch: pytest.
 
 
 def test_vmap_of_a_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batched fori loop with static bounds over per-example scalars is one kernel (vmap
-    batches the counter too, so the carries share one shape); a batched while loop's condition
-    reduces over the batch, which keeps a launch per iteration. Both match the CPU engine."""
-    x = np.random.default_rng(0).standard_normal(5)
+    """A batched fori loop with static bounds is one kernel (vmap batches its counter too: a
+    carry of another shape, which the body's array values never meet); a batched while loop's
+    condition reduces over the batch, which keeps a launch per iteration. Both match the CPU
+    engine."""
+    x = np.random.default_rng(0).standard_normal((5, 8))
     ns = np.array([0, 3, 1, 5, 2], np.int32)
-    shared = fg.vmap(lambda x: _fori_static(x, 0))
+    fori = fg.vmap(lambda x: lax.fori_loop(0, 7, lambda i, v: fnp.sin(v) * 0.9 + 0.1, x))
+    per_example = fg.vmap(lambda x: _fori_static(x, 0))
     batched = fg.vmap(lambda x, n: _damped(x, n)[1])
-    for f, args, one in ((shared, (x,), True), (batched, (x, ns), False)):
+    for f, args, one in ((fori, (x,), True), (per_example, (x[:, 0],), True), (batched, (x, ns), False)):
         exe = _executable(f, args, True, monkeypatch)
         assert ("[loop, every iteration" in exe.describe()) == one, exe.describe()
         np.testing.assert_allclose(_run(exe, args)[0], np.asarray(fg.jit(f)(*args)), rtol=1e-12, atol=1e-12)
@@ -186,7 +188,8 @@ NOT_ELEMENTWISE = {
     "reversed carry": lambda x: lax.fori_loop(0, 4, lambda i, v: v[::-1] * 0.5 + 1.0, x),
     "sum in the body": lambda x: lax.fori_loop(0, 4, lambda i, v: v - fnp.mean(v), x),
     "condition on the array": lambda x: lax.while_loop(lambda v: fnp.max(fnp.abs(v)) > 0.1, lambda v: v * 0.5, x),
-    "two carry shapes": lambda x: lax.fori_loop(0, 4, lambda i, c: (c[0] * 2.0, c[1] + 1.0), (x, x[0])),
+    "carries of two shapes meeting": lambda x: lax.fori_loop(0, 4, lambda i, c: (c[0] * 2.0 + c[1], c[1] + 1.0),
+                                                              (x, x[0])),
     "product in the body": lambda x: lax.fori_loop(0, 3, lambda i, v: fnp.tanh(v @ v.T) * 0.1, x),
 }
 

@@ -141,14 +141,13 @@ def lower_loop_kernel(exe: Lowering, e: Eqn, cond: Graph | None, body: Graph, le
     kernels.loops`) when its condition reads only scalars and its body is elementwise over the
     carries; ``ins`` are the condition's constants, the body's constants and the initial
     carries. Returns whether it was."""
-    shape = loop_fits(cond, body, len(body.outvars)) if loop_kernels() else None
-    if shape is None:
+    if not (loop_kernels() and loop_fits(cond, body, len(body.outvars))):
         return False
     cond_ins, body_ins, init = ins
     consts = [exe.constant(c) for g in (body, cond) if g is not None for c in g.consts]
     ops = LoopOperands(cond_ins, body_ins, consts, init, [exe.store(o) for o in e.outputs])
-    exe.add_kernels([e], [loop_kernel(exe.kernel_name(e.primitive.name), shape, cond, body, length, ops,
-                                      exe.idx_type, exe.info)])
+    exe.add_kernels([e], [loop_kernel(exe.kernel_name(e.primitive.name), cond, body, length, ops, exe.idx_type,
+                                      exe.info)])
     return True
 
 
