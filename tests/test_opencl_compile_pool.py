@@ -22,7 +22,7 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph.backends.opencl import compile_pool, get_device
 from fungraph.backends.opencl.kernels.spec import KernelSpec, exact_launches
-from fungraph.backends.opencl.program import ENGINE_STATS
+from fungraph.backends.opencl.program import ENGINE_STATS, kernel_specs
 from fungraph.jit import clear_caches
 
 pytestmark = pytest.mark.usefixtures("require_opencl")
@@ -217,6 +217,25 @@ def test_device_sorted_scatter_and_helpers(eager_pool: None, monkeypatch: pytest
     np.testing.assert_array_equal(np.asarray(f(upd, idx)), scatter_add(upd, idx, 1, (3, 5, 2)))
     assert "index order sorted on the device" in f.lower(upd, idx).text
     assert ENGINE_STATS["kernels_compiled_in_helpers"] > before
+
+
+def test_loop_kernels_are_left_to_the_executable(eager_pool: None) -> None:
+    """A loop whose body fits one kernel reads its trip count from its inputs: no helper runs
+    it on zeroed buffers (nor does the warm-up)."""
+    def f(x: fg.Array) -> tuple:
+        y = fg.lax.fori_loop(0, 7, lambda i, c: c * 0.5 + 1.0, x)
+        return y, fnp.tanh(x @ x.T).sum(axis=0)
+
+    x = np.linspace(-1.0, 1.0, 48, dtype=np.float32).reshape(6, 8)
+    jf = fg.jit(f, backend="opencl")
+    got = [np.asarray(o) for o in jf(x)]
+    exe = jf.lower(x).compiled.executable
+    assert any(spec.kind == "loop" for spec in kernel_specs(exe.steps))
+    want = [np.asarray(o) for o in fg.jit(f)(x)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    loops = [s for s in kernel_specs(exe.steps) if s.kind == "loop"]
+    assert not compile_pool._kernels(loops, {}, {}, exe.slots)
 
 
 def test_each_work_group_size_offset_kind_and_grid_side_is_one_compilation() -> None:

@@ -119,6 +119,8 @@ def _kernels(specs: Sequence[KernelSpec], functions: dict[str, Function], length
     sources) in program order, with one probe launch per specialization."""
     out: dict[str, _Kernel] = {}
     for spec in specs:
+        if not spec.warm:           # a loop kernel: its trip count would come from zeroed inputs
+            continue
         fn = functions.get(spec.name, Function(spec.name))
         k = out.setdefault(fn.name, _Kernel([slots[s].aval.nbytes for s, _ in spec.slots], [t for t, _ in fn.args],
                                             {}, lengths.get(fn.name, len(spec.source))))

@@ -38,14 +38,15 @@ class Runner:
         self.window_slots = bindings.window_slots
         self.call_args, self.instances, self.windowed = bindings.call_args, bindings.instances, bindings.windowed
         self.ops = bindings.ops
+        self.unwarmed = bindings.unwarmed
 
     def warm(self, jobs: Jobs | None = None) -> float:
         """Launch every kernel instance once (inputs: staging buffers, outputs: one dummy
         buffer, windows at iteration 0) so PoCL compiles its work-group functions now rather
-        than on the first call, in program order (a kernel may read what an earlier one wrote).
-        With ``jobs`` (kernels helper processes compile meanwhile,
-        :mod:`~fungraph.backends.opencl.compile_pool`), a kernel a helper compiles is launched
-        once that helper is done, from PoCL's cache."""
+        than on the first call, in program order (a kernel may read what an earlier one wrote);
+        loop kernels, whose trip count comes from their inputs, are left out. With ``jobs``
+        (kernels helper processes compile meanwhile, :mod:`~fungraph.backends.opencl.compile_pool`),
+        a kernel a helper compiles is launched once that helper is done, from PoCL's cache."""
         nbytes = max([self.slots[s].aval.nbytes for s in self.output_slots], default=1)
         dummy = self.dev.alloc(nbytes)
         for s in self.input_slots:
@@ -61,6 +62,8 @@ class Runner:
         self._bind_call_args()
         t0 = time.perf_counter()
         for op in self.instances:
+            if id(op) in self.unwarmed:
+                continue
             if jobs is not None:
                 jobs.ready(op[1].function_name)
             self._launch(op)
@@ -88,6 +91,7 @@ class Runner:
         enqueue = self.dev.cl.enqueue_nd_range_kernel
         for gsize, lsize, goff in launches:
             enqueue(q, kernel, gsize, lsize, global_work_offset=goff)
+        ENGINE_STATS["launches"] += len(launches)
 
     def call(self, args: Sequence[Any], into: Sequence[Any] | None = None) -> list[OpenCLArray]:
         """Bind the inputs (device arrays as they are, host arrays through their staging
