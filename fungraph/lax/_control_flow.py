@@ -173,23 +173,28 @@ def while_loop(cond_fun: Any, body_fun: Any, init_val: Any, *, checkpoint: str =
 
 def _carry_error(what: str, tree: Any, avals: Sequence[ShapedArray], out_tree: Any,
                  out_avals: Sequence[ShapedArray]) -> TypeError:
-    """A loop body returned a carry unlike its input: name the leaves that differ, the user's
-    line, and, when a float leaf widened, the promotion that usually did it."""
+    """A loop body returned a carry unlike its input: JAX's error, naming the leaves that differ
+    and the user's line (a weakly typed initial carry was already promoted, as JAX does)."""
+    src = "" if not user_source() else f"\n  at {user_source()}"
     if out_tree != tree:
-        detail = f"the carry is {tree}, the body returned {out_tree}"
-    else:
-        detail = "; ".join(f"leaf {k}: carry {a}, body returned {b}"
-                           for k, (a, b) in enumerate(zip(avals, out_avals)) if a != b)
+        return TypeError(f"{what} must return the carry's structure and types: the carry is {tree}, the body "
+                         f"returned {out_tree}{src}")
+    differences = "; ".join(f"the input carry leaf {k} has type {a} but the corresponding output carry component "
+                            f"has type {b}, so the {_mismatch(a, b)} do not match"
+                            for k, (a, b) in enumerate(zip(avals, out_avals)) if a != b)
     hint = ""
-    if out_tree == tree and any(a.shape == b.shape and np.dtype(a.dtype).kind in "fc"
-                                and np.dtype(b.dtype).itemsize > np.dtype(a.dtype).itemsize
-                                for a, b in zip(avals, out_avals)):
-        hint = ("\n  a float leaf widened: an int64 value (such as the loop index) times a Python float is "
-                "float64 under numpy-2 promotion, where JAX's weak types keep float32; cast it first, "
-                "e.g. `i.astype(c.dtype) * 0.1`")
-    src = user_source()
-    return TypeError(f"{what} must return the carry's structure and types: {detail}{hint}"
-                     + (f"\n  at {src}" if src else ""))
+    if any(a.shape == b.shape and a.dtype != b.dtype for a, b in zip(avals, out_avals)):
+        hint = ("; a value of another dtype reached the carry (a numpy scalar or array, which is strongly typed, "
+                "unlike a Python scalar): cast it, e.g. `(c + y).astype(c.dtype)`")
+    return TypeError(f"{what} function carry input and carry output must have equal types, but they differ: "
+                     f"{differences}. Revise the function so that all output types match the corresponding input "
+                     f"types{hint}{src}")
+
+
+def _mismatch(a: ShapedArray, b: ShapedArray) -> str:
+    """What differs between two avals, in JAX's words."""
+    parts = [name for name, differs in (("dtypes", a.dtype != b.dtype), ("shapes", a.shape != b.shape)) if differs]
+    return " and ".join(parts) or "types"
 
 
 def _single(tree: Any) -> Any:
