@@ -19,11 +19,13 @@ from tests.helpers import jax_or_skip
 
 jax, jnp = jax_or_skip()
 
-#: the namespace a case uses: ``m.np``, ``m.lax``, ``m.jit``, ``m.grad``, ``m.vg``, ``m.jvp``, ``m.vjp``
+#: the namespace a case uses: ``m.np``, ``m.lax``, ``m.jit``, ``m.grad``, ``m.vg`` (value_and_grad), ...
 JAX = types.SimpleNamespace(np=jnp, lax=jax.lax, jit=jax.jit, grad=jax.grad, vg=jax.value_and_grad,
-                            jvp=jax.jvp, vjp=jax.vjp)
+                            jvp=jax.jvp, vjp=jax.vjp, jacfwd=jax.jacfwd, jacrev=jax.jacrev, hessian=jax.hessian,
+                            vmap=jax.vmap, custom_jvp=jax.custom_jvp, checkpoint=jax.checkpoint)
 FG = types.SimpleNamespace(np=fnp, lax=fg.lax, jit=fg.jit, grad=fg.grad, vg=fg.value_and_grad,
-                           jvp=fg.jvp, vjp=fg.vjp)
+                           jvp=fg.jvp, vjp=fg.vjp, jacfwd=fg.jacfwd, jacrev=fg.jacrev, hessian=fg.hessian,
+                           vmap=fg.vmap, custom_jvp=fg.custom_jvp, checkpoint=fg.checkpoint)
 
 
 def _w(m: Any) -> Any:
@@ -34,6 +36,13 @@ def _w(m: Any) -> Any:
 def _bw(m: Any) -> Any:
     """A weak array of shape (3,)."""
     return m.np.broadcast_to(_w(m), (3,))
+
+
+def _doubled(m: Any) -> Any:
+    """``x * 2`` as a ``custom_jvp`` function."""
+    f = m.custom_jvp(lambda x: x * 2)
+    f.defjvp(lambda primals, tangents: (primals[0] * 2, tangents[0] * 2))
+    return f
 
 
 CASES: dict[str, Callable[[Any], Any]] = {
@@ -63,6 +72,18 @@ CASES: dict[str, Callable[[Any], Any]] = {
     "jvp tangent": lambda m: m.jvp(lambda x: x * x, (1.0,), (1.0,))[1],
     "vjp primal": lambda m: m.vjp(lambda x: x * x, 1.0)[0],
     "vjp cotangent": lambda m: m.vjp(lambda x: x * x, 1.0)[1](1.0)[0],
+    "jvp of a constant": lambda m: m.jvp(lambda x: 2.0, (1.0,), (1.0,))[1],
+    "jacfwd(1.0)": lambda m: m.jacfwd(lambda x: x ** 3)(1.0),
+    "jacrev(1.0)": lambda m: m.jacrev(lambda x: x ** 3)(1.0),
+    "hessian(1.0)": lambda m: m.hessian(lambda x: x ** 3)(1.0),
+    "jacfwd(x * float32)(1.0)": lambda m: m.jacfwd(lambda x: x * np.float32(2))(1.0),
+    "jacrev(x * float32)(1.0)": lambda m: m.jacrev(lambda x: x * np.float32(2))(1.0),
+    "grad(grad)(1.0)": lambda m: m.grad(m.grad(lambda x: x ** 3))(1.0),
+    "vmap(x * 2.)(weak array)": lambda m: m.vmap(lambda x: x * 2.0)(_bw(m)),
+    "vmap(x * 2.)(float32)": lambda m: m.vmap(lambda x: x * 2.0)(np.ones(3, np.float32)),
+    "custom_jvp(x * 2)(w)": lambda m: _doubled(m)(_w(m)),
+    "jit(custom_jvp)(1.0)": lambda m: m.jit(_doubled(m))(1.0),
+    "checkpoint(x * 2)(1.0)": lambda m: m.checkpoint(lambda x: x * 2)(1.0),
     # control flow
     "fori_loop(c * 2, 1.0)": lambda m: m.lax.fori_loop(0, 3, lambda i, c: c * 2, 1.0),
     "fori_loop(c + i, 0)": lambda m: m.lax.fori_loop(0, 3, lambda i, c: c + i, 0),
