@@ -174,7 +174,7 @@ def _single(tree: Any) -> Any:
 def _check_unroll(unroll: Any, what: str) -> None:
     """``unroll`` only tunes XLA's loop code, so fungraph takes and checks it as JAX does, then
     ignores it."""
-    if isinstance(unroll, Tracer) or not isinstance(unroll, (bool, int, np.integer)):
+    if isinstance(unroll, Tracer):
         raise TypeError(f"{what}: `unroll` expects a concrete `int` or `bool`, got {_describe(unroll)}")
     if unroll < 0:
         raise ValueError(f"{what}: `unroll` must be a `bool` or a non-negative `int`, got {unroll}")
