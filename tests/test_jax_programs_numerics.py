@@ -115,7 +115,8 @@ def _nn(lib: Any, np_: Any) -> Any:
     q = x[None, :, None, :]
     return (nn.softmax(x), nn.softmax(x, axis=0), nn.log_softmax(x), nn.one_hot(np_.array([0, 2, 5]), 4),
             nn.one_hot(np_.array([1, 0]), 3, dtype=np_.int32), nn.logsumexp(x, axis=1),
-            lib.scipy.special.logsumexp(x, b=np_.ones(4) * 0.5, axis=-1), lib.scipy.special.logsumexp(x, return_sign=True),
+            lib.scipy.special.logsumexp(x, b=np_.ones(4) * 0.5, axis=-1),
+            lib.scipy.special.logsumexp(x, return_sign=True),
             nn.gelu(x), nn.gelu(x, approximate=False), nn.silu(x), nn.glu(x), nn.standardize(x, axis=-1),
             lib.grad(lambda x: np_.sum(nn.softmax(x) * np_.arange(4.)))(x), nn.softmax(x, where=x > -1.),
             nn.dot_product_attention(q, q, q), nn.dot_product_attention(q, q, q, is_causal=True))
