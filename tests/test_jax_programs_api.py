@@ -41,9 +41,11 @@ def _eval_shape(lib: Any, np_: Any) -> Any:
         return {"a": np_.dot(x, y), "b": np_.tanh(x)}
 
     out = lib.eval_shape(f, lib.ShapeDtypeStruct((2, 3), np_.float32), lib.ShapeDtypeStruct((3, 4), np_.float32))
-    sums = lib.eval_shape(lambda p: lib.tree.map(lambda t: t.sum(0), p), {"w": np_.ones((5, 2)), "b": np_.ones(5, np_.int32)})
+    sums = lib.eval_shape(lambda p: lib.tree.map(lambda t: t.sum(0), p),
+                          {"w": np_.ones((5, 2)), "b": np_.ones(5, np_.int32)})
     sds = lib.ShapeDtypeStruct((3,), np_.float32)
-    return ([(o.shape, str(o.dtype)) for o in lib.tree.leaves(out)], [(o.shape, str(o.dtype)) for o in lib.tree.leaves(sums)],
+    return ([(o.shape, str(o.dtype)) for o in lib.tree.leaves(out)],
+            [(o.shape, str(o.dtype)) for o in lib.tree.leaves(sums)],
             sds.shape, str(sds.dtype), sds.ndim, sds.size, len(sds), sds.weak_type, sds.update(shape=(2, 2)).shape,
             lib.eval_shape(lambda k: lib.random.split(k, 3), lib.random.PRNGKey(0)).shape)
 
@@ -65,7 +67,8 @@ def _devices(lib: Any, np_: Any) -> Any:
 
 def _sharp_bits(lib: Any, np_: Any) -> Any:
     x = np_.arange(10)
-    return (str(np_.array([1, 2, 3]).dtype), str(np_.arange(3.).dtype), np_.array(1.0), np_.zeros(3, dtype=np_.int8) + 1,
+    return (str(np_.array([1, 2, 3]).dtype), str(np_.arange(3.).dtype), np_.array(1.0),
+            np_.zeros(3, dtype=np_.int8) + 1,
             np_.array([250, 3], dtype=np_.uint8) + np_.uint8(10), np_.array([1, 2], np_.int16) * 2.5,
             np_.sum(np_.array([True, True])), np_.ones(3, np_.float16) * 2,
             np_.array(3) // 2, np_.linspace(0, 1, 5), np_.array([1.5]).astype(np_.int32),

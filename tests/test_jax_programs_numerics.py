@@ -2,11 +2,12 @@
 the import changed, in both dtype modes: ``lax.scan`` (cumulative sums, an RNN trained through
 ``jit(grad)``, ``reverse``, ``length``, ``unroll``), ``lax.associative_scan`` (a linear
 recurrence), the loop primitives, ``einsum`` (both forms), ``fft``, ``linalg``, ``jax.nn`` and
-its initializers, ``lax`` convolutions and windows, ``scipy.linalg`` and Gaussian process
-regression."""
+its initializers, ``lax`` convolutions and windows, ``scipy.linalg``, Gaussian process
+regression and a neural ODE (``experimental.ode.odeint`` under ``jit(grad)``)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -167,10 +168,32 @@ def _gaussian_process(lib: Any, np_: Any) -> Any:
             sl.expm(A * 0.1), sl.lu_solve(sl.lu_factor(A), y[:3]), sl.block_diag(A[:2, :2], np_.ones((1, 1))))
 
 
+def _neural_ode(lib: Any, np_: Any) -> Any:
+    odeint = importlib.import_module(lib.__name__ + ".experimental.ode").odeint
+
+    def dynamics(state: Any, t: Any, params: Any) -> Any:
+        W, b = params
+        return {"x": np_.tanh(state["x"] @ W + b) - 0.1 * state["v"], "v": state["x"] * np_.cos(t)}
+
+    def loss(params: Any, y0: Any) -> Any:
+        ys = odeint(dynamics, y0, ts, params)
+        return np_.sum(ys["x"][-1] ** 2) + np_.sum(ys["v"])
+
+    def decay(scale: Any) -> Any:
+        return np_.sum(odeint(lambda y, t: -scale * y, np_.ones(2), ts)[-1])
+
+    k1, k2 = lib.random.split(lib.random.PRNGKey(0))
+    params = (lib.random.normal(k1, (3, 3)) * 0.5, lib.random.normal(k2, (3,)) * 0.1)
+    y0 = {"x": np_.array([1., 0., -1.]), "v": np_.zeros(3)}
+    ts = np_.linspace(0., 1., 4)
+    return odeint(dynamics, y0, ts, params), lib.jit(lib.grad(loss, (0, 1)))(params, y0), lib.grad(decay)(0.7)
+
+
 PROGRAMS: dict[str, Callable[[Any, Any], Any]] = {
     "scans": _scans, "associative_scans": _associative_scans, "control_flow": _control_flow, "einsums": _einsums,
     "ffts": _ffts, "linalg": _linalg, "nn": _nn, "initializers": _initializers,
     "convolutions_and_windows": _convolutions_and_windows, "gaussian_process": _gaussian_process,
+    "neural_ode": _neural_ode,
 }
 
 
@@ -218,3 +241,23 @@ def test_attention_softmax_runs_in_float32_as_jax_s() -> None:
         theirs = jax.nn.dot_product_attention(q, k, v, scale=1.0)
     assert ours.dtype == theirs.dtype == np.float64
     assert float(ours[0, 0, 0, 0]) == float(theirs[0, 0, 0, 0]) == 0.5
+
+
+def test_odeint_gradient_in_the_times_matches_jax_s() -> None:
+    from jax.experimental.ode import odeint as jax_odeint
+
+    from fungraph.experimental.ode import odeint
+
+    ts = np.array([0.1, 0.4, 1.0])
+    with fg.enable_x64(True):
+        ours = fg.grad(lambda ts: fnp.sum(odeint(lambda y, t: -y * t, fnp.ones(2), ts)))(ts)
+    with jax.enable_x64(True):
+        theirs = jax.grad(lambda ts: jnp.sum(jax_odeint(lambda y, t: -y * t, jnp.ones(2), ts)))(ts)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+
+
+def test_odeint_refuses_integer_times() -> None:
+    from fungraph.experimental.ode import odeint
+
+    with pytest.raises(TypeError, match="t must be an array of floats"):
+        odeint(lambda y, t: -y, fnp.ones(2), np.arange(3))
