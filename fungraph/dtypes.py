@@ -309,9 +309,10 @@ def _join(nodes: frozenset[Any], x64: bool) -> Any:
 
 
 def _node(dtype: np.dtype, weak: bool) -> Any:
-    if not weak:
+    """``dtype``'s node on the lattice; a weak bool is plain ``bool`` there, as in JAX."""
+    if not weak or dtype.kind == "b":
         return dtype
-    return _WEAK[0] if dtype.kind in "iub" else _WEAK[2] if dtype.kind == "c" else _WEAK[1]
+    return _WEAK[0] if dtype.kind in "iu" else _WEAK[2] if dtype.kind == "c" else _WEAK[1]
 
 
 def _weak_default(node: Any) -> np.dtype:

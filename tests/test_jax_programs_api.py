@@ -194,3 +194,15 @@ def test_shape_dtype_struct_reads_as_jax_s() -> None:
     assert ours.update(dtype=np.int32) == fg.ShapeDtypeStruct((2, 3), np.int32, weak_type=True)
     with pytest.raises(TypeError, match="len"):
         len(fg.ShapeDtypeStruct((), np.float32))
+
+
+@pytest.mark.parametrize("x64", [True, False])
+def test_weak_bools_combine_as_bools_as_jax_s(x64: bool) -> None:
+    """A comparison of weak values is a weak bool; combining it with ``|``, ``+`` or Python's
+    ``True`` stays bool (JAX's lattice has no weak bool node), where it used to become int32."""
+    def program(lib: Any, np_: Any) -> Any:
+        a = np_.isnan(np_.asarray(1.0))
+        b = np_.asarray(2.0) < 0.
+        return a | b, a + b, a | True, a & (np_.ones(2) > 0), a * 2, np_.ones(2, np_.int8) + a
+
+    check_program(jax, jnp, program, x64)

@@ -168,6 +168,27 @@ def _gaussian_process(lib: Any, np_: Any) -> Any:
             sl.expm(A * 0.1), sl.lu_solve(sl.lu_factor(A), y[:3]), sl.block_diag(A[:2, :2], np_.ones((1, 1))))
 
 
+def _distributions(lib: Any, np_: Any) -> Any:
+    st = lib.scipy.stats
+    x = np_.linspace(-1.5, 2.5, 9)
+    q = np_.linspace(0., 1., 5)
+
+    def log_likelihood(theta: Any) -> Any:
+        loc, log_scale, p = theta
+        scale = np_.exp(log_scale)
+        return (np_.sum(st.laplace.logpdf(x, loc, scale)) + np_.sum(st.logistic.logpdf(x, loc, scale))
+                + np_.sum(st.expon.logpdf(x, loc - 2., scale)) + np_.sum(st.bernoulli.logpmf(x > 0, p))
+                + np_.sum(st.norm.logpdf(x, loc, scale)))
+
+    theta = np_.array([0.2, 0.1, 0.3])
+    return (st.uniform.logpdf(x, -1., 2.), st.uniform.cdf(x, -1., 2.), st.uniform.ppf(q, -1., 2.),
+            st.expon.cdf(x), st.expon.sf(x, 0.5), st.expon.logcdf(x + 2.), st.expon.logsf(x), st.expon.ppf(q, 1., 2.),
+            st.laplace.pdf(x, 0.5), st.laplace.cdf(x, 0.5, 2.), st.logistic.cdf(x), st.logistic.sf(x, 1.),
+            st.logistic.ppf(q), st.logistic.isf(q, 1., 2.), st.bernoulli.pmf(np_.array([0, 1, 2]), 0.3),
+            st.bernoulli.cdf(x, 0.3), st.bernoulli.ppf(q, 0.3), st.bernoulli.logpmf(np_.array([1, 2]), 0.3, loc=1),
+            lib.value_and_grad(log_likelihood)(theta))
+
+
 def _neural_ode(lib: Any, np_: Any) -> Any:
     odeint = importlib.import_module(lib.__name__ + ".experimental.ode").odeint
 
@@ -193,7 +214,7 @@ PROGRAMS: dict[str, Callable[[Any, Any], Any]] = {
     "scans": _scans, "associative_scans": _associative_scans, "control_flow": _control_flow, "einsums": _einsums,
     "ffts": _ffts, "linalg": _linalg, "nn": _nn, "initializers": _initializers,
     "convolutions_and_windows": _convolutions_and_windows, "gaussian_process": _gaussian_process,
-    "neural_ode": _neural_ode,
+    "neural_ode": _neural_ode, "distributions": _distributions,
 }
 
 
