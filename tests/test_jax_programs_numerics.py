@@ -3,7 +3,8 @@ the import changed, in both dtype modes: ``lax.scan`` (cumulative sums, an RNN t
 ``jit(grad)``, ``reverse``, ``length``, ``unroll``), ``lax.associative_scan`` (a linear
 recurrence), the loop primitives, ``einsum`` (both forms), ``fft``, ``linalg``, ``jax.nn`` and
 its initializers, ``lax`` convolutions and windows, ``scipy.linalg``, Gaussian process
-regression and a neural ODE (``experimental.ode.odeint`` under ``jit(grad)``)."""
+regression, a neural ODE (``experimental.ode.odeint`` under ``jit(grad)``), ``scipy.stats``
+distributions and ``scipy.sparse.linalg.cg``."""
 
 from __future__ import annotations
 
@@ -189,6 +190,20 @@ def _distributions(lib: Any, np_: Any) -> Any:
             lib.value_and_grad(log_likelihood)(theta))
 
 
+def _conjugate_gradients(lib: Any, np_: Any) -> Any:
+    cg = importlib.import_module(lib.__name__ + ".scipy.sparse.linalg").cg
+    A = np_.array([[4., 1., 0.], [1., 3., 1.], [0., 1., 2.]])
+    b = np_.array([1., 2., 3.])
+
+    def solution_norm(scale: Any, b: Any) -> Any:
+        x, _ = cg(lambda v: scale * (A @ v), b, tol=1e-10)
+        return np_.sum(x ** 2)
+
+    tree_x, _ = cg(lambda t: {"u": A @ t["u"], "w": 2. * t["w"]}, {"u": b, "w": np_.ones(2)})
+    return (cg(A, b)[0], cg(A, b, M=np_.diag(1. / np_.diag(A)), maxiter=2)[0], tree_x,
+            lib.grad(solution_norm, (0, 1))(1.5, b))
+
+
 def _neural_ode(lib: Any, np_: Any) -> Any:
     odeint = importlib.import_module(lib.__name__ + ".experimental.ode").odeint
 
@@ -214,7 +229,7 @@ PROGRAMS: dict[str, Callable[[Any, Any], Any]] = {
     "scans": _scans, "associative_scans": _associative_scans, "control_flow": _control_flow, "einsums": _einsums,
     "ffts": _ffts, "linalg": _linalg, "nn": _nn, "initializers": _initializers,
     "convolutions_and_windows": _convolutions_and_windows, "gaussian_process": _gaussian_process,
-    "neural_ode": _neural_ode, "distributions": _distributions,
+    "neural_ode": _neural_ode, "distributions": _distributions, "conjugate_gradients": _conjugate_gradients,
 }
 
 
@@ -282,3 +297,12 @@ def test_odeint_refuses_integer_times() -> None:
 
     with pytest.raises(TypeError, match="t must be an array of floats"):
         odeint(lambda y, t: -y, fnp.ones(2), np.arange(3))
+
+
+def test_cg_refuses_mismatched_x0() -> None:
+    from fungraph.scipy.sparse.linalg import cg
+
+    with pytest.raises(ValueError, match="matching tree structure"):
+        cg(np.eye(2), {"a": np.ones(2)}, x0=[np.ones(2)])
+    with pytest.raises(ValueError, match="must be either a function or ndarray"):
+        cg("A", np.ones(2))
