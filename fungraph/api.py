@@ -91,19 +91,31 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     return owned_results(_eval_graph(graph, *vals), args)
 
 
-def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any) -> Any:
-    """Stage a host numpy function as one opaque node with the declared result shapes."""
+_VMAP_METHODS = (None, "sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized")
+
+
+def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any, sharding: Any = None,
+                  vmap_method: str | None = None, **kwargs: Any) -> Any:
+    """Stage a host numpy function as one opaque node with the declared result shapes;
+    ``callback(*args, **kwargs)`` runs on the host. Under ``vmap`` it runs once per example
+    (``vmap_method`` None, ``"sequential"`` or ``"sequential_unrolled"``), or once on the whole
+    batch (``"expand_dims"``: unbatched arguments get a leading axis of size 1;
+    ``"broadcast_all"``: they are broadcast to the batch), as ``jax.pure_callback``."""
+    if vmap_method not in _VMAP_METHODS:
+        raise ValueError(f"pure_callback: vmap_method must be one of {list(_VMAP_METHODS[1:])} or None, "
+                         f"got {vmap_method!r}")
     res_leaves, res_tree = tree_flatten(result_shape_dtypes)
     result_avals = tuple(ShapedArray(np.shape(r) if not hasattr(r, "shape") else r.shape, r.dtype)
                          for r in res_leaves)
-    arg_leaves, arg_tree = tree_flatten(args)
+    arg_leaves, arg_tree = tree_flatten((args, kwargs))
 
     def flat_callback(*leaves: Any) -> Any:
-        return tree_flatten(callback(*tree_unflatten(arg_tree, leaves)))[0]
+        call_args, call_kwargs = tree_unflatten(arg_tree, leaves)
+        return tree_flatten(callback(*call_args, **call_kwargs))[0]
 
     flat_callback.__name__ = getattr(callback, "__name__", "callback")
     outs = pure_callback_p.bind(*[_concrete(a) for a in arg_leaves], callback=flat_callback,
-                                result_avals=result_avals)
+                                result_avals=result_avals, vmap_method=vmap_method)
     return tree_unflatten(res_tree, outs)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -271,16 +272,40 @@ def build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer]) -> tuple[Gra
 # --- pytrees of arguments around a trace (api, jit and custom_derivatives call these) --------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ShapeDtypeStruct:
-    """An abstract argument: tracing needs only its shape and dtype."""
+    """An abstract argument: tracing needs only its shape and dtype. ``sharding`` and
+    ``weak_type`` are kept for programs that read them back, as ``jax.ShapeDtypeStruct``'s."""
 
     shape: tuple[int, ...]
     dtype: Any
+    sharding: Any = dataclasses.field(default=None, kw_only=True, compare=False)
+    weak_type: bool = dataclasses.field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def update(self, **changes: Any) -> ShapeDtypeStruct:
+        """A copy with the given fields (``shape``, ``dtype``, ``sharding``, ``weak_type``) replaced."""
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self) -> str:
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
 
 
 def abstractify(x: Any) -> ShapedArray:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import ShapeError, user_source, weak_outputs
+from fungraph.core import ShapeError, Tracer, user_source, weak_outputs
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives import shape as sh
 from fungraph.primitives.collectives import pvary
@@ -204,12 +204,23 @@ def _single(tree: Any) -> Any:
     return PyTreeDef(tuple, None, (tree,))
 
 
-def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
+def _check_unroll(unroll: Any, what: str) -> None:
+    """``unroll`` only tunes XLA's loop code, so fungraph takes and checks it as JAX does, then
+    ignores it."""
+    if isinstance(unroll, Tracer):
+        raise TypeError(f"{what}: `unroll` expects a concrete `int` or `bool`, got {_describe(unroll)}")
+    if unroll < 0:
+        raise ValueError(f"{what}: `unroll` must be a `bool` or a non-negative `int`, got {unroll}")
+
+
+def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
+         unroll: int | bool = 1, _split_transpose: bool = False) -> tuple[Any, Any]:
     """``jax.lax.scan``: ``carry, y = f(carry, x)`` over the leading axis of ``xs``; returns
     the final carry and the stacked ``y``."""
     from fungraph.primitives.scan import scan_p
     from fungraph.tree_util import PyTreeDef, tree_unflatten
 
+    _check_unroll(unroll, "scan")
     c_leaves, c_tree, c_avals, c_weak = _leaves(init)
     x_leaves, x_tree, x_avals, x_weak = _leaves(xs)
     lengths = {a.shape[0] for a in x_avals if a.shape}
@@ -242,11 +253,11 @@ def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: 
     return tree_unflatten(carry_tree, outs[:nc]), tree_unflatten(y_tree, outs[nc:])
 
 
-def fori_loop(lower: Any, upper: Any, body_fun: Any, init_val: Any) -> Any:
+def fori_loop(lower: Any, upper: Any, body_fun: Any, init_val: Any, *, unroll: int | bool | None = None) -> Any:
     """``for i in range(lower, upper): val = body_fun(i, val)``: a ``scan`` when the bounds are
     concrete (so reverse mode is pure IR), a ``while_loop`` otherwise."""
-    from fungraph.core import Tracer
-
+    if unroll is not None:
+        _check_unroll(unroll, "fori_loop")
     if not isinstance(lower, Tracer) and not isinstance(upper, Tracer):
         lo, hi = int(lower), int(upper)
         # JAX's index is weakly typed when both bounds are Python ints: ``c + i * 0.1`` keeps c's dtype
