@@ -118,12 +118,20 @@ def _mul32(a: Any, b: Any) -> Any:
     return fnp.bitwise_and(fnp.add(fnp.multiply(a, b_lo), cross), _threefry.MASK32)
 
 
-def _offset32(high: Any, low: Any, span: Any) -> Any:
-    """JAX's ``(high % span * (2**32 % span) + low % span) % span`` in wrapping uint32 arithmetic."""
-    mult = _urem(np.int64(2**16), span)
-    mult = _urem(_mul32(mult, mult), span)
-    total = fnp.bitwise_and(fnp.add(_mul32(_urem(high, span), mult), _urem(low, span)), _threefry.MASK32)
-    return _urem(total, span)
+def _mul_wrapping(a: Any, b: Any, nbits: int) -> Any:
+    """``a * b mod 2**nbits`` for values below ``2**nbits`` (``nbits`` 8, 16 or 32)."""
+    if nbits == 32:
+        return _mul32(a, b)
+    return fnp.bitwise_and(fnp.multiply(a, b), np.int64(2**nbits - 1))
+
+
+def _offset_narrow(high: Any, low: Any, span: Any, nbits: int) -> Any:
+    """JAX's ``(high % span * (2**nbits % span) + low % span) % span`` in wrapping unsigned
+    arithmetic of ``nbits`` (8, 16 or 32) bits."""
+    mult = _urem(np.int64(2 ** (nbits // 2)), span)
+    mult = _urem(_mul_wrapping(mult, mult, nbits), span)
+    total = fnp.add(_mul_wrapping(_urem(high, span), mult, nbits), _urem(low, span))
+    return _urem(fnp.bitwise_and(total, np.int64(2**nbits - 1)), span)
 
 
 _SIGN = np.int64(-(2**63))
@@ -150,15 +158,18 @@ def _urem64(x: Any, s: Any) -> Any:
     return fnp.where(fnp.equal(s, np.int64(0)), x, fnp.where(big, r_big, r_small))
 
 
+def _word64(words: tuple[Any, Any]) -> Any:
+    """The 64-bit value ``high << 32 | low`` of two uint32 words, in int64 bits (wrapping)."""
+    with np.errstate(over="ignore"):
+        return fnp.add(fnp.multiply(words[0], np.int64(2**32)), words[1])
+
+
 def _offset64(high: tuple[Any, Any], low: tuple[Any, Any], span: Any) -> Any:
     """JAX's ``(high % span * (2**64 % span) + low % span) % span`` for 64-bit draws given as
     word pairs, in wrapping uint64 arithmetic on int64 bits (int64 products and sums wrap as
     uint64 ones do), exact for every span."""
-    def word64(words: tuple[Any, Any]) -> Any:
-        return fnp.add(fnp.multiply(words[0], np.int64(2**32)), words[1])
-
     with np.errstate(over="ignore"):
         mult = _urem64(np.int64(2**32), span)
         mult = _urem64(fnp.multiply(mult, mult), span)
-        total = fnp.add(fnp.multiply(_urem64(word64(high), span), mult), _urem64(word64(low), span))
+        total = fnp.add(fnp.multiply(_urem64(_word64(high), span), mult), _urem64(_word64(low), span))
         return _urem64(total, span)

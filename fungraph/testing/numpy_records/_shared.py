@@ -264,8 +264,8 @@ def _shifts(x: Any, y: Any, xp: Any) -> tuple[Any, Any]:
 
 
 def _sort_complex_ref(x: Any) -> Any:
-    """numpy's sort_complex, in JAX's dtype (complex64 for float32 input)."""
-    return np.real(np.sort_complex(x)).astype(np.float32 if x.dtype == np.float32 else np.float64)
+    """numpy's sort_complex, in JAX's dtype (complex64 for inputs of up to 32 bits)."""
+    return np.real(np.sort_complex(x)).astype(np.float64 if x.dtype.itemsize == 8 else np.float32)
 
 
 def _padded(values: np.ndarray, size: int, fill: Any) -> np.ndarray:

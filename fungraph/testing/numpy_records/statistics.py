@@ -4,6 +4,8 @@ NaN-ignoring statistics and histograms; same format and tags as
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -27,10 +29,18 @@ from fungraph.testing.numpy_records._shared import (
 from fungraph.testing.op_records import ALL, FI, F, OpRecord
 from fungraph.testing.strategies import shapes
 
+def _cum_dtype(x: Any) -> Any:
+    """JAX's dtype of ``cumsum``/``cumprod``: bools count in the default integer, integers keep
+    their dtype (numpy widens int32 to int64)."""
+    return np.int64 if x.dtype == np.bool_ else x.dtype
+
+
 STATISTICS_RECORDS: tuple[OpRecord, ...] = (
-    OpRecord("cumsum", lambda x: fnp.cumsum(x, axis=-1), lambda x: np.cumsum(x, axis=-1), _one(1), ALL),
-    OpRecord("cumsum_flat", fnp.cumsum, np.cumsum, _one(), FI),
-    OpRecord("cumprod", lambda x: fnp.cumprod(x, 0), lambda x: np.cumprod(x, 0), _one(1), FI, ((-2.0, 2.0),),
+    OpRecord("cumsum", lambda x: fnp.cumsum(x, axis=-1), lambda x: np.cumsum(x, axis=-1, dtype=_cum_dtype(x)),
+             _one(1), ALL),
+    OpRecord("cumsum_flat", fnp.cumsum, lambda x: np.cumsum(x, dtype=_cum_dtype(x)), _one(), FI),
+    OpRecord("cumprod", lambda x: fnp.cumprod(x, 0), lambda x: np.cumprod(x, 0, dtype=_cum_dtype(x)), _one(1), FI,
+             ((-2.0, 2.0),),
              tol32=1e-4),
     OpRecord("cumulative_sum", lambda x: fnp.cumulative_sum(x, axis=0, include_initial=True),
              lambda x: np.cumulative_sum(x, axis=0, include_initial=True), _one(1), FI),
