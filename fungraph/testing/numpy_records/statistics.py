@@ -29,6 +29,7 @@ from fungraph.testing.numpy_records._shared import (
 from fungraph.testing.op_records import ALL, FI, F, OpRecord
 from fungraph.testing.strategies import shapes
 
+
 def _cum_dtype(x: Any) -> Any:
     """JAX's dtype of ``cumsum``/``cumprod``: bools count in the default integer, integers keep
     their dtype (numpy widens int32 to int64)."""
