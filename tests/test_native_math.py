@@ -77,7 +77,7 @@ FUNCTIONS = {f.name: f for f in (
     _fn("log2", np.log2, WHOLE + ((0.5, 2.0),), 1.5),
     _fn("log10", np.log10, WHOLE + ((0.5, 2.0),), 1.5),
     _fn("log1p", np.log1p, WHOLE + ((1e-9, 1.0),), 1.0),
-    _fn("tanh", np.tanh, WHOLE + ((1e-3, 25.0),), 1.5, 1.5),
+    _fn("tanh", np.tanh, WHOLE + ((1e-3, 25.0), (0.5, 2.0)), 1.5, 1.5),
     _fn("sinh", np.sinh, WHOLE + ((1e-3, 712.0),), 2.0, 2.0),
     _fn("cosh", np.cosh, WHOLE + ((1e-3, 712.0),), 2.0, 2.0),
     MathFn("logistic", lambda x: _logistic(x.astype(LD)), _logistic, WHOLE + ((1e-3, 750.0),), 2.0, 2.0),
