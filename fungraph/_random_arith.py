@@ -118,20 +118,12 @@ def _mul32(a: Any, b: Any) -> Any:
     return fnp.bitwise_and(fnp.add(fnp.multiply(a, b_lo), cross), _threefry.MASK32)
 
 
-def _mul_wrapping(a: Any, b: Any, nbits: int) -> Any:
-    """``a * b mod 2**nbits`` for values below ``2**nbits`` (``nbits`` 8, 16 or 32)."""
-    if nbits == 32:
-        return _mul32(a, b)
-    return fnp.bitwise_and(fnp.multiply(a, b), np.int64(2**nbits - 1))
-
-
-def _offset_narrow(high: Any, low: Any, span: Any, nbits: int) -> Any:
-    """JAX's ``(high % span * (2**nbits % span) + low % span) % span`` in wrapping unsigned
-    arithmetic of ``nbits`` (8, 16 or 32) bits."""
-    mult = _urem(np.int64(2 ** (nbits // 2)), span)
-    mult = _urem(_mul_wrapping(mult, mult, nbits), span)
-    total = fnp.add(_mul_wrapping(_urem(high, span), mult, nbits), _urem(low, span))
-    return _urem(fnp.bitwise_and(total, np.int64(2**nbits - 1)), span)
+def _offset32(high: Any, low: Any, span: Any) -> Any:
+    """JAX's ``(high % span * (2**32 % span) + low % span) % span`` in wrapping uint32 arithmetic."""
+    mult = _urem(np.int64(2**16), span)
+    mult = _urem(_mul32(mult, mult), span)
+    total = fnp.bitwise_and(fnp.add(_mul32(_urem(high, span), mult), _urem(low, span)), _threefry.MASK32)
+    return _urem(total, span)
 
 
 _SIGN = np.int64(-(2**63))

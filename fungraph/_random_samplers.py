@@ -29,7 +29,7 @@ from fungraph._random_args import (
     _sample_shape,
     _shape,
 )
-from fungraph._random_arith import _erf_inv, _fma, _next_toward, _offset64, _offset_narrow, _word64
+from fungraph._random_arith import _erf_inv, _fma, _next_toward, _offset32, _offset64, _word64
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, aval
 from fungraph.primitives.callback import stop_gradient
@@ -145,8 +145,8 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None) -> Any
 
 def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any = dtypes.int64) -> Any:
     """Integers in [minval, maxval) as JAX draws them, for every integer dtype: two draws of the
-    dtype's width per value (64-bit draws for 64-bit dtypes), combined modulo the span in
-    wrapping unsigned arithmetic of that width."""
+    dtype's width per value (8- and 16-bit dtypes are drawn as int32 in their range, then cast,
+    as JAX does), combined modulo the span in wrapping unsigned arithmetic."""
     key = _threefry.check_key(key, "randint")
     shape = _shape(shape, "randint")
     dt = dtypes.canonicalize(dtype)
@@ -154,6 +154,21 @@ def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any
         raise TypeError(f"random.randint: dtype must be an integer dtype, got {dt}")
     lo, hi = (_as_int64(v, "randint", name) for v, name in ((minval, "minval"), (maxval, "maxval")))
     _check_param_shapes("randint", shape, minval=lo, maxval=hi)
+    if dt.itemsize < 4:
+        info = np.iinfo(dt)
+        lo = fnp.clip(_wrap32(lo), np.int64(info.min), np.int64(info.max))
+        hi = fnp.clip(_wrap32(hi), np.int64(info.min), np.int64(info.max) + 1)
+        return fnp.asarray(_randint_values(key, shape, lo, hi, dtypes.int32), dtype=dt)
+    return fnp.asarray(_randint_values(key, shape, lo, hi, dt), dtype=dt)
+
+
+def _wrap32(v: Any) -> Any:
+    """int64 values wrapped to int32's range (numpy's and JAX's ``astype(int32)``)."""
+    return fnp.subtract(fnp.bitwise_and(fnp.add(v, np.int64(2**31)), _threefry.MASK32), np.int64(2**31))
+
+
+def _randint_values(key: Any, shape: tuple[int, ...], lo: Any, hi: Any, dt: np.dtype) -> Any:
+    """JAX's ``_randint`` for a 32- or 64-bit ``dt``, as int64 values."""
     info = np.iinfo(dt)
     top = np.int64(min(info.max, np.iinfo(np.int64).max))
     out_of_range = fnp.greater(hi, top)
@@ -162,14 +177,12 @@ def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any
     span = fnp.where(fnp.less_equal(hi, lo), np.int64(1), fnp.subtract(hi, lo))
     span = fnp.where(fnp.logical_and(out_of_range, fnp.greater(hi, lo)), fnp.add(span, np.int64(1)), span)
     k1, k2 = _pair(key)
-    nbits = dt.itemsize * 8
-    if nbits < 64:
-        span = _low_bits(span, nbits)
-        high, low = (_low_bits(_threefry.bits32(k, shape, "randint"), nbits) for k in (k1, k2))
-        offset = _offset_narrow(high, low, span, nbits)
+    if dt.itemsize == 4:
+        span = fnp.bitwise_and(span, _threefry.MASK32)
+        offset = _offset32(_threefry.bits32(k1, shape, "randint"), _threefry.bits32(k2, shape, "randint"), span)
     else:
         offset = _offset64(_words64(k1, shape), _words64(k2, shape), span)
-    return fnp.asarray(fnp.add(lo, offset), dtype=dt)
+    return fnp.add(lo, offset)
 
 
 def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
