@@ -70,6 +70,16 @@ def _f_unary(name: str, fun: Callable[..., Any], ref: Callable[..., Any], domain
     return OpRecord(name, fun, ref, _one(), dts, (domain,), **kw)
 
 
+def _in_argument_dtype(ref: Callable[..., Any]) -> Callable[..., Any]:
+    """numpy's ``ref`` with its result in its first argument's (inexact) dtype, as JAX's
+    functions that numpy computes in float64 (``float_power``, ``cov``) keep float32."""
+
+    def in_dtype(*args: Any) -> Any:
+        return np.asarray(ref(*args)).astype(np.asarray(args[0]).dtype)
+
+    return in_dtype
+
+
 def _f_binary(name: str, fun: Callable[..., Any], ref: Callable[..., Any], domains: tuple = (),
               dts: tuple = FI, **kw: Any) -> OpRecord:
     return OpRecord(name, fun, ref, _bcast(), dts, domains, **kw)
