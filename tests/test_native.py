@@ -412,6 +412,15 @@ def test_loop_nest_merges_axes_every_operand_walks_contiguously() -> None:
     assert codegen.loop_axes((4, 1, 6), [(4, 1, 6), (4, 1, 1)]) == ([4, 6], [[6, 1], [1, 0], [6, 1]])
 
 
+def test_type_suffix_names_the_dtype_in_helper_names() -> None:
+    """``codegen.type_suffix`` (public: the loop generator uses it too) spells helper names."""
+    assert [codegen.type_suffix(np.dtype(t)) for t in (np.float32, np.float64, np.int64, np.uint8, np.bool_)] == [
+        "f32", "f64", "i64", "u8", "b"]
+    from fungraph.backends.native import loops
+
+    assert loops.type_suffix is codegen.type_suffix
+
+
 def test_unsupported_operations_keep_the_numpy_engine(every_region: None) -> None:
     x = np.linspace(0.5, 3, 12)
     fun = lambda x: fg.scipy.special.gammaln(x * 2.0) + 1.0  # noqa: E731

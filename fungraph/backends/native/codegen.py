@@ -62,7 +62,7 @@ def ctype(dt: np.dtype) -> str:
     return C_TYPES[np.dtype(dt)]
 
 
-def _suffix(dt: np.dtype) -> str:
+def type_suffix(dt: np.dtype) -> str:
     """The type in helper names: ``f32``, ``i64``, ``u8``, ``b``."""
     dt = np.dtype(dt)
     return "b" if dt.kind == "b" else f"{dt.kind}{dt.itemsize * 8}"
@@ -191,11 +191,11 @@ def _libm(name: str) -> Rule:
 
 def _fg(name: str) -> Rule:
     """A function of fgmath.h: ``fg_<name>_f32`` / ``fg_<name>_f64``."""
-    return lambda e: f"fg_{name}_{_suffix(e.out)}({', '.join(e.args)})"
+    return lambda e: f"fg_{name}_{type_suffix(e.out)}({', '.join(e.args)})"
 
 
 def _divmod(name: str) -> Rule:
-    return lambda e: f"fg_{name}_{_suffix(e.out)}({e.args[0]}, {e.args[1]})"
+    return lambda e: f"fg_{name}_{type_suffix(e.out)}({e.args[0]}, {e.args[1]})"
 
 
 def _select(e: Term) -> str:
@@ -357,7 +357,7 @@ def region_source(body: Graph, name: str, small_trig: bool = False) -> str | Non
         term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
                     dict(e.params), fresh)
         if small_trig and e.primitive.name in TRIG:
-            sfx = _suffix(out.aval.dtype)
+            sfx = type_suffix(out.aval.dtype)
             lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
             expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
         else:

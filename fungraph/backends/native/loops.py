@@ -21,7 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.backends.native.codegen import INCLUDES, RULES, TRIG, Term, _suffix, ctype, literal, prelude, supported
+from fungraph.backends.native.codegen import (
+    INCLUDES,
+    RULES,
+    TRIG,
+    Term,
+    ctype,
+    literal,
+    prelude,
+    supported,
+    type_suffix,
+)
 from fungraph.backends.native.regions import native_enabled, returned
 from fungraph.backends.native.toolchain import build
 from fungraph.ir import Eqn, Graph, Literal, Var
@@ -61,7 +71,7 @@ def _emit(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter:
         term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
                     dict(e.params), fresh)
         if trig != "full" and e.primitive.name in TRIG:
-            sfx = _suffix(out.aval.dtype)
+            sfx = type_suffix(out.aval.dtype)
             if trig == "check":
                 lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
             expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
