@@ -252,9 +252,12 @@ def real_for(dtype: np.dtype) -> np.dtype:
 
 
 def float_dtype_for(dtype: np.dtype) -> np.dtype:
-    """The inexact dtype JAX gives transcendental functions of ``dtype``: inexact dtypes are
-    kept, integers and bool take the mode's default float."""
-    return dtype if is_inexact(dtype) else default_float()
+    """The inexact dtype JAX gives transcendental functions, true division and means of
+    ``dtype`` (its ``to_inexact_dtype``): inexact dtypes are kept, bool and integers of up to 32
+    bits take float32 in both modes, 64-bit integers float64 (float32 with x64 off)."""
+    if is_inexact(dtype):
+        return dtype
+    return float64 if dtype.itemsize == 8 and x64_enabled() else float32
 
 
 # --- JAX's promotion lattice ----------------------------------------------------------------------

@@ -65,9 +65,9 @@ def reciprocal(x: Any) -> Any:
     return ew.div(np.asarray(1, x.dtype), x)
 
 
-def _binary(prim: Any, to_inexact: bool = False) -> Any:
+def _binary(prim: Any, to_inexact: bool = False, to_numeric: bool = False) -> Any:
     def f(x: Any, y: Any) -> Any:
-        x, y = promote_args(prim.name, x, y, to_inexact=to_inexact)
+        x, y = promote_args(prim.name, x, y, to_inexact=to_inexact, to_numeric=to_numeric)
         return prim.bind(x, y)
 
     f.__name__ = prim.name
@@ -80,9 +80,9 @@ multiply = _binary(ew.mul_p)
 divide = _binary(ew.div_p, to_inexact=True)
 true_divide = divide
 arctan2 = _binary(ew.atan2_p, to_inexact=True)
-mod = _binary(ew.mod_p)
+mod = _binary(ew.mod_p, to_numeric=True)
 remainder = mod
-floor_divide = _binary(ew.floor_divide_p)
+floor_divide = _binary(ew.floor_divide_p, to_numeric=True)
 equal = _binary(ew.eq_p)
 not_equal = _binary(ew.ne_p)
 
