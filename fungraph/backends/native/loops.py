@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.backends.native.codegen import INCLUDES, RULES, TRIG, Term, _suffix, ctype, literal, prelude, supported
+from fungraph.backends.native.codegen import INCLUDES, TRIG, ctype, emit_eqns, prelude, supported
 from fungraph.backends.native.regions import native_enabled, returned
 from fungraph.backends.native.toolchain import build
 from fungraph.ir import Eqn, Graph, Literal, Var
@@ -42,33 +42,6 @@ def _elementwise(graph: Graph, shape: tuple[int, ...], scalar_only: bool = False
         return False
     literals = [a for e in graph.eqns for a in e.inputs if isinstance(a, Literal)]
     return all(np.ndim(a.array) == 0 for a in literals) and all(tuple(v.aval.shape) in {(), shape} for v in values)
-
-
-def _emit(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter: Any, trig: str = "full") -> None:
-    """C statements computing ``eqns`` (operands named in ``names``), appended to ``lines``.
-    ``trig`` picks fgmath.h's sin, cos and tan: ``full`` (every argument), ``small`` (exact up
-    to FG_TRIG_SMALL_MAX only), or ``check`` (``small``, AND-ing into ``ok`` whether each
-    argument is within its range)."""
-
-    def fresh(expr: str, t: str) -> str:
-        n = f"t{next(counter)}"
-        lines.append(f"const {t} {n} = {expr};")
-        return n
-
-    for e in eqns:
-        args = tuple(names[a] if isinstance(a, Var) else literal(a.array) for a in e.inputs)
-        out = e.outputs[0]
-        term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
-                    dict(e.params), fresh)
-        if trig != "full" and e.primitive.name in TRIG:
-            sfx = _suffix(out.aval.dtype)
-            if trig == "check":
-                lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
-            expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
-        else:
-            expr = RULES[e.primitive.name](term)
-        names[out] = f"v{next(counter)}"
-        lines.append(f"const {ctype(out.aval.dtype)} {names[out]} = {expr};")
 
 
 def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int, body: Graph,
@@ -115,7 +88,7 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
     if cond is not None:
         names = {v: carry_name[j] for j, v in enumerate(cond.invars[:nc]) if v.aval.shape == ()}
         names.update({v: const_name[k] for k, v in enumerate(cc) if v.aval.shape == ()})
-        _emit(cond.eqns, names, step, counter)
+        emit_eqns(cond.eqns, names, step, counter)
         step.append(f"if (!{names[cond.outvars[0]]}) break;")
     names = {}
     element: dict[Var, str] = {}
@@ -125,7 +98,7 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
         (names if v.aval.shape == () else element)[v] = const_name.get(n_cc + k, f"a{n_cc + k}")
     scalar_eqns = [e for e in body.eqns if e.outputs[0].aval.shape == ()]
     array_eqns = [e for e in body.eqns if e.outputs[0].aval.shape != ()]
-    _emit(scalar_eqns, names, step, counter)
+    emit_eqns(scalar_eqns, names, step, counter)
     arrays = [j for j, v in enumerate(carries) if v.aval.shape != ()]
     if arrays and size > 0:
         if any(e.primitive.name in TRIG for e in array_eqns):
@@ -155,7 +128,7 @@ def _element_loop(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var,
     for v, ptr in element.items():
         names[v] = f"e{next(counter)}"
         inner.append(f"const {ctype(v.aval.dtype)} {names[v]} = {ptr}[i];")
-    _emit(eqns, names, inner, counter, trig)
+    emit_eqns(eqns, names, inner, counter, trig)
     inner += [f"o{j}[i] = {names[outvars[j]]};" for j in arrays]
     pragma = "#pragma omp simd reduction(&:ok)" if trig == "check" else "#pragma omp simd"
     return [pragma, f"for (int64_t i = 0; i < {size}; i++) {{", *("    " + x for x in inner), "}"]
