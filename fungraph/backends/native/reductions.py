@@ -102,11 +102,16 @@ class _Rows:
                 or any(np.ndim(a.array) != 0 for a in literals)):
             raise _Unsupported
         self.body = body
-        self.domain = tuple(reds[0].inputs[0].aval.shape)
-        self.axes = tuple(sorted(reds[0].params["axes"]))
+        widest = max(reds, key=lambda e: e.inputs[0].aval.size)
+        self.domain = tuple(widest.inputs[0].aval.shape)
+        self.axes = tuple(sorted(widest.params["axes"]))
         for e in reds:
-            if (not reducible(e) or tuple(e.inputs[0].aval.shape) != self.domain
-                    or tuple(sorted(e.params["axes"])) != self.axes or not isinstance(e.inputs[0], Var)):
+            operand = e.inputs[0]
+            if not reducible(e) or not isinstance(operand, Var):
+                raise _Unsupported
+            if tuple(operand.aval.shape) == self.domain and tuple(sorted(e.params["axes"])) == self.axes:
+                continue
+            if e.outputs[0].aval.shape != () or tuple(sorted(e.params["axes"])) != tuple(range(operand.aval.ndim)):
                 raise _Unsupported
         if not trailing_axes(self.domain, self.axes):
             raise _Unsupported
@@ -135,7 +140,9 @@ class _Rows:
                     readers[a].add("full" if full else "row")
         for v, how in readers.items():
             shape = tuple(v.aval.shape)
-            if how == {"row"}:
+            if math.prod(shape) == 1:
+                strides = [0] * len(self.domain)
+            elif how == {"row"}:
                 strides = self._row_strides(shape)
             elif how == {"full"}:
                 strides = self._broadcast_strides(shape)
@@ -182,6 +189,9 @@ class _Rows:
         ins = [a for a in e.inputs if isinstance(a, Var)]
         level = max((self.level[a] for a in ins), default=0)
         name = e.primitive.name
+        if any(self.kind[a] == "global" for a in ins) or (name in REDUCERS and tuple(ins[0].aval.shape) != self.domain):
+            self._classify_global(e, ins)
+            return
         if name in REDUCERS:
             self.kind[out], self.level[out] = "row", level + 1
             return
@@ -214,6 +224,23 @@ class _Rows:
             self.kind[out] = "row"
         self.level[out] = level
 
+    def _classify_global(self, e: Eqn, ins: list[Var]) -> None:
+        """A *global* value: a reduction of a row value over all rows (``any`` over a batch of
+        rows), or a scalar computed from such values. It is known once every row is done, so
+        only other global values and the outputs read it."""
+        out = e.outputs[0]
+        if e.primitive.name in REDUCERS:
+            (a,) = ins
+            if self.kind[a] != "row" or not row_layout(tuple(a.aval.shape), self.domain, self.axes):
+                raise _Unsupported
+        elif out.aval.shape != () or not (e.primitive.name in RULES or e.primitive.name in _MOVES) or any(
+                self.kind[a] != "global" and a.aval.size != 1 for a in ins):
+            raise _Unsupported
+        for a in ins:
+            if self.kind[a] != "global" and e.primitive.name not in REDUCERS and a not in self.body.invars:
+                raise _Unsupported
+        self.kind[out], self.level[out] = "global", -1
+
     # --- source -----------------------------------------------------------------------------
 
     def source(self) -> str:
@@ -226,19 +253,27 @@ class _Rows:
         row_strides = _contiguous([self.domain[k] for k in self.kept])
         row = " + ".join(f"{v} * {s}" for v, s in zip(outer, row_strides)) or "0"
         lines = [f"const int64_t row = {row};"]
+        pre: list[str] = []
+        post: list[str] = []
 
         def base(v: Var) -> str:
             st = self.strides[v]
             return " + ".join(f"{o} * {st[k]}" for o, k in zip(outer, self.kept) if st[k]) or "0"
 
         for j, v in enumerate(body.invars):
-            if self.kind[v] == "row":
+            if not any(self.strides[v]):
+                names[v] = f"x{j}"
+                pre.append(f"const {ctype(v.aval.dtype)} x{j} = a{j}[0];")
+            elif self.kind[v] == "row":
                 names[v] = f"x{j}"
                 lines.append(f"const {ctype(v.aval.dtype)} x{j} = a{j}[{base(v)}];")
             else:
                 lines.append(f"const {ctype(v.aval.dtype)} *p{j} = a{j} + {base(v)};")
         outs = {o: j for j, o in enumerate(body.outvars)}
-        reds = [k for k, e in enumerate(body.eqns) if e.primitive.name in REDUCERS]
+        reds = [k for k, e in enumerate(body.eqns) if e.primitive.name in REDUCERS and self.kind[e.outputs[0]] == "row"]
+        across = [k for k, e in enumerate(body.eqns) if e.primitive.name in REDUCERS and k not in reds]
+        for k in across:
+            pre += _global_start(body.eqns[k], f"g{k}")
         full_outs = [o for o in body.outvars if tuple(o.aval.shape) == self.domain]
         last = max([self.level[body.eqns[k].inputs[0]] for k in reds] + [self.level[o] for o in full_outs])
         for p in range(last + 2):
@@ -258,10 +293,24 @@ class _Rows:
             for o in body.outvars:
                 if self.kind[o] == "row" and self.level[o] == p and tuple(o.aval.shape) != self.domain:
                     lines.append(f"o{outs[o]}[row] = {names[o]};")
+            for k in across:
+                if self.level[body.eqns[k].inputs[0]] == p:
+                    lines += _global_add(body.eqns[k], f"g{k}", names[body.eqns[k].inputs[0]])  # type: ignore[index]
             if p <= last:
                 lines += self._pass(p == last, [k for k in reds if self.level[body.eqns[k].inputs[0]] == p],
                                     names, counter, outs)
-        return self._function(lines, outer)
+        for k, e in enumerate(body.eqns):
+            out = e.outputs[0]
+            if k in across:
+                names[out] = f"v{next(counter)}"
+                post += _global_finish(e, f"g{k}", names[out])
+            elif self.kind[out] == "global":
+                if e.primitive.name in _MOVES:
+                    names[out] = names[e.inputs[0]]  # type: ignore[index]
+                else:
+                    emit_eqns([e], names, post, counter)
+        post += [f"o{j}[0] = {names[o]};" for j, o in enumerate(body.outvars) if self.kind[o] == "global"]
+        return self._function(pre, lines, post, outer, parallel=not across)
 
     def _pass(self, final: bool, mine: list[int], names: dict[Var, str], counter: Iterator[int],
               outs: dict[Var, int]) -> list[str]:
@@ -334,14 +383,16 @@ class _Rows:
                 stack += [a for a in made[v].inputs if isinstance(a, Var)]
         return needed
 
-    def _function(self, lines: list[str], outer: list[str]) -> str:
+    def _function(self, pre: list[str], lines: list[str], post: list[str], outer: list[str], parallel: bool) -> str:
+        """The function: ``pre``, the loop over rows running ``lines`` (across threads when
+        asked for and ``parallel``: no value accumulates across rows), then ``post``."""
         body = self.body
         params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
         params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
-        out = [f"void {_NAME}({', '.join(params)})", "{"]
+        out = [f"void {_NAME}({', '.join(params)})", "{", *("    " + x for x in pre)]
         extents = [self.domain[k] for k in self.kept]
         n_threads = threads()
-        if outer and n_threads > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS:
+        if parallel and outer and n_threads > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS:
             out.append(f"    #pragma omp parallel for collapse({len(outer)}) num_threads({n_threads}) "
                        "schedule(static)")
         for k, (v, d) in enumerate(zip(outer, extents)):
@@ -350,6 +401,7 @@ class _Rows:
         out.append("    " * depth + "{")
         out += ["    " * (depth + 1) + x for x in lines]
         out.append("    " * depth + "}")
+        out += ["    " + x for x in post]
         out.append("}")
         return "\n".join(out) + "\n"
 
@@ -366,6 +418,35 @@ def _finish(e: Eqn, acc: str, name: str) -> list[str]:
     if e.primitive.name == "reduce_sum" or dt.kind != "f":
         return [f"const {t} {name} = ({t}){acc};"]
     return [f"const {t} {name} = {acc}_n ? ({t})NAN : {acc};"]
+
+
+def _global_start(e: Eqn, acc: str) -> list[str]:
+    """The accumulator of reduction ``e`` across rows (a sum in double, or the wide unsigned
+    type an integer sum wraps in; a max or min and whether a NaN was seen)."""
+    dt = np.dtype(e.inputs[0].aval.dtype)
+    if e.primitive.name == "reduce_sum":
+        return [f"double {acc} = 0;" if dt.kind == "f" else f"{_wide_sum(dt)} {acc} = 0;"]
+    sign = "max" if e.primitive.name == "reduce_max" else "min"
+    return [f"{ctype(dt)} {acc} = {_identity(dt, sign)};", f"uint8_t {acc}_n = 0;"]
+
+
+def _global_add(e: Eqn, acc: str, v: str) -> list[str]:
+    dt = np.dtype(e.inputs[0].aval.dtype)
+    if e.primitive.name == "reduce_sum":
+        return [f"{acc} += {'(double)' if dt.kind == 'f' else f'({_wide_sum(dt)})'}{v};"]
+    op = ">" if e.primitive.name == "reduce_max" else "<"
+    return [f"{acc} = {v} {op} {acc} ? {v} : {acc};", f"{acc}_n |= {v} != {v};"]
+
+
+def _global_finish(e: Eqn, acc: str, name: str) -> list[str]:
+    t = ctype(e.outputs[0].aval.dtype)
+    if e.primitive.name == "reduce_sum" or np.dtype(e.inputs[0].aval.dtype).kind != "f":
+        return [f"const {t} {name} = ({t}){acc};"]
+    return [f"const {t} {name} = {acc}_n ? ({t})NAN : {acc};"]
+
+
+def _wide_sum(dt: np.dtype) -> str:
+    return "uint64_t" if dt.itemsize == 8 else "uint32_t"
 
 
 def _identity(dt: np.dtype, sign: str) -> str:
