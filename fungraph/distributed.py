@@ -13,7 +13,7 @@ import numpy as np
 from fungraph import _mpi
 from fungraph.jit import jit
 from fungraph.primitives._rules import aval
-from fungraph.primitives.shape import reshape
+from fungraph.primitives.shape import reshape, transpose
 from fungraph.primitives.shard_map import per_device_map
 from fungraph.sharding import Device, Mesh, PartitionSpec
 from fungraph.tree_util import tree_broadcast, tree_flatten, tree_map, tree_unflatten
@@ -69,14 +69,13 @@ def pmap(fun: Callable[..., Any], axis_name: Hashable | None = None, *, in_axes:
          static_broadcasted_argnums: int | Sequence[int] = (), devices: Any = None, backend: str | None = None,
          axis_size: int | None = None, donate_argnums: Any = ()) -> Callable[..., Any]:
     """JAX's ``pmap`` with one local device per process: each process passes arrays whose
-    mapped axis (``in_axes``: 0 or None per argument, a pytree prefix) has size 1, ``fun`` runs
-    once per process on its slice, collectives over ``axis_name`` run over the processes, and
-    each output gets a leading axis of size 1 (``out_axes=0``). Built on ``shard_map`` over a
-    mesh of the processes, with ``pmap``'s gradients (a reduction's transpose sums)."""
+    mapped axis (``in_axes``: an axis or None per argument, a pytree prefix) has size 1,
+    ``fun`` runs once per process on its slice, collectives over ``axis_name`` run over the
+    processes, and each output gets a mapped axis of size 1 where ``out_axes`` puts it (None:
+    the output is the process's own unmapped value). Built on ``shard_map`` over a mesh of
+    the processes, with ``pmap``'s gradients (a reduction's transpose sums)."""
     statics = (static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int) else tuple(
         static_broadcasted_argnums)
-    if out_axes != 0:
-        raise NotImplementedError(f"pmap(out_axes={out_axes!r}): only out_axes=0 is supported")
     name = axis_name if axis_name is not None else _PmapAxis()
 
     @functools.wraps(fun)
@@ -86,28 +85,64 @@ def pmap(fun: Callable[..., Any], axis_name: Hashable | None = None, *, in_axes:
         axes = in_axes if not isinstance(in_axes, list) else tuple(in_axes)
         if isinstance(axes, tuple) and statics:
             axes = tuple(a for i, a in enumerate(axes) if i not in static)
-        flat_axes = _flat_in_axes(axes, tuple(dynamic))
         leaves, tree = tree_flatten(tuple(dynamic))
-        for x, ax in zip(leaves, flat_axes):
-            if ax not in (0, None):
-                raise NotImplementedError(f"pmap(in_axes={in_axes!r}): only 0 and None are supported")
-            if ax == 0 and (np.ndim(x) == 0 or np.shape(x)[0] != 1):
-                raise ValueError(f"pmap: an argument mapped over axis 0 has shape {np.shape(x)}, but each process "
-                                 f"has 1 local device, so its leading axis must have size 1 "
-                                 f"({_mpi.process_count()} processes make the global axis)")
+        flat_axes = [_mapped_axis(x, ax) for x, ax in zip(leaves, _flat_in_axes(axes, tuple(dynamic)))]
         mesh = make_mesh((_mpi.process_count(),), (name,))
 
         def body(*xs: Any) -> Any:
-            xs = [x[0] if ax == 0 else x for x, ax in zip(xs, flat_axes)]
+            xs = [x if ax is None else reshape(x, _dropped(aval(x).shape, ax)) for x, ax in zip(xs, flat_axes)]
             rebuilt = list(tree_unflatten(tree, xs))
             full = [static[i] if i in static else rebuilt.pop(0) for i in range(len(args))]
-            return tree_map(lambda o: reshape(o, (1,) + aval(o).shape), fun(*full))
+            out = fun(*full)
+            return tree_map(lambda ax, o: o if ax is None else reshape(o, (1,) + aval(o).shape),
+                            _out_axes_for(out_axes, out), out, is_leaf=lambda v: v is None)
 
-        specs = [PartitionSpec(name) if ax == 0 else PartitionSpec() for ax in flat_axes]
-        run = per_device_map(body, mesh, tuple(specs), PartitionSpec(name))
-        return jit(run, backend=backend or "cpu")(*leaves)
+        specs = [PartitionSpec() if ax is None else PartitionSpec(*(None,) * ax, name) for ax in flat_axes]
+        out_specs = tree_map(lambda ax: PartitionSpec() if ax is None else PartitionSpec(name), out_axes,
+                             is_leaf=lambda v: v is None)
+        result = jit(per_device_map(body, mesh, tuple(specs), out_specs), backend=backend or "cpu")(*leaves)
+        return tree_map(lambda ax, r: r if ax is None else _move_mapped_axis(r, ax),
+                        _out_axes_for(out_axes, result), result, is_leaf=lambda v: v is None)
 
     return mapped
+
+
+def _mapped_axis(x: Any, axis: Any) -> int | None:
+    """``axis`` of ``x`` (an ``in_axes`` entry) as a non-negative axis, checked to have size 1."""
+    if axis is None:
+        return None
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"pmap: in_axes entries must be ints or None, got {axis!r}")
+    shape = np.shape(x)
+    if not -len(shape) <= axis < len(shape):
+        raise ValueError(f"pmap: in_axes={axis} for an argument of shape {shape}, which has no axis {axis}")
+    axis = int(axis) % len(shape)
+    if shape[axis] != 1:
+        raise ValueError(f"pmap: an argument mapped over axis {axis} has shape {shape}, but each process has 1 "
+                         f"local device, so that axis must have size 1 ({_mpi.process_count()} processes make the "
+                         f"global axis)")
+    return axis
+
+
+def _out_axes_for(out_axes: Any, out: Any) -> Any:
+    """``out_axes`` (a pytree prefix of ``out``) with one entry per leaf of ``out``."""
+    return tree_broadcast(out_axes, out, is_leaf=lambda v: v is None)
+
+
+def _move_mapped_axis(r: Any, axis: Any) -> Any:
+    """A pmap result with its size-1 mapped axis moved from the front to ``out_axes``'s ``axis``."""
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"pmap: out_axes entries must be ints or None, got {axis!r}")
+    ndim = np.ndim(r)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"pmap: out_axes={axis} for an output of shape {np.shape(r)[1:]}")
+    perm = list(range(1, ndim))
+    perm.insert(int(axis) % ndim, 0)
+    return r if perm[0] == 0 else transpose(r, perm)
+
+
+def _dropped(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    return shape[:axis] + shape[axis + 1:]
 
 
 def _flat_in_axes(in_axes: Any, args: tuple) -> list[Any]:

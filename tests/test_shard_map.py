@@ -317,3 +317,34 @@ def test_pmap_in_one_process_matches_jax():
 
     for a, b in zip(fg.pmap(body(fg, lax), axis_name="i")(x), jax.pmap(body(jax, jax.lax), axis_name="i")(x)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("in_axes, out_axes", [
+    ((1, None), 0), ((-2, None), -1), ((1, None), None), ((1, None), (0, None)), ((1, None), (2, -1)),
+    ((1, None), 1)])
+def test_pmap_in_and_out_axes_match_jax(in_axes, out_axes):
+    """Any mapped axis in, any axis or None out (a pytree prefix each); an axis the output
+    lacks is an error in both."""
+    jax, jnp = jax_or_skip()
+    x, w = RNG.normal(size=(3, 1, 4)), np.arange(3.)
+
+    def body(lax_):
+        return lambda v, w: (lax_.psum(v, "i") * 2, (v * w[:, None]).sum())
+
+    try:
+        theirs = jax.pmap(body(jax.lax), axis_name="i", in_axes=in_axes, out_axes=out_axes)(x, w)
+    except ValueError:
+        with pytest.raises(ValueError, match="out_axes"):
+            fg.pmap(body(lax), axis_name="i", in_axes=in_axes, out_axes=out_axes)(x, w)
+        return
+    ours = fg.pmap(body(lax), axis_name="i", in_axes=in_axes, out_axes=out_axes)(x, w)
+    for a, b in zip(ours, theirs):
+        assert np.shape(a) == np.shape(b)
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_pmap_in_axes_errors_name_the_shape():
+    with pytest.raises(ValueError, match=r"axis 1 has shape \(3, 2\)"):
+        fg.pmap(lambda v: v, axis_name="i", in_axes=1)(np.ones((3, 2)))
+    with pytest.raises(ValueError, match="no axis 2"):
+        fg.pmap(lambda v: v, axis_name="i", in_axes=2)(np.ones((1, 2)))

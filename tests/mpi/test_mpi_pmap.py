@@ -43,7 +43,7 @@ def test_pmap_with_a_replicated_argument_and_errors():
     ours = fg.pmap(body(fg, lax), axis_name="i", in_axes=(None, 0))(w, x[R:R + 1])
     theirs = jax.pmap(body(jax, jax.lax), axis_name="i", in_axes=(None, 0))(w, x)
     np.testing.assert_allclose(ours, np.asarray(theirs)[R:R + 1], rtol=1e-10)
-    with pytest.raises(ValueError, match="leading axis must have size 1"):
+    with pytest.raises(ValueError, match="axis 0 has shape .2, 3.*must have size 1"):
         fg.pmap(lambda v: v, axis_name="i")(np.ones((2, 3)))
 
 
@@ -62,3 +62,16 @@ def test_unchecked_shard_map_gradients_match_jax():
     theirs = jax.grad(jax.shard_map(local(jax.lax, jnp), mesh=jax_mesh(jax), in_specs=(jax.P(), jax.P("dp")),
                                     out_specs=jax.P(), check_vma=False))(w, x)
     np.testing.assert_allclose(ours, theirs, rtol=1e-10)
+
+
+def test_pmap_over_another_axis_matches_jax():
+    jax, jnp = jax_or_skip()
+    x = global_array(66, (4, N, 3))
+
+    def body(lax_):
+        return lambda v: (lax_.psum(v, "i") + v, lax_.pmean(v.sum(), "i"))
+
+    ours = fg.pmap(body(lax), axis_name="i", in_axes=1, out_axes=(2, None))(x[:, R:R + 1])
+    theirs = jax.pmap(body(jax.lax), axis_name="i", in_axes=1, out_axes=(2, None))(x)
+    np.testing.assert_allclose(ours[0], np.asarray(theirs[0])[..., R:R + 1], rtol=1e-10)
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-10)
