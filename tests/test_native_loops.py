@@ -285,5 +285,10 @@ def test_while_conds_reducing_over_the_carry_run_natively(native: None, x64: boo
         nan = x.copy()
         nan[7] = np.nan
         assert_same(halve, nan, 1e-2)
-        assert_close(lambda x: lax.fori_loop(0, 5, lambda i, v: v - fnp.mean(v) * 0.5 + i, x), x)
+        centre = lambda x: lax.fori_loop(0, 5, lambda i, v: v - fnp.mean(v) * 0.5 + i, x)  # noqa: E731
+        assert_close(centre, x)
+        assert_close(fg.grad(lambda x: fnp.sum(fnp.sin(centre(x)))), x)
+        # a scan whose body reduces each scanned row and emits the centred rows
+        assert_close(lambda c, xs: lax.scan(lambda c, t: (c + fnp.max(t), t - fnp.mean(t) + c), c, xs),
+                     np.float64(0.5), np.linspace(-1, 1, 60).reshape(6, 10))
         assert_close(fg.vmap(lambda x: halve(x, 0.1)), np.stack([x, x * 3]))

@@ -93,8 +93,6 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
     elif cond is not None and not _elementwise(cond, shape, scalar_only=True):
         return None
     if has_reduction(body):
-        if scanned.xs or scanned.n_ys:
-            return None
         src = reduction_source(body, f"{name}_body")
         if src is None:
             return None
@@ -141,7 +139,9 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
         emit_eqns(cond.eqns, names, step, counter)
         step.append(f"if (!{names[cond.outvars[0]]}) break;")
     if has_reduction(body):
-        args = [*pointers, *(f"a{n_cc + k}" for k in range(n_bc)), *pointers]
+        xs = [f"(a{x_from + k} + ix * {v.aval.size})" for k, v in enumerate(scanned.xs)]
+        ys_at = [f"(o{nc + k} + ix * {y.aval.size})" for k, y in enumerate(ys)]
+        args = [*pointers, *xs, *(f"a{n_cc + k}" for k in range(n_bc)), *pointers, *ys_at]
         step.append(f"{name}_body({', '.join(args)});")
     else:
         step += _element_step(body, carries, carry_name, const_name, n_cc, scanned, x_from, shape, counter)
