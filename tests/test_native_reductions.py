@@ -20,7 +20,7 @@ import fungraph.numpy as fnp
 from fungraph import lax
 from fungraph.backends import backend_factory
 from fungraph.backends.native import toolchain
-from fungraph.backends.native.reductions import SUM_BLOCK, reduction_source
+from fungraph.backends.native.reductions import STASH_ELEMENTS, SUM_BLOCK, reduction_source
 from fungraph.backends.native.regions import native_enabled
 from fungraph.interpreters.optimize import optimize
 from fungraph.interpreters.regions import FusionCapability, find_regions
@@ -98,6 +98,18 @@ def test_softmax_is_one_native_region(small_regions: None, x64: bool) -> None:
     (members,) = reducing_regions(softmax, x)
     assert {"reduce_max", "reduce_sum", "exp", "div"} <= set(members)
     assert_close(softmax, x)
+
+
+@pytest.mark.parametrize("length", [300, STASH_ELEMENTS + 1])
+def test_short_rows_stash_what_long_rows_compute_again(small_regions: None, length: int) -> None:
+    """Softmax's ``exp`` is stored on the stack for its last pass when a row is short, and
+    computed again when it is long; the values are the same either way."""
+    x = np.random.default_rng(9).standard_normal((3, length)) * 5
+    region = next(e for e in fg.jit(softmax).lower(x).graph.eqns if e.primitive.name == "fusion")
+    src = reduction_source(region.params["call"], "f")
+    assert src is not None and src.count("fg_exp_") == (1 if length <= STASH_ELEMENTS else 2)
+    with fg.enable_x64(True):
+        assert_close(softmax, x)
 
 
 def test_layer_norm_with_broadcast_scale_and_shift(small_regions: None, x64: bool) -> None:

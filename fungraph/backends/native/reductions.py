@@ -12,9 +12,10 @@ region does) and accumulates them; between passes the row values are computed on
 last pass stores the region's outputs of its shape. Softmax is three passes over a row (max;
 exp and sum; exp and divide), each from cache once the first has read the row.
 
-An element value needed in two passes is computed again in the later one (``exp`` in
-softmax): nothing is stored but the outputs, so an output may take an input's buffer as in
-any region (every read of a row comes before the last pass writes it).
+An element value needed in two passes (``exp`` in softmax) is kept for the later one in an
+array of the row's length on the stack (:data:`STASH_ELEMENTS`), or computed again in longer
+rows: nothing is stored but the outputs, so an output may take an input's buffer as in any
+region (every read of a row comes before the last pass writes it).
 
 Sums are accumulated in ``double`` (float32 operands too), in blocks of :data:`SUM_BLOCK`
 elements whose sums are added pairwise, as numpy's pairwise summation does: the error of a
@@ -41,6 +42,10 @@ REDUCERS = frozenset({"reduce_sum", "reduce_max", "reduce_min"})
 
 #: Elements per block of a sum; the blocks' sums are added pairwise (module docstring).
 SUM_BLOCK = 128
+
+#: The longest row whose element values a later pass loads from a stash on the stack (one
+#: array of a row's length per stashed value) instead of computing them again.
+STASH_ELEMENTS = 4096
 
 _MOVES = frozenset({"reshape", "broadcast_in_dim"})
 _NAME = "FG_REDUCTION_REGION"
@@ -276,6 +281,9 @@ class _Rows:
             pre += _global_start(body.eqns[k], f"g{k}")
         full_outs = [o for o in body.outvars if tuple(o.aval.shape) == self.domain]
         last = max([self.level[body.eqns[k].inputs[0]] for k in reds] + [self.level[o] for o in full_outs])
+        self._plan_passes(last, reds, full_outs)
+        made = {e.outputs[0]: k for k, e in enumerate(body.eqns)}
+        lines += [f"{ctype(v.aval.dtype)} h{made[v]}[{self.row_len}];" for v in sorted(self.stash, key=made.get)]
         for p in range(last + 2):
             for k in reds:
                 e = body.eqns[k]
@@ -297,7 +305,7 @@ class _Rows:
                 if self.level[body.eqns[k].inputs[0]] == p:
                     lines += _global_add(body.eqns[k], f"g{k}", names[body.eqns[k].inputs[0]])  # type: ignore[index]
             if p <= last:
-                lines += self._pass(p == last, [k for k in reds if self.level[body.eqns[k].inputs[0]] == p],
+                lines += self._pass(p, [k for k in reds if self.level[body.eqns[k].inputs[0]] == p],
                                     names, counter, outs)
         for k, e in enumerate(body.eqns):
             out = e.outputs[0]
@@ -312,22 +320,44 @@ class _Rows:
         post += [f"o{j}[0] = {names[o]};" for j, o in enumerate(body.outvars) if self.kind[o] == "global"]
         return self._function(pre, lines, post, outer, parallel=not across)
 
-    def _pass(self, final: bool, mine: list[int], names: dict[Var, str], counter: Iterator[int],
+    def _plan_passes(self, last: int, reds: list[int], full_outs: list[Var]) -> None:
+        """Per pass, the element values it computes and those it loads from the row's stash
+        (``self.passes``), and the values stashed (``self.stash``): a value an earlier pass
+        computed is stored there and loaded again rather than recomputed (softmax's ``exp``),
+        when a row's stash is small (:data:`STASH_ELEMENTS`)."""
+        self.passes: dict[int, tuple[set[Var], set[Var]]] = {}
+        self.stash: set[Var] = set()
+        computed: set[Var] = set()
+        for p in range(last + 1):
+            wanted = [self.body.eqns[k].inputs[0] for k in reds if self.level[self.body.eqns[k].inputs[0]] == p]
+            wanted += full_outs if p == last else []
+            needed, loads = self._needed(wanted, computed if self.row_len <= STASH_ELEMENTS else set())
+            self.passes[p] = (needed, loads)
+            self.stash |= loads
+            computed |= needed
+
+    def _pass(self, p: int, mine: list[int], names: dict[Var, str], counter: Iterator[int],
               outs: dict[Var, int]) -> list[str]:
-        """One pass over a row's elements: the reductions ``mine`` (equation indices)
-        accumulated, and with ``final`` the outputs of the domain's shape stored."""
+        """Pass ``p`` over a row's elements: the reductions ``mine`` (equation indices)
+        accumulated, and in the last pass the outputs of the domain's shape stored."""
         body = self.body
-        stored = [o for o in body.outvars if final and tuple(o.aval.shape) == self.domain]
+        stored = [o for o in body.outvars if p == max(self.passes) and tuple(o.aval.shape) == self.domain]
         if not mine and not stored:
             return []
-        needed = self._needed([body.eqns[k].inputs[0] for k in mine] + stored)
+        needed, loads = self.passes[p]
+        made = {e.outputs[0]: k for k, e in enumerate(body.eqns)}
         inner: list[str] = []
         local = dict(names)
         for j, v in enumerate(body.invars):
             if v in needed:
                 local[v] = f"e{next(counter)}"
                 inner.append(f"const {ctype(v.aval.dtype)} {local[v]} = p{j}[i];")
-        emit_eqns([e for e in body.eqns if e.outputs[0] in needed], local, inner, counter)
+        for v in sorted(loads, key=made.get):
+            local[v] = f"e{next(counter)}"
+            inner.append(f"const {ctype(v.aval.dtype)} {local[v]} = h{made[v]}[i];")
+        eqns = [e for e in body.eqns if e.outputs[0] in needed]
+        emit_eqns(eqns, local, inner, counter)
+        inner += [f"h{made[v]}[i] = {local[v]};" for v in sorted(self.stash & needed, key=made.get)]
         head: list[str] = []
         clauses: list[str] = []
         sums = []
@@ -368,20 +398,25 @@ class _Rows:
         return [*head, f"for (int64_t lo = 0, n = 0; lo < {self.row_len}; lo += {SUM_BLOCK}, n++) {{",
                 *("    " + x for x in block), "}"]
 
-    def _needed(self, wanted: Sequence[Var]) -> set[Var]:
-        """The element values (inputs and equations) a pass computes to have ``wanted``; row
-        values are computed before it."""
+    def _needed(self, wanted: Sequence[Var], earlier: set[Var]) -> tuple[set[Var], set[Var]]:
+        """The element values (inputs and equations) a pass computes to have ``wanted``, and
+        those of ``earlier`` passes it loads from the stash instead (inputs are read again);
+        row values are computed before it."""
         made = {e.outputs[0]: e for e in self.body.eqns}
         needed: set[Var] = set()
+        loads: set[Var] = set()
         stack = list(wanted)
         while stack:
             v = stack.pop()
-            if v in needed or self.kind[v] == "row":
+            if v in needed or v in loads or self.kind[v] == "row":
+                continue
+            if v in earlier and v in made:
+                loads.add(v)
                 continue
             needed.add(v)
             if v in made:
                 stack += [a for a in made[v].inputs if isinstance(a, Var)]
-        return needed
+        return needed, loads
 
     def _function(self, pre: list[str], lines: list[str], post: list[str], outer: list[str], parallel: bool) -> str:
         """The function: ``pre``, the loop over rows running ``lines`` (across threads when
