@@ -5,6 +5,7 @@ from fungraph import (
     checkpoint_policies,
     debug,
     distributed,
+    errors,
     experimental,
     lax,
     memory,
@@ -13,10 +14,32 @@ from fungraph import (
     scipy,
     sharding,
     tree,
+    typing,
 )
 from fungraph import numpy as numpy  # noqa: PLC0414
 from fungraph import primitives as _primitives  # noqa: F401  (registers the first-order primitives)
-from fungraph._config import config, default_matmul_precision, disable_x64, enable_x64
+from fungraph._config import (
+    check_tracer_leaks,
+    checking_leaks,
+    config,
+    debug_infs,
+    debug_nans,
+    default_device,
+    default_matmul_precision,
+    default_prng_impl,
+    disable_x64,
+    enable_checks,
+    enable_x64,
+    explain_cache_misses,
+    log_compiles,
+    numpy_dtype_promotion,
+    numpy_rank_promotion,
+    threefry_partitionable,
+    transfer_guard,
+    transfer_guard_device_to_device,
+    transfer_guard_device_to_host,
+    transfer_guard_host_to_device,
+)
 from fungraph._devices import (
     Device,
     default_backend,
@@ -71,10 +94,36 @@ from fungraph.primitives.shard_map import shard_map
 from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 jacobian = jacrev  # jax.jacobian
+P = sharding.PartitionSpec  # jax.P
+NamedSharding = sharding.NamedSharding  # jax.NamedSharding
+host_count = process_count  # jax.host_count
+host_id = process_index  # jax.host_id
 make_jaxpr = make_graph  # jax.make_jaxpr: the staged Graph, printed in fungraph's IR text
 __version__ = "0.1.0"
 
 __all__ = [
+    "NamedSharding",
+    "P",
+    "check_tracer_leaks",
+    "checking_leaks",
+    "debug_infs",
+    "debug_nans",
+    "default_device",
+    "default_prng_impl",
+    "enable_checks",
+    "errors",
+    "explain_cache_misses",
+    "host_count",
+    "host_id",
+    "log_compiles",
+    "numpy_dtype_promotion",
+    "numpy_rank_promotion",
+    "threefry_partitionable",
+    "transfer_guard",
+    "transfer_guard_device_to_device",
+    "transfer_guard_device_to_host",
+    "transfer_guard_host_to_device",
+    "typing",
     "Device",
     "ad_checkpoint",
     "checkpoint_policies",

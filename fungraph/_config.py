@@ -113,14 +113,21 @@ class _NativeCpu:
     """``fungraph_native_cpu``: whether the CPU engine runs fused elementwise regions as native
     code built with the system C compiler (``fungraph.backends.native``; the numpy engine runs
     them when there is no compiler). The default comes from ``FUNGRAPH_NATIVE_CPU`` (``0``/``1``),
-    else on. ``on_change`` callbacks (``jit`` empties its caches) run when it changes, since
-    compiled graphs hold the engine they were built with."""
+    else on."""
 
     on = os.environ.get("FUNGRAPH_NATIVE_CPU", "1").strip().lower() not in ("0", "false", "no", "off", "")
-    on_change: list[Callable[[], None]] = []
 
 
 NATIVE_CPU = _NativeCpu()
+
+#: Called when an option that compiled or traced graphs depend on changes (the native engine,
+#: the promotion rules): ``jit`` registers its cache clearing here.
+ON_TRACING_CHANGE: list[Callable[[], None]] = []
+
+
+def _tracing_changed() -> None:
+    for callback in ON_TRACING_CHANGE:
+        callback()
 
 
 def _native_cpu(value: Any) -> bool:
@@ -129,9 +136,37 @@ def _native_cpu(value: Any) -> bool:
     changed = bool(value) != NATIVE_CPU.on
     NATIVE_CPU.on = bool(value)
     if changed:
-        for callback in NATIVE_CPU.on_change:
-            callback()
+        _tracing_changed()
     return bool(value)
+
+
+class _RankPromotion:
+    """``jax_numpy_rank_promotion``: "allow" broadcasts operands of different ranks as numpy
+    does; "warn" and "raise" warn or refuse (read by the broadcasting shape rule)."""
+
+    mode = "allow"
+
+
+RANK_PROMOTION = _RankPromotion()
+
+
+def _rank_promotion(value: Any) -> str:
+    if value not in ("allow", "warn", "raise"):
+        raise ValueError(f"jax_numpy_rank_promotion={value!r}: expected 'allow', 'warn' or 'raise'")
+    if value != RANK_PROMOTION.mode:
+        RANK_PROMOTION.mode = value
+        _tracing_changed()
+    return value
+
+
+def _dtype_promotion(value: Any) -> str:
+    from fungraph import dtypes
+
+    if value not in ("standard", "strict"):
+        raise ValueError(f"jax_numpy_dtype_promotion={value!r}: expected 'standard' or 'strict'")
+    dtypes.set_promotion(value)
+    _tracing_changed()
+    return value
 
 
 def _float_check(kind: str) -> _Option:
@@ -157,6 +192,30 @@ def _cache_size(value: Any) -> int:
     return value
 
 
+#: JAX's debugging and placement options that fungraph accepts and records with no effect:
+#: compiles are not logged, tracer leaks are found when a leaked value is used
+#: (``UnexpectedTracerError``), there are no internal checks to enable, every transfer is allowed
+#: (arrays live in host memory), the default device is the one CPU device, and compiled code
+#: has its own caches (``FUNGRAPH_NATIVE_CACHE``, ``FUNGRAPH_OPENCL_CACHE_DIR``).
+_RECORDED: dict[str, Any] = {
+    "jax_log_compiles": False, "jax_check_tracer_leaks": False, "jax_enable_checks": False,
+    "jax_explain_cache_misses": False, "jax_default_device": None, "jax_transfer_guard": None,
+    "jax_transfer_guard_host_to_device": None, "jax_transfer_guard_device_to_host": None,
+    "jax_transfer_guard_device_to_device": None, "jax_compilation_cache_dir": None,
+    "jax_persistent_cache_min_compile_time_secs": 1.0, "jax_persistent_cache_min_entry_size_bytes": 0,
+}
+_GUARDS = (None, "allow", "log", "disallow", "log_explicit", "disallow_explicit")
+
+
+def _recorded(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if name.startswith("jax_transfer_guard") and value not in _GUARDS:
+            raise ValueError(f"{name}={value!r}: expected one of {_GUARDS}")
+        return value
+
+    return check
+
+
 @dataclass
 class _Option:
     """One option: ``check`` validates and normalises a new value (raising when fungraph cannot
@@ -176,10 +235,8 @@ def _options() -> dict[str, _Option]:
         "jax_disable_jit": _Option(False, _set_disable_jit, read=lambda: JIT_DISABLED.on),
         "jax_debug_nans": _float_check("nans"),
         "jax_debug_infs": _float_check("infs"),
-        "jax_numpy_rank_promotion": _Option("allow", _one_of(
-            "jax_numpy_rank_promotion", ("allow",), "fungraph always broadcasts ranks as numpy does")),
-        "jax_numpy_dtype_promotion": _Option("standard", _one_of(
-            "jax_numpy_dtype_promotion", ("standard",), "fungraph always promotes implicitly, as numpy 2 does")),
+        "jax_numpy_rank_promotion": _Option("allow", _rank_promotion, read=lambda: RANK_PROMOTION.mode),
+        "jax_numpy_dtype_promotion": _Option("standard", _dtype_promotion),
         "jax_default_prng_impl": _Option("threefry2x32", _one_of(
             "jax_default_prng_impl", ("threefry2x32",), "fungraph.random implements threefry2x32 only")),
         "jax_threefry_partitionable": _Option(True, _one_of(
@@ -187,6 +244,7 @@ def _options() -> dict[str, _Option]:
         "jax_traceback_filtering": _Option("auto", _one_of(
             "jax_traceback_filtering", ("auto", "off", "tracebackhide", "remove_frames", "quiet_remove_frames"),
             "not a traceback filtering mode")),
+        **{name: _Option(default, _recorded(name)) for name, default in _RECORDED.items()},
         "fungraph_cache_size": _Option(CACHE_LIMITS.size, _cache_size, read=lambda: CACHE_LIMITS.size),
         "fungraph_native_cpu": _Option(NATIVE_CPU.on, _native_cpu, read=lambda: NATIVE_CPU.on),
     }
@@ -198,15 +256,16 @@ class Config:
 
     ``jax_enable_x64`` is JAX's dtype mode (default off, or the ``JAX_ENABLE_X64`` environment
     variable; ``enable_x64``/``disable_x64`` set it for a block in one thread); ``jax_disable_jit``
-    is ``fungraph.disable_jit`` on the calling thread; ``jax_platforms``/``jax_platform_name`` take
-    fungraph's backend names and, like
-    ``jax_default_matmul_precision`` and ``jax_traceback_filtering``, are recorded with no effect
-    (``jit(..., backend=)`` picks the backend, products use the operands' precision, tracebacks are
-    never filtered); ``jax_debug_nans``/``jax_debug_infs`` make every eager primitive and every
-    jitted call check its outputs, as JAX's do; ``fungraph_cache_size`` bounds each cache (compiled
-graphs, transformed graphs, each function's signatures; least recently used dropped first);
-``fungraph_native_cpu`` switches the CPU engine's native code for fused regions (see
-docs/native.md); the others accept only the behaviour fungraph has.
+    is ``fungraph.disable_jit`` on the calling thread; ``jax_numpy_rank_promotion`` ("allow",
+    "warn", "raise") and ``jax_numpy_dtype_promotion`` ("standard", "strict") act as JAX's;
+    ``jax_debug_nans``/``jax_debug_infs`` make every eager primitive and every jitted call check
+    its outputs, as JAX's do. ``jax_platforms``/``jax_platform_name`` take fungraph's backend
+    names and, like ``jax_default_matmul_precision``, ``jax_traceback_filtering`` and the options
+    in ``_RECORDED``, are recorded with no effect (``jit(..., backend=)`` picks the backend,
+    products use the operands' precision, tracebacks are never filtered). ``fungraph_cache_size``
+    bounds each cache (compiled graphs, transformed graphs, each function's signatures; least
+    recently used dropped first); ``fungraph_native_cpu`` switches the CPU engine's native code
+    for fused regions (see docs/native.md); the others accept only the behaviour fungraph has.
     """
 
     _options: dict[str, _Option]
@@ -270,13 +329,47 @@ def disable_x64() -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def default_matmul_precision(precision: str | None) -> Iterator[None]:
-    """``jax.default_matmul_precision``: sets the option for the block, which fungraph records
-    only (products always use the operands' own precision)."""
-    saved = config.jax_default_matmul_precision
-    config.update("jax_default_matmul_precision", precision)
-    try:
-        yield
-    finally:
-        config.update("jax_default_matmul_precision", saved)
+class OptionContext:
+    """One of JAX's config states as a context manager (``with jax.debug_nans(True):``): sets
+    the option for the block and restores it after (process-wide, where JAX's are per thread);
+    ``.value`` reads the option. A boolean option called without a value is turned on."""
+
+    def __init__(self, name: str, on_by_default: bool = False) -> None:
+        self.name = name
+        self.on_by_default = on_by_default
+
+    @property
+    def value(self) -> Any:
+        return getattr(config, self.name)
+
+    @contextlib.contextmanager
+    def __call__(self, new_val: Any = None) -> Iterator[None]:
+        value = True if new_val is None and self.on_by_default else new_val
+        saved = self.value
+        config.update(self.name, value)
+        try:
+            yield
+        finally:
+            config.update(self.name, saved)
+
+    def __repr__(self) -> str:
+        return f"OptionContext({self.name!r})"
+
+
+default_matmul_precision = OptionContext("jax_default_matmul_precision")
+numpy_rank_promotion = OptionContext("jax_numpy_rank_promotion")
+numpy_dtype_promotion = OptionContext("jax_numpy_dtype_promotion")
+debug_nans = OptionContext("jax_debug_nans", on_by_default=True)
+debug_infs = OptionContext("jax_debug_infs", on_by_default=True)
+log_compiles = OptionContext("jax_log_compiles", on_by_default=True)
+check_tracer_leaks = OptionContext("jax_check_tracer_leaks", on_by_default=True)
+checking_leaks = check_tracer_leaks
+enable_checks = OptionContext("jax_enable_checks", on_by_default=True)
+explain_cache_misses = OptionContext("jax_explain_cache_misses", on_by_default=True)
+default_device = OptionContext("jax_default_device")
+default_prng_impl = OptionContext("jax_default_prng_impl")
+threefry_partitionable = OptionContext("jax_threefry_partitionable", on_by_default=True)
+transfer_guard = OptionContext("jax_transfer_guard")
+transfer_guard_host_to_device = OptionContext("jax_transfer_guard_host_to_device")
+transfer_guard_device_to_host = OptionContext("jax_transfer_guard_device_to_host")
+transfer_guard_device_to_device = OptionContext("jax_transfer_guard_device_to_device")

@@ -28,7 +28,24 @@ class ShapeError(ValueError, TypeError):
 
 
 class ConcretizationError(TypeError):
-    """A traced value was used where Python needs a concrete one (``if``, ``bool``, ``int``)."""
+    """A traced value was used where Python needs a concrete one (``if``, ``bool``, ``int``);
+    JAX's ``ConcretizationTypeError``."""
+
+
+class TracerBoolConversionError(ConcretizationError):
+    """``bool()`` (an ``if`` or ``while``) of an abstract traced value, as JAX names it."""
+
+
+class TracerIntegerConversionError(ConcretizationError):
+    """An abstract traced value used as an index (``__index__``), as JAX names it."""
+
+
+class TracerArrayConversionError(ConcretizationError):
+    """An abstract traced value converted to a numpy array, as JAX names it."""
+
+
+class UnexpectedTracerError(TypeError):
+    """A traced value used after (or outside) the transformation that made it, as JAX names it."""
 
 
 class NestingError(RecursionError):
@@ -440,7 +457,7 @@ def full_raise(trace: Trace, val: Any) -> Any:
         return val
     if main.level < trace.main.level:
         return trace.lift(val)
-    raise TypeError(
+    raise UnexpectedTracerError(
         f"a traced value of type {val.aval} escaped from the transformation that created it "
         "(was it stored in a global or returned through a side channel?)"
     )
@@ -513,9 +530,9 @@ class Tracer(HasAval):
         (``jvp``/``grad`` outside ``jit`` run on concrete primals), else None."""
         return None
 
-    def _concrete_error(self, what: str) -> ConcretizationError:
+    def _concrete_error(self, what: str, kind: type[ConcretizationError] = ConcretizationError) -> ConcretizationError:
         src = user_source()
-        return ConcretizationError(
+        return kind(
             f"{what} needs a concrete value, but this is an abstract traced value of type {self.aval}: "
             "inside `jit` (or make_graph, vmap, a lax control-flow body) values are known only by "
             "shape and dtype. Use fungraph.lax.cond / fungraph.numpy.where for branches and "
@@ -524,14 +541,14 @@ class Tracer(HasAval):
             + (f"\n  at {src}" if src else "")
         )
 
-    def _concrete(self, what: str) -> Any:
+    def _concrete(self, what: str, kind: type[ConcretizationError] = ConcretizationError) -> Any:
         value = self.to_concrete_value()
         if value is None:
-            raise self._concrete_error(what)
+            raise self._concrete_error(what, kind)
         return value
 
     def __bool__(self) -> bool:
-        return bool(self._concrete("bool() / an `if` or `while` on a traced value"))
+        return bool(self._concrete("bool() / an `if` or `while` on a traced value", TracerBoolConversionError))
 
     def __int__(self) -> int:
         return int(self._concrete("int()"))
@@ -543,10 +560,11 @@ class Tracer(HasAval):
         return complex(self._concrete("complex()"))
 
     def __index__(self) -> int:
-        return operator.index(np.asarray(self._concrete("using a traced value as an index")))
+        return operator.index(np.asarray(self._concrete("using a traced value as an index",
+                                                        TracerIntegerConversionError)))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise self._concrete_error("converting a traced value to a numpy array")
+        raise self._concrete_error("converting a traced value to a numpy array", TracerArrayConversionError)
 
     def __iter__(self) -> Iterator[Any]:
         return iter([self[i] for i in range(len(self))])

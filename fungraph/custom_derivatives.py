@@ -17,7 +17,15 @@ import numpy as np
 from fungraph import custom_rule_checks as checks
 from fungraph import dtypes
 from fungraph.checkpoint_policies import everything_saveable, nothing_saveable
-from fungraph.core import Primitive, Tracer, as_operand, find_top_trace, full_raise, innermost_main
+from fungraph.core import (
+    Primitive,
+    Tracer,
+    UnexpectedTracerError,
+    as_operand,
+    find_top_trace,
+    full_raise,
+    innermost_main,
+)
 from fungraph.interpreters.batching import BatchTrace, BatchTracer, batching_axis_name, vmap_flat
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import eval_graph
@@ -321,7 +329,7 @@ def _refuse_differentiated_closure(rule: str, fun: str, outs: Sequence[Any]) -> 
     if not issubclass(main.trace_type, JVPTrace):
         return
     if any(isinstance(x, Tracer) and x._trace.main is main for x in outs):
-        raise TypeError(f"Custom JVP rule {rule} for function {fun} closes over a value that the enclosing "
+        raise UnexpectedTracerError(f"Custom JVP rule {rule} for function {fun} closes over a value that the enclosing "
                         f"differentiation traces; pass that value to {fun} as an argument instead")
 
 

@@ -263,10 +263,28 @@ def float_dtype_for(dtype: np.dtype) -> np.dtype:
 _WEAK = ("int*", "float*", "complex*")
 
 
-def _lattice(x64: bool) -> dict[Any, tuple[Any, ...]]:
-    """JAX's type promotion lattice (``jax._src.dtypes._type_promotion_lattice``, standard
-    mode): each node and the nodes directly above it."""
+class TypePromotionError(ValueError, TypeError):
+    """Dtypes with no implicit promotion path (JAX's ``TypePromotionError``)."""
+
+
+#: ``jax_numpy_dtype_promotion``: "standard" (JAX's lattice) or "strict" (only weak types
+#: promote implicitly); :mod:`fungraph._config` sets it.
+_PROMOTION = ["standard"]
+
+
+def set_promotion(mode: str) -> None:
+    _PROMOTION[0] = mode
+
+
+def _lattice(x64: bool, strict: bool) -> dict[Any, tuple[Any, ...]]:
+    """JAX's type promotion lattice (``jax._src.dtypes._type_promotion_lattice``): each node
+    and the nodes directly above it."""
     i_, f_, c_ = _WEAK
+    if strict:
+        ints = (uint8, uint16, uint32, uint64, int8, int16, int32, int64)
+        strong = (bool_, *ints, *FLOAT8.values(), bfloat16, float16, float32, float64, complex64, complex128)
+        return {i_: (f_, *ints), f_: (c_, *FLOAT8.values(), bfloat16, float16, float32, float64),
+                c_: (complex64, complex128), **{d: () for d in strong}}
     return {
         bool_: (i_,),
         i_: (uint8, int8),
@@ -281,8 +299,8 @@ def _lattice(x64: bool) -> dict[Any, tuple[Any, ...]]:
 
 
 @cache
-def _upper_bounds(x64: bool) -> dict[Any, frozenset[Any]]:
-    lattice = _lattice(x64)
+def _upper_bounds(x64: bool, strict: bool) -> dict[Any, frozenset[Any]]:
+    lattice = _lattice(x64, strict)
     bounds: dict[Any, frozenset[Any]] = {}
 
     def up(node: Any) -> frozenset[Any]:
@@ -296,15 +314,20 @@ def _upper_bounds(x64: bool) -> dict[Any, frozenset[Any]]:
 
 
 @cache
-def _join(nodes: frozenset[Any], x64: bool) -> Any:
-    """The least upper bound of ``nodes`` on the lattice, or a TypeError when there is none."""
-    bounds = _upper_bounds(x64)
+def _join(nodes: frozenset[Any], x64: bool, strict: bool = False) -> Any:
+    """The least upper bound of ``nodes`` on the lattice, or a TypePromotionError when there is none."""
+    bounds = _upper_bounds(x64, strict)
     common = frozenset.intersection(*(bounds[n] for n in nodes))
     least = [c for c in common if common <= bounds[c]]
     if len(least) != 1:
         names = ", ".join(sorted(n if isinstance(n, str) else n.name for n in nodes))
-        raise TypeError(f"dtypes {names} have no common type to promote to: JAX's promotion lattice does not "
-                        "join them (cast one explicitly, e.g. with .astype(jnp.float32))")
+        if strict:
+            raise TypePromotionError(
+                f"Input dtypes ({names}) have no available implicit dtype promotion path when "
+                "jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired output type, or set "
+                "jax_numpy_dtype_promotion=standard.")
+        raise TypePromotionError(f"dtypes {names} have no common type to promote to: JAX's promotion lattice does "
+                                 "not join them (cast one explicitly, e.g. with .astype(jnp.float32))")
     return least[0]
 
 
@@ -329,7 +352,7 @@ def join(dtypes: Any, weak: Any = None) -> tuple[np.dtype, bool]:
     nodes = frozenset(_node(d, w) for d, w in zip(dts, weak))
     if len(nodes) == 1 and not any(weak):
         return canonicalize(dts[0]), False
-    top = _join(nodes, x64)
+    top = _join(nodes, x64, _PROMOTION[0] == "strict")
     if top in _WEAK:
         return _weak_default(top), True
     return canonicalize(top), False
@@ -339,7 +362,7 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     """``jnp.promote_types``: both dtypes strong; like JAX's, the result is not canonicalised
     (``bool`` with ``int64`` is int64 in either mode)."""
     top = _join(frozenset(_PY_WEAK[t] if t is int or t is float or t is complex else check(t) for t in (a, b)),
-                x64_enabled())
+                x64_enabled(), _PROMOTION[0] == "strict")
     return _WEAK_WIDE[top] if top in _WEAK else top
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
-from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED, NATIVE_CPU
+from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED, ON_TRACING_CHANGE
 from fungraph.array import DeviceArray, HostArray, take_donated
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
@@ -191,7 +191,7 @@ def clear_caches() -> None:
 
 
 #: compiled graphs hold the CPU engine they were built with (native regions or numpy's)
-NATIVE_CPU.on_change.append(clear_caches)
+ON_TRACING_CHANGE.append(clear_caches)
 
 
 # --- the jit_call primitive --------------------------------------------------------------

@@ -224,10 +224,13 @@ def logmeanexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return ew.sub(logsumexp(x, axis=axes, keepdims=keepdims), np.asarray(math.log(count), x.dtype))
 
 
-def one_hot(x: Any, num_classes: int, dtype: Any = np.float64) -> Any:
+def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int = -1) -> Any:
+    """1 where an entry of ``x`` equals a class index (a new axis ``axis`` of ``num_classes``), else 0."""
     x = asarray(x)
-    classes = np.arange(num_classes, dtype=x.dtype)
-    return fnp.astype(fnp.equal(fnp.expand_dims(x, -1), classes), dtype)
+    out_axis = normalize_axes(axis, x.ndim + 1, "one_hot")[0]
+    classes = np.arange(num_classes, dtype=x.dtype).reshape((1,) * x.ndim + (num_classes,))
+    hot = fnp.astype(fnp.equal(fnp.expand_dims(x, -1), classes), dtype or dtypes.default_float())
+    return hot if out_axis == x.ndim else fnp.moveaxis(hot, -1, out_axis)
 
 
 def _pool_geometry(shape: tuple[int, ...], window: tuple[int, int], strides: tuple[int, int],

@@ -59,8 +59,12 @@ def test_config_refuses_what_fungraph_cannot_do() -> None:
         fg.config.update("jax_default_matmul_precision", "fp8")
     with pytest.raises(NotImplementedError, match="threefry2x32 only"):
         fg.config.update("jax_default_prng_impl", "rbg")
-    with pytest.raises(AttributeError, match=r"no option 'jax_log_compiles'.*options are: jax_enable_x64, "):
-        fg.config.update("jax_log_compiles", True)
+    with pytest.raises(AttributeError, match=r"no option 'jax_no_such_option'.*options are: jax_enable_x64, "):
+        fg.config.update("jax_no_such_option", True)
+    with pytest.raises(ValueError, match="jax_numpy_rank_promotion='sometimes'"):
+        fg.config.update("jax_numpy_rank_promotion", "sometimes")
+    with pytest.raises(ValueError, match="jax_transfer_guard='never'"):
+        fg.config.update("jax_transfer_guard", "never")
     with pytest.raises(AttributeError, match="no option 'jax_enable_64'"):
         _ = fg.config.jax_enable_64
     with pytest.raises(AttributeError, match="config.update"):
@@ -370,3 +374,117 @@ def test_jacobians_with_aux_match_jax(transform: str, argnums: Any) -> None:
     jitted, _ = fg.jit(getattr(fg, transform)(f(fnp), argnums=argnums, has_aux=True))(x, x + 1)
     for g, w in zip(fg.tree_util.tree_leaves(jitted), jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+# --- promotion modes, config contexts, error types ---------------------------------------------
+
+
+def _outcome(thunk: Any) -> str:
+    try:
+        r = thunk()
+    except Exception as e:  # noqa: BLE001 - the outcome compared is the exception's kind
+        return "TypePromotionError" if type(e).__name__ == "TypePromotionError" else (
+            "ValueError" if isinstance(e, ValueError) else type(e).__name__)
+    return f"{r.dtype}{tuple(r.shape)}"
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.filterwarnings("ignore:Explicitly requested dtype")
+def test_strict_dtype_promotion_matches_jax(x64: bool) -> None:
+    jax, jnp = jax_or_skip()
+    pairs = [(np.float32, np.float64), (np.int32, np.float32), (np.int8, np.int16), (np.uint8, np.int8),
+             (np.float32, float), (np.int32, float), (np.int32, int), (np.bool_, int), (np.complex64, complex),
+             (np.float16, np.float32)]
+    for a, b in pairs:
+        for lib in (jax, fg):
+            lib.config.update("jax_enable_x64", x64)
+        for mode in ("standard", "strict"):
+            got = []
+            for lib, lnp in ((jax, jnp), (fg, fnp)):
+                with lib.numpy_dtype_promotion(mode):
+                    other = lnp.ones(3, b) if isinstance(b, type) and issubclass(b, np.generic) else b(1)
+                    got.append((_outcome(lambda: lnp.ones(3, a) + other),
+                                _outcome(lambda: lnp.multiply(lnp.ones(3, a), other)),
+                                _outcome(lambda: lib.jit(lambda u, v: u - v)(lnp.ones(3, a), other))))
+                    assert lib.config.jax_numpy_dtype_promotion == mode
+            assert got[0] == got[1], (a, b, mode, got)
+    assert fg.config.jax_numpy_dtype_promotion == "standard"
+
+
+@pytest.mark.parametrize("mode", ["allow", "warn", "raise"])
+def test_rank_promotion_modes_match_jax(mode: str) -> None:
+    import warnings
+    jax, jnp = jax_or_skip()
+    cases = [lambda n: n.ones(2) + n.ones((3, 2)), lambda n: n.add(n.ones(2), n.ones((3, 2))),
+             lambda n: n.ones(2) * 2.0, lambda n: n.where(n.ones((3, 2)) > 0, n.ones(2), 0.0),
+             lambda n: n.maximum(n.ones(2), n.ones((3, 2))), lambda n: n.logaddexp(n.ones(2), n.ones((3, 2))),
+             lambda n: n.ones((4, 1)) < n.ones(3), lambda n: n.left_shift(n.ones(2, int), n.ones((2, 2), int)),
+             lambda n: n.ones((3, 2)) + n.ones((3, 2)), lambda n: n.ones(()) + n.ones((3, 2))]
+    for case in cases:
+        got = []
+        for lib, lnp in ((jax, jnp), (fg, fnp)):
+            lib.clear_caches()  # JAX warns when it traces, and it caches traces
+            with lib.numpy_rank_promotion(mode), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                got.append((_outcome(lambda: case(lnp)), _outcome(lambda: lib.jit(lambda: case(lnp))()),
+                            any("rank promotion" in str(w.message) for w in caught)))
+        assert got[0] == got[1], got
+    assert fg.config.jax_numpy_rank_promotion == "allow"
+
+
+def test_library_functions_do_not_promote_ranks_where_jax_does_not() -> None:
+    x = np.arange(6.0).reshape(2, 3)
+    with fg.numpy_rank_promotion("raise"):
+        assert fg.nn.one_hot(np.array([[0, 2]]), 3).shape == (1, 2, 3)
+        assert fnp.interp(x, np.array([0.0, 5.0]), np.array([1.0, 2.0])).shape == (2, 3)
+        assert fnp.searchsorted(np.array([1.0, 3.0]), x).shape == (2, 3)
+        assert fg.nn.softmax(x).shape == (2, 3)
+
+
+def test_config_contexts_set_and_restore_like_jax() -> None:
+    jax, _ = jax_or_skip()
+    names = ["debug_nans", "debug_infs", "log_compiles", "checking_leaks", "enable_checks", "transfer_guard",
+             "numpy_rank_promotion", "numpy_dtype_promotion", "default_device", "default_prng_impl",
+             "explain_cache_misses", "threefry_partitionable", "P", "NamedSharding", "host_count", "host_id",
+             "errors", "typing"]
+    assert [n for n in names if not hasattr(jax, n)] == []
+    assert [n for n in names if not hasattr(fg, n)] == []
+    with fg.debug_nans():
+        assert fg.config.jax_debug_nans
+        with pytest.raises(FloatingPointError):
+            fnp.log(fnp.asarray(-1.0))
+    assert not fg.config.jax_debug_nans
+    with fg.log_compiles(), fg.checking_leaks(), fg.transfer_guard("disallow"), fg.default_device(fg.devices()[0]):
+        assert fg.config.jax_log_compiles and fg.config.jax_transfer_guard == "disallow"
+    assert fg.config.jax_transfer_guard is None
+    assert fg.P("a", None) == fg.sharding.PartitionSpec("a", None)
+    assert (fg.host_count(), fg.host_id()) == (fg.process_count(), fg.process_index())
+
+
+def test_errors_are_jax_errors_classes() -> None:
+    jax, _ = jax_or_skip()
+    checks = [("TracerBoolConversionError", lambda lib: lib.jit(lambda x: 1 if x > 0 else 0)(1.0)),
+              ("TracerArrayConversionError", lambda lib: lib.jit(lambda x: np.asarray(x))(1.0)),
+              ("TracerIntegerConversionError", lambda lib: lib.jit(lambda i: [1, 2, 3][i])(1)),
+              ("ConcretizationTypeError", lambda lib: lib.jit(lambda x: float(x))(1.0))]
+    for name, thunk in checks:
+        for lib in (jax, fg):
+            with pytest.raises(getattr(lib.errors, name)):
+                thunk(lib)
+            with pytest.raises({"TracerIntegerConversionError": TypeError, "TracerArrayConversionError": TypeError}.get(
+                    name, lib.errors.ConcretizationTypeError)):
+                thunk(lib)
+    leaked: list[Any] = []
+    fg.jit(lambda x: leaked.append(x) or x)(1.0)
+    with pytest.raises(fg.errors.UnexpectedTracerError):
+        fg.jit(lambda y: y + leaked[0])(1.0)
+
+
+def test_typing_names_annotate() -> None:
+    from fungraph.typing import ArrayLike, DTypeLike
+
+    def f(x: ArrayLike, d: DTypeLike) -> ArrayLike:
+        return fnp.asarray(x, d)
+
+    assert isinstance(fnp.ones(2), ArrayLike) and isinstance(np.float32(1), ArrayLike) and isinstance(2.0, ArrayLike)
+    assert f(1, np.float32).dtype == np.float32 and f(1, "int8").dtype == np.int8

@@ -8,7 +8,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.lax import _elementwise as lax_ew
-from fungraph.numpy._util import asarray, cast, is_weak, promote
+from fungraph.numpy._util import asarray, cast, is_weak, promote, promote_args
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives.callback import stop_gradient  # noqa: F401  (re-exported)
 
@@ -66,7 +66,7 @@ def reciprocal(x: Any) -> Any:
 
 def _binary(prim: Any, to_inexact: bool = False) -> Any:
     def f(x: Any, y: Any) -> Any:
-        x, y = promote(x, y, to_inexact=to_inexact)
+        x, y = promote_args(prim.name, x, y, to_inexact=to_inexact)
         return prim.bind(x, y)
 
     f.__name__ = prim.name
@@ -90,7 +90,7 @@ def _ordered(prim: Any, on_complex: Any) -> Any:
     """``prim`` of the promoted operands; of complex ones, ``on_complex(x, y)`` (numpy's
     lexicographic order)."""
     def f(x: Any, y: Any) -> Any:
-        x, y = promote(x, y)
+        x, y = promote_args(prim.name, x, y)
         return on_complex(x, y) if dtypes.is_complex(x.dtype) else prim.bind(x, y)
 
     f.__name__ = prim.name
@@ -138,7 +138,7 @@ def power(x: Any, y: Any) -> Any:
         if y < 0 and not dtypes.is_inexact(xa.dtype):
             raise ValueError("integers to negative integer powers are not allowed")
         return ew.integer_pow(xa, y)
-    return lax_ew.power_of_one_dtype(*(_numeric(v) for v in promote(x, y)))
+    return lax_ew.power_of_one_dtype(*(_numeric(v) for v in promote_args("power", x, y)))
 
 
 def _numeric(x: Any) -> Any:

@@ -10,7 +10,7 @@ import numpy as np
 
 from fungraph import dtypes, lax
 from fungraph.numpy._math import _c
-from fungraph.numpy._util import asarray, cast, namespace, promote, real_inexact
+from fungraph.numpy._util import asarray, cast, namespace, promote, promote_args, real_inexact
 from fungraph.primitives import elementwise as ew
 
 
@@ -24,7 +24,7 @@ def signbit(x: Any) -> Any:
 
 
 def copysign(x1: Any, x2: Any) -> Any:
-    a, b = promote(x1, x2, to_inexact=True)
+    a, b = promote_args("copysign", x1, x2, to_inexact=True)
     return ew.select(signbit(b), ew.neg(ew.abs_p.bind(a)), ew.abs_p.bind(a))
 
 

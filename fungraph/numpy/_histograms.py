@@ -156,4 +156,5 @@ def digitize(x: Any, bins: Any, right: bool = False) -> Any:
     if increasing:
         return searchsorted(b, x, side="left" if right else "right")
     n = b.shape[0]
-    return ew.sub(np.asarray(n, dtypes.int64), searchsorted(sh.rev(b, (0,)), x, side="right" if right else "left"))
+    found = searchsorted(sh.rev(b, (0,)), x, side="right" if right else "left")
+    return ew.sub(np.asarray(n, found.dtype), found)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._config import ON_TRACING_CHANGE, RANK_PROMOTION
 from fungraph.array import DeletedHostArray, HostArray, hosted
 from fungraph.numpy._reductions import accumulating_dtype
 
@@ -39,6 +40,7 @@ class _Plan:
 #: (operator, own dtype, own weak type, other's dtype, weak type and Python scalar type, x64) ->
 #: its plan, or None where the ``fungraph.numpy`` function computes it
 _PLANS: dict[tuple, _Plan | None] = {}
+ON_TRACING_CHANGE.append(_PLANS.clear)
 
 
 def _operand_key(x: Any) -> tuple[np.dtype, bool, type | None] | None:
@@ -69,7 +71,10 @@ def _make_plan(ufunc: Any, kind: str, mine: tuple[np.dtype, bool], theirs: tuple
     """JAX's result dtype for ``ufunc`` of these operands, if numpy's ufunc gives it from operands
     of that dtype (kind: ``same`` dtype out, ``inexact`` dtype out, ``compare`` (bool out),
     ``dot`` (never weak), ``power`` (inexact only: integer powers are JAX's ``integer_pow``, with
-    its error for a negative exponent))."""
+    its error for a negative exponent)). None while ranks may not be promoted implicitly, so that
+    the ``fungraph.numpy`` function checks each call's shapes."""
+    if RANK_PROMOTION.mode != "allow":
+        return None
     try:
         dtype, weak = dtypes.join([mine[0], theirs[0]], [mine[1], theirs[1]])
     except TypeError:

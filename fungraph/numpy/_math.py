@@ -17,7 +17,7 @@ from fungraph.numpy import _reductions as red
 from fungraph.numpy._elementwise import maximum, minimum
 from fungraph.numpy._shape import moveaxis
 from fungraph.numpy._sorting import searchsorted
-from fungraph.numpy._util import asarray, cast, int_pair, namespace, normalize_axes, promote, take_static
+from fungraph.numpy._util import asarray, cast, int_pair, namespace, normalize_axes, promote, promote_args, take_static
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
 from fungraph.primitives import special as sp
@@ -81,17 +81,17 @@ def log10(x: Any) -> Any:
 
 def logaddexp(x1: Any, x2: Any) -> Any:
     """log(e^a + e^b) = max + log1p(e^-|a - b|); ties (also both infinite) give a + log 2."""
-    return ew.logaddexp(*promote(x1, x2, to_inexact=True))
+    return ew.logaddexp(*promote_args("logaddexp", x1, x2, to_inexact=True))
 
 
 def logaddexp2(x1: Any, x2: Any) -> Any:
-    a, b = promote(x1, x2, to_inexact=True)
+    a, b = promote_args("logaddexp2", x1, x2, to_inexact=True)
     return ew.log_add(a, b, lambda d: ew.div(ew.log1p_p.bind(ew.pow_(_c(2, d), d)), _c(math.log(2), d)))
 
 
 def hypot(x1: Any, x2: Any) -> Any:
     """sqrt(a^2 + b^2) scaled by the larger magnitude so it neither overflows nor underflows."""
-    a, b = promote(x1, x2, to_inexact=True)
+    a, b = promote_args("hypot", x1, x2, to_inexact=True)
     a_smaller = ew.le_p.bind(ew.abs_p.bind(a), ew.abs_p.bind(b))       # one side each, also at a tie,
     big = ew.abs_p.bind(ew.select(a_smaller, b, a))                     # and the smaller signed: its ratio
     small = ew.select(a_smaller, a, b)                                  # squared is smooth at 0
@@ -140,14 +140,14 @@ def positive(x: Any) -> Any:
 
 
 def float_power(x1: Any, x2: Any) -> Any:
-    a, b = promote(x1, x2)
+    a, b = promote_args("float_power", x1, x2)
     wide = dtypes.complex128 if dtypes.is_complex(a.dtype) else dtypes.float64
     return ew.pow_(cast(a, wide), cast(b, wide))
 
 
 def heaviside(x1: Any, x2: Any) -> Any:
     """0 below zero, ``x2`` at zero, 1 above (NaN stays NaN)."""
-    a, b = promote(x1, x2, to_inexact=True)
+    a, b = promote_args("heaviside", x1, x2, to_inexact=True)
     out = ew.select(ew.lt(a, _c(0, a)), _c(0, a), ew.select(ew.eq(a, _c(0, a)), b, _c(1, a)))
     return ew.select(_isnan(a), a, out)
 
@@ -206,14 +206,14 @@ def _isnan(x: Any) -> Any:
 def fmax(x1: Any, x2: Any) -> Any:
     """The larger value, ignoring a NaN operand (NaN only when both are); complex numbers in
     numpy's lexicographic order."""
-    a, b = promote(x1, x2)
+    a, b = promote_args("fmax", x1, x2)
     if not dtypes.is_inexact(a.dtype):
         return ew.max_p.bind(a, b)
     return ew.select(_isnan(b), a, ew.select(_isnan(a), b, maximum(a, b)))
 
 
 def fmin(x1: Any, x2: Any) -> Any:
-    a, b = promote(x1, x2)
+    a, b = promote_args("fmin", x1, x2)
     if not dtypes.is_inexact(a.dtype):
         return ew.min_p.bind(a, b)
     return ew.select(_isnan(b), a, ew.select(_isnan(a), b, minimum(a, b)))
@@ -221,7 +221,7 @@ def fmin(x1: Any, x2: Any) -> Any:
 
 def fmod(x1: Any, x2: Any) -> Any:
     """Remainder with the sign of the dividend (C's fmod): ``lax.rem`` after promotion."""
-    return lax_ew.fmod(*promote(x1, x2))
+    return lax_ew.fmod(*promote_args("fmod", x1, x2))
 
 
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
@@ -342,7 +342,7 @@ conj = conjugate
 
 
 def divmod_(x1: Any, x2: Any) -> tuple[Any, Any]:
-    a, b = promote(x1, x2)
+    a, b = promote_args("divmod", x1, x2)
     return ew.floor_divide_p.bind(a, b), ew.mod_p.bind(a, b)
 
 
@@ -407,27 +407,50 @@ def unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * n
 
 
 def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None) -> Any:
-    """Piecewise-linear interpolation on increasing ``xp`` (differentiable in x, xp and fp)."""
-    if period is not None:
-        raise NotImplementedError("interp: period is not supported")
+    """Piecewise-linear interpolation on increasing ``xp`` (differentiable in x, xp and fp);
+    ``left``/``right`` may be ``"extrapolate"`` (JAX's), and ``period`` wraps as numpy does."""
+    for name, end in (("left", left), ("right", right)):
+        if isinstance(end, str) and end != "extrapolate":
+            raise ValueError(f"interp: {name} must be a value, None or 'extrapolate', got {end!r}")
     xs, xps, fps = promote(x, xp, fp, to_inexact=True)
+    if xps.ndim != 1 or fps.shape != xps.shape:
+        raise ValueError(f"interp: xp and fp must be 1-d of the same length, got shapes {xps.shape} and {fps.shape}")
+    if period is not None:
+        xs, xps, fps = _periodic(xs, xps, fps, period)
+        left = right = None
     n = xps.shape[0]
     if n == 1:
         return sh.broadcast_to(fps, xs.shape)
     i = searchsorted(xps, xs, side="right")
-    i = ew.min_p.bind(ew.max_p.bind(ew.sub(i, np.asarray(1, np.int64)), np.asarray(0, np.int64)),
-                      np.asarray(n - 2, np.int64))
-    j = ew.add(i, np.asarray(1, np.int64))
+    index = i.dtype
+    i = ew.min_p.bind(ew.max_p.bind(ew.sub(i, np.asarray(1, index)), np.asarray(0, index)), np.asarray(n - 2, index))
+    j = ew.add(i, np.asarray(1, index))
     x0, x1 = take_prim(xps, i, 0), take_prim(xps, j, 0)
     f0, f1 = take_prim(fps, i, 0), take_prim(fps, j, 0)
     t = ew.div(ew.sub(xs, x0), ew.sub(x1, x0))
     out = ew.add(f0, ew.mul(t, ew.sub(f1, f0)))
     first, last = take_static(fps, 0, 0), take_static(fps, n - 1, 0)
-    lo = first if left is None else np.asarray(left, xs.dtype)
-    hi = last if right is None else np.asarray(right, xs.dtype)
-    out = ew.select(ew.eq(xs, take_static(xps, n - 1, 0)), sh.broadcast_to(last, xs.shape), out)
-    out = ew.select(ew.lt(xs, take_static(xps, 0, 0)), sh.broadcast_to(asarray(lo), xs.shape), out)
-    return ew.select(ew.gt(xs, take_static(xps, n - 1, 0)), sh.broadcast_to(asarray(hi), xs.shape), out)
+    if right != "extrapolate":
+        hi = last if right is None else np.asarray(right, xs.dtype)
+        out = ew.select(ew.eq(xs, take_static(xps, n - 1, 0)), sh.broadcast_to(last, xs.shape), out)
+        out = ew.select(ew.gt(xs, take_static(xps, n - 1, 0)), sh.broadcast_to(asarray(hi), xs.shape), out)
+    if left != "extrapolate":
+        lo = first if left is None else np.asarray(left, xs.dtype)
+        out = ew.select(ew.lt(xs, take_static(xps, 0, 0)), sh.broadcast_to(asarray(lo), xs.shape), out)
+    return out
+
+
+def _periodic(xs: Any, xps: Any, fps: Any, period: Any) -> tuple[Any, Any, Any]:
+    """numpy's ``interp(period=)``: coordinates reduced modulo the period, ``xp`` sorted, and one
+    point wrapped onto each end."""
+    fnp = namespace()
+    if fnp.ndim(period) != 0:
+        raise ValueError(f"interp: period must be a scalar, got shape {fnp.shape(period)}")
+    p = fnp.abs(fnp.asarray(period, dtype=xs.dtype))
+    xs, xps = fnp.mod(xs, p), fnp.mod(xps, p)
+    order = fnp.argsort(xps)
+    xps, fps = fnp.take(xps, order), fnp.take(fps, order)
+    return xs, fnp.concatenate([xps[-1:] - p, xps, xps[:1] + p]), fnp.concatenate([fps[-1:], fps, fps[:1]])
 
 
 def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Any:

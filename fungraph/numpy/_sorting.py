@@ -14,8 +14,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ConcretizationError, Tracer
-from fungraph.numpy import _reductions as red
-from fungraph.numpy._elementwise import less, less_equal
+from fungraph.numpy._elementwise import less
 from fungraph.numpy._util import asarray, aval, flat_or_axis, namespace, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
@@ -87,16 +86,39 @@ def sort_complex(a: Any) -> Any:
 # --- searching ------------------------------------------------------------------------------------
 
 
-def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
-    """Insertion points into the sorted 1-d ``a``: how many entries lie below (or at) each ``v``."""
+def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, method: str = "scan") -> Any:
+    """Insertion points into the sorted 1-d ``a``: how many entries lie below (or at) each ``v``,
+    by a binary search (``log2(len(a))`` vectorised steps, so memory is ``v``'s size). NaN sorts
+    last, as in numpy and JAX. ``method`` is JAX's and accepted for any value it takes."""
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if method not in ("scan", "scan_unrolled", "sort", "compare_all"):
+        raise ValueError(f"searchsorted: method must be one of 'scan', 'scan_unrolled', 'sort', 'compare_all', "
+                         f"got {method!r}")
     x, vals = promote(a, v)
     if sorter is not None:
         x = take_prim(x, asarray(sorter), 0)
     if x.ndim != 1:
-        raise ValueError("searchsorted: a must be 1-d")
-    vv = sh.reshape(vals, vals.shape + (1,))
-    below = (less if side == "left" else less_equal)(x, vv)
-    return red.sum(ew.convert(below, dtypes.int64), axis=-1)
+        raise ValueError(f"searchsorted: a must be 1-d, got shape {x.shape}")
+    n = x.shape[0]
+    index = dtypes.int32 if n <= np.iinfo(np.int32).max else dtypes.canonicalize(dtypes.int64)
+    lo = sh.broadcast_to(np.asarray(0, index), vals.shape)
+    hi = sh.broadcast_to(np.asarray(n, index), vals.shape)
+    for _ in range(n.bit_length()):
+        mid = ew.floor_divide_p.bind(ew.add(lo, hi), np.asarray(2, index))
+        probe = take_prim(x, ew.min_p.bind(mid, np.asarray(max(n - 1, 0), index)), 0)
+        right = _total_lt(probe, vals) if side == "left" else ew.not_p.bind(_total_lt(vals, probe))
+        right = ew.and_p.bind(right, ew.lt(lo, hi))
+        lo = ew.select(right, ew.add(mid, np.asarray(1, index)), lo)
+        hi = ew.select(right, hi, mid)
+    return lo
+
+
+def _total_lt(p: Any, q: Any) -> Any:
+    """``p < q`` in numpy's sort order, where NaN is above every number."""
+    if not dtypes.is_inexact(aval(p).dtype):
+        return less(p, q)
+    return ew.or_p.bind(less(p, q), ew.and_p.bind(ew.ne_p.bind(q, q), ew.eq(p, p)))
 
 
 def _flat_hits(a: Any, size: int | None, fill_value: Any, name: str) -> tuple[Any, Any]:
