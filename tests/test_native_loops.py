@@ -250,6 +250,19 @@ def test_conds_become_selects_on_the_clamped_index() -> None:
                                       fg.eval_graph(body, np.int32(i), np.linspace(-1, 1, 3))[0])
 
 
+def test_each_branch_of_a_loop_body_cond_gets_its_own_element_pass() -> None:
+    """The branch index is one per iteration: the element pass is specialised on it, so an
+    iteration computes only the branch it takes (not tanh on the iterations that scale)."""
+    body = lambda i, v: lax.cond(i % 2 == 0, lambda v: fnp.tanh(v) * 0.5, lambda v: v * 0.9, v)  # noqa: E731
+    graph = fg.make_graph(lambda x: lax.fori_loop(0, 5, body, x))(np.ones(8))
+    p = next(e for e in graph.eqns if e.primitive.name == "scan").params
+    flat = inline_conds(p["body"])
+    assert flat is not None
+    src = loop_source("f", flat.invars[:2], None, 0, flat, 5)
+    assert src is not None and src.count("#pragma omp simd") == 2 and src.count("fg_tanh_") == 1
+    assert " ? " not in src
+
+
 @pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
 def test_conds_in_loop_bodies_run_natively(native: None, x64: bool) -> None:
     with fg.enable_x64(x64):

@@ -180,20 +180,76 @@ def _element_step(body: Graph, carries: Sequence[Var], carry_name: list[str], co
     ys = body.outvars[nc:nc + scanned.n_ys]
     stores += [(f"(o{nc + k} + ix * {size})", y) for k, y in enumerate(ys) if y.aval.shape != ()]
     if stores and size > 0:
-        if any(e.primitive.name in TRIG for e in array_eqns):
-            check = _element_loop(array_eqns, element, dict(names), counter, shape, "check", ())
-            small = _element_loop(array_eqns, element, dict(names), counter, shape, "small", stores)
-            full = _element_loop(array_eqns, element, names, counter, shape, "full", stores)
-            step += ["int ok = 1;", *check, "if (ok) {", *("    " + x for x in small), "} else {",
-                     *("    " + x for x in full), "}"]
-        else:
-            step += _element_loop(array_eqns, element, names, counter, shape, "full", stores)
+        variants = _uniform_variants(array_eqns, stores)
+        for k, (picks, eqns, kept) in enumerate(variants):
+            test = " && ".join(names[p] if taken else f"!{names[p]}" for p, taken in picks)
+            head = [] if len(variants) == 1 else [f"{'if' if k == 0 else '} else if'} ({test or '1'}) {{"]
+            body_lines = _element_pass(eqns, element, dict(names), counter, shape, kept)
+            step += head + [("    " if head else "") + x for x in body_lines]
+        step += ["}"] if len(variants) > 1 else []
     step += [f"o{nc + k}[ix] = {names[y]};" for k, y in enumerate(ys) if y.aval.shape == ()]
     scalars = [j for j, v in enumerate(carries) if v.aval.shape == ()]
     news = [names[body.outvars[j]] for j in scalars]
     step += [f"const {ctype(carries[j].aval.dtype)} n{j} = {n};" for j, n in zip(scalars, news)]
     step += [f"s{j} = n{j};" for j in scalars]
     return step
+
+
+#: The most scalar predicates of array ``select``s (a ``cond``'s branch choice) whose every
+#: combination gets an element pass of its own.
+UNIFORM_PICKS = 2
+
+
+def _uniform_variants(eqns: Sequence[Eqn], stores: Sequence[tuple[str, Var]]
+                      ) -> list[tuple[tuple[tuple[Var, bool], ...], list[Eqn], list[tuple[str, Var]]]]:
+    """The element pass specialised on the scalar predicates of its ``select``s (a ``cond``
+    in the body, :func:`inline_conds`): one variant per combination of their values, each
+    computing only the branch it takes, as ``(predicates and values, equations, stores)``.
+    One unspecialised variant when there are none, more than :data:`UNIFORM_PICKS`, or a
+    branch returns a literal."""
+    selects = [e for e in eqns if e.primitive.name == "select" and isinstance(e.inputs[0], Var)
+               and e.inputs[0].aval.shape == ()]
+    preds = list(dict.fromkeys(e.inputs[0] for e in selects))
+    if not preds or len(preds) > UNIFORM_PICKS or any(isinstance(a, Literal) for e in selects for a in e.inputs[1:]):
+        return [((), list(eqns), list(stores))]
+    variants = []
+    for values in itertools.product((True, False), repeat=len(preds)):
+        taken = dict(zip(preds, values))
+        alias: dict[Var, Var] = {}
+        kept: list[Eqn] = []
+        for e in eqns:
+            ins = tuple(alias.get(a, a) if isinstance(a, Var) else a for a in e.inputs)
+            if e in selects:
+                alias[e.outputs[0]] = ins[1] if taken[e.inputs[0]] else ins[2]  # type: ignore[assignment]
+            else:
+                kept.append(Eqn(e.primitive, ins, e.outputs, e.params, e.source))
+        out = [(ptr, alias.get(v, v)) for ptr, v in stores]
+        variants.append((tuple(taken.items()), _live(kept, [v for _, v in out]), out))
+    return variants
+
+
+def _live(eqns: Sequence[Eqn], wanted: Sequence[Var]) -> list[Eqn]:
+    """The equations of ``eqns`` that ``wanted`` depends on, in order."""
+    need = set(wanted)
+    kept = []
+    for e in reversed(eqns):
+        if e.outputs[0] in need:
+            kept.append(e)
+            need.update(a for a in e.inputs if isinstance(a, Var))
+    return kept[::-1]
+
+
+def _element_pass(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Iterator[int],
+                  shape: tuple[int, ...], stores: Sequence[tuple[str, Var]]) -> list[str]:
+    """The element pass of one iteration: with sin, cos or tan, a check of their arguments
+    and the fast or the full-range versions (:func:`_element_loop`)."""
+    if not any(e.primitive.name in TRIG for e in eqns):
+        return _element_loop(eqns, element, names, counter, shape, "full", stores)
+    check = _element_loop(eqns, element, dict(names), counter, shape, "check", ())
+    small = _element_loop(eqns, element, dict(names), counter, shape, "small", stores)
+    full = _element_loop(eqns, element, names, counter, shape, "full", stores)
+    return ["int ok = 1;", *check, "if (ok) {", *("    " + x for x in small), "} else {",
+            *("    " + x for x in full), "}"]
 
 
 def _element_loop(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Iterator[int],
