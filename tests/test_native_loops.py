@@ -278,8 +278,10 @@ def test_conds_in_loop_bodies_run_natively(native: None, x64: bool) -> None:
             i > 2, lambda v: lax.cond(i > 4, lambda w: w + 1.0, lambda w: w * 0.5, v), lambda v: -v, v), x)
         assert_close(nested, x)
         assert_close(fg.grad(lambda x: fnp.sum(parity(x) ** 2)), x)
-        # vmap batches the loop's counter too: a (2,) carry beside the (2, 40) one keeps the Python loop
-        assert_close(fg.vmap(parity), np.stack([x, x * 0.5]), natively=False)
+        # vmap batches the loop's counter too: a (2,) carry beside the (2, 40) one, one per row
+        assert_close(fg.vmap(parity), np.stack([x, x * 0.5]))
+        counted = lambda x, n: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 1.1), (0, x))  # noqa: E731
+        assert_close(fg.vmap(counted), np.stack([x, x * 0.5]), np.array([3, 7], np.int32))
 
 
 # --- reductions in conds and bodies -------------------------------------------------------
@@ -299,6 +301,9 @@ def test_while_conds_reducing_over_the_carry_run_natively(native: None, x64: boo
         nan[7] = np.nan
         assert_same(halve, nan, 1e-2)
         centre = lambda x: lax.fori_loop(0, 5, lambda i, v: v - fnp.mean(v) * 0.5 + i, x)  # noqa: E731
+        # a carry passing through untouched, beside one the body and the cond reduce
+        assert_close(lambda x, y: lax.while_loop(lambda c: fnp.max(c[0]) > 0.5,
+                                                 lambda c: (c[0] * 0.5 - fnp.mean(c[0]), c[1]), (x, y)), x, x * 2)
         assert_close(centre, x)
         assert_close(fg.grad(lambda x: fnp.sum(fnp.sin(centre(x)))), x)
         # a scan whose body reduces each scanned row and emits the centred rows

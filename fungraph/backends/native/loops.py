@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from fungraph.backends.native.codegen import INCLUDES, TRIG, ctype, emit_eqns, loop_axes, prelude, supported
-from fungraph.backends.native.reductions import has_reduction, reduction_source
+from fungraph.backends.native.reductions import has_reduction, reduction_source, row_axes
 from fungraph.backends.native.regions import native_enabled, returned
 from fungraph.backends.native.toolchain import build
 from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var
@@ -79,9 +79,16 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
     nc = len(carries)
     ys = list(body.outvars[nc:nc + scanned.n_ys])
     shapes = {tuple(v.aval.shape) for v in [*carries, *scanned.xs, *ys]} - {()}
-    if len(shapes) > 1:
+    rows = None
+    if len(shapes) == 2:
+        big, small = sorted(shapes, key=math.prod, reverse=True)
+        axes = row_axes(big, small)
+        if axes is None:
+            return None
+        rows = (big, axes)
+    elif len(shapes) > 2:
         return None
-    shape = next(iter(shapes), ())
+    shape = next(iter(shapes), ()) if rows is None else rows[0]
     if cond is not None and (cond.outvars[0].aval.shape != () or np.dtype(cond.outvars[0].aval.dtype) != np.bool_):
         return None
     helpers: list[str] = []
@@ -92,8 +99,8 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
         helpers.append("static " + src)
     elif cond is not None and not _elementwise(cond, shape, scalar_only=True):
         return None
-    if has_reduction(body):
-        src = reduction_source(body, f"{name}_body")
+    if has_reduction(body) or rows is not None:
+        src = reduction_source(body, f"{name}_body", rows if not has_reduction(body) else None)
         if src is None:
             return None
         helpers.append("static " + src)
@@ -107,7 +114,6 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
     x_from = len(cc) + len(bc) + nc
     params = [f"const {ctype(v.aval.dtype)} *a{k}" for k, v in enumerate(ins)]
     params += [f"{ctype(v.aval.dtype)} *o{j}" for j, v in enumerate([*carries, *ys])]
-    size = math.prod(shape)
     counter = itertools.count()
     lines: list[str] = []
     carry_name: list[str] = []
@@ -118,7 +124,7 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
             lines.append(f"{t} s{j} = {src}[0];")
         else:
             carry_name.append(f"o{j}")
-            lines.append(f"for (int64_t i = 0; i < {size}; i++) o{j}[i] = {src}[i];")
+            lines.append(f"for (int64_t i = 0; i < {v.aval.size}; i++) o{j}[i] = {src}[i];")
     pointers = [f"&{n}" if n.startswith("s") else n for n in carry_name]
     const_name = {}
     for k, v in enumerate(cc + bc):
@@ -138,7 +144,7 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
         names.update({v: const_name[k] for k, v in enumerate(cc) if v.aval.shape == ()})
         emit_eqns(cond.eqns, names, step, counter)
         step.append(f"if (!{names[cond.outvars[0]]}) break;")
-    if has_reduction(body):
+    if has_reduction(body) or rows is not None:
         xs = [f"(a{x_from + k} + ix * {v.aval.size})" for k, v in enumerate(scanned.xs)]
         ys_at = [f"(o{nc + k} + ix * {y.aval.size})" for k, y in enumerate(ys)]
         args = [*pointers, *xs, *(f"a{n_cc + k}" for k in range(n_bc)), *pointers, *ys_at]

@@ -64,21 +64,32 @@ def has_reduction(body: Graph) -> bool:
     return any(e.primitive.name in REDUCERS for e in body.eqns)
 
 
-def reduction_source(body: Graph, name: str) -> str | None:
+def reduction_source(body: Graph, name: str, rows: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> str | None:
     """``void name(const T0 *a0, ..., T *o0, ...)``: region ``body`` (holding reductions) over
     C-contiguous inputs and outputs, row by row (module docstring); None when the generator
-    cannot express it, which leaves the region to the numpy engine."""
-    text = _source(body)
+    cannot express it, which leaves the region to the numpy engine. ``rows`` (a shape and
+    its trailing axes) gives the rows of a body without reductions whose values are of that
+    shape or one per row (a loop body under ``vmap``: its batched counter beside its carry)."""
+    text = _source(body, rows)
     return None if text is None else text.replace(_NAME, name)
 
 
 @functools.lru_cache(maxsize=256)
-def _source(body: Graph) -> str | None:
+def _source(body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None) -> str | None:
     """The source for ``body``'s structure (graphs compare structurally), named ``_NAME``."""
     try:
-        return _Rows(body).source()
+        return _Rows(body, rows).source()
     except _Unsupported:
         return None
+
+
+def row_axes(big: tuple[int, ...], small: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The trailing axes of ``big`` whose rows ``small`` holds one value of each, or None."""
+    for start in range(len(big) - 1, 0, -1):
+        axes = tuple(range(start, len(big)))
+        if trailing_axes(big, axes) and row_layout(small, big, axes):
+            return axes
+    return None
 
 
 class _Unsupported(Exception):
@@ -97,19 +108,22 @@ class _Rows:
     """One region's analysis and source: ``kind`` (``"row"`` or ``"elem"``) and ``level`` (the
     reductions a value waits for) per value, each input's element strides over the domain."""
 
-    def __init__(self, body: Graph) -> None:
+    def __init__(self, body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> None:
         reds = [e for e in body.eqns if e.primitive.name in REDUCERS]
         values = [*body.invars, *(o for e in body.eqns for o in e.outputs)]
         literals = [a for e in body.eqns for a in e.inputs if isinstance(a, Literal)]
-        if (not reds or body.constvars or not all(isinstance(o, Var) for o in body.outvars)
+        if ((not reds and rows is None) or body.constvars or not all(isinstance(o, Var) for o in body.outvars)
                 or any(np.dtype(v.aval.dtype) not in C_TYPES for v in [*values, *literals])
                 or any(len(e.outputs) != 1 for e in body.eqns)
                 or any(np.ndim(a.array) != 0 for a in literals)):
             raise _Unsupported
         self.body = body
-        widest = max(reds, key=lambda e: e.inputs[0].aval.size)
-        self.domain = tuple(widest.inputs[0].aval.shape)
-        self.axes = tuple(sorted(widest.params["axes"]))
+        if rows is None:
+            widest = max(reds, key=lambda e: e.inputs[0].aval.size)
+            self.domain = tuple(widest.inputs[0].aval.shape)
+            self.axes = tuple(sorted(widest.params["axes"]))
+        else:
+            self.domain, self.axes = rows
         for e in reds:
             operand = e.inputs[0]
             if not reducible(e) or not isinstance(operand, Var):
@@ -143,8 +157,14 @@ class _Rows:
                     if e.primitive.name in _MOVES:
                         raise _Unsupported
                     readers[a].add("full" if full else "row")
+        for o in self.body.outvars:
+            if o in readers:
+                readers[o].add("full" if tuple(o.aval.shape) == self.domain else "row")
         for v, how in readers.items():
             shape = tuple(v.aval.shape)
+            if not how:
+                self.strides[v], self.kind[v], self.level[v] = [0] * len(self.domain), "unused", 0
+                continue
             if math.prod(shape) == 1:
                 strides = [0] * len(self.domain)
             elif how == {"row"}:
@@ -266,6 +286,8 @@ class _Rows:
             return " + ".join(f"{o} * {st[k]}" for o, k in zip(outer, self.kept) if st[k]) or "0"
 
         for j, v in enumerate(body.invars):
+            if self.kind[v] == "unused":
+                continue
             if not any(self.strides[v]):
                 names[v] = f"x{j}"
                 pre.append(f"const {ctype(v.aval.dtype)} x{j} = a{j}[0];")
