@@ -14,7 +14,17 @@ from fungraph import dtypes
 from fungraph._devices import Device
 from fungraph.array import Array, hosted_copy_if_shared, owned_results
 from fungraph.backends import known_backends
-from fungraph.core import EvalTrace, MainTrace, Tracer, innermost_main, is_staging, new_dynamic, to_concrete_dtype_array
+from fungraph.core import (
+    EvalTrace,
+    MainTrace,
+    Tracer,
+    innermost_main,
+    is_staging,
+    new_dynamic,
+    to_concrete_dtype_array,
+    weak_array,
+    weak_view,
+)
 from fungraph.dtypes import float0
 from fungraph.interpreters.batching import vmap_flat
 from fungraph.interpreters.eval import eval_graph as _eval_graph
@@ -116,7 +126,23 @@ def _check_tangent(p: Any, t: Any, i: int) -> Any:
 
 
 def _concrete(x: Any) -> Any:
-    return x if isinstance(x, Tracer) else to_concrete_dtype_array(x)
+    """``x`` as an array (a tracer as it is), weakly typed where ``x`` is (a Python scalar)."""
+    if isinstance(x, Tracer):
+        return x
+    arr = to_concrete_dtype_array(x)
+    return weak_array(arr) if dtypes.is_weak(x) and not dtypes.is_weak(arr) else arr
+
+
+def _weak_like(values: Sequence[Any], like: Sequence[Any]) -> list[Any]:
+    """``values`` weakly typed where ``like`` (the primals they are derivatives of, or the
+    outputs they are tangents of) are and the dtypes agree: JAX's tangent and cotangent types
+    are their primal's (``grad(f)(1.0)`` is weak)."""
+    return [weak_view(v) if dtypes.is_weak(p) and not dtypes.is_weak(v) and _dtype_of(v) == _dtype_of(p) else v
+            for v, p in zip(values, like)]
+
+
+def _dtype_of(x: Any) -> Any:
+    return abstractify(x).dtype
 
 
 def _batch_last(x: Any) -> Any:
@@ -137,7 +163,8 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     out_tree: list[PyTreeDef] = []
     po, to = jvp_flat(flat_fun(fun, p_tree, {}, out_tree), [_concrete(p) for p in p_leaves], ts)
     both = owned_results([*po, *to], [*p_leaves, *t_leaves])
-    return tree_unflatten(out_tree[0], both[:len(po)]), tree_unflatten(out_tree[0], both[len(po):])
+    tangents_out = _weak_like(both[len(po):], both[:len(po)])
+    return tree_unflatten(out_tree[0], both[:len(po)]), tree_unflatten(out_tree[0], tangents_out)
 
 
 def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str, staged: bool = False) -> tuple[Any, ...]:
@@ -197,7 +224,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
 
     target = fun if has_aux else (lambda *a: (fun(*a), None))
     before = _tapes_if_outermost()
-    outs, pair_tree, lin, _, res, _, in_tree, avals, diff = _linearize(target, primals, "vjp")
+    outs, pair_tree, lin, _, res, leaves, in_tree, avals, diff = _linearize(target, primals, "vjp")
     if pair_tree.node_type is not tuple or len(pair_tree.children) != 2:
         raise TypeError("vjp(..., has_aux=True) needs a function returning a pair (output, aux)")
     out_tree, aux_tree = pair_tree.children
@@ -218,7 +245,8 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
         for a, d in zip(avals, diff):
             g = next(grads_iter) if d else None
             grads.append(zeros(a) if g is None else g)
-        return tuple(tree_unflatten(in_tree, owned_results(grads, [*ct_leaves, *outs])))
+        grads = _weak_like(owned_results(grads, [*ct_leaves, *outs]), leaves)
+        return tuple(tree_unflatten(in_tree, grads))
 
     _hold_tapes(f_vjp, res, lin.linear, before)
     primal_out = tree_unflatten(out_tree, owned_results(outs[:n_out], tree_flatten(primals)[0]))

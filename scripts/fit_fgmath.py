@@ -3,6 +3,8 @@
 Each kernel polynomial is interpolated at Chebyshev nodes in 60-digit decimal arithmetic (close
 to the minimax polynomial), its coefficients are rounded to the target format, and the error of
 the rounded polynomial is measured on a dense grid. Run: python scripts/fit_fgmath.py [name...]
+(float64 kernels), ``f32 [name...]`` (float32 kernels, ``FITS32``), ``erfc``, ``tanh_rational`` or
+``twoverpi``.
 """
 
 from __future__ import annotations
@@ -119,6 +121,50 @@ def fit(g: Callable[[Decimal], Decimal], a: float, b: float, deg: int, fmt: type
     return rounded, worst
 
 
+def _solve(rows: list[list[Decimal]], rhs: list[Decimal]) -> list[Decimal]:
+    """Gaussian elimination with partial pivoting in decimal arithmetic."""
+    n = len(rhs)
+    m = [row[:] + [b] for row, b in zip(rows, rhs)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[p] = m[p], m[c]
+        for r in range(n):
+            if r != c and m[r][c] != 0:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def fit_rational(g: Callable[[Decimal], Decimal], a: float, b: float, m: int, n: int, unit_num: bool = False,
+                 grid: int = 600) -> tuple[list[float], list[float], float]:
+    """Interpolate g by N(z)/D(z) (degrees m and n, D(0) = 1, and N(0) = 1 with ``unit_num``)
+    at Chebyshev nodes of [a, b]; return the rounded coefficients of N and D (lowest first) and
+    the max relative error of the rounded rational on a grid."""
+    da, db = D(repr(a)), D(repr(b))
+    k = m + n + (0 if unit_num else 1)
+    nodes = [(da + db) / 2 + (db - da) / 2 * cos(PI * (2 * i + 1) / (2 * k)) for i in range(k)]
+    first = 1 if unit_num else 0
+    rows, rhs = [], []
+    for z in nodes:
+        gz = g(z)
+        rows.append([z ** j if j else D(1) for j in range(first, m + 1)] + [-gz * z ** j for j in range(1, n + 1)])
+        rhs.append(gz - 1 if unit_num else gz)
+    sol = _solve(rows, rhs)
+    num = [1.0] * first + [float(c) for c in sol[:m + 1 - first]]
+    den = [1.0] + [float(c) for c in sol[m + 1 - first:]]
+    worst = 0.0
+    for i in range(grid + 1):
+        z = da + (db - da) * i / grid
+        p, q = D(0), D(0)
+        for c in reversed(num):
+            p = p * z + D(c)
+        for c in reversed(den):
+            q = q * z + D(c)
+        exact = g(z)
+        worst = max(worst, float(abs((p / q - exact) / exact)))
+    return num, den, worst
+
+
 def _tiny(t: Decimal) -> Decimal:
     return t if t != 0 else D("1e-30")
 
@@ -170,7 +216,7 @@ def horner_c(name: str, coefs: list[float], comment: str, single: bool = False) 
 
 
 #: float32 kernels: name -> (the float64 fit's function and interval, degree)
-FITS32 = {"exp": 5, "log": 3, "tanh": 6, "sin": 4, "cos": 4, "erf": 5}
+FITS32 = {"exp": 5, "log": 3, "sin": 4, "cos": 4, "erf": 5}
 
 
 def blended_c(name: str, first: list[float], second: list[float], comment: str) -> str:
@@ -182,6 +228,33 @@ def blended_c(name: str, first: list[float], second: list[float], comment: str) 
         expr = f"{coef(i)}\n        + z * ({expr})"
     return (f"/* {comment} */\nFG_INLINE double fg__poly_{name}_f64(double z, int64_t second) {{\n"
             f"    return {expr};\n}}\n")
+
+
+def tanh_rational_c() -> str:
+    """tanh's two rationals: (tanh(x) - x) / x^3 for x^2 <= 1, and tanh(s) / s for |s| <= ln2/4
+    (with margin), both in z = x^2 (w = s^2); float64 degrees 3/3 and 2/2, float32 1/2 and 1/1."""
+    def over_cube(z: Decimal) -> Decimal:
+        z = _tiny(z)
+        return (tanh(z.sqrt()) - z.sqrt()) / (z.sqrt() * z)
+
+    def over_s(w: Decimal) -> Decimal:
+        w = _tiny(w)
+        return tanh(w.sqrt()) / w.sqrt()
+
+    w_max = (float(D(2).ln()) / 4 * 1.01) ** 2
+    out = []
+    for single, (m, n), (pm, pn) in ((False, (3, 3), (2, 2)), (True, (1, 2), (1, 1))):
+        num, den, err = fit_rational(over_cube, 0.0, 1.0, m, n)
+        pnum, pden, perr = fit_rational(over_s, 0.0, w_max, pm, pn, unit_num=True)
+        if single:
+            num, den, pnum, pden = ([float(np.float32(c)) for c in cs] for cs in (num, den, pnum, pden))
+        out += [horner_c("tanh_num", num, f"(tanh(x) - x) / x^3 = num(z) / den(z), z = x^2 <= 1: max relative "
+                         f"error {err:.2g} (before rounding the coefficients)", single),
+                horner_c("tanh_den", den, "its denominator", single),
+                horner_c("tanh_pnum", pnum[1:], f"tanh(s) / s = (1 + w pnum(w)) / pden(w), w = s^2 <= {w_max:.5g}: "
+                         f"max relative error {perr:.2g}", single),
+                horner_c("tanh_pden", pden, "its denominator", single)]
+    return "\n".join(out)
 
 
 def two_over_pi_words(pad_bits: int = 64, words: int = 40) -> list[int]:
@@ -206,6 +279,16 @@ def main(names: list[str]) -> None:
         tail, err_tail = fit(*FITS["erfc_tail"])
         print(blended_c("erfc", mid, tail, f"erfc(x) exp(x^2): at x - {ERF_MID} on [0.84375, 2.25] "
                         f"(error {err_mid:.2g}), at 1/x - {ERF_TAIL} on [2.25, 6] (error {err_tail:.2g})"))
+        return
+    if names == ["tanh_rational"]:
+        print(tanh_rational_c())
+        return
+    if names[:1] == ["f32"]:
+        for name in names[1:] or list(FITS32):
+            g, a, b, _ = FITS[name]
+            coefs, err = fit(g, a, b, FITS32[name], fmt=np.float32)
+            print(horner_c(name, coefs, f"degree {FITS32[name]} on [{a:.6g}, {b:.6g}], max relative error "
+                                        f"{err:.2g}", single=True))
         return
     for name in names or list(FITS):
         g, a, b, deg = FITS[name]

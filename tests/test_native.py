@@ -347,17 +347,62 @@ def test_broadcast_inputs_views_and_large_parallel_regions(every_region: None, s
 
 
 def test_large_regions_split_across_threads_when_asked(every_region: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With FUNGRAPH_NATIVE_THREADS=2 a large region runs through fgpool.h's pool (a 2-d nest
+    split on its outer axis, and the fast-trigonometry check gathered from every chunk), with
+    the results of one thread."""
     x = np.random.default_rng(1).standard_normal((300, 250))
     b = np.random.default_rng(2).standard_normal(250)
     fun = lambda x, b: fnp.sin(x * 0.5 + b) * 2.0 + fnp.exp(-x * x)  # noqa: E731
     want = on_engine(False, fun, x, b)
     monkeypatch.setenv(codegen.THREADS_ENV, "2")
-    src = codegen.region_source(fg.jit(fun).lower(x, b).compiled.graph.eqns[0].params["call"], "f")
-    assert "omp parallel for" in src and "num_threads(2)" in src and "-fopenmp" in toolchain.flags(src)
+    body = fg.jit(fun).lower(x, b).compiled.graph.eqns[0].params["call"]
+    src = codegen.region_source(body, "f")
+    assert "fg_parallel(f_chunk, args, 300, " in src and "-pthread" in toolchain.flags(src)
+    assert "fg_parallel(" in codegen.region_source(body, "f_small", small_trig=True)
     np.testing.assert_allclose(on_engine(True, fun, x, b), want, rtol=1e-13, atol=1e-15)
+    far = x.copy()
+    far[123, 45] = 1e9  # beyond the fast sine's range, in one chunk only: the full-range rerun
+    np.testing.assert_allclose(on_engine(True, fun, far, b), on_engine(False, fun, far, b), rtol=1e-13, atol=1e-15)
     monkeypatch.setenv(codegen.THREADS_ENV, "1")
-    assert "omp parallel" not in codegen.region_source(fg.jit(fun).lower(x, b).compiled.graph.eqns[0].params["call"],
-                                                       "f")
+    assert "fg_parallel(" not in codegen.region_source(body, "f")
+
+
+_POOL_CHILD = """
+import os, sys, threading, numpy as np
+os.environ["FUNGRAPH_NATIVE_THREADS"] = "2"
+import fungraph as fg, fungraph.numpy as fnp
+fg.config.update("jax_enable_x64", True)
+f = fg.jit(lambda x: fnp.tanh(x) * 2.0 + 1.0)
+assert len(f.lower(np.zeros(1 << 17)).compiled.executable.native) == 1
+xs = [np.random.default_rng(k).standard_normal(1 << 17) for k in range(4)]
+want = [np.tanh(x) * 2.0 + 1.0 for x in xs]
+assert all(np.allclose(f(x), w, rtol=1e-14) for x, w in zip(xs, want))
+bad = []
+def work(k):
+    for _ in range(20):
+        if not np.allclose(f(xs[k]), want[k], rtol=1e-14):
+            bad.append(k)
+threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if np.allclose(f(xs[0]), want[0], rtol=1e-14) else 3)
+_, status = os.waitpid(pid, 0)
+print(bad, os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_thread_pool_serves_concurrent_callers_and_forked_children(build_cache: Path) -> None:
+    """Python threads calling split regions at once get their own results (one uses the pool,
+    the others run alone), and a child forked after the pool started runs regions without it."""
+    if not native_enabled():
+        pytest.skip("no C compiler")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", _POOL_CHILD], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]", "0"], done.stdout + done.stderr[-2000:]
 
 
 def test_loop_nest_merges_axes_every_operand_walks_contiguously() -> None:
@@ -365,6 +410,16 @@ def test_loop_nest_merges_axes_every_operand_walks_contiguously() -> None:
     assert extents == [120, 6] or extents == [20, 6]
     assert codegen.loop_axes((4, 5, 6), [(4, 5, 6), (1, 1, 1)])[0] == [120]
     assert codegen.loop_axes((4, 1, 6), [(4, 1, 6), (4, 1, 1)]) == ([4, 6], [[6, 1], [1, 0], [6, 1]])
+
+
+def test_type_suffix_names_the_dtype_in_helper_names() -> None:
+    """``codegen.type_suffix`` spells helper names; the loop and reduction generators emit
+    their equations through codegen's ``emit_eqns``, which uses it."""
+    assert [codegen.type_suffix(np.dtype(t)) for t in (np.float32, np.float64, np.int64, np.uint8, np.bool_)] == [
+        "f32", "f64", "i64", "u8", "b"]
+    from fungraph.backends.native import loops, reductions
+
+    assert loops.emit_eqns is codegen.emit_eqns and reductions.emit_eqns is codegen.emit_eqns
 
 
 def test_unsupported_operations_keep_the_numpy_engine(every_region: None) -> None:

@@ -77,7 +77,7 @@ FUNCTIONS = {f.name: f for f in (
     _fn("log2", np.log2, WHOLE + ((0.5, 2.0),), 1.5),
     _fn("log10", np.log10, WHOLE + ((0.5, 2.0),), 1.5),
     _fn("log1p", np.log1p, WHOLE + ((1e-9, 1.0),), 1.0),
-    _fn("tanh", np.tanh, WHOLE + ((1e-3, 25.0),), 1.5, 1.5),
+    _fn("tanh", np.tanh, WHOLE + ((1e-3, 25.0), (0.5, 2.0)), 1.5, 1.5),
     _fn("sinh", np.sinh, WHOLE + ((1e-3, 712.0),), 2.0, 2.0),
     _fn("cosh", np.cosh, WHOLE + ((1e-3, 712.0),), 2.0, 2.0),
     MathFn("logistic", lambda x: _logistic(x.astype(LD)), _logistic, WHOLE + ((1e-3, 750.0),), 2.0, 2.0),
@@ -407,3 +407,21 @@ def test_atan2(library: ctypes.CDLL, dtype: type) -> None:
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg="fg_atan2: NaN where numpy has none")
     zero = want == 0
     np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]), err_msg="fg_atan2: signed zero")
+
+
+def test_the_fit_script_reproduces_the_float32_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    """``scripts/fit_fgmath.py f32 NAME...`` prints the float32 polynomials fgmath.h holds."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_fit_fgmath", HEADER_DIR.parents[2] / "scripts" / "fit_fgmath.py")
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    header = (HEADER_DIR / "fgmath.h").read_text()
+    names = [n for n in fit.FITS32 if f"fg__poly_{n}_f32(float z)" in header]
+    assert {"exp", "log", "sin", "cos"} <= set(names), names
+    fit.main(["f32", *names])
+    printed = capsys.readouterr().out
+    returns = [line.strip() for line in printed.splitlines() if line.strip().startswith("return ")]
+    assert len(returns) == len(names) and all(f"fg__poly_{n}_f32(float z)" in printed for n in names), printed
+    for line in returns:
+        assert line in header, line

@@ -217,6 +217,11 @@ def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray],
     return build_graph(builder, out_tracers)
 
 
+def weak_positions(values: Sequence[Any]) -> tuple[int, ...]:
+    """Where ``values`` are weakly typed (Python scalars, weak arrays and traced values)."""
+    return tuple(i for i, v in enumerate(values) if dtypes.is_weak(v))
+
+
 def _raise_out(trace: GraphTrace, out: Any) -> GraphTracer:
     if isinstance(out, Tracer) or isinstance(out, (np.ndarray, np.generic, bool, int, float)):
         t = full_raise(trace, out)
@@ -311,14 +316,17 @@ def merge_static(dynamic: Sequence[Any], static: dict[int, Any]) -> list[Any]:
 
 
 def flat_fun(fun: Callable[..., Any], in_tree: PyTreeDef, static: dict[int, Any],
-             out_tree_box: list[PyTreeDef]) -> Callable[..., list[Any]]:
-    """``fun`` as a function of flat leaves returning flat leaves; records its output tree."""
+             out_tree_box: list[PyTreeDef], weak_box: list[tuple[int, ...]] | None = None) -> Callable[..., list[Any]]:
+    """``fun`` as a function of flat leaves returning flat leaves; records its output tree, and
+    in ``weak_box`` the positions of its weakly typed outputs (JAX's weak outputs of ``jit``)."""
 
     def flat(*leaves: Any) -> list[Any]:
         dynamic = tree_unflatten(in_tree, leaves)
         out = fun(*merge_static(dynamic, static))
         out_leaves, out_tree = tree_flatten(out)
         out_tree_box.append(out_tree)
+        if weak_box is not None:
+            weak_box.append(weak_positions(out_leaves))
         return out_leaves
 
     return flat

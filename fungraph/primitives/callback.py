@@ -40,7 +40,7 @@ pure_callback_p = Primitive(
     multiple_results=True, jvp=_callback_jvp)
 
 stop_gradient_p = Primitive("stop_gradient", impl=lambda x: np.array(x, copy=True),
-                            abstract_eval=lambda x: x, arity=1,
+                            abstract_eval=lambda x: x, arity=1, weak_from=(0,),
                             jvp=lambda primals, tangents: (stop_gradient(primals[0]), None))
 
 

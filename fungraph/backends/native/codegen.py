@@ -4,10 +4,11 @@ region's elements computing every equation of its body in registers, with numpy'
 A region's body is a graph of elementwise equations of one output shape; its inputs are that
 shape or broadcast to it (numpy's right-aligned rules). The loop nest has one loop per axis
 left after merging the axes every operand walks contiguously (a region of same-shape inputs is
-one flat loop), the innermost marked ``omp simd`` and the outer ones split across cores when
-the region is large. Each iteration loads all its inputs before it stores any output, so an
-output may take an input's buffer (the plan's in-place placements). Shapes are static, so
-every extent and stride is a constant the compiler sees.
+one flat loop), the innermost marked ``omp simd``, the outermost split across threads by
+fgpool.h when the region is large and threads are asked for. Each iteration loads all its
+inputs before it stores any output, so an output may take an input's buffer (the plan's
+in-place placements). Shapes are static, so every extent and stride is a constant the
+compiler sees.
 
 :func:`region_source` returns None for a body it cannot express (complex or narrow floats,
 the special functions): that region keeps the numpy engine.
@@ -39,10 +40,13 @@ C_TYPES = {
 #: (below, the threads' start-up costs more than they save).
 PARALLEL_MIN_ELEMENTS = 1 << 15
 
-#: ``FUNGRAPH_NATIVE_THREADS``: threads per large region (default 1). On a loaded machine a
-#: parallel loop waits for its slowest thread: on the shared 2-core development machine two
-#: threads made a 1M-element region 20x slower (about 20 ms, a scheduler time slice), so
-#: splitting is opt-in.
+#: Elements per chunk a thread claims at a time from a split region (fgpool.h).
+CHUNK_ELEMENTS = 1 << 14
+
+#: ``FUNGRAPH_NATIVE_THREADS``: threads per large region (default 1), split by fgpool.h, whose
+#: caller takes every chunk a worker has not claimed (an OpenMP region's closing barrier waited
+#: a whole scheduler time slice, about 20 ms, for a descheduled worker on the loaded 2-core
+#: development machine).
 THREADS_ENV = "FUNGRAPH_NATIVE_THREADS"
 
 
@@ -58,7 +62,7 @@ def ctype(dt: np.dtype) -> str:
     return C_TYPES[np.dtype(dt)]
 
 
-def _suffix(dt: np.dtype) -> str:
+def type_suffix(dt: np.dtype) -> str:
     """The type in helper names: ``f32``, ``i64``, ``u8``, ``b``."""
     dt = np.dtype(dt)
     return "b" if dt.kind == "b" else f"{dt.kind}{dt.itemsize * 8}"
@@ -187,11 +191,11 @@ def _libm(name: str) -> Rule:
 
 def _fg(name: str) -> Rule:
     """A function of fgmath.h: ``fg_<name>_f32`` / ``fg_<name>_f64``."""
-    return lambda e: f"fg_{name}_{_suffix(e.out)}({', '.join(e.args)})"
+    return lambda e: f"fg_{name}_{type_suffix(e.out)}({', '.join(e.args)})"
 
 
 def _divmod(name: str) -> Rule:
-    return lambda e: f"fg_{name}_{_suffix(e.out)}({e.args[0]}, {e.args[1]})"
+    return lambda e: f"fg_{name}_{type_suffix(e.out)}({e.args[0]}, {e.args[1]})"
 
 
 def _select(e: Term) -> str:
@@ -253,8 +257,9 @@ RULES: dict[str, Rule] = {
 }
 
 #: What every generated source includes: fgmath.h (vectorisable transcendentals with tested
-#: ulp bounds, docs/native_math.md) and fgops.h (numpy's division semantics).
-INCLUDES = ("fgmath.h", "fgops.h")
+#: ulp bounds, docs/native_math.md), fgops.h (numpy's division semantics) and fgpool.h (the
+#: threads a large region is split across).
+INCLUDES = ("fgmath.h", "fgops.h", "fgpool.h")
 
 
 def prelude() -> str:
@@ -289,7 +294,7 @@ def emit_eqns(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], coun
         term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
                     dict(e.params), fresh)
         if trig != "full" and e.primitive.name in TRIG:
-            sfx = _suffix(out.aval.dtype)
+            sfx = type_suffix(out.aval.dtype)
             if trig == "check":
                 lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
             expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
@@ -380,7 +385,7 @@ def region_source(body: Graph, name: str, small_trig: bool = False) -> str | Non
         term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
                     dict(e.params), fresh)
         if small_trig and e.primitive.name in TRIG:
-            sfx = _suffix(out.aval.dtype)
+            sfx = type_suffix(out.aval.dtype)
             lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
             expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
         else:
@@ -402,20 +407,46 @@ def region_source(body: Graph, name: str, small_trig: bool = False) -> str | Non
     if not extents:
         return "\n".join([*head, *("    " + line for line in lines), *tail, ""])
     n_threads = threads()
-    parallel = n_threads > 1 and size >= PARALLEL_MIN_ELEMENTS
-    split = f"num_threads({n_threads}) schedule(static){reduction}"
-    out = list(head)
+    if n_threads < 2 or size < PARALLEL_MIN_ELEMENTS or extents[0] < 2:
+        return "\n".join([*head, *_nest(extents, index_vars, lines, reduction, "0"), *tail, ""])
+    return _parallel(name, params, small_trig, extents, _nest(extents, index_vars, lines, reduction, "lo"), n_threads)
+
+
+def _nest(extents: Sequence[int], index_vars: Sequence[str], body: Sequence[str], reduction: str,
+          lo: str) -> list[str]:
+    """The loop nest over ``extents`` around ``body``, the outermost loop from ``lo`` (to its
+    extent, or to ``hi`` when ``lo`` is not "0"), the innermost ``omp simd``."""
+    out: list[str] = []
     depth = len(extents)
-    if depth == 1:
-        out.append(f"    #pragma omp parallel for simd {split}" if parallel else f"    #pragma omp simd{reduction}")
-    elif parallel:
-        out.append(f"    #pragma omp parallel for collapse({depth - 1}) {split}")
     for k, d in enumerate(extents):
-        if k == depth - 1 and depth > 1:
+        if k == depth - 1:
             out.append("    " * (k + 1) + f"#pragma omp simd{reduction}")
-        out.append("    " * (k + 1) + f"for (int64_t {index_vars[k]} = 0; {index_vars[k]} < {d}; {index_vars[k]}++)"
-                   + (" {" if k == depth - 1 else ""))
-    out += ["    " * (depth + 1) + line for line in lines]
+        start, stop = (lo, "hi" if lo != "0" else str(d)) if k == 0 else ("0", str(d))
+        out.append("    " * (k + 1) + f"for (int64_t {index_vars[k]} = {start}; {index_vars[k]} < {stop}; "
+                   f"{index_vars[k]}++)" + (" {" if k == depth - 1 else ""))
+    out += ["    " * (depth + 1) + line for line in body]
     out.append("    " * depth + "}")
-    out += tail
-    return "\n".join(out) + "\n"
+    return out
+
+
+def _parallel(name: str, params: Sequence[str], small_trig: bool, extents: Sequence[int], nest: Sequence[str],
+              n_threads: int) -> str:
+    """A region split across threads by fgpool.h's ``fg_parallel``: ``name_chunk`` runs the nest
+    over a range of its outermost index, and ``name`` hands its pointers (and, for the fast
+    trigonometric version, the flag every chunk clears when an argument is out of range) to
+    the pool."""
+    unpack = []
+    for k, p in enumerate(params):
+        ptr_type, var = p[:p.rindex("*") + 1], p[p.rindex("*") + 1:]
+        unpack.append(f"    {ptr_type}{var} = ({ptr_type})args[{k}];")
+    chunk = max(1, CHUNK_ELEMENTS // math.prod(extents[1:]))
+    pointers = [f"(void *){p[p.rindex('*') + 1:]}" for p in params] + (["&ok"] if small_trig else [])
+    body = [f"static void {name}_chunk(void *const *args, int64_t lo, int64_t hi)", "{", *unpack]
+    clear = f"    if (!ok) __atomic_store_n((int *)args[{len(params)}], 0, __ATOMIC_RELAXED);"
+    body += ["    int ok = 1;", *nest, clear, "}"] if small_trig else [*nest, "}"]
+    body += [f"{'int' if small_trig else 'void'} {name}({', '.join(params)})", "{"]
+    body += ["    int ok = 1;"] if small_trig else []
+    body += [f"    void *const args[] = {{{', '.join(pointers)}}};",
+             f"    fg_parallel({name}_chunk, args, {extents[0]}, {chunk}, {n_threads});"]
+    body += ["    return ok;", "}"] if small_trig else ["}"]
+    return "\n".join(body) + "\n"

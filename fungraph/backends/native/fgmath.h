@@ -115,9 +115,24 @@ FG_INLINE double fg__poly_log_f64(double z) {
     return FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, 0x1.0c044ccf380aap-3, 0x1.0fbe84f5caccap-3), 0x1.3b1c35fbecd93p-3), 0x1.745cf90196560p-3), 0x1.c71c720160332p-3), 0x1.2492492476c8bp-2), 0x1.9999999999a38p-2), 0x1.5555555555555p-1);
 }
 
-/* degree 11 on [0, 0.390625], max relative error 6.3e-17 */
-FG_INLINE double fg__poly_tanh_f64(double z) {
-    return FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, FG__MLA(z, 0x1.b33642a122cddp-18, -0x1.05bbdae896297p-15), 0x1.8445870f6fe41p-14), -0x1.f243823c8c981p-13), 0x1.3526e9ed54da1p-11), -0x1.7d9f6f23e8682p-10), 0x1.d6d39ae3905e2p-9), -0x1.226e3473dce5cp-7), 0x1.664f487e0a749p-6), -0x1.ba1ba1ba0f126p-5), 0x1.11111111110a8p-3), -0x1.5555555555555p-2);
+/* (tanh(x) - x) / x^3 = num(z) / den(z), z = x^2 <= 1: max relative error 6.1e-17 */
+FG_INLINE double fg__poly_tanh_num_f64(double z) {
+    return FG__MLA(z, FG__MLA(z, FG__MLA(z, -0x1.281b5124255d8p-26, -0x1.fe10c5771b72cp-13), -0x1.5ec0dbdc4ed1ep-6), -0x1.5555555555555p-2);
+}
+
+/* its denominator */
+FG_INLINE double fg__poly_tanh_den_f64(double z) {
+    return FG__MLA(z, FG__MLA(z, FG__MLA(z, 0x1.0a961b331bb88p-12, 0x1.91a6ac56c1c8cp-6), 0x1.db5dc2d2e8601p-2), 0x1.0000000000000p+0);
+}
+
+/* tanh(s) / s = (1 + w pnum(w)) / pden(w), w = s^2 <= 0.030632: max relative error 2.1e-17 */
+FG_INLINE double fg__poly_tanh_pnum_f64(double z) {
+    return FG__MLA(z, 0x1.153abe5377e19p-10, 0x1.c71224b0871fdp-4);
+}
+
+/* its denominator */
+FG_INLINE double fg__poly_tanh_pden_f64(double z) {
+    return FG__MLA(z, FG__MLA(z, 0x1.03ffc60f5da98p-6, 0x1.c719de81771c8p-2), 0x1.0000000000000p+0);
 }
 
 /* degree 6 on [0, 0.6169], max relative error 5.7e-17 */
@@ -346,19 +361,38 @@ FG_INLINE double fg_log1p_f64(double x) {
 
 /* ---- hyperbolic -------------------------------------------------------------------------- */
 
+/* tanh(x) = x + x (z num(z) / den(z)), z = x^2, for |x| < 1. For larger |x| = a, tanh(a) =
+ * 1 - 2 / (e^2a + 1) with e^2a = 2^n (D + N) / (D - N), where n = round(2a / ln2), s = a - n ln2/2
+ * (|s| <= ln2/4) and N / D = tanh(s) (a rational, so exp needs no polynomial of its own):
+ * tanh(a) = 1 - 2 (D - N) / (2^n (D + N) + (D - N)). Both branches share one division and end in
+ * one FMA; the large-argument errors are damped by about 0.3 at a = 1, less beyond. */
 FG_INLINE double fg_tanh_f64(double x) {
     double a = fg__abs_f64(x);
+    uint64_t ab = fg__bits_f64(a);
+    uint64_t sign = fg__sign_f64(x);
     double z = x * x;
-    double small = FG__MLA(x * z, fg__poly_tanh_f64(z), x);
-    /* exp(2a) + 1 for a <= 20 (tanh rounds to 1 beyond): one scaling step, no overflow; NaN
-     * stays NaN through this path */
-    double ac = a > 20.0 ? 20.0 : a;
-    int64_t k;
-    double r = fg__exp_reduce_f64(2.0 * ac, &k);
-    double e1 = FG__MLA(1.0 + fg__expm1_kernel_f64(r), fg__from_bits_f64((uint64_t)(k + 1023) << 52), 1.0);
-    double big = fg__xorsign_f64(1.0 - 2.0 / e1, fg__sign_f64(x));
-    double y = a < 0.625 ? small : big;
-    return a < 0x1p-27 ? x : y; /* tanh(x) rounds to x there, and zeros keep their sign */
+    /* min(a, 19.5) in integer bits (+-Inf too; NaN is returned below): tanh rounds to 1 there */
+    double ac = fg__from_bits_f64(ab < 0x4033800000000000ULL ? ab : 0x4033800000000000ULL);
+    double t = FG__MLA(ac, 2.0 * FG__LOG2E, FG__SHIFT64);
+    double n = t - FG__SHIFT64;
+#ifdef __FP_FAST_FMA
+    double s = FG__MLA(-n, 0.5 * FG__LN2, ac);
+#else
+    double s = (ac - n * (0.5 * FG__LN2HI)) - n * (0.5 * FG__LN2LO);
+#endif
+    double w = s * s;
+    double pn = FG__MLA(s * w, fg__poly_tanh_pnum_f64(w), s);
+    double pd = fg__poly_tanh_pden_f64(w);
+    double scale = fg__from_bits_f64((uint64_t)(fg__shifted_int_f64(t) + 1023) << 52); /* 2^n */
+    double diff = pd - pn;
+    int small = ab < 0x3ff0000000000000ULL; /* a < 1 */
+    double num = small ? z * fg__poly_tanh_num_f64(z) : diff;
+    double den = small ? fg__poly_tanh_den_f64(z) : FG__MLA(scale, pd + pn, diff);
+    double mul = small ? x : fg__from_bits_f64(0xc000000000000000ULL ^ sign); /* -2 sign(x) */
+    double add = small ? x : fg__from_bits_f64(0x3ff0000000000000ULL | sign);
+    double y = FG__MLA(mul, num / den, add);
+    /* 2^-27 <= a <= Inf; else tanh(x) rounds to x (zeros keep their sign), or x is NaN */
+    return ab - 0x3e40000000000000ULL <= 0x7ff0000000000000ULL - 0x3e40000000000000ULL ? y : x;
 }
 
 /* e^a / 2 and e^-a / 2 for 0 <= a <= 711, each within an ulp, without overflowing early. */
@@ -855,9 +889,24 @@ FG_INLINE float fg__poly_log_f32(float z) {
     return FG__MLAF(z, FG__MLAF(z, FG__MLAF(z, 0x1.ddcf660000000p-3f, 0x1.245c400000000p-2f), 0x1.9999ec0000000p-2f), 0x1.5555560000000p-1f);
 }
 
-/* degree 6 on [0, 0.390625], max relative error 3e-08 */
-FG_INLINE float fg__poly_tanh_f32(float z) {
-    return FG__MLAF(z, FG__MLAF(z, FG__MLAF(z, FG__MLAF(z, FG__MLAF(z, FG__MLAF(z, -0x1.c40cc80000000p-11f, 0x1.b15b420000000p-9f), -0x1.20104a0000000p-7f), 0x1.66270c0000000p-6f), -0x1.ba1a580000000p-5f), 0x1.1111100000000p-3f), -0x1.5555560000000p-2f);
+/* (tanh(x) - x) / x^3 = num(z) / den(z), z = x^2 <= 1: max relative error 2.3e-09 (before rounding the coefficients) */
+FG_INLINE float fg__poly_tanh_num_f32(float z) {
+    return FG__MLAF(z, -0x1.e1ef6a0000000p-7f, -0x1.5555560000000p-2f);
+}
+
+/* its denominator */
+FG_INLINE float fg__poly_tanh_den_f32(float z) {
+    return FG__MLAF(z, FG__MLAF(z, 0x1.01f5aa0000000p-6f, 0x1.c6c8060000000p-2f), 0x1.0000000000000p+0f);
+}
+
+/* tanh(s) / s = (1 + w pnum(w)) / pden(w), w = s^2 <= 0.030632: max relative error 2.2e-09 */
+FG_INLINE float fg__poly_tanh_pnum_f32(float z) {
+    return 0x1.10d3f20000000p-4f;
+}
+
+/* its denominator */
+FG_INLINE float fg__poly_tanh_pden_f32(float z) {
+    return FG__MLAF(z, 0x1.998a4c0000000p-2f, 0x1.0000000000000p+0f);
 }
 
 
@@ -1035,18 +1084,33 @@ FG_INLINE float fg_cosh_f32(float x) {
     return x != x ? x : y;
 }
 
+/* As fg_tanh_f64, in float32 with rationals of degrees 1/2 and 1/1. */
 FG_INLINE float fg_tanh_f32(float x) {
     float a = fg__abs_f32(x);
+    uint32_t ab = fg__bits_f32(a);
+    uint32_t sign = fg__sign_f32(x);
     float z = x * x;
-    float small = x + x * z * fg__poly_tanh_f32(z);
-    /* exp(2a) for a <= 10 (tanh rounds to 1 beyond): one scaling step, no overflow */
-    float ac = a > 10.0f ? 10.0f : a;
-    int32_t k;
-    float r = fg__exp_reduce_f32(2.0f * ac, &k);
-    float e = (1.0f + (r + r * r * fg__poly_exp_f32(r))) * fg__from_bits_f32((uint32_t)(k + 127) << 23);
-    float big = fg__xorsign_f32(1.0f - 2.0f / (e + 1.0f), fg__sign_f32(x));
-    float y = a < 0.625f ? small : big;
-    return x == 0.0f || x != x ? x : y;
+    float ac = fg__from_bits_f32(ab < 0x41180000U ? ab : 0x41180000U); /* min(a, 9.5): tanh rounds to 1 beyond */
+    float t = FG__MLAF(ac, 2.0f * FG__LOG2E_F, FG__SHIFT32);
+    float n = t - FG__SHIFT32;
+#ifdef __FP_FAST_FMAF
+    float s = FG__MLAF(-n, 0x1.62e430p-2f, ac);
+#else
+    float s = (ac - n * (0.5f * FG__LN2HI_F)) - n * (0.5f * FG__LN2LO_F);
+#endif
+    float w = s * s;
+    float pn = FG__MLAF(s * w, fg__poly_tanh_pnum_f32(w), s);
+    float pd = fg__poly_tanh_pden_f32(w);
+    float scale = fg__from_bits_f32((uint32_t)(fg__shifted_int_f32(t) + 127) << 23); /* 2^n */
+    float diff = pd - pn;
+    int small = ab < 0x3f800000U; /* a < 1 */
+    float num = small ? z * fg__poly_tanh_num_f32(z) : diff;
+    float den = small ? fg__poly_tanh_den_f32(z) : FG__MLAF(scale, pd + pn, diff);
+    float mul = small ? x : fg__from_bits_f32(0xc0000000U ^ sign); /* -2 sign(x) */
+    float add = small ? x : fg__from_bits_f32(0x3f800000U | sign);
+    float y = FG__MLAF(mul, num / den, add);
+    /* 2^-13 <= a <= Inf; else tanh(x) rounds to x (zeros keep their sign), or x is NaN */
+    return ab - 0x39000000U <= 0x7f800000U - 0x39000000U ? y : x;
 }
 
 FG_INLINE float fg_logistic_f32(float x) {

@@ -28,14 +28,14 @@ HEADER_DIR = Path(__file__).resolve().parent
 #: -O3 -march=native vectorises for this processor; -fno-math-errno lets sqrt be an
 #: instruction; -ffp-contract=off keeps ``a * b + c`` two roundings, as numpy computes it (the
 #: default for GNU C fuses it into an FMA); -fno-trapping-math lets gcc if-convert selects
-#: (no result changes); -fopenmp-simd reads ``omp simd`` without linking the OpenMP runtime,
-#: which a source splitting loops across threads adds (``-fopenmp``).
+#: (no result changes); -fopenmp-simd reads ``omp simd`` without the OpenMP runtime (a source
+#: splitting loops across threads uses fgpool.h's pthreads pool, and adds ``-pthread``).
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fno-trapping-math", "-fopenmp-simd",
          "-std=gnu11", "-fPIC", "-shared", "-Wno-unknown-pragmas")
 
 
 def flags(source: str) -> tuple[str, ...]:
-    return FLAGS + (("-fopenmp",) if "omp parallel" in source else ())
+    return FLAGS + (("-pthread",) if "fg_parallel(" in source else ())
 
 #: ``FUNGRAPH_NATIVE_CACHE`` names the folder of built objects (the user cache otherwise).
 CACHE_ENV = "FUNGRAPH_NATIVE_CACHE"
