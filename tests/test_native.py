@@ -413,12 +413,13 @@ def test_loop_nest_merges_axes_every_operand_walks_contiguously() -> None:
 
 
 def test_type_suffix_names_the_dtype_in_helper_names() -> None:
-    """``codegen.type_suffix`` (public: the loop generator uses it too) spells helper names."""
+    """``codegen.type_suffix`` spells helper names; the loop and reduction generators emit
+    their equations through codegen's ``emit_eqns``, which uses it."""
     assert [codegen.type_suffix(np.dtype(t)) for t in (np.float32, np.float64, np.int64, np.uint8, np.bool_)] == [
         "f32", "f64", "i64", "u8", "b"]
-    from fungraph.backends.native import loops
+    from fungraph.backends.native import loops, reductions
 
-    assert loops.type_suffix is codegen.type_suffix
+    assert loops.emit_eqns is codegen.emit_eqns and reductions.emit_eqns is codegen.emit_eqns
 
 
 def test_unsupported_operations_keep_the_numpy_engine(every_region: None) -> None:

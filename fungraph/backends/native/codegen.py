@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from fungraph.ir import Graph, Literal, Var
+from fungraph.ir import Eqn, Graph, Literal, Var
 from fungraph.primitives.special import maclaurin_coefficient
 
 #: numpy dtype -> C type; bool is numpy's one byte holding 0 or 1.
@@ -274,6 +274,34 @@ def supported(body: Graph) -> bool:
     return (not body.constvars and all(np.dtype(a.dtype) in C_TYPES for a in avals)
             and all(e.primitive.name in RULES and len(e.outputs) == 1 for e in body.eqns)
             and all(isinstance(o, Var) for o in body.outvars) and len(body.outvars) > 0)
+
+
+def emit_eqns(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter: Iterator[int],
+              trig: str = "full") -> None:
+    """C statements computing ``eqns`` (operands named in ``names``), appended to ``lines``.
+    ``trig`` picks fgmath.h's sin, cos and tan: ``full`` (every argument), ``small`` (exact up
+    to FG_TRIG_SMALL_MAX only), or ``check`` (``small``, AND-ing into ``ok`` whether each
+    argument is within its range)."""
+
+    def fresh(expr: str, t: str) -> str:
+        n = f"t{next(counter)}"
+        lines.append(f"const {t} {n} = {expr};")
+        return n
+
+    for e in eqns:
+        args = tuple(names[a] if isinstance(a, Var) else literal(a.array) for a in e.inputs)
+        out = e.outputs[0]
+        term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
+                    dict(e.params), fresh)
+        if trig != "full" and e.primitive.name in TRIG:
+            sfx = type_suffix(out.aval.dtype)
+            if trig == "check":
+                lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
+            expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
+        else:
+            expr = RULES[e.primitive.name](term)
+        names[out] = f"v{next(counter)}"
+        lines.append(f"const {ctype(out.aval.dtype)} {names[out]} = {expr};")
 
 
 def _contiguous(shape: Sequence[int]) -> list[int]:
