@@ -357,7 +357,7 @@ def test_large_regions_split_across_threads_when_asked(every_region: None, monke
     monkeypatch.setenv(codegen.THREADS_ENV, "2")
     body = fg.jit(fun).lower(x, b).compiled.graph.eqns[0].params["call"]
     src = codegen.region_source(body, "f")
-    assert "fg_parallel(f_chunk, args, 300, " in src and "-pthread" in toolchain.flags(src)
+    assert "fg_parallel(f_chunk, args, 300, " in src and "-pthread" not in toolchain.flags(src)
     assert "fg_parallel(" in codegen.region_source(body, "f_small", small_trig=True)
     np.testing.assert_allclose(on_engine(True, fun, x, b), want, rtol=1e-13, atol=1e-15)
     far = x.copy()
@@ -403,6 +403,53 @@ def test_thread_pool_serves_concurrent_callers_and_forked_children(build_cache: 
     done = subprocess.run([sys.executable, "-c", _POOL_CHILD], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[]", "0"], done.stdout + done.stderr[-2000:]
+
+
+_ONE_POOL_CHILD = """
+import os, numpy as np
+os.environ["FUNGRAPH_NATIVE_THREADS"] = "2"
+import fungraph as fg, fungraph.numpy as fnp
+from fungraph.backends.native import toolchain
+fg.config.update("jax_enable_x64", True)
+x = np.random.default_rng(0).standard_normal(1 << 17)
+tasks = []
+for k in range(8):
+    f = fg.jit(lambda x, k=k: fnp.tanh(x) * float(k + 2) + 1.0)
+    assert len(f.lower(x).compiled.executable.native) == 1
+    assert np.allclose(f(x), np.tanh(x) * (k + 2) + 1.0, rtol=1e-14)
+    tasks.append(len(os.listdir("/proc/self/task")))
+print(toolchain.load_pool().fg_pool_workers(), len(set(tasks)))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc/self/task")
+def test_one_thread_pool_per_process_however_many_region_objects(build_cache: Path) -> None:
+    """Eight graphs' region objects, each split across two threads, share the process's one pool:
+    one worker thread, and the process's thread count does not grow from the first to the last."""
+    if not native_enabled():
+        pytest.skip("no C compiler")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", _ONE_POOL_CHILD], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "1"], done.stdout + done.stderr[-2000:]
+
+
+def test_threads_default_to_the_usable_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without FUNGRAPH_NATIVE_THREADS a large region is split across the cores this process may
+    run on; the variable overrides it, and small regions never split."""
+    monkeypatch.delenv(codegen.THREADS_ENV, raising=False)
+    assert codegen.threads() == codegen.usable_cores() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv(codegen.THREADS_ENV, "3")
+    assert codegen.threads() == 3
+    monkeypatch.setenv(codegen.THREADS_ENV, "two")
+    with pytest.raises(ValueError, match="FUNGRAPH_NATIVE_THREADS='two'"):
+        codegen.threads()
+    monkeypatch.setenv(codegen.THREADS_ENV, "2")
+    small = fg.make_graph(lambda x: fnp.tanh(x) * 2.0 + 1.0)(np.zeros(codegen.PARALLEL_MIN_ELEMENTS - 1))
+    large = fg.make_graph(lambda x: fnp.tanh(x) * 2.0 + 1.0)(np.zeros(codegen.PARALLEL_MIN_ELEMENTS))
+    assert "fg_parallel(" not in codegen.region_source(small, "f")
+    assert "fg_parallel(" in codegen.region_source(large, "f")
 
 
 def test_loop_nest_merges_axes_every_operand_walks_contiguously() -> None:
