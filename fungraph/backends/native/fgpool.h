@@ -63,12 +63,15 @@ static uint64_t fg__pool_generation; /* jobs published so far (written under fg_
 static int fg__pool_workers;         /* workers started (under fg__pool_lock) */
 static int fg__pool_inside;          /* workers holding a pointer to the job (atomic) */
 static int fg__pool_forkable;        /* the fork handler is registered */
+static int fg__pool_backoff;         /* jobs to run alone after the last split one lost (under busy) */
+static int fg__pool_alone;           /* of those, still to run alone (under fg__pool_busy) */
 
-static void fg__run_chunks(fg__job *job) {
-    for (;;) {
+/* Run chunks of `job` until none is left to claim; how many this thread ran. */
+static int64_t fg__run_chunks(fg__job *job) {
+    for (int64_t ran = 0;; ran++) {
         int64_t c = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
         if (c >= job->chunks)
-            return;
+            return ran;
         int64_t lo = c * job->chunk;
         int64_t hi = job->n - lo < job->chunk ? job->n : lo + job->chunk;
         job->fn(job->args, lo, hi);
@@ -133,6 +136,8 @@ static void fg__pool_after_fork(void) {
     fg__pool_job = NULL;
     fg__pool_workers = 0;
     fg__pool_inside = 0;
+    fg__pool_backoff = 0;
+    fg__pool_alone = 0;
 }
 
 /* Under fg__pool_lock: start workers up to threads - 1 (fewer if the system refuses). */
@@ -161,27 +166,55 @@ int fg_pool_workers(void) {
     return n;
 }
 
+/* A split job that took longer than the caller alone would have (it waited for a worker the
+ * scheduler took off its core mid-chunk: with no core to spare, about a time slice) makes the
+ * next 1, 3, 7, ... up to FG_POOL_BACKOFF_MAX jobs run alone; one that gained resets that. So a
+ * loaded machine pays a lost time slice once in that many jobs, and a quiet one always splits. */
+#define FG_POOL_BACKOFF_MAX 63
+
 void fg_pool_parallel(fg_chunk_fn fn, void *const *args, int64_t n, int64_t chunk, int threads) {
     int64_t chunks = (n + chunk - 1) / chunk;
     if (threads < 2 || chunks < 2 || pthread_mutex_trylock(&fg__pool_busy) != 0) {
         fn(args, 0, n);
         return;
     }
+    if (fg__pool_alone > 0) {
+        fg__pool_alone--;
+        pthread_mutex_unlock(&fg__pool_busy);
+        fn(args, 0, n);
+        return;
+    }
     fg__job job = {fn, args, n, chunk, chunks, 0, 0};
+    int64_t start = fg__now_ns();
     pthread_mutex_lock(&fg__pool_lock);
     fg__pool_grow(threads);
     fg__pool_job = &job;
     __atomic_store_n(&fg__pool_generation, fg__pool_generation + 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&fg__pool_wake);
     pthread_mutex_unlock(&fg__pool_lock);
-    fg__run_chunks(&job);
+    int64_t own = fg__run_chunks(&job);
+    int64_t own_done = fg__now_ns();
     pthread_mutex_lock(&fg__pool_lock);
     fg__pool_job = NULL; /* no worker takes it from here on */
     pthread_mutex_unlock(&fg__pool_lock);
     while (__atomic_load_n(&job.finished, __ATOMIC_ACQUIRE) < chunks
            || __atomic_load_n(&fg__pool_inside, __ATOMIC_ACQUIRE) > 0)
         sched_yield();
+    int64_t took = fg__now_ns() - start;
+    int64_t alone = own > 0 ? (own_done - start) / own * chunks : took;
+    if (took > alone) {
+        fg__pool_backoff = 2 * fg__pool_backoff + 1 > FG_POOL_BACKOFF_MAX ? FG_POOL_BACKOFF_MAX
+                                                                          : 2 * fg__pool_backoff + 1;
+        fg__pool_alone = fg__pool_backoff;
+    } else {
+        fg__pool_backoff = 0;
+    }
     pthread_mutex_unlock(&fg__pool_busy);
+}
+
+/* Jobs the pool will run alone before it splits one again (for tests). */
+int fg_pool_alone(void) {
+    return __atomic_load_n(&fg__pool_alone, __ATOMIC_RELAXED);
 }
 
 #endif
