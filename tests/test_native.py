@@ -6,6 +6,7 @@ a compiler or when a build fails."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import os
@@ -435,6 +436,57 @@ def test_one_thread_pool_per_process_however_many_region_objects(build_cache: Pa
     assert done.stdout.split() == ["1", "1"], done.stdout + done.stderr[-2000:]
 
 
+_STALLING_WORKER = """
+#include <stdint.h>
+#include <pthread.h>
+#include <time.h>
+#include "fgpool.h"
+static pthread_t caller;
+static int worker_chunks;
+static void chunk(void *const *args, int64_t lo, int64_t hi) {
+    (void)args; (void)lo; (void)hi;
+    struct timespec t = {0, 20000000};
+    if (!pthread_equal(pthread_self(), caller)) {
+        __atomic_fetch_add(&worker_chunks, 1, __ATOMIC_RELAXED);
+        nanosleep(&t, NULL);
+        return;
+    }
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do clock_gettime(CLOCK_MONOTONIC, &now);
+    while ((now.tv_sec - start.tv_sec) * 1000000000 + now.tv_nsec - start.tv_nsec < 100000);
+}
+int run(void) {
+    caller = pthread_self();
+    worker_chunks = 0;
+    fg_parallel(chunk, 0, 64, 1, 2);
+    return __atomic_load_n(&worker_chunks, __ATOMIC_RELAXED);
+}
+"""
+
+
+def test_pool_runs_jobs_alone_after_a_worker_stalled_a_split_one(build_cache: Path) -> None:
+    """A worker that holds a chunk for 20 ms (as one the scheduler took off its core would)
+    makes the split job slower than the caller alone: the next jobs run without the pool."""
+    if not native_enabled():
+        pytest.skip("no C compiler")
+    lib = toolchain.build(codegen.prelude() + _STALLING_WORKER, codegen.INCLUDES)
+    pool = toolchain.load_pool()
+    assert lib is not None and pool is not None
+    pool.fg_pool_alone.restype = ctypes.c_int
+    for _ in range(50):
+        while pool.fg_pool_alone() > 0:
+            assert lib.run() == 0
+        if lib.run() > 0:
+            break
+    else:
+        pytest.fail("the worker never took a chunk in 50 jobs of 6.4 ms")
+    alone = pool.fg_pool_alone()
+    assert alone >= 1
+    for left in range(alone - 1, -1, -1):
+        assert lib.run() == 0 and pool.fg_pool_alone() == left
+
+
 def test_threads_default_to_the_usable_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without FUNGRAPH_NATIVE_THREADS a large region is split across the cores this process may
     run on; the variable overrides it, and small regions never split."""
@@ -504,7 +556,8 @@ def _run_child(code: str, env: dict[str, str]) -> str:
 
 
 CHILD = """
-    import dataclasses
+    import ctypes
+import dataclasses
     import numpy as np, fungraph as fg, fungraph.numpy as fnp
     from fungraph.backends import backend_factory
     from fungraph.backends.native.toolchain import BUILD_STATS
