@@ -556,8 +556,7 @@ def _run_child(code: str, env: dict[str, str]) -> str:
 
 
 CHILD = """
-    import ctypes
-import dataclasses
+    import dataclasses
     import numpy as np, fungraph as fg, fungraph.numpy as fnp
     from fungraph.backends import backend_factory
     from fungraph.backends.native.toolchain import BUILD_STATS
