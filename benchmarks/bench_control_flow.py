@@ -1,6 +1,6 @@
 """Loops under jit: time and engine allocations per iteration of a while_loop, the same loop
 run as one native C function against the numpy engine and JAX at 10 / 1,000 / 100,000
-elements, a loop that
+elements, the same loop on OpenCL as one kernel against a launch per iteration, a loop that
 writes one row of a large carry per iteration (``x.at[i].set``), and the gradient through a
 10,000-iteration while_loop with and without checkpointing.
 
@@ -159,6 +159,59 @@ def bench_native_loops(jax, sizes: tuple[int, ...], iterations: tuple[int, ...])
     return rows
 
 
+def opencl_loop_times(size: int, n: int, x64: bool) -> dict[str, float]:
+    """Seconds per iteration of the while loop ``x = tanh(x) * 0.5 + 0.1`` on OpenCL over
+    ``size`` elements (float64 with ``x64``, else float32): compiled as one kernel and with a
+    launch per iteration (``FUNGRAPH_OPENCL_LOOP_KERNELS=0``), timed alternately in one run;
+    ``loop kernel`` says whether the first was one (float64 ``tanh`` over many elements keeps
+    its launches, ``kernels/loops.py``)."""
+    import os
+
+    from fungraph.jit import clear_caches
+
+    f = lambda x: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.5 + 0.1), (0, x))[1]  # noqa: E731
+    saved = os.environ.get("FUNGRAPH_OPENCL_LOOP_KERNELS")
+    runs = {}
+    one = False
+    with fg.enable_x64(x64):
+        x = fg.jit(lambda a: a, backend="opencl")(np.linspace(-1, 1, size))
+        for label, flag in (("one kernel", "1"), ("a launch per iteration", "0")):
+            os.environ["FUNGRAPH_OPENCL_LOOP_KERNELS"] = flag
+            clear_caches()
+            exe = fg.jit(f, backend="opencl").lower(x).compiled.executable
+            one = "[loop" in exe.describe() if flag == "1" else one
+            runs[label] = lambda exe=exe: np.asarray(exe.run([x])[0])
+            runs[label]()
+    if saved is None:
+        os.environ.pop("FUNGRAPH_OPENCL_LOOP_KERNELS", None)
+    else:
+        os.environ["FUNGRAPH_OPENCL_LOOP_KERNELS"] = saved
+    clear_caches()
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(3):
+        for label, run in runs.items():
+            times[label].append(median_time(run, repeat=3) / n)
+    return {**{k: float(np.median(v)) for k, v in times.items()}, "loop kernel": float(one)}
+
+
+def bench_opencl_loops(sizes: tuple[int, ...], iterations: tuple[int, ...]) -> list[list[str]]:
+    """Rows of :func:`opencl_loop_times` per dtype and carry size, with the load average."""
+    import os
+
+    rows = []
+    for x64 in (False, True):
+        for size, n in zip(sizes, iterations):
+            try:
+                t = opencl_loop_times(size, n, x64)
+            except Exception as err:  # noqa: BLE001 - no OpenCL driver: report, keep the other rows
+                return [["OpenCL", f"unavailable ({type(err).__name__})", "-", "-", "-"]]
+            kept = "" if t["loop kernel"] else " (kept a launch per iteration)"
+            rows.append([f"{'float64' if x64 else 'float32'} {size:,}", us(t["one kernel"]) + kept,
+                         us(t["a launch per iteration"]), f"{t['a launch per iteration'] / t['one kernel']:.1f}x",
+                         f"{os.getloadavg()[0]:.1f}"])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -171,6 +224,10 @@ def main() -> None:
     iterations = (2000, 500, 20) if args.quick else (20000, 4000, 100)
     print(table(bench_native_loops(jax, (10, 1000, 100_000), iterations),
                 ["elements", "while numpy", "while native", "fori numpy", "fori native", "jax fori", "native/jax"]))
+    print("\n== OpenCL while_loop: per iteration of tanh(x) * 0.5 + 0.1, one kernel vs a launch per iteration")
+    iterations = (2000, 500, 20) if args.quick else (20000, 2000, 100)
+    print(table(bench_opencl_loops((10, 1000, 100_000), iterations),
+                ["dtype, elements", "one kernel", "launch per iteration", "speed-up", "load"]))
     k = 100 if args.quick else 500
     print(f"\n== fori_loop of {k} iterations writing row i of a 1000 x 1000 float32 carry (x.at[i].set)")
     print(table(bench_row_updates(k, 1000, 1000, jax), ["what", "per iteration", "carry"]))

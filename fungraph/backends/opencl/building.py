@@ -111,6 +111,8 @@ class Bindings:
         self.window_slots = [k for k, s in enumerate(slots) if s.kind == "window"]
         self.call_args: list[tuple[Any, list[Any], tuple[tuple[int, int], ...], bool]] = []
         self.instances: list[tuple] = []
+        #: the instances the warm-up leaves out (``KernelSpec.warm``), by identity
+        self.unwarmed: set[int] = set()
         self.ops = self._ops(steps, {})
         self.windowed = [(op[2], op[3]) for op in self.instances if op[3]]
 
@@ -176,6 +178,8 @@ class Bindings:
             kernel.set_args(*argv)
         op = ("kernel", kernel, argv, tuple(per_iteration), launches)
         self.instances.append(op)
+        if not spec.warm:
+            self.unwarmed.add(id(op))
         return op
 
 

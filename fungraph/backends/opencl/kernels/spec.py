@@ -40,6 +40,9 @@ class KernelSpec:
     #: a copy ``(dst, src)`` between call slots, skipped when a call binds both to one buffer
     #: (an output taking over the donated input it copies)
     unless_same: tuple[int, int] | None = None
+    #: whether the warm-up may launch it on dummy data (a loop kernel's trip count is read
+    #: from its inputs, and a dummy one may not end)
+    warm: bool = True
 
 
 class Params:
