@@ -166,10 +166,11 @@ int fg_pool_workers(void) {
     return n;
 }
 
-/* A split job that took longer than the caller alone would have (it waited for a worker the
- * scheduler took off its core mid-chunk: with no core to spare, about a time slice) makes the
- * next 1, 3, 7, ... up to FG_POOL_BACKOFF_MAX jobs run alone; one that gained resets that. So a
- * loaded machine pays a lost time slice once in that many jobs, and a quiet one always splits. */
+/* A split job that did not take under 90% of what the caller alone would have, at its own pace
+ * (it waited for a worker the scheduler took off its core mid-chunk: with no core to spare,
+ * about a time slice; or the worker woke too late to help), makes the next 1, 3, 7, ... up to
+ * FG_POOL_BACKOFF_MAX jobs run alone; one that gained resets that. So a loaded machine pays a
+ * lost time slice once in that many jobs, and a quiet one always splits. */
 #define FG_POOL_BACKOFF_MAX 63
 
 void fg_pool_parallel(fg_chunk_fn fn, void *const *args, int64_t n, int64_t chunk, int threads) {
@@ -202,7 +203,7 @@ void fg_pool_parallel(fg_chunk_fn fn, void *const *args, int64_t n, int64_t chun
         sched_yield();
     int64_t took = fg__now_ns() - start;
     int64_t alone = own > 0 ? (own_done - start) / own * chunks : took;
-    if (took > alone) {
+    if (10 * took > 9 * alone) {
         fg__pool_backoff = 2 * fg__pool_backoff + 1 > FG_POOL_BACKOFF_MAX ? FG_POOL_BACKOFF_MAX
                                                                           : 2 * fg__pool_backoff + 1;
         fg__pool_alone = fg__pool_backoff;
