@@ -332,9 +332,10 @@ def _join(nodes: frozenset[Any], x64: bool, strict: bool = False) -> Any:
 
 
 def _node(dtype: np.dtype, weak: bool) -> Any:
-    if not weak:
+    """``dtype``'s node on the lattice: a weak one's kind, except bool (JAX's weak bool is bool)."""
+    if not weak or dtype.kind == "b":
         return dtype
-    return _WEAK[0] if dtype.kind in "iub" else _WEAK[2] if dtype.kind == "c" else _WEAK[1]
+    return _WEAK[0] if dtype.kind in "iu" else _WEAK[2] if dtype.kind == "c" else _WEAK[1]
 
 
 def _weak_default(node: Any) -> np.dtype:

@@ -39,6 +39,7 @@ from fungraph.core import (
     deep_recursion,
     nesting_error,
     to_concrete_dtype_array,
+    weak_outputs,
 )
 from fungraph.interpreters.graph_transforms import (
     batched_graph,
@@ -342,6 +343,9 @@ class _Entry:
     graph: Graph
     out_tree: PyTreeDef
     compiled: Compiled | None
+    #: the positions of the outputs JAX types weakly (returned Python scalars, weak arguments
+    #: passed through, elementwise functions of them)
+    weak_outs: tuple[int, ...] = ()
 
 
 @contextlib.contextmanager
@@ -473,10 +477,12 @@ class Jitted:
         return leaves, in_tree, static, (in_tree, static_key, avals, weak, dtypes.x64_enabled())
 
     def _stage(self, in_tree: PyTreeDef, static: dict[int, Any], key: Hashable) -> tuple:
-        """Trace for the signature ``key`` (its avals and which arguments are weakly typed)."""
+        """Trace for the signature ``key`` (its avals and which arguments are weakly typed): the
+        graph, its closure, the output tree and the positions of the weakly typed outputs."""
         box: list[PyTreeDef] = []
-        graph, closure = stage(flat_fun(self.fun, in_tree, static, box), list(key[2]), key[3])
-        return graph, closure, box[0]
+        weak_box: list[tuple[int, ...]] = []
+        graph, closure = stage(flat_fun(self.fun, in_tree, static, box, weak_box), list(key[2]), key[3])
+        return graph, closure, box[0], weak_box[0]
 
     def _donated_mask(self, args: Sequence[Any], n_leaves: int) -> tuple[bool, ...]:
         if not self.donate_argnums:
@@ -500,6 +506,8 @@ class Jitted:
                 entry = self._fast.get(fast_key)
         if entry is not None and entry.compiled is not None:
             outs = entry.compiled.executable.run(args)
+            if entry.weak_outs:
+                outs = weak_outputs(outs, entry.weak_outs)
             out = outs[0] if entry.out_tree is LEAF else tree_unflatten(entry.out_tree, outs)
         else:
             out = self._call(args, kwargs, fast_key)
@@ -540,21 +548,22 @@ class Jitted:
                 tree_key = (tree, leaf_key)
                 entry = self._fast_tree.get(tree_key)
                 if entry is not None and entry.compiled is not None:
-                    return tree_unflatten(entry.out_tree, entry.compiled.executable.run(flat))
+                    return tree_unflatten(entry.out_tree, weak_outputs(entry.compiled.executable.run(flat),
+                                                                        entry.weak_outs))
         leaves, in_tree, static, key = self._signature(args)
         if any(isinstance(x, Tracer) for x in leaves):
-            graph, closure, out_tree = self._stage(in_tree, static, key)
+            graph, closure, out_tree, weak_outs = self._stage(in_tree, static, key)
             outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
-            return tree_unflatten(out_tree, outs)
+            return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
         entry = self._cache.get(key)
         if entry is None:
-            graph, closure, out_tree = self._stage(in_tree, static, key)
+            graph, closure, out_tree, weak_outs = self._stage(in_tree, static, key)
             if closure:
                 outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
-                return tree_unflatten(out_tree, outs)
+                return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
             donated = self._donated_mask(args, len(leaves))
             compiled = None if self.incremental else compile_graph(graph, self.backend, donated, keep=False)
-            entry = _Entry(graph, out_tree, compiled)
+            entry = _Entry(graph, out_tree, compiled, weak_outs)
             self._cache[key] = entry
         if entry.compiled is not None:
             if fast_key is not None:
@@ -566,7 +575,7 @@ class Jitted:
             outs = self._run_incremental(key, entry.graph, arrays)
         else:
             outs = entry.compiled.executable.run(arrays)
-        return tree_unflatten(entry.out_tree, outs)
+        return tree_unflatten(entry.out_tree, weak_outputs(outs, entry.weak_outs))
 
     def _prepare(self, leaves: list[Any], entry: _Entry, held_once: frozenset[int] = frozenset()) -> list[Any]:
         arrays = [_as_input(x) for x in leaves]
@@ -591,7 +600,7 @@ class Jitted:
 
     def lower(self, *args: Any) -> Lowered:
         leaves, in_tree, static, key = self._signature(args)
-        graph, closure, _ = self._stage(in_tree, static, key)
+        graph, closure, _, _ = self._stage(in_tree, static, key)
         if closure:
             raise TypeError(f"jit({self.__name__}).lower: the function closes over traced values")
         return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves)), keep=False), self, key)

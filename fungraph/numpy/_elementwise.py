@@ -11,6 +11,7 @@ from fungraph.lax import _elementwise as lax_ew
 from fungraph.numpy._util import asarray, cast, is_weak, promote, promote_args
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives.callback import stop_gradient  # noqa: F401  (re-exported)
+from fungraph.primitives.operands import weak_asarray
 
 
 def _float_unary(prim: Any) -> Any:
@@ -170,7 +171,7 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, *, min: Any = None, max: 
             raise TypeError(f"clip: {name} given twice (as a_{name} and as {name}=)")
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
-    out = asarray(a)
+    out = weak_asarray(a)
     if lo is not None:
         out = maximum(out, lo)
     if hi is not None:

@@ -22,8 +22,7 @@ from fungraph.primitives.shape import reshape
 
 def _keep(out: Any, x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     """A reduction's result, strongly typed as JAX's (a reduction over no axes returns a weak operand as it is)."""
-    if isinstance(out, np.ndarray) and dtypes.is_weak(out):
-        out = out.view(type(out))
+    out = ew.strong(out)
     if not keepdims:
         return out
     return reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError, register_lowering
+from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError, register_lowering, weak_view, weakened
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import elementwise_batch, to_front
 from fungraph.primitives._rules import (
@@ -418,7 +418,7 @@ def _select_aval(pred: ShapedArray, x: ShapedArray, y: ShapedArray) -> ShapedArr
 
 
 select_p = Primitive("select", impl=np.where, abstract_eval=_select_aval, arity=3, elementwise=True,
-                     inplace=(1, 2))
+                     inplace=(1, 2), weak_from=(1, 2))
 
 
 @select_p.def_jvp
@@ -536,6 +536,27 @@ def convert(x: Any, dtype: np.dtype) -> Any:
     if aval(x).dtype == dtype:
         return x
     return convert_element_type_p.bind(x, new_dtype=dtype)
+
+
+def weak(x: Any) -> Any:
+    """``x`` weakly typed (JAX's ``convert_element_type`` with ``weak_type=True``): a weak view of
+    an array, a weak traced value as it is, a strong one converted to its own dtype (a fresh
+    value, so the caller's stays strong)."""
+    if dtypes.is_weak(x):
+        return x
+    if isinstance(x, np.ndarray):
+        return weak_view(x)
+    return weakened(convert_element_type_p.bind(x, new_dtype=aval(x).dtype))
+
+
+def strong(x: Any) -> Any:
+    """``x`` strongly typed (JAX's ``convert_element_type`` with ``weak_type=False``): a weak
+    array's strong view, a weak traced value converted to its own dtype."""
+    if not dtypes.is_weak(x) or isinstance(x, (bool, int, float, complex)):
+        return x
+    if isinstance(x, np.ndarray):
+        return x.view(type(x))
+    return convert_element_type_p.bind(x, new_dtype=aval(x).dtype)
 
 
 # --- real, imag, conj, complex ---------------------------------------------------------------

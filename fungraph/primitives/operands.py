@@ -31,6 +31,11 @@ def asarray(x: Any) -> Any:
     return to_concrete_dtype_array(x)
 
 
+def weak_asarray(x: Any) -> Any:
+    """``asarray(x)``, weakly typed for a Python scalar, as JAX converts one."""
+    return weak_array(asarray(x)) if is_weak(x) else asarray(x)
+
+
 def _flat(x: Any) -> list[Any]:
     if isinstance(x, (list, tuple)):
         return [y for e in x for y in _flat(e)]

@@ -7,6 +7,21 @@ parameters that enter an incomplete gamma/beta function (the cdfs of t, gamma, b
 poisson) are not implemented and raise ``NotImplementedError``. See docs/scipy.md.
 """
 
-from fungraph.scipy.stats import beta, chi2, dirichlet, gamma, multivariate_normal, norm, poisson, t
+from fungraph.scipy.stats import (
+    bernoulli,
+    beta,
+    chi2,
+    dirichlet,
+    expon,
+    gamma,
+    laplace,
+    logistic,
+    multivariate_normal,
+    norm,
+    poisson,
+    t,
+    uniform,
+)
 
-__all__ = ["beta", "chi2", "dirichlet", "gamma", "multivariate_normal", "norm", "poisson", "t"]
+__all__ = ["bernoulli", "beta", "chi2", "dirichlet", "expon", "gamma", "laplace", "logistic", "multivariate_normal",
+           "norm", "poisson", "t", "uniform"]
