@@ -43,17 +43,29 @@ PARALLEL_MIN_ELEMENTS = 1 << 15
 #: Elements per chunk a thread claims at a time from a split region (fgpool.h).
 CHUNK_ELEMENTS = 1 << 14
 
-#: ``FUNGRAPH_NATIVE_THREADS``: threads per large region (default 1), split by fgpool.h, whose
-#: caller takes every chunk a worker has not claimed (an OpenMP region's closing barrier waited
-#: a whole scheduler time slice, about 20 ms, for a descheduled worker on the loaded 2-core
-#: development machine).
+#: ``FUNGRAPH_NATIVE_THREADS``: threads per large region (default: the cores this process may
+#: run on), split by the process's one pool (fgpool.h), whose caller takes every chunk a worker
+#: has not claimed (an OpenMP region's closing barrier waited a whole scheduler time slice, about
+#: 20 ms, for a descheduled worker on the loaded 2-core development machine).
 THREADS_ENV = "FUNGRAPH_NATIVE_THREADS"
 
 
-def threads() -> int:
-    """Threads a large region's loop is split across (``FUNGRAPH_NATIVE_THREADS``, at least 1)."""
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the system has one)."""
     try:
-        return max(1, int(os.environ.get(THREADS_ENV, "1")))
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def threads() -> int:
+    """Threads a large region's loop is split across: ``FUNGRAPH_NATIVE_THREADS`` (at least 1),
+    else :func:`usable_cores`."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return usable_cores()
+    try:
+        return max(1, int(value))
     except ValueError:
         raise ValueError(f"{THREADS_ENV}={os.environ[THREADS_ENV]!r}: expected a positive integer") from None
 
