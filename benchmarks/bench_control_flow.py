@@ -1,6 +1,8 @@
 """Loops under jit: time and engine allocations per iteration of a while_loop, the same loop
 run as one native C function against the numpy engine and JAX at 10 / 1,000 / 100,000
-elements, a loop that
+elements, a scan with scanned inputs and outputs, a while whose cond reduces over the carry and
+a fori_loop whose body takes a cond (numpy engine, native, JAX), the same while loop on OpenCL
+as one kernel against a launch per iteration, a loop that
 writes one row of a large carry per iteration (``x.at[i].set``), and the gradient through a
 10,000-iteration while_loop with and without checkpointing.
 
@@ -12,13 +14,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
+from _util import interleaved_times, median_time, peak_traced_bytes, table, try_jax  # noqa: E402
 
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
@@ -159,6 +163,109 @@ def bench_native_loops(jax, sizes: tuple[int, ...], iterations: tuple[int, ...])
     return rows
 
 
+def _loops(xp: Any, lax_: Any, steps: int) -> dict[str, Callable[..., Any]]:
+    """The loops of issue #35 beyond the elementwise while: a scan emitting every carry, a
+    while whose cond reduces over the carry, a fori_loop whose body takes a cond."""
+    def recurrence(c: Any, xs: Any, a: Any) -> Any:
+        return lax_.scan(lambda c, x: (xp.tanh(c * a + x), c), c, xs)
+
+    def shrink(x: Any) -> Any:
+        return lax_.while_loop(lambda v: xp.max(xp.abs(v)) > 1e-3, lambda v: v * 0.99, x)
+
+    def parity(x: Any) -> Any:
+        return lax_.fori_loop(0, steps, lambda i, v: lax_.cond(i % 2 == 0, lambda v: xp.tanh(v) * 0.5 + 0.1,
+                                                               lambda v: v * 0.9, v), x)
+
+    return {"scan c = tanh(c*a + x_t), ys": recurrence, "while max(|x|) > tol: x *= 0.99": shrink,
+            "fori with cond(i % 2 == 0, ...)": parity}
+
+
+def loop_kind_times(jax: Any, size: int, steps: int, rounds: int) -> list[list[str]]:
+    """Per iteration over ``size`` float64 elements, each loop of :func:`_loops` on the numpy
+    engine (a Python loop, as every one of them was before it ran natively), the native engine
+    and JAX, timed in turns in one run (median)."""
+    rng = np.random.default_rng(0)
+    c, a, xs = rng.standard_normal(size), rng.uniform(0.5, 1.0, size), rng.standard_normal((steps, size)) * 0.1
+    x = np.linspace(-1, 1, size)
+    args = {"scan c = tanh(c*a + x_t), ys": (c, xs, a)}
+    # 0.99 ** 688 < 1e-3: the while runs 688 iterations
+    counts = {"while max(|x|) > tol: x *= 0.99": 688}
+    rows = []
+    x64 = fg.config.jax_enable_x64
+    fg.config.update("jax_enable_x64", True)
+    for name, loop in _loops(fnp, lax, steps).items():
+        fargs = args.get(name, (x,))
+        fns = {}
+        for native, engine in ((False, "numpy"), (True, "native")):
+            fg.config.update("fungraph_native_cpu", native)
+            exe = fg.jit(loop).lower(*fargs).compiled.executable
+            fns[engine] = lambda e=exe: e.run(list(fargs))
+        fg.config.update("fungraph_native_cpu", True)
+        if jax is not None:
+            jf = jax.jit(_loops(jax.numpy, jax.lax, steps)[name])
+            jargs = [jax.numpy.asarray(v) for v in fargs]
+            jax.block_until_ready(jf(*jargs))
+            fns["jax"] = lambda jf=jf, jargs=jargs: jax.block_until_ready(jf(*jargs))
+        n = counts.get(name, steps)
+        t = interleaved_times(fns, rounds=rounds, number=1)
+        row = [name, us(t["numpy"] / n), us(t["native"] / n)]
+        row += [us(t["jax"] / n), f"{t['native'] / t['jax']:.2f}"] if jax is not None else []
+        rows.append(row)
+    fg.config.update("jax_enable_x64", x64)
+
+def opencl_loop_times(size: int, n: int, x64: bool) -> dict[str, float]:
+    """Seconds per iteration of the while loop ``x = tanh(x) * 0.5 + 0.1`` on OpenCL over
+    ``size`` elements (float64 with ``x64``, else float32): compiled as one kernel and with a
+    launch per iteration (``FUNGRAPH_OPENCL_LOOP_KERNELS=0``), timed alternately in one run;
+    ``loop kernel`` says whether the first was one (float64 ``tanh`` over many elements keeps
+    its launches, ``kernels/loops.py``)."""
+    import os
+
+    from fungraph.jit import clear_caches
+
+    f = lambda x: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.5 + 0.1), (0, x))[1]  # noqa: E731
+    saved = os.environ.get("FUNGRAPH_OPENCL_LOOP_KERNELS")
+    runs = {}
+    one = False
+    with fg.enable_x64(x64):
+        x = fg.jit(lambda a: a, backend="opencl")(np.linspace(-1, 1, size))
+        for label, flag in (("one kernel", "1"), ("a launch per iteration", "0")):
+            os.environ["FUNGRAPH_OPENCL_LOOP_KERNELS"] = flag
+            clear_caches()
+            exe = fg.jit(f, backend="opencl").lower(x).compiled.executable
+            one = "[loop" in exe.describe() if flag == "1" else one
+            runs[label] = lambda exe=exe: np.asarray(exe.run([x])[0])
+            runs[label]()
+    if saved is None:
+        os.environ.pop("FUNGRAPH_OPENCL_LOOP_KERNELS", None)
+    else:
+        os.environ["FUNGRAPH_OPENCL_LOOP_KERNELS"] = saved
+    clear_caches()
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(3):
+        for label, run in runs.items():
+            times[label].append(median_time(run, repeat=3) / n)
+    return {**{k: float(np.median(v)) for k, v in times.items()}, "loop kernel": float(one)}
+
+
+def bench_opencl_loops(sizes: tuple[int, ...], iterations: tuple[int, ...]) -> list[list[str]]:
+    """Rows of :func:`opencl_loop_times` per dtype and carry size, with the load average."""
+    import os
+
+    rows = []
+    for x64 in (False, True):
+        for size, n in zip(sizes, iterations):
+            try:
+                t = opencl_loop_times(size, n, x64)
+            except Exception as err:  # noqa: BLE001 - no OpenCL driver: report, keep the other rows
+                return [["OpenCL", f"unavailable ({type(err).__name__})", "-", "-", "-"]]
+            kept = "" if t["loop kernel"] else " (kept a launch per iteration)"
+            rows.append([f"{'float64' if x64 else 'float32'} {size:,}", us(t["one kernel"]) + kept,
+                         us(t["a launch per iteration"]), f"{t['a launch per iteration'] / t['one kernel']:.1f}x",
+                         f"{os.getloadavg()[0]:.1f}"])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -171,6 +278,15 @@ def main() -> None:
     iterations = (2000, 500, 20) if args.quick else (20000, 4000, 100)
     print(table(bench_native_loops(jax, (10, 1000, 100_000), iterations),
                 ["elements", "while numpy", "while native", "fori numpy", "fori native", "jax fori", "native/jax"]))
+    steps = 200 if args.quick else 1000
+    print(f"\n== native loops of other kinds: per iteration over 1,000 float64 elements ({steps} steps; medians, "
+          "engines timed in turns)")
+    print(table(loop_kind_times(jax, 1000, steps, rounds=3 if args.quick else 5),
+                ["loop", "numpy engine", "native", "jax", "native/jax"][:5 if jax is not None else 3]))
+    print("\n== OpenCL while_loop: per iteration of tanh(x) * 0.5 + 0.1, one kernel vs a launch per iteration")
+    iterations = (2000, 500, 20) if args.quick else (20000, 2000, 100)
+    print(table(bench_opencl_loops((10, 1000, 100_000), iterations),
+                ["dtype, elements", "one kernel", "launch per iteration", "speed-up", "load"]))
     k = 100 if args.quick else 500
     print(f"\n== fori_loop of {k} iterations writing row i of a 1000 x 1000 float32 carry (x.at[i].set)")
     print(table(bench_row_updates(k, 1000, 1000, jax), ["what", "per iteration", "carry"]))

@@ -10,7 +10,10 @@ structural cache, the verifier, and incremental evaluation.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,11 +21,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
+from _util import interleaved_samples, median_time, paired_ratio, peak_traced_bytes, table, try_jax  # noqa: E402
 
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
 from fungraph.backends import backend_factory  # noqa: E402
+from fungraph.backends.native import BUILD_STATS  # noqa: E402
+from fungraph.backends.native.toolchain import CACHE_ENV  # noqa: E402
 from fungraph.jit import clear_caches, compile_graph  # noqa: E402
 from fungraph.testing.models import mlp_params as _mlp_params  # noqa: E402
 from fungraph.testing.models import sgd_step  # noqa: E402
@@ -150,6 +155,9 @@ def mlp_problem(sizes=(784, 1024, 1024, 10), batch=256, seed=1):
 
 
 def bench_mlp(quick: bool, jax) -> list[list[str]]:
+    """The jitted step (donated parameters) beside hand-written numpy, eager fungraph and JAX's
+    jitted step: numpy, jit and JAX timed in turns (:func:`interleaved_samples`), medians,
+    with the load average of the run."""
     params, x, y = mlp_problem()
     step = fg.jit(sgd_step, donate_argnums=0)
     state = {"p": [dict(p) for p in params]}
@@ -167,9 +175,24 @@ def bench_mlp(quick: bool, jax) -> list[list[str]]:
     p1, l1 = numpy_step(params, x, y)
     p2, l2 = fg.jit(sgd_step)(params, x, y)
     np.testing.assert_allclose(p2[0]["w"], p1[0]["w"], rtol=1e-4, atol=1e-5)
-    reps = 3 if quick else 7
-    t_np = median_time(run_np, repeat=reps)
-    t_jit = median_time(run_jit, repeat=reps)
+    fns = {"numpy": run_np, "jit": run_jit}
+    if jax is not None:
+        import jax.numpy as jnp
+
+        jstep = jax.jit(jax_sgd_step(jax), donate_argnums=0)
+        jp = {"p": jax.tree_util.tree_map(jnp.asarray, params)}
+
+        def run_jax():
+            jp["p"], loss = jstep(jp["p"], x, y)
+            loss.block_until_ready()
+
+        run_jax()
+        fns["jax"] = run_jax
+    load = os.getloadavg()[0]
+    samples = interleaved_samples(fns, rounds=3 if quick else 7, number=3)
+    load = (load + os.getloadavg()[0]) / 2
+    t = {name: statistics.median(ts) for name, ts in samples.items()}
+    t_np, t_jit = t["numpy"], t["jit"]
     t_eager = median_time(lambda: sgd_step(params, x, y), repeat=2 if quick else 3)
     peak_eager = peak_traced_bytes(lambda: sgd_step(params, x, y))
     peak_jit = peak_traced_bytes(run_jit)
@@ -179,18 +202,10 @@ def bench_mlp(quick: bool, jax) -> list[list[str]]:
             ["fungraph jit cpu (donated)", f"{t_jit * 1e3:.1f} ms", f"{t_np / t_jit:.2f}",
              f"{peak_jit / 2**20:.1f} MiB"]]
     if jax is not None:
-        import jax.numpy as jnp
-
-        jstep = jax.jit(jax_sgd_step(jax))
-        jp = {"p": jax.tree_util.tree_map(jnp.asarray, params)}
-
-        def run_jax():
-            jp["p"], loss = jstep(jp["p"], x, y)
-            loss.block_until_ready()
-
-        run_jax()
-        t_j = median_time(run_jax, repeat=reps)
-        rows.append(["jax jit", f"{t_j * 1e3:.1f} ms", f"{t_np / t_j:.2f}", "-"])
+        ratio, lo, hi = paired_ratio(samples["jit"], samples["jax"])
+        rows.append(["jax jit (donated)", f"{t['jax'] * 1e3:.1f} ms", f"{t_np / t['jax']:.2f}", "-"])
+        rows.append(["fungraph jit / jax (per round; 90% interval)", f"{ratio:.2f}", f"{lo:.2f}-{hi:.2f}",
+                     f"load {load:.1f}"])
     mib = 2**20
     rows.append(["plan of the jit step", f"arena {plan.arena_bytes / mib:.1f} MiB",
                  f"bound {plan.lower_bound_bytes / mib:.1f} MiB", f"unplanned {plan.unplanned_bytes / mib:.1f} MiB"])
@@ -204,6 +219,22 @@ def chain_fn(x, w, b, n):
 
 
 def bench_compile(quick: bool, jax) -> list[list[str]]:
+    """First calls of the chain and its gradient, each in an empty native build cache (a fresh
+    ``FUNGRAPH_NATIVE_CACHE``, so a region would be compiled, not loaded), with JAX's first call
+    of the same function in the same run."""
+    with tempfile.TemporaryDirectory() as folder:
+        saved = os.environ.get(CACHE_ENV)
+        os.environ[CACHE_ENV] = folder
+        try:
+            return _compile_rows(quick, jax)
+        finally:
+            if saved is None:
+                del os.environ[CACHE_ENV]
+            else:
+                os.environ[CACHE_ENV] = saved
+
+
+def _compile_rows(quick: bool, jax) -> list[list[str]]:
     n = 1000 if quick else 3334
     x = np.full((8, 8), 0.1, np.float32)
     w = (np.eye(8) * 0.5).astype(np.float32)
@@ -212,6 +243,7 @@ def bench_compile(quick: bool, jax) -> list[list[str]]:
     for label, fun in (("chain", lambda x, w, b: chain_fn(x, w, b, n)),
                        ("grad of chain", fg.grad(lambda x, w, b: chain_fn(x, w, b, n), argnums=1))):
         clear_caches()
+        builds = BUILD_STATS["compiles"]
         t0 = time.perf_counter()
         g = fg.make_graph(fun)(x, w, b)
         t1 = time.perf_counter()
@@ -224,7 +256,8 @@ def bench_compile(quick: bool, jax) -> list[list[str]]:
         per = lambda t: f"{t / neq * 1e6:.1f}"  # noqa: E731
         row = [label, str(neq), f"{t1 - t0:.2f}", f"{c.seconds['optimise']:.2f}", f"{c.seconds['plan']:.2f}",
                f"{t3 - t2 + c.seconds['prepare']:.2f}", f"{total:.2f}",
-               f"{per(t1 - t0)}/{per(c.seconds['optimise'])}/{per(c.seconds['plan'])}"]
+               f"{per(t1 - t0)}/{per(c.seconds['optimise'])}/{per(c.seconds['plan'])}",
+               str(BUILD_STATS["compiles"] - builds)]
         if jax is not None:
             jf = jax.jit(lambda x, w, b: _jax_chain(jax, x, w, b, n)) if label == "chain" else jax.jit(
                 jax.grad(lambda x, w, b: _jax_chain(jax, x, w, b, n), argnums=1))
@@ -328,8 +361,9 @@ def main() -> None:
     print(table(bench_chain(n, jax), ["what", "median", "vs numpy allocating"]))
     print("\n== MLP 784-1024-1024-10 training step, batch 256, float32, SGD")
     print(table(bench_mlp(args.quick, jax), ["what", "median", "speed vs numpy", "peak traced memory"]))
-    print("\n== first call: trace + optimise + plan + run (seconds; per-eqn us: trace/optimise/plan)")
-    header = ["function", "eqns", "trace", "optimise", "plan", "prepare+run", "total", "us/eqn"]
+    print("\n== first call: trace + optimise + plan + native build + run, empty native build cache (seconds; "
+          "per-eqn us: trace/optimise/plan)")
+    header = ["function", "eqns", "trace", "optimise", "plan", "prepare+run", "total", "us/eqn", "native builds"]
     jax_cols = ["jax first call", "jax / fungraph"] if jax else []
     print(table(bench_compile(args.quick, jax), header + jax_cols))
     if not args.quick:

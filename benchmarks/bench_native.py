@@ -4,13 +4,17 @@
 
 Prints, for 1M-element float32 and float64 arrays, the median time of each elementwise row of
 issue #35 (``tanh(x)*2+1``, ``exp(x)*2+1``, ``log1p(abs(x))*2+1``, GELU in its tanh form) on
-the numpy engine, the native engine and JAX, timed in turns in one run; then the time to build
-a graph's regions with a cold and a warm disk cache.
+the numpy engine, the native engine and JAX, timed in turns in one run; then softmax and layer
+norm over (1000, 1000), whose reductions run inside their native region (against the native
+engine with the reductions left to numpy, as before they could join a region); then the time
+to build a graph's regions with a cold and a warm disk cache.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import os
 import subprocess
 import sys
@@ -28,7 +32,9 @@ from _util import interleaved_times, ms, table, try_jax  # noqa: E402
 import fungraph as fg  # noqa: E402
 import fungraph.nn as fnn  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
+from fungraph.backends import backend_factory  # noqa: E402
 from fungraph.backends.native import native_enabled  # noqa: E402
+from fungraph.jit import clear_caches  # noqa: E402
 
 
 def _rows(xp: Any, nn: Any) -> dict[str, Callable[[Any], Any]]:
@@ -75,6 +81,65 @@ def bench_elementwise(n: int, jax: Any, rounds: int) -> list[list[str]]:
     return rows
 
 
+def softmax(xp: Any, x: Any) -> Any:
+    e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
+    return e / xp.sum(e, axis=-1, keepdims=True)
+
+
+def layer_norm(xp: Any, x: Any) -> Any:
+    mean = xp.mean(x, axis=-1, keepdims=True)
+    return (x - mean) / xp.sqrt(xp.var(x, axis=-1, keepdims=True) + 1e-5)
+
+
+REDUCTION_ROWS = {"softmax": softmax, "layer norm": layer_norm}
+
+
+def reductions_apart() -> Any:
+    """The CPU engine's regions without reductions (what they were before reductions could
+    join them): restore with ``backend_factory("cpu").fusion = <the result>``."""
+    factory = backend_factory("cpu")
+    old = factory.fusion
+    factory.fusion = dataclasses.replace(old, reduces=lambda e: False)
+    clear_caches()
+    return old
+
+
+def bench_reductions(shape: tuple[int, int], jax: Any, rounds: int) -> list[list[str]]:
+    """Softmax and layer norm on the numpy engine, the native engine with the reductions
+    outside its regions, the native engine with them inside (one region), and JAX."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal(shape).astype(dtype)
+        for name, row in REDUCTION_ROWS.items():
+            fun = functools.partial(row, fnp)
+            numpy_exe = executable(fun, x, False)
+            old = reductions_apart()
+            try:
+                apart_exe = executable(fun, x, True)
+            finally:
+                backend_factory("cpu").fusion = old
+                clear_caches()
+            native_exe = executable(fun, x, True)
+            want = numpy_exe.run([x])[0]
+            err = float(np.max(np.abs(native_exe.run([x])[0] - want) / np.maximum(np.abs(want), 1)))
+            fns = {"numpy": lambda e=numpy_exe: e.run([x]), "apart": lambda e=apart_exe: e.run([x]),
+                   "native": lambda e=native_exe: e.run([x])}
+            if jax is not None:
+                jf = jax.jit(functools.partial(row, jax.numpy))
+                xj = jax.numpy.asarray(x)
+                jf(xj).block_until_ready()
+                fns["jax"] = lambda jf=jf, xj=xj: jf(xj).block_until_ready()
+            t = interleaved_times(fns, rounds=rounds, number=3)
+            out = [f"{name} {np.dtype(dtype).name}", ms(t["numpy"]), ms(t["apart"]), ms(t["native"]),
+                   f"{len(native_exe.native)}", f"{err:.1e}"]
+            if jax is not None:
+                out += [ms(t["jax"]), f"{t['native'] / t['jax']:.2f}"]
+            rows.append(out)
+    fg.config.update("fungraph_native_cpu", True)
+    return rows
+
+
 FIRST_CALL = """
 import time, numpy as np, fungraph as fg, fungraph.numpy as fnp
 from fungraph.backends.native import BUILD_STATS
@@ -115,6 +180,10 @@ def main() -> None:
     header = ["work", "numpy engine", "native", "speed-up", "regions", "max rel diff"]
     header += ["jax", "native / jax"] if jax is not None else []
     print(table(bench_elementwise(n, jax, rounds=3 if args.quick else 7), header))
+    print("\n== reductions inside native regions, (1000, 1000) (median, timed in turns)")
+    header = ["work", "numpy engine", "native, reductions apart", "native", "regions", "max rel diff"]
+    header += ["jax", "native / jax"] if jax is not None else []
+    print(table(bench_reductions((1000, 1000), jax, rounds=3 if args.quick else 7), header))
     print("\n== first call of a fresh 1M-element region graph")
     print(table(bench_build(n), ["build", "first call", "what happened"]))
 

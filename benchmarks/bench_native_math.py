@@ -3,6 +3,10 @@ ufuncs (the numpy engine's implementation), float32 and float64, in ns per eleme
 the best of several runs: on a shared machine other work only ever adds time.
 
     python benchmarks/bench_native_math.py [--quick] [--flags "-O3 -march=native ..."]
+
+Built as the native engine builds its regions: with its compiler (``$CC``, else ``cc`` or
+``gcc``) and its flags (``--flags`` replaces them); with the engine off
+(``FUNGRAPH_NATIVE_CPU=0``) or no compiler, there is nothing to measure.
 """
 
 from __future__ import annotations
@@ -10,7 +14,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import math
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,8 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-HEADER_DIR = Path(__file__).resolve().parents[1] / "fungraph" / "backends" / "native"
-FLAGS = "-O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp-simd"
+from fungraph.backends.native import find_compiler, native_enabled
+from fungraph.backends.native.toolchain import FLAGS as ENGINE_FLAGS
+from fungraph.backends.native.toolchain import HEADER_DIR
+
+#: the engine's flags, less the two that make a shared object (added when building)
+FLAGS = " ".join(f for f in ENGINE_FLAGS if f not in ("-fPIC", "-shared"))
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
@@ -71,11 +78,11 @@ def build(flags: str, names: list[str], build_dir: Path) -> ctypes.CDLL:
                          f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_{name}_{suffix}({arg});\n}}")
     src, lib = build_dir / "bench.c", build_dir / "libbench.so"
     src.write_text("\n".join(lines) + "\n")
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        sys.exit("no C compiler (gcc or cc) on PATH")
-    subprocess.run([cc, *flags.split(), "-shared", "-fPIC", "-I", str(HEADER_DIR), str(src), "-o", str(lib)],
-                   check=True)
+    compiler = find_compiler()
+    if compiler is None:
+        sys.exit("no C compiler ($CC, cc or gcc)")
+    subprocess.run([*compiler.command, *flags.split(), "-shared", "-fPIC", "-I", str(HEADER_DIR), str(src), "-o",
+                    str(lib), "-lm"], check=True)
     return ctypes.CDLL(str(lib))
 
 
@@ -85,12 +92,15 @@ def main() -> None:
     ap.add_argument("--flags", default=FLAGS)
     ap.add_argument("names", nargs="*", default=list(FUNCTIONS))
     args = ap.parse_args()
+    if not native_enabled():
+        print("native engine off (FUNGRAPH_NATIVE_CPU=0) or no C compiler found: nothing to measure")
+        return
     n = 100_000 if args.quick else 1_000_000
     repeat = 3 if args.quick else 15
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         lib = build(args.flags, args.names, Path(tmp))
-        print(f"{n} elements, one thread, gcc {args.flags}, best of {repeat}")
+        print(f"{n} elements, one thread, {' '.join(find_compiler().command)} {args.flags}, best of {repeat}")
         print("| function | dtype | fgmath ns/elem | numpy ns/elem | speedup |")
         print("|---|---|---|---|---|")
         for name in args.names:

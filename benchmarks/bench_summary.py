@@ -6,12 +6,14 @@ engine, native engine, JAX) and a while_loop's time per iteration (native loop, 
     python benchmarks/bench_summary.py [--quick]
 
 OpenCL times include copying the result back to the host; peak memory is tracemalloc's
-(host allocations through Python; device memory is not counted).
+(host allocations through Python; device memory is not counted). fungraph's CPU jit and JAX's
+jit are timed in turns (same load for both; their ratio and the load average follow them).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import median_time, peak_traced_bytes, table, try_jax  # noqa: E402
+from _util import interleaved_times, median_time, peak_traced_bytes, table, try_jax  # noqa: E402
 from bench_control_flow import native_loop_times, us  # noqa: E402
 from bench_jit import _mlp_params, chain20, jax_sgd_step, numpy_step, sgd_step  # noqa: E402
 from bench_native import bench_elementwise  # noqa: E402
@@ -107,6 +109,19 @@ def native_tables(jax: Any, quick: bool) -> str:
     ])
 
 
+def _jit_and_jax(engines: dict[str, Callable[..., Any] | None], fargs: tuple, rounds: int) -> dict[str, float]:
+    """Median seconds of fungraph's CPU jit and JAX's jit timed in turns
+    (:func:`interleaved_samples`), so both see the same load; empty without JAX or on an error
+    (the caller then times and reports each engine alone)."""
+    pair = {name: engines[name] for name in ("fungraph jit cpu", "jax jit")}
+    if any(f is None for f in pair.values()):
+        return {}
+    try:
+        return interleaved_times({name: (lambda f=f: f(*fargs)) for name, f in pair.items()}, rounds=rounds)
+    except Exception:
+        return {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -121,6 +136,7 @@ def main() -> None:
             ("fungraph jit opencl", _opencl_jit(fun)),
             ("jax jit", _jax_fn(jax, key)),
         ]
+        paired = _jit_and_jax(dict(engines), fargs, rounds=3 if args.quick else 5)
         base = None
         for name, f in engines:
             if f is None:
@@ -129,7 +145,7 @@ def main() -> None:
                 continue
             try:
                 reps = 2 if name == "fungraph eager" and key == "mlp" else 5
-                t = median_time(lambda f=f: f(*fargs), repeat=reps)
+                t = paired[name] if name in paired else median_time(lambda f=f: f(*fargs), repeat=reps)
                 peak = peak_traced_bytes(lambda f=f: f(*fargs))
             except Exception as err:  # report, don't hide, a failing engine
                 rows.append([label, name, f"error: {type(err).__name__}", "", ""])
@@ -138,6 +154,9 @@ def main() -> None:
             base = t if base is None else base
             rows.append([label, name, f"{t * 1e3:.2f} ms", f"{peak / 2**20:.1f} MiB", f"{base / t:.2f}x"])
             label = ""
+        if len(paired) == 2:
+            rows.append(["", "fungraph jit cpu / jax jit", f"{paired['fungraph jit cpu'] / paired['jax jit']:.2f}",
+                         "(timed in turns)", f"load {os.getloadavg()[0]:.1f}"])
     print(table(rows, ["workload", "engine", "median", "peak traced memory", "speed vs numpy"]))
     print()
     print(native_tables(jax, args.quick))

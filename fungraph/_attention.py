@@ -97,7 +97,8 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
                           scale: float | None = None, is_causal: bool = False, query_seq_lengths: Any = None,
                           key_value_seq_lengths: Any = None, local_window_size: int | tuple[int, int] | None = None,
                           implementation: str | None = None, return_residual: bool = False) -> Any:
-    """``softmax(scale * Q K^T + bias, masked) V`` per head, as ``jax.nn.dot_product_attention``.
+    """``softmax(scale * Q K^T + bias, masked) V`` per head, as ``jax.nn.dot_product_attention``
+    (the softmax in float32 whatever the dtype, as JAX's).
 
     ``mask`` is boolean (True takes part), ``bias`` is added to the logits; both broadcast to
     ``BNTS``. ``query_seq_lengths``/``key_value_seq_lengths`` mask padding (query rows past their
@@ -129,7 +130,7 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
     kv_len = _lengths(key_value_seq_lengths, "key_value_seq_lengths", b)
     groups = n // kv_heads
 
-    logits_dtype = q.dtype if dtypes.is_inexact(q.dtype) else dtypes.float32
+    logits_dtype = dtypes.promote_types(q.dtype, dtypes.float32)
     grouped_q = fnp.reshape(q.astype(logits_dtype), (b, t, kv_heads, groups, h))
     logits = fnp.einsum("btkgh,bskh->bkgts", grouped_q, k.astype(logits_dtype))
     logits = fnp.reshape(logits, (b, n, t, s))
@@ -141,6 +142,7 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
     if allowed is not None:
         logits = fnp.where(allowed, logits, _masked_value(logits_dtype))
 
+    logits = logits.astype(dtypes.float32)
     row_max = stop_gradient(fnp.max(logits, axis=-1, keepdims=True))
     weights = fnp.exp(logits - row_max)
     total = fnp.sum(weights, axis=-1, keepdims=True)

@@ -1,12 +1,18 @@
-"""How many threads numpy's OpenBLAS may use for one matrix product of the CPU engine.
+"""How the CPU engine runs a matrix product on numpy's OpenBLAS: :func:`matmul`.
 
 OpenBLAS splits a product statically between its threads and waits for the slowest, so when
 the cores are taken by other processes a thread descheduled for a time slice stalls the whole
 product: on a loaded 2-core machine a 256x1024x10 float32 product took 10-20 ms with two
 threads and 0.1 ms with one, and the MLP step's products 4x longer in all. XLA's Eigen pool
-lets the calling thread take the work of absent workers, so it does not pay this. The CPU
-engine therefore runs small products on one thread; larger ones keep OpenBLAS's count.
-``FUNGRAPH_BLAS_THREADS`` (a number) fixes the count instead.
+lets the calling thread take the work of absent workers, so it does not pay this.
+
+So OpenBLAS runs every product of the engine on one thread. A large one (at least
+:data:`SMALL_PRODUCT` multiply-adds) is cut into tiles of its output that the calling thread
+and a pool of worker threads take in turn, each a single-threaded OpenBLAS call, when the
+process had more than one core lately (:class:`_Cores`): a worker that gets no core takes no
+tile, and one that loses its core mid-tile has that tile taken back (:class:`_Job`).
+``FUNGRAPH_BLAS_THREADS`` (a number) instead runs every product as one OpenBLAS call on that
+many of its threads. Where numpy uses another BLAS, products are plain ``np.matmul``.
 """
 
 from __future__ import annotations
@@ -14,12 +20,30 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import queue
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 SMALL_PRODUCT = 1 << 24
 """Products with fewer multiply-adds (m*n*k) than this gain at most a millisecond or so from a
-second thread, and lose far more when that thread waits for a core."""
+second thread, and lose far more when that thread waits for a core: one OpenBLAS call."""
+
+TILES_PER_THREAD = 4
+"""Tiles per thread of a split product: enough that a thread that lost its core for a while
+leaves a small share to the others, few enough that each tile is a full-speed BLAS call."""
+
+TILE_ALIGN = 16
+"""Tile edges fall on multiples of this many rows or columns (OpenBLAS's kernels' blocking)."""
+
+MIN_TILE = 128
+"""The narrowest tile: each tile packs the operand it does not cut again (about as costly as
+ten multiply-adds an element), so a tile this wide spends under a tenth of its time on that."""
+
+_BLAS_TYPES = frozenset("fdFD")
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
             "openblas_set_num_threads")
@@ -62,26 +86,299 @@ def _fixed_threads() -> int | None:
 
 
 def threads_for(multiply_adds: int, default: int) -> int:
-    """The thread count for a product of ``multiply_adds`` (m*n*k) when OpenBLAS would use ``default``."""
+    """The threads a product of ``multiply_adds`` (m*n*k) runs on when OpenBLAS has ``default``:
+    ``FUNGRAPH_BLAS_THREADS`` when set, else one below :data:`SMALL_PRODUCT`, else as many of
+    ``default`` as there were cores for this process lately (:data:`CORES`): the caller and
+    that many less one pool workers sharing its tiles."""
     fixed = _fixed_threads()
     if fixed is not None:
         return fixed
     if default <= 1 or multiply_adds < SMALL_PRODUCT:
         return 1
-    return default
+    return max(1, round(min(default, CORES.available())))
 
 
-def with_blas_threads(multiply_adds: int, run: Callable[[], Any]) -> Any:
-    """``run()`` (one BLAS call) with the thread count ``threads_for`` picks, restored afterwards."""
+class _Cores:
+    """The cores this process could have used over the last :attr:`window` seconds: the
+    machine's idle time plus this process's own CPU time, per second of wall time (Linux's
+    ``/proc/stat``; elsewhere, unknown, taken as unlimited).
+
+    A second thread speeds a product up only when it gets a core of its own. On a machine whose
+    cores other processes keep busy, the scheduler shares them between processes (per session,
+    with autogroup), so a second thread only slices this process's share finer and adds the
+    tiles' overhead: at load 13 on 2 cores, the MLP step took 165 ms with its products shared
+    between two threads and 136 ms on one (JAX 140 ms). Counting the process's own time keeps a
+    quiet machine's products on both cores while they keep both busy."""
+
+    window = 0.1
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last: tuple[float, float, float] | None = None
+        self.cores = float("inf")
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def _sample(self) -> tuple[float, float, float] | None:
+        """(wall seconds, idle core-seconds of the machine, CPU seconds of this process)."""
+        try:
+            with open("/proc/stat", "rb") as f:
+                fields = f.readline().split()
+        except OSError:
+            return None
+        if len(fields) < 6 or fields[0] != b"cpu":
+            return None
+        own = os.times()
+        return time.monotonic(), (int(fields[4]) + int(fields[5])) / self.tick, own.user + own.system
+
+    def available(self) -> float:
+        with self.lock:
+            now = time.monotonic()
+            if self.last is not None and now - self.last[0] < self.window:
+                return self.cores
+            sample = self._sample()
+            if sample is None:
+                return self.cores
+            if self.last is not None:
+                wall = sample[0] - self.last[0]
+                self.cores = (sample[1] - self.last[1] + sample[2] - self.last[2]) / wall
+            self.last = sample
+            return self.cores
+
+
+CORES = _Cores()
+
+
+# --- OpenBLAS's thread count while products run ---------------------------------------------
+
+
+class _Count:
+    """The thread count set on OpenBLAS for products in progress, held by a depth counter so
+    that concurrent products (several threads running executables) set it once and the last
+    one out restores OpenBLAS's own count for the rest of the program."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.count = 0
+
+    def enter(self, setter: Callable[[int], None], wanted: int) -> None:
+        with self.lock:
+            if self.depth == 0 or self.count != wanted:
+                setter(wanted)
+                self.count = wanted
+            self.depth += 1
+
+    def leave(self, setter: Callable[[int], None], default: int) -> None:
+        with self.lock:
+            self.depth -= 1
+            if self.depth == 0 and self.count != default:
+                setter(default)
+                self.count = default
+
+
+_COUNT = _Count()
+
+
+def with_blas_threads(threads: int, run: Callable[[], Any]) -> Any:
+    """``run()`` with OpenBLAS on ``threads`` threads, its own count restored afterwards."""
     blas = _openblas()
     if blas is None:
         return run()
     setter, default = blas
-    wanted = threads_for(multiply_adds, default)
-    if wanted == default:
-        return run()
-    setter(wanted)
+    _COUNT.enter(setter, threads)
     try:
         return run()
     finally:
-        setter(default)
+        _COUNT.leave(setter, default)
+
+
+# --- the pool that shares a product's tiles --------------------------------------------------
+
+_FREE, _WORKER, _CLAIMED, _DONE = range(4)
+
+#: products split into tiles, tiles a worker delivered, tiles the caller took back from a late worker
+BLAS_STATS = {"split_products": 0, "worker_tiles": 0, "reclaimed_tiles": 0}
+
+
+class _Job:
+    """The tiles of one product (``a[i] @ b[i]`` into ``out[i]``), taken in turn.
+
+    The caller writes its tiles straight into ``out``; a worker writes into its own scratch and
+    copies into ``out`` under the job's lock, unless the caller has claimed that tile meanwhile.
+    The caller, out of free tiles, waits for the workers' tiles about as long as one of its own
+    took, then computes any still running itself: a worker that lost its core mid-tile costs
+    the product at most that wait, never the length of the descheduling, and its late result
+    only reaches its scratch."""
+
+    __slots__ = ("a", "b", "cond", "left", "out", "state")
+
+    def __init__(self, a: list[np.ndarray], b: list[np.ndarray], out: list[np.ndarray]) -> None:
+        self.a, self.b, self.out = a, b, out
+        self.state = [_FREE] * len(out)
+        self.left = len(out)
+        self.cond = threading.Condition(threading.Lock())
+
+    def _take(self, mark: int) -> int | None:
+        with self.cond:
+            for i, s in enumerate(self.state):
+                if s == _FREE:
+                    self.state[i] = mark
+                    return i
+        return None
+
+    def _finish(self, i: int) -> None:
+        self.state[i] = _DONE
+        self.left -= 1
+        if self.left == 0:
+            self.cond.notify_all()
+
+    def run_caller(self) -> None:
+        """The caller's part: free tiles, then the workers' late ones; returns when all are in ``out``."""
+        took = 0.0
+        while (i := self._take(_CLAIMED)) is not None:
+            t0 = time.perf_counter()
+            np.matmul(self.a[i], self.b[i], out=self.out[i])
+            took = time.perf_counter() - t0
+            with self.cond:
+                self._finish(i)
+        with self.cond:
+            if self.left:
+                self.cond.wait(took if took > 0 else None)
+            late = [i for i, s in enumerate(self.state) if s == _WORKER]
+            for i in late:
+                self.state[i] = _CLAIMED
+            BLAS_STATS["reclaimed_tiles"] += len(late)
+        for i in late:
+            np.matmul(self.a[i], self.b[i], out=self.out[i])
+        with self.cond:
+            for i in late:
+                self._finish(i)
+
+    def run_worker(self, scratch: _Scratch) -> None:
+        """A worker's part: free tiles into its scratch, each delivered into ``out``."""
+        while (i := self._take(_WORKER)) is not None:
+            part = scratch.view(self.out[i])
+            np.matmul(self.a[i], self.b[i], out=part)
+            self.deliver(i, part)
+
+    def deliver(self, i: int, part: np.ndarray) -> bool:
+        """Copy a worker's tile ``i`` into ``out`` unless the caller has claimed it since;
+        whether it was copied."""
+        with self.cond:
+            if self.state[i] != _WORKER:
+                return False
+            np.copyto(self.out[i], part)
+            self._finish(i)
+            BLAS_STATS["worker_tiles"] += 1
+            return True
+
+
+class _Scratch:
+    """A worker's growing byte buffer."""
+
+    def __init__(self) -> None:
+        self.block = np.empty(0, np.uint8)
+
+    def view(self, like: np.ndarray) -> np.ndarray:
+        if self.block.nbytes < like.nbytes:
+            self.block = np.empty(like.nbytes, np.uint8)
+        return self.block[:like.nbytes].view(like.dtype).reshape(like.shape)
+
+
+class _Pool:
+    """Daemon worker threads that each run the jobs put on one shared queue."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        for k in range(workers):
+            threading.Thread(target=self._serve, name=f"fungraph-blas-{k}", daemon=True).start()
+
+    def _serve(self) -> None:
+        scratch = _Scratch()
+        while True:
+            self.jobs.get().run_worker(scratch)
+
+
+_POOLS: dict[int, _Pool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> _Pool:
+    with _POOLS_LOCK:
+        if workers not in _POOLS:
+            _POOLS[workers] = _Pool(workers)
+        return _POOLS[workers]
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's threads (it starts its own pools on first use),
+    and a lock another thread held at the fork would stay held: both start afresh."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+    _COUNT.__init__()
+    CORES.__init__()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _run_shared(job: _Job, workers: int) -> None:
+    """Run ``job`` on the calling thread and ``workers`` pool threads, returning when all its
+    tiles are in ``out``."""
+    pool = _pool(workers)
+    BLAS_STATS["split_products"] += 1
+    for _ in range(workers):
+        pool.jobs.put(job)
+    job.run_caller()
+
+
+# --- products ---------------------------------------------------------------------------------
+
+
+def _edges(extent: int, tiles: int) -> list[int]:
+    """Cut points of ``range(extent)`` into at most ``tiles`` parts on multiples of :data:`TILE_ALIGN`."""
+    step = -(-extent // max(tiles, 1))
+    step = -(-step // TILE_ALIGN) * TILE_ALIGN
+    return list(range(0, extent, step)) + [extent]
+
+
+def _tiles(a: np.ndarray, b: np.ndarray, out: np.ndarray, count: int) -> _Job | None:
+    """``out = a @ b`` as about ``count`` products into tiles of ``out``: bands of rows when
+    ``out`` has more rows than columns (each tile then packs all of ``b`` again, the smaller
+    operand), else bands of columns; None when ``out`` cannot be cut into BLAS-ready tiles or
+    overlaps an operand."""
+    m, n = out.shape[-2:]
+    if out.strides[-1] != out.itemsize or np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return None  # one call: numpy copies an operand that overlaps out, which tiles would not
+    extent = max(m, n)
+    edges = _edges(extent, min(count, extent // MIN_TILE))
+    if len(edges) < 3:
+        return None
+    spans = [slice(i, j) for i, j in zip(edges, edges[1:])]
+    if m >= n:
+        return _Job([a[..., s, :] for s in spans], [b] * len(spans), [out[..., s, :] for s in spans])
+    return _Job([a] * len(spans), [b[..., :, s] for s in spans], [out[..., :, s] for s in spans])
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, b, out=out)`` (2-d or stacked operands, broadcast as ``np.matmul`` does),
+    run under the thread policy of this module's docstring."""
+    blas = _openblas()
+    if blas is None or a.ndim < 2 or b.ndim < 2:
+        return np.matmul(a, b, out=out)
+    multiply_adds = int(np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), dtype=np.int64))
+    multiply_adds *= a.shape[-2] * a.shape[-1] * b.shape[-1]
+    threads = threads_for(multiply_adds, blas[1])
+    if _fixed_threads() is not None or threads == 1 or np.result_type(a, b).char not in _BLAS_TYPES:
+        return with_blas_threads(threads, lambda: np.matmul(a, b, out=out))
+    if out is None:
+        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+                       np.result_type(a, b))
+    job = _tiles(a, b, out, TILES_PER_THREAD * threads)
+    if job is None:
+        return with_blas_threads(threads, lambda: np.matmul(a, b, out=out))
+    with_blas_threads(1, lambda: _run_shared(job, threads - 1))
+    return out

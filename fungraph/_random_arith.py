@@ -150,15 +150,18 @@ def _urem64(x: Any, s: Any) -> Any:
     return fnp.where(fnp.equal(s, np.int64(0)), x, fnp.where(big, r_big, r_small))
 
 
+def _word64(words: tuple[Any, Any]) -> Any:
+    """The 64-bit value ``high << 32 | low`` of two uint32 words, in int64 bits (wrapping)."""
+    with np.errstate(over="ignore"):
+        return fnp.add(fnp.multiply(words[0], np.int64(2**32)), words[1])
+
+
 def _offset64(high: tuple[Any, Any], low: tuple[Any, Any], span: Any) -> Any:
     """JAX's ``(high % span * (2**64 % span) + low % span) % span`` for 64-bit draws given as
     word pairs, in wrapping uint64 arithmetic on int64 bits (int64 products and sums wrap as
     uint64 ones do), exact for every span."""
-    def word64(words: tuple[Any, Any]) -> Any:
-        return fnp.add(fnp.multiply(words[0], np.int64(2**32)), words[1])
-
     with np.errstate(over="ignore"):
         mult = _urem64(np.int64(2**32), span)
         mult = _urem64(fnp.multiply(mult, mult), span)
-        total = fnp.add(fnp.multiply(_urem64(word64(high), span), mult), _urem64(word64(low), span))
+        total = fnp.add(fnp.multiply(_urem64(_word64(high), span), mult), _urem64(_word64(low), span))
         return _urem64(total, span)

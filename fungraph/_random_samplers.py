@@ -29,12 +29,12 @@ from fungraph._random_args import (
     _sample_shape,
     _shape,
 )
-from fungraph._random_arith import _erf_inv, _fma, _next_toward, _offset32, _offset64
+from fungraph._random_arith import _erf_inv, _fma, _next_toward, _offset32, _offset64, _word64
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, aval
 from fungraph.primitives.callback import stop_gradient
 
-_UNSIGNED_WIDTHS = {np.dtype(np.uint8): 8, np.dtype(np.uint16): 16, np.dtype(np.uint32): 32}
+_UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
 
 
 class _CallerMode(threading.local):
@@ -71,14 +71,21 @@ def fold_in(key: Any, data: Any) -> Any:
 
 
 def bits(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
-    """Uniform random bits of an unsigned dtype: uint32 (the default here; JAX with x64
-    defaults to uint64), uint16 or uint8. 64-bit widths are refused."""
+    """Uniform random bits of an unsigned dtype, the caller's mode's default unsigned integer
+    (uint64 with x64, else uint32) unless given, as JAX's: a 64-bit value is the two hash words
+    ``w0 << 32 | w1``, a narrower one the low bits of ``w0 ^ w1``."""
     shape = _shape(shape, "bits")
-    dt = np.dtype(np.uint32 if dtype is None else dtype)
-    if dt not in _UNSIGNED_WIDTHS:
-        raise TypeError(f"random.bits: dtype is uint8, uint16 or uint32 (fungraph has no uint64), got {dt}")
-    words = _threefry.bits32(key, shape, "bits")
-    return fnp.asarray(fnp.bitwise_and(words, np.int64(2 ** _UNSIGNED_WIDTHS[dt] - 1)), dtype=dt)
+    default = dtypes.uint64 if CALLER_MODE.int_dtype == dtypes.int64 else dtypes.uint32
+    dt = default if dtype is None else np.dtype(dtype)
+    if dt not in _UNSIGNED:
+        raise TypeError(f"random.bits: dtype is an unsigned integer dtype (uint8, uint16, uint32 or uint64), got {dt}")
+    if dt.itemsize == 8:
+        return fnp.asarray(_word64(_words64(key, shape)), dtype=dt)
+    return fnp.asarray(_low_bits(_threefry.bits32(key, shape, "bits"), dt.itemsize * 8), dtype=dt)
+
+
+def _low_bits(words: Any, nbits: int) -> Any:
+    return fnp.bitwise_and(words, np.int64(2**nbits - 1))
 
 
 def uniform(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64, minval: Any = 0.0,
@@ -137,19 +144,36 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None) -> Any
 
 
 def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any = dtypes.int64) -> Any:
-    """Integers in [minval, maxval) as JAX draws them: two words per value (two 64-bit draws for
-    int64), combined modulo the span in wrapping unsigned arithmetic."""
+    """Integers in [minval, maxval) as JAX draws them, for every integer dtype: two draws of the
+    dtype's width per value (8- and 16-bit dtypes are drawn as int32 in their range, then cast,
+    as JAX does), combined modulo the span in wrapping unsigned arithmetic."""
     key = _threefry.check_key(key, "randint")
     shape = _shape(shape, "randint")
     dt = dtypes.canonicalize(dtype)
-    if dt.kind != "i":
-        raise TypeError(f"random.randint: dtype must be int32 or int64, got {dt}")
+    if dt.kind not in "iu":
+        raise TypeError(f"random.randint: dtype must be an integer dtype, got {dt}")
     lo, hi = (_as_int64(v, "randint", name) for v, name in ((minval, "minval"), (maxval, "maxval")))
     _check_param_shapes("randint", shape, minval=lo, maxval=hi)
+    if dt.itemsize < 4:
+        info = np.iinfo(dt)
+        lo = fnp.clip(_wrap32(lo), np.int64(info.min), np.int64(info.max))
+        hi = fnp.clip(_wrap32(hi), np.int64(info.min), np.int64(info.max) + 1)
+        return fnp.asarray(_randint_values(key, shape, lo, hi, dtypes.int32), dtype=dt)
+    return fnp.asarray(_randint_values(key, shape, lo, hi, dt), dtype=dt)
+
+
+def _wrap32(v: Any) -> Any:
+    """int64 values wrapped to int32's range (numpy's and JAX's ``astype(int32)``)."""
+    return fnp.subtract(fnp.bitwise_and(fnp.add(v, np.int64(2**31)), _threefry.MASK32), np.int64(2**31))
+
+
+def _randint_values(key: Any, shape: tuple[int, ...], lo: Any, hi: Any, dt: np.dtype) -> Any:
+    """JAX's ``_randint`` for a 32- or 64-bit ``dt``, as int64 values."""
     info = np.iinfo(dt)
-    out_of_range = fnp.greater(hi, np.int64(info.max))
-    lo = fnp.clip(lo, np.int64(info.min), np.int64(info.max))
-    hi = fnp.clip(hi, np.int64(info.min), np.int64(info.max))
+    top = np.int64(min(info.max, np.iinfo(np.int64).max))
+    out_of_range = fnp.greater(hi, top)
+    lo = fnp.clip(lo, np.int64(info.min), top)
+    hi = fnp.clip(hi, np.int64(info.min), top)
     span = fnp.where(fnp.less_equal(hi, lo), np.int64(1), fnp.subtract(hi, lo))
     span = fnp.where(fnp.logical_and(out_of_range, fnp.greater(hi, lo)), fnp.add(span, np.int64(1)), span)
     k1, k2 = _pair(key)
@@ -158,7 +182,7 @@ def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any
         offset = _offset32(_threefry.bits32(k1, shape, "randint"), _threefry.bits32(k2, shape, "randint"), span)
     else:
         offset = _offset64(_words64(k1, shape), _words64(k2, shape), span)
-    return fnp.asarray(fnp.add(lo, offset), dtype=dt)
+    return fnp.add(lo, offset)
 
 
 def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:

@@ -88,7 +88,9 @@ def log_softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     (x,) = promote(x, to_inexact=True)
     x, mask = _left_out(x, where, -np.inf)
     shifted = _shifted(x, axis)
-    out = ew.sub(shifted, logsumexp(shifted, axis=axis, keepdims=True))
+    # shifted's maximum is 0 (or x had no finite one, where logsumexp would shift by 0 too), so
+    # logsumexp(shifted) is log(sum(exp(shifted))) without a second maximum (as JAX's)
+    out = ew.sub(shifted, ew.log_p.bind(fnp.sum(fnp.exp(shifted), axis=axis, keepdims=True)))
     return out if mask is None else fnp.where(mask, out, np.asarray(-np.inf, x.dtype))
 
 

@@ -14,7 +14,17 @@ from fungraph import dtypes
 from fungraph._devices import Device
 from fungraph.array import Array, hosted_copy_if_shared, owned_results
 from fungraph.backends import known_backends
-from fungraph.core import EvalTrace, MainTrace, Tracer, innermost_main, is_staging, new_dynamic, to_concrete_dtype_array
+from fungraph.core import (
+    EvalTrace,
+    MainTrace,
+    Tracer,
+    innermost_main,
+    is_staging,
+    new_dynamic,
+    to_concrete_dtype_array,
+    weak_array,
+    weak_view,
+)
 from fungraph.dtypes import float0
 from fungraph.interpreters.batching import vmap_flat
 from fungraph.interpreters.eval import eval_graph as _eval_graph
@@ -81,19 +91,31 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     return owned_results(_eval_graph(graph, *vals), args)
 
 
-def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any) -> Any:
-    """Stage a host numpy function as one opaque node with the declared result shapes."""
+_VMAP_METHODS = (None, "sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized")
+
+
+def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any, sharding: Any = None,
+                  vmap_method: str | None = None, **kwargs: Any) -> Any:
+    """Stage a host numpy function as one opaque node with the declared result shapes;
+    ``callback(*args, **kwargs)`` runs on the host. Under ``vmap`` it runs once per example
+    (``vmap_method`` None, ``"sequential"`` or ``"sequential_unrolled"``), or once on the whole
+    batch (``"expand_dims"``: unbatched arguments get a leading axis of size 1;
+    ``"broadcast_all"``: they are broadcast to the batch), as ``jax.pure_callback``."""
+    if vmap_method not in _VMAP_METHODS:
+        raise ValueError(f"pure_callback: vmap_method must be one of {list(_VMAP_METHODS[1:])} or None, "
+                         f"got {vmap_method!r}")
     res_leaves, res_tree = tree_flatten(result_shape_dtypes)
     result_avals = tuple(ShapedArray(np.shape(r) if not hasattr(r, "shape") else r.shape, r.dtype)
                          for r in res_leaves)
-    arg_leaves, arg_tree = tree_flatten(args)
+    arg_leaves, arg_tree = tree_flatten((args, kwargs))
 
     def flat_callback(*leaves: Any) -> Any:
-        return tree_flatten(callback(*tree_unflatten(arg_tree, leaves)))[0]
+        call_args, call_kwargs = tree_unflatten(arg_tree, leaves)
+        return tree_flatten(callback(*call_args, **call_kwargs))[0]
 
     flat_callback.__name__ = getattr(callback, "__name__", "callback")
     outs = pure_callback_p.bind(*[_concrete(a) for a in arg_leaves], callback=flat_callback,
-                                result_avals=result_avals)
+                                result_avals=result_avals, vmap_method=vmap_method)
     return tree_unflatten(res_tree, outs)
 
 
@@ -116,7 +138,23 @@ def _check_tangent(p: Any, t: Any, i: int) -> Any:
 
 
 def _concrete(x: Any) -> Any:
-    return x if isinstance(x, Tracer) else to_concrete_dtype_array(x)
+    """``x`` as an array (a tracer as it is), weakly typed where ``x`` is (a Python scalar)."""
+    if isinstance(x, Tracer):
+        return x
+    arr = to_concrete_dtype_array(x)
+    return weak_array(arr) if dtypes.is_weak(x) and not dtypes.is_weak(arr) else arr
+
+
+def _weak_like(values: Sequence[Any], like: Sequence[Any]) -> list[Any]:
+    """``values`` weakly typed where ``like`` (the primals they are derivatives of, or the
+    outputs they are tangents of) are and the dtypes agree: JAX's tangent and cotangent types
+    are their primal's (``grad(f)(1.0)`` is weak)."""
+    return [weak_view(v) if dtypes.is_weak(p) and not dtypes.is_weak(v) and _dtype_of(v) == _dtype_of(p) else v
+            for v, p in zip(values, like)]
+
+
+def _dtype_of(x: Any) -> Any:
+    return abstractify(x).dtype
 
 
 def _batch_last(x: Any) -> Any:
@@ -137,7 +175,8 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     out_tree: list[PyTreeDef] = []
     po, to = jvp_flat(flat_fun(fun, p_tree, {}, out_tree), [_concrete(p) for p in p_leaves], ts)
     both = owned_results([*po, *to], [*p_leaves, *t_leaves])
-    return tree_unflatten(out_tree[0], both[:len(po)]), tree_unflatten(out_tree[0], both[len(po):])
+    tangents_out = _weak_like(both[len(po):], both[:len(po)])
+    return tree_unflatten(out_tree[0], both[:len(po)]), tree_unflatten(out_tree[0], tangents_out)
 
 
 def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str, staged: bool = False) -> tuple[Any, ...]:
@@ -197,7 +236,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
 
     target = fun if has_aux else (lambda *a: (fun(*a), None))
     before = _tapes_if_outermost()
-    outs, pair_tree, lin, _, res, _, in_tree, avals, diff = _linearize(target, primals, "vjp")
+    outs, pair_tree, lin, _, res, leaves, in_tree, avals, diff = _linearize(target, primals, "vjp")
     if pair_tree.node_type is not tuple or len(pair_tree.children) != 2:
         raise TypeError("vjp(..., has_aux=True) needs a function returning a pair (output, aux)")
     out_tree, aux_tree = pair_tree.children
@@ -218,7 +257,8 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
         for a, d in zip(avals, diff):
             g = next(grads_iter) if d else None
             grads.append(zeros(a) if g is None else g)
-        return tuple(tree_unflatten(in_tree, owned_results(grads, [*ct_leaves, *outs])))
+        grads = _weak_like(owned_results(grads, [*ct_leaves, *outs]), leaves)
+        return tuple(tree_unflatten(in_tree, grads))
 
     _hold_tapes(f_vjp, res, lin.linear, before)
     primal_out = tree_unflatten(out_tree, owned_results(outs[:n_out], tree_flatten(primals)[0]))

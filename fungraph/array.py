@@ -18,6 +18,7 @@ and ``repr`` (``.at`` is installed by ``fungraph.numpy._methods``).
 
 from __future__ import annotations
 
+import dis
 import sys
 from typing import Any
 
@@ -162,6 +163,26 @@ class DeviceArray(Array, HasAval):
         return (1, 0)
 
 
+_OPERATOR_OPCODES = frozenset((dis.opmap["BINARY_OP"], dis.opmap["COMPARE_OP"]))
+
+
+class _NumpyUfuncHook:
+    """``HostArray.__array_ufunc__``: numpy's own (numpy's functions, ``np.sin(x)``, compute as
+    for any array), except for an operator the caller's line applies (``np.float64(2) * x``),
+    where it reads None. A numpy scalar on the left of an operator asks the right operand's
+    ``__array_ufunc__`` whether to defer, and only None makes it defer: Python then calls the
+    host array's reflected operator, which is JAX's (``x.__rmul__``), as for a JAX array."""
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        frame = sys._getframe(1)
+        if frame.f_code.co_code[frame.f_lasti] in _OPERATOR_OPCODES:
+            return None
+        return _NUMPY_ARRAY_UFUNC
+
+
+_NUMPY_ARRAY_UFUNC = np.ndarray.__array_ufunc__
+
+
 class HostArray(Array, np.ndarray):
     """A read-only numpy array with JAX's array methods: what eager operations and CPU-jitted
     functions return. Its operators and methods (``fungraph.numpy._host_methods``) are JAX's and
@@ -174,6 +195,7 @@ class HostArray(Array, np.ndarray):
     #: above a JAX array's (100): ``x + jax_array`` is numpy's operation (a numpy array's
     #: result, as with a plain numpy array on the left in JAX's own arithmetic)
     __array_priority__ = 1000
+    __array_ufunc__ = _NumpyUfuncHook()
 
     @property
     def device(self) -> Device:

@@ -19,7 +19,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._config import FLOAT_CHECKS
-from fungraph.array import DeletedHostArray, deleted_error, hosted, hosted_copy_if_shared, unhosted
+from fungraph.array import DeletedHostArray, HostArray, deleted_error, hosted, hosted_copy_if_shared, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
 
 
@@ -167,6 +167,11 @@ class Primitive:
     #: (a fusion region's body); ``inplace_rule(eqn, j)`` overrides ``inplace``.
     inplace_rule: Callable[[Any, int], tuple[int, ...]] | None = None
     elementwise: bool = False
+    #: JAX's weak-type rule: the outputs are weakly typed when the operands at these positions
+    #: all are (None: every operand, as for an elementwise primitive); ``()`` for a primitive
+    #: whose outputs are always strong. Structural primitives (reshape, concatenate, gather, ...)
+    #: set it as JAX's do, so ``reshape`` of a weak value stays weak.
+    weak_from: tuple[int, ...] | None = ()
     effectful: bool = False
     mergeable: bool = True
     #: An effectful primitive whose effect only the readers of its outputs observe (the tape
@@ -183,6 +188,8 @@ class Primitive:
         if self.name in Primitive.registry:
             raise ValueError(f"primitive {self.name!r} is defined twice")
         Primitive.registry[self.name] = self
+        if self.elementwise and self.name != "convert_element_type" and self.weak_from == ():
+            self.weak_from = None
 
     def __repr__(self) -> str:
         return self.name
@@ -471,9 +478,16 @@ def bind(prim: Primitive, args: Sequence[Any], params: Params) -> Any:
     trace = find_top_trace(args)
     tracers = [full_raise(trace, a) for a in args]
     outs = [full_lower(o) for o in trace.process_primitive(prim, tracers, params)]
-    if prim.elementwise and prim.name != "convert_element_type" and all(dtypes.is_weak(a) for a in args):
+    if prim.weak_from != () and _weak_result(prim.weak_from, args):
         outs = [weakened(o) for o in outs]
     return tuple(outs) if prim.multiple_results else outs[0]
+
+
+def _weak_result(positions: tuple[int, ...] | None, args: Sequence[Any]) -> bool:
+    """JAX's weak-type rule: the operands at ``positions`` (None: all) are all weakly typed."""
+    if positions is None:
+        return all(dtypes.is_weak(a) for a in args)
+    return all(dtypes.is_weak(args[i]) for i in positions)
 
 
 _WEAK_CLASSES: dict[type, type] = {}
@@ -484,6 +498,26 @@ def weak_array(arr: np.ndarray) -> np.ndarray:
     out = hosted(arr)
     out.weak_type = True
     return out
+
+
+def weak_outputs(outs: Sequence[Any], positions: Sequence[int]) -> list[Any]:
+    """``outs`` with those at ``positions`` typed weakly: the results of a staged function
+    (``jit``, a loop, ``cond``) whose outputs JAX types weakly."""
+    outs = list(outs)
+    for i in positions:
+        outs[i] = weak_view(outs[i])
+    return outs
+
+
+def weak_view(x: Any) -> Any:
+    """``x`` (a result of a compiled function, perhaps a constant or an input it shares with
+    other outputs) typed weakly: a weak view of a host array, ``x`` itself weakened otherwise."""
+    if type(x) is HostArray or type(x) is np.ndarray:
+        out = x.view(HostArray)
+        out.setflags(False)
+        out.weak_type = True
+        return out
+    return weakened(x)
 
 
 def weakened(x: Any) -> Any:

@@ -25,6 +25,7 @@ from fungraph.core import (
     find_top_trace,
     full_raise,
     innermost_main,
+    weak_outputs,
 )
 from fungraph.interpreters.batching import BatchTrace, BatchTracer, batching_axis_name, vmap_flat
 from fungraph.interpreters.dce import dce
@@ -46,12 +47,16 @@ from fungraph.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
 
 def _stage_call(fun: Callable[..., Any], args: Sequence[Any],
-                ) -> tuple[list[Any], Graph, list[Any], PyTreeDef, PyTreeDef]:
+                ) -> tuple[list[Any], Graph, list[Any], PyTreeDef, PyTreeDef, tuple[int, ...]]:
+    """``fun`` staged on ``args``: their leaves as operands, the graph, its closure, the input
+    and output trees, and the positions of the outputs JAX types weakly (weak arguments stay weak)."""
     leaves, in_tree = tree_flatten(tuple(args))
+    weak = [dtypes.is_weak(x) for x in leaves]
     leaves = [as_operand(x) for x in leaves]
     box: list[PyTreeDef] = []
-    graph, closure = stage(flat_fun(fun, in_tree, {}, box), [abstractify(x) for x in leaves])
-    return leaves, graph, closure, in_tree, box[0]
+    weak_box: list[tuple[int, ...]] = []
+    graph, closure = stage(flat_fun(fun, in_tree, {}, box, weak_box), [abstractify(x) for x in leaves], weak)
+    return leaves, graph, closure, in_tree, box[0], weak_box[0]
 
 
 def _call_impl(*args: Any, call: Graph, **_: Any) -> list[Any]:
@@ -219,10 +224,10 @@ class custom_jvp:
         if isinstance(trace, BatchTrace) and not _closes_over_tracers(self):
             return self._batched(trace, leaves, in_tree)
         args = tree_unflatten(in_tree, leaves)
-        leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
+        leaves, graph, closure, in_tree, out_tree, weak_outs = _stage_call(self.fun, args)
         flat_jvp = self._flat_rule(in_tree, (out_tree, graph.out_avals), [])
         outs = custom_jvp_call_p.bind(*leaves, *closure, call=graph, jvp=flat_jvp, num_consts=len(closure))
-        return tree_unflatten(out_tree, outs)
+        return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
 
     def _flat_rule(self, in_tree: PyTreeDef, expected: tuple[PyTreeDef, tuple[ShapedArray, ...]] | None,
                    box: list[PyTreeDef]) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
@@ -488,11 +493,11 @@ class custom_vjp:
         trace = find_top_trace(leaves)
         if isinstance(trace, JVPTrace) and trace.main is innermost_main():
             return self._fwd_only(trace, leaves, in_tree)
-        leaves, graph, closure, in_tree, out_tree = _stage_call(self.fun, args)
+        leaves, graph, closure, in_tree, out_tree, weak_outs = _stage_call(self.fun, args)
         flat_fwd, flat_bwd = self._flat_rules(in_tree, [aval(x) for x in leaves], (out_tree, graph.out_avals), [])
         outs = custom_vjp_call_p.bind(*leaves, *closure, call=graph, fwd=flat_fwd, bwd=flat_bwd,
                                       num_consts=len(closure))
-        return tree_unflatten(out_tree, outs)
+        return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
 
     def _flat_rules(self, in_tree: PyTreeDef, in_avals: list[ShapedArray],
                     expected: tuple[PyTreeDef, tuple[ShapedArray, ...]] | None,
@@ -707,11 +712,11 @@ def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool | Sequence[bool] = 
             full = [fixed[i] if i in fixed else next(rest) for i in range(len(args))]
             return fun(*full, **traced_kw, **fixed_kw)
 
-        leaves, graph, closure, _, out_tree = _stage_call(call, (traced, traced_kw))
+        leaves, graph, closure, _, out_tree, weak_outs = _stage_call(call, (traced, traced_kw))
         if policy is not None and policy is not nothing_saveable:
             graph = mark_saved(graph, policy)
         outs = remat_p.bind(*leaves, *closure, call=graph)
-        return tree_unflatten(out_tree, outs)
+        return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
 
     return wrapped
 

@@ -252,9 +252,12 @@ def real_for(dtype: np.dtype) -> np.dtype:
 
 
 def float_dtype_for(dtype: np.dtype) -> np.dtype:
-    """The inexact dtype JAX gives transcendental functions of ``dtype``: inexact dtypes are
-    kept, integers and bool take the mode's default float."""
-    return dtype if is_inexact(dtype) else default_float()
+    """The inexact dtype JAX gives transcendental functions, true division and means of
+    ``dtype`` (its ``to_inexact_dtype``): inexact dtypes are kept, bool and integers of up to 32
+    bits take float32 in both modes, 64-bit integers float64 (float32 with x64 off)."""
+    if is_inexact(dtype):
+        return dtype
+    return float64 if dtype.itemsize == 8 and x64_enabled() else float32
 
 
 # --- JAX's promotion lattice ----------------------------------------------------------------------
@@ -332,9 +335,10 @@ def _join(nodes: frozenset[Any], x64: bool, strict: bool = False) -> Any:
 
 
 def _node(dtype: np.dtype, weak: bool) -> Any:
-    if not weak:
+    """``dtype``'s node on the lattice: a weak one's kind, except bool (JAX's weak bool is bool)."""
+    if not weak or dtype.kind == "b":
         return dtype
-    return _WEAK[0] if dtype.kind in "iub" else _WEAK[2] if dtype.kind == "c" else _WEAK[1]
+    return _WEAK[0] if dtype.kind in "iu" else _WEAK[2] if dtype.kind == "c" else _WEAK[1]
 
 
 def _weak_default(node: Any) -> np.dtype:

@@ -39,6 +39,7 @@ from fungraph.core import (
     deep_recursion,
     nesting_error,
     to_concrete_dtype_array,
+    weak_outputs,
 )
 from fungraph.interpreters.graph_transforms import (
     batched_graph,
@@ -342,6 +343,9 @@ class _Entry:
     graph: Graph
     out_tree: PyTreeDef
     compiled: Compiled | None
+    #: the positions of the outputs JAX types weakly (returned Python scalars, weak arguments
+    #: passed through, elementwise functions of them)
+    weak_outs: tuple[int, ...] = ()
 
 
 @contextlib.contextmanager
@@ -433,10 +437,14 @@ class Jitted:
         function's would be."""
         return self if instance is None else types.MethodType(self, instance)
 
-    def _with_keywords(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+    def _with_keywords(self, args: tuple, kwargs: dict[str, Any], held_names: frozenset[str] = frozenset(),
+                       held_positions: frozenset[int] = frozenset()) -> Any:
         """A call with keyword arguments: bound to the parameters (defaults filled in) and run
         through a twin jitted over the positional form, where keyword-only parameters follow
-        the positional ones, so ``static_argnames``' positions hold in both."""
+        the positional ones, so ``static_argnames``' positions hold in both. ``held_names`` and
+        ``held_positions``: the bare host results among the call's keyword and positional
+        arguments that only the caller's name holds (counted by ``__call__``), which donation
+        may update in place as it does for a positional call."""
         params = _parameters(self.fun)
         if params is None:
             raise TypeError(f"jit({self.__name__}): keyword arguments need a function whose parameters are all "
@@ -457,7 +465,13 @@ class Jitted:
             functools.update_wrapper(positional_form, fun, updated=())
             self._keywords = Jitted(positional_form, self.static_argnums, self.donate_argnums, self.backend,
                                     self.incremental, caches_of=fun)
-        return self._keywords(*(bound.arguments[n] for n in (*positional, *keyword_only)))
+        order = (*positional, *keyword_only)
+        values = tuple(bound.arguments[n] for n in order)
+        held = frozenset(i for i, n in enumerate(order) if n in held_names or i in held_positions)
+        held_once = _bare_donations(values, self.donate_argnums, self.static_argnums, held) if held else frozenset()
+        if held_once:
+            return self._keywords._call(values, {}, None, held_once)
+        return self._keywords(*values)
 
     def _signature(self, args: Sequence[Any]) -> tuple[list[Any], PyTreeDef, dict[int, Any], Hashable]:
         dynamic, static = split_static(args, self.static_argnums)
@@ -473,10 +487,12 @@ class Jitted:
         return leaves, in_tree, static, (in_tree, static_key, avals, weak, dtypes.x64_enabled())
 
     def _stage(self, in_tree: PyTreeDef, static: dict[int, Any], key: Hashable) -> tuple:
-        """Trace for the signature ``key`` (its avals and which arguments are weakly typed)."""
+        """Trace for the signature ``key`` (its avals and which arguments are weakly typed): the
+        graph, its closure, the output tree and the positions of the weakly typed outputs."""
         box: list[PyTreeDef] = []
-        graph, closure = stage(flat_fun(self.fun, in_tree, static, box), list(key[2]), key[3])
-        return graph, closure, box[0]
+        weak_box: list[tuple[int, ...]] = []
+        graph, closure = stage(flat_fun(self.fun, in_tree, static, box, weak_box), list(key[2]), key[3])
+        return graph, closure, box[0], weak_box[0]
 
     def _donated_mask(self, args: Sequence[Any], n_leaves: int) -> tuple[bool, ...]:
         if not self.donate_argnums:
@@ -493,6 +509,8 @@ class Jitted:
             held_once = _bare_donations(args, self.donate_argnums, self.static_argnums)
             if held_once:
                 return self._call(args, kwargs, None, held_once)
+        if self.donate_argnums and kwargs and not JIT_DISABLED.on:
+            return self._with_keywords(args, kwargs, _held_keywords(kwargs), _held_positions(args, _MIXED_REFERENCES))
         entry = fast_key = None
         if not kwargs and not self.static_argnums and not JIT_DISABLED.on:
             fast_key = _fast_key(args)
@@ -500,6 +518,8 @@ class Jitted:
                 entry = self._fast.get(fast_key)
         if entry is not None and entry.compiled is not None:
             outs = entry.compiled.executable.run(args)
+            if entry.weak_outs:
+                outs = weak_outputs(outs, entry.weak_outs)
             out = outs[0] if entry.out_tree is LEAF else tree_unflatten(entry.out_tree, outs)
         else:
             out = self._call(args, kwargs, fast_key)
@@ -540,21 +560,22 @@ class Jitted:
                 tree_key = (tree, leaf_key)
                 entry = self._fast_tree.get(tree_key)
                 if entry is not None and entry.compiled is not None:
-                    return tree_unflatten(entry.out_tree, entry.compiled.executable.run(flat))
+                    return tree_unflatten(entry.out_tree, weak_outputs(entry.compiled.executable.run(flat),
+                                                                        entry.weak_outs))
         leaves, in_tree, static, key = self._signature(args)
         if any(isinstance(x, Tracer) for x in leaves):
-            graph, closure, out_tree = self._stage(in_tree, static, key)
+            graph, closure, out_tree, weak_outs = self._stage(in_tree, static, key)
             outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
-            return tree_unflatten(out_tree, outs)
+            return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
         entry = self._cache.get(key)
         if entry is None:
-            graph, closure, out_tree = self._stage(in_tree, static, key)
+            graph, closure, out_tree, weak_outs = self._stage(in_tree, static, key)
             if closure:
                 outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
-                return tree_unflatten(out_tree, outs)
+                return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
             donated = self._donated_mask(args, len(leaves))
             compiled = None if self.incremental else compile_graph(graph, self.backend, donated, keep=False)
-            entry = _Entry(graph, out_tree, compiled)
+            entry = _Entry(graph, out_tree, compiled, weak_outs)
             self._cache[key] = entry
         if entry.compiled is not None:
             if fast_key is not None:
@@ -566,7 +587,7 @@ class Jitted:
             outs = self._run_incremental(key, entry.graph, arrays)
         else:
             outs = entry.compiled.executable.run(arrays)
-        return tree_unflatten(entry.out_tree, outs)
+        return tree_unflatten(entry.out_tree, weak_outputs(outs, entry.weak_outs))
 
     def _prepare(self, leaves: list[Any], entry: _Entry, held_once: frozenset[int] = frozenset()) -> list[Any]:
         arrays = [_as_input(x) for x in leaves]
@@ -591,7 +612,7 @@ class Jitted:
 
     def lower(self, *args: Any) -> Lowered:
         leaves, in_tree, static, key = self._signature(args)
-        graph, closure, _ = self._stage(in_tree, static, key)
+        graph, closure, _, _ = self._stage(in_tree, static, key)
         if closure:
             raise TypeError(f"jit({self.__name__}).lower: the function closes over traced values")
         return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves)), keep=False), self, key)
@@ -603,29 +624,62 @@ class Jitted:
 
 class _ReferenceProbe:
     """Called as a :class:`Jitted` is, it counts the references a call's machinery (the caller's
-    stack and the ``*args`` tuple) adds to an argument."""
+    stack, the ``*args`` tuple, the ``**kwargs`` dict) adds to an argument: of the first
+    positional one, else of the keyword argument ``x``."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> int:
-        return sys.getrefcount(args[0])
+        if args:
+            return sys.getrefcount(args[0])
+        return _keyword_references(kwargs)["x"]
 
 
-def _caller_references() -> int | None:
-    """What ``sys.getrefcount`` of a positional argument reads in ``Jitted.__call__`` when one
-    name of the caller's holds it and nothing else; None where counts are not exact (not
-    CPython), which leaves bare arguments to be copied."""
+def _keyword_references(kwargs: dict[str, Any]) -> dict[str, int]:
+    return {name: sys.getrefcount(kwargs[name]) for name in kwargs}
+
+
+def _caller_references() -> tuple[int, int, int] | None:
+    """What ``sys.getrefcount`` reads in ``Jitted.__call__`` of an argument one name of the
+    caller's holds and nothing else: passed positionally alone, positionally beside a keyword
+    argument, and by keyword; None where counts are not exact (not CPython), which leaves bare
+    arguments to be copied."""
     if sys.implementation.name != "cpython":
         return None
     held = object()
-    return _ReferenceProbe()(held)
+    other = object()
+    return _ReferenceProbe()(held), _ReferenceProbe()(held, x=other), _ReferenceProbe()(x=held)
 
 
-_CALLER_REFERENCES = _caller_references()
+_COUNTS = _caller_references()
+_CALLER_REFERENCES = None if _COUNTS is None else _COUNTS[0]
+_MIXED_REFERENCES = None if _COUNTS is None else _COUNTS[1]
+_KEYWORD_REFERENCES = None if _COUNTS is None else _COUNTS[2]
 
 
-def _bare_donations(args: tuple, donate_argnums: tuple[int, ...], static_argnums: tuple[int, ...]) -> frozenset[int]:
+def _held_positions(args: tuple, references: int | None) -> frozenset[int]:
+    """The positions of the bare host results among ``args`` that only the caller's name holds
+    (``sys.getrefcount`` reads no more than ``references``)."""
+    if references is None:
+        return frozenset()
+    return frozenset(j for j in range(len(args))
+                     if args[j].__class__ is HostArray and sys.getrefcount(args[j]) <= references)
+
+
+def _held_keywords(kwargs: dict[str, Any]) -> frozenset[str]:
+    """The names of the bare host results among the keyword arguments ``kwargs`` (of a
+    ``Jitted.__call__``) that only the caller's name holds."""
+    if _KEYWORD_REFERENCES is None:
+        return frozenset()
+    counts = _keyword_references(kwargs)
+    return frozenset(name for name, value in kwargs.items()
+                     if value.__class__ is HostArray and counts[name] <= _KEYWORD_REFERENCES)
+
+
+def _bare_donations(args: tuple, donate_argnums: tuple[int, ...], static_argnums: tuple[int, ...],
+                    held: frozenset[int] | None = None) -> frozenset[int]:
     """The leaf indices of donated positional arguments that are bare host results held by no
     more than one name of the caller's (counted here, before the call adds references of its
-    own), which :func:`take_donated` may then update in place as it does a pytree's leaves."""
+    own, or given as the positions ``held``), which :func:`take_donated` may then update in
+    place as it does a pytree's leaves."""
     if _CALLER_REFERENCES is None:
         return frozenset()
     found = []
@@ -636,7 +690,8 @@ def _bare_donations(args: tuple, donate_argnums: tuple[int, ...], static_argnums
         if args[j].__class__ is not HostArray:
             leaf += len(tree_flatten(args[j])[0])
             continue
-        if j in donate_argnums and sys.getrefcount(args[j]) <= _CALLER_REFERENCES:
+        once = j in held if held is not None else sys.getrefcount(args[j]) <= _CALLER_REFERENCES
+        if j in donate_argnums and once:
             found.append(leaf)
         leaf += 1
     return frozenset(found)

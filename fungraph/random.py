@@ -1,11 +1,11 @@
 """``fungraph.random``: ``jax.random``'s functional PRNG, bit-exact with JAX's default threefry2x32.
 
 A key is a raw integer array of shape (2,) holding two uint32 words, exactly the words of JAX's
-legacy ``jax.random.PRNGKey``, as a uint32 array (``bits`` is uint32 too). In JAX's 32-bit mode
-(``jax_enable_x64`` off) each sampler takes its dtype in that mode and computes its bits in
-64-bit words, so draws match JAX's 32-bit mode as they match its x64 mode. Typed key arrays
-(``jax.random.key`` returning a scalar of a key dtype) are
-not modelled: ``key`` returns the same raw array as ``PRNGKey``. Every function is written with
+legacy ``jax.random.PRNGKey``, as a uint32 array (``bits`` gives the mode's default unsigned
+integer). In JAX's 32-bit mode (``jax_enable_x64`` off) each sampler takes its dtype in that
+mode and computes its bits in 64-bit words, so draws match JAX's 32-bit mode as they match its
+x64 mode. Typed key arrays (``jax.random.key`` returning a scalar of a key dtype) are not
+modelled: ``key`` returns the same raw array as ``PRNGKey``. Every function is written with
 ``fungraph.numpy`` operations, so keys may be traced (``jit``, ``vmap`` over split keys, OpenCL).
 
 The bits, ``split``, ``fold_in``, ``uniform``, ``bernoulli``, ``randint``, ``permutation`` and

@@ -3,6 +3,8 @@
 Each kernel polynomial is interpolated at Chebyshev nodes in 60-digit decimal arithmetic (close
 to the minimax polynomial), its coefficients are rounded to the target format, and the error of
 the rounded polynomial is measured on a dense grid. Run: python scripts/fit_fgmath.py [name...]
+(float64 kernels), ``f32 [name...]`` (float32 kernels, ``FITS32``), ``erfc``, ``tanh_rational`` or
+``twoverpi``.
 """
 
 from __future__ import annotations
@@ -280,6 +282,13 @@ def main(names: list[str]) -> None:
         return
     if names == ["tanh_rational"]:
         print(tanh_rational_c())
+        return
+    if names[:1] == ["f32"]:
+        for name in names[1:] or list(FITS32):
+            g, a, b, _ = FITS[name]
+            coefs, err = fit(g, a, b, FITS32[name], fmt=np.float32)
+            print(horner_c(name, coefs, f"degree {FITS32[name]} on [{a:.6g}, {b:.6g}], max relative error "
+                                        f"{err:.2g}", single=True))
         return
     for name in names or list(FITS):
         g, a, b, deg = FITS[name]

@@ -91,8 +91,11 @@ def _masked(q: Any, k: Any, v: Any, bias: Any) -> Any:
 
 @pytest.mark.parametrize("order", [1, 2])
 def test_gradients_match_finite_differences(order: int) -> None:
-    check_grads(_masked, _small(), order=order)
-    check_grads(lambda q, k, v, bias: attention(q, k, v, bias, scale=0.5), _small(1), order=order)
+    # The softmax runs in float32 as JAX's does, so central differences of float64 inputs take
+    # a wider step and tolerance than check_grads' float64 defaults.
+    tols = dict(eps=1e-3, atol=2e-3, rtol=2e-3)
+    check_grads(_masked, _small(), order=order, **tols)
+    check_grads(lambda q, k, v, bias: attention(q, k, v, bias, scale=0.5), _small(1), order=order, **tols)
 
 
 def test_gradients_match_jax() -> None:

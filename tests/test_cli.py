@@ -255,3 +255,34 @@ def test_bench_summary_has_the_native_rows(monkeypatch: pytest.MonkeyPatch) -> N
     finally:
         fg.config.update("fungraph_native_cpu", saved[0])
         fg.config.update("jax_enable_x64", saved[1])
+
+
+def test_bench_native_math_builds_as_the_engine_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_native_math.py compiles with the engine's compiler (``$CC``) and flags, and has
+    nothing to measure with the engine off."""
+    import fungraph as fg
+    from fungraph.backends.native import toolchain
+
+    spec = importlib.util.spec_from_file_location("_fungraph_bench_native_math",
+                                                  REPO / "benchmarks" / "bench_native_math.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    engine = [f for f in toolchain.FLAGS if f not in ("-fPIC", "-shared")]
+    assert bench.FLAGS.split() == engine
+    log = tmp_path / "cc.log"
+    wrapper = tmp_path / "cc"
+    wrapper.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nexec {shutil.which('gcc') or shutil.which('cc')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    lib = bench.build(bench.FLAGS, ["exp"], tmp_path)
+    assert hasattr(lib, "b_exp_f32")
+    assert "-ffp-contract=off" in log.read_text().split()
+    saved = fg.config.fungraph_native_cpu
+    fg.config.update("fungraph_native_cpu", False)
+    try:
+        monkeypatch.setattr(sys, "argv", ["bench_native_math.py", "--quick", "exp"])
+        bench.main()
+    finally:
+        fg.config.update("fungraph_native_cpu", saved)
+    assert "nothing to measure" in capsys.readouterr().out

@@ -369,18 +369,21 @@ def test_vmap_of_while_with_batched_predicate_masks_finished_lanes() -> None:
     np.testing.assert_array_equal(steps, [w[1] for w in want])
 
 
-def test_a_widened_carry_names_the_leaf_the_promotion_and_the_line() -> None:
-    """``c + i * 0.25`` with an int64 index is float64 (numpy-2 promotion; JAX's weak types
-    keep float32): the error names the leaf, says why, and points at the user's call."""
+def test_a_widened_carry_names_the_leaf_the_dtypes_and_the_line() -> None:
+    """A strongly typed value of a wider dtype reaching a float32 carry is JAX's error: it names
+    the leaf, the two types, says the dtypes do not match and points at the user's call."""
     x = np.ones(2, np.float32)
-    with pytest.raises(TypeError, match=r"leaf 1: carry f32\[2\], body returned f64\[2\]") as info:
-        lax.fori_loop(0, 3, lambda i, c: c + i * 0.25, x)
-    assert "i.astype(c.dtype)" in str(info.value) and "test_control_flow.py" in str(info.value)
-    got = lax.fori_loop(0, 3, lambda i, c: c + i.astype(c.dtype) * 0.25, x)
-    np.testing.assert_allclose(got, x + 0.75)
-    with pytest.raises(TypeError, match=r"leaf 0: carry f64\[2\], body returned f64\[\]") as info:
-        lax.while_loop(lambda c: c[0] > 0, lambda c: c[0], np.ones(2))
-    assert "astype" not in str(info.value)
+    with fg.enable_x64(True):
+        with pytest.raises(TypeError, match=r"leaf 1 has type f32\[2\] but .* has type f64\[2\], so the dtypes do "
+                                            r"not match") as info:
+            lax.fori_loop(0, 3, lambda i, c: c + np.float64(0.25), x)
+        assert "astype(c.dtype)" in str(info.value) and "test_control_flow.py" in str(info.value)
+        got = lax.fori_loop(0, 3, lambda i, c: c + i * 0.25, x)   # the index is weak, as JAX's
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, x + 0.75)
+        with pytest.raises(TypeError, match=r"leaf 0 has type f64\[2\] but .* has type f64\[\], so the shapes") as info:
+            lax.while_loop(lambda c: c[0] > 0, lambda c: c[0], np.ones(2))
+        assert "astype" not in str(info.value)
 
 
 def test_errors() -> None:

@@ -146,3 +146,59 @@ def test_a_donated_bare_positional_result_seen_elsewhere_is_copied_not_updated()
     out = fg.jit(lambda a, b: a + b, donate_argnums=(0, 1))(y, y)
     assert not y.is_deleted()
     np.testing.assert_array_equal(out, np.full(3, 4.0, np.float32))
+
+
+def _keyword_donor(jit: object, how: str) -> object:
+    def f(v, w, *, scale=2.0):  # noqa: ANN001, ANN202
+        return v * scale + w
+
+    if how == "donate_argnames":
+        return jit(f, donate_argnames="v")
+    if how == "donate_argnums":
+        return jit(f, donate_argnums=0)
+    if how == "mixed":
+        return jit(f, donate_argnums=1)
+    return jit(lambda v, *, w: v + w, donate_argnames="w")
+
+
+def _call_by_keyword(g: object, how: str, v: object, w: object) -> object:
+    if how in ("donate_argnames", "donate_argnums"):
+        return g(w=w, v=v)
+    return g(v, w=w)
+
+
+@pytest.mark.parametrize("how", ["donate_argnames", "donate_argnums", "mixed", "keyword_only"])
+def test_a_donated_keyword_result_is_updated_in_place_and_deleted_as_in_jax(how: str) -> None:
+    import jax
+
+    jx, jw = jax.numpy.ones(3, dtype=jax.numpy.float32), jax.numpy.full(3, 5.0, dtype=jax.numpy.float32)
+    jax_out = _call_by_keyword(_keyword_donor(jax.jit, how), how, jx, jw)
+    want = [jx.is_deleted(), jw.is_deleted()]
+    g = _keyword_donor(fg.jit, how)
+    x = fg.jit(lambda v: v + 0.0)(np.ones(3, np.float32))
+    w = fg.jit(lambda v: v + 0.0)(np.full(3, 5.0, np.float32))
+    ptrs = {x.ctypes.data, w.ctypes.data}
+    if how in ("donate_argnames", "donate_argnums"):
+        out = g(w=w, v=x)  # the test's names are the only references, as in a user's program
+    else:
+        out = g(x, w=w)
+    assert [x.is_deleted(), w.is_deleted()] == want and any(want)
+    assert out.ctypes.data in ptrs
+    np.testing.assert_array_equal(out, np.asarray(jax_out))
+    with pytest.raises(RuntimeError) as err:
+        (x if want[0] else w) + 1.0
+    assert str(err.value) == _jax_deleted_message()
+
+
+def test_a_donated_keyword_result_seen_elsewhere_is_copied_not_updated() -> None:
+    f = fg.jit(lambda v: v * 2.0, donate_argnames="v")
+    x = fg.jit(lambda v: v + 1.0)(np.ones(3, np.float32))
+    also = x
+    out = f(v=x)
+    assert not x.is_deleted() and also is x
+    np.testing.assert_array_equal(x, np.full(3, 2.0, np.float32))
+    np.testing.assert_array_equal(out, np.full(3, 4.0, np.float32))
+    view = np.asarray(x)
+    out = f(v=x)
+    assert not x.is_deleted()
+    np.testing.assert_array_equal(view, np.full(3, 2.0, np.float32))

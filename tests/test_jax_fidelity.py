@@ -92,7 +92,7 @@ SAMPLES = {"bool": np.array([True, False]), "int32": np.array([1, 2], np.int32),
            "uint32": np.array([1, 2], np.uint32), "float32": np.array([0.5, 0.25], np.float32),
            "complex64": np.array([0.5, 0.25j], np.complex64)}
 #: lax functions that JAX defines for complex operands and fungraph does not yet
-COMPLEX_MISSING = {"acos", "asin", "asinh", "atan2", "cumlogsumexp", "logistic"}
+COMPLEX_MISSING = {"atan2"}
 
 
 def _elementwise_names() -> list[str]:

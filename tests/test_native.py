@@ -6,6 +6,7 @@ a compiler or when a build fails."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import os
@@ -357,7 +358,7 @@ def test_large_regions_split_across_threads_when_asked(every_region: None, monke
     monkeypatch.setenv(codegen.THREADS_ENV, "2")
     body = fg.jit(fun).lower(x, b).compiled.graph.eqns[0].params["call"]
     src = codegen.region_source(body, "f")
-    assert "fg_parallel(f_chunk, args, 300, " in src and "-pthread" in toolchain.flags(src)
+    assert "fg_parallel(f_chunk, args, 300, " in src and "-pthread" not in toolchain.flags(src)
     assert "fg_parallel(" in codegen.region_source(body, "f_small", small_trig=True)
     np.testing.assert_allclose(on_engine(True, fun, x, b), want, rtol=1e-13, atol=1e-15)
     far = x.copy()
@@ -405,11 +406,119 @@ def test_thread_pool_serves_concurrent_callers_and_forked_children(build_cache: 
     assert done.stdout.split() == ["[]", "0"], done.stdout + done.stderr[-2000:]
 
 
+_ONE_POOL_CHILD = """
+import os, numpy as np
+os.environ["FUNGRAPH_NATIVE_THREADS"] = "2"
+import fungraph as fg, fungraph.numpy as fnp
+from fungraph.backends.native import toolchain
+fg.config.update("jax_enable_x64", True)
+x = np.random.default_rng(0).standard_normal(1 << 17)
+tasks = []
+for k in range(8):
+    f = fg.jit(lambda x, k=k: fnp.tanh(x) * float(k + 2) + 1.0)
+    assert len(f.lower(x).compiled.executable.native) == 1
+    assert np.allclose(f(x), np.tanh(x) * (k + 2) + 1.0, rtol=1e-14)
+    tasks.append(len(os.listdir("/proc/self/task")))
+print(toolchain.load_pool().fg_pool_workers(), len(set(tasks)))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc/self/task")
+def test_one_thread_pool_per_process_however_many_region_objects(build_cache: Path) -> None:
+    """Eight graphs' region objects, each split across two threads, share the process's one pool:
+    one worker thread, and the process's thread count does not grow from the first to the last."""
+    if not native_enabled():
+        pytest.skip("no C compiler")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", _ONE_POOL_CHILD], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "1"], done.stdout + done.stderr[-2000:]
+
+
+_STALLING_WORKER = """
+#include <stdint.h>
+#include <pthread.h>
+#include <time.h>
+#include "fgpool.h"
+static pthread_t caller;
+static int worker_chunks;
+static void chunk(void *const *args, int64_t lo, int64_t hi) {
+    (void)args; (void)lo; (void)hi;
+    struct timespec t = {0, 20000000};
+    if (!pthread_equal(pthread_self(), caller)) {
+        __atomic_fetch_add(&worker_chunks, 1, __ATOMIC_RELAXED);
+        nanosleep(&t, NULL);
+        return;
+    }
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do clock_gettime(CLOCK_MONOTONIC, &now);
+    while ((now.tv_sec - start.tv_sec) * 1000000000 + now.tv_nsec - start.tv_nsec < 100000);
+}
+int run(void) {
+    caller = pthread_self();
+    worker_chunks = 0;
+    fg_parallel(chunk, 0, 64, 1, 2);
+    return __atomic_load_n(&worker_chunks, __ATOMIC_RELAXED);
+}
+"""
+
+
+def test_pool_runs_jobs_alone_after_a_worker_stalled_a_split_one(build_cache: Path) -> None:
+    """A worker that holds a chunk for 20 ms (as one the scheduler took off its core would)
+    makes the split job slower than the caller alone: the next jobs run without the pool."""
+    if not native_enabled():
+        pytest.skip("no C compiler")
+    lib = toolchain.build(codegen.prelude() + _STALLING_WORKER, codegen.INCLUDES)
+    pool = toolchain.load_pool()
+    assert lib is not None and pool is not None
+    pool.fg_pool_alone.restype = ctypes.c_int
+    for _ in range(50):
+        while pool.fg_pool_alone() > 0:
+            assert lib.run() == 0
+        if lib.run() > 0:
+            break
+    else:
+        pytest.fail("the worker never took a chunk in 50 jobs of 6.4 ms")
+    alone = pool.fg_pool_alone()
+    assert alone >= 1
+    for left in range(alone - 1, -1, -1):
+        assert lib.run() == 0 and pool.fg_pool_alone() == left
+
+
+def test_threads_default_to_the_usable_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without FUNGRAPH_NATIVE_THREADS a large region is split across the cores this process may
+    run on; the variable overrides it, and small regions never split."""
+    monkeypatch.delenv(codegen.THREADS_ENV, raising=False)
+    assert codegen.threads() == codegen.usable_cores() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv(codegen.THREADS_ENV, "3")
+    assert codegen.threads() == 3
+    monkeypatch.setenv(codegen.THREADS_ENV, "two")
+    with pytest.raises(ValueError, match="FUNGRAPH_NATIVE_THREADS='two'"):
+        codegen.threads()
+    monkeypatch.setenv(codegen.THREADS_ENV, "2")
+    small = fg.make_graph(lambda x: fnp.tanh(x) * 2.0 + 1.0)(np.zeros(codegen.PARALLEL_MIN_ELEMENTS - 1))
+    large = fg.make_graph(lambda x: fnp.tanh(x) * 2.0 + 1.0)(np.zeros(codegen.PARALLEL_MIN_ELEMENTS))
+    assert "fg_parallel(" not in codegen.region_source(small, "f")
+    assert "fg_parallel(" in codegen.region_source(large, "f")
+
+
 def test_loop_nest_merges_axes_every_operand_walks_contiguously() -> None:
     extents, strides = codegen.loop_axes((4, 5, 6), [(4, 5, 6), (6,), ()])
     assert extents == [120, 6] or extents == [20, 6]
     assert codegen.loop_axes((4, 5, 6), [(4, 5, 6), (1, 1, 1)])[0] == [120]
     assert codegen.loop_axes((4, 1, 6), [(4, 1, 6), (4, 1, 1)]) == ([4, 6], [[6, 1], [1, 0], [6, 1]])
+
+
+def test_type_suffix_names_the_dtype_in_helper_names() -> None:
+    """``codegen.type_suffix`` spells helper names; the loop and reduction generators emit
+    their equations through codegen's ``emit_eqns``, which uses it."""
+    assert [codegen.type_suffix(np.dtype(t)) for t in (np.float32, np.float64, np.int64, np.uint8, np.bool_)] == [
+        "f32", "f64", "i64", "u8", "b"]
+    from fungraph.backends.native import loops, reductions
+
+    assert loops.emit_eqns is codegen.emit_eqns and reductions.emit_eqns is codegen.emit_eqns
 
 
 def test_unsupported_operations_keep_the_numpy_engine(every_region: None) -> None:

@@ -17,7 +17,7 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import lax
 from fungraph.backends.native import toolchain
-from fungraph.backends.native.loops import NATIVE_LOOP_STATS, loop_source
+from fungraph.backends.native.loops import NATIVE_LOOP_STATS, inline_conds, loop_source
 from fungraph.backends.native.regions import native_enabled
 from fungraph.tree_util import tree_leaves
 
@@ -140,12 +140,12 @@ def test_broadcast_constants_in_the_body(native: None) -> None:
 
 def test_loops_that_are_not_elementwise_keep_the_cpu_engine(native: None) -> None:
     x = np.linspace(0.5, 1.0, 16)
-    reduction_cond = lambda x: lax.while_loop(lambda v: fnp.sum(v) < 100.0, lambda v: v * 1.5, x)  # noqa: E731
-    assert_same(reduction_cond, x, natively=False)
-    reduction_body = lambda x: lax.fori_loop(0, 5, lambda i, v: v - fnp.mean(v), x)  # noqa: E731
-    assert_same(reduction_body, x, natively=False)
     two_shapes = lambda x, y: lax.fori_loop(0, 5, lambda i, c: (c[0] * 2.0, c[1] + 1.0), (x, y))  # noqa: E731
     assert_same(two_shapes, x, np.ones(3), natively=False)
+    indexed = lambda x, xs: lax.scan(lambda c, t: (c + t[0], c * t), x, xs)  # noqa: E731
+    assert_same(indexed, x, np.ones((4, 16)), natively=False)
+    column_mean = lambda x: lax.fori_loop(0, 3, lambda i, v: v - fnp.mean(v, axis=0), x)  # noqa: E731
+    assert_same(column_mean, np.ones((4, 5)), natively=False)
 
 
 def test_the_generated_loop_keeps_scalars_in_locals(native: None) -> None:
@@ -186,3 +186,127 @@ def test_trig_loops_take_the_fast_versions_and_fall_back_per_iteration(native: N
                 np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
                 eps = np.finfo(g.dtype).eps
                 np.testing.assert_allclose(g, w, rtol=8 * eps, atol=8 * eps)
+
+
+def assert_close(fn: Callable[..., Any], *args: Any, natively: bool = True) -> None:
+    """Native and numpy engines agree to a few ulp (tanh, exp: fgmath.h's against numpy's)."""
+    got, want = run_both(fn, *args, natively=natively)
+    for g, w in zip(got, want):
+        if g.dtype.kind != "f":
+            np.testing.assert_array_equal(g, w)
+            continue
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        tol = 1e-12 if g.dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+# --- scans with scanned inputs and outputs -------------------------------------------------
+
+
+def recurrence(c: Any, xs: Any, a: Any, reverse: bool = False) -> Any:
+    """``c = tanh(c * a + x_t)``, emitting ``c * 2`` (before the update) and ``c`` (after)."""
+    def step(c: Any, x: Any) -> tuple[Any, Any]:
+        new = fnp.tanh(c * a + x)
+        return new, (c * 2.0, new)
+
+    return lax.scan(step, c, xs, reverse=reverse)
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scans_with_scanned_inputs_and_outputs_run_natively(native: None, x64: bool, reverse: bool) -> None:
+    rng = np.random.default_rng(0)
+    with fg.enable_x64(x64):
+        c, xs, a = rng.standard_normal(50), rng.standard_normal((30, 50)), rng.uniform(0.5, 1.5, 50)
+        assert_close(lambda c, xs, a: recurrence(c, xs, a, reverse), c, xs, a)
+        # scalar scanned inputs and outputs beside array ones, a scalar carry
+        mixed = lambda c, s: lax.scan(lambda k, t: ((k[0] + t, k[1] * t + k[0]), (k[1] - t, k[0] * 2)),  # noqa: E731
+                                      c, s, reverse=reverse)
+        assert_close(mixed, (np.asarray(0.5, c.dtype), c), np.linspace(-1, 1, 7).astype(c.dtype))
+        assert_close(lambda c, xs: lax.scan(lambda k, t: (k + t, k), c, xs), c, np.zeros((0, 50)))
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_gradients_and_vmap_of_a_native_scan(native: None, x64: bool) -> None:
+    rng = np.random.default_rng(1)
+    with fg.enable_x64(x64):
+        c, xs, a = rng.standard_normal(20), rng.standard_normal((12, 20)), rng.uniform(0.5, 1.5, 20)
+        loss = lambda c, xs, a: fnp.sum(recurrence(c, xs, a)[1][1] ** 2)  # noqa: E731
+        assert_close(fg.grad(loss, (0, 1, 2)), c, xs, a)
+        assert_close(fg.vmap(recurrence, in_axes=(0, 1, None)), np.stack([c, -c]), np.stack([xs, xs * 0.5], 1), a)
+
+
+# --- cond inside loop bodies ----------------------------------------------------------------
+
+
+def test_conds_become_selects_on_the_clamped_index() -> None:
+    body = fg.make_graph(lambda i, x: lax.switch(i, [lambda v: v * 2.0, fnp.tanh, lambda v: v - 1.0], x))(
+        np.int32(0), np.ones(3))
+    flat = inline_conds(body)
+    assert flat is not None
+    assert [e.primitive.name for e in flat.eqns].count("select") == 2 and "cond" not in str(flat)
+    for i in (-3, 0, 1, 2, 7):
+        np.testing.assert_array_equal(fg.eval_graph(flat, np.int32(i), np.linspace(-1, 1, 3))[0],
+                                      fg.eval_graph(body, np.int32(i), np.linspace(-1, 1, 3))[0])
+
+
+def test_each_branch_of_a_loop_body_cond_gets_its_own_element_pass() -> None:
+    """The branch index is one per iteration: the element pass is specialised on it, so an
+    iteration computes only the branch it takes (not tanh on the iterations that scale)."""
+    body = lambda i, v: lax.cond(i % 2 == 0, lambda v: fnp.tanh(v) * 0.5, lambda v: v * 0.9, v)  # noqa: E731
+    graph = fg.make_graph(lambda x: lax.fori_loop(0, 5, body, x))(np.ones(8))
+    p = next(e for e in graph.eqns if e.primitive.name == "scan").params
+    flat = inline_conds(p["body"])
+    assert flat is not None
+    src = loop_source("f", flat.invars[:2], None, 0, flat, 5)
+    assert src is not None and src.count("#pragma omp simd") == 2 and src.count("fg_tanh_") == 1
+    assert " ? " not in src
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_conds_in_loop_bodies_run_natively(native: None, x64: bool) -> None:
+    with fg.enable_x64(x64):
+        x = np.linspace(-2, 2, 40)
+        parity = lambda x: lax.fori_loop(0, 9, lambda i, v: lax.cond(i % 2 == 0, lambda v: v * 0.75 + 0.1,  # noqa: E731
+                                                                     fnp.tanh, v), x)
+        assert_close(parity, x)
+        branches = [lambda v: v * 2.0, lambda v: fnp.exp(-v * v), lambda v: v - 1.0]
+        switch = lambda x, n: lax.while_loop(  # noqa: E731
+            lambda c: c[0] < n, lambda c: (c[0] + 1, lax.switch(c[0] - 2, branches, c[1])), (0, x))
+        assert_close(switch, x, np.int32(8))
+        nested = lambda x: lax.fori_loop(0, 6, lambda i, v: lax.cond(  # noqa: E731
+            i > 2, lambda v: lax.cond(i > 4, lambda w: w + 1.0, lambda w: w * 0.5, v), lambda v: -v, v), x)
+        assert_close(nested, x)
+        assert_close(fg.grad(lambda x: fnp.sum(parity(x) ** 2)), x)
+        # vmap batches the loop's counter too: a (2,) carry beside the (2, 40) one, one per row
+        assert_close(fg.vmap(parity), np.stack([x, x * 0.5]))
+        counted = lambda x, n: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 1.1), (0, x))  # noqa: E731
+        assert_close(fg.vmap(counted), np.stack([x, x * 0.5]), np.array([3, 7], np.int32))
+
+
+# --- reductions in conds and bodies -------------------------------------------------------
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_while_conds_reducing_over_the_carry_run_natively(native: None, x64: bool) -> None:
+    with fg.enable_x64(x64):
+        x = np.linspace(-3, 5, 100)
+        halve = lambda x, tol: lax.while_loop(lambda v: fnp.max(fnp.abs(v)) > tol,  # noqa: E731
+                                              lambda v: v * 0.5 + 1e-4, x)
+        assert_same(halve, x, 1e-2)
+        counted = lambda x: lax.while_loop(  # noqa: E731
+            lambda c: (fnp.sum(c[1] * c[1]) > 1.0) & (c[0] < 50), lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.9), (0, x))
+        assert_close(counted, x)
+        nan = x.copy()
+        nan[7] = np.nan
+        assert_same(halve, nan, 1e-2)
+        centre = lambda x: lax.fori_loop(0, 5, lambda i, v: v - fnp.mean(v) * 0.5 + i, x)  # noqa: E731
+        # a carry passing through untouched, beside one the body and the cond reduce
+        assert_close(lambda x, y: lax.while_loop(lambda c: fnp.max(c[0]) > 0.5,
+                                                 lambda c: (c[0] * 0.5 - fnp.mean(c[0]), c[1]), (x, y)), x, x * 2)
+        assert_close(centre, x)
+        assert_close(fg.grad(lambda x: fnp.sum(fnp.sin(centre(x)))), x)
+        # a scan whose body reduces each scanned row and emits the centred rows
+        assert_close(lambda c, xs: lax.scan(lambda c, t: (c + fnp.max(t), t - fnp.mean(t) + c), c, xs),
+                     np.float64(0.5), np.linspace(-1, 1, 60).reshape(6, 10))
+        assert_close(fg.vmap(lambda x: halve(x, 0.1)), np.stack([x, x * 3]))

@@ -407,3 +407,21 @@ def test_atan2(library: ctypes.CDLL, dtype: type) -> None:
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg="fg_atan2: NaN where numpy has none")
     zero = want == 0
     np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]), err_msg="fg_atan2: signed zero")
+
+
+def test_the_fit_script_reproduces_the_float32_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    """``scripts/fit_fgmath.py f32 NAME...`` prints the float32 polynomials fgmath.h holds."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_fit_fgmath", HEADER_DIR.parents[2] / "scripts" / "fit_fgmath.py")
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    header = (HEADER_DIR / "fgmath.h").read_text()
+    names = [n for n in fit.FITS32 if f"fg__poly_{n}_f32(float z)" in header]
+    assert {"exp", "log", "sin", "cos"} <= set(names), names
+    fit.main(["f32", *names])
+    printed = capsys.readouterr().out
+    returns = [line.strip() for line in printed.splitlines() if line.strip().startswith("return ")]
+    assert len(returns) == len(names) and all(f"fg__poly_{n}_f32(float z)" in printed for n in names), printed
+    for line in returns:
+        assert line in header, line

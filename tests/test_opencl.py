@@ -374,6 +374,7 @@ def test_while_loop_reads_only_its_predicate(n: int, speculate: bool, monkeypatc
     from fungraph.jit import clear_caches
 
     monkeypatch.setenv("FUNGRAPH_OPENCL_SPECULATE", "1" if speculate else "0")
+    monkeypatch.setenv("FUNGRAPH_OPENCL_LOOP_KERNELS", "0")   # the per-iteration path (one kernel: test_opencl_loops)
     # batches grow while an iteration takes less than the budget: a budget no iteration
     # exceeds makes the count of reads independent of how loaded the machine is
     monkeypatch.setattr(control, "SPECULATE_BUDGET_S", 10.0)
@@ -403,6 +404,7 @@ def test_speculative_batches_stop_growing_when_iterations_are_slow(monkeypatch: 
 
     monkeypatch.setenv("FUNGRAPH_OPENCL_SPECULATE", "1")
     monkeypatch.setattr(control, "SPECULATE_BUDGET_S", 0.0)
+    monkeypatch.setenv("FUNGRAPH_OPENCL_LOOP_KERNELS", "0")
     clear_caches()
     x = np.random.default_rng(3).standard_normal((4, 33)).astype(np.float32)
     jf = fg.jit(damped, backend="opencl")
@@ -563,7 +565,12 @@ def test_vmap_of_control_flow_on_opencl(seed: int) -> None:
     _assert_close_trees(got, fg.jit(f)(x, n), 1e-5, "vmap of cond/while/scan")
 
 
-def test_loop_carries_are_double_buffered_in_the_arena() -> None:
+def test_loop_carries_are_double_buffered_in_the_arena(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fungraph.jit import clear_caches
+
+    monkeypatch.setenv("FUNGRAPH_OPENCL_LOOP_KERNELS", "0")   # a launch per iteration
+    clear_caches()
+
     def f(x):
         return lax.fori_loop(0, 5, lambda i, c: (c[0] * 0.5 + c[1], c[1], c[0]), (x, x + 1.0, x))
 
@@ -574,6 +581,7 @@ def test_loop_carries_are_double_buffered_in_the_arena() -> None:
     # counter: 2 slots; c[0], c[2]: 2 slots each; c[1] passes through: 1 slot (plus the x + 1 input)
     assert exe.arena_bytes <= 6 * one + 256, exe.describe()
     got = jf(x)
+    clear_caches()
     _assert_close_trees(got, fg.jit(f)(x), 1e-6, "fori_loop with a passed-through carry")
 
 

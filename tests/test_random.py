@@ -48,7 +48,9 @@ def _cases() -> dict[str, list[Case]]:
         "split": [(f"split {n}", lambda m, k, n=n: m.split(k, n)) for n in (2, 5, (2, 3))],
         "fold_in": [(f"fold_in {d}", lambda m, k, d=d: m.fold_in(k, d)) for d in (0, 1, 2**31 - 1, 2**32 - 1)],
         "bits": [(f"bits {s} {d.__name__}", lambda m, k, s=s, d=d: m.bits(k, s, d))
-                 for s, d in [*((s, np.uint32) for s in SHAPES), ((7,), np.uint8), ((2, 3, 3), np.uint16)]],
+                 for s, d in [*((s, np.uint32) for s in SHAPES), ((7,), np.uint8), ((2, 3, 3), np.uint16),
+                              ((3, 5), np.uint64)]]
+        + [("bits default dtype (uint64 with x64)", lambda m, k: m.bits(k, (6,)))],
         "uniform": [(f"uniform {s} {d.__name__}", lambda m, k, s=s, d=d: m.uniform(k, s, d))
                     for s, d in (((), f32), ((7,), f32), ((3, 5), f64), ((2, 3, 3), f64))]
         + [("uniform (3, 5) float32 array bounds", lambda m, k: m.uniform(k, (3, 5), f32, np.arange(5.0) - 2, 3.7))]
@@ -63,7 +65,11 @@ def _cases() -> dict[str, list[Case]]:
                                          ((), 0, 10, i64), ((9,), -(2**31), 2**31 - 1, i64),
                                          ((3,), np.array([0, 10, 100]), np.array([1, 20, 1000]), i64),
                                          ((7,), -(2**63), 2**63 - 1, i64), ((5,), -5, 2**32 + 7, i64),
-                                         ((4,), 3, 2**40, i64))],
+                                         ((4,), 3, 2**40, i64))]
+        + [(f"randint {lo} {hi} {np.dtype(d).name}", lambda m, k, lo=lo, hi=hi, d=d: m.randint(k, (9,), lo, hi, d))
+           for lo, hi, d in ((0, 256, np.uint8), (-100, 100, np.int8), (-129, 300, np.int8), (3, 1000, np.int16),
+                             (0, 2**16, np.uint16), (5, 2**32 - 3, np.uint32), (0, 2**63 - 1, np.uint64),
+                             (7, 2**40, np.uint64))],
         "permutation": [("permutation 11", lambda m, k: m.permutation(k, 11)),
                         ("permutation X axis 1", lambda m, k: m.permutation(k, X, axis=1)),
                         ("permutation independent", lambda m, k: m.permutation(k, X, 1, True)),
@@ -229,8 +235,8 @@ def test_on_opencl_matches_eager(require_opencl: None) -> None:
      r"broadcast to the shape argument \(3,\)"),
     (lambda: fr.uniform(fr.PRNGKey(0), (-1,)), ValueError, "non-negative ints"),
     (lambda: fr.uniform(fr.PRNGKey(0), 3), TypeError, "sequence of ints"),
-    (lambda: fr.bits(fr.PRNGKey(0), (2,), np.uint64), TypeError, "no uint64"),
-    (lambda: fr.randint(fr.PRNGKey(0), (2,), 0, 10, np.float32), TypeError, "int32 or int64, got float32"),
+    (lambda: fr.bits(fr.PRNGKey(0), (2,), np.int32), TypeError, "unsigned integer dtype.*got int32"),
+    (lambda: fr.randint(fr.PRNGKey(0), (2,), 0, 10, np.float32), TypeError, "integer dtype, got float32"),
     (lambda: fr.randint(fr.PRNGKey(0), (2,), np.zeros(3, np.int64), 5), fg.ShapeError, r"minval \(3,\)"),
     (lambda: fr.bernoulli(fr.PRNGKey(0), 1), TypeError, "p must have a float dtype"),
     (lambda: fr.choice(fr.PRNGKey(0), 3, (5,), replace=False), ValueError, "cannot take 5 samples"),

@@ -182,6 +182,24 @@ def test_nn_and_scipy_special_share_one_softmax_family() -> None:
                                ss.logsumexp(x, axis=1, b=np.array([1.0, 2.0, 0.5])), rtol=1e-14)
 
 
+def test_log_softmax_takes_one_maximum_and_keeps_its_values() -> None:
+    """log_softmax shifts by the maximum once (as JAX's): logsumexp of the shifted values would
+    take a second maximum, which is 0 or shifts by 0; the values are those of the two-maximum
+    form, bit for bit, at finite, infinite and NaN rows."""
+    x = np.array([[0.5, -1.0, 3.0], [2.0, 2.0, -np.inf], [-np.inf, -np.inf, -np.inf], [np.inf, 0.0, 1.0],
+                  [np.nan, 1.0, 2.0], [1e30, -1e30, 7.0]], np.float32)
+    graph = fg.make_graph(lambda v: fg.nn.log_softmax(v, axis=1))(x)
+    assert [e.primitive.name for e in graph.eqns].count("reduce_max") == 1, graph
+    with np.errstate(all="ignore"):
+        got = np.asarray(fg.nn.log_softmax(x, axis=1))
+        m = np.max(x, axis=1, keepdims=True)
+        shifted = x - np.where(np.isfinite(m), m, 0)
+        m2 = np.max(shifted, axis=1, keepdims=True)
+        m2 = np.where(np.isfinite(m2), m2, 0)
+        two_maxima = shifted - (np.log(np.sum(np.exp(shifted - m2), axis=1, keepdims=True)) + m2)
+    np.testing.assert_array_equal(got, two_maxima)
+
+
 def test_logsumexp_options_like_scipy() -> None:
     a = np.array([[1.0, 2.0, -np.inf], [-np.inf, -np.inf, -np.inf], [np.inf, 0.0, 1.0]])
     with np.errstate(all="ignore"):

@@ -46,9 +46,15 @@ def _numpy(call: str) -> np.ndarray:
     return target
 
 
+#: where JAX's dtype is not numpy's: JAX accumulates int32 in int32 (numpy widens to int64)
+JAX_DTYPES = {"add.accumulate(n.astype(np.int32))": np.int32}
+
+
 @pytest.mark.parametrize("call", CALLS)
 def test_ufunc_methods_match_numpy_eagerly_and_under_jit(call: str) -> None:
     want = _numpy(call)
+    if call in JAX_DTYPES:
+        want = want.astype(JAX_DTYPES[call])
     env = {"fnp": fnp, "np": np, "x": X, "n": N, "w": WHERE_ROWS}
     for got in (eval(f"fnp.{call}", env), fg.jit(lambda: eval(f"fnp.{call}", env))()):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)

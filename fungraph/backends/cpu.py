@@ -22,7 +22,7 @@ from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.backends.native.loops import loop_lowering
-from fungraph.backends.native.regions import native_regions, runs_natively
+from fungraph.backends.native.regions import native_regions, reduces_natively, runs_natively
 from fungraph.core import Primitive, ScratchLowering, get_primitive, register_lowering
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.interpreters.regions import FusionCapability, fusion_p
@@ -613,8 +613,9 @@ def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> C
 
 
 _make_cpu.scratch_bytes = scratch_bytes  # type: ignore[attr-defined]
-# elementwise chains of at least two chunks, streamed chunk by chunk (``cpu_regions``)
-_make_cpu.fusion = FusionCapability(min_bytes=2 * CHUNK_BYTES)  # type: ignore[attr-defined]
+# elementwise chains of at least two chunks, streamed chunk by chunk (``cpu_regions``), with the
+# reductions over trailing axes that feed them or end them when the native engine runs them
+_make_cpu.fusion = FusionCapability(min_bytes=2 * CHUNK_BYTES, reduces=reduces_natively)  # type: ignore[attr-defined]
 
 
 register_backend("cpu", _make_cpu)

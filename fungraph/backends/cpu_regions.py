@@ -37,10 +37,11 @@ def chunk_axis(body: Graph) -> int:
 
 
 def chunk_rows(body: Graph) -> int:
-    """Rows per chunk along :func:`chunk_axis` (all of them when it cannot be split)."""
+    """Rows per chunk along :func:`chunk_axis` (all of them when it cannot be split, or when
+    the region holds a reduction, whose rows are not the output's)."""
     shape = region_shape(body)
     k = chunk_axis(body)
-    if len(shape) == 0 or shape[k] < 2:
+    if len(shape) == 0 or shape[k] < 2 or not all(e.primitive.elementwise for e in body.eqns):
         return shape[k] if shape else 1
     itemsize = max(o.aval.dtype.itemsize for e in body.eqns for o in e.outputs)
     row_bytes = max(1, math.prod(shape[k + 1:]) * itemsize)

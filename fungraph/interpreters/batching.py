@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph import dtypes
 from fungraph.core import (
     MainTrace,
     Primitive,
@@ -28,10 +29,12 @@ from fungraph.core import (
     full_raise,
     new_main,
     user_source,
+    weakened,
 )
 from fungraph.ir import Params, ShapedArray, aval_of
 from fungraph.primitives._batching import broadcast_batch
 from fungraph.primitives._rules import register_transform
+from fungraph.primitives.elementwise import weak
 from fungraph.primitives.shape import transpose
 
 
@@ -181,7 +184,8 @@ def vmap_flat(fun: Callable[..., Sequence[Any]], args: Sequence[Any], in_dims: S
         try:
             with _running(None):
                 trace = BatchTrace(main)
-                tracers = [BatchTracer(trace, a, d) for a, d in zip(args, in_dims)]
+                tracers = [weakened(BatchTracer(trace, a, d)) if dtypes.is_weak(a) else BatchTracer(trace, a, d)
+                           for a, d in zip(args, in_dims)]
                 raw = list(fun(*tracers))
         finally:
             _ENV.mains.pop()
@@ -190,6 +194,8 @@ def vmap_flat(fun: Callable[..., Sequence[Any]], args: Sequence[Any], in_dims: S
         results = []
         for o, od in zip(outs, dims):
             val, bd = o.val, o.bdim
+            if dtypes.is_weak(o):
+                val = weak(val)
             if od is None:
                 if bd is not None:
                     raise ValueError("vmap: out_axes is None for an output that depends on the mapped axis")

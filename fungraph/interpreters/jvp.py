@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fungraph import dtypes
-from fungraph.core import NOT_DIFFERENTIABLE, Primitive, Trace, Tracer, full_raise, new_main
+from fungraph.core import NOT_DIFFERENTIABLE, Primitive, Trace, Tracer, full_raise, new_main, weakened
 from fungraph.ir import Params, ShapedArray, aval_of
 from fungraph.primitives._rules import register_transform, zeros
+from fungraph.primitives.elementwise import weak
 
 
 class JVPTracer(Tracer):
@@ -56,13 +57,24 @@ def jvp_flat(fun: Callable[..., Sequence[Any]], primals: Sequence[Any], tangents
     """Push ``tangents`` forward through ``fun``; ``None`` tangents are zeros."""
     with new_main(trace_type) as main:
         trace = trace_type(main)
-        ins = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        ins = [_typed_as(JVPTracer(trace, p, t), p) for p, t in zip(primals, tangents)]
         outs = [full_raise(trace, o) for o in fun(*ins)]
-        primals_out = [o.primal for o in outs]
+        primals_out = [weak(o.primal) if dtypes.is_weak(o) else o.primal for o in outs]
         tangents_out = [o.tangent for o in outs]
     if instantiate:
-        tangents_out = [zeros(aval_of(p)) if t is None else t for p, t in zip(primals_out, tangents_out)]
+        tangents_out = [zeros(_canonical_aval(p)) if t is None else t for p, t in zip(primals_out, tangents_out)]
     return primals_out, tangents_out
+
+
+def _canonical_aval(x: Any) -> ShapedArray:
+    """``x``'s aval in the current dtype mode (a Python float returned as it is is float32 with x64 off)."""
+    a = aval_of(x)
+    return ShapedArray(a.shape, dtypes.canonicalize(a.dtype), a.vma)
+
+
+def _typed_as(tracer: JVPTracer, primal: Any) -> JVPTracer:
+    """``tracer`` weakly typed where its primal is (a Python scalar, a weak array), as JAX's."""
+    return weakened(tracer) if dtypes.is_weak(primal) else tracer
 
 
 register_transform("jvp", jvp_flat)

@@ -92,6 +92,10 @@ def _unit_cost(name: str) -> float:
     return 0.5
 
 
+def _never(e: Eqn) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class FusionCapability:
     """What a backend can run as one region, and the policy that groups its regions.
@@ -109,7 +113,11 @@ class FusionCapability:
     with the product (so the simplifier leaves a scalar scale of a product in that region);
     ``planned_by``: ``"pipeline"`` when ``jit``'s pass manager runs :func:`fuse_regions`
     (before scheduling, regions then scheduled and planned as units) or ``"engine"`` when
-    the engine runs it on its final program order (the search's regions depend on it)."""
+    the engine runs it on its final program order (the search's regions depend on it);
+    ``reduces``: the reductions a ``"chains"`` region may hold (:func:`find_regions`: over
+    trailing axes of the region's shape, with the members feeding them and the row values
+    computed from their results), for an engine that runs such a region row by row (the
+    native CPU engine's softmax and layer norm)."""
 
     policy: Choice["chains", "search"] = "chains"
     member: Callable[[Eqn], bool] = elementwise_member
@@ -120,6 +128,7 @@ class FusionCapability:
     min_bytes: int = 0
     product_epilogues: bool = False
     planned_by: Choice["pipeline", "engine"] = "pipeline"
+    reduces: Callable[[Eqn], bool] = _never
 
     def __post_init__(self) -> None:
         if self.policy not in ("chains", "search"):
@@ -149,6 +158,32 @@ def _fusible(graph: Graph, capability: FusionCapability) -> list[bool]:
 READ_WINDOW = 8
 
 
+def trailing_axes(shape: Sequence[int], axes: Sequence[int]) -> bool:
+    """Whether a reduction of ``shape`` over ``axes`` reduces more than one element per row
+    and its axes come after every kept axis longer than 1: each row is then one contiguous
+    run of the operand, and the rows of the result are in the operand's order."""
+    kept = [k for k, d in enumerate(shape) if k not in axes and d > 1]
+    reduced = 1
+    for a in axes:
+        reduced *= shape[a]
+    return bool(axes) and reduced > 1 and all(k < min(axes) for k in kept)
+
+
+def row_layout(shape: Sequence[int], domain: Sequence[int], axes: Sequence[int]) -> bool:
+    """Whether a value of ``shape`` holds one element per row of ``domain`` reduced over
+    ``axes``, in row order (its axes longer than 1 are the kept ones)."""
+    return [d for d in shape if d > 1] == [d for k, d in enumerate(domain) if k not in axes and d > 1]
+
+
+def broadcasts_by_row(shape: Sequence[int], domain: Sequence[int], axes: Sequence[int]) -> bool:
+    """Whether a value of ``shape`` broadcast against ``domain`` (numpy's right-aligned rules)
+    repeats one element per row along ``axes``: a reduction's result in keep-dims form."""
+    if len(shape) > len(domain):
+        return False
+    padded = (1,) * (len(domain) - len(shape)) + tuple(shape)
+    return all(p == 1 if k in axes else p == domain[k] for k, p in enumerate(padded))
+
+
 def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS) -> list[list[int]]:
     """Groups of equation indices, in graph order, each a chain of members (``capability``) of
     one output shape whose contraction to one node keeps the graph acyclic.
@@ -162,15 +197,23 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
     use of a forward value (a saved ``checkpoint`` value) would pull the forward region, and
     whatever it waits for, out of order, keeping both values alive in between.
     ``deps[v]`` is the set of regions ``v`` depends on, as a bit mask of region numbers;
-    ``bits[r]`` the numbers merged into region ``r``."""
+    ``bits[r]`` the numbers merged into region ``r``.
+
+    With ``capability.reduces``, a reduction over trailing axes of a region's shape joins
+    the region of its operand (or starts one of that shape), and its result is a *row value*
+    of the region (one element per row): elementwise equations, reshapes and broadcasts of
+    row values in row layout join as well, and a member of the region's shape may read a row
+    value in keep-dims form. All reductions of a region reduce the same axes."""
     region_of: dict[int, int] = {}
     producer: dict[Var, int] = {}
     deps: dict[Var, int] = {}
     regions: list[list[int]] = []
     shapes: list[tuple[int, ...]] = []
+    axes_of: list[tuple[int, ...] | None] = []
     bits: list[int] = []
     outside_reads: list[set[Var]] = []
     read_at: dict[int, int] = {}
+    rows: set[Var] = set()
 
     def made_in(a: Var) -> int | None:
         return region_of.get(producer.get(a, -1))
@@ -184,6 +227,76 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
             reads += [b for c in group for b in outside_reads[c]]
         return all(made_in(b) in group or not deps.get(b, 0) & mask for b in reads)
 
+    def near(c: int, i: int) -> bool:
+        return i - read_at.get(c, i) <= READ_WINDOW
+
+    def new_region(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> int:
+        regions.append([])
+        shapes.append(shape)
+        axes_of.append(axes)
+        bits.append(1 << (len(regions) - 1))
+        outside_reads.append(set())
+        return len(regions) - 1
+
+    def reads_rows_as_full(var_ins: list[Var], group: list[int]) -> bool:
+        """The row values of ``group`` that a member of its shape reads broadcast by row."""
+        for a in var_ins:
+            c = made_in(a)
+            if a in rows and c in group and a.aval.shape != shapes[c]:
+                if not broadcasts_by_row(a.aval.shape, shapes[c], axes_of[c] or ()):
+                    return False
+        return True
+
+    def chain(i: int, e: Eqn, var_ins: list[Var]) -> int | None:
+        shape = e.outputs[0].aval.shape
+        group: list[int] = []
+        axes: set[tuple[int, ...]] = set()
+        for a in var_ins:
+            cand = made_in(a)
+            if cand is None or cand in group or shapes[cand] != shape or not near(cand, i):
+                continue
+            more = axes | ({axes_of[cand]} - {None})
+            if len(more) < 2 and reads_rows_as_full(var_ins, [*group, cand]) and acyclic([*group, cand], var_ins):
+                group.append(cand)
+                axes = more
+        if not group:
+            return new_region(shape, None)
+        r = min(group)
+        for s in group:
+            if s != r:
+                _merge(regions, region_of, bits, outside_reads, read_at, r, s)
+                axes_of[r] = axes_of[r] or axes_of[s]
+        return r
+
+    def row_member(i: int, e: Eqn, var_ins: list[Var]) -> int | None:
+        """The region whose row values ``e`` computes on in row layout (module docstring)."""
+        homes = {made_in(a) for a in var_ins if a in rows}
+        if len(homes) != 1:
+            return None
+        (c,) = homes
+        domain, axes = shapes[c], axes_of[c] or ()
+        out = e.outputs[0].aval.shape
+        if e.primitive.name == "reshape" or e.primitive.name == "broadcast_in_dim":
+            ok = row_layout(out, domain, axes) or (out == domain and e.primitive.name == "broadcast_in_dim"
+                                                   and broadcasts_by_row(expanded_shape(e), domain, axes))
+        else:
+            ok = (capability.member(e) and len(e.outputs) == 1 and out != domain and row_layout(out, domain, axes)
+                  and all(a.aval.shape == out if a in rows else (made_in(a) != c and a.aval.shape in (out, ()))
+                          for a in var_ins))
+        return c if ok and near(c, i) and acyclic([c], var_ins) else None
+
+    def reduction(i: int, e: Eqn, var_ins: list[Var]) -> int | None:
+        (a,) = var_ins
+        domain, axes = a.aval.shape, tuple(sorted(e.params["axes"]))
+        if a.aval.nbytes < capability.min_bytes or not trailing_axes(domain, axes):
+            return None
+        c = made_in(a)
+        if (c is not None and shapes[c] == domain and axes_of[c] in (None, axes) and near(c, i)
+                and acyclic([c], var_ins)):
+            axes_of[c] = axes
+            return c
+        return new_region(domain, axes)
+
     fusible = _fusible(graph, capability)
     for i, e in enumerate(graph.eqns):
         var_ins = [a for a in e.inputs if isinstance(a, Var)]
@@ -191,27 +304,17 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
         for a in var_ins:
             mask |= deps.get(a, 0)
         r = None
-        if fusible[i]:
-            shape = e.outputs[0].aval.shape
-            group: list[int] = []
-            for a in var_ins:
-                cand = made_in(a)
-                if (cand is None or cand in group or shapes[cand] != shape
-                        or i - read_at.get(cand, i) > READ_WINDOW):
-                    continue
-                if acyclic([*group, cand], var_ins):
-                    group.append(cand)
-            if group:
-                r = min(group)
-                for s in group:
-                    if s != r:
-                        _merge(regions, region_of, bits, outside_reads, read_at, r, s)
-            else:
-                r = len(regions)
-                regions.append([])
-                shapes.append(shape)
-                bits.append(1 << r)
-                outside_reads.append(set())
+        if any(a in rows for a in var_ins):
+            r = row_member(i, e, var_ins)
+            if r is not None:
+                rows.update(e.outputs)
+        if r is None and capability.reduces(e) and len(var_ins) == 1 == len(e.inputs):
+            r = reduction(i, e, var_ins)
+            if r is not None:
+                rows.update(e.outputs)
+        if r is None and fusible[i]:
+            r = chain(i, e, var_ins)
+        if r is not None:
             regions[r].append(i)
             region_of[i] = r
             outside_reads[r].update(a for a in var_ins if made_in(a) != r)
@@ -226,6 +329,14 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
     wide = [m for m in regions
             if len(m) >= 2 and max(graph.eqns[i].outputs[0].aval.nbytes for i in m) >= capability.min_bytes]
     return sorted((sorted(m) for m in wide), key=lambda m: m[0])
+
+
+def expanded_shape(e: Eqn) -> tuple[int, ...]:
+    """A ``broadcast_in_dim``'s operand shape placed on its output's axes (1 elsewhere)."""
+    expanded = [1] * len(e.params["shape"])
+    for k, d in enumerate(e.params["broadcast_dimensions"]):
+        expanded[d] = e.inputs[0].aval.shape[k]
+    return tuple(expanded)
 
 
 def _merge(regions: list[list[int]], region_of: dict[int, int], bits: list[int], outside_reads: list[set[Var]],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -217,6 +218,11 @@ def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray],
     return build_graph(builder, out_tracers)
 
 
+def weak_positions(values: Sequence[Any]) -> tuple[int, ...]:
+    """Where ``values`` are weakly typed (Python scalars, weak arrays and traced values)."""
+    return tuple(i for i, v in enumerate(values) if dtypes.is_weak(v))
+
+
 def _raise_out(trace: GraphTrace, out: Any) -> GraphTracer:
     if isinstance(out, Tracer) or isinstance(out, (np.ndarray, np.generic, bool, int, float)):
         t = full_raise(trace, out)
@@ -266,16 +272,40 @@ def build_graph(builder: GraphBuilder, outs: Sequence[GraphTracer]) -> tuple[Gra
 # --- pytrees of arguments around a trace (api, jit and custom_derivatives call these) --------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ShapeDtypeStruct:
-    """An abstract argument: tracing needs only its shape and dtype."""
+    """An abstract argument: tracing needs only its shape and dtype. ``sharding`` and
+    ``weak_type`` are kept for programs that read them back, as ``jax.ShapeDtypeStruct``'s."""
 
     shape: tuple[int, ...]
     dtype: Any
+    sharding: Any = dataclasses.field(default=None, kw_only=True, compare=False)
+    weak_type: bool = dataclasses.field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def update(self, **changes: Any) -> ShapeDtypeStruct:
+        """A copy with the given fields (``shape``, ``dtype``, ``sharding``, ``weak_type``) replaced."""
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self) -> str:
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
 
 
 def abstractify(x: Any) -> ShapedArray:
@@ -311,14 +341,17 @@ def merge_static(dynamic: Sequence[Any], static: dict[int, Any]) -> list[Any]:
 
 
 def flat_fun(fun: Callable[..., Any], in_tree: PyTreeDef, static: dict[int, Any],
-             out_tree_box: list[PyTreeDef]) -> Callable[..., list[Any]]:
-    """``fun`` as a function of flat leaves returning flat leaves; records its output tree."""
+             out_tree_box: list[PyTreeDef], weak_box: list[tuple[int, ...]] | None = None) -> Callable[..., list[Any]]:
+    """``fun`` as a function of flat leaves returning flat leaves; records its output tree, and
+    in ``weak_box`` the positions of its weakly typed outputs (JAX's weak outputs of ``jit``)."""
 
     def flat(*leaves: Any) -> list[Any]:
         dynamic = tree_unflatten(in_tree, leaves)
         out = fun(*merge_static(dynamic, static))
         out_leaves, out_tree = tree_flatten(out)
         out_tree_box.append(out_tree)
+        if weak_box is not None:
+            weak_box.append(weak_positions(out_leaves))
         return out_leaves
 
     return flat

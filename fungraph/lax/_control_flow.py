@@ -12,21 +12,44 @@ import numpy as np
 
 from fungraph import dtypes, tree_util
 from fungraph.array import hosted
-from fungraph.core import ShapeError, user_source
+from fungraph.core import ShapeError, Tracer, user_source, weak_outputs
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives import shape as sh
 from fungraph.primitives.collectives import pvary
-from fungraph.primitives.operands import asarray
+from fungraph.primitives.elementwise import strong
+from fungraph.primitives.operands import asarray, weak_asarray
 from fungraph.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 
-def _stage_fn(fun: Any, in_tree: Any, avals: Sequence[Any], what: str) -> tuple[Any, list[Any], Any]:
+def _stage_fn(fun: Any, in_tree: Any, avals: Sequence[Any], what: str,
+              weak: Sequence[bool] = ()) -> tuple[Any, list[Any], Any, tuple[int, ...]]:
+    """``fun`` staged on ``avals`` (``weak[i]``: argument ``i`` weakly typed): its graph, closure,
+    output tree and the positions of its weakly typed outputs."""
     from fungraph.api import flat_fun
     from fungraph.interpreters.staging import stage
 
     box: list[Any] = []
-    graph, closure = stage(flat_fun(fun, in_tree, {}, box), list(avals))
-    return graph, closure, box[0]
+    weak_box: list[tuple[int, ...]] = []
+    graph, closure = stage(flat_fun(fun, in_tree, {}, box, weak_box), list(avals), weak)
+    return graph, closure, box[0], weak_box[0]
+
+
+def _promote_weak_carries(leaves: list[Any], avals: list[ShapedArray], weak: list[bool],
+                          out_avals: Sequence[ShapedArray], out_weak: Sequence[int]) -> bool:
+    """JAX's two passes over a loop body: a weakly typed initial carry (a Python scalar) whose
+    body output has another dtype is converted, strongly typed, to the promotion of the two (in
+    place in ``leaves``/``avals``/``weak``); whether any was, so the body is staged again."""
+    from fungraph.primitives.elementwise import convert
+
+    changed = False
+    for i, (a, out) in enumerate(zip(avals, out_avals)):
+        if weak[i] and out.dtype != a.dtype:
+            dtype = dtypes.join([a.dtype, out.dtype], [True, i in out_weak])[0]
+            leaves[i] = convert(strong(leaves[i]), dtype)
+            avals[i] = ShapedArray(a.shape, dtype, a.vma)
+            weak[i] = False
+            changed = True
+    return changed
 
 
 def _grow_carries(leaves: list[Any], avals: list[ShapedArray], out_avals: Sequence[ShapedArray]) -> bool:
@@ -45,13 +68,16 @@ def _grow_carries(leaves: list[Any], avals: list[ShapedArray], out_avals: Sequen
     return grew
 
 
-def _leaves(tree: Any) -> tuple[list[Any], Any, list[Any]]:
+def _leaves(tree: Any) -> tuple[list[Any], Any, list[Any], list[bool]]:
+    """``tree``'s leaves as arrays (weakly typed where they are: Python scalars, weak arrays),
+    its structure, their avals and which are weak."""
     from fungraph.api import abstractify
     from fungraph.tree_util import tree_flatten
 
     leaves, td = tree_flatten(tree)
-    leaves = [asarray(x) for x in leaves]
-    return leaves, td, [abstractify(x) for x in leaves]
+    weak = [dtypes.is_weak(x) for x in leaves]
+    leaves = [weak_asarray(x) for x in leaves]
+    return leaves, td, [abstractify(x) for x in leaves], weak
 
 
 def switch(index: Any, branches: Sequence[Any], *operands: Any) -> Any:
@@ -86,24 +112,25 @@ def _switch(idx: Any, branches: Sequence[Any], operands: tuple[Any, ...]) -> Any
 
     if not branches:
         raise ValueError("switch needs at least one branch")
-    leaves, in_tree, avals = _leaves(tuple(operands))
-    staged = [_stage_fn(b, in_tree, avals, f"branch {k}") for k, b in enumerate(branches)]
+    leaves, in_tree, avals, weak = _leaves(tuple(operands))
+    staged = [_stage_fn(b, in_tree, avals, f"branch {k}", weak) for k, b in enumerate(branches)]
     out_trees = [s[2] for s in staged]
     for k, t in enumerate(out_trees):
         if t != out_trees[0]:
             raise TypeError(f"switch/cond branches must return the same structure: branch 0 returns {out_trees[0]}, "
                             f"branch {k} returns {t}")
-    closure_avals = [[v.aval for v in g.invars[len(avals):]] for g, _, _ in staged]
+    closure_avals = [[v.aval for v in g.invars[len(avals):]] for g, _, _, _ in staged]
     graphs = []
-    for k, (g, _, _) in enumerate(staged):
+    for k, (g, _, _, _) in enumerate(staged):
         before = [a for c in closure_avals[:k] for a in c]
         after = [a for c in closure_avals[k + 1:] for a in c]
         g = insert_unused_inputs(g, len(avals), before)
         graphs.append(insert_unused_inputs(g, len(g.invars), after))
-    closures = [c for _, cl, _ in staged for c in cl]
+    closures = [c for _, cl, _, _ in staged for c in cl]
     idx = convert(idx, np.dtype(np.int32))
     outs = cond_p.bind(idx, *leaves, *closures, branches=tuple(graphs))
-    return tree_unflatten(out_trees[0], outs)
+    weak_in_all = set.intersection(*(set(w) for _, _, _, w in staged))
+    return tree_unflatten(out_trees[0], weak_outputs(outs, sorted(weak_in_all)))
 
 
 def cond(pred: Any, true_fun: Any, false_fun: Any, *operands: Any) -> Any:
@@ -130,40 +157,46 @@ def while_loop(cond_fun: Any, body_fun: Any, init_val: Any, *, checkpoint: str =
     from fungraph.tree_util import tree_unflatten
 
     _policy(checkpoint)
-    leaves, tree, avals = _leaves(init_val)
-    cgraph, cclosure, ctree = _stage_fn(lambda c: cond_fun(c), _single(tree), avals, "cond_fun")
+    leaves, tree, avals, weak = _leaves(init_val)
+    cgraph, cclosure, ctree, _ = _stage_fn(lambda c: cond_fun(c), _single(tree), avals, "cond_fun", weak)
     if cgraph.out_avals != (ShapedArray((), np.dtype(np.bool_)),):
         raise TypeError(f"while_loop cond_fun must return a bool scalar, got {[str(a) for a in cgraph.out_avals]}")
-    bgraph, bclosure, btree = _stage_fn(lambda c: body_fun(c), _single(tree), avals, "body_fun")
-    while btree == tree and _grow_carries(leaves, avals, bgraph.out_avals):
-        cgraph, cclosure, ctree = _stage_fn(lambda c: cond_fun(c), _single(tree), avals, "cond_fun")
-        bgraph, bclosure, btree = _stage_fn(lambda c: body_fun(c), _single(tree), avals, "body_fun")
+    bgraph, bclosure, btree, bweak = _stage_fn(lambda c: body_fun(c), _single(tree), avals, "body_fun", weak)
+    while btree == tree and (_grow_carries(leaves, avals, bgraph.out_avals)
+                             or _promote_weak_carries(leaves, avals, weak, bgraph.out_avals, bweak)):
+        cgraph, cclosure, ctree, _ = _stage_fn(lambda c: cond_fun(c), _single(tree), avals, "cond_fun", weak)
+        bgraph, bclosure, btree, bweak = _stage_fn(lambda c: body_fun(c), _single(tree), avals, "body_fun", weak)
     if btree != tree or bgraph.out_avals != tuple(avals):
         raise _carry_error("while_loop body_fun", tree, avals, btree, bgraph.out_avals)
     outs = while_p.bind(*cclosure, *bclosure, *leaves, cond_graph=cgraph, body_graph=bgraph, n_cc=len(cclosure),
                         n_bc=len(bclosure), policy=checkpoint)
-    return tree_unflatten(tree, outs)
+    return tree_unflatten(tree, weak_outputs(outs, bweak))
 
 
 def _carry_error(what: str, tree: Any, avals: Sequence[ShapedArray], out_tree: Any,
                  out_avals: Sequence[ShapedArray]) -> TypeError:
-    """A loop body returned a carry unlike its input: name the leaves that differ, the user's
-    line, and, when a float leaf widened, the promotion that usually did it."""
+    """A loop body returned a carry unlike its input: JAX's error, naming the leaves that differ
+    and the user's line (a weakly typed initial carry was already promoted, as JAX does)."""
+    src = "" if not user_source() else f"\n  at {user_source()}"
     if out_tree != tree:
-        detail = f"the carry is {tree}, the body returned {out_tree}"
-    else:
-        detail = "; ".join(f"leaf {k}: carry {a}, body returned {b}"
-                           for k, (a, b) in enumerate(zip(avals, out_avals)) if a != b)
+        return TypeError(f"{what} must return the carry's structure and types: the carry is {tree}, the body "
+                         f"returned {out_tree}{src}")
+    differences = "; ".join(f"the input carry leaf {k} has type {a} but the corresponding output carry component "
+                            f"has type {b}, so the {_mismatch(a, b)} do not match"
+                            for k, (a, b) in enumerate(zip(avals, out_avals)) if a != b)
     hint = ""
-    if out_tree == tree and any(a.shape == b.shape and np.dtype(a.dtype).kind in "fc"
-                                and np.dtype(b.dtype).itemsize > np.dtype(a.dtype).itemsize
-                                for a, b in zip(avals, out_avals)):
-        hint = ("\n  a float leaf widened: an int64 value (such as the loop index) times a Python float is "
-                "float64 under numpy-2 promotion, where JAX's weak types keep float32; cast it first, "
-                "e.g. `i.astype(c.dtype) * 0.1`")
-    src = user_source()
-    return TypeError(f"{what} must return the carry's structure and types: {detail}{hint}"
-                     + (f"\n  at {src}" if src else ""))
+    if any(a.shape == b.shape and a.dtype != b.dtype for a, b in zip(avals, out_avals)):
+        hint = ("; a value of another dtype reached the carry (a numpy scalar or array, which is strongly typed, "
+                "unlike a Python scalar): cast it, e.g. `(c + y).astype(c.dtype)`")
+    return TypeError(f"{what} function carry input and carry output must have equal types, but they differ: "
+                     f"{differences}. Revise the function so that all output types match the corresponding input "
+                     f"types{hint}{src}")
+
+
+def _mismatch(a: ShapedArray, b: ShapedArray) -> str:
+    """What differs between two avals, in JAX's words."""
+    parts = [name for name, differs in (("dtypes", a.dtype != b.dtype), ("shapes", a.shape != b.shape)) if differs]
+    return " and ".join(parts) or "types"
 
 
 def _single(tree: Any) -> Any:
@@ -173,14 +206,25 @@ def _single(tree: Any) -> Any:
     return PyTreeDef(tuple, None, (tree,))
 
 
-def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
+def _check_unroll(unroll: Any, what: str) -> None:
+    """``unroll`` only tunes XLA's loop code, so fungraph takes and checks it as JAX does, then
+    ignores it."""
+    if isinstance(unroll, Tracer):
+        raise TypeError(f"{what}: `unroll` expects a concrete `int` or `bool`, got {_describe(unroll)}")
+    if unroll < 0:
+        raise ValueError(f"{what}: `unroll` must be a `bool` or a non-negative `int`, got {unroll}")
+
+
+def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
+         unroll: int | bool = 1, _split_transpose: bool = False) -> tuple[Any, Any]:
     """``jax.lax.scan``: ``carry, y = f(carry, x)`` over the leading axis of ``xs``; returns
     the final carry and the stacked ``y``."""
     from fungraph.primitives.scan import scan_p
     from fungraph.tree_util import PyTreeDef, tree_unflatten
 
-    c_leaves, c_tree, c_avals = _leaves(init)
-    x_leaves, x_tree, x_avals = _leaves(xs)
+    _check_unroll(unroll, "scan")
+    c_leaves, c_tree, c_avals, c_weak = _leaves(init)
+    x_leaves, x_tree, x_avals, x_weak = _leaves(xs)
     lengths = {a.shape[0] for a in x_avals if a.shape}
     if any(not a.shape for a in x_avals):
         raise ValueError("scan: every xs leaf needs a leading axis to scan over")
@@ -192,10 +236,13 @@ def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: 
         raise ValueError(f"scan: length={length} but xs have leading sizes {sorted(lengths)}")
     slice_avals = [ShapedArray(a.shape[1:], a.dtype, a.vma) for a in x_avals]  # vma: the mesh axes it varies over
     in_tree = PyTreeDef(tuple, None, (c_tree, x_tree))
-    graph, closure, out_tree = _stage_fn(f, in_tree, c_avals + slice_avals, "scan body")
+    graph, closure, out_tree, out_weak = _stage_fn(f, in_tree, c_avals + slice_avals, "scan body", c_weak + x_weak)
     nc = len(c_leaves)
-    while out_tree.node_type in (tuple, list) and _grow_carries(c_leaves, c_avals, graph.out_avals[:nc]):
-        graph, closure, out_tree = _stage_fn(f, in_tree, c_avals + slice_avals, "scan body")
+    while out_tree.node_type in (tuple, list) and (
+            _grow_carries(c_leaves, c_avals, graph.out_avals[:nc])
+            or _promote_weak_carries(c_leaves, c_avals, c_weak, graph.out_avals[:nc], out_weak)):
+        graph, closure, out_tree, out_weak = _stage_fn(f, in_tree, c_avals + slice_avals, "scan body",
+                                                       c_weak + x_weak)
     if out_tree.node_type not in (tuple, list) or len(out_tree.children) != 2:
         raise TypeError(f"scan body must return a pair (carry, y), got {out_tree}")
     carry_tree, y_tree = out_tree.children
@@ -204,23 +251,27 @@ def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: 
         raise _carry_error("scan body (or fori_loop body_fun)", c_tree, c_avals, carry_tree, graph.out_avals[:nc])
     outs = scan_p.bind(*c_leaves, *x_leaves, *closure, body=graph, length=int(length), reverse=bool(reverse),
                        num_carry=nc, num_xs=len(x_leaves))
+    outs = weak_outputs(outs, out_weak)
     return tree_unflatten(carry_tree, outs[:nc]), tree_unflatten(y_tree, outs[nc:])
 
 
-def fori_loop(lower: Any, upper: Any, body_fun: Any, init_val: Any) -> Any:
+def fori_loop(lower: Any, upper: Any, body_fun: Any, init_val: Any, *, unroll: int | bool | None = None) -> Any:
     """``for i in range(lower, upper): val = body_fun(i, val)``: a ``scan`` when the bounds are
     concrete (so reverse mode is pure IR), a ``while_loop`` otherwise."""
-    from fungraph.core import Tracer
-
+    if unroll is not None:
+        _check_unroll(unroll, "fori_loop")
     if not isinstance(lower, Tracer) and not isinstance(upper, Tracer):
         lo, hi = int(lower), int(upper)
-        dt = np.dtype(np.int64)
+        # JAX's index is weakly typed when both bounds are Python ints: ``c + i * 0.1`` keeps c's dtype
+        weak_index = dtypes.is_weak(lower) and dtypes.is_weak(upper)
+        one = 1 if weak_index else np.asarray(1, np.int64)
 
         def step(carry: Any, _: Any) -> Any:
             i, val = carry
-            return (i + np.asarray(1, dt), body_fun(i, val)), None
+            return (i + one, body_fun(i, val)), None
 
-        (_, out), _ = scan(step, (np.asarray(lo, dt), init_val), None, length=builtins.max(hi - lo, 0))
+        start = lo if weak_index else np.asarray(lo, np.int64)
+        (_, out), _ = scan(step, (start, init_val), None, length=builtins.max(hi - lo, 0))
         return out
     lo, hi = asarray(lower), asarray(upper)
     out = while_loop(lambda c: c[0] < c[1], lambda c: (c[0] + 1, c[1], body_fun(c[0], c[2])), (lo, hi, init_val))

@@ -135,16 +135,22 @@ def _asinh_pos(x: Any) -> Any:
     return ew.log1p_p.bind(ew.add(x, ew.div(sq, ew.add(_c(1, x), ew.sqrt_p.bind(ew.add(_c(1, x), sq))))))
 
 
+def _asinh(x: Any) -> Any:
+    """asinh, accurate near 0 and for large |x|: odd, from :func:`_asinh_pos` of the half plane
+    Re(x) >= 0 (for complex ``x`` numpy's principal branch, whose derivative 1/sqrt(x^2 + 1) is
+    JAX's rule)."""
+    if not dtypes.is_complex(aval_of(x).dtype):
+        return _where_neg(x, _asinh_pos)
+    left = ew.lt(ew.real_p.bind(x), _c(0, ew.real_p.bind(x)))
+    y = _asinh_pos(ew.select(left, ew.neg(x), x))
+    return ew.select(left, ew.neg(y), y)
+
+
 def _acosh(x: Any) -> Any:
-    if dtypes.is_complex(aval_of(x).dtype):                              # principal branch, as numpy
-        roots = ew.mul(ew.sqrt_p.bind(ew.add(x, _c(1, x))), ew.sqrt_p.bind(ew.sub(x, _c(1, x))))
-        return ew.log_p.bind(ew.add(x, roots))
     return ew.acosh_p.bind(x)
 
 
 def _atanh(x: Any) -> Any:
-    if dtypes.is_complex(aval_of(x).dtype):                              # log1p(2x / (1 - x)) / 2
-        return ew.mul(_c(0.5, x), ew.log1p_p.bind(ew.div(ew.add(x, x), ew.sub(_c(1, x), x))))
     return ew.atanh_p.bind(x)
 
 
@@ -225,7 +231,7 @@ atan = _unary("atan", _inexact(ew.atan_p), accepts="fc")
 sinh = _unary("sinh", _inexact(ew.sinh_p), accepts="fc")
 cosh = _unary("cosh", _inexact(ew.cosh_p), accepts="fc")
 tanh = _unary("tanh", _inexact(ew.tanh_p), accepts="fc")
-asinh = _unary("asinh", lambda x: _where_neg(_f(x), _asinh_pos), accepts="fc")
+asinh = _unary("asinh", lambda x: _asinh(_f(x)), accepts="fc")
 acosh = _unary("acosh", lambda x: _acosh(_f(x)), accepts="fc")
 atanh = _unary("atanh", lambda x: _atanh(_f(x)), accepts="fc")
 sqrt = _unary("sqrt", _inexact(ew.sqrt_p), accepts="fc")

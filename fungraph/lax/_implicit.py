@@ -24,8 +24,8 @@ def _zeros_like(x: Any) -> np.ndarray:
 def _stage(fun: Callable[..., Any], example: Any, what: str) -> tuple[Any, list[Any], Any, Any]:
     """``fun`` staged at ``example``'s structure: its graph, closure, input tree and output tree."""
 
-    _, tree, avals = _leaves(example)
-    graph, closure, out_tree = _stage_fn(lambda v: fun(v), _single(tree), avals, what)
+    _, tree, avals, _ = _leaves(example)
+    graph, closure, out_tree, _ = _stage_fn(lambda v: fun(v), _single(tree), avals, what)
     return graph, closure, tree, out_tree
 
 

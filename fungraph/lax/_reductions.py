@@ -160,9 +160,9 @@ def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: in
     return tuple(_take_along(x, order, dimension) for x in xs)
 
 
-def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
+def top_k(operand: Any, k: int, *, axis: int = -1) -> list[Any]:
     """The ``k`` largest entries along ``axis``, largest first (ties: lower index first), and
-    their int32 indices."""
+    their int32 indices, as a two-item list (JAX returns its primitive's list of results)."""
     x = asarray(operand)
     shape = aval_of(x).shape
     d = shape[axis]
@@ -172,7 +172,7 @@ def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
     key = ew.neg(x) if dtypes.is_inexact(aval_of(x).dtype) else ew.not_p.bind(x)
     order = sorting.argsort(key, ax)
     idx = sh.slice_(order, [0] * len(shape), shape[:ax] + (int(k),) + shape[ax + 1:], None)
-    return _take_along(x, idx, ax), cast(idx, dtypes.int32)
+    return [_take_along(x, idx, ax), cast(idx, dtypes.int32)]
 
 
 def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = True) -> tuple[Any, Any]:

@@ -17,6 +17,7 @@ from fungraph.lax._elementwise import _same_dtype
 from fungraph.lax._linalg import _no_sharding
 from fungraph.primitives import shape as sh
 from fungraph.primitives._rules import normalize_axis
+from fungraph.primitives.elementwise import weak as weakly_typed
 from fungraph.primitives.operands import asarray, cast, is_weak, normalize_axes, take_static
 
 
@@ -198,13 +199,17 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
         dt = dtypes.canonicalize(dtype)
     v = cast(fill_value, dt)
     if not isinstance(v, Tracer):
-        return np.full(shape, v, dtype=dt)
-    return sh.broadcast_in_dim(v, shape, tuple(range(len(shape) - len(aval_of(v).shape), len(shape))))
+        out = np.full(shape, v, dtype=dt)
+    else:
+        out = sh.broadcast_in_dim(v, shape, tuple(range(len(shape) - len(aval_of(v).shape), len(shape))))
+    return weakly_typed(out) if dtype is None and dtypes.is_weak(fill_value) else out
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] | None = None) -> Any:
+    """JAX's ``lax.full_like``: weakly typed when ``x`` is and no dtype is asked for."""
     a = aval_of(asarray(x))
-    return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None else dtype)
+    out = full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None else dtype)
+    return weakly_typed(out) if dtype is None and dtypes.is_weak(x) else out
 
 
 def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph import dtypes
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, aval, cast, is_weak
 from fungraph.primitives import elementwise as ew
@@ -172,9 +173,14 @@ class IndexUpdateRef:
         return sh.reshape(ew.select(inside, picked, sh.broadcast_to(fill, (count,))), aval(ids).shape)
 
     def _update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], options: dict[str, Any]) -> Any:
+        """The updated array, weakly typed where ``x`` is (JAX's scatter takes its operand's weak type)."""
+        out = self._scatter(op, values, combine, options)
+        return ew.weak(out) if dtypes.is_weak(self._x) else out
+
+    def _scatter(self, op: str, values: Any, combine: Callable[[Any, Any], Any], options: dict[str, Any]) -> Any:
         mode = _check_options(op, options)
         if mode == "clip":
-            return IndexUpdateRef(self._x, _clipped(aval(self._x).shape, self._idx))._update(op, values, combine, {})
+            return IndexUpdateRef(self._x, _clipped(aval(self._x).shape, self._idx))._scatter(op, values, combine, {})
         if mode != "clip" and not _traced(self._idx) and _out_of_bounds(aval(self._x).shape, self._idx):
             return self._positions_update(op, values, combine, _traced_positions(aval(self._x).shape, self._idx,
                                                                                  concrete_too=True))

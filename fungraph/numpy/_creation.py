@@ -12,6 +12,7 @@ from fungraph import dtypes
 from fungraph.array import HostArray, hosted, shared_view
 from fungraph.core import Tracer, to_concrete_dtype_array
 from fungraph.numpy._util import asarray, cast, is_weak, namespace
+from fungraph.primitives import elementwise as ew
 from fungraph.primitives.shape import broadcast_in_dim
 
 
@@ -39,8 +40,10 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
         dt = dtypes.canonicalize(dtype, "full")
     v = cast(fill_value, dt)
     if not isinstance(v, Tracer):
-        return np.full(shape, v, dtype=dt)
-    return broadcast_in_dim(v, shape, tuple(range(len(shape) - v.ndim, len(shape))))
+        out = np.full(shape, v, dtype=dt)
+    else:
+        out = broadcast_in_dim(v, shape, tuple(range(len(shape) - v.ndim, len(shape))))
+    return ew.weak(out) if dtype is None and dtypes.is_weak(fill_value) else out
 
 
 def zeros(shape: Any, dtype: Any = None) -> Any:
@@ -59,7 +62,13 @@ def _requested(dtype: Any, name: str) -> np.dtype:
 def _like(a: Any, value: Any, dtype: Any, shape: Any, name: str) -> Any:
     x = asarray(a)
     dt = dtypes.canonicalize(dtype, name) if dtype is not None else x.dtype
-    return np.full(x.shape if shape is None else _shape(shape), value, dtype=dt)
+    out = np.full(x.shape if shape is None else _shape(shape), value, dtype=dt)
+    return _weak_like(out, a, dtype)
+
+
+def _weak_like(out: Any, a: Any, dtype: Any) -> Any:
+    """JAX's ``*_like(a)``: weakly typed when ``a`` is and no dtype is asked for."""
+    return ew.weak(out) if dtype is None and dtypes.is_weak(a) else out
 
 
 def zeros_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
@@ -72,7 +81,8 @@ def ones_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
 
 def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Any:
     x = asarray(a)
-    return full(x.shape if shape is None else shape, fill_value, dtype if dtype is not None else x.dtype)
+    out = full(x.shape if shape is None else shape, fill_value, dtype if dtype is not None else x.dtype)
+    return _weak_like(out, a, dtype)
 
 
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> np.ndarray:
@@ -138,7 +148,8 @@ def empty_like(prototype: Any, dtype: Any = None, shape: Any = None) -> np.ndarr
 
 def copy(a: Any) -> Any:
     x = asarray(a)
-    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+    out = np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+    return _weak_like(out, a, None)
 
 
 def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> np.ndarray:

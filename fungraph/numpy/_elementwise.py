@@ -11,6 +11,7 @@ from fungraph.lax import _elementwise as lax_ew
 from fungraph.numpy._util import asarray, cast, is_weak, promote, promote_args
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives.callback import stop_gradient  # noqa: F401  (re-exported)
+from fungraph.primitives.operands import weak_asarray
 
 
 def _float_unary(prim: Any) -> Any:
@@ -64,9 +65,9 @@ def reciprocal(x: Any) -> Any:
     return ew.div(np.asarray(1, x.dtype), x)
 
 
-def _binary(prim: Any, to_inexact: bool = False) -> Any:
+def _binary(prim: Any, to_inexact: bool = False, to_numeric: bool = False) -> Any:
     def f(x: Any, y: Any) -> Any:
-        x, y = promote_args(prim.name, x, y, to_inexact=to_inexact)
+        x, y = promote_args(prim.name, x, y, to_inexact=to_inexact, to_numeric=to_numeric)
         return prim.bind(x, y)
 
     f.__name__ = prim.name
@@ -79,9 +80,9 @@ multiply = _binary(ew.mul_p)
 divide = _binary(ew.div_p, to_inexact=True)
 true_divide = divide
 arctan2 = _binary(ew.atan2_p, to_inexact=True)
-mod = _binary(ew.mod_p)
+mod = _binary(ew.mod_p, to_numeric=True)
 remainder = mod
-floor_divide = _binary(ew.floor_divide_p)
+floor_divide = _binary(ew.floor_divide_p, to_numeric=True)
 equal = _binary(ew.eq_p)
 not_equal = _binary(ew.ne_p)
 
@@ -170,7 +171,7 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, *, min: Any = None, max: 
             raise TypeError(f"clip: {name} given twice (as a_{name} and as {name}=)")
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
-    out = asarray(a)
+    out = weak_asarray(a)
     if lo is not None:
         out = maximum(out, lo)
     if hi is not None:

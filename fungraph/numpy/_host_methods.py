@@ -96,7 +96,13 @@ def _make_plan(ufunc: Any, kind: str, mine: tuple[np.dtype, bool], theirs: tuple
 
 
 def _cast(x: Any, dtype: np.dtype) -> Any:
-    return x if x.dtype == dtype else x.astype(dtype) if isinstance(x, np.generic) else np.ndarray.astype(x, dtype)
+    """``x``'s values as a numpy scalar or plain numpy array of ``dtype``: a ufunc of plain arrays
+    skips the host array's ``__array_ufunc__`` lookup (``fungraph.array._NumpyUfuncHook``)."""
+    if isinstance(x, np.generic):
+        return x if x.dtype == dtype else x.astype(dtype)
+    if type(x) is HostArray:
+        x = x.view(np.ndarray)
+    return x if x.dtype == dtype else x.astype(dtype)
 
 
 def _scalar(x: Any, dtype: np.dtype) -> Any:
@@ -161,7 +167,7 @@ def _unary(name: str, ufunc: Any, fallback: Any) -> Any:
             ok = plans[self.dtype] = _unary_ok(ufunc, self.dtype)
         if not ok:
             return _hosted_result(fallback(self))
-        return _result(ufunc(self), self.weak_type)
+        return _result(ufunc(self.view(np.ndarray)), self.weak_type)
 
     method.__name__ = name
     return method

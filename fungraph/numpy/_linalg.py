@@ -193,18 +193,44 @@ def _greedy_pair(specs: list[str], out: str, sizes: dict[str, int]) -> tuple[int
     return best[1], best[2]
 
 
-def einsum(subscripts: str, *operands: Any, out: Any = None, optimize: Any = "auto", precision: Any = None,
+def _sublist_letters(sublist: Any) -> str:
+    """One interleaved-form sublist (axis labels as ints in [0, 52), or ``...``) as subscripts."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    out = []
+    for label in sublist:
+        if label is Ellipsis:
+            out.append("...")
+        elif isinstance(label, (int, np.integer)) and not isinstance(label, bool) and 0 <= label < len(letters):
+            out.append(letters[label])
+        else:
+            raise ValueError(f"einsum: an interleaved sublist holds ints in [0, 52) or Ellipsis, got {label!r}")
+    return "".join(out)
+
+
+def _interleaved(args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+    """numpy's ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])`` as a subscripts
+    string and its operands."""
+    operands, sublists = args[0::2], args[1::2]
+    if len(args) % 2:
+        operands, out = operands[:-1], "->" + _sublist_letters(args[-1])
+    else:
+        out = ""
+    return ",".join(_sublist_letters(s) for s in sublists) + out, operands
+
+
+def einsum(subscripts: Any, *operands: Any, out: Any = None, optimize: Any = "auto", precision: Any = None,
            preferred_element_type: Any = None) -> Any:
     """numpy's and JAX's ``einsum``, lowered to ``dot_general`` and sums: ``...`` broadcasts,
     repeated indices take diagonals, and three or more operands contract in opt_einsum's greedy
     order (smallest intermediate first) unless ``optimize=False`` (left to right). ``precision``
     is accepted and ignored (every backend computes in the operands' dtype);
-    ``preferred_element_type`` casts the operands to that dtype first."""
+    ``preferred_element_type`` casts the operands to that dtype first. numpy's interleaved form
+    (operands each followed by a list of integer axis labels) is accepted too."""
     if out is not None:
         raise TypeError("einsum: out= is not supported (arrays are immutable); use the return value")
     check_precision(precision, "einsum")
     if not isinstance(subscripts, str):
-        raise TypeError("einsum: only the subscripts-string form is supported, not interleaved operands")
+        subscripts, operands = _interleaved((subscripts, *operands))
     xs = [asarray(x) for x in promote(*operands)]
     if preferred_element_type is not None:
         xs = [cast(x, dtypes.canonicalize(preferred_element_type)) for x in xs]

@@ -140,9 +140,7 @@ def positive(x: Any) -> Any:
 
 
 def float_power(x1: Any, x2: Any) -> Any:
-    a, b = promote_args("float_power", x1, x2)
-    wide = dtypes.complex128 if dtypes.is_complex(a.dtype) else dtypes.float64
-    return ew.pow_(cast(a, wide), cast(b, wide))
+    return ew.pow_(*promote_args("float_power", x1, x2, to_inexact=True))
 
 
 def heaviside(x1: Any, x2: Any) -> Any:
@@ -221,7 +219,7 @@ def fmin(x1: Any, x2: Any) -> Any:
 
 def fmod(x1: Any, x2: Any) -> Any:
     """Remainder with the sign of the dividend (C's fmod): ``lax.rem`` after promotion."""
-    return lax_ew.fmod(*promote_args("fmod", x1, x2))
+    return lax_ew.fmod(*promote_args("fmod", x1, x2, to_numeric=True))
 
 
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
@@ -342,7 +340,7 @@ conj = conjugate
 
 
 def divmod_(x1: Any, x2: Any) -> tuple[Any, Any]:
-    a, b = promote_args("divmod", x1, x2)
+    a, b = promote_args("divmod", x1, x2, to_numeric=True)
     return ew.floor_divide_p.bind(a, b), ew.mod_p.bind(a, b)
 
 

@@ -22,8 +22,7 @@ from fungraph.primitives.shape import reshape
 
 def _keep(out: Any, x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     """A reduction's result, strongly typed as JAX's (a reduction over no axes returns a weak operand as it is)."""
-    if isinstance(out, np.ndarray) and dtypes.is_weak(out):
-        out = out.view(type(out))
+    out = ew.strong(out)
     if not keepdims:
         return out
     return reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
@@ -148,7 +147,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     _check_out(out, "mean")
     x = asarray(a)
     out_dtype = dtypes.canonicalize(dtype) if dtype is not None else (
-        x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
+        dtypes.float_dtype_for(x.dtype))
     x = cast(x, out_dtype)
     axes = normalize_axes(axis, x.ndim, "mean")
     total = red.reduce_sum(_masked(x, where, 0, "mean"), axes)
@@ -181,7 +180,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     ddof = _ddof(ddof, correction, "var")
     x = asarray(a)
     in_dtype = dtypes.canonicalize(dtype) if dtype is not None else (
-        x.dtype if dtypes.is_inexact(x.dtype) else dtypes.float64)
+        dtypes.float_dtype_for(x.dtype))
     x = cast(x, in_dtype)
     axes = normalize_axes(axis, x.ndim, "var")
     centered = _masked(ew.sub(x, mean(x, axis=axes, keepdims=True, where=where)), where, 0, "var")
@@ -245,7 +244,7 @@ def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, wh
 def _acc_dtype(x: Any, dtype: Any) -> np.dtype:
     if dtype is not None:
         return dtypes.canonicalize(dtype)
-    return dtypes.int64 if x.dtype in (dtypes.bool_, dtypes.int32) else x.dtype
+    return dtypes.default_int() if x.dtype == dtypes.bool_ else x.dtype
 
 
 def cumsum(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
@@ -273,6 +272,11 @@ def _cumulative(scan: Any, identity: int, name: str, x: Any, axis: int | None, d
 
 
 def cumulative_sum(x: Any, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+    """The array API's cumulative sum: as :func:`sum`, narrower integers add up in the mode's
+    default integer (``cumsum`` keeps them, as JAX's)."""
+    x = asarray(x)
+    if dtype is None:
+        dtype = accumulating_dtype(x.dtype)
     return _cumulative(cumsum, 0, "cumulative_sum", x, axis, dtype, include_initial)
 
 

@@ -14,6 +14,7 @@ from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import shape as sh
 from fungraph.primitives._rules import broadcast_shape_tuples
+from fungraph.primitives.operands import weak_asarray
 
 
 def _resolve_shape(shape: Any, size: int, src: Any) -> tuple[int, ...]:
@@ -91,7 +92,7 @@ def squeeze(a: Any, axis: Any = None) -> Any:
 
 
 def broadcast_to(a: Any, shape: Any) -> Any:
-    x = asarray(a)
+    x = weak_asarray(a)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if broadcast_shape_tuples(x.shape, shape) != shape:
         raise ShapeError(f"broadcast_to: cannot broadcast an array of shape {x.shape} to {shape}")

@@ -77,10 +77,10 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
 
 
 def sort_complex(a: Any) -> Any:
-    """``a`` sorted by real part, then imaginary part, as a complex array (complex64 for
-    float32 input, as in JAX; numpy always gives complex128)."""
+    """``a`` sorted by real part, then imaginary part, as a complex array of JAX's dtype
+    (complex64 for float32 and integers of up to 32 bits; numpy always gives complex128)."""
     x = asarray(a)
-    return namespace().sort(x if dtypes.is_complex(x.dtype) else x.astype(np.promote_types(x.dtype, np.complex64)))
+    return namespace().sort(x.astype(dtypes.complex_for(dtypes.float_dtype_for(x.dtype))))
 
 
 # --- searching ------------------------------------------------------------------------------------

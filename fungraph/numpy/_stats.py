@@ -181,7 +181,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     from fungraph.numpy._manip import atleast_2d
 
     x = asarray(m) if y is None else promote(m, y)[0]
-    wide = dtypes.complex128 if dtypes.is_complex(x.dtype) else dtypes.float64
+    wide = dtypes.float_dtype_for(x.dtype)
     x = atleast_2d(cast(asarray(m), wide))
     if not rowvar and x.shape[0] != 1:
         x = sh.transpose(x, (1, 0))

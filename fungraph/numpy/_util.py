@@ -25,12 +25,12 @@ from fungraph.primitives.operands import (  # noqa: F401 - for the numpy modules
 )
 
 
-def promote_args(name: str, *args: Any, to_inexact: bool = False) -> list[Any]:
+def promote_args(name: str, *args: Any, to_inexact: bool = False, to_numeric: bool = False) -> list[Any]:
     """The operands of the ufunc ``name`` promoted to one dtype (:func:`promote`), after
     ``jax_numpy_rank_promotion``'s check of their ranks, as JAX's ``promote_args``."""
     if RANK_PROMOTION.mode != "allow":
         _check_ranks(name, [np.shape(a) if not isinstance(a, Tracer) else a.shape for a in args])
-    return promote(*args, to_inexact=to_inexact)
+    return promote(*args, to_inexact=to_inexact, to_numeric=to_numeric)
 
 
 def _check_ranks(name: str, shapes: list[tuple[int, ...]]) -> None:

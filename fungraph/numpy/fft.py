@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.array import hosted
 from fungraph.numpy._manip import roll
 from fungraph.numpy._util import asarray, cast, normalize_axes
 from fungraph.primitives import elementwise as ew
@@ -30,12 +31,22 @@ _NORMS = (None, "backward", "ortho", "forward")
 _SWAPPED_NORM = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
 
 
-def fftfreq(n: int, d: float = 1.0) -> np.ndarray:
-    return np.fft.fftfreq(int(n), d).astype(np.float64)
+def _freq_grid(ticks: np.ndarray, n: int, d: Any, dtype: Any) -> Any:
+    """``ticks / (d * n)`` computed in ``dtype`` (the mode's default float unless given), as JAX's."""
+    dt = dtypes.default_float() if dtype is None else dtypes.canonicalize(dtype)
+    return hosted(ticks.astype(dt) / np.asarray(d * n, dt))
 
 
-def rfftfreq(n: int, d: float = 1.0) -> np.ndarray:
-    return np.fft.rfftfreq(int(n), d).astype(np.float64)
+def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
+    """The sample frequencies of an ``n``-point transform with spacing ``d``."""
+    n = int(n)
+    return _freq_grid(np.fft.fftfreq(n) * n, n, d, dtype)
+
+
+def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
+    """The non-negative sample frequencies of an ``n``-point real transform with spacing ``d``."""
+    n = int(n)
+    return _freq_grid(np.arange(n // 2 + 1), n, d, dtype)
 
 
 def _shift(x: Any, axes: Any, sign: int) -> Any:

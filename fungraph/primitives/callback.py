@@ -9,10 +9,14 @@ import numpy as np
 
 from fungraph.core import Primitive
 from fungraph.ir import ShapedArray, aval_of
-from fungraph.primitives._batching import per_example
+from fungraph.primitives._batching import batch_size, broadcast_batch, per_example
+
+# The vmap methods whose callback takes the whole batch at once (JAX's names).
+_VECTORIZED = ("expand_dims", "broadcast_all", "legacy_vectorized")
 
 
-def _callback_impl(*args: Any, callback: Callable[..., Any], result_avals: tuple[ShapedArray, ...]) -> tuple:
+def _callback_impl(*args: Any, callback: Callable[..., Any], result_avals: tuple[ShapedArray, ...],
+                   vmap_method: str | None = None) -> tuple:
     outs = callback(*args)
     outs = outs if isinstance(outs, (tuple, list)) else (outs,)
     if len(outs) != len(result_avals):
@@ -36,25 +40,34 @@ def _callback_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
 
 pure_callback_p = Primitive(
     "pure_callback", impl=_callback_impl,
-    abstract_eval=lambda *avals, callback, result_avals: result_avals,
+    abstract_eval=lambda *avals, callback, result_avals, vmap_method=None: result_avals,
     multiple_results=True, jvp=_callback_jvp)
 
 stop_gradient_p = Primitive("stop_gradient", impl=lambda x: np.array(x, copy=True),
-                            abstract_eval=lambda x: x, arity=1,
+                            abstract_eval=lambda x: x, arity=1, weak_from=(0,),
                             jvp=lambda primals, tangents: (stop_gradient(primals[0]), None))
 
 
-def _callback_batch(args: Any, dims: Any, *, callback: Any, result_avals: tuple) -> tuple:
-    """The host function is called once per example, on the host (named in docs/vmap.md)."""
-    stacked, size, each = per_example(args, dims, callback)
+def _callback_batch(args: Any, dims: Any, *, callback: Any, result_avals: tuple,
+                    vmap_method: str | None = None) -> tuple:
+    """The host function is called once per example, on the host (named in docs/vmap.md), or
+    once on the whole batch when ``vmap_method`` says it takes batched arguments."""
+    size = batch_size(args, dims)
+    batched = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in result_avals)
+    if vmap_method in _VECTORIZED:
+        unbatched_size = size if vmap_method == "broadcast_all" else 1
+        stacked = [broadcast_batch(a, d, size if d is not None else unbatched_size) for a, d in zip(args, dims)]
+        return pure_callback_p.bind(*stacked, callback=callback, result_avals=batched,
+                                    vmap_method=vmap_method), [0] * len(result_avals)
+    stacked, _, each = per_example(args, dims, callback)
 
     def run(*xs: Any) -> tuple:
         results = [r if isinstance(r, (tuple, list)) else (r,) for r in each(*xs)]
         return tuple(np.stack([np.asarray(r[k]) for r in results]) for k in range(len(result_avals)))
 
     run.__name__ = f"vmap({getattr(callback, '__name__', 'callback')})"
-    batched = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in result_avals)
-    return pure_callback_p.bind(*stacked, callback=run, result_avals=batched), [0] * len(result_avals)
+    return pure_callback_p.bind(*stacked, callback=run, result_avals=batched,
+                                vmap_method=vmap_method), [0] * len(result_avals)
 
 
 pure_callback_p.batch = _callback_batch

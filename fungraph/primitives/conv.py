@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import dtypes
+from fungraph import _blas, dtypes
 from fungraph._caches import on_clear
 from fungraph.core import ALIGNMENT, Primitive, ScratchLowering, ShapeError, register_lowering
 from fungraph.ir import Eqn, ShapedArray
@@ -154,9 +154,9 @@ def _run_conv(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, sched: _ConvSch
                 cols_mat = tap_buf.reshape(n, c, oh * ow)
         kernel = rhs[:, :, rows.k, cols.k]
         if index == 0:
-            np.matmul(kernel, cols_mat, out=flat_out)
+            _blas.matmul(kernel, cols_mat, flat_out)
         else:
-            np.matmul(kernel, cols_mat, out=prod_buf)
+            _blas.matmul(kernel, cols_mat, prod_buf)
             np.add(flat_out, prod_buf, out=flat_out)
     return out
 

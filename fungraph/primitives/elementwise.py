@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError, register_lowering
+from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError, register_lowering, weak_view, weakened
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import elementwise_batch, to_front
 from fungraph.primitives._rules import (
@@ -87,6 +87,8 @@ def _erf_impl(x: np.ndarray) -> np.ndarray:
 
 
 def _logistic_impl(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "c":
+        return (1 / (1 + np.exp(-x))).astype(x.dtype)
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
 
@@ -107,18 +109,15 @@ expm1_p = _unary("expm1", np.expm1, lambda x, y: add(y, _one(y)))        # expm1
 atan_p = _unary("atan", np.arctan, lambda x, y: div(_one(x), add(_one(x), mul(x, x))))
 # The inverse functions' derivatives are written with x^2 (as JAX's), so at |x| = 1 they and
 # their own derivatives are infinite, not inf * 0 = NaN from a factor (1 - x) that is zero there.
-asin_p = _unary("asin", np.arcsin, lambda x, y: div(_one(x), sqrt(sub(_one(x), mul(x, x)))),    # 1/sqrt(1-x^2)
-                kind="float")
-acos_p = _unary("acos", np.arccos, lambda x, y: neg(div(_one(x), sqrt(sub(_one(x), mul(x, x))))),
-                kind="float")                                                              # -1/sqrt(1-x^2)
-acosh_p = _unary("acosh", np.arccosh, lambda x, y: div(_one(x), sqrt(sub(mul(x, x), _one(x)))),  # 1/sqrt(x^2-1)
-                 kind="float")
-atanh_p = _unary("atanh", np.arctanh, lambda x, y: div(_one(x), sub(_one(x), mul(x, x))),       # 1/(1-x^2)
-                 kind="float")
+# Of complex operands they are numpy's principal branches, differentiated (holomorphically) by
+# the same formulas, as JAX's rules.
+asin_p = _unary("asin", np.arcsin, lambda x, y: div(_one(x), sqrt(sub(_one(x), mul(x, x)))))     # 1/sqrt(1-x^2)
+acos_p = _unary("acos", np.arccos, lambda x, y: neg(div(_one(x), sqrt(sub(_one(x), mul(x, x))))))  # -1/sqrt(1-x^2)
+acosh_p = _unary("acosh", np.arccosh, lambda x, y: div(_one(x), sqrt(sub(mul(x, x), _one(x)))))   # 1/sqrt(x^2-1)
+atanh_p = _unary("atanh", np.arctanh, lambda x, y: div(_one(x), sub(_one(x), mul(x, x))))        # 1/(1-x^2)
 sinh_p = _unary("sinh", np.sinh, lambda x, y: cosh(x))
 cosh_p = _unary("cosh", np.cosh, lambda x, y: sinh(x))
-logistic_p = _unary("logistic", _logistic_impl, lambda x, y: mul(y, sub(_one(y), y)),  # s' = s(1-s)
-                    kind="float")
+logistic_p = _unary("logistic", _logistic_impl, lambda x, y: mul(y, sub(_one(y), y)))  # s' = s(1-s)
 erf_p = _unary("erf", _erf_impl,                                          # erf' = 2/sqrt(pi) e^{-x^2}
                lambda x, y: mul(lit(2 / math.sqrt(math.pi), y.dtype), exp(neg(mul(x, x)))), kind="float")
 neg_p = _unary("neg", np.negative, None, kind="numeric")
@@ -389,7 +388,20 @@ def log_add(a: Any, b: Any, log1p_of_power: Any) -> Any:
 def logaddexp(a: Any, b: Any) -> Any:
     """log(e^a + e^b) of two operands of one inexact dtype (numpy's ``logaddexp`` after promotion,
     the combination of ``lax.cumlogsumexp``)."""
+    if dtypes.is_complex(aval(a).dtype):
+        return _complex_logaddexp(a, b)
     return log_add(a, b, lambda d: log1p_p.bind(exp(d)))
+
+
+def _complex_logaddexp(a: Any, b: Any) -> Any:
+    """JAX's complex log(e^a + e^b): the (lexicographically) larger ``m`` plus
+    ``log1p(exp(a + b - 2m))``, its imaginary part wrapped into [-pi, pi)."""
+    top = extreme(max_p, ge_p, a, b)
+    out = add(top, log1p_p.bind(exp(sub(add(a, b), add(top, top)))))
+    phase = imag(out)
+    pi = _lit_like(np.pi, phase)
+    wrapped = sub(mod_p.bind(add(phase, pi), _lit_like(2 * np.pi, phase)), pi)
+    return complex_(real(out), wrapped)
 
 
 def lexicographic(prim: Primitive, x: Any, y: Any) -> Any:
@@ -418,7 +430,7 @@ def _select_aval(pred: ShapedArray, x: ShapedArray, y: ShapedArray) -> ShapedArr
 
 
 select_p = Primitive("select", impl=np.where, abstract_eval=_select_aval, arity=3, elementwise=True,
-                     inplace=(1, 2))
+                     inplace=(1, 2), weak_from=(1, 2))
 
 
 @select_p.def_jvp
@@ -536,6 +548,27 @@ def convert(x: Any, dtype: np.dtype) -> Any:
     if aval(x).dtype == dtype:
         return x
     return convert_element_type_p.bind(x, new_dtype=dtype)
+
+
+def weak(x: Any) -> Any:
+    """``x`` weakly typed (JAX's ``convert_element_type`` with ``weak_type=True``): a weak view of
+    an array, a weak traced value as it is, a strong one converted to its own dtype (a fresh
+    value, so the caller's stays strong)."""
+    if dtypes.is_weak(x):
+        return x
+    if isinstance(x, np.ndarray):
+        return weak_view(x)
+    return weakened(convert_element_type_p.bind(x, new_dtype=aval(x).dtype))
+
+
+def strong(x: Any) -> Any:
+    """``x`` strongly typed (JAX's ``convert_element_type`` with ``weak_type=False``): a weak
+    array's strong view, a weak traced value converted to its own dtype."""
+    if not dtypes.is_weak(x) or isinstance(x, (bool, int, float, complex)):
+        return x
+    if isinstance(x, np.ndarray):
+        return x.view(type(x))
+    return convert_element_type_p.bind(x, new_dtype=aval(x).dtype)
 
 
 # --- real, imag, conj, complex ---------------------------------------------------------------

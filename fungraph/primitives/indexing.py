@@ -38,7 +38,7 @@ def _take_impl(x: Any, idx: Any, *, axis: int) -> np.ndarray:
     return np.take(x, _normalize_indices(idx, x.shape[axis]), axis=axis)
 
 
-take_p = Primitive("take", impl=_take_impl, abstract_eval=_take_aval, arity=2)
+take_p = Primitive("take", impl=_take_impl, abstract_eval=_take_aval, arity=2, weak_from=(0,))
 
 
 @take_p.def_jvp
@@ -75,7 +75,7 @@ def _scatter_impl(upd: Any, idx: Any, *, axis: int, shape: tuple[int, ...]) -> n
     return out
 
 
-scatter_add_p = Primitive("scatter_add", impl=_scatter_impl, abstract_eval=_scatter_aval, arity=2)
+scatter_add_p = Primitive("scatter_add", impl=_scatter_impl, abstract_eval=_scatter_aval, arity=2, weak_from=(0,))
 
 
 @scatter_add_p.def_jvp
@@ -215,7 +215,7 @@ def _dus_cpu(out: np.ndarray, x: Any, u: Any, *starts: Any, mode: str) -> np.nda
 #: the end when negative and else skips the update (``"drop"``, as numpy indexing and JAX's
 #: ``.at`` do). The output may take over ``x``'s buffer.
 dynamic_update_slice_p = Primitive("dynamic_update_slice", impl=_dus_impl, abstract_eval=_dus_aval, arity=None,
-                                   inplace=(0,))
+                                   inplace=(0,), weak_from=(0, 1))
 register_lowering(dynamic_update_slice_p, "cpu", _dus_cpu)
 
 

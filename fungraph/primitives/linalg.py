@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import dtypes
-from fungraph._blas import with_blas_threads
+from fungraph import _blas, dtypes
 from fungraph.core import Primitive, ShapeError, register_lowering
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import to_front
@@ -50,7 +49,7 @@ def _dot_impl(lhs: Any, rhs: Any, *, dimension_numbers: DimNums) -> np.ndarray:
     b, m, k, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
     lt = np.transpose(lhs, lb + lf + lc).reshape(b, m, k)
     rt = np.transpose(rhs, rb + rc + rf).reshape(b, k, n)
-    out = with_blas_threads(b * m * k * n, lambda: np.matmul(lt, rt))
+    out = _blas.matmul(lt, rt)
     shape = tuple(lhs.shape[d] for d in lb + lf) + tuple(rhs.shape[d] for d in rf)
     return out.reshape(shape)
 
@@ -135,12 +134,12 @@ def _dot_batch(args: Any, dims: Any, *, dimension_numbers: DimNums) -> tuple[Any
 def _dot_cpu(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers: Any) -> np.ndarray:
     """The CPU lowering: one ``matmul`` into ``out`` (a broadcast multiply when nothing is
     contracted), through a temporary only when ``out`` cannot be seen as ``[b, m, n]``. The
-    BLAS thread count comes from ``fungraph._blas``."""
+    BLAS threads are ``fungraph._blas``'s."""
     (lc, rc), (lb, rb) = dimension_numbers
     if not lb and lhs.ndim == 2 and rhs.ndim == 2 and len(lc) == 1:
         a = lhs if lc == (1,) else lhs.T
         b = rhs if rc == (0,) else rhs.T
-        return with_blas_threads(a.shape[0] * a.shape[1] * b.shape[1], lambda: np.matmul(a, b, out=out))
+        return _blas.matmul(a, b, out)
 
     lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
     size = lambda a, ds: int(np.prod([a.shape[d] for d in ds], dtype=np.int64))  # noqa: E731
@@ -156,10 +155,10 @@ def _dot_cpu(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, *, dimension_num
     target = out.reshape(b, m, n)
     if not np.shares_memory(target, out):
         target = np.empty((b, m, n), out.dtype)
-        with_blas_threads(b * m * k * n, lambda: np.matmul(lt, rt, out=target))
+        _blas.matmul(lt, rt, target)
         np.copyto(out, target.reshape(out.shape))
         return out
-    with_blas_threads(b * m * k * n, lambda: np.matmul(lt, rt, out=target))
+    _blas.matmul(lt, rt, target)
     return out
 
 

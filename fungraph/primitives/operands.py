@@ -31,6 +31,11 @@ def asarray(x: Any) -> Any:
     return to_concrete_dtype_array(x)
 
 
+def weak_asarray(x: Any) -> Any:
+    """``asarray(x)``, weakly typed for a Python scalar, as JAX converts one."""
+    return weak_array(asarray(x)) if is_weak(x) else asarray(x)
+
+
 def _flat(x: Any) -> list[Any]:
     if isinstance(x, (list, tuple)):
         return [y for e in x for y in _flat(e)]
@@ -52,13 +57,16 @@ def aval(x: Any) -> ShapedArray:
     return aval_of(x) if not is_weak(x) else aval_of(np.asarray(x))
 
 
-def promote(*args: Any, to_inexact: bool = False) -> list[Any]:
-    """Bring operands to one dtype by JAX's promotion; ``to_inexact`` makes ints float64
-    (the default float of the mode)."""
+def promote(*args: Any, to_inexact: bool = False, to_numeric: bool = False) -> list[Any]:
+    """Bring operands to one dtype by JAX's promotion; ``to_inexact`` makes bools and integers
+    JAX's inexact dtype for them (``dtypes.float_dtype_for``), ``to_numeric`` bools int32 (JAX's
+    ``promote_args_numeric``)."""
     args = tuple(a if is_weak(a) or isinstance(a, Tracer) or dtypes.is_weak(a) else asarray(a) for a in args)
     dtype = dtypes.result_type(*args)
-    if to_inexact and not dtypes.is_inexact(dtype):
-        dtype = dtypes.float64
+    if to_inexact:
+        dtype = dtypes.float_dtype_for(dtype)
+    elif to_numeric and dtype == dtypes.bool_:
+        dtype = dtypes.int32
     return [_promoted(a, dtype) for a in args]
 
 

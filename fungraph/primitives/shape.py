@@ -16,7 +16,8 @@ from fungraph.primitives._rules import aval, is_undefined, linear_jvp, normalize
 
 
 def _linear(name: str, impl: Any, abstract_eval: Any, arity: int | None = 1) -> Primitive:
-    p = Primitive(name, impl=impl, abstract_eval=abstract_eval, arity=arity)
+    """A linear structural primitive: weakly typed when all its operands are, as JAX's."""
+    p = Primitive(name, impl=impl, abstract_eval=abstract_eval, arity=arity, weak_from=None)
     p.jvp = partial(linear_jvp, p)
     return p
 

@@ -34,7 +34,7 @@ def _argsort_aval(x: ShapedArray, *, axis: int) -> ShapedArray:
 
 
 sort_p = Primitive("sort", impl=lambda x, *, axis: np.sort(x, axis=axis, kind="stable"),
-                   abstract_eval=_sort_aval, arity=1)
+                   abstract_eval=_sort_aval, arity=1, weak_from=(0,))
 argsort_p = Primitive("argsort", impl=lambda x, *, axis: np.argsort(x, axis=axis, kind="stable").astype(np.int64),
                       abstract_eval=_argsort_aval, arity=1, jvp=NOT_DIFFERENTIABLE)
 

@@ -50,7 +50,7 @@ def _ref(fun: Callable[..., Any], dtype_of: int | None = None) -> Callable[..., 
     def ref(*args: Any) -> Any:
         if dtype_of is None:
             dt = dtypes.result_type(*(np.asarray(a) for a in args))
-            dt = dt if dt.kind == "f" else dtypes.default_float()
+            dt = dt if dt.kind == "f" else dtypes.float_dtype_for(dt) if dt.kind in "biu" else dtypes.default_float()
         else:
             dt = np.asarray(args[dtype_of]).dtype
         out = fun(*args)

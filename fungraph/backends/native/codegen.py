@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from fungraph.ir import Graph, Literal, Var
+from fungraph.ir import Eqn, Graph, Literal, Var
 from fungraph.primitives.special import maclaurin_coefficient
 
 #: numpy dtype -> C type; bool is numpy's one byte holding 0 or 1.
@@ -43,17 +43,29 @@ PARALLEL_MIN_ELEMENTS = 1 << 15
 #: Elements per chunk a thread claims at a time from a split region (fgpool.h).
 CHUNK_ELEMENTS = 1 << 14
 
-#: ``FUNGRAPH_NATIVE_THREADS``: threads per large region (default 1), split by fgpool.h, whose
-#: caller takes every chunk a worker has not claimed (an OpenMP region's closing barrier waited
-#: a whole scheduler time slice, about 20 ms, for a descheduled worker on the loaded 2-core
-#: development machine).
+#: ``FUNGRAPH_NATIVE_THREADS``: threads per large region (default: the cores this process may
+#: run on), split by the process's one pool (fgpool.h), whose caller takes every chunk a worker
+#: has not claimed (an OpenMP region's closing barrier waited a whole scheduler time slice, about
+#: 20 ms, for a descheduled worker on the loaded 2-core development machine).
 THREADS_ENV = "FUNGRAPH_NATIVE_THREADS"
 
 
-def threads() -> int:
-    """Threads a large region's loop is split across (``FUNGRAPH_NATIVE_THREADS``, at least 1)."""
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the system has one)."""
     try:
-        return max(1, int(os.environ.get(THREADS_ENV, "1")))
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def threads() -> int:
+    """Threads a large region's loop is split across: ``FUNGRAPH_NATIVE_THREADS`` (at least 1),
+    else :func:`usable_cores`."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return usable_cores()
+    try:
+        return max(1, int(value))
     except ValueError:
         raise ValueError(f"{THREADS_ENV}={os.environ[THREADS_ENV]!r}: expected a positive integer") from None
 
@@ -62,7 +74,7 @@ def ctype(dt: np.dtype) -> str:
     return C_TYPES[np.dtype(dt)]
 
 
-def _suffix(dt: np.dtype) -> str:
+def type_suffix(dt: np.dtype) -> str:
     """The type in helper names: ``f32``, ``i64``, ``u8``, ``b``."""
     dt = np.dtype(dt)
     return "b" if dt.kind == "b" else f"{dt.kind}{dt.itemsize * 8}"
@@ -191,11 +203,11 @@ def _libm(name: str) -> Rule:
 
 def _fg(name: str) -> Rule:
     """A function of fgmath.h: ``fg_<name>_f32`` / ``fg_<name>_f64``."""
-    return lambda e: f"fg_{name}_{_suffix(e.out)}({', '.join(e.args)})"
+    return lambda e: f"fg_{name}_{type_suffix(e.out)}({', '.join(e.args)})"
 
 
 def _divmod(name: str) -> Rule:
-    return lambda e: f"fg_{name}_{_suffix(e.out)}({e.args[0]}, {e.args[1]})"
+    return lambda e: f"fg_{name}_{type_suffix(e.out)}({e.args[0]}, {e.args[1]})"
 
 
 def _select(e: Term) -> str:
@@ -274,6 +286,34 @@ def supported(body: Graph) -> bool:
     return (not body.constvars and all(np.dtype(a.dtype) in C_TYPES for a in avals)
             and all(e.primitive.name in RULES and len(e.outputs) == 1 for e in body.eqns)
             and all(isinstance(o, Var) for o in body.outvars) and len(body.outvars) > 0)
+
+
+def emit_eqns(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter: Iterator[int],
+              trig: str = "full") -> None:
+    """C statements computing ``eqns`` (operands named in ``names``), appended to ``lines``.
+    ``trig`` picks fgmath.h's sin, cos and tan: ``full`` (every argument), ``small`` (exact up
+    to FG_TRIG_SMALL_MAX only), or ``check`` (``small``, AND-ing into ``ok`` whether each
+    argument is within its range)."""
+
+    def fresh(expr: str, t: str) -> str:
+        n = f"t{next(counter)}"
+        lines.append(f"const {t} {n} = {expr};")
+        return n
+
+    for e in eqns:
+        args = tuple(names[a] if isinstance(a, Var) else literal(a.array) for a in e.inputs)
+        out = e.outputs[0]
+        term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
+                    dict(e.params), fresh)
+        if trig != "full" and e.primitive.name in TRIG:
+            sfx = type_suffix(out.aval.dtype)
+            if trig == "check":
+                lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
+            expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
+        else:
+            expr = RULES[e.primitive.name](term)
+        names[out] = f"v{next(counter)}"
+        lines.append(f"const {ctype(out.aval.dtype)} {names[out]} = {expr};")
 
 
 def _contiguous(shape: Sequence[int]) -> list[int]:
@@ -357,7 +397,7 @@ def region_source(body: Graph, name: str, small_trig: bool = False) -> str | Non
         term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
                     dict(e.params), fresh)
         if small_trig and e.primitive.name in TRIG:
-            sfx = _suffix(out.aval.dtype)
+            sfx = type_suffix(out.aval.dtype)
             lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
             expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
         else:

@@ -16,15 +16,18 @@ from __future__ import annotations
 import ctypes
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from fungraph.backends.native.codegen import INCLUDES, RULES, TRIG, Term, _suffix, ctype, literal, prelude, supported
+from fungraph.backends.native.codegen import INCLUDES, TRIG, ctype, emit_eqns, loop_axes, prelude, supported
+from fungraph.backends.native.reductions import has_reduction, reduction_source, row_axes
 from fungraph.backends.native.regions import native_enabled, returned
 from fungraph.backends.native.toolchain import build
-from fungraph.ir import Eqn, Graph, Literal, Var
+from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var
+from fungraph.primitives.elementwise import ge_p, select_p
 from fungraph.primitives.graph_utils import LOOP_STATS
 
 Lowering = Callable[..., Any]
@@ -33,66 +36,84 @@ Lowering = Callable[..., Any]
 NATIVE_LOOP_STATS = {"runs": 0}
 
 
-def _elementwise(graph: Graph, shape: tuple[int, ...], scalar_only: bool = False) -> bool:
+def _elementwise(graph: Graph, shape: tuple[int, ...], scalar_only: bool = False,
+                 broadcast: Sequence[Var] = ()) -> bool:
     """Whether every value of ``graph`` is a scalar or of ``shape`` (only scalars with
-    ``scalar_only``), with scalar literals, and the code generator knows every equation."""
+    ``scalar_only``; the inputs ``broadcast`` of any shape that broadcasts to it), with
+    scalar literals, and the code generator knows every equation."""
     ok = {()} if scalar_only else {(), shape}
-    values = [*graph.invars, *(o for e in graph.eqns for o in e.outputs)]
     if not supported(graph) or any(tuple(o.aval.shape) not in ok for e in graph.eqns for o in e.outputs):
         return False
     literals = [a for e in graph.eqns for a in e.inputs if isinstance(a, Literal)]
-    return all(np.ndim(a.array) == 0 for a in literals) and all(tuple(v.aval.shape) in {(), shape} for v in values)
+    spread = set(broadcast)
+    return all(np.ndim(a.array) == 0 for a in literals) and all(
+        tuple(v.aval.shape) in {(), shape} or (v in spread and _broadcasts(tuple(v.aval.shape), shape))
+        for v in graph.invars)
 
 
-def _emit(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter: Any, trig: str = "full") -> None:
-    """C statements computing ``eqns`` (operands named in ``names``), appended to ``lines``.
-    ``trig`` picks fgmath.h's sin, cos and tan: ``full`` (every argument), ``small`` (exact up
-    to FG_TRIG_SMALL_MAX only), or ``check`` (``small``, AND-ing into ``ok`` whether each
-    argument is within its range)."""
+def _broadcasts(own: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    return len(own) <= len(shape) and all(d in (1, s) for d, s in zip(own[::-1], shape[::-1]))
 
-    def fresh(expr: str, t: str) -> str:
-        n = f"t{next(counter)}"
-        lines.append(f"const {t} {n} = {expr};")
-        return n
 
-    for e in eqns:
-        args = tuple(names[a] if isinstance(a, Var) else literal(a.array) for a in e.inputs)
-        out = e.outputs[0]
-        term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
-                    dict(e.params), fresh)
-        if trig != "full" and e.primitive.name in TRIG:
-            sfx = _suffix(out.aval.dtype)
-            if trig == "check":
-                lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
-            expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
-        else:
-            expr = RULES[e.primitive.name](term)
-        names[out] = f"v{next(counter)}"
-        lines.append(f"const {ctype(out.aval.dtype)} {names[out]} = {expr};")
+@dataclass(frozen=True)
+class Scanned:
+    """A scan's scanned inputs and outputs: the body's slices of the inputs (its invars after
+    the carries), how many of its outputs after the carries are slices of outputs, and the
+    order the iterations take them in."""
+
+    xs: tuple[Var, ...] = ()
+    n_ys: int = 0
+    reverse: bool = False
 
 
 def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int, body: Graph,
-                length: int | None) -> str | None:
+                length: int | None, scanned: Scanned = Scanned()) -> str | None:
     """``int64_t name(const T *in..., T *out...)``, returning the iterations run: inputs are
-    the cond's constants, the body's constants, then the initial carries (a ``while``'s order;
-    a ``scan`` passes no cond and its ``length``); outputs are the final carries. None when
-    the loop is not elementwise."""
-    shapes = {tuple(v.aval.shape) for v in carries} - {()}
-    if len(shapes) > 1:
+    the cond's constants, the body's constants, the initial carries, then a scan's scanned
+    inputs (a ``scan`` passes no cond and its ``length``); outputs are the final carries,
+    then a scan's stacked outputs. None when the loop is not elementwise.
+
+    A cond or body holding reductions over the carries (``max(abs(x)) > tol``) is a function
+    of its own (:mod:`.reductions`) the loop calls each iteration, on the carries where
+    they lie."""
+    nc = len(carries)
+    ys = list(body.outvars[nc:nc + scanned.n_ys])
+    shapes = {tuple(v.aval.shape) for v in [*carries, *scanned.xs, *ys]} - {()}
+    rows = None
+    if len(shapes) == 2:
+        big, small = sorted(shapes, key=math.prod, reverse=True)
+        axes = row_axes(big, small)
+        if axes is None:
+            return None
+        rows = (big, axes)
+    elif len(shapes) > 2:
         return None
-    shape = next(iter(shapes), ())
-    if not _elementwise(body, shape) or (cond is not None and not _elementwise(cond, shape, scalar_only=True)):
-        return None
+    shape = next(iter(shapes), ()) if rows is None else rows[0]
     if cond is not None and (cond.outvars[0].aval.shape != () or np.dtype(cond.outvars[0].aval.dtype) != np.bool_):
         return None
-    nc = len(carries)
-    n_bc = len(body.invars) - nc
+    helpers: list[str] = []
+    if cond is not None and has_reduction(cond):
+        src = reduction_source(cond, f"{name}_cond")
+        if src is None:
+            return None
+        helpers.append("static " + src)
+    elif cond is not None and not _elementwise(cond, shape, scalar_only=True):
+        return None
+    if has_reduction(body) or rows is not None:
+        src = reduction_source(body, f"{name}_body", rows if not has_reduction(body) else None)
+        if src is None:
+            return None
+        helpers.append("static " + src)
+    elif not _elementwise(body, shape, broadcast=body.invars[nc + len(scanned.xs):]):
+        return None
+    n_xs = len(scanned.xs)
+    n_bc = len(body.invars) - nc - n_xs
     cc = list(cond.invars[nc:]) if cond is not None else []
-    bc = list(body.invars[nc:])
-    ins = cc + bc + list(carries)
+    bc = list(body.invars[nc + n_xs:])
+    ins = cc + bc + list(carries) + list(scanned.xs)
+    x_from = len(cc) + len(bc) + nc
     params = [f"const {ctype(v.aval.dtype)} *a{k}" for k, v in enumerate(ins)]
-    params += [f"{ctype(v.aval.dtype)} *o{j}" for j, v in enumerate(carries)]
-    size = math.prod(shape)
+    params += [f"{ctype(v.aval.dtype)} *o{j}" for j, v in enumerate([*carries, *ys])]
     counter = itertools.count()
     lines: list[str] = []
     carry_name: list[str] = []
@@ -103,7 +124,8 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
             lines.append(f"{t} s{j} = {src}[0];")
         else:
             carry_name.append(f"o{j}")
-            lines.append(f"for (int64_t i = 0; i < {size}; i++) o{j}[i] = {src}[i];")
+            lines.append(f"for (int64_t i = 0; i < {v.aval.size}; i++) o{j}[i] = {src}[i];")
+    pointers = [f"&{n}" if n.startswith("s") else n for n in carry_name]
     const_name = {}
     for k, v in enumerate(cc + bc):
         if v.aval.shape == ():
@@ -112,69 +134,219 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
     lines.append("int64_t it = 0;")
     loop = [f"for (; it < {length}; it++) {{"] if cond is None else ["for (;; it++) {"]
     step: list[str] = []
-    if cond is not None:
+    if scanned.xs or ys:
+        step.append(f"const int64_t ix = {f'{length} - 1 - it' if scanned.reverse else 'it'};")
+    if cond is not None and has_reduction(cond):
+        args = [*pointers, *(f"a{k}" for k in range(n_cc))]
+        step += ["uint8_t go;", f"{name}_cond({', '.join(args)}, &go);", "if (!go) break;"]
+    elif cond is not None:
         names = {v: carry_name[j] for j, v in enumerate(cond.invars[:nc]) if v.aval.shape == ()}
         names.update({v: const_name[k] for k, v in enumerate(cc) if v.aval.shape == ()})
-        _emit(cond.eqns, names, step, counter)
+        emit_eqns(cond.eqns, names, step, counter)
         step.append(f"if (!{names[cond.outvars[0]]}) break;")
-    names = {}
+    if has_reduction(body) or rows is not None:
+        xs = [f"(a{x_from + k} + ix * {v.aval.size})" for k, v in enumerate(scanned.xs)]
+        ys_at = [f"(o{nc + k} + ix * {y.aval.size})" for k, y in enumerate(ys)]
+        args = [*pointers, *xs, *(f"a{n_cc + k}" for k in range(n_bc)), *pointers, *ys_at]
+        step.append(f"{name}_body({', '.join(args)});")
+    else:
+        step += _element_step(body, carries, carry_name, const_name, n_cc, scanned, x_from, shape, counter)
+    lines += loop + ["    " + x for x in step] + ["}"]
+    lines += [f"o{j}[0] = s{j};" for j, v in enumerate(carries) if v.aval.shape == ()]
+    lines.append("return it;")
+    function = [f"int64_t {name}({', '.join(params)})", "{", *("    " + x for x in lines), "}", ""]
+    return "\n".join([*helpers, *function])
+
+
+def _element_step(body: Graph, carries: Sequence[Var], carry_name: list[str], const_name: dict[int, str], n_cc: int,
+                  scanned: Scanned, x_from: int, shape: tuple[int, ...], counter: Iterator[int]) -> list[str]:
+    """One iteration of an elementwise body: its scalar equations once, then one pass over
+    the elements computing the array ones and storing the carries and a scan's outputs."""
+    size = math.prod(shape)
+    nc = len(carries)
+    n_xs = len(scanned.xs)
+    bc = list(body.invars[nc + n_xs:])
+    step: list[str] = []
+    names: dict[Var, str] = {}
     element: dict[Var, str] = {}
     for j, v in enumerate(body.invars[:nc]):
         (names if v.aval.shape == () else element)[v] = carry_name[j]
+    for k, v in enumerate(scanned.xs):
+        if v.aval.shape == ():
+            names[v] = f"x{k}"
+            step.append(f"const {ctype(v.aval.dtype)} x{k} = a{x_from + k}[ix];")
+        else:
+            element[v] = f"(a{x_from + k} + ix * {size})"
     for k, v in enumerate(bc):
         (names if v.aval.shape == () else element)[v] = const_name.get(n_cc + k, f"a{n_cc + k}")
     scalar_eqns = [e for e in body.eqns if e.outputs[0].aval.shape == ()]
     array_eqns = [e for e in body.eqns if e.outputs[0].aval.shape != ()]
-    _emit(scalar_eqns, names, step, counter)
-    arrays = [j for j, v in enumerate(carries) if v.aval.shape != ()]
-    if arrays and size > 0:
-        if any(e.primitive.name in TRIG for e in array_eqns):
-            check = _element_loop(array_eqns, element, dict(names), counter, size, "check", ())
-            small = _element_loop(array_eqns, element, dict(names), counter, size, "small", body.outvars, arrays)
-            full = _element_loop(array_eqns, element, names, counter, size, "full", body.outvars, arrays)
-            step += ["int ok = 1;", *check, "if (ok) {", *("    " + x for x in small), "} else {",
-                     *("    " + x for x in full), "}"]
-        else:
-            step += _element_loop(array_eqns, element, names, counter, size, "full", body.outvars, arrays)
+    emit_eqns(scalar_eqns, names, step, counter)
+    stores = [(f"o{j}", body.outvars[j]) for j, v in enumerate(carries) if v.aval.shape != ()]
+    ys = body.outvars[nc:nc + scanned.n_ys]
+    stores += [(f"(o{nc + k} + ix * {size})", y) for k, y in enumerate(ys) if y.aval.shape != ()]
+    if stores and size > 0:
+        variants = _uniform_variants(array_eqns, stores)
+        for k, (picks, eqns, kept) in enumerate(variants):
+            test = " && ".join(names[p] if taken else f"!{names[p]}" for p, taken in picks)
+            head = [] if len(variants) == 1 else [f"{'if' if k == 0 else '} else if'} ({test or '1'}) {{"]
+            body_lines = _element_pass(eqns, element, dict(names), counter, shape, kept)
+            step += head + [("    " if head else "") + x for x in body_lines]
+        step += ["}"] if len(variants) > 1 else []
+    step += [f"o{nc + k}[ix] = {names[y]};" for k, y in enumerate(ys) if y.aval.shape == ()]
     scalars = [j for j, v in enumerate(carries) if v.aval.shape == ()]
     news = [names[body.outvars[j]] for j in scalars]
     step += [f"const {ctype(carries[j].aval.dtype)} n{j} = {n};" for j, n in zip(scalars, news)]
     step += [f"s{j} = n{j};" for j in scalars]
-    lines += loop + ["    " + x for x in step] + ["}"]
-    lines += [f"o{j}[0] = s{j};" for j in scalars]
-    lines.append("return it;")
-    return "\n".join([f"int64_t {name}({', '.join(params)})", "{", *("    " + x for x in lines), "}", ""])
+    return step
 
 
-def _element_loop(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Any, size: int,
-                  trig: str, outvars: Sequence[Var], arrays: Sequence[int] = ()) -> list[str]:
-    """One pass over the elements computing ``eqns`` (:func:`_emit`'s ``trig``) and storing the
-    array carries ``arrays`` of ``outvars``; a ``check`` pass stores nothing and AND-reduces
-    ``ok`` (so the compiler keeps only what the trig arguments need)."""
+#: The most scalar predicates of array ``select``s (a ``cond``'s branch choice) whose every
+#: combination gets an element pass of its own.
+UNIFORM_PICKS = 2
+
+
+def _uniform_variants(eqns: Sequence[Eqn], stores: Sequence[tuple[str, Var]]
+                      ) -> list[tuple[tuple[tuple[Var, bool], ...], list[Eqn], list[tuple[str, Var]]]]:
+    """The element pass specialised on the scalar predicates of its ``select``s (a ``cond``
+    in the body, :func:`inline_conds`): one variant per combination of their values, each
+    computing only the branch it takes, as ``(predicates and values, equations, stores)``.
+    One unspecialised variant when there are none, more than :data:`UNIFORM_PICKS`, or a
+    branch returns a literal."""
+    selects = [e for e in eqns if e.primitive.name == "select" and isinstance(e.inputs[0], Var)
+               and e.inputs[0].aval.shape == ()]
+    preds = list(dict.fromkeys(e.inputs[0] for e in selects))
+    if not preds or len(preds) > UNIFORM_PICKS or any(isinstance(a, Literal) for e in selects for a in e.inputs[1:]):
+        return [((), list(eqns), list(stores))]
+    variants = []
+    for values in itertools.product((True, False), repeat=len(preds)):
+        taken = dict(zip(preds, values))
+        alias: dict[Var, Var] = {}
+        kept: list[Eqn] = []
+        for e in eqns:
+            ins = tuple(alias.get(a, a) if isinstance(a, Var) else a for a in e.inputs)
+            if e in selects:
+                alias[e.outputs[0]] = ins[1] if taken[e.inputs[0]] else ins[2]  # type: ignore[assignment]
+            else:
+                kept.append(Eqn(e.primitive, ins, e.outputs, e.params, e.source))
+        out = [(ptr, alias.get(v, v)) for ptr, v in stores]
+        variants.append((tuple(taken.items()), _live(kept, [v for _, v in out]), out))
+    return variants
+
+
+def _live(eqns: Sequence[Eqn], wanted: Sequence[Var]) -> list[Eqn]:
+    """The equations of ``eqns`` that ``wanted`` depends on, in order."""
+    need = set(wanted)
+    kept = []
+    for e in reversed(eqns):
+        if e.outputs[0] in need:
+            kept.append(e)
+            need.update(a for a in e.inputs if isinstance(a, Var))
+    return kept[::-1]
+
+
+def _element_pass(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Iterator[int],
+                  shape: tuple[int, ...], stores: Sequence[tuple[str, Var]]) -> list[str]:
+    """The element pass of one iteration: with sin, cos or tan, a check of their arguments
+    and the fast or the full-range versions (:func:`_element_loop`)."""
+    if not any(e.primitive.name in TRIG for e in eqns):
+        return _element_loop(eqns, element, names, counter, shape, "full", stores)
+    check = _element_loop(eqns, element, dict(names), counter, shape, "check", ())
+    small = _element_loop(eqns, element, dict(names), counter, shape, "small", stores)
+    full = _element_loop(eqns, element, names, counter, shape, "full", stores)
+    return ["int ok = 1;", *check, "if (ok) {", *("    " + x for x in small), "} else {",
+            *("    " + x for x in full), "}"]
+
+
+def _element_loop(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Iterator[int],
+                  shape: tuple[int, ...], trig: str, stores: Sequence[tuple[str, Var]]) -> list[str]:
+    """One pass over the elements of ``shape`` computing ``eqns`` (:func:`emit_eqns`'s
+    ``trig``) and storing each value of ``stores`` at its pointer; a ``check`` pass stores
+    nothing and AND-reduces ``ok`` (so the compiler keeps only what the trig arguments need).
+    A loop nest as a region's (:func:`~.codegen.loop_axes`): one flat loop unless a constant
+    is broadcast."""
+    extents, strides = loop_axes(shape, [tuple(v.aval.shape) for v in element])
+    index_vars = [f"i{k}" for k in range(len(extents))]
+
+    def index(st: Sequence[int]) -> str:
+        return " + ".join(v if s == 1 else f"{v} * {s}" for v, s in zip(index_vars, st) if s != 0) or "0"
+
     inner: list[str] = []
-    for v, ptr in element.items():
+    for (v, ptr), st in zip(element.items(), strides):
         names[v] = f"e{next(counter)}"
-        inner.append(f"const {ctype(v.aval.dtype)} {names[v]} = {ptr}[i];")
-    _emit(eqns, names, inner, counter, trig)
-    inner += [f"o{j}[i] = {names[outvars[j]]};" for j in arrays]
+        inner.append(f"const {ctype(v.aval.dtype)} {names[v]} = {ptr}[{index(st)}];")
+    emit_eqns(eqns, names, inner, counter, trig)
+    inner += [f"{ptr}[{index(strides[-1])}] = {names[v]};" for ptr, v in stores]
     pragma = "#pragma omp simd reduction(&:ok)" if trig == "check" else "#pragma omp simd"
-    return [pragma, f"for (int64_t i = 0; i < {size}; i++) {{", *("    " + x for x in inner), "}"]
+    out: list[str] = []
+    for k, (v, d) in enumerate(zip(index_vars, extents)):
+        pad = "    " * k
+        if k == len(extents) - 1:
+            out.append(pad + pragma)
+        out.append(pad + f"for (int64_t {v} = 0; {v} < {d}; {v}++) {{")
+    out += ["    " * len(extents) + x for x in inner]
+    out += ["    " * k + "}" for k in reversed(range(len(extents)))]
+    return out
 
 
-def _bind(fn: Any, ins: Sequence[Var], outs: Sequence[Var], carry_from: int, counted: bool) -> Lowering:
+def inline_conds(graph: Graph) -> Graph | None:
+    """``graph`` with every ``cond`` replaced by all its branches' equations and, per output,
+    a ``select`` on the clamped index (``index >= k`` picks branch ``k`` over the ones
+    before): what an elementwise loop body computes in one pass over the elements, each
+    element taking the branch the iteration's index names. None when a branch has
+    constants of its own."""
+    if not any(e.primitive.name == "cond" for e in graph.eqns):
+        return graph
+    sub: dict[Var, Atom] = {}
+
+    def atom(a: Atom) -> Atom:
+        return a if isinstance(a, Literal) else sub.get(a, a)
+
+    eqns: list[Eqn] = []
+    for e in graph.eqns:
+        if e.primitive.name != "cond":
+            eqns.append(Eqn(e.primitive, tuple(map(atom, e.inputs)), e.outputs, e.params, e.source))
+            continue
+        index, *operands = map(atom, e.inputs)
+        branches = [inline_conds(b) for b in e.params["branches"]]
+        if any(b is None or b.constvars for b in branches):
+            return None
+        results = []
+        for b in branches:
+            assert b is not None
+            rename: dict[Var, Atom] = dict(zip(b.invars, operands))
+            for q in b.eqns:
+                outs = tuple(Var(o.aval) for o in q.outputs)
+                ins = tuple(a if isinstance(a, Literal) else rename[a] for a in q.inputs)
+                rename.update(zip(q.outputs, outs))
+                eqns.append(Eqn(q.primitive, ins, outs, q.params, q.source))
+            results.append([a if isinstance(a, Literal) else rename[a] for a in b.outvars])
+        for j, o in enumerate(e.outputs):
+            chosen = results[0][j]
+            for k in range(1, len(branches)):
+                pick, out = Var(ShapedArray((), np.dtype(np.bool_))), Var(o.aval)
+                bound = Literal(k, ShapedArray((), np.dtype(index.aval.dtype)))
+                eqns.append(Eqn(ge_p, (index, bound), (pick,), Params({}), e.source))
+                eqns.append(Eqn(select_p, (pick, results[k][j], chosen), (out,), Params({}), e.source))
+                chosen = out
+            sub[o] = chosen
+    return Graph(graph.invars, graph.constvars, graph.consts, tuple(eqns), tuple(map(atom, graph.outvars)))
+
+
+def _bind(fn: Any, in_dtypes: Sequence[np.dtype], out_avals: Sequence[ShapedArray], carry_from: int, n_carry: int,
+          counted: bool) -> Lowering:
     """``fn`` as a lowering: inputs as contiguous arrays of their dtypes, outputs written into
     the planned buffers (through a temporary when one is not contiguous). An input sharing a
     buffer with an output other than its own carry's is copied first, since the function
     copies the initial carries into the outputs before it reads the constants. ``counted``
     adds the iterations to ``LOOP_STATS`` as the CPU engine's while loop does."""
-    in_dtypes = [np.dtype(v.aval.dtype) for v in ins]
-    out_avals = [(v.aval.shape, np.dtype(v.aval.dtype)) for v in outs]
-    fn.argtypes = [ctypes.c_void_p] * (len(ins) + len(outs))
+    fn.argtypes = [ctypes.c_void_p] * (len(in_dtypes) + len(out_avals))
     fn.restype = ctypes.c_int64
+    shapes = [(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
 
     def run(outputs: Sequence[np.ndarray | None], *args: Any, **_: Any) -> Sequence[np.ndarray]:
         targets = [o if o is not None and o.flags.c_contiguous else np.empty(*a)
-                   for o, a in zip(outputs, out_avals)]
+                   for o, a in zip(outputs, shapes)]
         out_ptrs = [t.ctypes.data for t in targets]
         held, ptrs = [], []
         for k, (x, dt) in enumerate(zip(args, in_dtypes)):
@@ -182,7 +354,8 @@ def _bind(fn: Any, ins: Sequence[Var], outs: Sequence[Var], carry_from: int, cou
             if not x.flags.c_contiguous or x.dtype != dt:
                 x = np.ascontiguousarray(x, dtype=dt)
             own = k - carry_from
-            if x.nbytes and x.ctypes.data in out_ptrs and not (own >= 0 and out_ptrs[own] == x.ctypes.data):
+            if x.nbytes and x.ctypes.data in out_ptrs and not (0 <= own < n_carry
+                                                                and out_ptrs[own] == x.ctypes.data):
                 x = x.copy()
             held.append(x)
             ptrs.append(x.ctypes.data)
@@ -195,12 +368,16 @@ def _bind(fn: Any, ins: Sequence[Var], outs: Sequence[Var], carry_from: int, cou
     return run
 
 
-def _built(source: str | None, ins: Sequence[Var], outs: Sequence[Var], carry_from: int,
+def _built(source: str | None, ins: Sequence[Any], outs: Sequence[ShapedArray], carry_from: int, n_carry: int,
            counted: bool) -> Lowering | None:
+    """The loop ``source`` built and bound (``ins``: the C function's inputs, as values with
+    avals, in its order)."""
     if source is None:
         return None
     lib = build(prelude() + "\n" + source, INCLUDES)
-    return None if lib is None else _bind(lib.fg_loop, ins, outs, carry_from, counted)
+    if lib is None:
+        return None
+    return _bind(lib.fg_loop, [np.dtype(v.aval.dtype) for v in ins], outs, carry_from, n_carry, counted)
 
 
 def loop_lowering(eqn: Eqn) -> Lowering | None:
@@ -209,25 +386,28 @@ def loop_lowering(eqn: Eqn) -> Lowering | None:
     if not native_enabled():
         return None
     p = eqn.params
+    outs = [o.aval for o in eqn.outputs]
     if eqn.primitive.name == "while":
-        body, cond = p["body_graph"], p["cond_graph"]
+        body, cond = inline_conds(p["body_graph"]), inline_conds(p["cond_graph"])
+        if body is None or cond is None:
+            return None
         nc = len(body.outvars)
         if len(cond.invars) - nc != p["n_cc"] or len(body.invars) - nc != p["n_bc"]:
             return None
         ins = list(cond.invars[nc:]) + list(body.invars[nc:]) + list(body.invars[:nc])
         src = loop_source("fg_loop", body.invars[:nc], cond, p["n_cc"], body, None)
-        return _built(src, ins, body.invars[:nc], p["n_cc"] + p["n_bc"], True)
+        return _built(src, ins, outs, p["n_cc"] + p["n_bc"], nc, True)
     if eqn.primitive.name == "scan":
-        body, nc = p["body"], p["num_carry"]
-        if p["num_xs"] or len(body.outvars) != nc:
+        body, nc, nx = inline_conds(p["body"]), p["num_carry"], p["num_xs"]
+        if body is None:
             return None
-        consts = list(body.invars[nc:])
-        # a scan's arguments are carries first, then constants
-        src = loop_source("fg_loop", body.invars[:nc], None, 0, body, int(p["length"]))
-        if src is None:
-            return None
-        lowering = _built(src, consts + list(body.invars[:nc]), body.invars[:nc], len(consts), False)
+        consts = list(body.invars[nc + nx:])
+        scanned = Scanned(tuple(body.invars[nc:nc + nx]), len(body.outvars) - nc, bool(p["reverse"]))
+        src = loop_source("fg_loop", body.invars[:nc], None, 0, body, int(p["length"]), scanned)
+        # a scan's arguments are carries, scanned inputs, then constants
+        xs = list(eqn.inputs[nc:nc + nx])
+        lowering = _built(src, consts + list(body.invars[:nc]) + xs, outs, len(consts), nc, False)
         if lowering is None:
             return None
-        return lambda outs, *args, **kw: lowering(outs, *args[nc:], *args[:nc], **kw)
+        return lambda outs, *args, **kw: lowering(outs, *args[nc + nx:], *args[:nc], *args[nc:nc + nx], **kw)
     return None

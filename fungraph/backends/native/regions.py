@@ -19,6 +19,7 @@ import numpy as np
 
 from fungraph._config import NATIVE_CPU
 from fungraph.backends.native.codegen import INCLUDES, has_trig, prelude, region_source, supported
+from fungraph.backends.native.reductions import has_reduction, reducible, reduction_source
 from fungraph.backends.native.toolchain import build, find_compiler
 from fungraph.ir import Eqn, Graph
 
@@ -34,7 +35,28 @@ def native_enabled() -> bool:
 def runs_natively(eqn: Eqn) -> bool:
     """Whether the CPU engine runs ``eqn`` (a ``fusion`` region) as native code, so that it
     needs none of the numpy engine's chunk scratch."""
-    return eqn.primitive.name == "fusion" and native_enabled() and supported(eqn.params["call"])
+    if eqn.primitive.name != "fusion" or not native_enabled():
+        return False
+    body = eqn.params["call"]
+    return reduction_source(body, "f") is not None if has_reduction(body) else supported(body)
+
+
+def reduces_natively(eqn: Eqn) -> bool:
+    """Whether a region may hold reduction ``eqn``: the engine is on and generates it (the
+    CPU engine's ``FusionCapability.reduces``)."""
+    return reducible(eqn) and native_enabled()
+
+
+def _region_source(body: Graph, name: str) -> str | None:
+    """The region's C function(s): a region holding reductions row by row
+    (:mod:`.reductions`), else one loop (:mod:`.codegen`) and, when it calls sin, cos or tan,
+    its version with the fast trigonometric functions."""
+    if has_reduction(body):
+        return reduction_source(body, name)
+    src = region_source(body, name)
+    if src is None or not has_trig(body):
+        return src
+    return src + (region_source(body, f"{name}_small", small_trig=True) or "")
 
 
 def native_regions(graph: Graph) -> dict[int, Lowering]:
@@ -46,10 +68,9 @@ def native_regions(graph: Graph) -> dict[int, Lowering]:
     sources: dict[int, str] = {}
     for i, e in enumerate(graph.eqns):
         if e.primitive.name == "fusion":
-            body, name = e.params["call"], f"fg_region_{len(sources)}"
-            src = region_source(body, name)
+            src = _region_source(e.params["call"], f"fg_region_{len(sources)}")
             if src is not None:
-                sources[i] = src + (region_source(body, f"{name}_small", small_trig=True) if has_trig(body) else "")
+                sources[i] = src
     if not sources:
         return {}
     text = prelude() + "\n" + "\n".join(sources.values())
@@ -59,7 +80,7 @@ def native_regions(graph: Graph) -> dict[int, Lowering]:
     lowerings = {}
     for k, i in enumerate(sources):
         body = graph.eqns[i].params["call"]
-        small = getattr(lib, f"fg_region_{k}_small") if has_trig(body) else None
+        small = getattr(lib, f"fg_region_{k}_small") if has_trig(body) and not has_reduction(body) else None
         lowerings[i] = _lowering(getattr(lib, f"fg_region_{k}"), small, body)
     return lowerings
 

@@ -28,14 +28,18 @@ HEADER_DIR = Path(__file__).resolve().parent
 #: -O3 -march=native vectorises for this processor; -fno-math-errno lets sqrt be an
 #: instruction; -ffp-contract=off keeps ``a * b + c`` two roundings, as numpy computes it (the
 #: default for GNU C fuses it into an FMA); -fno-trapping-math lets gcc if-convert selects
-#: (no result changes); -fopenmp-simd reads ``omp simd`` without the OpenMP runtime (a source
-#: splitting loops across threads uses fgpool.h's pthreads pool, and adds ``-pthread``).
+#: (no result changes); -fopenmp-simd reads ``omp simd`` without the OpenMP runtime (loops split
+#: across threads call the process's one pool, :func:`load_pool`, built with ``-pthread``).
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fno-trapping-math", "-fopenmp-simd",
          "-std=gnu11", "-fPIC", "-shared", "-Wno-unknown-pragmas")
 
 
+#: The pool's source: fgpool.h's implementation, built on its own (see :func:`load_pool`).
+POOL_SOURCE = '#define FG_POOL_IMPLEMENTATION\n#include "fgpool.h"\n'
+
+
 def flags(source: str) -> tuple[str, ...]:
-    return FLAGS + (("-pthread",) if "fg_parallel(" in source else ())
+    return FLAGS + (("-pthread",) if source == POOL_SOURCE else ())
 
 #: ``FUNGRAPH_NATIVE_CACHE`` names the folder of built objects (the user cache otherwise).
 CACHE_ENV = "FUNGRAPH_NATIVE_CACHE"
@@ -127,28 +131,60 @@ def build_key(source: str, compiler: Compiler, includes: tuple[str, ...]) -> str
 
 
 _LOADED: dict[str, ctypes.CDLL] = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
+_POOL: list[ctypes.CDLL] = []
+_POOL_FAILED: set[str] = set()
 
 
 def build(source: str, includes: tuple[str, ...] = ()) -> ctypes.CDLL | None:
     """``source`` built and loaded (from the disk cache when an earlier build made it); None,
-    with a :class:`NativeBuildWarning`, when there is no compiler or the build fails."""
+    with a :class:`NativeBuildWarning`, when there is no compiler or the build fails. A source
+    splitting loops across threads gets the process's pool loaded first (:func:`load_pool`)."""
     compiler = find_compiler()
     if compiler is None:
         return None
-    key = build_key(source, compiler, includes)
     with _LOCK:
-        lib = _LOADED.get(key)
-        if lib is not None:
-            return lib
-        folder = cache_dir()
-        target = folder / f"{key}.so"
-        if target.exists():
-            BUILD_STATS["disk_hits"] += 1
-        elif not _compile(compiler, source, folder, target):
+        if "fg_parallel(" in source:
+            load_pool()
+        return _build_locked(compiler, source, includes, ctypes.DEFAULT_MODE)
+
+
+def load_pool() -> ctypes.CDLL | None:
+    """The process's one thread pool (fgpool.h built on its own and loaded ``RTLD_GLOBAL``, so
+    every region object's weak ``fg_pool_parallel`` finds it, and all share its workers); None
+    when it cannot be built, and then regions run on one thread."""
+    compiler = find_compiler()
+    if compiler is None:
+        return None
+    with _LOCK:
+        if _POOL:
+            return _POOL[0]
+        key = build_key(POOL_SOURCE, compiler, ("fgpool.h",))
+        if key in _POOL_FAILED:
             return None
-        lib = _LOADED[key] = ctypes.CDLL(str(target))
+        lib = _build_locked(compiler, POOL_SOURCE, ("fgpool.h",), ctypes.RTLD_GLOBAL)
+        if lib is None:
+            _POOL_FAILED.add(key)
+            return None
+        lib.fg_pool_workers.restype = ctypes.c_int
+        lib.fg_pool_workers.argtypes = []
+        _POOL.append(lib)
         return lib
+
+
+def _build_locked(compiler: Compiler, source: str, includes: tuple[str, ...], mode: int) -> ctypes.CDLL | None:
+    key = build_key(source, compiler, includes)
+    lib = _LOADED.get(key)
+    if lib is not None:
+        return lib
+    folder = cache_dir()
+    target = folder / f"{key}.so"
+    if target.exists():
+        BUILD_STATS["disk_hits"] += 1
+    elif not _compile(compiler, source, folder, target):
+        return None
+    lib = _LOADED[key] = ctypes.CDLL(str(target), mode=mode)
+    return lib
 
 
 def _compile(compiler: Compiler, source: str, folder: Path, target: Path) -> bool:
@@ -159,7 +195,7 @@ def _compile(compiler: Compiler, source: str, folder: Path, target: Path) -> boo
         fd, tmp_src = tempfile.mkstemp(suffix=".c", prefix=target.stem + ".", dir=folder)
     except OSError as err:
         warnings.warn(f"native CPU engine: cannot write its build cache {folder}: {err}; the numpy engine "
-                      f"runs these regions (set {CACHE_ENV} to a writable folder)", NativeBuildWarning, stacklevel=4)
+                      f"runs these regions (set {CACHE_ENV} to a writable folder)", NativeBuildWarning, stacklevel=5)
         BUILD_STATS["failures"] += 1
         return False
     tmp_obj = tmp_src[:-2] + ".so"
@@ -175,7 +211,7 @@ def _compile(compiler: Compiler, source: str, folder: Path, target: Path) -> boo
             BUILD_STATS["failures"] += 1
             warnings.warn(f"native CPU engine: {' '.join(compiler.command)} failed to build a generated source "
                           f"({tmp_src}); the numpy engine runs these regions. Compiler output:\n"
-                          f"{done.stderr.strip()[-2000:]}", NativeBuildWarning, stacklevel=4)
+                          f"{done.stderr.strip()[-2000:]}", NativeBuildWarning, stacklevel=5)
             return False
         os.replace(tmp_obj, target)
         os.replace(tmp_src, target.with_suffix(".c"))

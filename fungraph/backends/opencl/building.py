@@ -1,5 +1,6 @@
 """Building the device program: one OpenCL program holding every kernel of the lowered steps
-(built once, or taken from the cache of programs with the same source), the arena and the
+(kernels differing only in constants share a function, :mod:`~fungraph.backends.opencl.sharing`;
+built once, or taken from the cache of programs with the same source), the arena and the
 constant buffers, and the kernel instances of every step with their arguments, a loop body
 instantiated once per carry binding.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from fungraph.backends.opencl.codegen import Access, preamble
 from fungraph.backends.opencl.device import Device, upload
 from fungraph.backends.opencl.kernels.spec import KernelSpec
 from fungraph.backends.opencl.program import ENGINE_STATS, Slot, Step
+from fungraph.backends.opencl.sharing import Function, share_functions
 from fungraph.ir import Literal
 
 #: Built programs by (context, source, options), most recently used last: an executable whose kernels
@@ -35,8 +37,10 @@ on_clear(_PROGRAMS.clear)
 @dataclass(frozen=True)
 class Built:
     """A built program: its ``source``, the ``program`` (None when there are no kernels), the
-    ``seconds`` spent getting it, its disk-cache ``key``, and ``origin``: ``"source"`` (compiled
-    now), ``"memory"`` (an earlier executable's) or ``"disk"`` (a binary an earlier process
+    ``seconds`` spent getting it (``cpu_seconds`` of this process's CPU), its disk-cache ``key``,
+    its build ``options``, the kernel ``functions`` each spec launches
+    (:mod:`~fungraph.backends.opencl.sharing`), and ``origin``: ``"source"`` (compiled now, or taken from the driver's
+    own cache), ``"memory"`` (an earlier executable's) or ``"disk"`` (a binary an earlier process
     stored, see :mod:`~fungraph.backends.opencl.binaries`)."""
 
     source: str
@@ -44,6 +48,9 @@ class Built:
     seconds: float
     key: str
     origin: str
+    cpu_seconds: float = 0.0
+    options: tuple[str, ...] = ()
+    functions: dict[str, Function] = field(default_factory=dict)
 
 
 def build_options(dev: Device) -> list[str]:
@@ -54,8 +61,9 @@ def build_program(dev: Device, specs: Sequence[KernelSpec]) -> Built:
     """The program holding the kernels ``specs``: an earlier executable's with the same source,
     else a binary cached on disk, else compiled from source."""
     used = {dtypes.check(dt) for spec in specs for _, dt in spec.slots}
-    source = preamble(used) + "\n" + "\n".join(spec.source for spec in specs)
-    t0 = time.perf_counter()
+    sources, functions = share_functions(specs)
+    source = preamble(used) + "\n" + "\n".join(sources)
+    t0, c0 = time.perf_counter(), time.process_time()
     options = build_options(dev)
     program, key, origin = None, "", "none"
     if specs:
@@ -70,16 +78,18 @@ def build_program(dev: Device, specs: Sequence[KernelSpec]) -> Built:
                 program, origin = dev.cl.Program(dev.context, source).build(options=options), "source"
         ENGINE_STATS[_STAT[origin]] += 1
         if origin == "source":
-            ENGINE_STATS["kernels_built"] += len(specs)
+            ENGINE_STATS["kernels_built"] += len(sources)
+        ENGINE_STATS["kernels_shared"] += len(specs) - len(sources)
         _PROGRAMS[mem_key] = program
         while len(_PROGRAMS) > PROGRAM_CACHE_SIZE:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
     seconds = time.perf_counter() - t0
     ENGINE_STATS["build_seconds"] += seconds
-    return Built(source, program, seconds, key, origin)
+    return Built(source, program, seconds, key, origin, time.process_time() - c0, tuple(options), functions)
 
 
 _STAT = {"source": "programs_built", "memory": "programs_reused", "disk": "programs_loaded"}
+_ARG_DTYPES = {"int": np.int32, "long": np.int64}
 
 
 class Bindings:
@@ -89,10 +99,11 @@ class Bindings:
     (an upload buffer per input position), ``call_args`` (the kernels whose arguments change
     per call) and ``windowed`` (those whose arguments change per loop iteration)."""
 
-    def __init__(self, dev: Device, program: Any, slots: Sequence[Slot], steps: list[Step],
+    def __init__(self, dev: Device, built: Built, slots: Sequence[Slot], steps: list[Step],
                  const_host: dict[int, np.ndarray], arena_bytes: int) -> None:
         self.dev = dev
-        self.program = program
+        self.program = built.program
+        self.functions = built.functions
         self.slots = slots
         self.arena = dev.alloc(arena_bytes)
         self.buf: list[Any] = [None] * len(slots)
@@ -111,6 +122,8 @@ class Bindings:
         self.window_slots = [k for k, s in enumerate(slots) if s.kind == "window"]
         self.call_args: list[tuple[Any, list[Any], tuple[tuple[int, int], ...], bool]] = []
         self.instances: list[tuple] = []
+        #: the instances the warm-up leaves out (``KernelSpec.warm``), by identity
+        self.unwarmed: set[int] = set()
         self.ops = self._ops(steps, {})
         self.windowed = [(op[2], op[3]) for op in self.instances if op[3]]
 
@@ -157,9 +170,10 @@ class Bindings:
         launches = tuple(lc for lc in spec.launches if all(d > 0 for d in lc[0]))
         if not launches:
             return None
-        kernel = self.dev.cl.Kernel(self.program, spec.name)
-        kernel.set_scalar_arg_dtypes([None, np.int64] * len(spec.slots))
-        argv: list[Any] = [None, 0] * len(spec.slots)
+        function = self.functions.get(spec.name, Function(spec.name))
+        kernel = self.dev.cl.Kernel(self.program, function.name)
+        kernel.set_scalar_arg_dtypes([None, np.int64] * len(spec.slots) + [_ARG_DTYPES[t] for t, _ in function.args])
+        argv: list[Any] = [None, 0] * len(spec.slots) + [v for _, v in function.args]
         per_call, per_iteration = [], []
         for a, (s, _) in enumerate(spec.slots):
             s = remap.get(s, s)
@@ -176,6 +190,8 @@ class Bindings:
             kernel.set_args(*argv)
         op = ("kernel", kernel, argv, tuple(per_iteration), launches)
         self.instances.append(op)
+        if not spec.warm:
+            self.unwarmed.add(id(op))
         return op
 
 

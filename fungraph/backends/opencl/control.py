@@ -28,6 +28,7 @@ import numpy as np
 
 from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
 from fungraph.backends.opencl.fusion import REDUCTIONS
+from fungraph.backends.opencl.kernels.loops import LoopOperands, loop_fits, loop_kernel
 from fungraph.backends.opencl.program import Step, StepLowering, step_lowering
 from fungraph.core import get_primitive, register_lowering
 from fungraph.interpreters.eval import eval_graph
@@ -129,6 +130,27 @@ def device_only(g: Graph) -> bool:
     return True
 
 
+def loop_kernels() -> bool:
+    """``FUNGRAPH_OPENCL_LOOP_KERNELS=0`` (read at compile time) turns off one-kernel loops."""
+    return os.environ.get("FUNGRAPH_OPENCL_LOOP_KERNELS", "1") not in ("", "0")
+
+
+def lower_loop_kernel(exe: Lowering, e: Eqn, cond: Graph | None, body: Graph, length: int | None,
+                      ins: tuple[list[Access], list[Access], list[Access]]) -> bool:
+    """The loop ``e`` as one kernel running every iteration (:mod:`~fungraph.backends.opencl.
+    kernels.loops`) when its condition reads only scalars and its body is elementwise over the
+    carries; ``ins`` are the condition's constants, the body's constants and the initial
+    carries. Returns whether it was."""
+    if not (loop_kernels() and loop_fits(cond, body, len(body.outvars))):
+        return False
+    cond_ins, body_ins, init = ins
+    consts = [exe.constant(c) for g in (body, cond) if g is not None for c in g.consts]
+    ops = LoopOperands(cond_ins, body_ins, consts, init, [exe.store(o) for o in e.outputs])
+    exe.add_kernels([e], [loop_kernel(exe.kernel_name(e.primitive.name), cond, body, length, ops, exe.idx_type,
+                                      exe.info)])
+    return True
+
+
 def masked_step(cg: Graph, bg: Graph, n_cc: int, n_bc: int) -> Graph:
     """``(carry, cc, bc) -> (pred, pred ? body(carry) : carry)`` with ``pred = cond(carry)``:
     one iteration that is the identity once the loop is over, so iterations can be enqueued
@@ -152,6 +174,8 @@ def lower_while(exe: Lowering, e: Eqn) -> None:
     cg, bg, n_cc, n_bc = exe.optimized(p["cond_graph"]), exe.optimized(p["body_graph"]), p["n_cc"], p["n_bc"]
     ins = [exe.atom_access(a) for a in e.inputs]
     cc, bc, init = ins[:n_cc], ins[n_cc:n_cc + n_bc], ins[n_cc + n_bc:]
+    if lower_loop_kernel(exe, e, cg, bg, None, (cc, bc, init)):
+        return
     speculative = speculate() and device_only(cg) and device_only(bg)
     planned = None if speculative else exe.plan_fusion(bg)
     in_place = [False] * len(init) if planned is None else updated_in_place(*planned, len(init))
@@ -179,6 +203,8 @@ def lower_scan(exe: Lowering, e: Eqn) -> None:
     body, length, reverse, nc, nx = exe.optimized(p["body"]), p["length"], p["reverse"], p["num_carry"], p["num_xs"]
     ins = [exe.atom_access(a) for a in e.inputs]
     init, xs, consts = ins[:nc], ins[nc:nc + nx], ins[nc + nx:]
+    if nx == 0 and len(body.outvars) == nc and lower_loop_kernel(exe, e, None, body, length, ([], consts, init)):
+        return
     planned = exe.plan_fusion(body)
     in_place = updated_in_place(*planned, nc)
     passthrough = [body.outvars[j] is body.invars[j] or in_place[j] for j in range(nc)]

@@ -162,6 +162,14 @@ class Lowering:
         self.const_host[s] = arr
         return Access(s, aval, 0, contiguous(arr.shape))
 
+    def constant(self, value: np.ndarray) -> Access:
+        """A constant slot holding ``value`` (a sub-graph's ``consts``), uploaded once."""
+        return self._const(value)
+
+    def kernel_name(self, what: str) -> str:
+        """A name for a new kernel of the program, unique within it."""
+        return self._name(what)
+
     def atom_access(self, a: Var | Literal) -> Access:
         return self._const(a.array) if isinstance(a, Literal) else self.access[a]
 

@@ -17,7 +17,8 @@ from fungraph.ir import Eqn, Graph, Literal, ShapedArray
 
 ENGINE_STATS = {"executables": 0, "kernels_built": 0, "build_seconds": 0.0, "output_allocations": 0,
                 "donated_outputs": 0, "loop_iterations": 0, "programs_reused": 0, "copies_skipped": 0,
-                "programs_built": 0, "programs_loaded": 0, "binaries_stored": 0}
+                "programs_built": 0, "programs_loaded": 0, "binaries_stored": 0, "launches": 0,
+                "kernels_compiled_in_helpers": 0, "kernels_shared": 0}
 
 
 @dataclass(frozen=True)

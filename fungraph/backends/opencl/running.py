@@ -15,6 +15,7 @@ import numpy as np
 
 from fungraph.backends.opencl import control
 from fungraph.backends.opencl.building import Bindings
+from fungraph.backends.opencl.compile_pool import Jobs
 from fungraph.backends.opencl.device import TRANSFER_STATS, Device, OpenCLArray, download, read_scalar, upload
 from fungraph.backends.opencl.program import ENGINE_STATS, Slot
 from fungraph.ir import Literal
@@ -37,11 +38,15 @@ class Runner:
         self.window_slots = bindings.window_slots
         self.call_args, self.instances, self.windowed = bindings.call_args, bindings.instances, bindings.windowed
         self.ops = bindings.ops
+        self.unwarmed = bindings.unwarmed
 
-    def warm(self) -> float:
+    def warm(self, jobs: Jobs | None = None) -> float:
         """Launch every kernel instance once (inputs: staging buffers, outputs: one dummy
         buffer, windows at iteration 0) so PoCL compiles its work-group functions now rather
-        than on the first call."""
+        than on the first call, in program order (a kernel may read what an earlier one wrote);
+        loop kernels, whose trip count comes from their inputs, are left out. With ``jobs``
+        (kernels helper processes compile meanwhile, :mod:`~fungraph.backends.opencl.compile_pool`),
+        a kernel a helper compiles is launched once that helper is done, from PoCL's cache."""
         nbytes = max([self.slots[s].aval.nbytes for s in self.output_slots], default=1)
         dummy = self.dev.alloc(nbytes)
         for s in self.input_slots:
@@ -57,6 +62,10 @@ class Runner:
         self._bind_call_args()
         t0 = time.perf_counter()
         for op in self.instances:
+            if id(op) in self.unwarmed:
+                continue
+            if jobs is not None:
+                jobs.ready(op[1].function_name)
             self._launch(op)
         self.dev.queue.finish()
         seconds = time.perf_counter() - t0
@@ -82,6 +91,7 @@ class Runner:
         enqueue = self.dev.cl.enqueue_nd_range_kernel
         for gsize, lsize, goff in launches:
             enqueue(q, kernel, gsize, lsize, global_work_offset=goff)
+        ENGINE_STATS["launches"] += len(launches)
 
     def call(self, args: Sequence[Any], into: Sequence[Any] | None = None) -> list[OpenCLArray]:
         """Bind the inputs (device arrays as they are, host arrays through their staging

@@ -70,6 +70,16 @@ def _f_unary(name: str, fun: Callable[..., Any], ref: Callable[..., Any], domain
     return OpRecord(name, fun, ref, _one(), dts, (domain,), **kw)
 
 
+def _in_argument_dtype(ref: Callable[..., Any]) -> Callable[..., Any]:
+    """numpy's ``ref`` with its result in its first argument's (inexact) dtype, as JAX's
+    functions that numpy computes in float64 (``float_power``, ``cov``) keep float32."""
+
+    def in_dtype(*args: Any) -> Any:
+        return np.asarray(ref(*args)).astype(np.asarray(args[0]).dtype)
+
+    return in_dtype
+
+
 def _f_binary(name: str, fun: Callable[..., Any], ref: Callable[..., Any], domains: tuple = (),
               dts: tuple = FI, **kw: Any) -> OpRecord:
     return OpRecord(name, fun, ref, _bcast(), dts, domains, **kw)
@@ -264,8 +274,8 @@ def _shifts(x: Any, y: Any, xp: Any) -> tuple[Any, Any]:
 
 
 def _sort_complex_ref(x: Any) -> Any:
-    """numpy's sort_complex, in JAX's dtype (complex64 for float32 input)."""
-    return np.real(np.sort_complex(x)).astype(np.float32 if x.dtype == np.float32 else np.float64)
+    """numpy's sort_complex, in JAX's dtype (complex64 for inputs of up to 32 bits)."""
+    return np.real(np.sort_complex(x)).astype(np.float64 if x.dtype.itemsize == 8 else np.float32)
 
 
 def _padded(values: np.ndarray, size: int, fill: Any) -> np.ndarray:

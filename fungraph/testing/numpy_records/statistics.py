@@ -4,6 +4,8 @@ NaN-ignoring statistics and histograms; same format and tags as
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -16,6 +18,7 @@ from fungraph.testing.numpy_records._shared import (
     _bincount_w,
     _hist_density,
     _hist_w,
+    _in_argument_dtype,
     _lexsort,
     _nan_in,
     _nan_rows,
@@ -27,10 +30,19 @@ from fungraph.testing.numpy_records._shared import (
 from fungraph.testing.op_records import ALL, FI, F, OpRecord
 from fungraph.testing.strategies import shapes
 
+
+def _cum_dtype(x: Any) -> Any:
+    """JAX's dtype of ``cumsum``/``cumprod``: bools count in the default integer, integers keep
+    their dtype (numpy widens int32 to int64)."""
+    return np.int64 if x.dtype == np.bool_ else x.dtype
+
+
 STATISTICS_RECORDS: tuple[OpRecord, ...] = (
-    OpRecord("cumsum", lambda x: fnp.cumsum(x, axis=-1), lambda x: np.cumsum(x, axis=-1), _one(1), ALL),
-    OpRecord("cumsum_flat", fnp.cumsum, np.cumsum, _one(), FI),
-    OpRecord("cumprod", lambda x: fnp.cumprod(x, 0), lambda x: np.cumprod(x, 0), _one(1), FI, ((-2.0, 2.0),),
+    OpRecord("cumsum", lambda x: fnp.cumsum(x, axis=-1), lambda x: np.cumsum(x, axis=-1, dtype=_cum_dtype(x)),
+             _one(1), ALL),
+    OpRecord("cumsum_flat", fnp.cumsum, lambda x: np.cumsum(x, dtype=_cum_dtype(x)), _one(), FI),
+    OpRecord("cumprod", lambda x: fnp.cumprod(x, 0), lambda x: np.cumprod(x, 0, dtype=_cum_dtype(x)), _one(1), FI,
+             ((-2.0, 2.0),),
              tol32=1e-4),
     OpRecord("cumulative_sum", lambda x: fnp.cumulative_sum(x, axis=0, include_initial=True),
              lambda x: np.cumulative_sum(x, axis=0, include_initial=True), _one(1), FI),
@@ -65,8 +77,9 @@ STATISTICS_RECORDS: tuple[OpRecord, ...] = (
              _one(1), ALL, differentiable=False),
     OpRecord("average", lambda x, w: fnp.average(x, axis=-1, weights=w), lambda x, w: np.average(x, axis=-1, weights=w),
              _same(2, 1), F, ((-3.0, 3.0), (0.5, 2.0))),
-    OpRecord("cov", fnp.cov, np.cov, _one(2, 2, min_side=2), F, tol32=1e-4),
-    OpRecord("corrcoef", lambda x: fnp.corrcoef(x, rowvar=False), lambda x: np.corrcoef(x, rowvar=False),
+    OpRecord("cov", fnp.cov, _in_argument_dtype(np.cov), _one(2, 2, min_side=2), F, tol32=1e-4),
+    OpRecord("corrcoef", lambda x: fnp.corrcoef(x, rowvar=False),
+             _in_argument_dtype(lambda x: np.corrcoef(x, rowvar=False)),
              st.tuples(st.tuples(st.integers(3, 5), st.integers(1, 3))), F, tol32=1e-4, tags=("grad1",)),
     OpRecord("searchsorted", lambda a, v: fnp.searchsorted(fnp.sort(a), v),
              lambda a, v: np.asarray(np.searchsorted(np.sort(a), v), np.int32),

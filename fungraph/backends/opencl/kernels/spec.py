@@ -3,7 +3,7 @@
 
 Launches use exact grids (PoCL vectorises a work-group loop only without a bounds guard): the
 bulk of ``n`` work-items in work-groups of 256/128/64 and the remainder as one small
-work-group at a global offset.
+work-group at a global offset, unless a smaller size divides ``n``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ class KernelSpec:
     #: a copy ``(dst, src)`` between call slots, skipped when a call binds both to one buffer
     #: (an output taking over the donated input it copies)
     unless_same: tuple[int, int] | None = None
+    #: whether the warm-up may launch it on dummy data (a loop kernel's trip count is read
+    #: from its inputs, and a dummy one may not end)
+    warm: bool = True
 
 
 class Params:
@@ -64,8 +67,17 @@ class Params:
 SPREAD_MIN_WORK = 1 << 15
 
 
+#: A launch of several work-groups, at most this many, takes a smaller work-group size that
+#: divides it rather than a tail launch (a single group stays one, see above): PoCL compiles a
+#: kernel once per work-group size and kind of global offset (a tail costs 40-180 ms more at the
+#: first call; the MLP step's two panel copies of 5,440 work-items had been groups of 256 and
+#: a tail of 64), and a tail launch costs more than a few more groups.
+ONE_LAUNCH_GROUPS = 256
+
+
 def exact_launches(n: int, info: DeviceInfo, work: int | None = None) -> list[Launch]:
-    """A bulk launch with a work-group size of 256, 128 or 64 dividing it, plus a tail. On a
+    """A bulk launch with a work-group size of 256, 128 or 64 dividing it, plus a tail; one
+    launch when one of these sizes divides ``n`` into 2 to ``ONE_LAUNCH_GROUPS`` groups. On a
     CPU, when the launch does at least ``SPREAD_MIN_WORK`` elements of work (``work``,
     default ``n``), the largest size that still gives every compute unit two work-groups is
     preferred (one work-group runs on one core)."""
@@ -82,6 +94,8 @@ def exact_launches(n: int, info: DeviceInfo, work: int | None = None) -> list[La
     if not fits:
         return [((n,), (n,) if n <= cap else None, None)]
     local = fits[0]
+    if n // local >= 2:     # several groups already: smaller ones rather than a tail
+        local = next((lo for lo in fits if n % lo == 0 and n // lo <= ONE_LAUNCH_GROUPS), local)
     bulk = n - n % local
     out: list[Launch] = [((bulk,), (local,), None)]
     if n - bulk:

@@ -1,0 +1,236 @@
+"""One-kernel loops on OpenCL (``backends/opencl/kernels/loops.py``): a while or fori loop
+whose condition reads only scalars and whose body is elementwise over its carries runs every
+iteration inside one kernel launch. Each case is compared bit for bit with the same loop
+lowered with a launch per iteration (``FUNGRAPH_OPENCL_LOOP_KERNELS=0``) and with the CPU
+engine, in both dtype modes; loops the kernel cannot run keep the per-iteration path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fungraph as fg
+import fungraph.numpy as fnp
+from fungraph import lax
+from fungraph.jit import clear_caches
+from fungraph.tree_util import tree_flatten
+from tests.helpers import GPU_LIKE
+
+pytestmark = pytest.mark.usefixtures("require_opencl")
+
+
+def _stats() -> tuple[dict, dict]:
+    from fungraph.backends.opencl import TRANSFER_STATS
+    from fungraph.backends.opencl.program import ENGINE_STATS
+
+    return ENGINE_STATS, TRANSFER_STATS
+
+
+def _executable(f: Callable, args: tuple, loop_kernels: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``f`` compiled for OpenCL with one-kernel loops on or off (read at compile time)."""
+    monkeypatch.setenv("FUNGRAPH_OPENCL_LOOP_KERNELS", "1" if loop_kernels else "0")
+    clear_caches()
+    exe = fg.jit(f, backend="opencl").lower(*args).compiled.executable
+    clear_caches()
+    return exe
+
+
+def _run(exe: Any, args: tuple) -> list[np.ndarray]:
+    return [np.asarray(o) for o in exe.run(list(args))]
+
+
+def _host(tree: Any) -> list[np.ndarray]:
+    return [np.asarray(x) for x in tree_flatten(tree)[0]]
+
+
+@contextmanager
+def _mode(x64: bool) -> Iterator[None]:
+    with fg.enable_x64(x64):
+        yield
+
+
+def _while_counter(x, n):
+    return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.5 + 0.1), (0, x))
+
+
+def _damped(x, n):
+    """Three carries: a counter, an array whose update reads the counter and a scalar that
+    passes through."""
+    def body(c):
+        i, y, k = c
+        return i + 1, fnp.tanh(y * 1.5 + i.astype(y.dtype) * 0.1) - 0.25 * k, k
+
+    return lax.while_loop(lambda c: c[0] < n, body, (0, x, fnp.mean(x)))
+
+
+def _fori_static(x, n):
+    """Static bounds: the fori loop becomes a scan without scanned values."""
+    return lax.fori_loop(0, 7, lambda i, v: fnp.sin(v) * 0.9 + i.astype(v.dtype) * 0.01, x)
+
+
+def _swapped(x, n):
+    """Carries that swap places, and a loop-invariant row broadcast over the carries' rows."""
+    row = fnp.arange(x.shape[-1], dtype=x.dtype) * 0.01
+    return lax.fori_loop(0, n, lambda i, c: (c[1] * 0.5 + row, fnp.exp(-fnp.abs(c[0]))), (x, x * 2.0))
+
+
+def _scalars_only(x, n):
+    return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 2, c[1] * 0.5 + 1.0), (0, fnp.sum(x)))
+
+
+def _integers(x, n):
+    xi = (fnp.abs(x) * 100).astype(fnp.int32)
+    return lax.fori_loop(0, n, lambda i, v: (v * 3 + i.astype(v.dtype)) % 1009, xi)
+
+
+LOOPS = {"while with a counter": _while_counter, "three carries": _damped, "static fori": _fori_static,
+         "swapped carries": _swapped, "scalars only": _scalars_only, "integers": _integers}
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 6, 40])
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_loop_kernel_matches_the_launch_per_iteration_path_and_cpu(name: str, n: int, x64: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    f = LOOPS[name]
+    with _mode(x64):
+        x = np.random.default_rng(n).standard_normal((3, 17)).astype(np.float64 if x64 else np.float32)
+        args = (x, np.int32(n))
+        one = _executable(f, args, True, monkeypatch)
+        per_iteration = _executable(f, args, False, monkeypatch)
+        assert "[loop, every iteration" in one.describe(), one.describe()
+        assert "[loop" not in per_iteration.describe()
+        got, want = _run(one, args), _run(per_iteration, args)
+        cpu = _host(fg.jit(f)(*args))
+    for a, b, c in zip(got, want, cpu):
+        assert a.dtype == b.dtype == c.dtype and a.shape == b.shape == c.shape
+        np.testing.assert_array_equal(a, b, err_msg=f"{name}, {n} iterations")
+        np.testing.assert_allclose(a, c, rtol=1e-12 if x64 else 2e-6, atol=1e-12 if x64 else 2e-6)
+
+
+@pytest.mark.parametrize("n", [0, 3, 500])
+def test_a_while_loop_is_one_launch_and_reads_nothing_back(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, transfers = _stats()
+    x = np.linspace(-1, 1, 1000).astype(np.float32)
+    f = lambda x, n: _while_counter(x, n)[1]  # noqa: E731
+    args = fg.jit(lambda *a: a, backend="opencl")(x, np.int32(n))
+    exe = _executable(f, args, True, monkeypatch)
+    old = _executable(f, args, False, monkeypatch)
+    launches = {}
+    for label, e in (("one", exe), ("old", old)):
+        e.run(list(args))
+        before, reads = engine["launches"], transfers["scalar_reads"]
+        out = e.run(list(args))
+        launches[label] = engine["launches"] - before
+        if label == "one":
+            assert transfers["scalar_reads"] == reads
+        np.testing.assert_array_equal(np.asarray(out[0]), _run(old, args)[0])
+    assert launches["one"] == 1
+    assert launches["old"] >= n + 1
+
+
+def test_jvp_through_a_while_loop_is_one_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = np.linspace(-2, 2, 50)
+    t = np.cos(x)
+
+    def f(x, t):
+        return fg.jvp(lambda y: _damped(y, 9)[1], (x,), (t,))
+
+    exe = _executable(f, (x, t), True, monkeypatch)
+    assert exe.describe().count("[loop, every iteration") == 1, exe.describe()
+    got = _run(exe, (x, t))
+    want = _host(fg.jit(f)(x, t))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(got, _run(_executable(f, (x, t), False, monkeypatch), (x, t)))
+
+
+def test_derivatives_of_a_loss_around_a_fori_loop_match_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop of a directional derivative (``jvp``) is a one-kernel loop; ``grad`` keeps a
+    scan that stacks its residuals."""
+    x = np.linspace(-1, 1, 12)
+    t = np.sin(x * 3)
+
+    def loss(x):
+        return fnp.sum(lax.fori_loop(0, 5, lambda i, v: fnp.sin(v) * 0.7 + x * 0.1, x) ** 2)
+
+    directional = lambda x, t: fg.jvp(loss, (x,), (t,))[1]  # noqa: E731
+    for d, args, one in ((fg.grad(loss), (x,), False), (directional, (x, t), True)):
+        exe = _executable(d, args, True, monkeypatch)
+        assert ("[loop, every iteration" in exe.describe()) == one, exe.describe()
+        np.testing.assert_allclose(_run(exe, args)[0], np.asarray(fg.jit(d)(*args)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fg.jit(directional)(x, t), np.dot(np.asarray(fg.jit(fg.grad(loss))(x)), t),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_vmap_of_a_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batched fori loop with static bounds is one kernel (vmap batches its counter too: a
+    carry of another shape, which the body's array values never meet); a batched while loop's
+    condition reduces over the batch, which keeps a launch per iteration. Both match the CPU
+    engine."""
+    x = np.random.default_rng(0).standard_normal((5, 8))
+    ns = np.array([0, 3, 1, 5, 2], np.int32)
+    fori = fg.vmap(lambda x: lax.fori_loop(0, 7, lambda i, v: fnp.sin(v) * 0.9 + 0.1, x))
+    per_example = fg.vmap(lambda x: _fori_static(x, 0))
+    batched = fg.vmap(lambda x, n: _damped(x, n)[1])
+    for f, args, one in ((fori, (x,), True), (per_example, (x[:, 0],), True), (batched, (x, ns), False)):
+        exe = _executable(f, args, True, monkeypatch)
+        assert ("[loop, every iteration" in exe.describe()) == one, exe.describe()
+        np.testing.assert_allclose(_run(exe, args)[0], np.asarray(fg.jit(f)(*args)), rtol=1e-12, atol=1e-12)
+
+
+NOT_ELEMENTWISE = {
+    "reversed carry": lambda x: lax.fori_loop(0, 4, lambda i, v: v[::-1] * 0.5 + 1.0, x),
+    "sum in the body": lambda x: lax.fori_loop(0, 4, lambda i, v: v - fnp.mean(v), x),
+    "condition on the array": lambda x: lax.while_loop(lambda v: fnp.max(fnp.abs(v)) > 0.1, lambda v: v * 0.5, x),
+    "carries of two shapes meeting": lambda x: lax.fori_loop(0, 4, lambda i, c: (c[0] * 2.0 + c[1], c[1] + 1.0),
+                                                              (x, x[0])),
+    "product in the body": lambda x: lax.fori_loop(0, 3, lambda i, v: fnp.tanh(v @ v.T) * 0.1, x),
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_ELEMENTWISE))
+def test_loops_reading_other_elements_keep_a_launch_per_iteration(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = NOT_ELEMENTWISE[name]
+    x = np.random.default_rng(1).standard_normal((6, 6))
+    exe = _executable(f, (x,), True, monkeypatch)
+    assert "[loop" not in exe.describe(), exe.describe()
+    for a, b in zip(_run(exe, (x,)), _host(fg.jit(f)(x))):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("size", [10, 1000])
+def test_float64_tanh_loops_over_many_elements_keep_their_launches(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fungraph.backends.opencl.kernels import loops
+
+    x = np.linspace(-1, 1, size)
+    exe = _executable(lambda x: _while_counter(x, 5)[1], (x,), True, monkeypatch)
+    assert ("[loop" in exe.describe()) == (size <= loops.SLOW_FLOAT64_MAX_ELEMENTS)
+    np.testing.assert_allclose(_run(exe, (x,))[0], np.asarray(fg.jit(lambda x: _while_counter(x, 5)[1])(x)),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("device_as", [{**GPU_LIKE, "max_work_group_size": 64}, {"compute_units": 4}],
+                         indirect=True)
+@pytest.mark.parametrize("size", [1, 63, 1000])
+def test_loop_kernel_work_groups_cover_every_element(device_as, size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole work-groups (64 on the GPU-like device; on a CPU halved until each compute unit
+    gets two): the last group's extra work-items store nothing, and every element is stored."""
+    x = np.linspace(-1, 1, size).astype(np.float32)
+    f = lambda x, n: _damped(x, n)  # noqa: E731
+    args = (x, np.int32(9))
+    exe = _executable(f, args, True, monkeypatch)
+    text = exe.describe()
+    assert "[loop, every iteration" in text, text
+    local = min(size, 64 if not device_as.is_cpu else 256)
+    while device_as.is_cpu and local > 64 and -(-size // local) < 2 * device_as.compute_units:
+        local //= 2
+    assert f"launches ({-(-size // local) * local},)/({local},)" in text, text
+    got, want = _run(exe, args), _run(_executable(f, args, False, monkeypatch), args)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
