@@ -297,7 +297,9 @@ def test_per_example_gradients_of_a_likelihood() -> None:
 def test_dtypes_and_namespaces() -> None:
     assert fs.gammaln(np.float32(2.5)).dtype == np.float32
     assert fs.erfinv(np.array([0.5], np.float32)).dtype == np.float32
-    assert fs.gammaln(np.int32(3)).dtype == np.float64
+    assert fs.gammaln(np.int32(3)).dtype == np.float32  # JAX's: integers up to 32 bits take float32
+    assert fs.gammaln(np.int64(3)).dtype == np.float64
+    assert fs.gammaln(3).dtype == np.float64
     assert fs.polygamma(1, np.float32(2.0)).dtype == np.float32
     assert fst.norm.logpdf(np.float32(0.5)).dtype == np.float32
     assert fs.psi is fs.digamma

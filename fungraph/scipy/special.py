@@ -2,7 +2,7 @@
 reaches for, differentiable and batchable like ``jax.scipy.special``.
 
 Functions with their own primitive (``fungraph/primitives/special.py``) carry exact derivative
-rules; the others are compositions. Integer inputs compute in float64, float32 stays float32.
+rules; the others are compositions. Integer inputs take JAX's float (float32 up to 32 bits), float32 stays float32.
 See docs/scipy.md for the derivative status of every function and the differences from SciPy.
 """
 
