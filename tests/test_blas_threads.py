@@ -22,7 +22,7 @@ def recorded(monkeypatch):
     4 threads (the setter records and sets nothing, so the real library stays as it is)."""
     calls: list[int] = []
     monkeypatch.setattr(blas, "_openblas", lambda: (calls.append, 4))
-    monkeypatch.setattr(blas.CORES, "available", lambda: 4.0)
+    monkeypatch.setattr(blas.CORES, "available", lambda: 1.6)  # contended: products in tiles
     monkeypatch.delenv("FUNGRAPH_BLAS_THREADS", raising=False)
     return calls
 
@@ -42,7 +42,7 @@ def test_large_product_is_shared_in_tiles_on_one_openblas_thread(recorded):
     a = rng.standard_normal((512, 256)).astype(np.float32)
     b = rng.standard_normal((256, 384)).astype(np.float32)
     assert a.shape[0] * a.shape[1] * b.shape[1] >= blas.SMALL_PRODUCT
-    assert blas.threads_for(blas.SMALL_PRODUCT, 4) == 4
+    assert blas.threads_for(blas.SMALL_PRODUCT, 4) == 2  # 1.6 cores lately
     assert blas.threads_for(blas.SMALL_PRODUCT - 1, 4) == 1
     split = blas.BLAS_STATS["split_products"]
     got = np.asarray(fg.jit(lambda p, q: p @ q)(a, b))
@@ -188,7 +188,7 @@ def test_convolution_products_follow_the_policy(recorded):
 def test_a_forked_child_shares_products_with_its_own_pool(monkeypatch):
     """The parent's pool threads do not exist in a forked child: it starts its own (a job put
     on the parent's queue would wait there for ever, holding the product's arrays)."""
-    monkeypatch.setattr(blas.CORES, "available", lambda: 2.0)
+    monkeypatch.setattr(blas.CORES, "available", lambda: 1.6)
     monkeypatch.setattr(blas, "SMALL_PRODUCT", 1)
     a = np.ones((512, 64), np.float32)
     expect = np.full((512, 512), 64, np.float32)
@@ -219,3 +219,12 @@ def test_numpy_openblas_is_found():
     found = blas._openblas()
     if "openblas" in str(np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]).lower():
         assert found is not None and found[1] >= 1
+
+
+def test_a_quiet_machine_runs_a_large_product_as_one_openblas_call(recorded, monkeypatch):
+    """Every OpenBLAS thread has a core: one call on all of them (faster than tiles there)."""
+    monkeypatch.setattr(blas.CORES, "available", lambda: 3.9)
+    split = blas.BLAS_STATS["split_products"]
+    a = np.ones((512, 256), np.float32)
+    np.testing.assert_array_equal(blas.matmul(a, a.T), np.full((512, 512), 256, np.float32))
+    assert recorded == [4] and blas.BLAS_STATS["split_products"] == split
