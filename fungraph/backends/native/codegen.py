@@ -206,10 +206,6 @@ def _fg(name: str) -> Rule:
     return lambda e: f"fg_{name}_{type_suffix(e.out)}({', '.join(e.args)})"
 
 
-def _divmod(name: str) -> Rule:
-    return lambda e: f"fg_{name}_{type_suffix(e.out)}({e.args[0]}, {e.args[1]})"
-
-
 def _select(e: Term) -> str:
     p, x, y = e.args
     return f"({p} ? {x} : {y})"
@@ -263,7 +259,7 @@ RULES: dict[str, Rule] = {
     "and": _bitwise("&"), "or": _bitwise("|"), "xor": _bitwise("^"), "not": _not,
     "neg": _neg, "abs": _abs, "sign": _sign, "floor": _libm("floor"), "sqrt": _libm("sqrt"),
     "select": _select, "convert_element_type": _convert, "integer_pow": _integer_pow, "maclaurin": _maclaurin,
-    "mod": _divmod("mod"), "floor_divide": _divmod("floordiv"),
+    "mod": _fg("mod"), "floor_divide": _fg("floordiv"),
     **{name: _fg(name) for name in ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
                                     "atan", "asin", "acos", "acosh", "atanh", "erf", "logistic", "pow", "atan2")},
 }
