@@ -901,3 +901,16 @@ def test_device_arrays_convert_to_python_values_and_say_why_not() -> None:
     with pytest.raises(TypeError, match=r"f64\[2,3\]"):
         float(y)
     assert type(f(y + 1)).__name__ == "OpenCLArray" and +y is y
+
+
+def test_opencl_jit_outputs_are_weakly_typed_where_cpu_jit_outputs_are() -> None:
+    """A result computed from Python scalars is weak on OpenCL as on the CPU (and in JAX): it
+    promotes as a Python scalar would, and the caller's own argument is not re-typed."""
+    x = fg.jit(lambda: fg.numpy.ones(3), backend="opencl")()
+    for backend in ("cpu", "opencl"):
+        f = fg.jit(lambda a, s: (a * s, s * 2.0, a), backend=backend)
+        scaled, weak, same = f(x, 2.0)
+        assert (scaled.weak_type, weak.weak_type, same.weak_type, x.weak_type) == (False, True, False, False), backend
+        assert "weak_type=True" in repr(weak)
+        assert (weak + fg.numpy.bfloat16(1)).dtype == fg.numpy.bfloat16
+        np.testing.assert_array_equal(np.asarray(weak), np.float32(4.0))
