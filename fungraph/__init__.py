@@ -14,6 +14,7 @@ from fungraph import (
     random,
     scipy,
     sharding,
+    stages,
     tree,
     typing,
 )
@@ -195,6 +196,7 @@ __all__ = [
     "memory",
     "nn",
     "ops",
+    "stages",
     "numpy",
     "parse",
     "pure_callback",

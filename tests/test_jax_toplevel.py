@@ -396,12 +396,10 @@ def test_strict_dtype_promotion_matches_jax(x64: bool) -> None:
              (np.float32, float), (np.int32, float), (np.int32, int), (np.bool_, int), (np.complex64, complex),
              (np.float16, np.float32)]
     for a, b in pairs:
-        for lib in (jax, fg):
-            lib.config.update("jax_enable_x64", x64)
         for mode in ("standard", "strict"):
             got = []
             for lib, lnp in ((jax, jnp), (fg, fnp)):
-                with lib.numpy_dtype_promotion(mode):
+                with lib.enable_x64(x64), lib.numpy_dtype_promotion(mode):
                     other = lnp.ones(3, b) if isinstance(b, type) and issubclass(b, np.generic) else b(1)
                     got.append((_outcome(lambda: lnp.ones(3, a) + other),
                                 _outcome(lambda: lnp.multiply(lnp.ones(3, a), other)),
