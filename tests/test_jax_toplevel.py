@@ -472,6 +472,12 @@ def test_errors_are_jax_errors_classes() -> None:
             with pytest.raises({"TracerIntegerConversionError": TypeError, "TracerArrayConversionError": TypeError}.get(
                     name, lib.errors.ConcretizationTypeError)):
                 thunk(lib)
+    for lib in (jax, fg):
+        with pytest.raises(lib.errors.NonConcreteBooleanIndexError) as info:
+            lib.jit(lambda x: x[x > 0])(np.ones(3))
+        assert isinstance(info.value, lib.errors.JAXIndexError) and isinstance(info.value, IndexError)
+        assert issubclass(lib.errors.KeyReuseError, lib.errors.JAXTypeError)
+        assert issubclass(lib.errors.KeyReuseError, TypeError) and issubclass(lib.errors.JaxRuntimeError, RuntimeError)
     leaked: list[Any] = []
     fg.jit(lambda x: leaked.append(x) or x)(1.0)
     with pytest.raises(fg.errors.UnexpectedTracerError):
