@@ -82,6 +82,11 @@ _COMPILED: LRUCache[CompileKey, Compiled] = LRUCache("compiled graphs")
 on_clear(_SHARED.clear)
 
 
+#: Called with ``(graph, backend, seconds)`` after each compilation (``fungraph.profiler`` records
+#: them while a trace runs).
+COMPILE_LISTENERS: list[Callable[[Graph, str, dict[str, float]], None]] = []
+
+
 class BackendFallbackWarning(RuntimeWarning):
     """A jitted function runs on the CPU engine because its backend cannot run its graph."""
 
@@ -140,6 +145,8 @@ def _compile_graph(graph: Graph, backend: str, donated: tuple[bool, ...], keep: 
     _SHARED[key] = compiled
     if keep:
         _COMPILED[key] = compiled
+    for listener in COMPILE_LISTENERS:
+        listener(graph, backend, compiled.seconds)
     return compiled
 
 
