@@ -19,7 +19,7 @@ import fungraph.backends.cpu_regions as cpu_regions
 import fungraph.numpy as fnp
 from fungraph import lax
 from fungraph.backends import backend_factory
-from fungraph.backends.native import toolchain
+from fungraph.backends.native import codegen, toolchain
 from fungraph.backends.native.reductions import STASH_ELEMENTS, SUM_BLOCK, reduction_source
 from fungraph.backends.native.regions import native_enabled
 from fungraph.interpreters.optimize import optimize
@@ -130,6 +130,32 @@ def test_whole_array_reductions_feeding_and_ending_regions(small_regions: None, 
     for fun in funs[:3] + (funs[3:] if len(shape) > 1 and shape[1] > 1 else []):
         assert reducing_regions(fun, x)
         assert_close(fun, x)
+
+
+def test_large_reducing_regions_split_their_rows_across_threads(small_regions: None,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two threads a reducing region of at least PARALLEL_MIN_ELEMENTS elements hands
+    ranges of its rows (a flat index over two kept axes here) to fgpool.h, with the bits of
+    one thread; a reduction across the rows (one global sum) keeps one thread."""
+    x = np.random.default_rng(5).standard_normal((6, 50, 300)) * 3
+    gamma, beta = np.linspace(0.5, 1.5, 300), np.linspace(-1, 1, 300)
+    region = next(e for e in fg.jit(layer_norm).lower(x, gamma, beta).graph.eqns if e.primitive.name == "fusion")
+    monkeypatch.setenv(codegen.THREADS_ENV, "2")
+    src = reduction_source(region.params["call"], "f")
+    assert src is not None and "fg_parallel(f_rows, args, 300, 54, 2);" in src
+    whole = next(e for e in fg.jit(lambda x: x / fnp.sum(x)).lower(x).graph.eqns if e.primitive.name == "fusion")
+    assert "fg_parallel(" not in (reduction_source(whole.params["call"], "f") or "")
+    with fg.enable_x64(True):
+        for fun, args in ((layer_norm, (x, gamma, beta)), (softmax, (x,))):
+            threaded = on_engine(True, fun, *args)
+            monkeypatch.setenv(codegen.THREADS_ENV, "1")
+            clear_caches()
+            single = on_engine(True, fun, *args)
+            monkeypatch.setenv(codegen.THREADS_ENV, "2")
+            clear_caches()
+            for t, s in zip(threaded, single):
+                np.testing.assert_array_equal(t, s)
+            assert_close(fun, *args)
 
 
 def test_row_values_returned_with_the_rows(small_regions: None, x64: bool) -> None:

@@ -107,14 +107,14 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
         src = reduction_source(cond, f"{name}_cond")
         if src is None:
             return None
-        helpers.append("static " + src)
+        helpers.append(_static(src))
     elif cond is not None and not _elementwise(cond, shape, scalar_only=True):
         return None
     if has_reduction(body) or rows is not None:
         src = reduction_source(body, f"{name}_body", rows if not has_reduction(body) else None)
         if src is None:
             return None
-        helpers.append("static " + src)
+        helpers.append(_static(src))
     elif not _elementwise(body, shape, broadcast=body.invars[nc + len(scanned.xs):]):
         return None
     n_xs = len(scanned.xs)
@@ -168,6 +168,11 @@ def loop_source(name: str, carries: Sequence[Var], cond: Graph | None, n_cc: int
     lines.append("return it;")
     function = [f"int64_t {name}({', '.join(params)})", "{", *("    " + x for x in lines), "}", ""]
     return "\n".join([*helpers, *function])
+
+
+def _static(source: str) -> str:
+    """A generated function (and the chunk function it may hand to the pool) file-local."""
+    return "\n".join("static " + line if line.startswith("void ") else line for line in source.split("\n"))
 
 
 def _element_step(body: Graph, carries: Sequence[Var], carry_name: list[str], const_name: dict[int, str], n_cc: int,

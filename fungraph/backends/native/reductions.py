@@ -33,7 +33,16 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from fungraph.backends.native.codegen import C_TYPES, PARALLEL_MIN_ELEMENTS, RULES, ctype, emit_eqns, literal, threads
+from fungraph.backends.native.codegen import (
+    C_TYPES,
+    CHUNK_ELEMENTS,
+    PARALLEL_MIN_ELEMENTS,
+    RULES,
+    ctype,
+    emit_eqns,
+    literal,
+    threads,
+)
 from fungraph.interpreters.regions import broadcasts_by_row, expanded_shape, row_layout, trailing_axes
 from fungraph.ir import Eqn, Graph, Literal, Var
 
@@ -441,26 +450,40 @@ class _Rows:
         return needed, loads
 
     def _function(self, pre: list[str], lines: list[str], post: list[str], outer: list[str], parallel: bool) -> str:
-        """The function: ``pre``, the loop over rows running ``lines`` (across threads when
-        asked for and ``parallel``: no value accumulates across rows), then ``post``."""
+        """The function: ``pre``, the loop over rows running ``lines``, then ``post``. With
+        ``parallel`` (no value accumulates across rows), a large region's rows are split
+        across threads: ``_NAME_rows`` runs a range of rows and the pool (fgpool.h) runs it."""
         body = self.body
         params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
         params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
-        out = [f"void {_NAME}({', '.join(params)})", "{", *("    " + x for x in pre)]
+        head = f"void {_NAME}({', '.join(params)})"
         extents = [self.domain[k] for k in self.kept]
         n_threads = threads()
-        if parallel and outer and n_threads > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS:
-            out.append(f"    #pragma omp parallel for collapse({len(outer)}) num_threads({n_threads}) "
-                       "schedule(static)")
-        for k, (v, d) in enumerate(zip(outer, extents)):
-            out.append("    " * (k + 1) + f"for (int64_t {v} = 0; {v} < {d}; {v}++)")
-        depth = len(outer) + 1
-        out.append("    " * depth + "{")
-        out += ["    " * (depth + 1) + x for x in lines]
-        out.append("    " * depth + "}")
-        out += ["    " + x for x in post]
-        out.append("}")
-        return "\n".join(out) + "\n"
+        rows = math.prod(extents)
+        if not (parallel and outer and n_threads > 1 and rows > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS):
+            out = [head, "{", *("    " + x for x in pre)]
+            for k, (v, d) in enumerate(zip(outer, extents)):
+                out.append("    " * (k + 1) + f"for (int64_t {v} = 0; {v} < {d}; {v}++)")
+            depth = len(outer) + 1
+            out += ["    " * depth + "{", *("    " * (depth + 1) + x for x in lines), "    " * depth + "}"]
+            return "\n".join([*out, *("    " + x for x in post), "}", ""])
+        unpack = []
+        for k, p in enumerate(params):
+            ptr_type, var = p[:p.rindex("*") + 1], p[p.rindex("*") + 1:]
+            unpack.append(f"    {ptr_type}{var} = ({ptr_type})args[{k}];")
+        index = []
+        for k, v in enumerate(outer):
+            after = math.prod(extents[k + 1:])
+            value = "r" if after == 1 else f"(r / {after})"
+            index.append(f"const int64_t {v} = {value} % {extents[k]};" if k else f"const int64_t {v} = {value};")
+        chunk = max(1, CHUNK_ELEMENTS // self.row_len)
+        pointers = ", ".join(f"(void *){p[p.rindex('*') + 1:]}" for p in params)
+        out = [f"static void {_NAME}_rows(void *const *args, int64_t lo, int64_t hi)", "{", *unpack,
+               *("    " + x for x in pre), "    for (int64_t r = lo; r < hi; r++) {",
+               *("        " + x for x in [*index, *lines]), "    }", "}", "", head, "{",
+               f"    void *const args[] = {{{pointers}}};",
+               f"    fg_parallel({_NAME}_rows, args, {rows}, {chunk}, {n_threads});", "}", ""]
+        return "\n".join(out)
 
 
 def _finish(e: Eqn, acc: str, name: str) -> list[str]:
