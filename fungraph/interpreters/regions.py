@@ -169,6 +169,16 @@ def trailing_axes(shape: Sequence[int], axes: Sequence[int]) -> bool:
     return bool(axes) and reduced > 1 and all(k < min(axes) for k in kept)
 
 
+def leading_axes(shape: Sequence[int], axes: Sequence[int]) -> bool:
+    """Whether a reduction of ``shape`` over ``axes`` reduces more than one element per kept
+    element and every reduced axis longer than 1 comes before every kept one longer than 1
+    (a bias gradient's ``sum(g, axis=0)``): each of the operand's ``prod(reduced)`` slices
+    is then one contiguous run of the result's elements, its *columns*."""
+    kept = [k for k, d in enumerate(shape) if k not in axes and d > 1]
+    reduced = [a for a in axes if shape[a] > 1]
+    return bool(reduced) and bool(kept) and max(reduced) < min(kept)
+
+
 def row_layout(shape: Sequence[int], domain: Sequence[int], axes: Sequence[int]) -> bool:
     """Whether a value of ``shape`` holds one element per row of ``domain`` reduced over
     ``axes``, in row order (its axes longer than 1 are the kept ones)."""
@@ -243,7 +253,8 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
         for a in var_ins:
             c = made_in(a)
             if a in rows and c in group and a.aval.shape != shapes[c]:
-                if not broadcasts_by_row(a.aval.shape, shapes[c], axes_of[c] or ()):
+                if not (trailing_axes(shapes[c], axes_of[c] or ()) and broadcasts_by_row(a.aval.shape, shapes[c],
+                                                                                          axes_of[c] or ())):
                     return False
         return True
 
@@ -278,6 +289,7 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
         out = e.outputs[0].aval.shape
         if e.primitive.name == "reshape" or e.primitive.name == "broadcast_in_dim":
             ok = row_layout(out, domain, axes) or (out == domain and e.primitive.name == "broadcast_in_dim"
+                                                   and trailing_axes(domain, axes)
                                                    and broadcasts_by_row(expanded_shape(e), domain, axes))
         else:
             ok = (capability.member(e) and len(e.outputs) == 1 and out != domain and row_layout(out, domain, axes)
@@ -288,7 +300,7 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
     def reduction(i: int, e: Eqn, var_ins: list[Var]) -> int | None:
         (a,) = var_ins
         domain, axes = a.aval.shape, tuple(sorted(e.params["axes"]))
-        if a.aval.nbytes < capability.min_bytes or not trailing_axes(domain, axes):
+        if a.aval.nbytes < capability.min_bytes or not (trailing_axes(domain, axes) or leading_axes(domain, axes)):
             return None
         c = made_in(a)
         if (c is not None and shapes[c] == domain and axes_of[c] in (None, axes) and near(c, i)

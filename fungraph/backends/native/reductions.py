@@ -43,7 +43,7 @@ from fungraph.backends.native.codegen import (
     literal,
     threads,
 )
-from fungraph.interpreters.regions import broadcasts_by_row, expanded_shape, row_layout, trailing_axes
+from fungraph.interpreters.regions import broadcasts_by_row, expanded_shape, leading_axes, row_layout, trailing_axes
 from fungraph.ir import Eqn, Graph, Literal, Var
 
 #: The reductions a region may hold, by primitive name.
@@ -79,15 +79,23 @@ def reduction_source(body: Graph, name: str, rows: tuple[tuple[int, ...], tuple[
     cannot express it, which leaves the region to the numpy engine. ``rows`` (a shape and
     its trailing axes) gives the rows of a body without reductions whose values are of that
     shape or one per row (a loop body under ``vmap``: its batched counter beside its carry)."""
-    text = _source(body, rows)
+    text = _source(body, rows, threads())
     return None if text is None else text.replace(_NAME, name)
 
 
 @functools.lru_cache(maxsize=256)
-def _source(body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None) -> str | None:
-    """The source for ``body``'s structure (graphs compare structurally), named ``_NAME``."""
+def _source(body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None, n_threads: int) -> str | None:
+    """The source for ``body``'s structure (graphs compare structurally) split across
+    ``n_threads``, named ``_NAME``: row by row, or column by column when its reductions
+    reduce leading axes (:class:`_Columns`)."""
     try:
-        return _Rows(body, rows).source()
+        return _Rows(body, rows, n_threads).source()
+    except _Unsupported:
+        pass
+    if rows is not None:
+        return None
+    try:
+        return _Columns(body, n_threads).source()
     except _Unsupported:
         return None
 
@@ -117,7 +125,9 @@ class _Rows:
     """One region's analysis and source: ``kind`` (``"row"`` or ``"elem"``) and ``level`` (the
     reductions a value waits for) per value, each input's element strides over the domain."""
 
-    def __init__(self, body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> None:
+    def __init__(self, body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+                 n_threads: int = 1) -> None:
+        self.n_threads = n_threads
         reds = [e for e in body.eqns if e.primitive.name in REDUCERS]
         values = [*body.invars, *(o for e in body.eqns for o in e.outputs)]
         literals = [a for e in body.eqns for a in e.inputs if isinstance(a, Literal)]
@@ -407,7 +417,7 @@ class _Rows:
                 clauses.append(f"reduction(+:{acc})")
             else:
                 op, sign = (">", "max") if e.primitive.name == "reduce_max" else ("<", "min")
-                head.append(f"{ctype(dt)} {acc} = {_identity(dt, sign)};")
+                head.append(f"{ctype(dt)} {acc} = {identity(dt, sign)};")
                 inner.append(f"{acc} = {v} {op} {acc} ? {v} : {acc};")
                 clauses.append(f"reduction({sign}:{acc})")
                 if dt.kind == "f":
@@ -458,7 +468,7 @@ class _Rows:
         params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
         head = f"void {_NAME}({', '.join(params)})"
         extents = [self.domain[k] for k in self.kept]
-        n_threads = threads()
+        n_threads = self.n_threads
         rows = math.prod(extents)
         if not (parallel and outer and n_threads > 1 and rows > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS):
             out = [head, "{", *("    " + x for x in pre)]
@@ -486,6 +496,205 @@ class _Rows:
         return "\n".join(out)
 
 
+#: Columns a column region accumulates at a time (arrays of this length on the stack).
+COLUMN_BLOCK = 64
+
+
+class _Columns:
+    """A region reducing *leading* axes (a bias gradient's ``sum(g, axis=0)``): the domain is
+    ``R`` slices of ``C`` contiguous columns, each reduction's result a *column value* (one per
+    column). One pass walks the slices over a block of columns, computing the element values,
+    storing the outputs of the domain's shape and accumulating the reductions per column;
+    then the column values are computed and stored. Elements never read column values (the
+    region pass keeps such readers out), so one pass suffices; blocks of columns are
+    independent, and a large region hands them to the pool. Float sums accumulate in
+    ``double`` one slice after another (numpy's own order for a leading axis)."""
+
+    def __init__(self, body: Graph, n_threads: int) -> None:
+        reds = [e for e in body.eqns if e.primitive.name in REDUCERS]
+        values = [*body.invars, *(o for e in body.eqns for o in e.outputs)]
+        literals = [a for e in body.eqns for a in e.inputs if isinstance(a, Literal)]
+        if (not reds or body.constvars or not all(isinstance(o, Var) for o in body.outvars)
+                or any(np.dtype(v.aval.dtype) not in C_TYPES for v in [*values, *literals])
+                or any(len(e.outputs) != 1 for e in body.eqns) or any(np.ndim(a.array) != 0 for a in literals)):
+            raise _Unsupported
+        self.body, self.n_threads = body, n_threads
+        self.domain = tuple(reds[0].inputs[0].aval.shape)
+        self.axes = tuple(sorted(reds[0].params["axes"]))
+        if not leading_axes(self.domain, self.axes) or any(
+                not reducible(e) or not isinstance(e.inputs[0], Var) or tuple(e.inputs[0].aval.shape) != self.domain
+                or tuple(sorted(e.params["axes"])) != self.axes for e in reds):
+            raise _Unsupported
+        self.rows = math.prod(self.domain[a] for a in self.axes)
+        self.cols = math.prod(self.domain) // self.rows
+        self.kind: dict[Var, str] = {}
+        self.strides: dict[Var, tuple[int, int]] = {}
+        readers: dict[Var, set[str]] = {v: set() for v in body.invars}
+        for e in body.eqns:
+            elem = tuple(e.outputs[0].aval.shape) == self.domain or e.primitive.name in REDUCERS
+            for a in e.inputs:
+                if isinstance(a, Var) and a in readers:
+                    readers[a].add("elem" if elem else "col")
+        for v in body.outvars:
+            if v in readers:
+                readers[v].add("col")
+        self.readers_col = {v for v, how in readers.items() if "col" in how}
+        for v, how in readers.items():
+            self._input(v, how)
+        for e in body.eqns:
+            self._classify(e)
+
+    def _input(self, v: Var, how: set[str]) -> None:
+        """An input's kind: ``scalar`` (one element), else ``input``, with its strides over
+        slices and columns when elements read it (broadcast as numpy aligns it) and in column
+        layout when column values do."""
+        shape = tuple(v.aval.shape)
+        if math.prod(shape) == 1:
+            self.kind[v] = "scalar"
+            return
+        if "col" in how and not row_layout(shape, self.domain, self.axes):
+            raise _Unsupported
+        self.kind[v] = "input"
+        if "elem" not in how:
+            return
+        if len(shape) > len(self.domain):
+            raise _Unsupported
+        padded = (1,) * (len(self.domain) - len(shape)) + shape
+        if any(p not in (1, d) for p, d in zip(padded, self.domain)):
+            raise _Unsupported
+        strides = [0 if p == 1 else st for p, st in zip(padded, _contiguous(padded))]
+        reduced = [(strides[k], self.domain[k]) for k in range(len(self.domain)) if k in self.axes]
+        kept = [(strides[k], self.domain[k]) for k in range(len(self.domain)) if k not in self.axes]
+        self.strides[v] = (_flat(reduced), _flat(kept))
+
+    def _classify(self, e: Eqn) -> None:
+        out = e.outputs[0]
+        ins = [a for a in e.inputs if isinstance(a, Var)]
+        kinds = {self.kind[a] for a in ins}
+        shape = tuple(out.aval.shape)
+        if e.primitive.name in REDUCERS:
+            if not kinds <= {"elem", "input"}:
+                raise _Unsupported
+            self.kind[out] = "col"
+        elif e.primitive.name in _MOVES:
+            if kinds != {"col"} or not row_layout(shape, self.domain, self.axes):
+                raise _Unsupported
+            self.kind[out] = "col"
+        elif e.primitive.name not in RULES:
+            raise _Unsupported
+        elif shape == self.domain and kinds <= {"elem", "scalar", "input"}:
+            self.kind[out] = "elem"
+        elif shape != self.domain and row_layout(shape, self.domain, self.axes) and kinds <= {"col", "scalar", "input"}:
+            self.kind[out] = "col"
+        else:
+            raise _Unsupported
+
+    def source(self) -> str:
+        body = self.body
+        counter = itertools.count()
+        params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
+        params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
+        names: dict[Var, str] = {}
+        pre = []
+        for j, v in enumerate(body.invars):
+            if self.kind[v] == "scalar":
+                names[v] = f"x{j}"
+                pre.append(f"const {ctype(v.aval.dtype)} x{j} = a{j}[0];")
+        outs = {o: j for j, o in enumerate(body.outvars)}
+        reds = [k for k, e in enumerate(body.eqns) if e.primitive.name in REDUCERS]
+        block = [q for k in reds for q in _column_start(body.eqns[k], f"q{k}")]
+        inner: list[str] = []
+        local = dict(names)
+        for j, v in enumerate(body.invars):
+            if v in self.strides:
+                s_row, s_col = self.strides[v]
+                at = " + ".join(t for t in (f"r * {s_row}" if s_row else "", f"(c0 + c) * {s_col}" if s_col else "")
+                                if t) or "0"
+                local[v] = f"e{next(counter)}"
+                inner.append(f"const {ctype(v.aval.dtype)} {local[v]} = a{j}[{at}];")
+        emit_eqns([e for e in body.eqns if self.kind[e.outputs[0]] == "elem" and e.primitive.name not in REDUCERS],
+                  local, inner, counter)
+        inner += [f"o{outs[o]}[r * {self.cols} + c0 + c] = {local[o]};" for o in body.outvars if self.kind[o] == "elem"]
+        for k in reds:
+            inner += _column_add(body.eqns[k], f"q{k}", local[body.eqns[k].inputs[0]])  # type: ignore[index]
+        block += [f"for (int64_t r = 0; r < {self.rows}; r++) {{", "    #pragma omp simd",
+                  "    for (int64_t c = 0; c < n; c++) {", *("        " + x for x in inner), "    }", "}"]
+        finish: list[str] = []
+        cols = dict(names)
+        for j, v in enumerate(body.invars):
+            if self.kind[v] == "input" and v in self.readers_col:
+                cols[v] = f"e{next(counter)}"
+                finish.append(f"const {ctype(v.aval.dtype)} {cols[v]} = a{j}[c0 + c];")
+        for k, e in enumerate(body.eqns):
+            out = e.outputs[0]
+            if k in reds:
+                cols[out] = f"v{next(counter)}"
+                finish += _column_finish(e, f"q{k}", cols[out])
+            elif self.kind[out] == "col" and e.primitive.name in _MOVES:
+                cols[out] = cols[e.inputs[0]]  # type: ignore[index]
+            elif self.kind[out] == "col":
+                emit_eqns([e], cols, finish, counter)
+        finish += [f"o{outs[o]}[c0 + c] = {cols[o]};" for o in body.outvars if self.kind[o] == "col"]
+        block += ["#pragma omp simd", "for (int64_t c = 0; c < n; c++) {", *("    " + x for x in finish), "}"]
+        unpack = []
+        for k, p in enumerate(params):
+            ptr_type, var = p[:p.rindex("*") + 1], p[p.rindex("*") + 1:]
+            unpack.append(f"    {ptr_type}{var} = ({ptr_type})args[{k}];")
+        pointers = ", ".join(f"(void *){p[p.rindex('*') + 1:]}" for p in params)
+        chunk = max(1, -(-CHUNK_ELEMENTS // self.rows // COLUMN_BLOCK)) * COLUMN_BLOCK
+        split = self.n_threads > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS and self.cols > chunk
+        call = (f"fg_parallel({_NAME}_cols, args, {self.cols}, {chunk}, {self.n_threads});" if split
+                else f"{_NAME}_cols(args, 0, {self.cols});")
+        out = [f"static void {_NAME}_cols(void *const *args, int64_t lo, int64_t hi)", "{", *unpack,
+               *("    " + x for x in pre), f"    for (int64_t c0 = lo; c0 < hi; c0 += {COLUMN_BLOCK}) {{",
+               f"        const int64_t n = hi - c0 < {COLUMN_BLOCK} ? hi - c0 : {COLUMN_BLOCK};",
+               *("        " + x for x in block), "    }", "}", "",
+               f"void {_NAME}({', '.join(params)})", "{", f"    void *const args[] = {{{pointers}}};",
+               f"    {call}", "}", ""]
+        return "\n".join(out)
+
+
+def _flat(axes: Sequence[tuple[int, int]]) -> int:
+    """One stride walking ``axes`` (``(stride, extent)`` pairs) as one flat index: 0 when none
+    moves, else the innermost moving stride, when the others are its contiguous multiples."""
+    moving = [(s, d) for s, d in axes if d > 1]
+    if not any(s for s, _ in moving):
+        return 0
+    step = moving[-1][0]
+    for s, d in reversed(moving):
+        if s != step:
+            raise _Unsupported
+        step *= d
+    return moving[-1][0]
+
+
+def _column_start(e: Eqn, acc: str) -> list[str]:
+    """Reduction ``e``'s accumulators of a block of columns, started."""
+    dt = np.dtype(e.inputs[0].aval.dtype)
+    if e.primitive.name == "reduce_sum":
+        t = "double" if dt.kind == "f" else wide_sum(dt)
+        return [f"{t} {acc}[{COLUMN_BLOCK}];", f"for (int64_t c = 0; c < n; c++) {acc}[c] = 0;"]
+    sign = "max" if e.primitive.name == "reduce_max" else "min"
+    return [f"{ctype(dt)} {acc}[{COLUMN_BLOCK}];", f"uint8_t {acc}_n[{COLUMN_BLOCK}];",
+            f"for (int64_t c = 0; c < n; c++) {{ {acc}[c] = {identity(dt, sign)}; {acc}_n[c] = 0; }}"]
+
+
+def _column_add(e: Eqn, acc: str, v: str) -> list[str]:
+    dt = np.dtype(e.inputs[0].aval.dtype)
+    if e.primitive.name == "reduce_sum":
+        return [f"{acc}[c] += {'(double)' if dt.kind == 'f' else f'({wide_sum(dt)})'}{v};"]
+    op = ">" if e.primitive.name == "reduce_max" else "<"
+    lines = [f"{acc}[c] = {v} {op} {acc}[c] ? {v} : {acc}[c];"]
+    return lines + ([f"{acc}_n[c] |= {v} != {v};"] if dt.kind == "f" else [])
+
+
+def _column_finish(e: Eqn, acc: str, name: str) -> list[str]:
+    t = ctype(e.outputs[0].aval.dtype)
+    if e.primitive.name == "reduce_sum" or np.dtype(e.inputs[0].aval.dtype).kind != "f":
+        return [f"const {t} {name} = ({t}){acc}[c];"]
+    return [f"const {t} {name} = {acc}_n[c] ? ({t})NAN : {acc}[c];"]
+
+
 def _finish(e: Eqn, acc: str, name: str) -> list[str]:
     """Row value ``name`` of reduction ``e`` from its accumulator ``acc``: a float sum's
     pairwise stack added from the top, a float max or min NaN when a NaN was seen."""
@@ -505,15 +714,15 @@ def _global_start(e: Eqn, acc: str) -> list[str]:
     type an integer sum wraps in; a max or min and whether a NaN was seen)."""
     dt = np.dtype(e.inputs[0].aval.dtype)
     if e.primitive.name == "reduce_sum":
-        return [f"double {acc} = 0;" if dt.kind == "f" else f"{_wide_sum(dt)} {acc} = 0;"]
+        return [f"double {acc} = 0;" if dt.kind == "f" else f"{wide_sum(dt)} {acc} = 0;"]
     sign = "max" if e.primitive.name == "reduce_max" else "min"
-    return [f"{ctype(dt)} {acc} = {_identity(dt, sign)};", f"uint8_t {acc}_n = 0;"]
+    return [f"{ctype(dt)} {acc} = {identity(dt, sign)};", f"uint8_t {acc}_n = 0;"]
 
 
 def _global_add(e: Eqn, acc: str, v: str) -> list[str]:
     dt = np.dtype(e.inputs[0].aval.dtype)
     if e.primitive.name == "reduce_sum":
-        return [f"{acc} += {'(double)' if dt.kind == 'f' else f'({_wide_sum(dt)})'}{v};"]
+        return [f"{acc} += {'(double)' if dt.kind == 'f' else f'({wide_sum(dt)})'}{v};"]
     op = ">" if e.primitive.name == "reduce_max" else "<"
     return [f"{acc} = {v} {op} {acc} ? {v} : {acc};", f"{acc}_n |= {v} != {v};"]
 
@@ -525,11 +734,11 @@ def _global_finish(e: Eqn, acc: str, name: str) -> list[str]:
     return [f"const {t} {name} = {acc}_n ? ({t})NAN : {acc};"]
 
 
-def _wide_sum(dt: np.dtype) -> str:
+def wide_sum(dt: np.dtype) -> str:
     return "uint64_t" if dt.itemsize == 8 else "uint32_t"
 
 
-def _identity(dt: np.dtype, sign: str) -> str:
+def identity(dt: np.dtype, sign: str) -> str:
     """The start of a max (``sign="max"``) or min accumulator of ``dt``."""
     if dt.kind == "f":
         value = -np.inf if sign == "max" else np.inf
