@@ -21,6 +21,7 @@ from fungraph import lax
 from fungraph.backends.native import codegen, toolchain
 from fungraph.backends.native.loops import NATIVE_LOOP_STATS, inline_conds, loop_source
 from fungraph.backends.native.regions import native_enabled
+from fungraph.primitives.graph_utils import LOOP_STATS
 from fungraph.tree_util import tree_leaves
 
 pytestmark = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler")
@@ -376,13 +377,15 @@ from fungraph import lax
 from fungraph.backends.native.loops import NATIVE_LOOP_STATS
 fg.config.update("jax_enable_x64", True)
 f = fg.jit(lambda x, n: lax.fori_loop(0, n, lambda i, v: fnp.tanh(v) * 0.5 + 0.1 * i, x))
+g = fg.jit(lambda x: lax.while_loop(lambda v: fnp.sum(v * v) > 1.0, lambda v: v * 0.9, x))
 xs = [np.random.default_rng(k).standard_normal(1 << 17) for k in range(4)]
 want = [np.asarray(f(x, 30)) for x in xs]
-assert NATIVE_LOOP_STATS["runs"] == 4
+shrunk = [np.asarray(g(x)) for x in xs]
+assert NATIVE_LOOP_STATS["runs"] == 8
 bad = []
 def work(k):
     for _ in range(10):
-        if not np.array_equal(np.asarray(f(xs[k], 30)), want[k]):
+        if not np.array_equal(np.asarray(f(xs[k], 30)), want[k]) or not np.array_equal(np.asarray(g(xs[k])), shrunk[k]):
             bad.append(k)
 threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
 for t in threads: t.start()
@@ -392,10 +395,44 @@ print(bad)
 
 
 def test_split_loops_called_from_several_threads_keep_their_results(native: None) -> None:
-    """Python threads running a split loop at once get the results of a lone call (one uses
-    the pool per iteration, the others run alone)."""
+    """Python threads running split loops at once (an element pass, a reducing cond) get the
+    results of a lone call: one uses the pool per iteration, the others run each job whole."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run([sys.executable, "-c", _SPLIT_LOOP_CHILD], env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[]"], done.stdout + done.stderr[-2000:]
+
+
+def test_reducing_conds_over_large_carries_split_their_reduction(native: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A while whose cond reduces a large carry (``max(abs(x)) > tol``, ``sum(x * x)``) splits
+    the reduction across threads each iteration, each chunk a power of two sum blocks whose
+    partial values combine in chunk order: one thread's bits and iteration count, NaN kept."""
+    monkeypatch.setenv(codegen.THREADS_ENV, "2")
+    halve = lambda x, tol: lax.while_loop(  # noqa: E731
+        lambda v: (fnp.max(fnp.abs(v)) > tol) & (fnp.sum(v * v) > tol * tol), lambda v: v * 0.75 + 1e-5, x)
+    big = np.linspace(-3, 5, 100_001)
+    src = _loop_source_of(halve, big, 1e-2)
+    assert "fg_parallel(f_cond_part, args, 100001, 8192, 2);" in src
+    assert "fg_parallel(" not in _loop_source_of(halve, big[:5000], 1e-2)
+    nan = big.copy()
+    nan[54_321] = np.nan
+    ints = np.arange(100_001, dtype=np.int32) * 70_001
+    wrap = lambda v: lax.while_loop(lambda c: (fnp.sum(c[1]) != 7) & (c[0] < 5),  # noqa: E731
+                                    lambda c: (c[0] + 1, c[1] * 3 + 1), (0, v))
+    with fg.enable_x64(True):
+        for fn, args in ((halve, (big, 1e-2)), (halve, (nan, 1e-2)), (wrap, (ints,))):
+            before = LOOP_STATS["iterations"]
+            threaded = [np.asarray(v) for v in tree_leaves(fg.jit(fn)(*args))]
+            count = LOOP_STATS["iterations"] - before
+            monkeypatch.setenv(codegen.THREADS_ENV, "1")
+            fg.clear_caches()
+            before = LOOP_STATS["iterations"]
+            single, want = run_both(fn, *args)
+            assert LOOP_STATS["iterations"] - before == 2 * count  # one thread's, then the numpy engine's
+            monkeypatch.setenv(codegen.THREADS_ENV, "2")
+            fg.clear_caches()
+            for t, s, ref in zip(threaded, single, want):
+                np.testing.assert_array_equal(t, s)
+                np.testing.assert_array_equal(t, ref)

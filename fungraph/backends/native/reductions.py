@@ -298,6 +298,8 @@ class _Rows:
         row = " + ".join(f"{v} * {s}" for v, s in zip(outer, row_strides)) or "0"
         lines = [f"const int64_t row = {row};"]
         pre: list[str] = []
+        stores: set[str] = set()
+        marks: tuple[int, ...] = ()
         post: list[str] = []
 
         def base(v: Var) -> str:
@@ -342,12 +344,15 @@ class _Rows:
             for o in body.outvars:
                 if self.kind[o] == "row" and self.level[o] == p and tuple(o.aval.shape) != self.domain:
                     lines.append(f"o{outs[o]}[row] = {names[o]};")
+                    stores.add(lines[-1])
             for k in across:
                 if self.level[body.eqns[k].inputs[0]] == p:
                     lines += _global_add(body.eqns[k], f"g{k}", names[body.eqns[k].inputs[0]])  # type: ignore[index]
             if p <= last:
-                lines += self._pass(p, [k for k in reds if self.level[body.eqns[k].inputs[0]] == p],
-                                    names, counter, outs)
+                mine = [k for k in reds if self.level[body.eqns[k].inputs[0]] == p]
+                marks = (len(lines), mine)
+                lines += self._pass(p, mine, names, counter, outs)
+                marks = (marks[0], len(lines), marks[1])
         for k, e in enumerate(body.eqns):
             out = e.outputs[0]
             if k in across:
@@ -359,7 +364,84 @@ class _Rows:
                 else:
                     emit_eqns([e], names, post, counter)
         post += [f"o{j}[0] = {names[o]};" for j, o in enumerate(body.outvars) if self.kind[o] == "global"]
+        if not outer and not across and last == 0 and self._row_chunk() is not None:
+            start, end, mine = marks  # type: ignore[misc]
+            before = [x for x in lines[:start] if x not in stores]
+            chunk = self._pass(0, mine, names, counter, outs, ("begin", "end"))
+            return self._split_row(pre, before, chunk, lines[end:], mine, lines[:start])
         return self._function(pre, lines, post, outer, parallel=not across)
+
+    def _row_chunk(self) -> int | None:
+        """Elements per chunk of a region of one long row split across threads: ``SUM_BLOCK``
+        times a power of two, about four chunks per thread; None below the size a split pays."""
+        if self.n_threads < 2 or self.row_len < PARALLEL_MIN_ELEMENTS:
+            return None
+        chunk = SUM_BLOCK
+        while 2 * chunk <= self.row_len // (4 * self.n_threads):
+            chunk *= 2
+        return chunk
+
+    def _split_row(self, pre: list[str], before: list[str], chunk: list[str], after: list[str], mine: list[int],
+                   head: list[str]) -> str:
+        """One long row (a reducing ``while``'s cond over a large carry) split across threads:
+        ``_NAME_part`` runs the row's one pass over each chunk of its range (the pool may hand
+        it several, or all of them), storing each reduction's partial value; the function combines them in chunk order (sums with the binary counter, over
+        chunks of a power of two blocks: the bits of one thread's pairwise sum), then runs
+        ``after`` (the row values and outputs)."""
+        body = self.body
+        size = self._row_chunk()
+        assert size is not None
+        n = -(-self.row_len // size)
+        params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
+        params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
+        unpack = []
+        for k, p in enumerate(params):
+            ptr_type, var = p[:p.rindex("*") + 1], p[p.rindex("*") + 1:]
+            unpack.append(f"{ptr_type}{var} = ({ptr_type})args[{k}];")
+        pointers = [f"(void *){p[p.rindex('*') + 1:]}" for p in params]
+        parts, save, combine = [], [], []
+        for k in mine:
+            e = body.eqns[k]
+            dt = np.dtype(e.inputs[0].aval.dtype)
+            acc, slot = f"q{k}", len(pointers)
+            if e.primitive.name == "reduce_sum" and dt.kind == "f":
+                parts.append(f"double {acc}_part[{n}];")
+                pointers.append(f"(void *){acc}_part")
+                save += [f"double {acc}_r = {acc}_t ? {acc}_s[{acc}_t - 1] : 0.0;",
+                         f"for (int q = {acc}_t - 2; q >= 0; q--) {acc}_r = {acc}_s[q] + {acc}_r;",
+                         f"((double *)args[{slot}])[begin / {size}] = {acc}_r;"]
+                combine += [f"double {acc}_s[64];", f"int {acc}_t = 0;",
+                            f"for (int64_t n = 0; n < {n}; n++) {{", f"    double {acc}_p = {acc}_part[n];",
+                            f"    for (int64_t c = n + 1; !(c & 1); c >>= 1) {acc}_p = {acc}_s[--{acc}_t] + {acc}_p;",
+                            f"    {acc}_s[{acc}_t++] = {acc}_p;", "}"]
+            elif e.primitive.name == "reduce_sum":
+                w = wide_sum(dt)
+                parts.append(f"{w} {acc}_part[{n}];")
+                pointers.append(f"(void *){acc}_part")
+                save.append(f"(({w} *)args[{slot}])[begin / {size}] = {acc};")
+                combine += [f"{w} {acc} = 0;", f"for (int64_t n = 0; n < {n}; n++) {acc} += {acc}_part[n];"]
+            else:
+                t, (op, sign) = ctype(dt), ((">", "max") if e.primitive.name == "reduce_max" else ("<", "min"))
+                parts.append(f"{t} {acc}_part[{n}];")
+                pointers.append(f"(void *){acc}_part")
+                save.append(f"(({t} *)args[{slot}])[begin / {size}] = {acc};")
+                pick = f"{acc} = {acc}_part[n] {op} {acc} ? {acc}_part[n] : {acc};"
+                combine += [f"{t} {acc} = {identity(dt, sign)};", f"for (int64_t n = 0; n < {n}; n++) {pick}"]
+                if dt.kind == "f":
+                    parts.append(f"uint8_t {acc}_nan[{n}];")
+                    pointers.append(f"(void *){acc}_nan")
+                    save.append(f"((uint8_t *)args[{slot + 1}])[begin / {size}] = {acc}_n;")
+                    combine += [f"uint8_t {acc}_n = 0;", f"for (int64_t n = 0; n < {n}; n++) {acc}_n |= {acc}_nan[n];"]
+        part = [f"static void {_NAME}_part(void *const *args, int64_t from, int64_t to)", "{",
+                *("    " + x for x in [*unpack, *pre, *before]),
+                f"    for (int64_t begin = from; begin < to; begin += {size}) {{",
+                f"        const int64_t end = begin + {size} < to ? begin + {size} : to;",
+                *("        " + x for x in [*chunk, *save]), "    }", "}", ""]
+        main = [f"void {_NAME}({', '.join(params)})", "{", *("    " + x for x in parts),
+                f"    void *const args[] = {{{', '.join(pointers)}}};",
+                f"    fg_parallel({_NAME}_part, args, {self.row_len}, {size}, {self.n_threads});",
+                *("    " + x for x in [*pre, *head, *combine, *after]), "}", ""]
+        return "\n".join(part + main)
 
     def _plan_passes(self, last: int, reds: list[int], full_outs: list[Var]) -> None:
         """Per pass, the element values it computes and those it loads from the row's stash
@@ -378,9 +460,11 @@ class _Rows:
             computed |= needed
 
     def _pass(self, p: int, mine: list[int], names: dict[Var, str], counter: Iterator[int],
-              outs: dict[Var, int]) -> list[str]:
+              outs: dict[Var, int], span: tuple[str, str] | None = None) -> list[str]:
         """Pass ``p`` over a row's elements: the reductions ``mine`` (equation indices)
-        accumulated, and in the last pass the outputs of the domain's shape stored."""
+        accumulated, and in the last pass the outputs of the domain's shape stored; over the
+        elements ``span`` (C expressions) of the row when given, else all of them."""
+        first, stop = span or ("0", str(self.row_len))
         body = self.body
         stored = [o for o in body.outvars if p == max(self.passes) and tuple(o.aval.shape) == self.domain]
         if not mine and not stored:
@@ -428,15 +512,15 @@ class _Rows:
         loop = [" ".join(["#pragma omp simd", *clauses]), "for (int64_t i = lo; i < hi; i++) {",
                 *("    " + x for x in inner), "}"]
         if not sums:
-            return [*head, "{", f"    const int64_t lo = 0, hi = {self.row_len};", *("    " + x for x in loop), "}"]
-        block = [f"const int64_t hi = lo + {SUM_BLOCK} < {self.row_len} ? lo + {SUM_BLOCK} : {self.row_len};"]
+            return [*head, "{", f"    const int64_t lo = {first}, hi = {stop};", *("    " + x for x in loop), "}"]
+        block = [f"const int64_t hi = lo + {SUM_BLOCK} < {stop} ? lo + {SUM_BLOCK} : {stop};"]
         block += [f"double {acc}_b = 0;" for acc in sums]
         block += loop
         for acc in sums:
             block += [f"double {acc}_p = {acc}_b;",
                       f"for (int64_t c = n + 1; !(c & 1); c >>= 1) {acc}_p = {acc}_s[--{acc}_t] + {acc}_p;",
                       f"{acc}_s[{acc}_t++] = {acc}_p;"]
-        return [*head, f"for (int64_t lo = 0, n = 0; lo < {self.row_len}; lo += {SUM_BLOCK}, n++) {{",
+        return [*head, f"for (int64_t lo = {first}, n = 0; lo < {stop}; lo += {SUM_BLOCK}, n++) {{",
                 *("    " + x for x in block), "}"]
 
     def _needed(self, wanted: Sequence[Var], earlier: set[Var]) -> tuple[set[Var], set[Var]]:
