@@ -34,7 +34,8 @@ from fungraph.backends.native.codegen import (
     supported,
     threads,
 )
-from fungraph.backends.native.reductions import has_reduction, reduction_source, row_axes
+from fungraph.backends.native.reducers import has_reduction
+from fungraph.backends.native.reductions import reduction_source, row_axes
 from fungraph.backends.native.regions import native_enabled, returned
 from fungraph.backends.native.toolchain import build
 from fungraph.ir import Atom, Eqn, Graph, Literal, Params, ShapedArray, Var

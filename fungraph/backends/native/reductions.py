@@ -4,7 +4,8 @@ of an elementwise chain, ``x / sum(x)``.
 
 Every reduction of such a region reduces the same trailing axes of the region's shape, so
 the region is a loop over *rows* (the kept axes), each row a contiguous run of ``L``
-elements. A value of the body is an *element* value (one per element of a row) or a *row*
+elements (a region reducing *leading* axes, a bias gradient's ``sum(g, axis=0)``, is walked
+by columns instead: :mod:`.columns`). A value of the body is an *element* value (one per element of a row) or a *row*
 value (one per row: a reduction's result, what is computed from it, a keep-dims broadcast of
 it). Per row, the generated code runs one pass over the row's elements per level of
 reductions: a pass computes the element values its reductions need (in registers, as a
@@ -22,6 +23,11 @@ elements whose sums are added pairwise, as numpy's pairwise summation does: the 
 float64 sum of ``n`` terms is at most ``(SUM_BLOCK + 2 ceil(log2 ceil(n / SUM_BLOCK)) + 1)
 eps sum |x|`` (numpy's own bound has 128 + log2(n / 128)), and a float32 sum is the double
 sum rounded once. Integer sums wrap as numpy's do; ``max`` and ``min`` propagate NaN.
+
+A large region hands ranges of its rows to the process's pool (fgpool.h); a region of one long
+row whose reductions all take one pass (a reducing ``while``'s cond over a large carry) hands
+it chunks of the row instead, each a power of two sum blocks, whose partial values it
+combines in chunk order: the same bits as one thread.
 """
 
 from __future__ import annotations
@@ -40,14 +46,21 @@ from fungraph.backends.native.codegen import (
     RULES,
     ctype,
     emit_eqns,
-    literal,
     threads,
 )
-from fungraph.interpreters.regions import broadcasts_by_row, expanded_shape, leading_axes, row_layout, trailing_axes
+from fungraph.backends.native.columns import column_source
+from fungraph.backends.native.reducers import (
+    MOVES,
+    NAME,
+    REDUCERS,
+    Unsupported,
+    contiguous,
+    identity,
+    reducible,
+    wide_sum,
+)
+from fungraph.interpreters.regions import broadcasts_by_row, expanded_shape, row_layout, trailing_axes
 from fungraph.ir import Eqn, Graph, Literal, Var
-
-#: The reductions a region may hold, by primitive name.
-REDUCERS = frozenset({"reduce_sum", "reduce_max", "reduce_min"})
 
 #: Elements per block of a sum; the blocks' sums are added pairwise (module docstring).
 SUM_BLOCK = 128
@@ -56,23 +69,6 @@ SUM_BLOCK = 128
 #: array of a row's length per stashed value) instead of computing them again.
 STASH_ELEMENTS = 4096
 
-_MOVES = frozenset({"reshape", "broadcast_in_dim"})
-_NAME = "FG_REDUCTION_REGION"
-
-
-def reducible(e: Eqn) -> bool:
-    """Whether the generator can compute reduction ``e`` in a region (its dtype a C type; a
-    bool sum is numpy's ``or`` and is left out)."""
-    if e.primitive.name not in REDUCERS:
-        return False
-    dt = np.dtype(e.inputs[0].aval.dtype)
-    return dt in C_TYPES and not (dt.kind == "b" and e.primitive.name == "reduce_sum")
-
-
-def has_reduction(body: Graph) -> bool:
-    return any(e.primitive.name in REDUCERS for e in body.eqns)
-
-
 def reduction_source(body: Graph, name: str, rows: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> str | None:
     """``void name(const T0 *a0, ..., T *o0, ...)``: region ``body`` (holding reductions) over
     C-contiguous inputs and outputs, row by row (module docstring); None when the generator
@@ -80,24 +76,21 @@ def reduction_source(body: Graph, name: str, rows: tuple[tuple[int, ...], tuple[
     its trailing axes) gives the rows of a body without reductions whose values are of that
     shape or one per row (a loop body under ``vmap``: its batched counter beside its carry)."""
     text = _source(body, rows, threads())
-    return None if text is None else text.replace(_NAME, name)
+    return None if text is None else text.replace(NAME, name)
 
 
 @functools.lru_cache(maxsize=256)
 def _source(body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None, n_threads: int) -> str | None:
     """The source for ``body``'s structure (graphs compare structurally) split across
-    ``n_threads``, named ``_NAME``: row by row, or column by column when its reductions
+    ``n_threads``, named ``NAME``: row by row, or column by column when its reductions
     reduce leading axes (:class:`_Columns`)."""
     try:
         return _Rows(body, rows, n_threads).source()
-    except _Unsupported:
+    except Unsupported:
         pass
     if rows is not None:
         return None
-    try:
-        return _Columns(body, n_threads).source()
-    except _Unsupported:
-        return None
+    return column_source(body, n_threads)
 
 
 def row_axes(big: tuple[int, ...], small: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -107,18 +100,6 @@ def row_axes(big: tuple[int, ...], small: tuple[int, ...]) -> tuple[int, ...] | 
         if trailing_axes(big, axes) and row_layout(small, big, axes):
             return axes
     return None
-
-
-class _Unsupported(Exception):
-    """The body is outside what the generator expresses."""
-
-
-def _contiguous(extents: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(extents):
-        strides.append(step)
-        step *= d
-    return strides[::-1]
 
 
 class _Rows:
@@ -135,7 +116,7 @@ class _Rows:
                 or any(np.dtype(v.aval.dtype) not in C_TYPES for v in [*values, *literals])
                 or any(len(e.outputs) != 1 for e in body.eqns)
                 or any(np.ndim(a.array) != 0 for a in literals)):
-            raise _Unsupported
+            raise Unsupported
         self.body = body
         if rows is None:
             widest = max(reds, key=lambda e: e.inputs[0].aval.size)
@@ -146,13 +127,13 @@ class _Rows:
         for e in reds:
             operand = e.inputs[0]
             if not reducible(e) or not isinstance(operand, Var):
-                raise _Unsupported
+                raise Unsupported
             if tuple(operand.aval.shape) == self.domain and tuple(sorted(e.params["axes"])) == self.axes:
                 continue
             if e.outputs[0].aval.shape != () or tuple(sorted(e.params["axes"])) != tuple(range(operand.aval.ndim)):
-                raise _Unsupported
+                raise Unsupported
         if not trailing_axes(self.domain, self.axes):
-            raise _Unsupported
+            raise Unsupported
         self.kept = [k for k, d in enumerate(self.domain) if k not in self.axes and d > 1]
         self.row_len = math.prod(self.domain[a] for a in self.axes)
         self.kind: dict[Var, str] = {}
@@ -173,8 +154,8 @@ class _Rows:
             full = out == self.domain or e.primitive.name in REDUCERS
             for a in e.inputs:
                 if isinstance(a, Var) and a in readers:
-                    if e.primitive.name in _MOVES:
-                        raise _Unsupported
+                    if e.primitive.name in MOVES:
+                        raise Unsupported
                     readers[a].add("full" if full else "row")
         for o in self.body.outvars:
             if o in readers:
@@ -191,21 +172,21 @@ class _Rows:
             elif how == {"full"}:
                 strides = self._broadcast_strides(shape)
             else:
-                raise _Unsupported
+                raise Unsupported
             self.strides[v] = strides
             along = [strides[a] for a in self.axes if self.domain[a] > 1]
             if not any(along):
                 self.kind[v] = "row"
-            elif along == _contiguous([self.domain[a] for a in self.axes if self.domain[a] > 1]):
+            elif along == contiguous([self.domain[a] for a in self.axes if self.domain[a] > 1]):
                 self.kind[v] = "elem"
             else:
-                raise _Unsupported
+                raise Unsupported
             self.level[v] = 0
 
     def _broadcast_strides(self, shape: tuple[int, ...]) -> list[int]:
         if len(shape) > len(self.domain):
-            raise _Unsupported
-        own = _contiguous(shape)
+            raise Unsupported
+        own = contiguous(shape)
         pad = len(self.domain) - len(shape)
         strides = []
         for k, d in enumerate(self.domain):
@@ -214,7 +195,7 @@ class _Rows:
             elif shape[k - pad] == d:
                 strides.append(own[k - pad])
             else:
-                raise _Unsupported
+                raise Unsupported
         return strides
 
     def _row_strides(self, shape: tuple[int, ...]) -> list[int]:
@@ -222,8 +203,8 @@ class _Rows:
         if math.prod(shape) == 1:
             return strides
         if not row_layout(shape, self.domain, self.axes):
-            raise _Unsupported
-        for k, s in zip(self.kept, _contiguous([d for d in self.domain if d > 1][:len(self.kept)])):
+            raise Unsupported
+        for k, s in zip(self.kept, contiguous([d for d in self.domain if d > 1][:len(self.kept)])):
             strides[k] = s
         return strides
 
@@ -239,17 +220,17 @@ class _Rows:
         if name in REDUCERS:
             self.kind[out], self.level[out] = "row", level + 1
             return
-        if name in _MOVES:
+        if name in MOVES:
             (a,) = ins
             spread = name == "broadcast_in_dim" and shape == self.domain
             ok = self.kind[a] == "row" and (row_layout(shape, self.domain, self.axes) or (
                 spread and broadcasts_by_row(expanded_shape(e), self.domain, self.axes)))
             if not ok:
-                raise _Unsupported
+                raise Unsupported
             self.kind[out], self.level[out] = "row", level
             return
         if name not in RULES:
-            raise _Unsupported
+            raise Unsupported
         if shape == self.domain:
             for a in ins:
                 if a in self.body.invars:
@@ -257,14 +238,14 @@ class _Rows:
                 a_shape = tuple(a.aval.shape)
                 if self.kind[a] == "row" and a_shape != self.domain and not broadcasts_by_row(a_shape, self.domain,
                                                                                               self.axes):
-                    raise _Unsupported
+                    raise Unsupported
             self.kind[out] = "elem" if any(self.kind[a] == "elem" for a in ins) else "row"
         else:
             if not row_layout(shape, self.domain, self.axes):
-                raise _Unsupported
+                raise Unsupported
             for a in ins:
                 if self.kind[a] != "row" or (a not in self.body.invars and tuple(a.aval.shape) != shape):
-                    raise _Unsupported
+                    raise Unsupported
             self.kind[out] = "row"
         self.level[out] = level
 
@@ -276,13 +257,13 @@ class _Rows:
         if e.primitive.name in REDUCERS:
             (a,) = ins
             if self.kind[a] != "row" or not row_layout(tuple(a.aval.shape), self.domain, self.axes):
-                raise _Unsupported
-        elif out.aval.shape != () or not (e.primitive.name in RULES or e.primitive.name in _MOVES) or any(
+                raise Unsupported
+        elif out.aval.shape != () or not (e.primitive.name in RULES or e.primitive.name in MOVES) or any(
                 self.kind[a] != "global" and a.aval.size != 1 for a in ins):
-            raise _Unsupported
+            raise Unsupported
         for a in ins:
             if self.kind[a] != "global" and e.primitive.name not in REDUCERS and a not in self.body.invars:
-                raise _Unsupported
+                raise Unsupported
         self.kind[out], self.level[out] = "global", -1
 
     # --- source -----------------------------------------------------------------------------
@@ -294,7 +275,7 @@ class _Rows:
         counter = itertools.count()
         names: dict[Var, str] = {}
         outer = [f"r{k}" for k in range(len(self.kept))]
-        row_strides = _contiguous([self.domain[k] for k in self.kept])
+        row_strides = contiguous([self.domain[k] for k in self.kept])
         row = " + ".join(f"{v} * {s}" for v, s in zip(outer, row_strides)) or "0"
         lines = [f"const int64_t row = {row};"]
         pre: list[str] = []
@@ -337,7 +318,7 @@ class _Rows:
                 out = e.outputs[0]
                 if self.kind[out] != "row" or self.level[out] != p or e.primitive.name in REDUCERS:
                     continue
-                if e.primitive.name in _MOVES:
+                if e.primitive.name in MOVES:
                     names[out] = names[e.inputs[0]]  # type: ignore[index]
                 else:
                     emit_eqns([e], names, lines, counter)
@@ -359,7 +340,7 @@ class _Rows:
                 names[out] = f"v{next(counter)}"
                 post += _global_finish(e, f"g{k}", names[out])
             elif self.kind[out] == "global":
-                if e.primitive.name in _MOVES:
+                if e.primitive.name in MOVES:
                     names[out] = names[e.inputs[0]]  # type: ignore[index]
                 else:
                     emit_eqns([e], names, post, counter)
@@ -384,10 +365,11 @@ class _Rows:
     def _split_row(self, pre: list[str], before: list[str], chunk: list[str], after: list[str], mine: list[int],
                    head: list[str]) -> str:
         """One long row (a reducing ``while``'s cond over a large carry) split across threads:
-        ``_NAME_part`` runs the row's one pass over each chunk of its range (the pool may hand
-        it several, or all of them), storing each reduction's partial value; the function combines them in chunk order (sums with the binary counter, over
-        chunks of a power of two blocks: the bits of one thread's pairwise sum), then runs
-        ``after`` (the row values and outputs)."""
+        ``NAME_part`` runs the row's one pass over each chunk of its range (the pool may hand
+        it several, or all of them), storing each reduction's partial value; the function
+        combines them in chunk order (sums with the binary counter, over chunks of a power of
+        two blocks: the bits of one thread's pairwise sum), then runs ``after`` (the row values
+        and outputs)."""
         body = self.body
         size = self._row_chunk()
         assert size is not None
@@ -432,14 +414,14 @@ class _Rows:
                     pointers.append(f"(void *){acc}_nan")
                     save.append(f"((uint8_t *)args[{slot + 1}])[begin / {size}] = {acc}_n;")
                     combine += [f"uint8_t {acc}_n = 0;", f"for (int64_t n = 0; n < {n}; n++) {acc}_n |= {acc}_nan[n];"]
-        part = [f"static void {_NAME}_part(void *const *args, int64_t from, int64_t to)", "{",
+        part = [f"static void {NAME}_part(void *const *args, int64_t from, int64_t to)", "{",
                 *("    " + x for x in [*unpack, *pre, *before]),
                 f"    for (int64_t begin = from; begin < to; begin += {size}) {{",
                 f"        const int64_t end = begin + {size} < to ? begin + {size} : to;",
                 *("        " + x for x in [*chunk, *save]), "    }", "}", ""]
-        main = [f"void {_NAME}({', '.join(params)})", "{", *("    " + x for x in parts),
+        main = [f"void {NAME}({', '.join(params)})", "{", *("    " + x for x in parts),
                 f"    void *const args[] = {{{', '.join(pointers)}}};",
-                f"    fg_parallel({_NAME}_part, args, {self.row_len}, {size}, {self.n_threads});",
+                f"    fg_parallel({NAME}_part, args, {self.row_len}, {size}, {self.n_threads});",
                 *("    " + x for x in [*pre, *head, *combine, *after]), "}", ""]
         return "\n".join(part + main)
 
@@ -546,11 +528,11 @@ class _Rows:
     def _function(self, pre: list[str], lines: list[str], post: list[str], outer: list[str], parallel: bool) -> str:
         """The function: ``pre``, the loop over rows running ``lines``, then ``post``. With
         ``parallel`` (no value accumulates across rows), a large region's rows are split
-        across threads: ``_NAME_rows`` runs a range of rows and the pool (fgpool.h) runs it."""
+        across threads: ``NAME_rows`` runs a range of rows and the pool (fgpool.h) runs it."""
         body = self.body
         params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
         params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
-        head = f"void {_NAME}({', '.join(params)})"
+        head = f"void {NAME}({', '.join(params)})"
         extents = [self.domain[k] for k in self.kept]
         n_threads = self.n_threads
         rows = math.prod(extents)
@@ -572,211 +554,12 @@ class _Rows:
             index.append(f"const int64_t {v} = {value} % {extents[k]};" if k else f"const int64_t {v} = {value};")
         chunk = max(1, CHUNK_ELEMENTS // self.row_len)
         pointers = ", ".join(f"(void *){p[p.rindex('*') + 1:]}" for p in params)
-        out = [f"static void {_NAME}_rows(void *const *args, int64_t lo, int64_t hi)", "{", *unpack,
+        out = [f"static void {NAME}_rows(void *const *args, int64_t lo, int64_t hi)", "{", *unpack,
                *("    " + x for x in pre), "    for (int64_t r = lo; r < hi; r++) {",
                *("        " + x for x in [*index, *lines]), "    }", "}", "", head, "{",
                f"    void *const args[] = {{{pointers}}};",
-               f"    fg_parallel({_NAME}_rows, args, {rows}, {chunk}, {n_threads});", "}", ""]
+               f"    fg_parallel({NAME}_rows, args, {rows}, {chunk}, {n_threads});", "}", ""]
         return "\n".join(out)
-
-
-#: Columns a column region accumulates at a time (arrays of this length on the stack).
-COLUMN_BLOCK = 64
-
-
-class _Columns:
-    """A region reducing *leading* axes (a bias gradient's ``sum(g, axis=0)``): the domain is
-    ``R`` slices of ``C`` contiguous columns, each reduction's result a *column value* (one per
-    column). One pass walks the slices over a block of columns, computing the element values,
-    storing the outputs of the domain's shape and accumulating the reductions per column;
-    then the column values are computed and stored. Elements never read column values (the
-    region pass keeps such readers out), so one pass suffices; blocks of columns are
-    independent, and a large region hands them to the pool. Float sums accumulate in
-    ``double`` one slice after another (numpy's own order for a leading axis)."""
-
-    def __init__(self, body: Graph, n_threads: int) -> None:
-        reds = [e for e in body.eqns if e.primitive.name in REDUCERS]
-        values = [*body.invars, *(o for e in body.eqns for o in e.outputs)]
-        literals = [a for e in body.eqns for a in e.inputs if isinstance(a, Literal)]
-        if (not reds or body.constvars or not all(isinstance(o, Var) for o in body.outvars)
-                or any(np.dtype(v.aval.dtype) not in C_TYPES for v in [*values, *literals])
-                or any(len(e.outputs) != 1 for e in body.eqns) or any(np.ndim(a.array) != 0 for a in literals)):
-            raise _Unsupported
-        self.body, self.n_threads = body, n_threads
-        self.domain = tuple(reds[0].inputs[0].aval.shape)
-        self.axes = tuple(sorted(reds[0].params["axes"]))
-        if not leading_axes(self.domain, self.axes) or any(
-                not reducible(e) or not isinstance(e.inputs[0], Var) or tuple(e.inputs[0].aval.shape) != self.domain
-                or tuple(sorted(e.params["axes"])) != self.axes for e in reds):
-            raise _Unsupported
-        self.rows = math.prod(self.domain[a] for a in self.axes)
-        self.cols = math.prod(self.domain) // self.rows
-        self.kind: dict[Var, str] = {}
-        self.strides: dict[Var, tuple[int, int]] = {}
-        readers: dict[Var, set[str]] = {v: set() for v in body.invars}
-        for e in body.eqns:
-            elem = tuple(e.outputs[0].aval.shape) == self.domain or e.primitive.name in REDUCERS
-            for a in e.inputs:
-                if isinstance(a, Var) and a in readers:
-                    readers[a].add("elem" if elem else "col")
-        for v in body.outvars:
-            if v in readers:
-                readers[v].add("col")
-        self.readers_col = {v for v, how in readers.items() if "col" in how}
-        for v, how in readers.items():
-            self._input(v, how)
-        for e in body.eqns:
-            self._classify(e)
-
-    def _input(self, v: Var, how: set[str]) -> None:
-        """An input's kind: ``scalar`` (one element), else ``input``, with its strides over
-        slices and columns when elements read it (broadcast as numpy aligns it) and in column
-        layout when column values do."""
-        shape = tuple(v.aval.shape)
-        if math.prod(shape) == 1:
-            self.kind[v] = "scalar"
-            return
-        if "col" in how and not row_layout(shape, self.domain, self.axes):
-            raise _Unsupported
-        self.kind[v] = "input"
-        if "elem" not in how:
-            return
-        if len(shape) > len(self.domain):
-            raise _Unsupported
-        padded = (1,) * (len(self.domain) - len(shape)) + shape
-        if any(p not in (1, d) for p, d in zip(padded, self.domain)):
-            raise _Unsupported
-        strides = [0 if p == 1 else st for p, st in zip(padded, _contiguous(padded))]
-        reduced = [(strides[k], self.domain[k]) for k in range(len(self.domain)) if k in self.axes]
-        kept = [(strides[k], self.domain[k]) for k in range(len(self.domain)) if k not in self.axes]
-        self.strides[v] = (_flat(reduced), _flat(kept))
-
-    def _classify(self, e: Eqn) -> None:
-        out = e.outputs[0]
-        ins = [a for a in e.inputs if isinstance(a, Var)]
-        kinds = {self.kind[a] for a in ins}
-        shape = tuple(out.aval.shape)
-        if e.primitive.name in REDUCERS:
-            if not kinds <= {"elem", "input"}:
-                raise _Unsupported
-            self.kind[out] = "col"
-        elif e.primitive.name in _MOVES:
-            if kinds != {"col"} or not row_layout(shape, self.domain, self.axes):
-                raise _Unsupported
-            self.kind[out] = "col"
-        elif e.primitive.name not in RULES:
-            raise _Unsupported
-        elif shape == self.domain and kinds <= {"elem", "scalar", "input"}:
-            self.kind[out] = "elem"
-        elif shape != self.domain and row_layout(shape, self.domain, self.axes) and kinds <= {"col", "scalar", "input"}:
-            self.kind[out] = "col"
-        else:
-            raise _Unsupported
-
-    def source(self) -> str:
-        body = self.body
-        counter = itertools.count()
-        params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
-        params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
-        names: dict[Var, str] = {}
-        pre = []
-        for j, v in enumerate(body.invars):
-            if self.kind[v] == "scalar":
-                names[v] = f"x{j}"
-                pre.append(f"const {ctype(v.aval.dtype)} x{j} = a{j}[0];")
-        outs = {o: j for j, o in enumerate(body.outvars)}
-        reds = [k for k, e in enumerate(body.eqns) if e.primitive.name in REDUCERS]
-        block = [q for k in reds for q in _column_start(body.eqns[k], f"q{k}")]
-        inner: list[str] = []
-        local = dict(names)
-        for j, v in enumerate(body.invars):
-            if v in self.strides:
-                s_row, s_col = self.strides[v]
-                at = " + ".join(t for t in (f"r * {s_row}" if s_row else "", f"(c0 + c) * {s_col}" if s_col else "")
-                                if t) or "0"
-                local[v] = f"e{next(counter)}"
-                inner.append(f"const {ctype(v.aval.dtype)} {local[v]} = a{j}[{at}];")
-        emit_eqns([e for e in body.eqns if self.kind[e.outputs[0]] == "elem" and e.primitive.name not in REDUCERS],
-                  local, inner, counter)
-        inner += [f"o{outs[o]}[r * {self.cols} + c0 + c] = {local[o]};" for o in body.outvars if self.kind[o] == "elem"]
-        for k in reds:
-            inner += _column_add(body.eqns[k], f"q{k}", local[body.eqns[k].inputs[0]])  # type: ignore[index]
-        block += [f"for (int64_t r = 0; r < {self.rows}; r++) {{", "    #pragma omp simd",
-                  "    for (int64_t c = 0; c < n; c++) {", *("        " + x for x in inner), "    }", "}"]
-        finish: list[str] = []
-        cols = dict(names)
-        for j, v in enumerate(body.invars):
-            if self.kind[v] == "input" and v in self.readers_col:
-                cols[v] = f"e{next(counter)}"
-                finish.append(f"const {ctype(v.aval.dtype)} {cols[v]} = a{j}[c0 + c];")
-        for k, e in enumerate(body.eqns):
-            out = e.outputs[0]
-            if k in reds:
-                cols[out] = f"v{next(counter)}"
-                finish += _column_finish(e, f"q{k}", cols[out])
-            elif self.kind[out] == "col" and e.primitive.name in _MOVES:
-                cols[out] = cols[e.inputs[0]]  # type: ignore[index]
-            elif self.kind[out] == "col":
-                emit_eqns([e], cols, finish, counter)
-        finish += [f"o{outs[o]}[c0 + c] = {cols[o]};" for o in body.outvars if self.kind[o] == "col"]
-        block += ["#pragma omp simd", "for (int64_t c = 0; c < n; c++) {", *("    " + x for x in finish), "}"]
-        unpack = []
-        for k, p in enumerate(params):
-            ptr_type, var = p[:p.rindex("*") + 1], p[p.rindex("*") + 1:]
-            unpack.append(f"    {ptr_type}{var} = ({ptr_type})args[{k}];")
-        pointers = ", ".join(f"(void *){p[p.rindex('*') + 1:]}" for p in params)
-        chunk = max(1, -(-CHUNK_ELEMENTS // self.rows // COLUMN_BLOCK)) * COLUMN_BLOCK
-        split = self.n_threads > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS and self.cols > chunk
-        call = (f"fg_parallel({_NAME}_cols, args, {self.cols}, {chunk}, {self.n_threads});" if split
-                else f"{_NAME}_cols(args, 0, {self.cols});")
-        out = [f"static void {_NAME}_cols(void *const *args, int64_t lo, int64_t hi)", "{", *unpack,
-               *("    " + x for x in pre), f"    for (int64_t c0 = lo; c0 < hi; c0 += {COLUMN_BLOCK}) {{",
-               f"        const int64_t n = hi - c0 < {COLUMN_BLOCK} ? hi - c0 : {COLUMN_BLOCK};",
-               *("        " + x for x in block), "    }", "}", "",
-               f"void {_NAME}({', '.join(params)})", "{", f"    void *const args[] = {{{pointers}}};",
-               f"    {call}", "}", ""]
-        return "\n".join(out)
-
-
-def _flat(axes: Sequence[tuple[int, int]]) -> int:
-    """One stride walking ``axes`` (``(stride, extent)`` pairs) as one flat index: 0 when none
-    moves, else the innermost moving stride, when the others are its contiguous multiples."""
-    moving = [(s, d) for s, d in axes if d > 1]
-    if not any(s for s, _ in moving):
-        return 0
-    step = moving[-1][0]
-    for s, d in reversed(moving):
-        if s != step:
-            raise _Unsupported
-        step *= d
-    return moving[-1][0]
-
-
-def _column_start(e: Eqn, acc: str) -> list[str]:
-    """Reduction ``e``'s accumulators of a block of columns, started."""
-    dt = np.dtype(e.inputs[0].aval.dtype)
-    if e.primitive.name == "reduce_sum":
-        t = "double" if dt.kind == "f" else wide_sum(dt)
-        return [f"{t} {acc}[{COLUMN_BLOCK}];", f"for (int64_t c = 0; c < n; c++) {acc}[c] = 0;"]
-    sign = "max" if e.primitive.name == "reduce_max" else "min"
-    return [f"{ctype(dt)} {acc}[{COLUMN_BLOCK}];", f"uint8_t {acc}_n[{COLUMN_BLOCK}];",
-            f"for (int64_t c = 0; c < n; c++) {{ {acc}[c] = {identity(dt, sign)}; {acc}_n[c] = 0; }}"]
-
-
-def _column_add(e: Eqn, acc: str, v: str) -> list[str]:
-    dt = np.dtype(e.inputs[0].aval.dtype)
-    if e.primitive.name == "reduce_sum":
-        return [f"{acc}[c] += {'(double)' if dt.kind == 'f' else f'({wide_sum(dt)})'}{v};"]
-    op = ">" if e.primitive.name == "reduce_max" else "<"
-    lines = [f"{acc}[c] = {v} {op} {acc}[c] ? {v} : {acc}[c];"]
-    return lines + ([f"{acc}_n[c] |= {v} != {v};"] if dt.kind == "f" else [])
-
-
-def _column_finish(e: Eqn, acc: str, name: str) -> list[str]:
-    t = ctype(e.outputs[0].aval.dtype)
-    if e.primitive.name == "reduce_sum" or np.dtype(e.inputs[0].aval.dtype).kind != "f":
-        return [f"const {t} {name} = ({t}){acc}[c];"]
-    return [f"const {t} {name} = {acc}_n[c] ? ({t})NAN : {acc}[c];"]
 
 
 def _finish(e: Eqn, acc: str, name: str) -> list[str]:
@@ -816,18 +599,3 @@ def _global_finish(e: Eqn, acc: str, name: str) -> list[str]:
     if e.primitive.name == "reduce_sum" or np.dtype(e.inputs[0].aval.dtype).kind != "f":
         return [f"const {t} {name} = ({t}){acc};"]
     return [f"const {t} {name} = {acc}_n ? ({t})NAN : {acc};"]
-
-
-def wide_sum(dt: np.dtype) -> str:
-    return "uint64_t" if dt.itemsize == 8 else "uint32_t"
-
-
-def identity(dt: np.dtype, sign: str) -> str:
-    """The start of a max (``sign="max"``) or min accumulator of ``dt``."""
-    if dt.kind == "f":
-        value = -np.inf if sign == "max" else np.inf
-    elif dt.kind == "b":
-        value = sign != "max"
-    else:
-        value = np.iinfo(dt).min if sign == "max" else np.iinfo(dt).max
-    return literal(np.asarray(value, dt))
