@@ -116,8 +116,9 @@ class FusionCapability:
     the engine runs it on its final program order (the search's regions depend on it);
     ``reduces``: the reductions a ``"chains"`` region may hold (:func:`find_regions`: over
     trailing axes of the region's shape, with the members feeding them and the row values
-    computed from their results), for an engine that runs such a region row by row (the
-    native CPU engine's softmax and layer norm)."""
+    computed from their results, or over leading axes with the members feeding them), for an
+    engine that runs such a region row by row or column by column (the native CPU engine's
+    softmax, layer norm and bias gradients)."""
 
     policy: Choice["chains", "search"] = "chains"
     member: Callable[[Eqn], bool] = elementwise_member
@@ -213,7 +214,10 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
     the region of its operand (or starts one of that shape), and its result is a *row value*
     of the region (one element per row): elementwise equations, reshapes and broadcasts of
     row values in row layout join as well, and a member of the region's shape may read a row
-    value in keep-dims form. All reductions of a region reduce the same axes."""
+    value in keep-dims form. A reduction over leading axes (:func:`leading_axes`) joins the
+    same way, its results one value per column, but no member of the region's shape reads
+    them (the engine computes such a region in one pass). All reductions of a region reduce
+    the same axes."""
     region_of: dict[int, int] = {}
     producer: dict[Var, int] = {}
     deps: dict[Var, int] = {}
