@@ -19,6 +19,7 @@ from fungraph.backends.native.codegen import (
     RULES,
     ctype,
     emit_eqns,
+    pool_arguments,
 )
 from fungraph.backends.native.reducers import (
     MOVES,
@@ -183,20 +184,17 @@ class _Columns:
                 emit_eqns([e], cols, finish, counter)
         finish += [f"o{outs[o]}[c0 + c] = {cols[o]};" for o in body.outvars if self.kind[o] == "col"]
         block += ["#pragma omp simd", "for (int64_t c = 0; c < n; c++) {", *("    " + x for x in finish), "}"]
-        unpack = []
-        for k, p in enumerate(params):
-            ptr_type, var = p[:p.rindex("*") + 1], p[p.rindex("*") + 1:]
-            unpack.append(f"    {ptr_type}{var} = ({ptr_type})args[{k}];")
-        pointers = ", ".join(f"(void *){p[p.rindex('*') + 1:]}" for p in params)
+        unpack, pointers = pool_arguments(params)
         chunk = max(1, -(-CHUNK_ELEMENTS // self.rows // COLUMN_BLOCK)) * COLUMN_BLOCK
         split = self.n_threads > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS and self.cols > chunk
         call = (f"fg_parallel({NAME}_cols, args, {self.cols}, {chunk}, {self.n_threads});" if split
                 else f"{NAME}_cols(args, 0, {self.cols});")
-        out = [f"static void {NAME}_cols(void *const *args, int64_t lo, int64_t hi)", "{", *unpack,
+        out = [f"static void {NAME}_cols(void *const *args, int64_t lo, int64_t hi)", "{",
+               *("    " + x for x in unpack),
                *("    " + x for x in pre), f"    for (int64_t c0 = lo; c0 < hi; c0 += {COLUMN_BLOCK}) {{",
                f"        const int64_t n = hi - c0 < {COLUMN_BLOCK} ? hi - c0 : {COLUMN_BLOCK};",
                *("        " + x for x in block), "    }", "}", "",
-               f"void {NAME}({', '.join(params)})", "{", f"    void *const args[] = {{{pointers}}};",
+               f"void {NAME}({', '.join(params)})", "{", f"    void *const args[] = {{{', '.join(pointers)}}};",
                f"    {call}", "}", ""]
         return "\n".join(out)
 

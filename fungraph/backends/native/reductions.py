@@ -46,6 +46,7 @@ from fungraph.backends.native.codegen import (
     RULES,
     ctype,
     emit_eqns,
+    pool_arguments,
     threads,
 )
 from fungraph.backends.native.columns import column_source
@@ -376,11 +377,7 @@ class _Rows:
         n = -(-self.row_len // size)
         params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
         params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
-        unpack = []
-        for k, p in enumerate(params):
-            ptr_type, var = p[:p.rindex("*") + 1], p[p.rindex("*") + 1:]
-            unpack.append(f"{ptr_type}{var} = ({ptr_type})args[{k}];")
-        pointers = [f"(void *){p[p.rindex('*') + 1:]}" for p in params]
+        unpack, pointers = pool_arguments(params)
         parts, save, combine = [], [], []
         for k in mine:
             e = body.eqns[k]
@@ -543,21 +540,18 @@ class _Rows:
             depth = len(outer) + 1
             out += ["    " * depth + "{", *("    " * (depth + 1) + x for x in lines), "    " * depth + "}"]
             return "\n".join([*out, *("    " + x for x in post), "}", ""])
-        unpack = []
-        for k, p in enumerate(params):
-            ptr_type, var = p[:p.rindex("*") + 1], p[p.rindex("*") + 1:]
-            unpack.append(f"    {ptr_type}{var} = ({ptr_type})args[{k}];")
+        unpack, pointers = pool_arguments(params)
         index = []
         for k, v in enumerate(outer):
             after = math.prod(extents[k + 1:])
             value = "r" if after == 1 else f"(r / {after})"
             index.append(f"const int64_t {v} = {value} % {extents[k]};" if k else f"const int64_t {v} = {value};")
         chunk = max(1, CHUNK_ELEMENTS // self.row_len)
-        pointers = ", ".join(f"(void *){p[p.rindex('*') + 1:]}" for p in params)
-        out = [f"static void {NAME}_rows(void *const *args, int64_t lo, int64_t hi)", "{", *unpack,
+        out = [f"static void {NAME}_rows(void *const *args, int64_t lo, int64_t hi)", "{",
+               *("    " + x for x in unpack),
                *("    " + x for x in pre), "    for (int64_t r = lo; r < hi; r++) {",
                *("        " + x for x in [*index, *lines]), "    }", "}", "", head, "{",
-               f"    void *const args[] = {{{pointers}}};",
+               f"    void *const args[] = {{{', '.join(pointers)}}};",
                f"    fg_parallel({NAME}_rows, args, {rows}, {chunk}, {n_threads});", "}", ""]
         return "\n".join(out)
 
