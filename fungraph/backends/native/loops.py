@@ -7,7 +7,8 @@ The generated function keeps scalar carries in locals and array carries in the l
 output buffers, updated in place: each iteration evaluates the cond on the scalars, computes
 the body's scalar equations once, then walks the elements once computing every array equation
 in registers (an element's loads all come before its stores, so carries swapping places or
-passing through are safe). A cond that reads an array carry needs a reduction, and any other
+passing through are safe); a walk over at least ``PARALLEL_MIN_ELEMENTS`` elements is a chunk
+function each iteration hands to the process's pool (fgpool.h), split across its threads. A cond that reads an array carry needs a reduction, and any other
 shape or primitive keeps the CPU engine's loop (:func:`loop_lowering` returns None).
 """
 
