@@ -270,6 +270,30 @@ def test_a_donated_input_takes_the_output_in_place(small_regions: None) -> None:
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13)
 
 
+def test_column_regions_write_in_place_over_donated_inputs(small_regions: None,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bias gradient's region writes the masked gradient over the donated gradient and the
+    updated bias over the donated bias (every block of columns reads its own columns before
+    it stores them), on one thread and split across two."""
+    rng = np.random.default_rng(13)
+    g, mask, b = rng.standard_normal((256, 512)), rng.standard_normal((256, 512)) > 0, rng.standard_normal(512)
+    step = lambda g, m, b: (fnp.where(m, g * 0.5, 0.0), b - 0.1 * fnp.sum(fnp.where(m, g * 0.5, 0.0), axis=0))  # noqa: E731
+    with fg.enable_x64(True):
+        want = on_engine(False, step, g, mask, b)
+        for threads in ("1", "2"):
+            monkeypatch.setenv(codegen.THREADS_ENV, threads)
+            clear_caches()
+            donating = fg.jit(step, donate_argnums=(0, 2))
+            exe = donating.lower(g, mask, b).compiled.executable
+            assert len(exe.native) == 1 and sorted(exe.donated_outputs) == [0, 1]
+            args = [g.copy(), mask, b.copy()]
+            ptrs = [args[0].ctypes.data, args[2].ctypes.data]
+            got = donating(*args)
+            assert [np.asarray(v).ctypes.data for v in got] == ptrs
+            np.testing.assert_array_equal(np.asarray(got[0]), want[0])
+            np.testing.assert_allclose(np.asarray(got[1]), want[1], rtol=1e-13, atol=1e-13)
+
+
 def fsum_error(got: float, x: np.ndarray) -> float:
     """``|got - sum(x)|`` relative to ``sum |x|`` (exact sums by ``math.fsum``)."""
     return abs(float(got) - math.fsum(x.astype(np.float64).tolist())) / math.fsum(np.abs(x).astype(np.float64))
