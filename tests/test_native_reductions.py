@@ -135,8 +135,9 @@ def test_whole_array_reductions_feeding_and_ending_regions(small_regions: None, 
 def test_large_reducing_regions_split_their_rows_across_threads(small_regions: None,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """With two threads a reducing region of at least PARALLEL_MIN_ELEMENTS elements hands
-    ranges of its rows (a flat index over two kept axes here) to fgpool.h, with the bits of
-    one thread; a reduction across the rows (one global sum) keeps one thread."""
+    ranges of its rows (a flat index over two kept axes here) to fgpool.h, and one long row
+    whose reductions take one pass hands it chunks, with the bits of one thread (NaN kept); a
+    whole-array sum read back by its elements (two passes) keeps one thread."""
     x = np.random.default_rng(5).standard_normal((6, 50, 300)) * 3
     gamma, beta = np.linspace(0.5, 1.5, 300), np.linspace(-1, 1, 300)
     region = next(e for e in fg.jit(layer_norm).lower(x, gamma, beta).graph.eqns if e.primitive.name == "fusion")
@@ -145,8 +146,14 @@ def test_large_reducing_regions_split_their_rows_across_threads(small_regions: N
     assert src is not None and "fg_parallel(f_rows, args, 300, 54, 2);" in src
     whole = next(e for e in fg.jit(lambda x: x / fnp.sum(x)).lower(x).graph.eqns if e.primitive.name == "fusion")
     assert "fg_parallel(" not in (reduction_source(whole.params["call"], "f") or "")
+    chained = lambda v: (fnp.tanh(v) * 2.0, fnp.sum(fnp.tanh(v)), fnp.max(v), fnp.min(v * 3))  # noqa: E731
+    long = np.random.default_rng(6).standard_normal(100_003)
+    long[77_777] = np.nan
+    one_row = next(e for e in fg.jit(chained).lower(long).graph.eqns if e.primitive.name == "fusion")
+    assert "fg_parallel(f_part, args, 100003, 8192, 2);" in (reduction_source(one_row.params["call"], "f") or "")
     with fg.enable_x64(True):
-        for fun, args in ((layer_norm, (x, gamma, beta)), (softmax, (x,))):
+        for fun, args in ((layer_norm, (x, gamma, beta)), (softmax, (x,)), (chained, (long,)),
+                          (chained, (np.nan_to_num(long),))):
             threaded = on_engine(True, fun, *args)
             monkeypatch.setenv(codegen.THREADS_ENV, "1")
             clear_caches()
