@@ -249,6 +249,11 @@ def _maclaurin(e: Term) -> str:
     return literal(np.asarray(maclaurin_coefficient(e.params["series"], e.params["k"]), e.out))
 
 
+#: The primitives fgmath.h computes with polynomials: tens of operations per element, where
+#: the other rules take one or a few.
+TRANSCENDENTAL = frozenset({"exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh", "atan",
+                            "asin", "acos", "acosh", "atanh", "erf", "logistic", "pow", "atan2"})
+
 #: primitive name -> rule; each maps its operands to one C expression of its output dtype.
 RULES: dict[str, Rule] = {
     "add": _arith("+", "|"), "sub": _arith("-"), "mul": _arith("*", "&"), "div": _arith("/"),
@@ -260,8 +265,7 @@ RULES: dict[str, Rule] = {
     "neg": _neg, "abs": _abs, "sign": _sign, "floor": _libm("floor"), "sqrt": _libm("sqrt"),
     "select": _select, "convert_element_type": _convert, "integer_pow": _integer_pow, "maclaurin": _maclaurin,
     "mod": _fg("mod"), "floor_divide": _fg("floordiv"),
-    **{name: _fg(name) for name in ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
-                                    "atan", "asin", "acos", "acosh", "atanh", "erf", "logistic", "pow", "atan2")},
+    **{name: _fg(name) for name in sorted(TRANSCENDENTAL)},
 }
 
 #: What every generated source includes: fgmath.h (vectorisable transcendentals with tested

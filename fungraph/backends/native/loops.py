@@ -7,9 +7,10 @@ The generated function keeps scalar carries in locals and array carries in the l
 output buffers, updated in place: each iteration evaluates the cond on the scalars, computes
 the body's scalar equations once, then walks the elements once computing every array equation
 in registers (an element's loads all come before its stores, so carries swapping places or
-passing through are safe); a walk over at least ``PARALLEL_MIN_ELEMENTS`` elements is a chunk
-function each iteration hands to the process's pool (fgpool.h), split across its threads. A cond that reads an array carry needs a reduction, and any other
-shape or primitive keeps the CPU engine's loop (:func:`loop_lowering` returns None).
+passing through are safe); a walk over at least ``PARALLEL_MIN_ELEMENTS`` elements computing
+a transcendental function is a chunk function each iteration hands to the process's pool
+(fgpool.h), split across its threads. A cond that reads an array carry needs a reduction, and
+any other shape or primitive keeps the CPU engine's loop (:func:`loop_lowering` returns None).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fungraph.backends.native.codegen import (
     CHUNK_ELEMENTS,
     INCLUDES,
     PARALLEL_MIN_ELEMENTS,
+    TRANSCENDENTAL,
     TRIG,
     ctype,
     emit_eqns,
@@ -288,8 +290,14 @@ class _Split:
     threads: int
     helpers: list[str]
 
-    def splits(self, extents: Sequence[int]) -> bool:
-        return self.threads > 1 and bool(extents) and extents[0] > 1 and math.prod(extents) >= PARALLEL_MIN_ELEMENTS
+    def splits(self, extents: Sequence[int], eqns: Sequence[Eqn]) -> bool:
+        """Whether a pass over ``extents`` computing ``eqns`` is split: a large one whose
+        elements cost a polynomial (:data:`~.codegen.TRANSCENDENTAL`). Split, a pass of a few
+        operations per element took twice as long (``x * 0.99 + 1e-3`` over 40,000 to 1M
+        float64: each iteration's chunks land on the other core's cache), where ``tanh`` took
+        half the time."""
+        return (self.threads > 1 and bool(extents) and extents[0] > 1 and math.prod(extents) >= PARALLEL_MIN_ELEMENTS
+                and any(e.primitive.name in TRANSCENDENTAL for e in eqns))
 
     def chunk(self, extents: Sequence[int]) -> int:
         """Outer indices per chunk: about :data:`CHUNK_ELEMENTS` elements, as many chunks per
@@ -309,7 +317,7 @@ def _element_loop(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var,
     A loop nest as a region's (:func:`~.codegen.loop_axes`): one flat loop unless a constant
     is broadcast. A large pass under ``split`` runs as a chunk function through the pool."""
     extents, strides = loop_axes(shape, [tuple(v.aval.shape) for v in element])
-    if split is not None and split.splits(extents):
+    if split is not None and split.splits(extents, eqns):
         return _outlined(eqns, element, names, counter, extents, strides, trig, stores, split)
     return _nest(eqns, element, names, counter, extents, strides, trig, stores, "0")
 
