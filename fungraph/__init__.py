@@ -3,6 +3,7 @@
 from fungraph import (
     ad_checkpoint,
     checkpoint_policies,
+    custom_batching,
     debug,
     distributed,
     errors,
@@ -211,6 +212,7 @@ __all__ = [
     "memory",
     "nn",
     "ops",
+    "custom_batching",
     "profiler",
     "stages",
     "numpy",
