@@ -513,3 +513,28 @@ def test_process_queries_global_array_constructors_and_environment_info() -> Non
     fg.effects_barrier()
     info = fg.print_environment_info(return_string=True)
     assert "numpy:" in info and "process_count: 1" in info
+
+
+def test_jit_takes_jaxs_one_device_options() -> None:
+    """``in_shardings``/``out_shardings`` that keep arrays whole on the one device, ``device``,
+    ``keep_unused``, ``inline``, ``compiler_options`` and None for the argnums, as JAX programs pass
+    them; a sharding over several devices is refused, naming shard_map."""
+    from fungraph.sharding import Mesh, NamedSharding, SingleDeviceSharding
+    from fungraph.sharding import PartitionSpec as P
+
+    jax, _ = jax_or_skip()
+    mesh = fg.make_mesh((1,), ("dp",))
+    x = np.arange(4.0)
+    theirs = jax.sharding.NamedSharding(jax.make_mesh((1,), ("dp",)), jax.sharding.PartitionSpec("dp"))
+    for lib, sharding in ((jax, theirs), (fg, NamedSharding(mesh, P("dp")))):
+        f = lib.jit(lambda v, unused: v * 2, in_shardings=(sharding, None), out_shardings=sharding, keep_unused=True,
+                    inline=True, static_argnums=None, donate_argnums=None)
+        np.testing.assert_array_equal(np.asarray(f(x, 1.0)), x * 2)
+    on_cpu = fg.jit(lambda v: v + 1, device=fg.devices()[0], in_shardings=SingleDeviceSharding(fg.devices()[0]),
+                    compiler_options={"xla_cpu_enable_fast_math": False})
+    np.testing.assert_array_equal(on_cpu(x), x + 1)
+    assert on_cpu.backend == "cpu"
+    split = NamedSharding(Mesh(np.array([fg.devices()[0]] * 2, dtype=object), ("dp",)), P("dp"))
+    with pytest.raises(NotImplementedError, match="splits arrays over several devices.*shard_map"):
+        fg.jit(lambda v: v, out_shardings=split)
+    assert fg.jit(lambda v: v, donate_argnums=0, static_argnums=None).donate_argnums == (0,)
