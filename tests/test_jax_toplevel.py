@@ -569,3 +569,41 @@ def test_mesh_utils_and_compilation_cache() -> None:
     finally:
         compilation_cache.reset_cache()
     assert fg.config.jax_compilation_cache_dir is None
+
+
+def test_meshes_with_axis_types_set_mesh_and_reshard_as_jax() -> None:
+    """JAX's sharding-in-types entry points on one device: axis types recorded, ``set_mesh`` as a
+    block or a statement (per thread), the abstract mesh, ``reshard`` keeping the array."""
+    import threading
+
+    from fungraph.sharding import AxisType, NamedSharding, Sharding, get_abstract_mesh, get_mesh
+    from fungraph.sharding import PartitionSpec as P
+
+    jax, _ = jax_or_skip()
+    theirs = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+    mesh = fg.make_mesh((1,), ("x",), axis_types=(AxisType.Explicit,), devices=fg.devices())
+    assert [t.name for t in mesh.axis_types] == [t.name for t in theirs.axis_types] == ["Explicit"]
+    assert get_abstract_mesh().empty and get_mesh() is None
+    with fg.set_mesh(mesh) as current, jax.set_mesh(theirs):
+        assert current is mesh and get_mesh() is mesh
+        ours_abs, their_abs = get_abstract_mesh(), jax.sharding.get_abstract_mesh()
+        assert (ours_abs.axis_names, ours_abs.axis_sizes) == (their_abs.axis_names, their_abs.axis_sizes)
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(get_mesh()))
+        worker.start()
+        worker.join()
+        assert seen == [None]
+        x = np.arange(4.0)
+        got, want = fg.reshard(x, P("x")), jax.sharding.reshard(x, jax.sharding.PartitionSpec("x"))
+        assert isinstance(got, fg.Array)
+        np.testing.assert_array_equal(got, np.asarray(want))
+        assert fg.sharding.reshard is fg.reshard
+    assert get_mesh() is None
+    fg.set_mesh(mesh)
+    try:
+        assert get_mesh() is mesh
+    finally:
+        fg.set_mesh(None)
+    assert isinstance(NamedSharding(mesh, P()), Sharding) and isinstance(fg.numpy.ones(2).sharding, Sharding)
+    with pytest.raises(ValueError, match="one AxisType per axis"):
+        fg.make_mesh((1,), ("x",), axis_types=("Explicit",))
