@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["integrate", "linalg", "signal", "sparse", "special", "stats"]
+__all__ = ["integrate", "linalg", "optimize", "signal", "sparse", "special", "stats"]
 
 
 def __getattr__(name: str) -> ModuleType:
