@@ -23,10 +23,13 @@ from fungraph.primitives.lu import lu_p, permutation_matrix, unpack
 from fungraph.scipy._matrix_constructors import (
     circulant,
     companion,
+    convolution_matrix,
     dft,
     fiedler,
+    fiedler_companion,
     hadamard,
     helmert,
+    invhilbert,
     invpascal,
     leslie,
     pascal,
@@ -34,8 +37,9 @@ from fungraph.scipy._matrix_constructors import (
 from fungraph.scipy._matrix_functions import polar, schur, sqrtm
 
 __all__ = [
-    "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "det", "dft", "eigh", "expm",
-    "expm_frechet", "fiedler", "hadamard", "hankel", "helmert", "hilbert", "inv", "invpascal", "leslie", "lu",
+    "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det", "dft",
+    "eigh", "expm", "expm_frechet", "fiedler", "fiedler_companion", "hadamard", "hankel", "helmert", "hilbert", "inv",
+    "invhilbert", "invpascal", "leslie", "lu",
     "lu_factor", "lu_solve", "pascal", "polar", "qr", "schur", "solve", "solve_triangular", "sqrtm", "svd",
     "toeplitz",
 ]
