@@ -21,6 +21,7 @@ from fungraph.numpy._util import promote
 from fungraph.primitives import linalg_ops as ops
 from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.lu import lu_p, permutation_matrix, unpack
+from fungraph.scipy._hessenberg import hessenberg
 from fungraph.scipy._matrix_constructors import (
     circulant,
     companion,
@@ -35,7 +36,6 @@ from fungraph.scipy._matrix_constructors import (
     leslie,
     pascal,
 )
-from fungraph.scipy._hessenberg import hessenberg
 from fungraph.scipy._matrix_equations import solve_sylvester
 from fungraph.scipy._matrix_functions import funm, polar, rsf2csf, schur, sqrtm
 from fungraph.scipy._tridiagonal import eigh_tridiagonal
