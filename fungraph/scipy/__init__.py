@@ -1,6 +1,7 @@
 """``fungraph.scipy``: the parts of SciPy that numerical code ported from numpy reaches for
-(``special``, ``stats``, ``signal``, ``integrate``, ``linalg``, ``sparse.linalg.cg``), differentiable and batchable like
-``jax.scipy``. Submodules are imported on first use so ``import fungraph`` stays cheap."""
+(``special``, ``stats``, ``signal``, ``integrate``, ``linalg``, ``optimize``, ``sparse.linalg``),
+differentiable and batchable like ``jax.scipy``. Submodules are imported on first use so
+``import fungraph`` stays cheap."""
 
 from __future__ import annotations
 
