@@ -167,3 +167,16 @@ def test_bad_arguments_raise_as_jax() -> None:
     for lib in (jsl, fsl):
         with pytest.raises(TypeError, match="int"):
             lib.hessenberg(np.arange(9).reshape(3, 3))
+
+
+def test_every_public_name_of_jaxs_linalg_modules_exists() -> None:
+    """``jax.scipy.linalg``, ``jax.numpy.linalg`` and ``jax.scipy.sparse.linalg`` have no name
+    that fungraph's modules lack."""
+    import importlib
+
+    pairs = [("jax.scipy.linalg", "fungraph.scipy.linalg"), ("jax.numpy.linalg", "fungraph.numpy.linalg"),
+             ("jax.scipy.sparse.linalg", "fungraph.scipy.sparse.linalg")]
+    for theirs, ours in pairs:
+        module = importlib.import_module(ours)
+        missing = [n for n in dir(importlib.import_module(theirs)) if not n.startswith("_") and not hasattr(module, n)]
+        assert not missing, f"{ours} lacks {missing}"

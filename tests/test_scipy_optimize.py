@@ -1,6 +1,6 @@
 """``fungraph.scipy.optimize`` against JAX 0.10's ``jax.scipy.optimize``: ``minimize`` by BFGS and
 L-BFGS takes JAX's steps (same iterates, counts and status, in both dtype modes), under ``jit``
-and ``vmap``; ``line_search`` as JAX's internal one."""
+and ``vmap``; the line search as JAX's internal one."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph.scipy import optimize as fo
+from fungraph.scipy.optimize._line_search import line_search
 from tests.helpers import jax_or_skip
 
 jax, jnp = jax_or_skip()
@@ -107,11 +108,15 @@ def test_line_search_matches_jaxs() -> None:
     xk = np.array([-1.2, 1.0, 0.4])
     pk = -np.asarray(jax.grad(f_jax)(xk))
     for kwargs in ({}, {"c2": 0.1, "maxiter": 5}):
-        got = fo.line_search(f_fg, xk, pk, **kwargs)
+        got = line_search(f_fg, xk, pk, **kwargs)
         want = jax_line_search(f_jax, xk, pk, **kwargs)
         for name in want._fields:
             np.testing.assert_allclose(np.asarray(getattr(got, name)), np.asarray(getattr(want, name)), rtol=1e-10,
                                        err_msg=name)
+
+
+def test_public_names_are_jaxs() -> None:
+    assert sorted(n for n in dir(jso) if not n.startswith("_")) == sorted(fo.__all__)
 
 
 def test_minimize_bad_arguments_raise_as_jax() -> None:

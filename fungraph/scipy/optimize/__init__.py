@@ -1,6 +1,7 @@
 """``fungraph.scipy.optimize``: ``minimize`` by BFGS or L-BFGS, as ``jax.scipy.optimize``, with
 gradients from ``grad`` and every loop a ``lax.while_loop`` (so it runs under ``jit`` and
-``vmap``); ``line_search`` is the strong-Wolfe search the minimisers use."""
+``vmap``). The strong-Wolfe ``line_search`` they share is in ``_line_search`` (JAX does not export
+its own either)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from typing import Any, NamedTuple
 
 import fungraph.numpy as fnp
 from fungraph.scipy.optimize._bfgs import minimize_bfgs, minimize_lbfgs
-from fungraph.scipy.optimize._line_search import line_search
 
-__all__ = ["OptimizeResults", "line_search", "minimize"]
+__all__ = ["OptimizeResults", "minimize"]
 
 
 class OptimizeResults(NamedTuple):
