@@ -141,14 +141,37 @@ def test_eigh_tridiagonal_vectors_match_jax_up_to_sign(d: np.ndarray, e: np.ndar
     _same_up_to_sign(v[:, distinct], jv[:, distinct], 1e-8)
 
 
+def test_eigh_tridiagonal_vectors_in_32_bit_mode_and_complex(x32: None) -> None:
+    """float32 eigenvectors (their random start drawn outside the custom_jvp body), and
+    complex Hermitian ones, which are eigenvectors up to a unit phase."""
+    d, e = D.astype(np.float32), E.astype(np.float32)
+    w, v = (np.asarray(x) for x in fsl.eigh_tridiagonal(d, e))
+    with jax.enable_x64(False):
+        jw, jv = (np.asarray(x) for x in jsl.eigh_tridiagonal(d, e))
+    assert (w.dtype, v.dtype) == (jw.dtype, jv.dtype) == (np.float32, np.float32)
+    np.testing.assert_allclose(w, jw, atol=1e-5)
+    _same_up_to_sign(v, jv, 1e-4)
+    dc, ec = (D + 0j).astype(np.complex64), (E + 0.5j).astype(np.complex64)
+    w, v = (np.asarray(x) for x in fsl.eigh_tridiagonal(dc, ec))
+    assert (w.dtype, v.dtype) == (np.float32, np.complex64)
+    t = np.diag(dc) + np.diag(ec, 1) + np.diag(ec.conj(), -1)
+    np.testing.assert_allclose(t @ v, v * w, atol=1e-4)
+    np.testing.assert_allclose(v.conj().T @ v, np.eye(6), atol=1e-5)
+
+
 def test_eigh_tridiagonal_batches_and_refuses_bad_input() -> None:
     stack_d, stack_e = np.stack([D, 2 * D]), np.stack([E, E + 1])
     got = fg.vmap(lambda d, e: fsl.eigh_tridiagonal(d, e, eigvals_only=True))(stack_d, stack_e)
     _close(got, jax.vmap(lambda d, e: jsl.eigh_tridiagonal(d, e, eigvals_only=True))(stack_d, stack_e), 1e-12)
+    values, vectors = fg.vmap(fsl.eigh_tridiagonal)(stack_d, stack_e)
+    for i in range(2):
+        _close((values[i], vectors[i]), fsl.eigh_tridiagonal(stack_d[i], stack_e[i]), 1e-10)
     with pytest.raises(TypeError, match="same dtype"):
         fsl.eigh_tridiagonal(D, E.astype(np.float32))
     with pytest.raises(ValueError, match="select_range"):
         fsl.eigh_tridiagonal(D, E, select="i")
+    with pytest.raises(ValueError, match="empty index range"):
+        fsl.eigh_tridiagonal(D, E, select="i", select_range=(3, 1))
     with pytest.raises(NotImplementedError, match="select='v'"):
         fsl.eigh_tridiagonal(D, E, select="v")
     with pytest.raises(NotImplementedError, match="'eigh_tridiagonal' not implemented"):
