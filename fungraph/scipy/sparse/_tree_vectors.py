@@ -53,7 +53,7 @@ def as_matvec(A: Any) -> Callable[[Any], Any]:  # noqa: N803
     """``A`` as a function: itself when callable, else the product with the square matrix ``A``."""
     if callable(A):
         return A
-    if isinstance(A, np.ndarray) or hasattr(A, "__matmul__") and hasattr(A, "shape"):
+    if isinstance(A, np.ndarray) or (hasattr(A, "__matmul__") and hasattr(A, "shape")):
         if len(A.shape) != 2 or A.shape[0] != A.shape[1]:
             raise ValueError(f"linear operator must be a square matrix, but has shape: {A.shape}")
         return lambda x: fnp.dot(A, x)
