@@ -252,9 +252,23 @@ pow_p = _binary("pow", np.power,                                                
                 (lambda x, y, o: mul(y, pow_(x, sub(y, _one(y)))), _pow_dy), kind="float")
 max_p = _binary("max", np.maximum, _max_partials(lambda a, b: gt(a, b)), complex_ok=False)
 min_p = _binary("min", np.minimum, _max_partials(lambda a, b: lt(a, b)), complex_ok=False)
-atan2_p = _binary("atan2", np.arctan2, (                                             # atan2(x, y)
+def _atan2(x: Any, y: Any, out: np.ndarray | None = None) -> Any:
+    """numpy's arctan2 for reals; for complex operands XLA's -i log((y + i x) / sqrt(x^2 + y^2)),
+    the analytic continuation JAX computes."""
+    x, y = np.asarray(x), np.asarray(y)
+    if not dtypes.is_complex(x.dtype):
+        return np.arctan2(x, y, out=out)
+    with np.errstate(all="ignore"):
+        z = (-1j * np.log((y + 1j * x) / np.sqrt(x * x + y * y))).astype(x.dtype)
+    if out is None:
+        return z
+    out[...] = z
+    return out
+
+
+atan2_p = _binary("atan2", _atan2, (                                                   # atan2(x, y)
     lambda x, y, o: div(y, add(mul(x, x), mul(y, y))),
-    lambda x, y, o: neg(div(x, add(mul(x, x), mul(y, y))))), kind="float", complex_ok=False)
+    lambda x, y, o: neg(div(x, add(mul(x, x), mul(y, y))))), kind="float")
 mod_p = _binary("mod", np.remainder,                                                  # x - floor(x/y) y
                 (lambda x, y, o: _one(x), lambda x, y, o: neg(floor(div(x, y)))), kind="numeric",
                 complex_ok=False)
