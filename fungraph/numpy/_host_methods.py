@@ -22,6 +22,7 @@ from fungraph import dtypes
 from fungraph._config import ON_TRACING_CHANGE, RANK_PROMOTION
 from fungraph.array import DeletedHostArray, HostArray, hosted
 from fungraph.numpy._reductions import accumulating_dtype
+from fungraph.primitives import elementwise as ew
 
 _PY_SCALARS = (int, float, complex)
 _PROBE = {int: 1, float: 1.0, complex: 1j, bool: True}
@@ -303,8 +304,8 @@ def _dot(slow: Any) -> Any:
 #: operator name -> (numpy's ufunc, promotion kind, whether reflected)
 _BINARY = {
     "__add__": (np.add, "same"), "__sub__": (np.subtract, "same"), "__mul__": (np.multiply, "same"),
-    "__truediv__": (np.true_divide, "inexact"), "__floordiv__": (np.floor_divide, "same"),
-    "__mod__": (np.remainder, "same"), "__pow__": (np.power, "power"), "__matmul__": (np.matmul, "dot"),
+    "__truediv__": (np.true_divide, "inexact"), "__floordiv__": (ew.floor_divide_p.impl, "same"),
+    "__mod__": (ew.mod_p.impl, "same"), "__pow__": (np.power, "power"), "__matmul__": (np.matmul, "dot"),
     "__and__": (np.bitwise_and, "same"), "__or__": (np.bitwise_or, "same"), "__xor__": (np.bitwise_xor, "same"),
     "__lshift__": (np.left_shift, "same"), "__rshift__": (np.right_shift, "same"),
     "__lt__": (np.less, "compare"), "__le__": (np.less_equal, "compare"), "__gt__": (np.greater, "compare"),

@@ -269,10 +269,34 @@ def _atan2(x: Any, y: Any, out: np.ndarray | None = None) -> Any:
 atan2_p = _binary("atan2", _atan2, (                                                   # atan2(x, y)
     lambda x, y, o: div(y, add(mul(x, x), mul(y, y))),
     lambda x, y, o: neg(div(x, add(mul(x, x), mul(y, y))))), kind="float")
-mod_p = _binary("mod", np.remainder,                                                  # x - floor(x/y) y
+def _remainder(x: Any, y: Any, out: np.ndarray | None = None) -> Any:
+    """numpy's remainder, silently: ``x % 0`` is 0 for integers and NaN for floats, as JAX's."""
+    with np.errstate(all="ignore"):
+        return np.remainder(x, y, out=out)
+
+
+def _floor_divide(x: Any, y: Any, out: np.ndarray | None = None) -> Any:
+    """numpy's floor division, except that an integer divided by zero gives what JAX computes on
+    CPU: XLA's truncated quotient (all bits set) floored, so -2 for a non-zero signed dividend,
+    -1 for 0 // 0, and the largest value for unsigned integers."""
+    with np.errstate(all="ignore"):
+        q = np.floor_divide(x, y, out=out)
+    if q.dtype.kind not in "iu":
+        return q
+    zero = np.equal(y, 0)
+    if not zero.any():
+        return q
+    q = q if isinstance(q, np.ndarray) else np.asarray(q)
+    all_ones = np.asarray(-1).astype(q.dtype)
+    fill = np.where(np.equal(x, 0), all_ones, np.asarray(-2).astype(q.dtype)) if q.dtype.kind == "i" else all_ones
+    np.copyto(q, fill, where=zero)
+    return q
+
+
+mod_p = _binary("mod", _remainder,                                                  # x - floor(x/y) y
                 (lambda x, y, o: _one(x), lambda x, y, o: neg(floor(div(x, y)))), kind="numeric",
                 complex_ok=False)
-floor_divide_p = _binary("floor_divide", np.floor_divide, None, kind="numeric", complex_ok=False)
+floor_divide_p = _binary("floor_divide", _floor_divide, None, kind="numeric", complex_ok=False)
 eq_p = _binary("eq", np.equal, None, kind="compare")
 ne_p = _binary("ne", np.not_equal, None, kind="compare")
 lt_p = _binary("lt", np.less, None, kind="compare", complex_ok=False)
