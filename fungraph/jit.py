@@ -28,7 +28,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
 from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED, ON_TRACING_CHANGE
-from fungraph.array import DeviceArray, HostArray, take_donated
+from fungraph.array import DeviceArray, HostArray, take_donated, usable_donations
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
 from fungraph.core import (
@@ -494,15 +494,17 @@ class Jitted:
         graph, closure = stage(flat_fun(self.fun, in_tree, static, box, weak_box), list(key[2]), key[3])
         return graph, closure, box[0], weak_box[0]
 
-    def _donated_mask(self, args: Sequence[Any], n_leaves: int) -> tuple[bool, ...]:
+    def _donated_mask(self, args: Sequence[Any], graph: Graph) -> tuple[bool, ...]:
+        """The leaves donated to ``graph``: of those ``donate_argnums`` names, the ones JAX
+        would alias to an output (:func:`usable_donations`)."""
         if not self.donate_argnums:
-            return (False,) * n_leaves
+            return (False,) * len(graph.invars)
         mask: list[bool] = []
         for i, a in enumerate(args):
             if i in self.static_argnums:
                 continue
             mask += [i in self.donate_argnums] * len(tree_flatten(a)[0])
-        return tuple(mask)
+        return usable_donations(graph.in_avals, graph.out_avals, mask)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.donate_argnums and not kwargs:
@@ -573,7 +575,7 @@ class Jitted:
             if closure:
                 outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
                 return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
-            donated = self._donated_mask(args, len(leaves))
+            donated = self._donated_mask(args, graph)
             compiled = None if self.incremental else compile_graph(graph, self.backend, donated, keep=False)
             entry = _Entry(graph, out_tree, compiled, weak_outs)
             self._cache[key] = entry
@@ -615,7 +617,7 @@ class Jitted:
         graph, closure, _, _ = self._stage(in_tree, static, key)
         if closure:
             raise TypeError(f"jit({self.__name__}).lower: the function closes over traced values")
-        return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves)), keep=False), self, key)
+        return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, graph), keep=False), self, key)
 
     def last_incremental(self) -> Any:
         """The incremental executable of the most recent signature (for inspection in tests)."""
