@@ -27,7 +27,15 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
-from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED, ON_TRACING_CHANGE
+from fungraph._config import (
+    CACHE_LIMITS,
+    DISABLE_JIT,
+    FLOAT_CHECKS,
+    JIT_DISABLED,
+    ON_TRACING_CHANGE,
+    RANK_PROMOTION,
+    tracing_settings,
+)
 from fungraph.array import DeviceArray, HostArray, take_donated, usable_donations
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
@@ -352,12 +360,11 @@ class _Entry:
 def disable_jit(disable: bool = True) -> Iterator[None]:
     """Within the block (on this thread), jitted functions run their Python eagerly (JAX's
     ``disable_jit``): ``print`` and breakpoints see values; nothing is staged or compiled."""
-    saved = JIT_DISABLED.on
-    JIT_DISABLED.on = disable
+    previous = DISABLE_JIT.override(bool(disable))
     try:
         yield
     finally:
-        JIT_DISABLED.on = saved
+        DISABLE_JIT.override(previous)
 
 
 class _Caches:
@@ -484,7 +491,7 @@ class Jitted:
                             f"{[type(v).__name__ for v in static.values()]}") from None
         avals = tuple(abstractify(x) for x in leaves)
         weak = tuple(dtypes.is_weak(x) for x in leaves)
-        return leaves, in_tree, static, (in_tree, static_key, avals, weak, dtypes.x64_enabled())
+        return leaves, in_tree, static, (in_tree, static_key, avals, weak, dtypes.x64_enabled(), tracing_settings())
 
     def _stage(self, in_tree: PyTreeDef, static: dict[int, Any], key: Hashable) -> tuple:
         """Trace for the signature ``key`` (its avals and which arguments are weakly typed): the
@@ -708,7 +715,7 @@ def _fast_key(args: Sequence[Any]) -> tuple | None:
     """A cache key for the common call with only numpy arrays (results of earlier calls
     included, weakly typed ones not) of supported dtypes, else None."""
     x64 = dtypes.x64_enabled()
-    key: list[Any] = [x64]
+    key: list[Any] = [x64, RANK_PROMOTION.mode, dtypes.PROMOTION.mode]
     enabled = dtypes.ENABLED_IN_MODE[x64]
     for a in args:
         if type(a) is np.ndarray or type(a) is HostArray:

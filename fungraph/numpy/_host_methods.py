@@ -136,7 +136,8 @@ def _binary(name: str, ufunc: Any, fallback: Any, kind: str, reflected: bool) ->
             if not hasattr(other, "__array__") or getattr(other, "__array_priority__", 0) > self.__array_priority__:
                 return NotImplemented  # as JAX's: the other operand's method decides (tracers, pytest.approx)
             return _hosted_result(fallback(other, self) if reflected else fallback(self, other))
-        key = (name, self.dtype, self.weak_type, *theirs, dtypes.x64_enabled())
+        key = (name, self.dtype, self.weak_type, *theirs, dtypes.x64_enabled(), RANK_PROMOTION.mode,
+               dtypes.PROMOTION.mode)
         plan = _PLANS.get(key, False)
         if plan is False:
             plan = _PLANS[key] = _make_plan(ufunc, kind, (self.dtype, self.weak_type), theirs)
