@@ -317,8 +317,9 @@ class Config:
     ``config.values``. Unknown names raise ``AttributeError`` listing the known ones.
 
     ``jax_enable_x64`` is JAX's dtype mode (default off, or the ``JAX_ENABLE_X64`` environment
-    variable; ``enable_x64``/``disable_x64`` set it for a block in one thread); ``jax_disable_jit``
-    is ``fungraph.disable_jit`` on the calling thread; ``jax_numpy_rank_promotion`` ("allow",
+    variable); ``update`` sets an option process-wide, and the config contexts (``enable_x64``,
+    ``disable_jit``, ``debug_nans``, ...) set one for a block in the calling thread, as JAX's;
+    ``jax_disable_jit`` is ``fungraph.disable_jit``; ``jax_numpy_rank_promotion`` ("allow",
     "warn", "raise") and ``jax_numpy_dtype_promotion`` ("standard", "strict") act as JAX's;
     ``jax_debug_nans``/``jax_debug_infs`` make every eager primitive and every jitted call check
     its outputs, as JAX's do. ``jax_platforms``/``jax_platform_name`` take fungraph's backend
