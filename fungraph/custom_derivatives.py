@@ -223,10 +223,10 @@ class custom_jvp:
     def __call__(self, *args: Any) -> Any:
         if self.jvp is None:
             raise AttributeError(f"no JVP defined for custom_jvp function {self.fun.__name__}; use defjvp")
-        if is_eager():
-            return self.fun(*eager_arguments(args))
         if self.nondiff:
             return self._call_nondiff(args)
+        if is_eager():
+            return self.fun(*eager_arguments(args))
         leaves, in_tree = tree_flatten(tuple(args))
         return self._dispatch(leaves, in_tree)
 
@@ -505,10 +505,10 @@ class custom_vjp:
     def __call__(self, *args: Any) -> Any:
         if self.fwd is None or self.bwd is None:
             raise AttributeError(f"no VJP defined for custom_vjp function {self.fun.__name__}; use defvjp")
-        if is_eager():
-            return self.fun(*eager_arguments(args))
         if self.nondiff:
             return self._call_nondiff(args)
+        if is_eager():
+            return self.fun(*eager_arguments(args))
         leaves, in_tree = tree_flatten(tuple(args))
         trace = find_top_trace(leaves)
         if isinstance(trace, JVPTrace) and trace.main is innermost_main():

@@ -422,7 +422,14 @@ def _eager_calls(lib: Any, m: Any) -> dict[str, Callable[[], Any]]:
         return 3, [x * 2, m.sin(x)]
 
     pair.defjvp(lambda p, t: (pair(p[0]), pair(t[0])))
-    return {"cube(3.)": lambda: cube(3.), "cube(3)": lambda: cube(3), "cube(True)": lambda: cube(True),
+
+    def scaled(n: int, x: Any) -> Any:
+        return x * n
+
+    scale = lib.custom_jvp(scaled, nondiff_argnums=(0,))
+    scale.defjvp(lambda n, p, t: (scale(n, p[0]), n * t[0]))
+    return {"scale(2, 3.)": lambda: scale(2, 3.), "scale(2, f32)": lambda: scale(2, np.float32(3.)),
+            "cube(3.)": lambda: cube(3.), "cube(3)": lambda: cube(3), "cube(True)": lambda: cube(True),
             "cube(f32)": lambda: cube(np.float32(2.)), "cube(f64 array)": lambda: cube(np.array([1., 2.])),
             "cube(i64 array)": lambda: cube(np.array([1, 2])), "cube(array)": lambda: cube(m.array([1., 2.])),
             "affine(2., 3)": lambda: affine(2., 3), "affine(2, 3)": lambda: affine(2, 3),
