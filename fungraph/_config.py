@@ -253,7 +253,7 @@ class _X64Option:
 
     @property
     def global_value(self) -> bool:
-        return dtypes.X64_GLOBAL[0]
+        return dtypes.x64_global()
 
     @global_value.setter
     def global_value(self, value: bool) -> None:

@@ -372,6 +372,8 @@ def usable_donations(in_avals: Sequence[Any], out_avals: Sequence[Any], donated:
     """JAX's matching of donated inputs to outputs: each output takes the first donated input of
     its shape and dtype not taken yet; only those inputs are donated (and deleted). The others
     stay the caller's, with JAX's warning, given when the function is compiled."""
+    if not any(donated):
+        return tuple(donated)
     free: dict[tuple, collections.deque[int]] = collections.defaultdict(collections.deque)
     for i, (a, d) in enumerate(zip(in_avals, donated)):
         if d:
@@ -385,7 +387,7 @@ def usable_donations(in_avals: Sequence[Any], out_avals: Sequence[Any], donated:
               for a, d, u in zip(in_avals, donated, usable) if d and not u]
     if unused:
         warnings.warn(f"Some donated buffers were not usable: {', '.join(unused)}.\n"
-                      "See an explanation at https://docs.jax.dev/en/latest/faq.html#buffer-donation.", stacklevel=5)
+                      "See an explanation at https://docs.jax.dev/en/latest/faq.html#buffer-donation.", stacklevel=4)
     return tuple(usable)
 
 

@@ -86,19 +86,24 @@ class _X64(threading.local):
     override: bool | None = None
 
 
-X64_GLOBAL = [_env_flag("JAX_ENABLE_X64", False)]
+_X64_GLOBAL = [_env_flag("JAX_ENABLE_X64", False)]
 _X64_LOCAL = _X64()
 
 
 def x64_enabled() -> bool:
     """Whether 64-bit types are on in the calling thread (JAX's ``config.enable_x64.value``)."""
     local = _X64_LOCAL.override
-    return X64_GLOBAL[0] if local is None else local
+    return _X64_GLOBAL[0] if local is None else local
+
+
+def x64_global() -> bool:
+    """The process-wide mode (``config.update``'s), whatever this thread's override."""
+    return _X64_GLOBAL[0]
 
 
 def set_x64(value: bool) -> None:
     """Set the process-wide mode (``config.update("jax_enable_x64", value)``)."""
-    X64_GLOBAL[0] = bool(value)
+    _X64_GLOBAL[0] = bool(value)
 
 
 def set_x64_override(value: bool | None) -> bool | None:
