@@ -494,6 +494,77 @@ def test_typing_names_annotate() -> None:
     assert f(1, np.float32).dtype == np.float32 and f(1, "int8").dtype == np.int8
 
 
+def _threaded_contexts(lib: Any, lnp: Any) -> dict[str, Any]:
+    """One thread enters config contexts while another, started before and running at the same
+    time, calls the same jitted functions: what each sees. ``f`` is traced first by the thread
+    without contexts, so a cache keyed only on the arguments would hand the other its trace."""
+    import threading
+
+    f = lib.jit(lambda x, y: x + y)
+    g = lib.jit(lambda x: lnp.log(x))
+    h = lib.jit(lambda x, y: x * y)
+    x, y = lnp.ones(3), lnp.ones((2, 3))
+    traced, in_context, done = threading.Barrier(2), threading.Barrier(2), threading.Barrier(2)
+    seen: dict[str, Any] = {}
+
+    def outcome(thunk: Any) -> str:
+        try:
+            out = thunk()
+        except Exception as err:  # noqa: BLE001 - which error each library raises is compared
+            return "FloatingPointError" if isinstance(err, FloatingPointError) else (
+                "TypePromotionError" if "TypePromotion" in type(err).__name__ else "ValueError"
+                if isinstance(err, ValueError) else type(err).__name__)
+        return str(np.asarray(out).dtype)
+
+    def plain() -> None:
+        seen["plain f"] = outcome(lambda: f(x, y))
+        seen["plain h"] = outcome(lambda: h(lnp.ones(2, lnp.float32), lnp.ones(2, lnp.int32)))
+        traced.wait()
+        in_context.wait()
+        seen["plain options"] = (lib.config.jax_numpy_rank_promotion, lib.config.jax_debug_nans,
+                                 lib.config.jax_numpy_dtype_promotion)
+        seen["plain g"] = outcome(lambda: g(-lnp.ones(2)))
+        seen["plain f again"] = outcome(lambda: f(x, y))
+        done.wait()
+
+    def contexts() -> None:
+        traced.wait()
+        with lib.numpy_rank_promotion("raise"), lib.debug_nans(True), lib.numpy_dtype_promotion("strict"):
+            in_context.wait()
+            seen["context options"] = (lib.config.jax_numpy_rank_promotion, lib.config.jax_debug_nans,
+                                       lib.config.jax_numpy_dtype_promotion)
+            seen["context f"] = outcome(lambda: f(x, y))
+            seen["context g"] = outcome(lambda: g(-lnp.ones(2)))
+            seen["context h"] = outcome(lambda: h(lnp.ones(2, lnp.float32), lnp.ones(2, lnp.int32)))
+            done.wait()
+        seen["after f"] = outcome(lambda: f(x, y))
+
+    threads = [threading.Thread(target=plain), threading.Thread(target=contexts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return seen
+
+
+def test_config_contexts_hold_in_their_thread_only_as_jax_s() -> None:
+    """JAX's config contexts are thread-local: ``numpy_rank_promotion("raise")``,
+    ``debug_nans(True)`` and ``numpy_dtype_promotion("strict")`` entered in one thread leave
+    another, running at the same time, as it was, and a jitted function traced in the other
+    thread is traced again under the context's options (they were process-wide: the other
+    thread raised, or the context's thread reused a trace made without them)."""
+    import warnings
+
+    jax, jnp = jax_or_skip()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = _threaded_contexts(jax, jnp)
+        ours = _threaded_contexts(fg, fnp)
+    assert len(theirs) == 10
+    assert ours == theirs
+    assert theirs["context f"] == "ValueError" and theirs["plain f again"] == str(fnp.ones(1).dtype)
+
+
 def test_process_queries_global_array_constructors_and_environment_info() -> None:
     """One process: the global array is the whole array; shapes that do not fit name both."""
     from fungraph.sharding import NamedSharding
