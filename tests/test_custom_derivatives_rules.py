@@ -455,3 +455,25 @@ def test_eager_custom_rule_functions_run_as_jax_s(x64: bool) -> None:
         ours, theirs = _eager_calls(fg, fnp), _eager_calls(jax, jnp)
         for name, call in theirs.items():
             assert _described(ours[name]()) == _described(call()), name
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_random_draws_inside_custom_jvp_bodies_match_jax_in_both_modes(x64: bool) -> None:
+    """The samplers compute in 64-bit words in either mode; a custom_jvp body replayed eagerly
+    (its graph evaluated) keeps those words' types in 32-bit mode (it raised a dtype error)."""
+    jax, _ = jax_or_skip()
+    outs = []
+    for lib in (jax, fg):
+        with lib.enable_x64(x64):
+            key = lib.random.PRNGKey(0)
+
+            @lib.custom_jvp
+            def f(x: Any) -> Any:
+                return lib.random.normal(key, (3,)) * x
+
+            f.defjvp(lambda p, t: (f(p[0]), lib.random.normal(key, (3,)) * t[0]))  # noqa: B023
+            outs.append([np.asarray(f(1.5)), np.asarray(lib.grad(lambda x: f(x).sum())(1.5)),  # noqa: B023
+                         np.asarray(lib.jit(f)(1.5)), np.asarray(lib.vmap(f)(np.ones(2, np.float32)))])
+    for got, want in zip(outs[1], outs[0]):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6)
