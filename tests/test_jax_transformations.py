@@ -132,3 +132,149 @@ def test_grad_of_a_batched_loop_with_an_unbatched_counter(x64: bool) -> None:
     scan_loss = lambda m: lambda x: m.vmap(_scan_with_counter(m), (0, None))(x, 3)[0][1].sum()  # noqa: E731
     np.testing.assert_allclose(np.asarray(fg.grad(scan_loss(F))(xs)), np.asarray(jax.grad(scan_loss(J))(xs)),
                                rtol=1e-6)
+
+
+# --- custom_jvp closing over values an inner vmap batches ------------------------------------
+
+
+def _closing_custom_jvp(m: Any, calls: dict[str, int]) -> Callable[..., Any]:
+    """``f(x, y)``: a ``custom_jvp`` function of ``x`` alone whose body and rule close over ``y``;
+    the rule's tangent is twice the true one, so a result shows whether the rule was used."""
+    def outer(x: Any, y: Any) -> Any:
+        @m.custom_jvp
+        def f(x: Any) -> Any:
+            calls["body"] += 1
+            return m.np.sin(x) * y
+
+        @f.defjvp
+        def f_jvp(primals: tuple, tangents: tuple) -> tuple:
+            calls["rule"] += 1
+            return f(primals[0]), 2.0 * m.np.cos(primals[0]) * y * tangents[0]
+
+        return f(x)
+    return outer
+
+
+_XS = np.linspace(0.1, 1.0, 3).astype(np.float32)
+_YS = np.linspace(1.0, 2.0, 3).astype(np.float32)
+
+CLOSURES: dict[str, Callable[[Any, Callable[..., Any]], Any]] = {
+    "grad(vmap(closure))": lambda m, f: m.grad(lambda x: m.vmap(lambda y: f(x, y))(_YS).sum())(0.5),
+    "vmap(grad(closure))": lambda m, f: m.vmap(lambda y: m.grad(lambda x: f(x, y))(0.5))(_YS),
+    "jit(vmap(grad))": lambda m, f: m.jit(m.vmap(lambda y: m.grad(lambda x: f(x, y))(0.5)))(_YS),
+    "vmap(jvp)": lambda m, f: m.vmap(lambda y: m.jvp(lambda x: f(x, y), (0.5,), (1.0,))[1])(_YS),
+    "jacfwd(vmap)": lambda m, f: m.jacfwd(lambda x: m.vmap(lambda y: f(x, y))(_YS))(0.5),
+    "jacrev(vmap)": lambda m, f: m.jacrev(lambda x: m.vmap(lambda y: f(x, y))(_YS))(0.5),
+    "grad(vmap(vmap))": lambda m, f: m.grad(
+        lambda s: m.vmap(lambda y: m.vmap(lambda x: f(x * s, y))(_XS))(_YS).sum())(1.0),
+    "vmap(vmap(grad))": lambda m, f: m.vmap(lambda y: m.vmap(lambda x: m.grad(lambda x: f(x, y))(x))(_XS))(_YS),
+    "vmap alone": lambda m, f: m.vmap(lambda y: f(0.5, y) * y)(_YS),
+    "jvp(vmap) of a batched argument": lambda m, f: m.jvp(
+        lambda s: m.vmap(lambda x, y: f(x * s, y))(_XS, _YS), (1.0,), (1.0,))[1],
+}
+
+
+@pytest.mark.parametrize("name", list(CLOSURES))
+def test_custom_jvp_closing_over_inner_vmap_values_uses_its_rule(name: str, x64: bool) -> None:
+    """A ``custom_jvp`` function (and its rule) closing over a value an inner ``vmap`` batches:
+    JAX batches the call where the value lives and differentiates it by the rule, with the
+    closed-over value taken in as a batched argument. fungraph gives JAX's values and dtypes,
+    and calls the function and its rule as often."""
+    j_calls, f_calls = {"body": 0, "rule": 0}, {"body": 0, "rule": 0}
+    want = CLOSURES[name](J, _closing_custom_jvp(J, j_calls))
+    got = CLOSURES[name](F, _closing_custom_jvp(F, f_calls))
+    assert (np.asarray(got).dtype, np.shape(got)) == (np.asarray(want).dtype, np.shape(want))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    assert f_calls == j_calls
+
+
+def test_a_rule_closing_over_a_differentiated_value_is_refused_as_in_jax(x64: bool) -> None:
+    """A closed-over value the outer differentiation traces (``y * x``) cannot be differentiated
+    by the rule: JAX raises ``UnexpectedTracerError``, and so does fungraph (not a silent zero)."""
+    def loss(m: Any) -> Callable[..., Any]:
+        calls = {"body": 0, "rule": 0}
+        return lambda x: m.vmap(lambda y: _closing_custom_jvp(m, calls)(x, y * x))(_YS).sum()
+
+    with pytest.raises(jax.errors.UnexpectedTracerError):
+        jax.grad(loss(J))(0.5)
+    with pytest.raises(fg.errors.UnexpectedTracerError, match="closes over a value"):
+        fg.grad(loss(F))(0.5)
+
+
+def test_a_batched_nondiff_argument_reaches_the_rule_as_in_jax(x64: bool) -> None:
+    """A ``nondiff_argnums`` argument batched by the ``vmap`` inside ``grad``: JAX's rule gets it
+    batched, and its derivative is the rule's."""
+    def loss(m: Any) -> Callable[..., Any]:
+        f = m.custom_jvp(lambda y, x: m.np.sin(x) * y, nondiff_argnums=(0,))
+        f.defjvp(lambda y, primals, tangents: (f(y, primals[0]), 2.0 * m.np.cos(primals[0]) * y * tangents[0]))
+        return lambda x: m.vmap(lambda y: f(y, x))(_YS).sum()
+
+    want, got = jax.grad(loss(J))(0.5), fg.grad(loss(F))(0.5)
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+# --- the types cond/switch outputs and loop carries take -----------------------------------
+
+_F32 = np.float32(1.0)
+
+BRANCHES: dict[str, Callable[[Any], Any]] = {
+    "cond(py float, float32)": lambda m: m.lax.cond(True, lambda: 1.0, lambda: _F32),
+    "cond(float32, py float)": lambda m: m.lax.cond(False, lambda: _F32, lambda: 1.0),
+    "cond(py int, float32)": lambda m: m.lax.cond(True, lambda: 1, lambda: _F32),
+    "cond(py int, py float)": lambda m: m.lax.cond(True, lambda: 1, lambda: 2.0),
+    "cond(int32, float32)": lambda m: m.lax.cond(True, lambda: np.int32(1), lambda: _F32),
+    "cond(float64, float32)": lambda m: m.lax.cond(True, lambda: np.float64(1), lambda: _F32),
+    "cond(bool, py int)": lambda m: m.lax.cond(True, lambda: True, lambda: 1),
+    "cond, shapes differ": lambda m: m.lax.cond(True, lambda: np.ones(2, np.float32), lambda: np.ones(3, np.float32)),
+    "cond(x * 2., x)": lambda m: m.lax.cond(True, lambda x: x * 2.0, lambda x: x, np.ones(2, np.float32)),
+    "cond(weak array, float32)": lambda m: m.lax.cond(True, lambda: m.np.asarray(1.0), lambda: _F32),
+    "jit cond(py float, float32)": lambda m: m.jit(lambda p: m.lax.cond(p, lambda: 1.0, lambda: _F32))(True),
+    "jit cond(x * 2., 3.)": lambda m: m.jit(lambda p, x: m.lax.cond(p, lambda: x * 2.0, lambda: 3.0))(True, _F32),
+    "switch(py float, float32, py int)": lambda m: m.lax.switch(1, [lambda: 1.0, lambda: _F32, lambda: 2]),
+    "switch(float32, py float)": lambda m: m.lax.switch(1, [lambda: _F32, lambda: 1.0]),
+    "switch(py float, float32)": lambda m: m.lax.switch(0, [lambda: 1.0, lambda: _F32]),
+    "jit switch": lambda m: m.jit(lambda i: m.lax.switch(i, [lambda: 1.0, lambda: _F32, lambda: 2]))(1),
+    "vmap cond": lambda m: m.vmap(lambda p: m.lax.cond(p, lambda: 1.0, lambda: _F32))(np.array([True, False])),
+    "grad cond": lambda m: m.grad(lambda x: m.lax.cond(True, lambda: x * 2.0, lambda: x * _F32))(1.0),
+    "while_loop(weak carry, float32 body)": lambda m: m.lax.while_loop(lambda c: c < 3, lambda c: c + _F32, 0.0),
+    "while_loop(py int carry, float body)": lambda m: m.lax.while_loop(lambda c: c < 3, lambda c: c + 1.5, 0),
+    "while_loop(float16 carry, float32 body)": lambda m: m.lax.while_loop(lambda c: c < 3, lambda c: c + _F32,
+                                                                          np.float16(0)),
+    "scan(weak carry, float32 xs)": lambda m: m.lax.scan(lambda c, x: (c + x, c), 0.0, np.ones(3, np.float32))[0],
+    "scan(py int carry, float32 xs)": lambda m: m.lax.scan(lambda c, x: (c + x, c), 0, np.ones(3, np.float32))[0],
+    "scan(int32 carry, float32 xs)": lambda m: m.lax.scan(lambda c, x: (c + x, c), np.int32(0),
+                                                          np.ones(3, np.float32))[0],
+    "fori_loop(weak, float32 body)": lambda m: m.lax.fori_loop(0, 3, lambda i, c: c + _F32, 0.0),
+    "fori_loop(float32, c * 2.)": lambda m: m.lax.fori_loop(0, 3, lambda i, c: c * 2.0, _F32),
+    "fori_loop(weak pair)": lambda m: m.lax.fori_loop(0, 3, lambda i, c: (c[0] + _F32, c[1] + 1), (0.0, 0))[0],
+}
+
+
+def _outcome(m: Any, name: str) -> Any:
+    """The case's dtype, weak flag and value, or that it raised a ``TypeError``."""
+    try:
+        out = BRANCHES[name](m)
+    except TypeError:
+        return "TypeError"
+    return str(out.dtype), bool(getattr(out, "weak_type", False)), np.asarray(out, np.float64).tolist()
+
+
+@pytest.mark.parametrize("name", list(BRANCHES))
+def test_branch_and_carry_types_follow_jax(name: str, x64: bool) -> None:
+    """``cond``/``switch`` branches must return equal shapes and dtypes (JAX's ``TypeError``
+    otherwise; a Python scalar is not promoted to another branch's dtype), and their weak types
+    may differ: the outputs take branch 0's (``cond``'s ``false_fun``), as JAX's ``cond_p``
+    does. A weak loop carry is promoted to its body's dtype, a strong one is a ``TypeError``."""
+    assert _outcome(F, name) == _outcome(J, name)
+
+
+def test_the_branch_type_error_names_the_branches_and_types() -> None:
+    with pytest.raises(TypeError, match=r"cond branches must have equal output types but they differ: the output 1 "
+                                        r"of true_fun has type f32\[\] but the corresponding output of false_fun "
+                                        r"has type f32\[2\]") as info:
+        fg.lax.cond(True, lambda: (1, np.float32(2)), lambda: (1, np.ones(2, np.float32)))
+    assert "test_jax_transformations.py" in str(info.value)
+    with pytest.raises(TypeError, match=r"switch branches must have equal output types but they differ: the output "
+                                        r"0 of branch 0 has type f32\[\] but the corresponding output of branch1"):
+        fg.lax.switch(1, [lambda: np.float32(1), lambda: np.int32(1)])

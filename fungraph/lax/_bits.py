@@ -215,7 +215,7 @@ def _axis_slice(x: Any, axis: int, lo: int, hi: int) -> Any:
 def fold_bitwise(name: str, prim: Any, identity: int, operand: Any, axes: Sequence[int]) -> Any:
     """The bitwise ``prim`` (and, or, xor) of ``operand`` (bool or integer, else JAX's
     ``TypeError``) over ``axes``, ``identity`` over none: each axis folded in halves,
-    ``ceil(log2 n)`` whole-array operations."""
+    ``ceil(log2 n)`` whole-array operations; the result is strongly typed, as JAX's."""
     x = asarray(operand)
     a = aval_of(x)
     if dtypes.is_inexact(a.dtype):
@@ -233,7 +233,7 @@ def fold_bitwise(name: str, prim: Any, identity: int, operand: Any, axes: Sequen
             x = sh.concatenate([folded, _axis_slice(x, axis, 2 * half, n)], axis) if n % 2 else folded
             n = half + n % 2
         x = sh.reshape(x, rest)
-    return x
+    return ew.strong(x)  # JAX's logical reductions strip the weak type
 
 
 def reduce_xor(operand: Any, axes: Sequence[int]) -> Any:
