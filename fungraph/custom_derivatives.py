@@ -8,6 +8,7 @@ user's rules mapped over the batch, so a derivative taken outside a ``vmap`` sti
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,12 +107,29 @@ def _mapped_dims(raw: Sequence[Any]) -> list[int | None]:
 custom_jvp_call_p = Primitive("custom_jvp_call", impl=_call_impl, abstract_eval=_call_aval, multiple_results=True)
 
 
+_RUNNING_RULES = threading.local()
+
+
 @custom_jvp_call_p.def_jvp
 def _custom_jvp_rule(primals: tuple, tangents: tuple, *, call: Graph, jvp: Callable[..., Any],
                      num_consts: int) -> tuple:
+    """The rule on the function's own arguments (a closed-over value's tangent is dropped, as
+    JAX's ``custom_jvp_call`` of a staged function drops it). A rule that meets itself again
+    through such a value (its function, called inside it, closes over the differentiated
+    value) is JAX's ``UnexpectedTracerError``, not an endless recursion."""
     n = len(primals) - num_consts
+    running = _RUNNING_RULES.__dict__.setdefault("ids", set())
+    key = id(getattr(jvp, "user_rule", jvp))
+    if key in running and any(t is not None for t in tangents[n:]):
+        raise UnexpectedTracerError(f"Custom JVP rule {getattr(jvp, '__name__', 'jvp')} closes over a value that the "
+                                    "enclosing differentiation traces; pass that value to the custom_jvp function as "
+                                    "an argument instead")
     ts = [instantiate(t, aval(p)) for p, t in zip(primals[:n], tangents[:n])]
-    return jvp(list(primals[:n]), ts)
+    running.add(key)
+    try:
+        return jvp(list(primals[:n]), ts)
+    finally:
+        running.discard(key)
 
 
 @dataclass(frozen=True)
@@ -276,6 +294,7 @@ class custom_jvp:
             return out_leaves, checks.checked_tangents(rule_name, fun_name, out_leaves, t_leaves)
 
         flat_jvp.__name__ = self.rule_label
+        flat_jvp.user_rule = rule  # type: ignore[attr-defined]
         return flat_jvp
 
     def _rule_only(self, trace: JVPTrace, leaves: list[Any], in_tree: PyTreeDef) -> Any:

@@ -199,6 +199,11 @@ def test_a_rule_closing_over_a_differentiated_value_is_refused_as_in_jax(x64: bo
         jax.grad(loss(J))(0.5)
     with pytest.raises(fg.errors.UnexpectedTracerError, match="closes over a value"):
         fg.grad(loss(F))(0.5)
+    calls = {"body": 0, "rule": 0}
+    with pytest.raises(jax.errors.UnexpectedTracerError):
+        jax.grad(lambda x: _closing_custom_jvp(J, calls)(x, 2.0 * x))(0.5)
+    with pytest.raises(fg.errors.UnexpectedTracerError, match="closes over a value"):  # not a RecursionError
+        fg.grad(lambda x: _closing_custom_jvp(F, calls)(x, 2.0 * x))(0.5)
 
 
 def test_a_batched_nondiff_argument_reaches_the_rule_as_in_jax(x64: bool) -> None:
