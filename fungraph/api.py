@@ -135,7 +135,7 @@ def _check_tangent(p: Any, t: Any, i: int) -> Any:
     ta = abstractify(t)
     if ta.dtype != pa.dtype:
         raise TypeError(f"jvp: primal {i} has dtype {pa.dtype} but its tangent has dtype {ta.dtype}")
-    return t if isinstance(t, Tracer) else to_concrete_dtype_array(t)
+    return _concrete(t)
 
 
 def _concrete(x: Any) -> Any:
@@ -448,7 +448,8 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
                 tangents[j] = t
                 return jvp(f_flat, tuple(in_leaves), tuple(tangents))[1]
 
-            cols = vmap(push)(_basis(a))
+            basis = _basis(a)
+            cols = vmap(push)(weak_view(basis) if dtypes.is_weak(x) else basis)
             col_leaves, out_tree = tree_flatten(cols)
             per_input.append([reshape(_batch_last(_concrete(c)), abstractify(c).shape[1:] + a.shape)
                               for c in col_leaves])

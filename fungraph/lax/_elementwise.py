@@ -305,8 +305,9 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - lax's names
 
 
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
-    """``operand`` cast to ``new_dtype`` (float -> int truncates toward zero)."""
-    return cast(asarray(operand), dtypes.canonicalize(new_dtype, "convert_element_type"))
+    """``operand`` cast to ``new_dtype`` (float -> int truncates toward zero), strongly typed
+    as JAX's (``weak_type=False``)."""
+    return ew.strong(cast(asarray(operand), dtypes.canonicalize(new_dtype, "convert_element_type")))
 
 
 # --- selection and complex parts ------------------------------------------------------------------

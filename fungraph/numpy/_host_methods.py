@@ -71,9 +71,10 @@ def _make_plan(ufunc: Any, kind: str, mine: tuple[np.dtype, bool], theirs: tuple
                ) -> _Plan | None:
     """JAX's result dtype for ``ufunc`` of these operands, if numpy's ufunc gives it from operands
     of that dtype (kind: ``same`` dtype out, ``inexact`` dtype out, ``compare`` (bool out),
-    ``dot`` (never weak), ``power`` (inexact only: integer powers are JAX's ``integer_pow``, with
-    its error for a negative exponent)). None while ranks may not be promoted implicitly, so that
-    the ``fungraph.numpy`` function checks each call's shapes."""
+    ``dot`` (weak when both operands are, as JAX's ``dot_general``), ``power`` (inexact only:
+    integer powers are JAX's ``integer_pow``, with its error for a negative exponent)). None
+    while ranks may not be promoted implicitly, so that the ``fungraph.numpy`` function checks
+    each call's shapes."""
     if RANK_PROMOTION.mode != "allow":
         return None
     try:
@@ -92,7 +93,7 @@ def _make_plan(ufunc: Any, kind: str, mine: tuple[np.dtype, bool], theirs: tuple
         except Exception:  # noqa: BLE001 - numpy refuses: the fungraph.numpy function decides
             return None
         if out.dtype == want:
-            return _Plan(dtype, cast, weak and kind != "dot")
+            return _Plan(dtype, cast, weak)
     return None
 
 

@@ -179,10 +179,15 @@ def rint(x: Any) -> Any:
 
 
 def round(a: Any, decimals: int = 0) -> Any:  # noqa: A001
-    """numpy's round: half to even after scaling by 10**decimals."""
-    x = asarray(a)
+    """numpy's round: half to even after scaling by 10**decimals; weakly typed where ``a`` is,
+    as JAX's one ``round`` primitive."""
+    out = _round(asarray(a), decimals)
+    return ew.weak(out) if dtypes.is_weak(a) else out
+
+
+def _round(x: Any, decimals: int) -> Any:
     if dtypes.is_complex(x.dtype):                                       # each part on its own
-        return ew.complex_(round(ew.real(x), decimals), round(ew.imag(x), decimals))
+        return ew.complex_(_round(ew.real(x), decimals), _round(ew.imag(x), decimals))
     if not dtypes.is_float(x.dtype):
         if decimals >= 0:
             return x
