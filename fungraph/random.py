@@ -39,6 +39,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph import numpy as fnp
+from fungraph._key_array import KeyArray
 from fungraph._random_dists import (
     ball,
     beta,
@@ -71,6 +72,7 @@ from fungraph._random_samplers import (
     gumbel,
     key,
     key_data,
+    key_impl,
     laplace,
     logistic,
     lognormal,
@@ -94,7 +96,7 @@ from fungraph.tree_util import tree_map
 
 __all__ = ["PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare", "choice",
            "clone", "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in", "gamma", "generalized_normal",
-           "geometric", "gumbel", "key", "key_data", "laplace", "loggamma", "logistic", "lognormal", "maxwell",
+           "geometric", "gumbel", "key", "key_data", "key_impl", "laplace", "loggamma", "logistic", "lognormal", "maxwell",
            "multinomial", "multivariate_normal", "normal", "orthogonal", "pareto", "permutation", "poisson",
            "rademacher", "randint", "rayleigh", "split", "t", "triangular", "truncated_normal", "uniform", "wald",
            "weibull_min", "wrap_key_data"]
@@ -106,6 +108,13 @@ def _to_mode(x: Any) -> Any:
     """A sampler's output in the current mode: 64-bit arrays narrowed with x64 off."""
     dt = aval(x).dtype
     return x if dt in dtypes.enabled() else fnp.asarray(x, dtype=dtypes.canonicalize(dt))
+
+
+def _uint32_keys(keys: Any) -> Any:
+    """Keys, typed or raw, over uint32 words."""
+    if isinstance(keys, KeyArray):
+        return KeyArray(fnp.asarray(keys.words, dtype=dtypes.uint32), keys.dtype)
+    return fnp.asarray(keys, dtype=dtypes.uint32)
 
 
 def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
@@ -120,7 +129,7 @@ def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         if dtypes.x64_enabled():
             out = f(*args, **kwargs)
-            return fnp.asarray(out, dtype=dtypes.uint32) if is_key else out
+            return _uint32_keys(out) if is_key else out
         bound = sig.bind(*args, **kwargs)
         for name, value in bound.arguments.items():
             if type(value) is float:
@@ -141,11 +150,12 @@ def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
             dtypes.set_x64_override(previous)
             CALLER_MODE.int_dtype, CALLER_MODE.float_dtype = dtypes.int64, dtypes.float64
         if is_key:
-            return fnp.asarray(out, dtype=dtypes.uint32)
+            return _uint32_keys(out)
         return tree_map(_to_mode, out)
 
     return run
 
 
 for _name in __all__:
-    globals()[_name] = _in_either_mode(globals()[_name], _name in _KEYS)
+    if _name != "key_impl":
+        globals()[_name] = _in_either_mode(globals()[_name], _name in _KEYS)

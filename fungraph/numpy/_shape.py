@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._key_array import KeyArray
 from fungraph.array import Array
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, normalize_axes, promote
@@ -110,6 +111,8 @@ def broadcast_arrays(*args: Any) -> list[Any]:
 def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
     if len(arrays) == 0:
         raise ValueError("need at least one array to concatenate")
+    if any(isinstance(x, KeyArray) for x in arrays):
+        return _concatenate_keys(arrays, axis)
     xs = promote(*arrays)
     xs = [asarray(x) for x in xs]
     if axis is None:
@@ -126,6 +129,12 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
 def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
     if len(arrays) == 0:
         raise ValueError("need at least one array to stack")
+    if any(isinstance(x, KeyArray) for x in arrays):
+        keys = _keys_of_one_dtype(arrays, "stack")
+        if len({k.shape for k in keys}) != 1:
+            raise ShapeError(f"stack: all input arrays must have the same shape, got {[k.shape for k in keys]}")
+        (ax,) = normalize_axes(axis, keys[0].ndim + 1, "stack")
+        return KeyArray(sh.concatenate([expand_dims(k.words, ax) for k in keys], ax), keys[0].dtype)
     xs = [asarray(x) for x in promote(*arrays)]
     shapes = {x.shape for x in xs}
     if len(shapes) != 1:
@@ -173,3 +182,24 @@ def size(a: Any, axis: int | None = None) -> int:
 
 def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
     return tuple(np.broadcast_shapes(*shapes))
+
+
+def _keys_of_one_dtype(arrays: Sequence[Any], name: str) -> list[KeyArray]:
+    """Typed key arrays to join: all of them keys of one dtype, as JAX requires."""
+    kinds = {str(x.dtype) if isinstance(x, KeyArray) else str(getattr(asarray(x), "dtype", "?")) for x in arrays}
+    if not all(isinstance(x, KeyArray) for x in arrays) or len(kinds) != 1:
+        raise TypeError(f"{name}: key arrays join only key arrays of the same key dtype, got dtypes {sorted(kinds)}")
+    return list(arrays)
+
+
+def _concatenate_keys(arrays: Sequence[Any], axis: int | None) -> KeyArray:
+    keys = _keys_of_one_dtype(arrays, "concatenate")
+    if axis is None:
+        keys = [k.ravel() for k in keys]
+        axis = 0
+    if any(k.ndim == 0 for k in keys):
+        raise ShapeError("zero-dimensional arrays cannot be concatenated")
+    if len({k.ndim for k in keys}) != 1:
+        raise ShapeError(f"concatenate: all inputs must have the same rank, got shapes {[k.shape for k in keys]}")
+    (ax,) = normalize_axes(axis, keys[0].ndim, "concatenate")
+    return KeyArray(sh.concatenate([asarray(k.words) for k in keys], ax), keys[0].dtype)

@@ -1,0 +1,173 @@
+"""Typed PRNG key arrays (JAX's ``jax.random.key``): an array of keys of dtype ``key<fry>``
+whose shape is the shape of the batch of keys, each key holding two uint32 words.
+
+A :class:`KeyArray` wraps its uint32 words, an array of shape ``shape + (2,)`` (concrete, or a
+tracer under a transformation), and is a pytree node with those words as its one leaf. So the
+graphs, primitives, passes and backends only ever see uint32 arrays, and keys go through ``jit``
+(as arguments and results), ``vmap``, ``grad``, ``scan``/``fori_loop`` carries and ``cond``
+unchanged, as any pytree does. Shape manipulation (indexing, ``reshape``, ``jnp.stack``) acts on
+the leading axes of the words; arithmetic is refused as JAX refuses it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from fungraph import dtypes
+from fungraph.tree_util import register_pytree_node
+
+
+class KeyArray:
+    """An array of PRNG keys: ``shape`` keys of ``dtype`` (``key<fry>``) over their uint32 words."""
+
+    __slots__ = ("_words", "dtype")
+    __array_priority__ = 100
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, words: Any, dtype: dtypes.KeyDType = dtypes.THREEFRY_KEY) -> None:
+        self._words = words
+        self.dtype = dtype
+
+    @property
+    def words(self) -> Any:
+        """The uint32 words, of shape ``shape + (2,)`` (``random.key_data``)."""
+        return self._words
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._words.shape[:-1])
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def weak_type(self) -> bool:
+        return False
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object (a key array of shape ())")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[KeyArray]:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d key array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __getitem__(self, idx: Any) -> KeyArray:
+        """The keys at ``idx``, which indexes the key axes only (an ``...`` stops before the words)."""
+        entries = idx if isinstance(idx, tuple) else (idx,)
+        return KeyArray(self._words[(*entries, slice(None))], self.dtype)
+
+    def reshape(self, *shape: Any, order: str = "C") -> KeyArray:
+        dims = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return KeyArray(self._words.reshape((*dims, self._words.shape[-1])), self.dtype)
+
+    def ravel(self) -> KeyArray:
+        return self.reshape(-1)
+
+    flatten = ravel
+
+    def squeeze(self, axis: Any = None) -> KeyArray:
+        if axis is None:
+            axis = tuple(i for i, d in enumerate(self.shape) if d == 1)
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        return KeyArray(self._words.squeeze(tuple(a % max(self.ndim, 1) for a in axes)), self.dtype)
+
+    def transpose(self, *axes: Any) -> KeyArray:
+        order = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        order = order or tuple(reversed(range(self.ndim)))
+        return KeyArray(self._words.transpose((*(a % self.ndim for a in order), self.ndim)), self.dtype)
+
+    @property
+    def T(self) -> KeyArray:  # noqa: N802  (numpy's name)
+        return self.transpose()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError("JAX array with PRNGKey dtype cannot be converted to a NumPy array. Use "
+                        "random.key_data(arr) if you wish to extract the underlying integer array.")
+
+    def astype(self, dtype: Any) -> Any:
+        raise TypeError(f"a key array of dtype {self.dtype} cannot be cast to {dtype}; use random.key_data(keys) "
+                        f"for its uint32 words")
+
+    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+        return self._compare(other, "equal").all(axis=-1)
+
+    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+        return self._compare(other, "not_equal").any(axis=-1)
+
+    def _compare(self, other: object, name: str) -> Any:
+        if not isinstance(other, KeyArray) or other.dtype != self.dtype:
+            raise TypeError(f"{name} does not accept dtypes {self.dtype}, {_dtype_name(other)}.")
+        return self._words == other._words if name == "equal" else self._words != other._words
+
+    def __repr__(self) -> str:
+        words = self._words
+        if isinstance(words, np.ndarray):
+            return f"Array({self.shape}, dtype={self.dtype}) overlaying:\n{np.asarray(words)}"
+        return f"{type(words).__name__}<{self.dtype}{list(self.shape)}> overlaying {words!r}"
+
+    __str__ = __repr__
+
+
+def _dtype_name(x: Any) -> str:
+    if isinstance(x, KeyArray):
+        return str(x.dtype)
+    if isinstance(x, bool):
+        return "bool"
+    if isinstance(x, int):
+        return str(dtypes.default_int())
+    if isinstance(x, float):
+        return str(dtypes.default_float())
+    if isinstance(x, complex):
+        return str(dtypes.default_complex())
+    return str(getattr(x, "dtype", type(x).__name__))
+
+
+def _refuse(name: str, unary: bool = False) -> Any:
+    """An operator that raises JAX's TypeError for key arrays (``add does not accept dtypes key<fry>, int32.``)."""
+
+    def refused(self: KeyArray, *others: Any) -> Any:
+        if unary:
+            raise TypeError(f"{name} does not accept dtype {self.dtype}. Accepted dtypes are subtypes of "
+                            f"integer, floating, complexfloating.")
+        raise TypeError(f"{name} does not accept dtypes {self.dtype}, {_dtype_name(others[0])}.")
+
+    refused.__name__ = name
+    return refused
+
+
+_BINARY = {"add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"), "multiply": ("__mul__", "__rmul__"),
+           "divide": ("__truediv__", "__rtruediv__"), "floor_divide": ("__floordiv__", "__rfloordiv__"),
+           "remainder": ("__mod__", "__rmod__"), "pow": ("__pow__", "__rpow__"), "dot_general": ("__matmul__",
+           "__rmatmul__"), "and": ("__and__", "__rand__"), "or": ("__or__", "__ror__"), "xor": ("__xor__", "__rxor__"),
+           "shift_left": ("__lshift__", "__rlshift__"), "shift_right": ("__rshift__", "__rrshift__"),
+           "less": ("__lt__",), "less_equal": ("__le__",), "greater": ("__gt__",), "greater_equal": ("__ge__",)}
+_UNARY = {"neg": "__neg__", "abs": "__abs__", "not": "__invert__", "pos": "__pos__"}
+
+for _name, _methods in _BINARY.items():
+    for _method in _methods:
+        setattr(KeyArray, _method, _refuse(_name))
+for _name, _method in _UNARY.items():
+    setattr(KeyArray, _method, _refuse(_name, unary=True))
+
+
+def is_key_array(x: Any) -> bool:
+    return isinstance(x, KeyArray)
+
+
+register_pytree_node(KeyArray, lambda k: ((k.words,), k.dtype), lambda dtype, words: KeyArray(words[0], dtype))
