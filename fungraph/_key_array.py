@@ -18,11 +18,14 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.array import Array
+from fungraph.sharding import Device
 from fungraph.tree_util import register_pytree_node
 
 
-class KeyArray:
-    """An array of PRNG keys: ``shape`` keys of ``dtype`` (``key<fry>``) over their uint32 words."""
+class KeyArray(Array):
+    """An array of PRNG keys: ``shape`` keys of ``dtype`` (``key<fry>``) over their uint32 words;
+    a ``fungraph.Array``, as JAX's key arrays are ``jax.Array``s."""
 
     __slots__ = ("_words", "dtype")
     __array_priority__ = 100
@@ -56,6 +59,10 @@ class KeyArray:
     @property
     def weak_type(self) -> bool:
         return False
+
+    @property
+    def device(self) -> Device:
+        return self._words.device
 
     def __len__(self) -> int:
         if not self.shape:
@@ -119,7 +126,8 @@ class KeyArray:
         words = self._words
         if isinstance(words, np.ndarray):
             return f"Array({self.shape}, dtype={self.dtype}) overlaying:\n{np.asarray(words)}"
-        return f"{type(words).__name__}<{self.dtype}{list(self.shape)}> overlaying {words!r}"
+        dims = ",".join(str(d) for d in self.shape)
+        return f"{type(words).__name__}<{self.dtype}[{dims}]>"
 
     __str__ = __repr__
 

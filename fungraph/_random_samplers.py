@@ -69,7 +69,7 @@ def _impl(impl: Any, name: str) -> dtypes.KeyDType:
     if impl is None or impl == "threefry2x32" or impl == dtypes.THREEFRY_KEY:
         return dtypes.THREEFRY_KEY
     if impl in _IMPLS:
-        raise NotImplementedError(f"random.{name}: fungraph implements only the threefry2x32 PRNG, not {impl!r}")
+        raise ValueError(f"random.{name}: fungraph implements only threefry2x32 keys, not {impl!r}")
     known = ", ".join(f'"{i}"' for i in _IMPLS)
     raise ValueError(f'random.{name}: unrecognized PRNG implementation "{impl}". Did you mean one of: {known}?')
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._devices import Device
+from fungraph._key_array import KeyArray
 from fungraph.array import Array, hosted_copy_if_shared, owned_results
 from fungraph.backends import known_backends
 from fungraph.core import (
@@ -77,7 +78,13 @@ def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fun(*a, **k)
 
     graph, _ = stage(flat_fun(call, tree_flatten(tuple(leaves))[1], {}, out_tree), [abstractify(x) for x in leaves])
-    return tree_unflatten(out_tree[0], [ShapeDtypeStruct(a.shape, a.dtype) for a in graph.out_avals])
+    out = tree_unflatten(out_tree[0], [ShapeDtypeStruct(a.shape, a.dtype) for a in graph.out_avals])
+    return tree_map(_key_struct, out, is_leaf=lambda x: isinstance(x, KeyArray))
+
+
+def _key_struct(x: Any) -> Any:
+    """A key array's shape and key dtype, as JAX's ``eval_shape`` gives them."""
+    return ShapeDtypeStruct(x.shape, x.dtype) if isinstance(x, KeyArray) else x
 
 
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
@@ -153,6 +160,28 @@ def _weak_like(values: Sequence[Any], like: Sequence[Any]) -> list[Any]:
             for v, p in zip(values, like)]
 
 
+def _key_tangents(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The tangents with each key array's float0 tangent (of the keys' shape, as JAX takes it)
+    widened to the shape of the keys' words, where the primals hold key arrays."""
+    is_key = lambda x: isinstance(x, KeyArray)  # noqa: E731
+    if not any(is_key(x) for x in tree_leaves(primals, is_leaf=is_key)):
+        return tangents
+
+    def widen(p: Any, t: Any) -> Any:
+        dt = getattr(t, "dtype", None)
+        if not is_key(p) or is_key(t) or dt is None or np.dtype(dt) != dtypes.float0:
+            return t
+        if tuple(np.shape(t)) != p.shape:
+            raise TypeError(f"jvp: the tangent of a key array of shape {p.shape} is a float0 array of that shape, "
+                            f"got shape {tuple(np.shape(t))}")
+        return KeyArray(np.zeros((*p.shape, *p.dtype.key_shape), dtypes.float0), p.dtype)
+
+    try:
+        return tree_map(widen, primals, tangents, is_leaf=is_key)
+    except ValueError:
+        return tangents
+
+
 def _dtype_of(x: Any) -> Any:
     return abstractify(x).dtype
 
@@ -168,7 +197,7 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp: primals and tangents must be tuples or lists of arguments")
     p_leaves, p_tree = tree_flatten(tuple(primals))
-    t_leaves, t_tree = tree_flatten(tuple(tangents))
+    t_leaves, t_tree = tree_flatten(_key_tangents(tuple(primals), tuple(tangents)))
     if p_tree != t_tree:
         raise TypeError(f"jvp: primal structure {p_tree} differs from tangent structure {t_tree}")
     ts = [_check_tangent(p, t, i) for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
@@ -323,8 +352,11 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
         for i in nums:
             if not -len(args) <= i < len(args):
                 raise ValueError(f"argnums {argnums} refers to argument {i}, but only {len(args)} were given")
-            for leaf in tree_flatten(args[i])[0]:
-                dt = abstractify(leaf).dtype
+            for leaf in tree_leaves(args[i], is_leaf=lambda x: isinstance(x, KeyArray)):
+                dt = leaf.dtype if isinstance(leaf, KeyArray) else abstractify(leaf).dtype
+                if isinstance(dt, dtypes.KeyDType):
+                    raise TypeError(f"grad requires float or complex inputs, but argument {i} has dtype {dt} (a key "
+                                    "array); differentiate with respect to float arguments only (see argnums)")
                 if holomorphic and not dtypes.is_complex(dt):
                     raise TypeError(f"grad with holomorphic=True requires complex inputs, but argument {i} "
                                     f"has dtype {dt}")

@@ -32,10 +32,12 @@ def _resolve_shape(shape: Any, size: int, src: Any) -> tuple[int, ...]:
 
 
 def reshape(a: Any, newshape: Any = None, *, shape: Any = None) -> Any:
-    x = asarray(a)
     target = shape if shape is not None else newshape
     if target is None:
         raise TypeError("reshape needs a shape")
+    if isinstance(a, KeyArray):
+        return a.reshape(tuple(target) if isinstance(target, (tuple, list)) else (target,))
+    x = asarray(a)
     return sh.reshape(x, _resolve_shape(target, x.size, x.aval if hasattr(x, "aval") else x.shape))
 
 
@@ -168,16 +170,21 @@ class ndarray(metaclass=_NdarrayMeta):  # noqa: N801
 
 
 def ndim(a: Any) -> int:
-    return asarray(a).ndim
+    return _shaped(a).ndim
 
 
 def shape(a: Any) -> tuple[int, ...]:
-    return tuple(asarray(a).shape)
+    return tuple(_shaped(a).shape)
 
 
 def size(a: Any, axis: int | None = None) -> int:
-    x = asarray(a)
+    x = _shaped(a)
     return x.size if axis is None else x.shape[axis]
+
+
+def _shaped(a: Any) -> Any:
+    """``a`` as something with a shape: a key array as it is (its words are not its shape), else an array."""
+    return a if isinstance(a, KeyArray) else asarray(a)
 
 
 def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
