@@ -146,32 +146,53 @@ def _dtype_name(x: Any) -> str:
     return str(getattr(x, "dtype", type(x).__name__))
 
 
-def _refuse(name: str, unary: bool = False) -> Any:
-    """An operator that raises JAX's TypeError for key arrays (``add does not accept dtypes key<fry>, int32.``)."""
+_ARITH = "integer, floating, complexfloating"
+_BITS = "integer, bool"
+_ORDER = "integer, floating, bool"
 
-    def refused(self: KeyArray, *others: Any) -> Any:
-        if unary:
-            raise TypeError(f"{name} does not accept dtype {self.dtype}. Accepted dtypes are subtypes of "
-                            f"integer, floating, complexfloating.")
-        raise TypeError(f"{name} does not accept dtypes {self.dtype}, {_dtype_name(others[0])}.")
+#: numpy's name, lax's name, the dtypes lax accepts, the operator and its reflection: JAX's
+#: errors name the numpy function for a key with a number and the lax primitive for two keys
+_BINARY = (("add", "add", _ARITH, "__add__", "__radd__"), ("subtract", "sub", _ARITH, "__sub__", "__rsub__"),
+           ("multiply", "mul", _ARITH, "__mul__", "__rmul__"), ("true_divide", "div", _ARITH, "__truediv__",
+           "__rtruediv__"), ("floor_divide", "div", _ARITH, "__floordiv__", "__rfloordiv__"),
+           ("remainder", "rem", _ARITH, "__mod__", "__rmod__"), ("power", "pow", _ARITH, "__pow__", "__rpow__"),
+           ("matmul", "dot_general", _ARITH, "__matmul__", "__rmatmul__"),
+           ("bitwise_and", "and", _BITS, "__and__", "__rand__"), ("bitwise_or", "or", _BITS, "__or__", "__ror__"),
+           ("bitwise_xor", "xor", _BITS, "__xor__", "__rxor__"),
+           ("left_shift", "shift_left", _BITS, "__lshift__", "__rlshift__"),
+           ("right_shift", "shift_right_arithmetic", _BITS, "__rshift__", "__rrshift__"),
+           ("less", "lt", _ORDER, "__lt__", None), ("less_equal", "le", _ORDER, "__le__", None),
+           ("greater", "gt", _ORDER, "__gt__", None), ("greater_equal", "ge", _ORDER, "__ge__", None))
+_UNARY = (("neg", _ARITH, "__neg__"), ("pos", _ARITH, "__pos__"),
+          ("abs", "floating, complexfloating, signedinteger", "__abs__"), ("not", _BITS, "__invert__"))
 
-    refused.__name__ = name
+
+def _refuse_binary(name: str, prim: str, accepted: str, reflected: bool) -> Any:
+    """An operator raising JAX's TypeError for key arrays (``add does not accept dtypes key<fry>, int32.``)."""
+
+    def refused(self: KeyArray, other: Any) -> Any:
+        if isinstance(other, KeyArray):
+            raise TypeError(f"{prim} does not accept dtype {self.dtype} at position 0. Accepted dtypes at "
+                            f"position 0 are subtypes of {accepted}.")
+        names = (_dtype_name(other), str(self.dtype)) if reflected else (str(self.dtype), _dtype_name(other))
+        raise TypeError(f"{name} does not accept dtypes {names[0]}, {names[1]}.")
+
     return refused
 
 
-_BINARY = {"add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"), "multiply": ("__mul__", "__rmul__"),
-           "divide": ("__truediv__", "__rtruediv__"), "floor_divide": ("__floordiv__", "__rfloordiv__"),
-           "remainder": ("__mod__", "__rmod__"), "pow": ("__pow__", "__rpow__"), "dot_general": ("__matmul__",
-           "__rmatmul__"), "and": ("__and__", "__rand__"), "or": ("__or__", "__ror__"), "xor": ("__xor__", "__rxor__"),
-           "shift_left": ("__lshift__", "__rlshift__"), "shift_right": ("__rshift__", "__rrshift__"),
-           "less": ("__lt__",), "less_equal": ("__le__",), "greater": ("__gt__",), "greater_equal": ("__ge__",)}
-_UNARY = {"neg": "__neg__", "abs": "__abs__", "not": "__invert__", "pos": "__pos__"}
+def _refuse_unary(prim: str, accepted: str) -> Any:
+    def refused(self: KeyArray) -> Any:
+        raise TypeError(f"{prim} does not accept dtype {self.dtype}. Accepted dtypes are subtypes of {accepted}.")
 
-for _name, _methods in _BINARY.items():
-    for _method in _methods:
-        setattr(KeyArray, _method, _refuse(_name))
-for _name, _method in _UNARY.items():
-    setattr(KeyArray, _method, _refuse(_name, unary=True))
+    return refused
+
+
+for _name, _prim, _accepted, _method, _reflected in _BINARY:
+    setattr(KeyArray, _method, _refuse_binary(_name, _prim, _accepted, False))
+    if _reflected:
+        setattr(KeyArray, _reflected, _refuse_binary(_name, _prim, _accepted, True))
+for _prim, _accepted, _method in _UNARY:
+    setattr(KeyArray, _method, _refuse_unary(_prim, _accepted))
 
 
 def is_key_array(x: Any) -> bool:
