@@ -160,9 +160,9 @@ def _weak_like(values: Sequence[Any], like: Sequence[Any]) -> list[Any]:
             for v, p in zip(values, like)]
 
 
-def _key_tangents(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The tangents with each key array's float0 tangent (of the keys' shape, as JAX takes it)
-    widened to the shape of the keys' words, where the primals hold key arrays."""
+def _key_tangents(primals: Any, tangents: Any) -> Any:
+    """The tangents (or cotangents) with each key array's float0 tangent (of the keys' shape, as
+    JAX takes it) widened to the shape of the keys' words, where the primals hold key arrays."""
     is_key = lambda x: isinstance(x, KeyArray)  # noqa: E731
     if not any(is_key(x) for x in tree_leaves(primals, is_leaf=is_key)):
         return tangents
@@ -180,6 +180,16 @@ def _key_tangents(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[
         return tree_map(widen, primals, tangents, is_leaf=is_key)
     except ValueError:
         return tangents
+
+
+def _key_float0(primals: Any, tangents: Any) -> Any:
+    """The tangents (or cotangents) of key arrays among ``primals`` as JAX gives them: float0 zeros
+    of the keys' shape."""
+    is_key = lambda x: isinstance(x, KeyArray)  # noqa: E731
+    if not any(is_key(x) for x in tree_leaves(primals, is_leaf=is_key)):
+        return tangents
+    return tree_map(lambda p, t: np.zeros(p.shape, dtypes.float0) if is_key(p) else t, primals, tangents,
+                    is_leaf=is_key)
 
 
 def _dtype_of(x: Any) -> Any:
@@ -205,7 +215,8 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     po, to = jvp_flat(flat_fun(fun, p_tree, {}, out_tree), [_concrete(p) for p in p_leaves], ts)
     both = owned_results([*po, *to], [*p_leaves, *t_leaves])
     tangents_out = _weak_like(both[len(po):], both[:len(po)])
-    return tree_unflatten(out_tree[0], both[:len(po)]), tree_unflatten(out_tree[0], tangents_out)
+    primal_out = tree_unflatten(out_tree[0], both[:len(po)])
+    return primal_out, _key_float0(primal_out, tree_unflatten(out_tree[0], tangents_out))
 
 
 def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str, staged: bool = False) -> tuple[Any, ...]:
@@ -272,7 +283,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
     n_out = out_tree.num_leaves
 
     def f_vjp(ct: Any) -> tuple[Any, ...]:
-        ct_leaves, ct_tree = tree_flatten(ct)
+        ct_leaves, ct_tree = tree_flatten(_key_tangents(primal_out, ct))
         if ct_tree != out_tree:
             raise TypeError(f"vjp: cotangent structure {ct_tree} differs from output structure {out_tree}")
         for c, o in zip(ct_leaves, outs):
@@ -287,7 +298,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
             g = next(grads_iter) if d else None
             grads.append(zeros(a) if g is None else g)
         grads = _weak_like(owned_results(grads, [*ct_leaves, *outs]), leaves)
-        return tuple(tree_unflatten(in_tree, grads))
+        return _key_float0(tuple(primals), tuple(tree_unflatten(in_tree, grads)))
 
     _hold_tapes(f_vjp, res, lin.linear, before)
     primal_out = tree_unflatten(out_tree, owned_results(outs[:n_out], tree_flatten(primals)[0]))

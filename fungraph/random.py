@@ -1,12 +1,13 @@
 """``fungraph.random``: ``jax.random``'s functional PRNG, bit-exact with JAX's default threefry2x32.
 
-A key is a raw integer array of shape (2,) holding two uint32 words, exactly the words of JAX's
-legacy ``jax.random.PRNGKey``, as a uint32 array (``bits`` gives the mode's default unsigned
-integer). In JAX's 32-bit mode (``jax_enable_x64`` off) each sampler takes its dtype in that
-mode and computes its bits in 64-bit words, so draws match JAX's 32-bit mode as they match its
-x64 mode. Typed key arrays (``jax.random.key`` returning a scalar of a key dtype) are not
-modelled: ``key`` returns the same raw array as ``PRNGKey``. Every function is written with
-``fungraph.numpy`` operations, so keys may be traced (``jit``, ``vmap`` over split keys, OpenCL).
+A raw key (``PRNGKey``) is a uint32 array of shape (2,) holding two words, exactly the words of
+JAX's legacy ``jax.random.PRNGKey``; ``key`` returns a typed key array (``fungraph._key_array``)
+of shape () and dtype ``key<fry>`` over the same words, as JAX's ``jax.random.key``. Every
+function takes either kind, draws the same numbers from both, and ``split``/``fold_in``/``clone``
+return keys of the kind they were given. In JAX's 32-bit mode (``jax_enable_x64`` off) each
+sampler takes its dtype in that mode and computes its bits in 64-bit words, so draws match JAX's
+32-bit mode as they match its x64 mode. Every function is written with ``fungraph.numpy``
+operations, so keys may be traced (``jit``, ``vmap`` over split keys, OpenCL).
 
 The bits, ``split``, ``fold_in``, ``uniform``, ``bernoulli``, ``randint``, ``permutation`` and
 ``choice`` match JAX (``jax_enable_x64``) bit for bit, and so do float64 ``gumbel`` and
@@ -24,8 +25,8 @@ built on them (``gamma``, ``poisson``, ``binomial``, ...) are in ``fungraph._ran
 the keys and closed-form samplers in ``fungraph._random_samplers``, the argument checks in
 ``fungraph._random_args`` and the exact arithmetic they share in ``fungraph._random_arith``.
 Parameters outside their domain are refused, naming them, when they are concrete; traced ones
-give what JAX gives (mostly nan). ``clone``, ``key_data`` and ``wrap_key_data`` are near identities
-on raw keys.
+give what JAX gives (mostly nan). ``key_data`` gives a key array's words (a raw key is its own),
+``wrap_key_data`` makes typed keys of uint32 words and ``key_impl`` names the PRNG.
 """
 
 from __future__ import annotations

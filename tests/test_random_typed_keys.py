@@ -125,9 +125,13 @@ def _keys_through_transformations(lib: Any, np_: Any) -> Any:
     grad = lib.grad(lambda x, k: np_.sum(x * r.normal(k, (2,))))(np_.ones(2), key)
     value, tangent = lib.jvp(lambda x, k: x * r.normal(k), (1.5, key), (1.0, np.zeros((), lib.dtypes.float0)))
     tree = lib.tree_util.tree_map(lambda x: x, {"key": keys, "n": 1})
-    return (r.key_data(last), total, bits, r.key_data(looped), acc, scanned_keys, vmapped, r.key_data(vmapped_split),
-            vmapped_split.shape, r.key_data(jitted), jitted.shape, r.key_data(branch), shapes.shape,
-            str(shapes.dtype), grad, value, tangent, r.key_data(tree["key"]), tree["key"].shape)
+    _, split_tangent = lib.jvp(lambda k: r.split(k, 3), (key,), (np.zeros((), lib.dtypes.float0),))
+    _, f_vjp = lib.vjp(lambda x, k: (x * r.normal(k), r.split(k)), 2.0, key)
+    cotangents = f_vjp((1.0, np.zeros((2,), lib.dtypes.float0)))
+    return (split_tangent.shape, str(split_tangent.dtype), cotangents[0], cotangents[1].shape,
+            str(cotangents[1].dtype), r.key_data(last), total, bits, r.key_data(looped), acc, scanned_keys, vmapped,
+            r.key_data(vmapped_split), vmapped_split.shape, r.key_data(jitted), jitted.shape, r.key_data(branch),
+            shapes.shape, str(shapes.dtype), grad, value, tangent, r.key_data(tree["key"]), tree["key"].shape)
 
 
 @pytest.mark.parametrize("x64", [True, False])
