@@ -78,13 +78,15 @@ def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fun(*a, **k)
 
     graph, _ = stage(flat_fun(call, tree_flatten(tuple(leaves))[1], {}, out_tree), [abstractify(x) for x in leaves])
-    out = tree_unflatten(out_tree[0], [ShapeDtypeStruct(a.shape, a.dtype) for a in graph.out_avals])
-    return tree_map(_key_struct, out, is_leaf=lambda x: isinstance(x, KeyArray))
+    return _key_structs(tree_unflatten(out_tree[0], [ShapeDtypeStruct(a.shape, a.dtype) for a in graph.out_avals]))
 
 
-def _key_struct(x: Any) -> Any:
-    """A key array's shape and key dtype, as JAX's ``eval_shape`` gives them."""
-    return ShapeDtypeStruct(x.shape, x.dtype) if isinstance(x, KeyArray) else x
+def _key_structs(out: Any) -> Any:
+    """``out`` with each key array as its shape and key dtype, as JAX's ``eval_shape`` gives them."""
+    is_key = lambda x: isinstance(x, KeyArray)  # noqa: E731
+    if not any(is_key(x) for x in tree_leaves(out, is_leaf=is_key)):
+        return out
+    return tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype) if is_key(x) else x, out, is_leaf=is_key)
 
 
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:

@@ -73,8 +73,11 @@ def moveaxis(a: Any, source: int, destination: int) -> Any:
 
 
 def expand_dims(a: Any, axis: Any) -> Any:
-    x = asarray(a)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if isinstance(a, KeyArray):
+        norm = normalize_axes(axes, a.ndim + len(axes), "expand_dims")
+        return KeyArray(expand_dims(a.words, norm), a.dtype)
+    x = asarray(a)
     out_ndim = x.ndim + len(axes)
     norm = normalize_axes(axes, out_ndim, "expand_dims")
     shape = iter(x.shape)
@@ -95,8 +98,12 @@ def squeeze(a: Any, axis: Any = None) -> Any:
 
 
 def broadcast_to(a: Any, shape: Any) -> Any:
-    x = weak_asarray(a)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if isinstance(a, KeyArray):
+        if broadcast_shape_tuples(a.shape, shape) != shape:
+            raise ShapeError(f"broadcast_to: cannot broadcast a key array of shape {a.shape} to {shape}")
+        return KeyArray(broadcast_to(a.words, (*shape, *a.dtype.key_shape)), a.dtype)
+    x = weak_asarray(a)
     if broadcast_shape_tuples(x.shape, shape) != shape:
         raise ShapeError(f"broadcast_to: cannot broadcast an array of shape {x.shape} to {shape}")
     return sh.broadcast_to(x, shape)
