@@ -396,12 +396,10 @@ def test_strict_dtype_promotion_matches_jax(x64: bool) -> None:
              (np.float32, float), (np.int32, float), (np.int32, int), (np.bool_, int), (np.complex64, complex),
              (np.float16, np.float32)]
     for a, b in pairs:
-        for lib in (jax, fg):
-            lib.config.update("jax_enable_x64", x64)
         for mode in ("standard", "strict"):
             got = []
             for lib, lnp in ((jax, jnp), (fg, fnp)):
-                with lib.numpy_dtype_promotion(mode):
+                with lib.enable_x64(x64), lib.numpy_dtype_promotion(mode):
                     other = lnp.ones(3, b) if isinstance(b, type) and issubclass(b, np.generic) else b(1)
                     got.append((_outcome(lambda: lnp.ones(3, a) + other),
                                 _outcome(lambda: lnp.multiply(lnp.ones(3, a), other)),
@@ -474,6 +472,12 @@ def test_errors_are_jax_errors_classes() -> None:
             with pytest.raises({"TracerIntegerConversionError": TypeError, "TracerArrayConversionError": TypeError}.get(
                     name, lib.errors.ConcretizationTypeError)):
                 thunk(lib)
+    for lib in (jax, fg):
+        with pytest.raises(lib.errors.NonConcreteBooleanIndexError) as info:
+            lib.jit(lambda x: x[x > 0])(np.ones(3))
+        assert isinstance(info.value, lib.errors.JAXIndexError) and isinstance(info.value, IndexError)
+        assert issubclass(lib.errors.KeyReuseError, lib.errors.JAXTypeError)
+        assert issubclass(lib.errors.KeyReuseError, TypeError) and issubclass(lib.errors.JaxRuntimeError, RuntimeError)
     leaked: list[Any] = []
     fg.jit(lambda x: leaked.append(x) or x)(1.0)
     with pytest.raises(fg.errors.UnexpectedTracerError):
