@@ -207,3 +207,16 @@ def test_jitted_functions_take_and_return_typed_keys() -> None:
     assert isinstance(out, fg.Array) and out.shape == (2,) and out.dtype == fr.key(0).dtype
     np.testing.assert_array_equal(fr.key_data(step(out[0])), jax.random.key_data(
         jax.random.split(jax.random.split(jax.random.key(5))[0])))
+
+
+def test_typed_keys_on_opencl_match_eager(require_opencl: None) -> None:
+    def f(k: Any) -> Any:
+        k1, k2 = fr.split(k)
+        return fr.split(k1, 3), fr.bits(k2, (4,)), fr.randint(k1, (5,), 0, 1000)
+
+    key = fr.key(2**31 - 1)
+    got, want = fg.jit(f, backend="opencl")(key), f(key)
+    assert got[0].shape == want[0].shape == (3,) and got[0].dtype == want[0].dtype
+    np.testing.assert_array_equal(fr.key_data(got[0]), fr.key_data(want[0]))
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
