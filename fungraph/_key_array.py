@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.array import Array
+from fungraph.array import IMMUTABLE_MESSAGE, Array
 from fungraph.sharding import Device
 from fungraph.tree_util import register_pytree_node
 
@@ -78,6 +78,9 @@ class KeyArray(Array):
         """The keys at ``idx``, which indexes the key axes only (an ``...`` stops before the words)."""
         entries = idx if isinstance(idx, tuple) else (idx,)
         return KeyArray(self._words[(*entries, slice(None))], self.dtype)
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        raise TypeError(IMMUTABLE_MESSAGE.format(kind=type(self).__name__, aval=f"{self.dtype}{list(self.shape)}"))
 
     def reshape(self, *shape: Any, order: str = "C") -> KeyArray:
         dims = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
@@ -193,10 +196,6 @@ for _name, _prim, _accepted, _method, _reflected in _BINARY:
         setattr(KeyArray, _reflected, _refuse_binary(_name, _prim, _accepted, True))
 for _prim, _accepted, _method in _UNARY:
     setattr(KeyArray, _method, _refuse_unary(_prim, _accepted))
-
-
-def is_key_array(x: Any) -> bool:
-    return isinstance(x, KeyArray)
 
 
 register_pytree_node(KeyArray, lambda k: ((k.words,), k.dtype), lambda dtype, words: KeyArray(words[0], dtype))

@@ -83,10 +83,18 @@ def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def _key_structs(out: Any) -> Any:
     """``out`` with each key array as its shape and key dtype, as JAX's ``eval_shape`` gives them."""
-    is_key = lambda x: isinstance(x, KeyArray)  # noqa: E731
-    if not any(is_key(x) for x in tree_leaves(out, is_leaf=is_key)):
+    if not _holds_keys(out):
         return out
-    return tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype) if is_key(x) else x, out, is_leaf=is_key)
+    return tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype) if _is_key(x) else x, out, is_leaf=_is_key)
+
+
+def _is_key(x: Any) -> bool:
+    return isinstance(x, KeyArray)
+
+
+def _holds_keys(tree: Any) -> bool:
+    """Whether ``tree`` holds typed key arrays (pytree nodes over their words, looked at as leaves here)."""
+    return any(_is_key(x) for x in tree_leaves(tree, is_leaf=_is_key))
 
 
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
@@ -165,21 +173,20 @@ def _weak_like(values: Sequence[Any], like: Sequence[Any]) -> list[Any]:
 def _key_tangents(primals: Any, tangents: Any) -> Any:
     """The tangents (or cotangents) with each key array's float0 tangent (of the keys' shape, as
     JAX takes it) widened to the shape of the keys' words, where the primals hold key arrays."""
-    is_key = lambda x: isinstance(x, KeyArray)  # noqa: E731
-    if not any(is_key(x) for x in tree_leaves(primals, is_leaf=is_key)):
+    if not _holds_keys(primals):
         return tangents
 
     def widen(p: Any, t: Any) -> Any:
         dt = getattr(t, "dtype", None)
-        if not is_key(p) or is_key(t) or dt is None or np.dtype(dt) != dtypes.float0:
+        if not _is_key(p) or _is_key(t) or dt is None or np.dtype(dt) != dtypes.float0:
             return t
         if tuple(np.shape(t)) != p.shape:
-            raise TypeError(f"jvp: the tangent of a key array of shape {p.shape} is a float0 array of that shape, "
+            raise TypeError(f"the tangent of a key array of shape {p.shape} is a float0 array of that shape, "
                             f"got shape {tuple(np.shape(t))}")
         return KeyArray(np.zeros((*p.shape, *p.dtype.key_shape), dtypes.float0), p.dtype)
 
     try:
-        return tree_map(widen, primals, tangents, is_leaf=is_key)
+        return tree_map(widen, primals, tangents, is_leaf=_is_key)
     except ValueError:
         return tangents
 
@@ -187,11 +194,10 @@ def _key_tangents(primals: Any, tangents: Any) -> Any:
 def _key_float0(primals: Any, tangents: Any) -> Any:
     """The tangents (or cotangents) of key arrays among ``primals`` as JAX gives them: float0 zeros
     of the keys' shape."""
-    is_key = lambda x: isinstance(x, KeyArray)  # noqa: E731
-    if not any(is_key(x) for x in tree_leaves(primals, is_leaf=is_key)):
+    if not _holds_keys(primals):
         return tangents
-    return tree_map(lambda p, t: np.zeros(p.shape, dtypes.float0) if is_key(p) else t, primals, tangents,
-                    is_leaf=is_key)
+    return tree_map(lambda p, t: np.zeros(p.shape, dtypes.float0) if _is_key(p) else t, primals, tangents,
+                    is_leaf=_is_key)
 
 
 def _dtype_of(x: Any) -> Any:
@@ -365,8 +371,8 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
         for i in nums:
             if not -len(args) <= i < len(args):
                 raise ValueError(f"argnums {argnums} refers to argument {i}, but only {len(args)} were given")
-            for leaf in tree_leaves(args[i], is_leaf=lambda x: isinstance(x, KeyArray)):
-                dt = leaf.dtype if isinstance(leaf, KeyArray) else abstractify(leaf).dtype
+            for leaf in tree_leaves(args[i], is_leaf=_is_key):
+                dt = leaf.dtype if _is_key(leaf) else abstractify(leaf).dtype
                 if isinstance(dt, dtypes.KeyDType):
                     raise TypeError(f"grad requires float or complex inputs, but argument {i} has dtype {dt} (a key "
                                     "array); differentiate with respect to float arguments only (see argnums)")

@@ -165,6 +165,7 @@ KEY_ERRORS: dict[str, Callable[[Any, Any], Any]] = {
     "wrap int32": lambda r, np_: r.wrap_key_data(np.zeros(2, np.int32)),
     "wrap shape (3,)": lambda r, np_: r.wrap_key_data(np.zeros(3, np.uint32)),
     "unknown impl": lambda r, np_: r.key(0, impl="foo"),
+    "item assignment": lambda r, np_: r.split(r.key(0)).__setitem__(0, r.key(1)),
 }
 KEY_ERROR_TYPES = {"split a batch": ValueError, "normal of a batch": ValueError, "unknown impl": ValueError}
 KEY_ERROR_TEXT = {"add": "add does not accept dtypes key<fry>, int(32|64)",
@@ -179,7 +180,8 @@ KEY_ERROR_TEXT = {"add": "add does not accept dtypes key<fry>, int(32|64)",
                   "normal of a batch": r"accepts a single key, but was given a key array of shape \(3,\)",
                   "wrap int32": "expected key_data.dtype = uint32; got dtype=int32",
                   "wrap shape (3,)": r"expected key_data.shape to end with \(2,\); got shape=\(3,\)",
-                  "unknown impl": 'unrecognized PRNG implementation "foo"'}
+                  "unknown impl": 'unrecognized PRNG implementation "foo"',
+                  "item assignment": "arrays are immutable and do not support in-place item assignment"}
 
 
 @pytest.mark.parametrize("x64", [True, False])
