@@ -134,8 +134,19 @@ def _keys_through_transformations(lib: Any, np_: Any) -> Any:
             shapes.shape, str(shapes.dtype), grad, value, tangent, r.key_data(tree["key"]), tree["key"].shape)
 
 
+def _printed_keys(lib: Any, np_: Any) -> Any:
+    r = lib.random
+    key = r.key(3)
+    keys = r.split(key, 2)
+    print(key, keys)
+    lib.debug.print("{} {k}", keys, k=key)
+    lib.jit(lambda k: lib.debug.print("{} {}", r.split(k), 1.5))(key)
+    lib.vmap(lambda k: lib.debug.print("{}", k))(keys)
+    return r.key_data(keys)
+
+
 @pytest.mark.parametrize("x64", [True, False])
-@pytest.mark.parametrize("program", [_typed_keys, _keys_through_transformations])
+@pytest.mark.parametrize("program", [_typed_keys, _keys_through_transformations, _printed_keys])
 def test_typed_keys_behave_as_jax_s(program: Callable[[Any, Any], Any], x64: bool) -> None:
     check_program(jax, jnp, program, x64, rtol32=2e-6, rtol64=1e-12)
 
