@@ -513,3 +513,59 @@ def test_process_queries_global_array_constructors_and_environment_info() -> Non
     fg.effects_barrier()
     info = fg.print_environment_info(return_string=True)
     assert "numpy:" in info and "process_count: 1" in info
+
+
+def test_jit_takes_jaxs_one_device_options() -> None:
+    """``in_shardings``/``out_shardings`` that keep arrays whole on the one device, ``device``,
+    ``keep_unused``, ``inline``, ``compiler_options`` and None for the argnums, as JAX programs pass
+    them; a sharding over several devices is refused, naming shard_map."""
+    from fungraph.sharding import Mesh, NamedSharding, SingleDeviceSharding
+    from fungraph.sharding import PartitionSpec as P
+
+    jax, _ = jax_or_skip()
+    mesh = fg.make_mesh((1,), ("dp",))
+    x = np.arange(4.0)
+    theirs = jax.sharding.NamedSharding(jax.make_mesh((1,), ("dp",)), jax.sharding.PartitionSpec("dp"))
+    for lib, sharding in ((jax, theirs), (fg, NamedSharding(mesh, P("dp")))):
+        f = lib.jit(lambda v, unused: v * 2, in_shardings=(sharding, None), out_shardings=sharding, keep_unused=True,
+                    inline=True, static_argnums=None, donate_argnums=None)
+        np.testing.assert_array_equal(np.asarray(f(x, 1.0)), x * 2)
+    on_cpu = fg.jit(lambda v: v + 1, device=fg.devices()[0], in_shardings=SingleDeviceSharding(fg.devices()[0]),
+                    compiler_options={"xla_cpu_enable_fast_math": False})
+    np.testing.assert_array_equal(on_cpu(x), x + 1)
+    assert on_cpu.backend == "cpu"
+    split = NamedSharding(Mesh(np.array([fg.devices()[0]] * 2, dtype=object), ("dp",)), P("dp"))
+    with pytest.raises(NotImplementedError, match="splits arrays over several devices.*shard_map"):
+        fg.jit(lambda v: v, out_shardings=split)
+    assert fg.jit(lambda v: v, donate_argnums=0, static_argnums=None).donate_argnums == (0,)
+
+
+def test_mesh_utils_and_compilation_cache() -> None:
+    """``create_device_mesh`` lays the processes' devices out for ``Mesh`` (one here);
+    ``create_hybrid_device_mesh`` tiles blocks of ``mesh_shape`` as ``np.block`` does;
+    ``set_cache_dir`` sets JAX's option."""
+    from fungraph.experimental import mesh_utils
+    from fungraph.experimental.compilation_cache import compilation_cache
+    from fungraph.sharding import Mesh
+
+    jax, _ = jax_or_skip()
+    from jax.experimental import mesh_utils as jax_mesh_utils
+
+    ours, theirs = mesh_utils.create_device_mesh((1,)), jax_mesh_utils.create_device_mesh((1,))
+    assert ours.shape == theirs.shape == (1,) and ours.dtype == theirs.dtype == object
+    step = fg.jit(fg.shard_map(lambda x: fg.lax.psum(x, "dp"), mesh=Mesh(ours, ("dp",)), in_specs=fg.P("dp"),
+                               out_specs=fg.P()))
+    np.testing.assert_array_equal(step(np.ones(3)), np.ones(3))
+    ids = np.vectorize(lambda d: d.id)
+    devices = [fg.sharding.Device("cpu", "cpu", id=i) for i in range(8)]
+    hybrid = mesh_utils.create_hybrid_device_mesh((2, 2), (2, 1), devices)
+    blocks = [ids(mesh_utils.create_device_mesh((2, 2), devices[4 * k:4 * k + 4])) for k in range(2)]
+    np.testing.assert_array_equal(ids(hybrid), np.block([[blocks[0]], [blocks[1]]]))
+    with pytest.raises(ValueError, match=r"a mesh of shape \(2,\) needs 2 devices, but 1 are given"):
+        mesh_utils.create_device_mesh((2,))
+    try:
+        compilation_cache.set_cache_dir("/tmp/fungraph-cache")
+        assert fg.config.jax_compilation_cache_dir == "/tmp/fungraph-cache"
+    finally:
+        compilation_cache.reset_cache()
+    assert fg.config.jax_compilation_cache_dir is None
