@@ -50,15 +50,22 @@ class _CallerMode(threading.local):
 CALLER_MODE = _CallerMode()
 
 
-def PRNGKey(seed: Any, impl: Any = None) -> Any:  # noqa: N802  (jax.random's name)
+def PRNGKey(seed: Any, *, impl: Any = None) -> Any:  # noqa: N802  (jax.random's name)
     """The raw key of an integer seed: ``[seed >> 32, seed & 0xFFFFFFFF]`` as uint32, as JAX's."""
     _impl(impl, "PRNGKey")
     return _threefry.seed_key(seed, "PRNGKey")
 
 
-def key(seed: Any, *, impl: Any = None) -> KeyArray:
+def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
     """A typed key of shape () and dtype ``key<fry>`` over the words of ``PRNGKey(seed)``, as JAX's."""
-    return KeyArray(_threefry.seed_key(seed, "key"), _impl(impl, "key"))
+    return KeyArray(_threefry.seed_key(seed, "key"), _impl(_spec(impl, dtype, "key"), "key"))
+
+
+def _spec(impl: Any, dtype: Any, name: str) -> Any:
+    """The one of ``impl`` and a key ``dtype`` that was given (JAX takes either)."""
+    if impl is not None and dtype is not None:
+        raise ValueError(f"random.{name}: give impl or dtype, not both")
+    return impl if dtype is None else dtype
 
 
 _IMPLS = ("threefry2x32", "rbg", "unsafe_rbg", "philox2x32", "philox4x32", "threefry4x32")
@@ -470,9 +477,9 @@ def key_data(keys: Any) -> Any:
     return _key_array(keys, "key_data")
 
 
-def wrap_key_data(key_bits_array: Any, *, impl: Any = None) -> KeyArray:
+def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
     """Typed keys over uint32 words of shape ``(..., 2)``, refusing other dtypes as JAX does."""
-    dtype = _impl(impl, "wrap_key_data")
+    dtype = _impl(_spec(impl, dtype, "wrap_key_data"), "wrap_key_data")
     if isinstance(key_bits_array, KeyArray):
         raise TypeError("random.wrap_key_data: expected uint32 key data, got a key array; it is wrapped already")
     words = asarray(key_bits_array)

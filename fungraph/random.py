@@ -124,7 +124,7 @@ def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
     are computed in the 64-bit words the samplers are written in and the result narrowed, so
     draws match JAX's 32-bit mode bit for bit. Keys come out as uint32, as JAX's."""
     sig = inspect.signature(f)
-    param = sig.parameters.get("dtype")
+    param = None if is_key else sig.parameters.get("dtype")
 
     @functools.wraps(f)
     def run(*args: Any, **kwargs: Any) -> Any:

@@ -91,12 +91,13 @@ def _typed_keys(lib: Any, np_: Any) -> Any:
     stacked = np_.stack([k1, k2, key])
     joined = np_.concatenate([keys, keys[1:]])
     picked = np_.where(np_.array([True, False, True, False]), keys, r.split(k1, 4))
-    wrapped = r.wrap_key_data(r.key_data(keys))
+    wrapped = r.wrap_key_data(r.key_data(keys), dtype=key.dtype)
     return (keys.shape, grid.shape, key.shape, str(key.dtype), str(keys.dtype), keys.ndim, keys.size, len(keys),
             r.key_data(key), r.key_data(keys), r.key_data(grid), r.key_data(grid[1, 2]), r.key_data(grid[:, 1:]),
             r.key_data(grid[..., 0]), r.key_data(keys.reshape(2, 2)), r.key_data(grid.T), r.key_data(stacked),
             stacked.shape, joined.shape, r.key_data(picked), r.key_data(wrapped), wrapped.shape,
-            r.key_data(r.fold_in(k2, 2**31 + 5)), r.key_impl(key), r.key_impl(r.PRNGKey(0)),
+            r.key_data(r.fold_in(k2, 2**31 + 5)), r.key_data(r.key(9, impl="threefry2x32")),
+            r.key_impl(key), r.key_impl(r.PRNGKey(0)),
             np_.issubdtype(key.dtype, lib.dtypes.prng_key), np_.issubdtype(key.dtype, lib.dtypes.extended),
             np_.issubdtype(key.dtype, np_.integer), np_.issubdtype(np_.float32, lib.dtypes.prng_key),
             isinstance(key, lib.Array), keys == keys, keys[0] == keys[1], keys[1] != keys[1],
