@@ -115,9 +115,10 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
                   vmap_method: str | None = None, **kwargs: Any) -> Any:
     """Stage a host numpy function as one opaque node with the declared result shapes;
     ``callback(*args, **kwargs)`` runs on the host. Under ``vmap`` it runs once per example
-    (``vmap_method`` None, ``"sequential"`` or ``"sequential_unrolled"``), or once on the whole
+    (``vmap_method`` ``"sequential"`` or ``"sequential_unrolled"``), or once on the whole
     batch (``"expand_dims"``: unbatched arguments get a leading axis of size 1;
-    ``"broadcast_all"``: they are broadcast to the batch), as ``jax.pure_callback``."""
+    ``"broadcast_all"``: they are broadcast to the batch), as ``jax.pure_callback``; with the
+    default ``vmap_method=None`` a batched call raises JAX's ``NotImplementedError``."""
     if vmap_method not in _VMAP_METHODS:
         raise ValueError(f"pure_callback: vmap_method must be one of {list(_VMAP_METHODS[1:])} or None, "
                          f"got {vmap_method!r}")

@@ -25,6 +25,7 @@ from fungraph.core import (
     find_top_trace,
     full_raise,
     innermost_main,
+    is_eager,
     weak_outputs,
 )
 from fungraph.interpreters.batching import BatchTrace, BatchTracer, batching_axis_name, vmap_flat
@@ -146,6 +147,21 @@ def _custom_jvp_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: 
     return outs, [0] * len(outs)
 
 
+def _canonical_numpy(x: Any) -> Any:
+    """A numpy array or scalar as a numpy array of the mode's dtype; anything else as it is."""
+    if type(x) is not np.ndarray and not isinstance(x, np.generic):
+        return x
+    arr = np.asarray(x)
+    return arr.astype(dtypes.canonicalize(arr.dtype), copy=False)
+
+
+def eager_arguments(args: tuple) -> list[Any]:
+    """The arguments a custom_jvp or custom_vjp function called outside every transformation
+    runs on, as JAX 0.10 runs it: Python scalars and arrays as they are, numpy values in the
+    mode's dtype; so a body computing on Python floats returns a Python float, as in JAX."""
+    return [tree_map(_canonical_numpy, a) for a in args]
+
+
 def _nondiff_positions(fun: Callable[..., Any], nums: Sequence[int], names: Sequence[str]) -> tuple[int, ...]:
     return tuple(sorted(_argnums(fun, nums, names, "nondiff")))
 
@@ -209,6 +225,8 @@ class custom_jvp:
             raise AttributeError(f"no JVP defined for custom_jvp function {self.fun.__name__}; use defjvp")
         if self.nondiff:
             return self._call_nondiff(args)
+        if is_eager():
+            return self.fun(*eager_arguments(args))
         leaves, in_tree = tree_flatten(tuple(args))
         return self._dispatch(leaves, in_tree)
 
@@ -489,6 +507,8 @@ class custom_vjp:
             raise AttributeError(f"no VJP defined for custom_vjp function {self.fun.__name__}; use defvjp")
         if self.nondiff:
             return self._call_nondiff(args)
+        if is_eager():
+            return self.fun(*eager_arguments(args))
         leaves, in_tree = tree_flatten(tuple(args))
         trace = find_top_trace(leaves)
         if isinstance(trace, JVPTrace) and trace.main is innermost_main():

@@ -96,6 +96,11 @@ def x64_enabled() -> bool:
     return _X64_GLOBAL[0] if local is None else local
 
 
+def x64_global() -> bool:
+    """The process-wide mode (``config.update``'s), whatever this thread's override."""
+    return _X64_GLOBAL[0]
+
+
 def set_x64(value: bool) -> None:
     """Set the process-wide mode (``config.update("jax_enable_x64", value)``)."""
     _X64_GLOBAL[0] = bool(value)
@@ -270,13 +275,19 @@ class TypePromotionError(ValueError, TypeError):
     """Dtypes with no implicit promotion path (JAX's ``TypePromotionError``)."""
 
 
-#: ``jax_numpy_dtype_promotion``: "standard" (JAX's lattice) or "strict" (only weak types
-#: promote implicitly); :mod:`fungraph._config` sets it.
-_PROMOTION = ["standard"]
+class _Promotion(threading.local):
+    """``jax_numpy_dtype_promotion`` in the calling thread: "standard" (JAX's lattice) or
+    "strict" (only weak types promote implicitly). The class attribute is the process-wide mode,
+    an instance attribute a ``numpy_dtype_promotion`` context's (:mod:`fungraph._config` sets both)."""
+
+    mode = "standard"
 
 
-def set_promotion(mode: str) -> None:
-    _PROMOTION[0] = mode
+PROMOTION = _Promotion()
+
+
+def promotion_mode() -> str:
+    return PROMOTION.mode
 
 
 def _lattice(x64: bool, strict: bool) -> dict[Any, tuple[Any, ...]]:
@@ -356,7 +367,7 @@ def join(dtypes: Any, weak: Any = None) -> tuple[np.dtype, bool]:
     nodes = frozenset(_node(d, w) for d, w in zip(dts, weak))
     if len(nodes) == 1 and not any(weak):
         return canonicalize(dts[0]), False
-    top = _join(nodes, x64, _PROMOTION[0] == "strict")
+    top = _join(nodes, x64, promotion_mode() == "strict")
     if top in _WEAK:
         return _weak_default(top), True
     return canonicalize(top), False
@@ -366,7 +377,7 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     """``jnp.promote_types``: both dtypes strong; like JAX's, the result is not canonicalised
     (``bool`` with ``int64`` is int64 in either mode)."""
     top = _join(frozenset(_PY_WEAK[t] if t is int or t is float or t is complex else check(t) for t in (a, b)),
-                x64_enabled(), _PROMOTION[0] == "strict")
+                x64_enabled(), promotion_mode() == "strict")
     return _WEAK_WIDE[top] if top in _WEAK else top
 
 

@@ -52,7 +52,12 @@ stop_gradient_p = Primitive("stop_gradient", impl=lambda x: np.array(x, copy=Tru
 def _callback_batch(args: Any, dims: Any, *, callback: Any, result_avals: tuple,
                     vmap_method: str | None = None) -> tuple:
     """The host function is called once per example, on the host (named in docs/vmap.md), or
-    once on the whole batch when ``vmap_method`` says it takes batched arguments."""
+    once on the whole batch when ``vmap_method`` says it takes batched arguments; without a
+    ``vmap_method`` JAX's ``NotImplementedError``."""
+    if vmap_method is None:
+        raise NotImplementedError(
+            "vmap is only supported for the pure_callback primitive when vmap_method is one of 'sequential', "
+            "'sequential_unrolled', 'expand_dims', 'broadcast_all', or 'legacy_vectorized'. Got vmap_method=None.")
     size = batch_size(args, dims)
     batched = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in result_avals)
     if vmap_method in _VECTORIZED:
