@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph._key_array import KeyArray
 from fungraph.core import Primitive
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives._batching import batch_size, broadcast_batch, per_example
@@ -80,4 +81,6 @@ stop_gradient_p.batch = lambda args, dims: (stop_gradient(args[0]), dims[0])
 
 
 def stop_gradient(x: Any) -> Any:
+    if isinstance(x, KeyArray):
+        return KeyArray(stop_gradient_p.bind(x.words), x.dtype)
     return stop_gradient_p.bind(x)
