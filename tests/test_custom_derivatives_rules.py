@@ -477,3 +477,17 @@ def test_random_draws_inside_custom_jvp_bodies_match_jax_in_both_modes(x64: bool
     for got, want in zip(outs[1], outs[0]):
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_random_draws_inside_checkpoint_match_jax_in_32_bit_mode() -> None:
+    """The same replay for ``checkpoint`` outside jit (it raised a dtype error in 32-bit mode)."""
+    jax, _ = jax_or_skip()
+    outs = []
+    for lib in (jax, fg):
+        with lib.enable_x64(False):
+            key = lib.random.PRNGKey(0)
+            f = lib.checkpoint(lambda x: lib.random.normal(key, (2,)) * x)  # noqa: B023
+            outs.append([np.asarray(f(2.0)), np.asarray(lib.grad(lambda x: f(x).sum())(2.0))])  # noqa: B023
+    for got, want in zip(outs[1], outs[0]):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6)
