@@ -41,7 +41,7 @@ from fungraph.interpreters.staging import (  # the pytree side of staging, used 
 from fungraph.interpreters.transpose import backward_pass, eval_linear, linearize_flat, partial_eval, transpose_linear
 from fungraph.ir import Graph, Literal, ShapedArray
 from fungraph.primitives._rules import zeros
-from fungraph.primitives.callback import pure_callback_p
+from fungraph.primitives.callback import io_callback_p, pure_callback_p
 from fungraph.primitives.shape import reshape, transpose
 from fungraph.primitives.while_loop import live_tapes, release_tapes, retain_tapes
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
@@ -122,6 +122,25 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
     if vmap_method not in _VMAP_METHODS:
         raise ValueError(f"pure_callback: vmap_method must be one of {list(_VMAP_METHODS[1:])} or None, "
                          f"got {vmap_method!r}")
+    leaves, flat_callback, result_avals, res_tree = _flat_callback(callback, result_shape_dtypes, args, kwargs)
+    outs = pure_callback_p.bind(*leaves, callback=flat_callback, result_avals=result_avals, vmap_method=vmap_method)
+    return tree_unflatten(res_tree, outs)
+
+
+def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any, sharding: Any = None,
+                ordered: bool = False, **kwargs: Any) -> Any:
+    """Stage a host function with side effects (``jax.experimental.io_callback``): unlike
+    ``pure_callback`` no pass removes, merges or repeats it, so it runs each time the program
+    reaches it (every iteration of a loop), effects in program order. Under ``vmap`` an
+    unordered one runs once per example and an ordered one is refused; it has no derivative."""
+    leaves, flat_callback, result_avals, res_tree = _flat_callback(callback, result_shape_dtypes, args, kwargs)
+    outs = io_callback_p.bind(*leaves, callback=flat_callback, result_avals=result_avals, ordered=bool(ordered))
+    return tree_unflatten(res_tree, outs)
+
+
+def _flat_callback(callback: Callable[..., Any], result_shape_dtypes: Any, args: tuple,
+                   kwargs: dict[str, Any]) -> tuple[list[Any], Callable[..., Any], tuple[ShapedArray, ...], Any]:
+    """A callback's operands, the callback over flat leaves, its declared result types and tree."""
     res_leaves, res_tree = tree_flatten(result_shape_dtypes)
     result_avals = tuple(ShapedArray(np.shape(r) if not hasattr(r, "shape") else r.shape, r.dtype)
                          for r in res_leaves)
@@ -132,9 +151,7 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
         return tree_flatten(callback(*call_args, **call_kwargs))[0]
 
     flat_callback.__name__ = getattr(callback, "__name__", "callback")
-    outs = pure_callback_p.bind(*[_concrete(a) for a in arg_leaves], callback=flat_callback,
-                                result_avals=result_avals, vmap_method=vmap_method)
-    return tree_unflatten(res_tree, outs)
+    return [_concrete(a) for a in arg_leaves], flat_callback, result_avals, res_tree
 
 
 # --- automatic differentiation ----------------------------------------------------------
