@@ -49,6 +49,16 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: S
     return sh.broadcast_to(sh.reshape(x, tuple(expanded)), shape)
 
 
+def broadcast_like(arr: Any, like_arr: Any) -> Any:
+    """``arr`` broadcast (numpy's rules) to the shape of ``like_arr`` (``jax.lax.broadcast_like``)."""
+    x = asarray(arr)
+    shape = tuple(aval_of(asarray(like_arr)).shape)
+    xs = aval_of(x).shape
+    if len(xs) > len(shape) or any(s not in (1, t) for s, t in zip(xs[::-1], shape[::-1])):
+        raise ValueError(f"lax.broadcast_like: cannot broadcast {aval_of(x)} to the shape {shape} of like_arr")
+    return broadcast_in_dim(x, shape, tuple(range(len(shape) - len(xs), len(shape))))
+
+
 def broadcast(operand: Any, sizes: Sequence[int]) -> Any:
     """``operand`` with leading axes ``sizes`` added."""
     x = asarray(operand)
