@@ -71,9 +71,11 @@ def random_gamma_grad(a: Any, x: Any) -> Any:
     dt = aval_of(a).dtype
     zero, nan = np.asarray(0, dt), np.asarray(np.nan, dt)
     x_is_zero = ew.eq(x, zero)
-    safe_x = ew.select(x_is_zero, np.asarray(1, dt), x)
-    log_density = ew.sub(ew.sub(ew.mul(ew.sub(a, np.asarray(1, dt)), ew.log(safe_x)), safe_x), sp.lgamma_p.bind(a))
-    out = ew.neg(ew.div(sp.igamma_grad_a_p.bind(a, safe_x), ew.exp(log_density)))
+    safe_x = ew.select(ew.le_p.bind(x, zero), np.asarray(1, dt), x)
+    safe_a = ew.select(ew.le_p.bind(a, zero), np.asarray(1, dt), a)
+    log_density = ew.sub(ew.sub(ew.mul(ew.sub(safe_a, np.asarray(1, dt)), ew.log(safe_x)), safe_x),
+                         sp.lgamma_p.bind(safe_a))
+    out = ew.neg(ew.div(sp.igamma_grad_a_p.bind(safe_a, safe_x), ew.exp(log_density)))
     out = ew.select(x_is_zero, zero, out)
     bad = ew.or_p.bind(ew.lt(x, zero), ew.le_p.bind(a, zero))
     bad = ew.or_p.bind(bad, ew.or_p.bind(ew.ne_p.bind(a, a), ew.ne_p.bind(x, x)))
