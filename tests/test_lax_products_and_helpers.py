@@ -174,3 +174,56 @@ def test_platform_dependent_and_composite() -> None:
     _close(fg.vmap(fg.grad(lambda v: tangent(fg)(v, scale=2.0)))(x), 2.0 / np.cos(x) ** 2, 1e-12)
     with pytest.raises(fg.errors.UnexpectedTracerError):
         fg.jit(lambda s: tangent(fg)(x, scale=s))(2.0)
+
+
+def test_accuracy_precision_and_keywords() -> None:
+    x = np.array([0.5, 1.5, 2.5], np.float32)
+    for name in ("exp", "log", "sin", "cos", "tan", "tanh", "sqrt", "rsqrt", "cbrt", "exp2", "expm1", "log1p",
+                 "logistic"):
+        for acc in (None, lax.AccuracyMode.HIGHEST, lax.Tolerance(atol=1e-6)):
+            jacc = None if acc is None else (jax.lax.AccuracyMode.HIGHEST if isinstance(acc, lax.AccuracyMode)
+                                             else jax.lax.Tolerance(atol=1e-6))
+            _close(getattr(lax, name)(x, accuracy=acc), getattr(jax.lax, name)(x, accuracy=jacc), 1e-6)
+    with pytest.raises(ValueError, match="At least one"):
+        lax.Tolerance()
+    with pytest.raises(ValueError, match="non-negative"):
+        lax.Tolerance(atol=-1.0)
+    with pytest.raises(TypeError, match="accuracy"):
+        lax.exp(x, accuracy="high")
+    assert list(lax.DotAlgorithmPreset.__members__) == list(jax.lax.DotAlgorithmPreset.__members__)
+    assert lax.DotAlgorithm._fields == jax.lax.DotAlgorithm._fields
+    a, b = RNG.normal(size=(3, 4)).astype(np.float32), RNG.normal(size=(4, 2)).astype(np.float32)
+    for prec in (lax.DotAlgorithmPreset.F32_F32_F32, "F32_F32_F32",
+                 lax.DotAlgorithm(np.float32, np.float32, np.float32)):
+        _close(lax.dot(a, b, precision=prec), jax.lax.dot(a, b, precision="F32_F32_F32"), 1e-5)
+    _close(lax.round(np.array([0.5, 1.5, -2.5]), lax.RoundingMethod.TO_NEAREST_EVEN),
+           jax.lax.round(np.array([0.5, 1.5, -2.5]), jax.lax.RoundingMethod.TO_NEAREST_EVEN))
+    i8 = np.array([100, -100, 7], np.int8)
+    _close(lax.mul(i8, i8, out_dtype=np.int32), jax.lax.mul(i8, i8, out_dtype=np.int32))
+    _close(lax.full((2,), 1.0, sharding=None), jax.lax.full((2,), 1.0, sharding=None))
+    _close(lax.reshape(np.arange(6), (2, 3), out_sharding=None), jax.lax.reshape(np.arange(6), (2, 3)))
+
+
+def test_allow_negative_indices() -> None:
+    x = np.arange(20).reshape(4, 5)
+    for allow in (True, False, (True, False), (False, True)):
+        slicer = lambda lib, allow=allow: lib.jit(lambda i, j: lib.lax.dynamic_slice(
+            x, (i, j), (2, 2), allow_negative_indices=allow))
+        _close(slicer(fg)(-2, -3), slicer(jax)(-2, -3))
+        if allow is True:
+            _close(lax.dynamic_slice(x, (-2, -3), (2, 2)), jax.lax.dynamic_slice(x, (-2, -3), (2, 2)))
+        else:
+            with pytest.raises(ValueError, match="allow_negative_indices=False"):
+                jax.lax.dynamic_slice(x, (-2, -3), (2, 2), allow_negative_indices=allow)
+            with pytest.raises(ValueError, match="allow_negative_indices=False"):
+                lax.dynamic_slice(x, (-2, -3), (2, 2), allow_negative_indices=allow)
+        update = lambda lib, allow=allow: lib.jit(lambda i: lib.lax.dynamic_update_slice(
+            x, np.zeros((1, 2), x.dtype), (i, i), allow_negative_indices=allow))
+        _close(update(fg)(-1), update(jax)(-1))
+    for allow in (True, False):
+        _close(lax.dynamic_index_in_dim(x, np.int32(-1), 1, False, allow_negative_indices=allow) if allow else
+               fg.jit(lambda i: lax.dynamic_index_in_dim(x, i, 1, False, allow_negative_indices=False))(-1),
+               jax.jit(lambda i: jax.lax.dynamic_index_in_dim(x, i, 1, False, allow_negative_indices=allow))(-1))
+        upd = lambda lib, allow=allow: lib.jit(lambda i: lib.lax.dynamic_update_index_in_dim(
+            x, np.ones(4, x.dtype), i, 1, allow_negative_indices=allow))
+        _close(upd(fg)(-1), upd(jax)(-1))

@@ -50,6 +50,9 @@ from fungraph.lax._convolution import (
     conv_with_general_padding,
 )
 from fungraph.lax._elementwise import (
+    AccuracyMode,
+    RoundingMethod,
+    Tolerance,
     abs,
     acos,
     acosh,
@@ -110,6 +113,8 @@ from fungraph.lax._implicit import (
     custom_root,
 )
 from fungraph.lax._linalg import (
+    DotAlgorithm,
+    DotAlgorithmPreset,
     DotDimensionNumbers,
     Precision,
     PrecisionLike,
@@ -236,6 +241,7 @@ from fungraph.primitives.collectives import (
 
 __all__ = [
     "abs",
+    "AccuracyMode",
     "acos",
     "acosh",
     "add",
@@ -308,6 +314,8 @@ __all__ = [
     "div",
     "dot",
     "dot_general",
+    "DotAlgorithm",
+    "DotAlgorithmPreset",
     "DotDimensionNumbers",
     "dtype",
     "dynamic_index_in_dim",
@@ -402,6 +410,7 @@ __all__ = [
     "rng_bit_generator",
     "rng_uniform",
     "round",
+    "RoundingMethod",
     "rsqrt",
     "scan",
     "scatter",
@@ -437,6 +446,7 @@ __all__ = [
     "tan",
     "tanh",
     "tile",
+    "Tolerance",
     "top_k",
     "transpose",
     "unstack",
