@@ -9,6 +9,7 @@ scatter), ``_reductions`` (reductions, scans, sorting), ``_windows`` (``reduce_w
 ``fungraph.primitives.collectives``'s.
 """
 
+from fungraph.lax import linalg
 from fungraph.lax._bits import (
     bitcast_convert_type,
     bitwise_and,
@@ -355,6 +356,7 @@ __all__ = [
     "is_finite",
     "le",
     "lgamma",
+    "linalg",
     "log",
     "log1p",
     "logistic",
