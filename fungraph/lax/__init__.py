@@ -4,9 +4,11 @@ The functions live in modules named for what they hold: ``_elementwise`` (operat
 mixed dtypes), ``_special``, ``_bits``, ``_shapes``, ``_slicing`` (dynamic slices, gather and
 scatter), ``_reductions`` (reductions, scans, sorting), ``_windows`` (``reduce_window``),
 ``_convolution``, ``_window_shapes`` (their shape arithmetic: ``conv_general_shape_tuple``,
-``padtype_to_pads``, ...), ``_linalg`` (``Precision`` and products), ``_control_flow`` and
-``_implicit`` (``custom_root``, ``custom_linear_solve``); the collectives are
-``fungraph.primitives.collectives``'s.
+``padtype_to_pads``, ...), ``_linalg`` (``Precision``, ``DotAlgorithm`` and products),
+``_ragged_dot``, ``_fft``, ``_random_bits`` (``rng_bit_generator``, ``rng_uniform``), ``_staging``
+(``dtype``, ``stage``, tokens), ``_control_flow`` (with ``platform_dependent`` and ``composite``)
+and ``_implicit`` (``custom_root``, ``custom_linear_solve``); ``linalg`` is the public
+``lax.linalg``; the collectives are ``fungraph.primitives.collectives``'s.
 """
 
 from fungraph.lax import linalg
