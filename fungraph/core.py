@@ -517,6 +517,9 @@ def weak_view(x: Any) -> Any:
         out.setflags(False)
         out.weak_type = True
         return out
+    weakly_typed = getattr(x, "weakly_typed", None)
+    if weakly_typed is not None:
+        return weakly_typed()
     return weakened(x)
 
 
