@@ -97,3 +97,26 @@ def test_tridiagonal_solve_and_pivots() -> None:
     _close(fg.vmap(lax.linalg.cholesky)(np.stack([SPD, 2 * SPD])), jax.vmap(jax.lax.linalg.cholesky)(
         np.stack([SPD, 2 * SPD])))
     assert fnp is not None
+
+
+def test_eig_symmetric_product_cholesky_update() -> None:
+    for x in (A, A + 1j * RNG.normal(size=(4, 4))):
+        w, vl, vr = lax.linalg.eig(x)
+        jw, jvl, jvr = jax.lax.linalg.eig(x)
+        _close(w, jw, 1e-9)
+        _close(_abs_cols(vr), _abs_cols(jvr), 1e-8)
+        _close(_abs_cols(vl), _abs_cols(jvl), 1e-8)
+        np.testing.assert_allclose(np.conj(np.asarray(vl)).T @ x, np.asarray(w)[:, None] * np.conj(np.asarray(vl)).T,
+                                   atol=1e-9)
+        assert len(lax.linalg.eig(x, compute_left_eigenvectors=False)) == 2
+        assert len(lax.linalg.eig(x, compute_left_eigenvectors=False, compute_right_eigenvectors=False)) == 1
+    c = RNG.normal(size=(4, 4))
+    for sym in (True, False):
+        _close(lax.linalg.symmetric_product(A[:, :2], c, alpha=2.0, beta=0.5, symmetrize_output=sym),
+               jax.lax.linalg.symmetric_product(A[:, :2], c, alpha=2.0, beta=0.5, symmetrize_output=sym))
+    r = np.linalg.cholesky(SPD).T
+    w_vec = RNG.normal(size=4)
+    _close(np.triu(lax.linalg.cholesky_update(r, w_vec)), np.triu(jax.lax.linalg.cholesky_update(r, w_vec)))
+    for name in ("EigImplementation", "EighImplementation", "SvdAlgorithm"):
+        assert [(m.name, m.value) for m in getattr(lax.linalg, name)] == [
+            (m.name, m.value) for m in getattr(jax.lax.linalg, name)]

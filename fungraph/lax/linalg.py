@@ -5,6 +5,7 @@ so they share its derivative and batching rules."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import numpy as np
@@ -19,8 +20,35 @@ from fungraph.primitives import shape as sh
 from fungraph.primitives.lu import lu as lu_prim
 from fungraph.primitives.operands import asarray, cast
 
-__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd", "triangular_solve",
+__all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "cholesky_update", "eig", "eigh",
+           "lu", "lu_pivots_to_permutation", "qr", "svd", "symmetric_product", "triangular_solve",
            "tridiagonal_solve"]
+
+
+class EigImplementation(enum.Enum):
+    """Which library ``eig`` uses on a GPU (``jax.lax.linalg.EigImplementation``); fungraph has one."""
+
+    CUSOLVER = "cusolver"
+    MAGMA = "magma"
+    LAPACK = "lapack"
+
+
+class EighImplementation(enum.Enum):
+    """The algorithm ``eigh`` uses on accelerators (``jax.lax.linalg.EighImplementation``); fungraph has one."""
+
+    QR = "qr"
+    JACOBI = "jacobi"
+    QDWH = "qdwh"
+
+
+class SvdAlgorithm(enum.Enum):
+    """The algorithm ``svd`` uses (``jax.lax.linalg.SvdAlgorithm``); accepted, fungraph has one."""
+
+    DEFAULT = "default"
+    QR = "QR"
+    JACOBI = "Jacobi"
+    POLAR = "polar"
+    DIVIDE_AND_CONQUER = "divide_and_conquer"
 
 
 def _matrix(x: Any, name: str, square: bool = True) -> Any:
@@ -180,3 +208,43 @@ def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Any:
         perm = ew.select(ew.eq(rows, np.asarray(i, av.dtype)), at_j,
                          ew.select(ew.eq(rows, sh.broadcast_to(j, full)), at_i, perm))
     return perm
+
+
+def eig(x: Any, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        enable_eigvec_derivs: bool = False, implementation: Any = None, use_magma: bool | None = None) -> list[Any]:
+    """``[w, vl, vr]`` (the vectors asked for): the eigenvalues of a square matrix and its unit
+    left (``vl^H x = w vl^H``) and right (``x vr = vr w``) eigenvectors, complex."""
+    del enable_eigvec_derivs, implementation, use_magma
+    a = _matrix(x, "eig")
+    w, vr = ops.eig_p.bind(a)
+    out = [w]
+    if compute_left_eigenvectors:
+        n = aval_of(vr).shape[-1]
+        eye = sh.broadcast_to(np.eye(n, dtype=aval_of(vr).dtype), aval_of(vr).shape)
+        vl = ops.mH(ops.solve(vr, eye))
+        norms = ew.sqrt(red.reduce_sum(ew.real(ew.mul(vl, ew.conj(vl))), (len(aval_of(vl).shape) - 2,)))
+        lead = tuple(range(len(aval_of(vl).shape) - 2))
+        out.append(ew.div(vl, sh.broadcast_in_dim(ew.convert(norms, aval_of(vl).dtype), aval_of(vl).shape,
+                                                  lead + (len(lead) + 1,))))
+    if compute_right_eigenvectors:
+        out.append(vr)
+    return out
+
+
+def symmetric_product(a_matrix: Any, c_matrix: Any, *, alpha: float = 1.0, beta: float = 0.0,
+                      symmetrize_output: bool = False) -> Any:
+    """``alpha * a a^T + beta * c``; with ``symmetrize_output`` the lower triangle mirrored above."""
+    a, c = asarray(a_matrix), asarray(c_matrix)
+    dt = aval_of(c).dtype
+    out = ew.add(ew.mul(ops.mm(a, ops.mT(a)), np.asarray(alpha, dt)), ew.mul(c, np.asarray(beta, dt)))
+    if symmetrize_output:
+        out = ew.add(ops.tril(out), ops.mT(ops.tril(out, -1)))
+    return out
+
+
+def cholesky_update(r_matrix: Any, w_vector: Any) -> Any:
+    """The upper Cholesky factor of ``r^T r + w w^T`` given the upper factor ``r``: a rank-one update."""
+    r, w = asarray(r_matrix), asarray(w_vector)
+    n = aval_of(r).shape[-1]
+    outer = ew.mul(sh.reshape(w, (n, 1)), sh.reshape(w, (1, n)))
+    return ops.mT(ops.cholesky(ew.add(ops.mm(ops.mT(r), r), outer)))
