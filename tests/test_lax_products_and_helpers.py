@@ -141,8 +141,13 @@ def test_broadcast_like_and_helpers() -> None:
         lax.broadcast_like(np.ones(4), np.zeros((2, 3)))
     for x64 in (True, False):
         with both_modes(x64):
-            for v in (1.0, 1, True, np.float64, "float32", np.ones(2, np.int8), np.ones(2, np.int64), 1j):
+            for v in (1.0, 1, True, "float32", np.ones(2, np.int8), np.ones(2, np.int64), 1j):
                 assert lax.dtype(v) == jax.lax.dtype(v), v
+    with both_modes(False):
+        with pytest.warns(UserWarning, match="requested in dtype is not available"):
+            want = jax.lax.dtype(np.float64)
+        with pytest.warns(UserWarning, match="requested in dtype is not available"):
+            assert lax.dtype(np.float64) == want
     _close(lax.shape_as_value((2, 3)), jax.lax.shape_as_value((2, 3)))
     _close(lax.shape_as_value(()), jax.lax.shape_as_value(()))
     staged = lax.stage(np.ones(2))

@@ -18,11 +18,12 @@ from fungraph.primitives.operands import asarray
 
 def dtype(x: Any) -> np.dtype:
     """The dtype of ``x`` (an array, a Python scalar or a dtype) in the current mode, as
-    ``jax.lax.dtype`` (``jax.dtypes.dtype``): 64-bit types narrowed with x64 off."""
+    ``jax.lax.dtype`` (``jax.dtypes.dtype``): 64-bit types narrowed with x64 off, with JAX's
+    warning for a 64-bit dtype asked for by name or type."""
     if isinstance(x, (list, tuple, dict)):
         raise TypeError(f"Cannot determine dtype of {x}")
     if isinstance(x, type) or isinstance(x, (np.dtype, str)):
-        return dtypes.canonicalize(x)
+        return dtypes.canonicalize(x, "dtype", depth=3)
     return dtypes.result_type(x)
 
 
