@@ -107,11 +107,18 @@ def broadcast_arrays(*args: Any) -> list[Any]:
     return [sh.broadcast_to(x, shape) for x in xs]
 
 
-def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
+def _with_dtype(arrays: Sequence[Any], dtype: Any, name: str) -> list[Any]:
+    """The operands at their promoted dtype, or all converted to ``dtype`` when one is given."""
+    if dtype is None:
+        return [asarray(x) for x in promote(*arrays)]
+    want = dtypes.canonicalize(dtype, name, depth=3)
+    return [astype(x, want) for x in arrays]
+
+
+def concatenate(arrays: Sequence[Any], axis: int | None = 0, dtype: Any = None) -> Any:
     if len(arrays) == 0:
         raise ValueError("need at least one array to concatenate")
-    xs = promote(*arrays)
-    xs = [asarray(x) for x in xs]
+    xs = _with_dtype(arrays, dtype, "concatenate")
     if axis is None:
         xs = [sh.reshape(x, (x.size,)) for x in xs]
         axis = 0
@@ -123,10 +130,12 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
     return sh.concatenate(xs, ax)
 
 
-def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+def stack(arrays: Sequence[Any], axis: int = 0, out: None = None, dtype: Any = None) -> Any:
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
     if len(arrays) == 0:
         raise ValueError("need at least one array to stack")
-    xs = [asarray(x) for x in promote(*arrays)]
+    xs = _with_dtype(arrays, dtype, "stack")
     shapes = {x.shape for x in xs}
     if len(shapes) != 1:
         raise ShapeError(f"stack: all input arrays must have the same shape, got {[x.shape for x in xs]}")
