@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph._key_array import KeyArray
 from fungraph.core import Primitive
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives._batching import batch_size, broadcast_batch, per_example
@@ -51,7 +52,12 @@ stop_gradient_p = Primitive("stop_gradient", impl=lambda x: np.array(x, copy=Tru
 def _callback_batch(args: Any, dims: Any, *, callback: Any, result_avals: tuple,
                     vmap_method: str | None = None) -> tuple:
     """The host function is called once per example, on the host (named in docs/vmap.md), or
-    once on the whole batch when ``vmap_method`` says it takes batched arguments."""
+    once on the whole batch when ``vmap_method`` says it takes batched arguments; without a
+    ``vmap_method`` JAX's ``NotImplementedError``."""
+    if vmap_method is None:
+        raise NotImplementedError(
+            "vmap is only supported for the pure_callback primitive when vmap_method is one of 'sequential', "
+            "'sequential_unrolled', 'expand_dims', 'broadcast_all', or 'legacy_vectorized'. Got vmap_method=None.")
     size = batch_size(args, dims)
     batched = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in result_avals)
     if vmap_method in _VECTORIZED:
@@ -75,4 +81,6 @@ stop_gradient_p.batch = lambda args, dims: (stop_gradient(args[0]), dims[0])
 
 
 def stop_gradient(x: Any) -> Any:
+    if isinstance(x, KeyArray):
+        return KeyArray(stop_gradient_p.bind(x.words), x.dtype)
     return stop_gradient_p.bind(x)
