@@ -15,12 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import lax
 from fungraph import numpy as fnp
 from fungraph.custom_derivatives import custom_jvp
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
-from fungraph.scipy._special_util import const, eps, ratio, real_floats, where_safe
+from fungraph.scipy._special_util import const, eps, iterate, ratio, real_floats, where_safe
 
 __all__ = ["exp1", "expi", "expn", "sici", "spence"]
 
@@ -112,25 +111,6 @@ def expi(x: Any) -> Any:
 # --- expn: Cephes expn.c --------------------------------------------------------------------------
 
 
-def _iterate(step: Any, state: tuple, active: Any, limit: int) -> tuple:
-    """Apply ``step`` to the elements still ``active`` (a function of the state) until none is,
-    or ``limit`` times."""
-
-    def cond(carry: tuple) -> Any:
-        k, *rest = carry
-        return fnp.logical_and(k < limit, fnp.any(active(tuple(rest))))
-
-    def body(carry: tuple) -> tuple:
-        k, *rest = carry
-        rest = tuple(rest)
-        on = active(rest)
-        new = step(rest)
-        return (k + 1, *(fnp.where(on, n, o) for n, o in zip(new, rest)))
-
-    _, *out = lax.while_loop(cond, body, (np.int32(0), *state))
-    return tuple(out)
-
-
 def _expn_series(n: Any, x: Any) -> Any:
     """E_n(x) for 0 < x <= 1: (-x)^(n-1) psi(n) / Gamma(n) - sum_k' (-x)^k / ((k - n + 1) k!)."""
     one, zero = const(1.0, x), const(0.0, x)
@@ -149,7 +129,7 @@ def _expn_series(n: Any, x: Any) -> Any:
         return xk, yk, pk, total, rel
 
     state = (fnp.zeros_like(x), fnp.ones_like(x), ew.sub(one, n), ans, fnp.full_like(x, np.inf))
-    _, _, _, total, _ = _iterate(step, state, lambda s: s[4] > const(tol, x), 2000)
+    _, _, _, total, _ = iterate(lambda _, s: step(s), state, lambda s: s[4] > const(tol, x), 2000)
     lead = ew.div(ew.mul(fnp.power(ew.neg(x), ew.sub(n, one)), psi), ew.exp(sp.lgamma_p.bind(n)))
     return ew.sub(lead, total)
 
@@ -177,7 +157,7 @@ def _expn_fraction(n: Any, x: Any) -> Any:
 
     state = (fnp.ones_like(x), fnp.ones_like(x), x, fnp.ones_like(x), ew.add(x, n), ew.div(one, ew.add(x, n)),
              fnp.full_like(x, np.inf))
-    ans = _iterate(step, state, lambda s: s[6] > const(tol, x), 2000)[5]
+    ans = iterate(lambda _, s: step(s), state, lambda s: s[6] > const(tol, x), 2000)[5]
     return ew.mul(ans, ew.exp(ew.neg(x)))
 
 

@@ -3,11 +3,12 @@ Horner evaluation of fixed coefficient tables, and rational approximations on ma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from fungraph import lax
 from fungraph import numpy as fnp
 from fungraph.numpy._util import promote
 from fungraph.primitives import elementwise as ew
@@ -48,3 +49,23 @@ def real_floats(name: str, *args: Any) -> list[Any]:
 
 def eps(x: Any) -> float:
     return float(np.finfo(x.dtype).eps)
+
+
+def iterate(step: Callable[[Any, tuple], tuple], state: tuple, active: Callable[[tuple], Any], limit: int) -> tuple:
+    """Apply ``step(k, state)`` (k = 0, 1, ...) to the elements still ``active`` (a boolean array
+    function of the state) until none is, or ``limit`` times: an elementwise while loop run on
+    the whole array at once, as ``vmap`` of a scalar loop would."""
+
+    def cond(carry: tuple) -> Any:
+        k, *rest = carry
+        return fnp.logical_and(k < limit, fnp.any(active(tuple(rest))))
+
+    def body(carry: tuple) -> tuple:
+        k, *rest = carry
+        old = tuple(rest)
+        on = active(old)
+        new = step(k, old)
+        return (k + 1, *(fnp.where(on, n, o) for n, o in zip(new, old)))
+
+    _, *out = lax.while_loop(cond, body, (np.int32(0), *state))
+    return tuple(out)

@@ -79,7 +79,7 @@ def _rank_row(row: Any, method: str) -> Any:
     out_dtype = fnp.zeros(0).dtype
     n = row.shape[0]
     ordered, order = lax.sort_key_val(row, fnp.arange(n))
-    inverse = fnp.zeros(n, dtype=order.dtype).at[order].set(fnp.arange(n, dtype=order.dtype))
+    inverse = fnp.zeros(n, dtype=order.dtype).at[order].add(fnp.arange(n, dtype=order.dtype))  # a permutation
     if method == "ordinal":
         ranks = (inverse + 1).astype(out_dtype)
     else:
