@@ -1,5 +1,6 @@
-"""``fungraph.scipy.special``'s error-function family (``erfcx``, ``wofz``, ``dawsn``, ``owens_t``)
-and integrals (``expi``, ``exp1``, ``expn``, ``sici``, ``spence``) against JAX 0.10's
+"""``fungraph.scipy.special``'s error-function family (``erfcx``, ``wofz``, ``dawsn``, ``owens_t``),
+integrals (``expi``, ``exp1``, ``expn``, ``sici``, ``spence``) and hypergeometric functions
+(``hyp1f1``, ``hyp2f1``) against JAX 0.10's
 ``jax.scipy.special``: values and dtypes in both dtype modes (eagerly and under ``jit``),
 gradients (``jax.grad``), ``vmap``, and SciPy where JAX's own values or derivatives are off."""
 
@@ -35,6 +36,17 @@ SICI = a(-np.inf, -1e10, -30.0, -5.0, -4.0, -0.5, 0.0, 1e-4, 0.5, 3.9, 4.0, 4.1,
 SPENCE = a(-1.0, 0.0, 1e-5, 0.3, 0.5, 1.0, 1.2, 1.6, 2.0, 2.5, 4.0, 100.0, np.inf, np.nan)
 OWEN_H = a(-2.0, 0.0, 0.3, 1.0, 2.5, 0.5, 3.0, np.nan, 0.2, 1.5)
 OWEN_A = a(0.5, 2.0, -1.0, 1.0, 0.2, -3.0, 10.0, 1.0, 0.0, 0.9)
+# 1F1: a == 0, a == b, b == 0, |x| >= 100 (asymptotic series), x == 0.
+H1_A = a(0, 1, 0.5, 2, 3, 1.5, 0.3, 2, 1, 4, 0.5, 2.0, 0.0)
+H1_B = a(1, 1, 1.5, 3, 0, 2.5, 4, 2, 3, 1.2, 0.7, 5.0, 0.0)
+H1_X = a(0.5, 2, -1, 3, 1, 120, 0.1, -5, 150, 20, 0, -30, 2.0)
+# 2F1: terminating series (a or b a non-positive integer, swapped), c a pole, x > 1, x == 1,
+# x == 0, b == c, c - a - b <= -1 (Euler's transformation), and the digamma expansion near x = 1.
+H2_A = a(0.5, 1, 0.5, -2, 3, 1.5, 0.3, 2, 1, -3, 0.5, 2.0, 0.0, 1, 1.5, 0.5, 2, 1, -1.5, 0.7, 1.0, 2.0, 2.5)
+H2_B = a(1.5, 1, 1.5, 3, -4, 2.5, 4, 2, 3, 1.2, 0.7, 5.0, 1.0, 2, 1.5, 0.5, 1, 1, 2.0, 1.3, 2.0, 2.0, 1.0)
+H2_C = a(2, 3, 1.5, 2.5, 1, 0, -2, 2, 3, 4, 1.7, 8.0, 1.0, 3, 4, 3, 3.5, 2, 1.0, 3.0, 2.5, 2.5, 1.5)
+H2_X = a(0.5, 0.2, -0.7, 0.4, 0.3, 0.1, 0.1, 1.5, 0.95, 0.5, 0, -3, 0.3, 1, 0.95, 0.97, 0.99, 0.92, 0.3, 0.93,
+         0.95, 0.5, 0.6)
 
 #: (function, arguments, argnums to differentiate, points to differentiate at)
 CASES: list[tuple[str, tuple[np.ndarray, ...], tuple[int, ...], tuple[np.ndarray, ...] | None]] = [
@@ -46,6 +58,9 @@ CASES: list[tuple[str, tuple[np.ndarray, ...], tuple[int, ...], tuple[np.ndarray
     ("expn", (EXPN_N, EXPN_X), (1,), (a(1.0, 2.0, 3.0, 5.0, 2.0), a(0.5, 1.5, 0.3, 4.0, 20.0))),
     ("sici", (SICI,), (0,), (a(-30.0, -5.0, -0.5, 0.5, 3.9, 4.1, 7.5, 8.5, 100.0),)),
     ("spence", (SPENCE,), (0,), (a(1e-5, 0.3, 0.5, 2.5, 4.0, 100.0),)),
+    ("hyp1f1", (H1_A, H1_B, H1_X), (0, 1, 2), (a(0.5, 2, 1.5, 1), a(1.5, 3, 2.5, 3), a(-1, 3, 0.7, 2))),
+    ("hyp2f1", (H2_A, H2_B, H2_C, H2_X), (0, 1, 2, 3),
+     (a(0.5, 2, 1.5, 1), a(1.5, 3, 2.5, 3), a(2.5, 4.5, 3.1, 5), a(-0.5, 0.3, 0.7, 0.2))),
 ]
 IDS = [name for name, *_rest in CASES]
 
@@ -120,7 +135,7 @@ def test_complex_erfcx_and_wofz_match_jax_and_scipy(x64: bool) -> None:
 def test_python_scalars_and_integers_follow_jax(x64: bool) -> None:
     calls = [("erfcx", (1,)), ("dawsn", (2,)), ("expi", (3,)), ("exp1", (1,)), ("expn", (2, 1)),
              ("expn", (2, np.float32(1.5))), ("sici", (2,)), ("owens_t", (1, 0.5)), ("erfcx", (np.int32(3),)),
-             ("spence", (np.float32(0.5),))]
+             ("spence", (np.float32(0.5),)), ("hyp1f1", (1, 2, 0.5)), ("hyp2f1", (1, 2, 3, np.float32(0.5)))]
     for name, args in calls:
         with fg.enable_x64(x64), jax.enable_x64(x64):
             _close(getattr(fsp, name)(*args), getattr(jsp, name)(*args), x64, f"{name}{args}")
