@@ -174,3 +174,26 @@ def test_refusals_follow_jax() -> None:
             getattr(fsp, name)(np.complex64(1 + 1j))
     with pytest.raises(TypeError, match="not supported"):
         fsp.spence(np.int32(2))
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_bessel_jn_matches_jax_and_scipy(x64: bool) -> None:
+    """Shape (v + 1, *z.shape); float32 overflows in the recurrence for small z to nan, as JAX's."""
+    scipy_special = pytest.importorskip("scipy.special")
+    z = a(0.5, 1.0, 3.0, 7.5, 12.0, 0.1).reshape(2, 3)
+    zz = z if x64 else z.astype(np.float32)
+    with fg.enable_x64(x64), jax.enable_x64(x64), np.errstate(all="ignore"):
+        want = jsp.bessel_jn(zz, v=4)
+        for got in (fsp.bessel_jn(zz, v=4), fg.jit(lambda t: fsp.bessel_jn(t, v=4))(zz)):
+            assert np.asarray(got).shape == (5, 2, 3)
+            _close(got, want, x64, "bessel_jn", tol64=1e-12)
+        _close(fsp.bessel_jn(2, v=1, n_iter=30), jsp.bessel_jn(2, v=1, n_iter=30), x64, "bessel_jn of an int")
+    np.testing.assert_allclose(np.asarray(fsp.bessel_jn(z, v=4)), scipy_special.jv(np.arange(5)[:, None, None], z),
+                               rtol=1e-12, atol=1e-15)
+    got = fg.vmap(fg.grad(lambda t: fsp.bessel_jn(t, v=2)[2]))(z[0])
+    want = jax.vmap(jax.grad(lambda t: jsp.bessel_jn(t, v=2)[2]))(z[0])
+    _close(got, want, True, "vmap of grad of bessel_jn", tol64=1e-11)
+    with pytest.raises(TypeError, match="concrete integer"):
+        fsp.bessel_jn(z, v=1.5)
+    with pytest.raises(ValueError, match="complex"):
+        fsp.bessel_jn(z + 1j, v=1)
