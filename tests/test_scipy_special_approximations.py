@@ -1,5 +1,5 @@
 """``fungraph.scipy.special``'s error-function family (``erfcx``, ``wofz``, ``dawsn``, ``owens_t``),
-integrals (``expi``, ``exp1``, ``expn``, ``sici``, ``spence``) and hypergeometric functions
+integrals (``expi``, ``exp1``, ``expn``, ``sici``, ``fresnel``, ``spence``), ``bessel_jn`` and hypergeometric functions
 (``hyp1f1``, ``hyp2f1``) against JAX 0.10's
 ``jax.scipy.special``: values and dtypes in both dtype modes (eagerly and under ``jit``),
 gradients (``jax.grad``), ``vmap``, and SciPy where JAX's own values or derivatives are off."""
@@ -33,6 +33,8 @@ EXPN_N = a(0, 1, 2, 3, 2, 1, 0, -1, 1, 5, 5000, 6000, 2.5, 3, 1, 2, 0, 0, 5000, 
 EXPN_X = a(0, 0, 0, 0, 1.5, 0.5, 2, 1, -1, 0.3, 2, 100, 1.2, 20, 800, 0.5, 0, -1, 0, 0.9, 0.01, 1e-3, 3)
 SICI = a(-np.inf, -1e10, -30.0, -5.0, -4.0, -0.5, 0.0, 1e-4, 0.5, 3.9, 4.0, 4.1, 7.5, 8.0, 8.5, 100.0, 1e9,
          2e9, np.inf, np.nan)
+FRESNEL = a(-np.inf, -40000.0, -12.0, -3.3, -1.6, -0.2, 0.0, 1e-3, 0.5, 1.5, 1.6, 2.7, 5.0, 9.9, 30.0, 1000.0,
+            36000.0, 40000.0, 1e6, np.inf, np.nan)
 SPENCE = a(-1.0, 0.0, 1e-5, 0.3, 0.5, 1.0, 1.2, 1.6, 2.0, 2.5, 4.0, 100.0, np.inf, np.nan)
 OWEN_H = a(-2.0, 0.0, 0.3, 1.0, 2.5, 0.5, 3.0, np.nan, 0.2, 1.5)
 OWEN_A = a(0.5, 2.0, -1.0, 1.0, 0.2, -3.0, 10.0, 1.0, 0.0, 0.9)
@@ -57,6 +59,7 @@ CASES: list[tuple[str, tuple[np.ndarray, ...], tuple[int, ...], tuple[np.ndarray
     ("exp1", (EI,), (0,), (a(1e-3, 0.5, 3.0, 15.0, 100.0),)),
     ("expn", (EXPN_N, EXPN_X), (1,), (a(1.0, 2.0, 3.0, 5.0, 2.0), a(0.5, 1.5, 0.3, 4.0, 20.0))),
     ("sici", (SICI,), (0,), (a(-30.0, -5.0, -0.5, 0.5, 3.9, 4.1, 7.5, 8.5, 100.0),)),
+    ("fresnel", (FRESNEL,), (0,), (a(-3.3, -0.2, 0.5, 1.7, 5.0, 12.0),)),
     ("spence", (SPENCE,), (0,), (a(1e-5, 0.3, 0.5, 2.5, 4.0, 100.0),)),
     ("hyp1f1", (H1_A, H1_B, H1_X), (0, 1, 2), (a(0.5, 2, 1.5, 1), a(1.5, 3, 2.5, 3), a(-1, 3, 0.7, 2))),
     ("hyp2f1", (H2_A, H2_B, H2_C, H2_X), (0, 1, 2, 3),
@@ -151,6 +154,8 @@ def test_values_match_scipy() -> None:
             want = getattr(scipy_special, name)(x)
             keep = np.isfinite(want) & (x != 0)
             np.testing.assert_allclose(np.asarray(getattr(fsp, name)(x))[keep], want[keep], rtol=1e-13, err_msg=name)
+        for got, want in zip(fsp.fresnel(x), scipy_special.fresnel(x)):
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13, atol=1e-16)
         si, ci = fsp.sici(x)
         np.testing.assert_allclose(np.asarray(si), scipy_special.sici(x)[0], rtol=1e-13)
         np.testing.assert_allclose(np.asarray(ci)[x > 0], scipy_special.sici(x)[1][x > 0], rtol=1e-13)
@@ -172,6 +177,8 @@ def test_refusals_follow_jax() -> None:
     for name in ("dawsn", "expi", "exp1", "sici"):
         with pytest.raises(ValueError, match="complex"):
             getattr(fsp, name)(np.complex64(1 + 1j))
+    with pytest.raises(NotImplementedError, match="complex"):
+        fsp.fresnel(np.complex64(1 + 1j))
     with pytest.raises(TypeError, match="not supported"):
         fsp.spence(np.int32(2))
 

@@ -1,11 +1,13 @@
-"""The exponential, sine and cosine integrals and Spence's function of ``scipy.special``:
-``expi``, ``exp1``, ``expn``, ``sici`` and ``spence``, as JAX 0.10 computes them.
+"""The exponential, sine, cosine and Fresnel integrals and Spence's function of
+``scipy.special``: ``expi``, ``exp1``, ``expn``, ``sici``, ``fresnel`` and ``spence``, as JAX 0.10
+computes them.
 
-The approximations are Cephes' (``ei.c``, ``expn.c``, ``sici.c``, ``spence.c``), which JAX
-ports too: rational approximations on fixed intervals, and for ``expn`` a power series below
-``x = 1`` and a continued fraction above, both iterated over the whole array in one
-``while_loop`` until every element has converged. The derivatives are JAX's rules
-(``custom_jvp``); ``spence`` differentiates through its composition, as in JAX.
+The approximations are Cephes' (``ei.c``, ``expn.c``, ``sici.c``, ``fresnl.c`` and in single
+precision ``fresnlf.c``, ``spence.c``), which JAX ports too: rational approximations on fixed
+intervals, and for ``expn`` a power series below ``x = 1`` and a continued fraction above, both
+iterated over the whole array in one ``while_loop`` until every element has converged. The
+derivatives are JAX's rules (``custom_jvp``); ``spence`` differentiates through its
+composition, as in JAX.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import numpy as np
 
 from fungraph import numpy as fnp
 from fungraph.custom_derivatives import custom_jvp
+from fungraph.numpy._util import promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
-from fungraph.scipy._special_util import const, eps, iterate, ratio, real_floats, where_safe
+from fungraph.scipy._special_util import const, eps, horner, iterate, ratio, real_floats, where_safe
 
-__all__ = ["exp1", "expi", "expn", "sici", "spence"]
+__all__ = ["exp1", "expi", "expn", "fresnel", "sici", "spence"]
 
 _EULER = 0.57721566490153286061
 
@@ -343,3 +346,130 @@ def spence(x: Any) -> Any:
     value = _spence_positive(where_safe(fnp.logical_and(positive, fnp.not_equal(x, const(1.0, x))), x, 0.5))
     return fnp.select([fnp.logical_or(x < 0, fnp.isnan(x)), fnp.equal(x, const(1.0, x)), fnp.equal(x, const(0.0, x))],
                       [const(np.nan, x), const(0.0, x), const(math.pi ** 2 / 6, x)], value)
+
+
+# --- fresnel: Cephes fresnl.c (fresnlf.c in single precision) -------------------------------------
+
+_FRESNEL64 = {
+    "sn": [-2.99181919401019853726e3, 7.08840045257738576863e5, -6.29741486205862506537e7, 2.54890880573376359104e9,
+           -4.42979518059697779103e10, 3.18016297876567817986e11],
+    "sd": [1.0, 2.81376268889994315696e2, 4.55847810806532581675e4, 5.17343888770096400730e6,
+           4.19320245898111231129e8, 2.24411795645340920940e10, 6.07366389490084639049e11],
+    "cn": [-4.98843114573573548651e-8, 9.50428062829859605134e-6, -6.45191435683965050962e-4,
+           1.88843319396703850064e-2, -2.05525900955013891793e-1, 9.99999999999999998822e-1],
+    "cd": [3.99982968972495980367e-12, 9.15439215774657478799e-10, 1.25001862479598821474e-7,
+           1.22262789024179030997e-5, 8.68029542941784300606e-4, 4.12142090722199792936e-2,
+           1.00000000000000000118e0],
+    "fn": [4.21543555043677546506e-1, 1.43407919780758885261e-1, 1.15220955073585758835e-2,
+           3.45017939782574027900e-4, 4.63613749287867322088e-6, 3.05568983790257605827e-8,
+           1.02304514164907233465e-10, 1.72010743268161828879e-13, 1.34283276233062758925e-16,
+           3.76329711269987889006e-20],
+    "fd": [1.0, 7.51586398353378947175e-1, 1.16888925859191382142e-1, 6.44051526508858611005e-3,
+           1.55934409164153020873e-4, 1.84627567348930545870e-6, 1.12699224763999035261e-8,
+           3.60140029589371370404e-11, 5.88754533621578410010e-14, 4.52001434074129701496e-17,
+           1.25443237090011264384e-20],
+    "gn": [5.04442073643383265887e-1, 1.97102833525523411709e-1, 1.87648584092575249293e-2,
+           6.84079380915393090172e-4, 1.15138826111884280931e-5, 9.82852443688422223854e-8,
+           4.45344415861750144738e-10, 1.08268041139020870318e-12, 1.37555460633261799868e-15,
+           8.36354435630677421531e-19, 1.86958710162783235106e-22],
+    "gd": [1.0, 1.47495759925128324529e0, 3.37748989120019970451e-1, 2.53603741420338795122e-2,
+           8.14679107184306179049e-4, 1.27545075667729118702e-5, 1.04314589657571990585e-7,
+           4.60680728146520428211e-10, 1.10273215066240270757e-12, 1.38796531259578871258e-15,
+           8.39158816283118707363e-19, 1.86958710162783236342e-22],
+}
+#: Single precision: polynomials only (no denominators).
+_FRESNEL32 = {
+    "sn": [1.647629463788700e-9, -1.522754752581096e-7, 8.424748808502400e-6, -3.120693124703272e-4,
+           7.244727626597022e-3, -9.228055941124598e-2, 5.235987735681432e-1],
+    "cn": [1.416802502367354e-8, -1.157231412229871e-6, 5.387223446683264e-5, -1.604381798862293e-3,
+           2.818489036795073e-2, -2.467398198317899e-1, 9.999999760004487e-1],
+    "fn": [-1.903009855649792e12, 1.355942388050252e11, -4.158143148511033e9, 7.343848463587323e7,
+           -8.732356681548485e5, 8.560515466275470e3, -1.032877601091159e2, 2.999401847870011e0],
+    "gn": [-1.860843997624650e11, 1.278350673393208e10, -3.779387713202229e8, 6.492611570598858e6,
+           -7.787789623358162e4, 8.602931494734327e2, -1.493439396592284e1, 9.999841934744914e-1],
+}
+
+
+def _sin_cos_half_pi_square(x: Any) -> tuple[Any, Any]:
+    """sin(pi x^2 / 2) and cos(pi x^2 / 2), with the argument reduced mod 2 exactly first
+    (r = (x^2 / 2) mod 2 = (s (x - s/2)) mod 2 with s = x mod 2)."""
+    x = fnp.abs(x)
+    two = const(2.0, x)
+    s = fnp.fmod(x, two)
+    r = fnp.fmod(ew.mul(s, ew.sub(x, ew.div(s, two))), two)
+
+    def sin_pi(v: Any) -> Any:
+        return ew.sin(ew.mul(const(math.pi, x), v))
+
+    sin_part = fnp.where(r < const(0.5, x), sin_pi(r), fnp.where(
+        r > const(1.5, x), sin_pi(ew.sub(r, two)), ew.neg(sin_pi(ew.sub(r, const(1.0, x))))))
+    cos_part = fnp.where(fnp.equal(r, const(0.5, x)), const(0.0, x), fnp.where(
+        r < const(1.0, x), ew.neg(sin_pi(ew.sub(r, const(0.5, x)))), sin_pi(ew.sub(r, const(1.5, x)))))
+    return sin_part, cos_part
+
+
+def _fresnel_abs(x: Any) -> tuple[Any, Any]:
+    """(S, C) at |x|: power series (a rational approximation in double precision) for x^2 < 2.5625,
+    the auxiliary functions f, g above, the leading asymptotic terms above 36974."""
+    single = x.dtype == np.float32
+    table = _FRESNEL32 if single else _FRESNEL64
+    one, half = const(1.0, x), const(0.5, x)
+    x2 = ew.mul(x, x)
+    t = ew.mul(x2, x2)
+    if single:
+        s_small = ew.mul(ew.mul(x, x2), horner(table["sn"], t))
+        c_small = ew.mul(x, horner(table["cn"], t))
+    else:
+        s_small = ew.mul(ew.mul(x, x2), ratio(table["sn"], table["sd"], t))
+        c_small = ew.mul(x, ratio(table["cn"], table["cd"], t))
+    sin_part, cos_part = _sin_cos_half_pi_square(x)
+    pix = ew.mul(const(math.pi, x), x)
+    if single:
+        c_large, s_large = half, half
+    else:
+        c_large = ew.add(half, ew.div(sin_part, pix))
+        s_large = ew.sub(half, ew.div(cos_part, pix))
+    t = ew.div(one, ew.mul(const(math.pi, x), x2))
+    u = ew.mul(t, t)
+    if single:
+        f = ew.sub(one, ew.mul(u, horner(table["fn"], u)))
+        g = ew.mul(t, horner(table["gn"], u))
+    else:
+        f = ew.sub(one, ew.mul(u, ratio(table["fn"], table["fd"], u)))
+        g = ew.mul(t, ratio(table["gn"], table["gd"], u))
+    c_mid = ew.add(half, ew.div(ew.sub(ew.mul(f, sin_part), ew.mul(g, cos_part)), pix))
+    s_mid = ew.sub(half, ew.div(ew.add(ew.mul(f, cos_part), ew.mul(g, sin_part)), pix))
+    small = x2 < const(2.5625, x)
+    large = x > const(36974.0, x)
+    s = fnp.select([fnp.isinf(x), small, large], [half, s_small, s_large], s_mid)
+    c = fnp.select([fnp.isinf(x), small, large], [half, c_small, c_large], c_mid)
+    return s, c
+
+
+@custom_jvp
+def _fresnel(x: Any) -> tuple[Any, Any]:
+    wide = x.dtype not in (np.float32, np.float64)
+    xs = x.astype(np.float32) if wide else x
+    s, c = _fresnel_abs(fnp.abs(xs))
+    negative = xs < 0
+    s, c = fnp.where(negative, ew.neg(s), s), fnp.where(negative, ew.neg(c), c)
+    return (s.astype(x.dtype), c.astype(x.dtype)) if wide else (s, c)
+
+
+def _fresnel_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+    (x,), (t,) = primals, tangents
+    sin_part, cos_part = _sin_cos_half_pi_square(x)
+    return _fresnel(x), (ew.mul(sin_part, t), ew.mul(cos_part, t))
+
+
+_fresnel.defjvp(_fresnel_jvp)
+
+
+def fresnel(x: Any) -> tuple[Any, Any]:
+    """The Fresnel integrals (S(x), C(x)) = int_0^x (sin, cos)(pi t^2 / 2) dt for real x (accurate
+    on [-10, 10] and asymptotically beyond, as Cephes)."""
+    (x,) = promote(fnp.asarray(x), to_inexact=True)
+    x = fnp.asarray(x)
+    if np.issubdtype(x.dtype, np.complexfloating):
+        raise NotImplementedError("Support for complex-valued inputs is not implemented yet.")
+    return _fresnel(x)
