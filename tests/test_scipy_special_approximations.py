@@ -204,3 +204,30 @@ def test_bessel_jn_matches_jax_and_scipy(x64: bool) -> None:
         fsp.bessel_jn(z, v=1.5)
     with pytest.raises(ValueError, match="complex"):
         fsp.bessel_jn(z + 1j, v=1)
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_sph_harm_y_matches_jax_and_scipy(x64: bool) -> None:
+    """Dtypes as JAX's ((-1)^|m| is a strong default float, so int32 orders give complex128 with
+    x64 on), degrees and orders above ``n_max`` clipped in the Legendre factor, as JAX."""
+    scipy_special = pytest.importorskip("scipy.special")
+    n = np.array([0, 1, 2, 3, 3, 4, 5, 6, 6, 2])
+    m = np.array([0, -1, 2, -2, 1, 0, -5, 3, -6, 0])
+    theta = a(0.3, 1.0, 2.0, 0.5, 1.5, 2.5, 0.0, 3.0, 0.7, 1.2)
+    phi = a(0.1, 2.0, 3.0, 4.0, 5.0, 6.0, 1.0, 2.0, 3.0, 4.0)
+    calls = [(n, m, theta, phi), (n, m, np.float32(0.3), phi.astype(np.float32)), (n, m, theta, phi, None, 4),
+             (n.astype(np.int32), m.astype(np.int32), theta.astype(np.float32), phi.astype(np.float32))]
+    with fg.enable_x64(x64), jax.enable_x64(x64):
+        for args in calls:
+            tol64 = 1e-13 if np.asarray(args[2]).dtype == np.float64 else 5e-6
+            _close(fsp.sph_harm_y(*args), jsp.sph_harm_y(*args), x64, f"sph_harm_y {len(args)} args", tol64=tol64)
+        got = fg.jit(lambda t, p: fsp.sph_harm_y(n, m, t, p, n_max=6))(theta, phi)
+        _close(got, jsp.sph_harm_y(n, m, theta, phi), x64, "sph_harm_y under jit", tol64=1e-13)
+    np.testing.assert_allclose(np.asarray(fsp.sph_harm_y(n, m, theta, phi)), scipy_special.sph_harm_y(n, m, theta, phi),
+                               rtol=1e-12, atol=1e-15)
+    keep = theta > 0  # JAX's gradient is nan at the pole
+    got = fg.grad(lambda t: fg.numpy.sum(fg.numpy.real(fsp.sph_harm_y(n[keep], m[keep], t, phi[keep]))))(theta[keep])
+    want = jax.grad(lambda t: jnp.sum(jnp.real(jsp.sph_harm_y(n[keep], m[keep], t, phi[keep]))))(theta[keep])
+    _close(got, want, True, "grad of sph_harm_y", tol64=1e-11)
+    with pytest.raises(NotImplementedError, match="diff_n"):
+        fsp.sph_harm_y(n, m, theta, phi, diff_n=1)
