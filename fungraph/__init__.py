@@ -3,6 +3,7 @@
 from fungraph import (
     ad_checkpoint,
     checkpoint_policies,
+    custom_batching,
     debug,
     distributed,
     errors,
@@ -10,9 +11,12 @@ from fungraph import (
     lax,
     memory,
     nn,
+    ops,
+    profiler,
     random,
     scipy,
     sharding,
+    stages,
     tree,
     typing,
 )
@@ -45,10 +49,16 @@ from fungraph._devices import (
     default_backend,
     device_count,
     devices,
+    effects_barrier,
     local_device_count,
     local_devices,
+    make_array_from_callback,
+    make_array_from_process_local_data,
+    make_array_from_single_device_arrays,
+    print_environment_info,
     process_count,
     process_index,
+    process_indices,
 )
 from fungraph.api import (
     ShapeDtypeStruct,
@@ -98,6 +108,7 @@ P = sharding.PartitionSpec  # jax.P
 NamedSharding = sharding.NamedSharding  # jax.NamedSharding
 host_count = process_count  # jax.host_count
 host_id = process_index  # jax.host_id
+host_ids = process_indices  # jax.host_ids
 make_jaxpr = make_graph  # jax.make_jaxpr: the staged Graph, printed in fungraph's IR text
 __version__ = "0.1.0"
 
@@ -115,6 +126,13 @@ __all__ = [
     "explain_cache_misses",
     "host_count",
     "host_id",
+    "host_ids",
+    "effects_barrier",
+    "make_array_from_callback",
+    "make_array_from_process_local_data",
+    "make_array_from_single_device_arrays",
+    "print_environment_info",
+    "process_indices",
     "log_compiles",
     "numpy_dtype_promotion",
     "numpy_rank_promotion",
@@ -193,6 +211,10 @@ __all__ = [
     "make_graph",
     "memory",
     "nn",
+    "ops",
+    "custom_batching",
+    "profiler",
+    "stages",
     "numpy",
     "parse",
     "pure_callback",

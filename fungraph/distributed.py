@@ -52,10 +52,16 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[Hashable]) -> Mes
     if int(np.prod(shape, dtype=np.int64)) != n:
         raise ValueError(f"make_mesh{shape}: a mesh of {int(np.prod(shape))} devices, but {n} processes run (one "
                          f"device each; start them with mpiexec -n {int(np.prod(shape))})")
+    return Mesh(process_devices().reshape(shape), names)
+
+
+def process_devices() -> np.ndarray:
+    """The devices of the run, one per process in process order (a 1-d object array)."""
+    n = _mpi.process_count()
     devices = np.empty(n, dtype=object)
     for p in range(n):
         devices[p] = Device("cpu", "cpu", id=p, process_index=p)
-    return Mesh(devices.reshape(shape), names)
+    return devices
 
 
 class _PmapAxis:

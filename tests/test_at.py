@@ -15,6 +15,7 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph.testing import check_grads
 from fungraph.testing.strategies import random_array, shapes
+from tests.helpers import jax_or_skip
 
 UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
           "power": np.power, "min": np.minimum, "max": np.maximum}
@@ -105,14 +106,22 @@ def test_traced_scalar_indices_in_a_loop(op: str) -> None:
     np.testing.assert_allclose(got, want)
 
 
-def test_traced_index_arrays_add_repeats_and_refuse_orders_they_cannot_know() -> None:
-    x = np.zeros(4)
-    add = fg.jit(lambda x, i: x.at[i].add(1.0))
-    np.testing.assert_array_equal(add(x, np.array([1, 1, 3])), [0, 2, 0, 1])
-    with pytest.raises(NotImplementedError, match=r"set with a traced index array: positions may repeat"):
-        fg.jit(lambda x, i: x.at[i].set(1.0))(x, np.array([1, 1]))
+def test_traced_index_arrays_with_repeats_update_as_jax_scatters() -> None:
+    """Repeated traced positions: ``add``/``multiply``/``min``/``max`` fold every value in,
+    ``set`` keeps the last one (JAX's CPU scatter), ``divide``/``power`` apply the product of
+    their values; out-of-range and (under ``mode="drop"``) negative-beyond-range ids drop."""
+    jax, _ = jax_or_skip()
+    x = np.arange(1.0, 6.0)
+    idx = np.array([1, 1, 3, -1, 7, 1, 0])
+    vals = np.array([2.0, 3.0, 0.5, 5.0, 6.0, -1.0, 4.0])
+    for op in ("set", "add", "multiply", "min", "max", "divide", "power"):
+        want = jax.jit(lambda x, i, v: getattr(x.at[i], op)(v))(x, idx, vals)
+        got = fg.jit(lambda x, i, v: getattr(x.at[i], op)(v))(x, idx, vals)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, err_msg=op)
+    rows = fg.jit(lambda x, i: x.at[i].max(np.ones((2, 3))))(np.zeros((4, 3)), np.array([2, 2]))
+    np.testing.assert_array_equal(rows, [[0, 0, 0], [0, 0, 0], [1, 1, 1], [0, 0, 0]])
     one = fg.jit(lambda x, i: x.at[i].set(1.0))
-    np.testing.assert_array_equal(one(x, np.array([2])), [0, 0, 1, 0])
+    np.testing.assert_array_equal(one(np.zeros(4), np.array([2])), [0, 0, 1, 0])
 
 
 def test_traced_out_of_bounds_updates_are_dropped_and_gathers_clamp() -> None:

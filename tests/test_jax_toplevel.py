@@ -396,12 +396,10 @@ def test_strict_dtype_promotion_matches_jax(x64: bool) -> None:
              (np.float32, float), (np.int32, float), (np.int32, int), (np.bool_, int), (np.complex64, complex),
              (np.float16, np.float32)]
     for a, b in pairs:
-        for lib in (jax, fg):
-            lib.config.update("jax_enable_x64", x64)
         for mode in ("standard", "strict"):
             got = []
             for lib, lnp in ((jax, jnp), (fg, fnp)):
-                with lib.numpy_dtype_promotion(mode):
+                with lib.enable_x64(x64), lib.numpy_dtype_promotion(mode):
                     other = lnp.ones(3, b) if isinstance(b, type) and issubclass(b, np.generic) else b(1)
                     got.append((_outcome(lambda: lnp.ones(3, a) + other),
                                 _outcome(lambda: lnp.multiply(lnp.ones(3, a), other)),
@@ -474,6 +472,12 @@ def test_errors_are_jax_errors_classes() -> None:
             with pytest.raises({"TracerIntegerConversionError": TypeError, "TracerArrayConversionError": TypeError}.get(
                     name, lib.errors.ConcretizationTypeError)):
                 thunk(lib)
+    for lib in (jax, fg):
+        with pytest.raises(lib.errors.NonConcreteBooleanIndexError) as info:
+            lib.jit(lambda x: x[x > 0])(np.ones(3))
+        assert isinstance(info.value, lib.errors.JAXIndexError) and isinstance(info.value, IndexError)
+        assert issubclass(lib.errors.KeyReuseError, lib.errors.JAXTypeError)
+        assert issubclass(lib.errors.KeyReuseError, TypeError) and issubclass(lib.errors.JaxRuntimeError, RuntimeError)
     leaked: list[Any] = []
     fg.jit(lambda x: leaked.append(x) or x)(1.0)
     with pytest.raises(fg.errors.UnexpectedTracerError):
@@ -488,3 +492,80 @@ def test_typing_names_annotate() -> None:
 
     assert isinstance(fnp.ones(2), ArrayLike) and isinstance(np.float32(1), ArrayLike) and isinstance(2.0, ArrayLike)
     assert f(1, np.float32).dtype == np.float32 and f(1, "int8").dtype == np.int8
+
+
+def test_process_queries_global_array_constructors_and_environment_info() -> None:
+    """One process: the global array is the whole array; shapes that do not fit name both."""
+    from fungraph.sharding import NamedSharding
+    from fungraph.sharding import PartitionSpec as P
+
+    assert fg.process_indices() == fg.host_ids() == [0]
+    full = np.arange(12.0).reshape(4, 3)
+    for sharding in (fg.sharding.SingleDeviceSharding(fg.devices()[0]),
+                     NamedSharding(fg.make_mesh((1,), ("dp",)), P("dp"))):
+        got = fg.make_array_from_callback(full.shape, sharding, lambda idx: full[idx])
+        assert isinstance(got, fg.Array)
+        np.testing.assert_array_equal(got, full)
+        np.testing.assert_array_equal(fg.make_array_from_single_device_arrays(full.shape, sharding, [full]), full)
+        np.testing.assert_array_equal(fg.make_array_from_process_local_data(sharding, full, full.shape), full)
+    with pytest.raises(ValueError, match=r"returned shape \(2, 3\), but this process's block of the global shape"):
+        fg.make_array_from_callback(full.shape, sharding, lambda idx: full[:2])
+    fg.effects_barrier()
+    info = fg.print_environment_info(return_string=True)
+    assert "numpy:" in info and "process_count: 1" in info
+
+
+def test_jit_takes_jaxs_one_device_options() -> None:
+    """``in_shardings``/``out_shardings`` that keep arrays whole on the one device, ``device``,
+    ``keep_unused``, ``inline``, ``compiler_options`` and None for the argnums, as JAX programs pass
+    them; a sharding over several devices is refused, naming shard_map."""
+    from fungraph.sharding import Mesh, NamedSharding, SingleDeviceSharding
+    from fungraph.sharding import PartitionSpec as P
+
+    jax, _ = jax_or_skip()
+    mesh = fg.make_mesh((1,), ("dp",))
+    x = np.arange(4.0)
+    theirs = jax.sharding.NamedSharding(jax.make_mesh((1,), ("dp",)), jax.sharding.PartitionSpec("dp"))
+    for lib, sharding in ((jax, theirs), (fg, NamedSharding(mesh, P("dp")))):
+        f = lib.jit(lambda v, unused: v * 2, in_shardings=(sharding, None), out_shardings=sharding, keep_unused=True,
+                    inline=True, static_argnums=None, donate_argnums=None)
+        np.testing.assert_array_equal(np.asarray(f(x, 1.0)), x * 2)
+    on_cpu = fg.jit(lambda v: v + 1, device=fg.devices()[0], in_shardings=SingleDeviceSharding(fg.devices()[0]),
+                    compiler_options={"xla_cpu_enable_fast_math": False})
+    np.testing.assert_array_equal(on_cpu(x), x + 1)
+    assert on_cpu.backend == "cpu"
+    split = NamedSharding(Mesh(np.array([fg.devices()[0]] * 2, dtype=object), ("dp",)), P("dp"))
+    with pytest.raises(NotImplementedError, match="splits arrays over several devices.*shard_map"):
+        fg.jit(lambda v: v, out_shardings=split)
+    assert fg.jit(lambda v: v, donate_argnums=0, static_argnums=None).donate_argnums == (0,)
+
+
+def test_mesh_utils_and_compilation_cache() -> None:
+    """``create_device_mesh`` lays the processes' devices out for ``Mesh`` (one here);
+    ``create_hybrid_device_mesh`` tiles blocks of ``mesh_shape`` as ``np.block`` does;
+    ``set_cache_dir`` sets JAX's option."""
+    from fungraph.experimental import mesh_utils
+    from fungraph.experimental.compilation_cache import compilation_cache
+    from fungraph.sharding import Mesh
+
+    jax, _ = jax_or_skip()
+    from jax.experimental import mesh_utils as jax_mesh_utils
+
+    ours, theirs = mesh_utils.create_device_mesh((1,)), jax_mesh_utils.create_device_mesh((1,))
+    assert ours.shape == theirs.shape == (1,) and ours.dtype == theirs.dtype == object
+    step = fg.jit(fg.shard_map(lambda x: fg.lax.psum(x, "dp"), mesh=Mesh(ours, ("dp",)), in_specs=fg.P("dp"),
+                               out_specs=fg.P()))
+    np.testing.assert_array_equal(step(np.ones(3)), np.ones(3))
+    ids = np.vectorize(lambda d: d.id)
+    devices = [fg.sharding.Device("cpu", "cpu", id=i) for i in range(8)]
+    hybrid = mesh_utils.create_hybrid_device_mesh((2, 2), (2, 1), devices)
+    blocks = [ids(mesh_utils.create_device_mesh((2, 2), devices[4 * k:4 * k + 4])) for k in range(2)]
+    np.testing.assert_array_equal(ids(hybrid), np.block([[blocks[0]], [blocks[1]]]))
+    with pytest.raises(ValueError, match=r"a mesh of shape \(2,\) needs 2 devices, but 1 are given"):
+        mesh_utils.create_device_mesh((2,))
+    try:
+        compilation_cache.set_cache_dir("/tmp/fungraph-cache")
+        assert fg.config.jax_compilation_cache_dir == "/tmp/fungraph-cache"
+    finally:
+        compilation_cache.reset_cache()
+    assert fg.config.jax_compilation_cache_dir is None

@@ -236,6 +236,8 @@ class IndexUpdateRef:
         ids = _traced_positions(xshape, self._idx)
         shape = aval(ids).shape
         count = int(np.prod(shape, dtype=np.int64))
+        if count == 0:
+            return x
         flat_ids = sh.reshape(ids, (count,))
         inside = ew.gt(flat_ids, np.asarray(-1, np.int64))
         flat_ids = ew.max_p.bind(flat_ids, np.asarray(0, np.int64))
@@ -244,10 +246,8 @@ class IndexUpdateRef:
             kept = ew.select(inside, flat_v, np.zeros((), aval(flat_v).dtype))
             return combine(x, sh.reshape(scatter_add(kept, flat_ids, 0, (size,)), xshape))
         if _may_repeat(self._idx):
-            raise NotImplementedError(
-                f"x.at[...].{op} with a traced index array: positions may repeat and which update wins "
-                f"is not known when tracing ({aval(x)}, indexed shape {shape}); use a concrete index, "
-                "traced scalar indices and slices, or .add")
+            return self._repeated_update(op, flat_v, ew.select(inside, flat_ids, np.asarray(size, np.int64)),
+                                         combine)
         ones = ew.select(inside, np.arange(1, count + 1, dtype=np.int64), np.zeros((), np.int64))
         src = ew.sub(scatter_add(ones, flat_ids, 0, (size,)), np.asarray(1, np.int64))
         mask = ew.gt(src, np.asarray(-1, np.int64))
@@ -255,6 +255,18 @@ class IndexUpdateRef:
         mask, picked = sh.reshape(mask, xshape), sh.reshape(picked, xshape)
         return _where(mask, combine(x, picked), x)
 
+
+    def _repeated_update(self, op: str, flat_v: Any, pos: Any, combine: Callable[[Any, Any], Any]) -> Any:
+        """The update at traced flat positions ``pos`` (``x.size``: dropped) that may repeat, as
+        JAX's scatters: ``set`` keeps the last value at a position, ``multiply``/``min``/``max``
+        fold repeated values into it, ``divide``/``power`` apply the product of their values."""
+        from fungraph.lax._slicing import combine_at_positions
+
+        x = self._x
+        if op in ("divide", "power"):
+            ones = sh.broadcast_in_dim(np.ones((), aval(x).dtype), aval(x).shape, ())
+            return combine(x, combine_at_positions(ones, pos, flat_v, "mul"))
+        return combine_at_positions(x, pos, flat_v, {"set": "set", "multiply": "mul", "min": "min", "max": "max"}[op])
 
     def _axis_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], axis: int, idx: Any) -> Any:
         """``x.at[:, ..., idx].add(v)`` with one traced index array on ``axis``: one scatter-add
