@@ -27,8 +27,16 @@ import numpy as np
 
 from fungraph import _mpi, dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
-from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED, ON_TRACING_CHANGE
-from fungraph.array import DeviceArray, HostArray, take_donated
+from fungraph._config import (
+    CACHE_LIMITS,
+    DISABLE_JIT,
+    FLOAT_CHECKS,
+    JIT_DISABLED,
+    ON_TRACING_CHANGE,
+    RANK_PROMOTION,
+    tracing_settings,
+)
+from fungraph.array import DeviceArray, HostArray, take_donated, usable_donations
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
 from fungraph.core import (
@@ -281,12 +289,11 @@ class _Entry:
 def disable_jit(disable: bool = True) -> Iterator[None]:
     """Within the block (on this thread), jitted functions run their Python eagerly (JAX's
     ``disable_jit``): ``print`` and breakpoints see values; nothing is staged or compiled."""
-    saved = JIT_DISABLED.on
-    JIT_DISABLED.on = disable
+    previous = DISABLE_JIT.override(bool(disable))
     try:
         yield
     finally:
-        JIT_DISABLED.on = saved
+        DISABLE_JIT.override(previous)
 
 
 class _Caches:
@@ -423,7 +430,7 @@ class Jitted:
                             f"{[type(v).__name__ for v in static.values()]}") from None
         avals = tuple(abstractify(x) for x in leaves)
         weak = tuple(dtypes.is_weak(x) for x in leaves)
-        return leaves, in_tree, static, (in_tree, static_key, avals, weak, dtypes.x64_enabled())
+        return leaves, in_tree, static, (in_tree, static_key, avals, weak, dtypes.x64_enabled(), tracing_settings())
 
     def _stage(self, in_tree: PyTreeDef, static: dict[int, Any], key: Hashable) -> tuple:
         """Trace for the signature ``key`` (its avals and which arguments are weakly typed): the
@@ -434,6 +441,8 @@ class Jitted:
         return graph, closure, box[0], weak_box[0]
 
     def _donated_mask(self, args: Sequence[Any], n_leaves: int) -> tuple[bool, ...]:
+        """The leaves ``donate_argnums`` names (:func:`usable_donations` picks those JAX would
+        alias to an output, which are donated)."""
         if not self.donate_argnums:
             return (False,) * n_leaves
         mask: list[bool] = []
@@ -512,7 +521,7 @@ class Jitted:
             if closure:
                 outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
                 return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
-            donated = self._donated_mask(args, len(leaves))
+            donated = usable_donations(graph.in_avals, graph.out_avals, self._donated_mask(args, len(leaves)))
             compiled = None if self.incremental else compile_graph(graph, self.backend, donated, keep=False)
             entry = _Entry(graph, out_tree, compiled, weak_outs)
             self._cache[key] = entry
@@ -565,7 +574,8 @@ class Jitted:
                                              for i, a in enumerate(graph.out_avals)])
 
         def lowering() -> Lowered:
-            compiled = compile_graph(graph, self.backend, donated, keep=False)
+            usable = usable_donations(graph.in_avals, graph.out_avals, donated)
+            compiled = compile_graph(graph, self.backend, usable, keep=False)
             return Lowered(compiled, self, key, args_info, out_info)
 
         return Traced(graph, args_info, out_info, self.__name__, lowering)
@@ -664,7 +674,7 @@ def _fast_key(args: Sequence[Any]) -> tuple | None:
     """A cache key for the common call with only numpy arrays (results of earlier calls
     included, weakly typed ones not) of supported dtypes, else None."""
     x64 = dtypes.x64_enabled()
-    key: list[Any] = [x64]
+    key: list[Any] = [x64, RANK_PROMOTION.mode, dtypes.PROMOTION.mode]
     enabled = dtypes.ENABLED_IN_MODE[x64]
     for a in args:
         if type(a) is np.ndarray or type(a) is HostArray:

@@ -45,11 +45,9 @@ def test_make_array_from_callback_gives_each_process_its_block():
     """JAX's global-array constructors in fungraph's one-device-per-process model: each process
     gets its block of the global array, which ``shard_map`` takes as its in-spec's block."""
     import fungraph as fg
-    from fungraph.sharding import NamedSharding
-    from fungraph.sharding import PartitionSpec as P
-
     from fungraph.experimental import mesh_utils
-    from fungraph.sharding import Mesh
+    from fungraph.sharding import Mesh, NamedSharding
+    from fungraph.sharding import PartitionSpec as P
 
     full = np.arange(4.0 * N * 3).reshape(4 * N, 3)
     mesh = fg.make_mesh((N,), ("dp",))
