@@ -178,3 +178,22 @@ def test_integer_pow_multiplies_as_xla_does(dtype: Any, y: int) -> None:
         lambda a, b: np.testing.assert_allclose(a, b, rtol=4e-6))
     check(np.asarray(flax.integer_pow(x, y)), expected)
     check(np.asarray(fg.jit(lambda v: flax.integer_pow(v, y))(x)), expected)
+
+
+_OUT_OF_RANGE = [-3e10, -129.5, -1.5, -0.5, 0.7, 127.9, 200.0, 255.5, 256.0, 65535.9, 2.2e9, 4.3e9, 1e19, 2e19,
+                 np.nan, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("src", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"])
+def test_float_to_integer_conversion_saturates_as_jax_s(src: str, dst: str) -> None:
+    """XLA clamps a float outside the integer type's range to its bounds and sends NaN to 0
+    (``jnp.arange(254., 258.).astype('uint8')`` is ``[254, 255, 255, 255]``, from the sharp
+    bits); numpy's cast wraps or is undefined there. Eagerly, by ``astype`` and under ``jit``."""
+    with _in_mode("x64"):
+        x = np.asarray(fnp.asarray(np.array(_OUT_OF_RANGE, np.float64)).astype(getattr(fnp, src)))
+        want = jnp.asarray(x).astype(dst)
+        for got in (fnp.asarray(x).astype(dst), flax.convert_element_type(x, dst),
+                    fg.jit(lambda v: v.astype(dst))(x), fg.jit(lambda v: flax.convert_element_type(v * 1, dst))(x)):
+            assert np.asarray(got).dtype == want.dtype
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
