@@ -46,8 +46,8 @@ def _thinking_in_jax(lib: Any, np_: Any) -> Any:
     def g(x: Any) -> Any:
         return x.reshape((np.prod(x.shape),))
 
-    return (y_jnp, x, y, np_.add(1, 1.0), lax.add(np_.float32(1), np_.float32(2.0)), conv, general, lib.jit(norm)(X), norm(X),
-            f(1, True), g(np_.ones((2, 3))))
+    return (y_jnp, x, y, np_.add(1, 1.0), lax.add(np_.float32(1), np_.float32(2.0)), conv, general,
+            lib.jit(norm)(X), norm(X), f(1, True), g(np_.ones((2, 3))))
 
 
 def _sharp_bits(lib: Any, np_: Any) -> Any:
