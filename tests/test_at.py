@@ -105,14 +105,30 @@ def test_traced_scalar_indices_in_a_loop(op: str) -> None:
     np.testing.assert_allclose(got, want)
 
 
-def test_traced_index_arrays_add_repeats_and_refuse_orders_they_cannot_know() -> None:
-    x = np.zeros(4)
-    add = fg.jit(lambda x, i: x.at[i].add(1.0))
-    np.testing.assert_array_equal(add(x, np.array([1, 1, 3])), [0, 2, 0, 1])
-    with pytest.raises(NotImplementedError, match=r"set with a traced index array: positions may repeat"):
-        fg.jit(lambda x, i: x.at[i].set(1.0))(x, np.array([1, 1]))
+@pytest.mark.parametrize("op", OPS)
+def test_traced_index_arrays_fold_repeated_positions_in_order(op: str) -> None:
+    """A traced index array naming a position twice (``jax.ops.segment_max``'s scatter, a
+    neighbour list's): each update applies in order, as numpy's ``ufunc.at`` (``set``: the last
+    wins, as on XLA's CPU), under jit and under vmap of an unbatched index, whose
+    out-of-bounds entries are dropped."""
+    x = np.arange(1.0, 5.0)
+    idx = np.array([1, 1, 3, -1, 0, 1])
+    v = np.arange(0.5, 3.5, 0.5)
+    got = fg.jit(lambda x, i, v: getattr(x.at[i], op)(v))(x, idx, v)
+    np.testing.assert_allclose(got, reference(x, idx, op, v), rtol=1e-12)
+    idx_out = np.array([1, 7, 1, -9, 2])
+    inside = np.array([True, False, True, False, True])
+    batched = fg.vmap(lambda x, i, v: getattr(x.at[i], op)(v), (0, None, 0))(np.stack([x, 2 * x]), idx_out,
+                                                                            np.stack([v[:5], v[:5] + 1]))
+    for row, xs, vs in zip(batched, (x, 2 * x), (v[:5], v[:5] + 1)):
+        np.testing.assert_allclose(row, reference(xs, idx_out[inside], op, vs[inside]), rtol=1e-12)
+
+
+def test_traced_index_arrays_refuse_apply_at_repeated_positions() -> None:
+    with pytest.raises(NotImplementedError, match=r"apply with a traced index array: positions may repeat"):
+        fg.jit(lambda x, i: x.at[i].apply(fnp.sin))(np.zeros(4), np.array([1, 1]))
     one = fg.jit(lambda x, i: x.at[i].set(1.0))
-    np.testing.assert_array_equal(one(x, np.array([2])), [0, 0, 1, 0])
+    np.testing.assert_array_equal(one(np.zeros(4), np.array([2])), [0, 0, 1, 0])
 
 
 def test_traced_out_of_bounds_updates_are_dropped_and_gathers_clamp() -> None:

@@ -31,7 +31,7 @@ def _mnist_classifier_fromscratch(lib: Any, np_: Any) -> Any:
     # jax/examples/mnist_classifier_fromscratch.py
     logsumexp = lib.scipy.special.logsumexp
 
-    def init_random_params(scale: float, layer_sizes: list[int], rng: Any = np.random.RandomState(0)) -> Any:
+    def init_random_params(scale: float, layer_sizes: list[int], rng: Any = np.random.RandomState(0)) -> Any:  # noqa: B008
         return [(scale * rng.randn(m, n), scale * rng.randn(n)) for m, n, in zip(layer_sizes[:-1], layer_sizes[1:])]
 
     def predict(params: Any, inputs: Any) -> Any:

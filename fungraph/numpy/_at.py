@@ -17,6 +17,8 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ShapeError, Tracer
+from fungraph.lax._slicing import ScatterDimensionNumbers, scatter_max, scatter_min, scatter_mul
+from fungraph.lax._slicing import scatter as lax_scatter
 from fungraph.numpy._util import asarray, aval, cast, is_weak
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
@@ -28,6 +30,10 @@ from fungraph.primitives.indexing import (
     take,
     wrapped_starts,
 )
+
+#: The lax scatter that folds repeated traced positions for each update (``.add`` has its own).
+_FOLDED = {"set": lax_scatter, "multiply": scatter_mul, "min": scatter_min, "max": scatter_max,
+           "divide": scatter_mul, "power": scatter_mul}
 
 
 class IndexUpdateHelper:
@@ -243,6 +249,8 @@ class IndexUpdateRef:
         if op in ("add", "subtract"):
             kept = ew.select(inside, flat_v, np.zeros((), aval(flat_v).dtype))
             return combine(x, sh.reshape(scatter_add(kept, flat_ids, 0, (size,)), xshape))
+        if _may_repeat(self._idx) and op in _FOLDED:
+            return self._folded_update(op, ew.select(inside, flat_ids, np.asarray(size, np.int64)), flat_v, combine)
         if _may_repeat(self._idx):
             raise NotImplementedError(
                 f"x.at[...].{op} with a traced index array: positions may repeat and which update wins "
@@ -255,6 +263,21 @@ class IndexUpdateRef:
         mask, picked = sh.reshape(mask, xshape), sh.reshape(picked, xshape)
         return _where(mask, combine(x, picked), x)
 
+
+    def _folded_update(self, op: str, flat_ids: Any, flat_v: Any, combine: Callable[[Any, Any], Any]) -> Any:
+        """The update at traced flat positions that may repeat (``size``: dropped), by lax's
+        scatter, which folds a repeated position's updates in order (the last ``set`` wins, as on
+        XLA's CPU); ``divide`` and ``power`` scatter-multiply their operands first, as JAX's do."""
+        x = self._x
+        shape, size = aval(x).shape, aval(x).size
+        dnums = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+                                        scatter_dims_to_operand_dims=(0,))
+        ids = sh.reshape(flat_ids, (aval(flat_ids).size, 1))
+        scatter = _FOLDED[op]
+        if op in ("divide", "power"):
+            ones = sh.broadcast_to(np.ones((), aval(x).dtype), (size,))
+            return combine(x, sh.reshape(scatter(ones, ids, flat_v, dnums, mode="drop"), shape))
+        return sh.reshape(scatter(sh.reshape(x, (size,)), ids, flat_v, dnums, mode="drop"), shape)
 
     def _axis_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], axis: int, idx: Any) -> Any:
         """``x.at[:, ..., idx].add(v)`` with one traced index array on ``axis``: one scatter-add
@@ -376,7 +399,8 @@ def _traced_positions(shape: tuple[int, ...], idx: Any, concrete_too: bool = Fal
     """The flat positions ``x[idx]`` names for an index holding traced entries, -1 where a
     traced entry is out of bounds (JAX drops those updates; a gather would clamp them): each
     axis a traced entry indexes is padded with -1 on both sides, and the entry shifted onto
-    the padded axis, so clamping lands on the border. ``concrete_too``: concrete integer
+    the padded axis (an entry past either end onto the border, also where ``vmap`` computed it
+    concretely). ``concrete_too``: concrete integer
     entries out of bounds give -1 as well."""
     from fungraph.numpy._indexing import _expand_index, getitem
 
@@ -389,7 +413,9 @@ def _traced_positions(shape: tuple[int, ...], idx: Any, concrete_too: bool = Fal
             continue
         if isinstance(e, Tracer):
             wrapped = _wrapped(e, shape[axis])
-            inside = ew.select(ew.lt(wrapped, np.asarray(0, np.int64)), np.asarray(-1, np.int64), wrapped)
+            outside = ew.or_p.bind(ew.lt(wrapped, np.asarray(0, np.int64)),
+                                   ew.ge_p.bind(wrapped, np.asarray(shape[axis], np.int64)))
+            inside = ew.select(outside, np.asarray(-1, np.int64), wrapped)
             shifted.append(ew.add(inside, np.asarray(1, np.int64)))
             padded.append(axis)
         elif concrete_too and _concrete_int(e):
