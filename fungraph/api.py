@@ -43,6 +43,7 @@ from fungraph.primitives._rules import zeros
 from fungraph.primitives.callback import pure_callback_p
 from fungraph.primitives.shape import reshape, transpose
 from fungraph.primitives.while_loop import live_tapes, release_tapes, retain_tapes
+from fungraph.sharding import NamedSharding, SingleDeviceSharding
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 
@@ -586,8 +587,18 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
 def device_put(x: Any, device: Any = None) -> Any:
     """Every array leaf of ``x`` on ``device`` (a backend name: ``"cpu"``, the default, gives
     numpy arrays; ``"opencl"`` gives device arrays that OpenCL-jitted functions take without a
-    transfer), converted to fungraph's dtypes. ``device`` may also be one of ``devices()``."""
+    transfer), converted to fungraph's dtypes. ``device`` may also be one of ``devices()``, a
+    ``SingleDeviceSharding``, or a ``NamedSharding`` over a mesh of one device (the array stays
+    whole on it)."""
 
+    if isinstance(device, SingleDeviceSharding):
+        device = device.device
+    if isinstance(device, NamedSharding):
+        if device.mesh.size != 1:
+            raise NotImplementedError(
+                f"device_put onto {device}: fungraph arrays lie whole on one device per process; split an "
+                "array over processes with shard_map, whose blocks are each process's own (docs/distributed.md)")
+        device = device.mesh.devices.reshape(-1)[0]
     if isinstance(device, Device):
         device = device.platform
     where = "cpu" if device is None else device
