@@ -119,7 +119,8 @@ def _real_nvp(lib: Any, np_: Any) -> Any:
     loss = lambda p: -np_.mean(log_prob(p, data))  # noqa: E731
     value, grads = lib.jit(lib.value_and_grad(loss))(params)
     samples = sample(params, lib.random.PRNGKey(2), 4)
-    return value, grads, samples, log_prob(params, samples), lib.jit(partial(sample, n=3))(params, lib.random.PRNGKey(3))
+    jitted = lib.jit(partial(sample, n=3))(params, lib.random.PRNGKey(3))
+    return value, grads, samples, log_prob(params, samples), jitted
 
 
 def _pinn(lib: Any, np_: Any) -> Any:
