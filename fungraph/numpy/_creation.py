@@ -3,6 +3,7 @@ from existing data (buffers, iterables, DLPack, ``fromfunction``)."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,7 +14,7 @@ from fungraph.array import HostArray, hosted, shared_view
 from fungraph.core import Tracer, to_concrete_dtype_array
 from fungraph.numpy._util import asarray, cast, is_weak, namespace
 from fungraph.primitives import elementwise as ew
-from fungraph.primitives.shape import broadcast_in_dim
+from fungraph.primitives.shape import broadcast_in_dim, broadcast_to, concatenate, reshape
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -128,9 +129,42 @@ def asarray_(obj: Any, dtype: Any = None) -> Any:
     return cast(x, dtypes.canonicalize(dtype, "asarray")) if dtype is not None else x
 
 
-def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> np.ndarray:
-    out = np.linspace(start, stop, num, endpoint=endpoint)
-    return out.astype(_requested(dtype, "linspace") if dtype is not None else dtypes.canonicalize(out.dtype))
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype: Any = None,
+             axis: int = 0) -> Any:
+    """JAX's ``linspace``, computed as XLA compiles JAX's formula: ``start * (1 - i * r) +
+    i * (stop * r)`` with ``r = 1 / div`` in the inexact dtype (float32 with x64 off), ``stop``
+    itself last with ``endpoint``; integer dtypes take the floor. ``start`` and ``stop`` may be
+    arrays (the new axis at ``axis``) or traced values (under ``jit``, ``grad``, ``vmap``)."""
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    start, stop = asarray(start), asarray(stop)
+    if dtype is None:
+        dtype = dtypes.float_dtype_for(dtypes.result_type(start, stop))
+    else:
+        dtype = dtypes.canonicalize(dtype, "linspace")
+    comp = dtypes.float_dtype_for(dtype)
+    shape = np.broadcast_shapes(start.shape, stop.shape)
+    start, stop = broadcast_to(cast(start, comp), shape), broadcast_to(cast(stop, comp), shape)
+    axis = len(shape) + axis + 1 if axis < 0 else axis
+    bounds = shape[:axis] + (1,) + shape[axis:]
+    div = num - 1 if endpoint else num
+    if num > 1:
+        real = dtypes.real_for(comp)
+        iota = np.arange(div, dtype=real).reshape(tuple(div if a == axis else 1 for a in range(len(bounds))))
+        r = np.asarray(1, real) / np.asarray(div, real)
+        first, last = reshape(start, bounds), reshape(stop, bounds)
+        out = ew.add(ew.mul(first, cast(1 - iota * r, comp)), ew.mul(cast(iota, comp), ew.mul(last, cast(r, comp))))
+        if endpoint:
+            out = concatenate([out, reshape(stop, bounds)], axis)
+        delta = ew.div(ew.sub(stop, start), np.asarray(div, comp))
+    else:
+        out = reshape(start, bounds) if num == 1 else np.zeros(shape[:axis] + (0,) + shape[axis:], comp)
+        delta = ew.sub(stop, start) if num == 1 and not endpoint else np.full(shape, np.nan, comp)
+    if dtypes.is_int(dtype) or dtypes.is_bool(dtype):
+        out = ew.floor(out)
+    out = ew.strong(ew.convert(out, dtype))
+    return (out, ew.strong(delta)) if retstep else out
 
 
 # --- from shapes and values -----------------------------------------------------------------------
