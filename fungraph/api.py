@@ -310,13 +310,14 @@ def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
+                   has_aux: bool = False, holomorphic: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """``(fun(*args), gradient)`` of a scalar-valued ``fun`` with respect to ``argnums``.
 
     Keyword arguments are passed to ``fun`` and not differentiated, as in JAX. Complex inputs
     follow JAX: for a real-valued ``fun`` of ``z = x + iy`` the gradient is
     ``df/dx - i df/dy``; a complex-valued ``fun`` needs ``holomorphic=True`` (and complex
-    inputs), and then the gradient is ``f'(z)``."""
+    inputs), and then the gradient is ``f'(z)``. With ``allow_int`` integer and boolean
+    arguments are accepted, their gradients zeros of their dtype (JAX's are float0 zeros)."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
@@ -329,9 +330,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
                 if holomorphic and not dtypes.is_complex(dt):
                     raise TypeError(f"grad with holomorphic=True requires complex inputs, but argument {i} "
                                     f"has dtype {dt}")
-                if not dtypes.is_inexact(dt):
+                if not dtypes.is_inexact(dt) and not (allow_int and not holomorphic):
                     raise TypeError(f"grad requires float or complex inputs, but argument {i} has dtype {dt}; "
-                                    "differentiate with respect to float arguments only (see argnums)")
+                                    "differentiate with respect to float arguments only (see argnums), or "
+                                    "pass allow_int=True for float0 gradients of integer inputs")
         diff_args = tuple(args[i] for i in nums)
 
         def partial_fun(*diff: Any) -> Any:
@@ -366,10 +368,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
 
 
 def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
-         holomorphic: bool = False) -> Callable[..., Any]:
+         holomorphic: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """The gradient of a scalar-valued ``fun`` with respect to ``argnums`` (any order composes);
-    complex arguments as in ``value_and_grad``."""
-    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
+    complex and (``allow_int``) integer arguments as in ``value_and_grad``."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @functools.wraps(fun, updated=())
     def g(*args: Any, **kwargs: Any) -> Any:

@@ -197,3 +197,24 @@ def test_float_to_integer_conversion_saturates_as_jax_s(src: str, dst: str) -> N
                     fg.jit(lambda v: v.astype(dst))(x), fg.jit(lambda v: flax.convert_element_type(v * 1, dst))(x)):
             assert np.asarray(got).dtype == want.dtype
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_linspace_matches_jax_s_with_traced_and_array_endpoints(mode: str) -> None:
+    """``linspace`` as JAX's: computed in the mode's float (float32 with x64 off, not float64
+    rounded), endpoints that are traced (under ``jit``, ``grad``, ``vmap``) or arrays, ``axis``,
+    ``retstep``, integer dtypes and ``num`` 0 and 1; values within an ulp of XLA's."""
+    def cases(lib: Any, np_: Any) -> list[Any]:
+        return [np_.linspace(-1.2, 1.2, 7), np_.linspace(0, 10, 100), np_.linspace(0., 1., 8, endpoint=False),
+                lib.jit(lambda t: np_.linspace(0., t, 5))(2.5), lib.grad(lambda t: np_.linspace(1., t, 4)[2])(3.),
+                lib.vmap(lambda t: np_.linspace(t, 2 * t, 3))(np_.arange(1., 3.)),
+                np_.linspace(np_.zeros(2), np_.array([1., 2.]), 4, axis=-1), np_.linspace(0., 1., 5, retstep=True)[1],
+                np_.linspace(0, 10, 4, dtype=np_.int32), np_.linspace(2., 3., 1), np_.linspace(2., 3., 0),
+                np_.linspace(1, 2 + 1j, 3)]
+
+    with _in_mode(mode):
+        for got, want in zip(cases(fg, fnp), cases(jax, jnp)):
+            assert (got.shape, got.dtype, repr(got).endswith("weak_type=True)")) == \
+                (want.shape, want.dtype, repr(want).endswith("weak_type=True)"))
+            eps = np.finfo(want.dtype).eps if np.issubdtype(want.dtype, np.inexact) else 0
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2 * eps, atol=4 * eps)
