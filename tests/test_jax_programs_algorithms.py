@@ -233,7 +233,8 @@ def _pde_solvers(lib: Any, np_: Any) -> Any:
     g = np_.linspace(0., 1., 8, endpoint=False)
     X, Y = np_.meshgrid(g, g, indexing="ij")
     f = np_.sin(2 * np_.pi * X) * np_.cos(4 * np_.pi * Y)
-    return u, u.sum(), poisson_periodic(f), lib.jit(poisson_periodic)(f), lib.grad(lambda a: heat_step(u0, a).max())(0.2)
+    peak_gradient = lib.grad(lambda a: heat_step(u0, a).max())(0.2)
+    return u, u.sum(), poisson_periodic(f), lib.jit(poisson_periodic)(f), peak_gradient
 
 
 def _lstm(lib: Any, np_: Any) -> Any:
@@ -272,7 +273,7 @@ def _gumbel_softmax(lib: Any, np_: Any) -> Any:
 
     logits = np_.log(np_.array([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25]]))
     key = lib.random.PRNGKey(4)
-    objective = lambda l, hard: np_.sum(gumbel_softmax(key, l, hard=hard) * np_.arange(3.))  # noqa: E731
+    objective = lambda lg, hard: np_.sum(gumbel_softmax(key, lg, hard=hard) * np_.arange(3.))  # noqa: E731
     return (gumbel_softmax(key, logits), gumbel_softmax(key, logits, hard=True), lib.grad(objective)(logits, False),
             lib.grad(objective)(logits, True))
 
