@@ -218,3 +218,22 @@ def test_linspace_matches_jax_s_with_traced_and_array_endpoints(mode: str) -> No
                 (want.shape, want.dtype, repr(want).endswith("weak_type=True)"))
             eps = np.finfo(want.dtype).eps if np.issubdtype(want.dtype, np.inexact) else 0
             np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2 * eps, atol=4 * eps)
+
+
+_ARANGES = [((5,), None), ((5.,), None), ((0., 1., 0.1), None), ((-1., 1., 0.3), None), ((0.5, 10., 0.7), None),
+            ((1e-3, 2., 0.013), None), ((2, 9, 3), None), ((9, 2, -2), None), ((0.5, 4), None),
+            ((np.float32(0), 3), None), ((0, 5, 0.5), "int32"), ((0, 3, 1), "float16"), ((3, 1), None),
+            ((0, 1, 0.1), "bfloat16"), ((np.int16(2), np.int16(7)), None)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_arange_matches_jax_s_bit_for_bit(mode: str) -> None:
+    """``arange`` computes ``start + step * i`` in the result dtype as JAX does (numpy's float64
+    values rounded to float32 differ in the last bit: ``arange(0., 1., 0.1)[9]``), with JAX's
+    dtypes (an integer dtype truncates the step first)."""
+    with _in_mode(mode):
+        for args, dt in _ARANGES:
+            kw = {} if dt is None else {"dtype": dt}
+            got, want = fnp.arange(*args, **kw), jnp.arange(*args, **kw)
+            assert (got.dtype, got.shape) == (want.dtype, want.shape), (args, dt)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=str((args, dt)))

@@ -87,11 +87,23 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> 
 
 
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> np.ndarray:
+    """JAX's ``arange``: ``start + step * i`` computed in the result dtype (float32 for narrower
+    floats), not numpy's float64 values rounded, so float ranges agree with JAX's to the bit."""
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             raise TypeError(f"arange needs concrete bounds, got a traced value {v.aval}")
-    out = np.arange(start) if stop is None else np.arange(start, stop, 1 if step is None else step)
-    return out.astype(dtypes.canonicalize(out.dtype) if dtype is None else dtypes.canonicalize(dtype, "arange"))
+    given = [np.asarray(v) if isinstance(v, np.ndarray) else v for v in (start, stop, step) if v is not None]
+    dt = dtypes.result_type(*given) if dtype is None else dtypes.canonicalize(dtype, "arange")
+    if stop is None:
+        start, stop = 0, start
+    if dtypes.is_complex(dt) or any(np.iscomplexobj(v) for v in given):
+        return np.arange(start, stop, 1 if step is None else step).astype(dt)
+    work = dtypes.float32 if dtypes.is_float(dt) and np.dtype(dt).itemsize < 4 else dt
+    size = max(0, int(np.ceil((stop - start) / (1 if step is None else step))))
+    iota = np.arange(size, dtype=work)
+    if step is not None:
+        iota = dtypes.convert_values(step, work) * iota
+    return dtypes.convert_values(dtypes.convert_values(start, work) + iota, dt)
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> np.ndarray:
