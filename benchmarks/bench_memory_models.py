@@ -42,7 +42,8 @@ from models import MODELS, ModelSpec  # noqa: E402
 import fungraph as fg  # noqa: E402
 from fungraph.backends.cpu import CpuExecutable, scratch_bytes  # noqa: E402
 from fungraph.interpreters.memory import MemoryPlan, plan_memory, verify_plan  # noqa: E402
-from fungraph.jit import Lowered, clear_caches  # noqa: E402
+from fungraph.jit import clear_caches  # noqa: E402
+from fungraph.stages import Lowered  # noqa: E402
 
 MB = 1e6
 STRATEGIES = ("owl_blocks", "greedy_size", "greedy_breadth", "interference", "search", "auto")

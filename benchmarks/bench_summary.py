@@ -1,7 +1,8 @@
 """One table across engines: each workload's median time and peak traced memory for numpy
 eager, fungraph eager, fungraph jit (CPU), fungraph jit (OpenCL) and JAX when installed; then
 the rows of issue #35 for the native CPU engine: elementwise work on 1M elements (numpy
-engine, native engine, JAX) and a while_loop's time per iteration (native loop, JAX).
+engine, native engine, JAX), a while_loop's time per iteration (native loop, JAX), and both
+built for one thread against the usable cores (bench_native_threads.py).
 
     python benchmarks/bench_summary.py [--quick]
 
@@ -27,10 +28,12 @@ from _util import interleaved_times, median_time, peak_traced_bytes, table, try_
 from bench_control_flow import native_loop_times, us  # noqa: E402
 from bench_jit import _mlp_params, chain20, jax_sgd_step, numpy_step, sgd_step  # noqa: E402
 from bench_native import bench_elementwise  # noqa: E402
+from bench_native_threads import bench as bench_threads  # noqa: E402
+from bench_native_threads import loop_rows  # noqa: E402
 
 import fungraph as fg  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
-from fungraph.backends.native import native_enabled  # noqa: E402
+from fungraph.backends.native import codegen, native_enabled  # noqa: E402
 
 
 def _opencl_jit(f: Callable[..., Any]) -> Callable[..., Any] | None:
@@ -95,6 +98,21 @@ def native_loop_table(jax: Any, sizes: tuple[int, ...], iterations: tuple[int, .
     return table(rows, ["elements", "numpy engine", "native"] + (["jax", "native / jax"] if jax is not None else []))
 
 
+def native_threads_tables(jax: Any, n: int, sizes: tuple[int, ...], iterations: tuple[int, ...],
+                          rounds: int) -> str:
+    """``bench_native_threads.py``'s rows: the elementwise rows at ``n`` elements and the
+    while_loop per iteration at each of ``sizes``, built for one thread and for the usable
+    cores, and JAX."""
+    threads = codegen.usable_cores()
+    tail = ["jax"] if jax is not None else []
+    with fg.enable_x64():
+        work = table(bench_threads(n, threads, jax, rounds), ["work (ms, median / best)", "1 thread",
+                                                              f"{threads} threads", *tail])
+        loops = table(loop_rows(sizes, iterations, threads, jax, rounds),
+                      ["while_loop per iteration (us, median / best)", "1 thread", f"{threads} threads", *tail])
+    return f"{work}\n{loops}"
+
+
 def native_tables(jax: Any, quick: bool) -> str:
     """The native engine's rows of issue #35, or why there are none."""
     if not native_enabled():
@@ -106,6 +124,9 @@ def native_tables(jax: Any, quick: bool) -> str:
         native_elementwise_table(jax, n, rounds=3 if quick else 7),
         "\n== native engine: while_loop per iteration, float64 (median of 5)",
         native_loop_table(jax, (10, 1000, 100_000), iterations),
+        f"\n== native engine: one thread against {codegen.usable_cores()} (engines timed in turns, load average "
+        f"{os.getloadavg()[0]:.1f})",
+        native_threads_tables(jax, n, (10, 1000, 100_000), iterations, rounds=3 if quick else 9),
     ])
 
 

@@ -11,9 +11,11 @@ from fungraph import (
     memory,
     nn,
     ops,
+    profiler,
     random,
     scipy,
     sharding,
+    stages,
     tree,
     typing,
 )
@@ -46,10 +48,16 @@ from fungraph._devices import (
     default_backend,
     device_count,
     devices,
+    effects_barrier,
     local_device_count,
     local_devices,
+    make_array_from_callback,
+    make_array_from_process_local_data,
+    make_array_from_single_device_arrays,
+    print_environment_info,
     process_count,
     process_index,
+    process_indices,
 )
 from fungraph.api import (
     ShapeDtypeStruct,
@@ -99,6 +107,7 @@ P = sharding.PartitionSpec  # jax.P
 NamedSharding = sharding.NamedSharding  # jax.NamedSharding
 host_count = process_count  # jax.host_count
 host_id = process_index  # jax.host_id
+host_ids = process_indices  # jax.host_ids
 make_jaxpr = make_graph  # jax.make_jaxpr: the staged Graph, printed in fungraph's IR text
 __version__ = "0.1.0"
 
@@ -116,6 +125,13 @@ __all__ = [
     "explain_cache_misses",
     "host_count",
     "host_id",
+    "host_ids",
+    "effects_barrier",
+    "make_array_from_callback",
+    "make_array_from_process_local_data",
+    "make_array_from_single_device_arrays",
+    "print_environment_info",
+    "process_indices",
     "log_compiles",
     "numpy_dtype_promotion",
     "numpy_rank_promotion",
@@ -195,6 +211,8 @@ __all__ = [
     "memory",
     "nn",
     "ops",
+    "profiler",
+    "stages",
     "numpy",
     "parse",
     "pure_callback",

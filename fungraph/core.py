@@ -48,6 +48,26 @@ class UnexpectedTracerError(TypeError):
     """A traced value used after (or outside) the transformation that made it, as JAX names it."""
 
 
+class JAXTypeError(TypeError):
+    """JAX's base of its own type errors (``jax.errors.JAXTypeError``)."""
+
+
+class JAXIndexError(IndexError):
+    """JAX's base of its own index errors (``jax.errors.JAXIndexError``)."""
+
+
+class NonConcreteBooleanIndexError(JAXIndexError):
+    """Boolean-mask indexing with a traced mask, whose result shape depends on the data."""
+
+
+class KeyReuseError(JAXTypeError):
+    """A random key used twice where key-reuse checking is on, as JAX names it."""
+
+
+class JaxRuntimeError(RuntimeError):
+    """An error of a running computation, as JAX names those XLA reports."""
+
+
 class NestingError(RecursionError):
     """A program nests transformations or sub-graphs (cond in cond, pytrees in pytrees)
     deeper than fungraph can trace; the message names the depth."""
@@ -517,6 +537,9 @@ def weak_view(x: Any) -> Any:
         out.setflags(False)
         out.weak_type = True
         return out
+    weakly_typed = getattr(x, "weakly_typed", None)
+    if weakly_typed is not None:
+        return weakly_typed()
     return weakened(x)
 
 

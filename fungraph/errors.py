@@ -2,6 +2,11 @@
 
 from fungraph.core import (
     ConcretizationError,
+    JAXIndexError,
+    JaxRuntimeError,
+    JAXTypeError,
+    KeyReuseError,
+    NonConcreteBooleanIndexError,
     TracerArrayConversionError,
     TracerBoolConversionError,
     TracerIntegerConversionError,
@@ -13,6 +18,11 @@ ConcretizationTypeError = ConcretizationError
 
 __all__ = [
     "ConcretizationTypeError",
+    "JAXIndexError",
+    "JAXTypeError",
+    "JaxRuntimeError",
+    "KeyReuseError",
+    "NonConcreteBooleanIndexError",
     "TracerArrayConversionError",
     "TracerBoolConversionError",
     "TracerIntegerConversionError",

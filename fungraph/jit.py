@@ -20,7 +20,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,15 +48,15 @@ from fungraph.interpreters.graph_transforms import (
     transpose_graph,
 )
 from fungraph.interpreters.memory import MemoryPlan, plan_memory
-from fungraph.interpreters.optimize import PassStat, backend_passes, format_stats, optimize
+from fungraph.interpreters.optimize import PassStat, backend_passes, optimize
 from fungraph.interpreters.schedule import SCHEDULES, updates_last
-from fungraph.interpreters.staging import abstractify, flat_fun, split_static, stage
+from fungraph.interpreters.staging import ShapeDtypeStruct, abstractify, flat_fun, split_static, stage
 from fungraph.ir import Eqn, Graph, Params, Var
 from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import is_undefined, zeros
 from fungraph.primitives.mesh_collectives import checked_executable
+from fungraph.stages import ArgInfo, Lowered, Traced
 from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
-from fungraph.viz import to_dot
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,11 @@ _SHARED: weakref.WeakValueDictionary[CompileKey, Compiled] = weakref.WeakValueDi
 #: ``compile_graph`` calls), most recently used kept.
 _COMPILED: LRUCache[CompileKey, Compiled] = LRUCache("compiled graphs")
 on_clear(_SHARED.clear)
+
+
+#: Called with ``(graph, backend, seconds)`` after each compilation (``fungraph.profiler`` records
+#: them while a trace runs).
+COMPILE_LISTENERS: list[Callable[[Graph, str, dict[str, float]], None]] = []
 
 
 class BackendFallbackWarning(RuntimeWarning):
@@ -140,6 +145,8 @@ def _compile_graph(graph: Graph, backend: str, donated: tuple[bool, ...], keep: 
     _SHARED[key] = compiled
     if keep:
         _COMPILED[key] = compiled
+    for listener in COMPILE_LISTENERS:
+        listener(graph, backend, compiled.seconds)
     return compiled
 
 
@@ -260,85 +267,6 @@ def _jit_call_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Gr
 
 
 @dataclass(frozen=True)
-class Lowered:
-    """What ``jit(f).lower(*args)`` shows: the optimised graph, pass statistics, memory plan;
-    :meth:`compile` makes it callable (JAX's ahead-of-time API)."""
-
-    compiled: Compiled
-    jitted: Any = field(default=None, compare=False, repr=False)
-    signature: Hashable = field(default=None, compare=False, repr=False)
-
-    @property
-    def graph(self) -> Graph:
-        """The graph the executable runs, its fusion regions as ``fusion`` equations: the
-        optimised graph, or the engine's when it chooses its regions itself (OpenCL)."""
-        return getattr(self.compiled.executable, "graph", self.compiled.graph)
-
-    @property
-    def staged(self) -> Graph:
-        return self.compiled.staged
-
-    @property
-    def stats(self) -> tuple[PassStat, ...]:
-        return self.compiled.stats
-
-    @property
-    def plan(self) -> MemoryPlan:
-        return self.compiled.plan
-
-    @property
-    def text(self) -> str:
-        text = f"{self.graph}\n\n{format_stats(self.stats)}\n\nmemory plan: {self.plan.summary()}"
-        describe = getattr(self.compiled.executable, "describe", None)
-        return text + (f"\n\n{describe()}" if describe is not None else "")
-
-    def as_dot(self) -> str:
-        return to_dot(self.graph, self.plan)
-
-    def as_text(self) -> str:
-        """:attr:`text` (JAX's gives StableHLO; ours is the optimised graph and its plan)."""
-        return self.text
-
-    def compile(self) -> AOTCompiled:
-        """A callable for arguments shaped like the lowered ones, as ``jax.jit(f).lower(x).compile()``."""
-        if self.jitted is None:
-            raise ValueError("compile() needs a Lowered made by jit(f).lower(*args)")
-        return AOTCompiled(self)
-
-
-def _shapes(signature: Hashable) -> tuple:
-    in_tree, static_key, avals = signature[:3]  # type: ignore[index]
-    return in_tree, static_key, tuple((a.shape, a.dtype) for a in avals)
-
-
-def _show(signature: Hashable) -> str:
-    _, static, avals = _shapes(signature)
-    return ", ".join(f"{dt.name}{list(shape)}" for shape, dt in avals) + (f"; static {dict(static)}" if static else "")
-
-
-class AOTCompiled:
-    """``jit(f).lower(*args).compile()``: runs the lowered executable on arguments with the
-    lowered shapes, dtypes and structure, and refuses others (it never traces again)."""
-
-    def __init__(self, lowered: Lowered) -> None:
-        self.lowered = lowered
-
-    def __call__(self, *args: Any) -> Any:
-        jitted = self.lowered.jitted
-        key = jitted._signature(args)[3]
-        if _shapes(key) != _shapes(self.lowered.signature):
-            raise TypeError(f"jit({jitted.__name__}) was compiled for arguments ({_show(self.lowered.signature)}) "
-                            f"but called with ({_show(key)})")
-        return jitted(*args)
-
-    def as_text(self) -> str:
-        return self.lowered.text
-
-    def __repr__(self) -> str:
-        return f"AOTCompiled({self.lowered.jitted.__name__})"
-
-
-@dataclass(frozen=True)
 class _Entry:
     graph: Graph
     out_tree: PyTreeDef
@@ -429,6 +357,8 @@ class Jitted:
         self._fast = self._caches.fast
         self._fast_tree = self._caches.fast_tree
         self._keywords: Jitted | None = None
+        #: the jitted function whose keyword calls this one runs in positional form, if any
+        self.parent: Jitted | None = None
         functools.update_wrapper(self, fun, updated=())
         _JITTED.add(self)
 
@@ -445,6 +375,19 @@ class Jitted:
         ``held_positions``: the bare host results among the call's keyword and positional
         arguments that only the caller's name holds (counted by ``__call__``), which donation
         may update in place as it does for a positional call."""
+        twin, values = self._positional_call(args, kwargs)
+        positional, keyword_only = _parameters(self.fun)  # type: ignore[misc]
+        order = (*positional, *keyword_only)
+        held = frozenset(i for i, n in enumerate(order) if n in held_names or i in held_positions)
+        held_once = _bare_donations(values, self.donate_argnums, self.static_argnums, held) if held else frozenset()
+        if held_once:
+            return twin._call(values, {}, None, held_once)
+        return twin(*values)
+
+    def _positional_call(self, args: tuple, kwargs: dict[str, Any]) -> tuple[Jitted, tuple]:
+        """A keyword call as a positional one: the twin jitted over the positional form, where
+        keyword-only parameters follow the positional ones (so ``static_argnames``' positions
+        hold in both), and the bound arguments, defaults filled in."""
         params = _parameters(self.fun)
         if params is None:
             raise TypeError(f"jit({self.__name__}): keyword arguments need a function whose parameters are all "
@@ -465,13 +408,8 @@ class Jitted:
             functools.update_wrapper(positional_form, fun, updated=())
             self._keywords = Jitted(positional_form, self.static_argnums, self.donate_argnums, self.backend,
                                     self.incremental, caches_of=fun)
-        order = (*positional, *keyword_only)
-        values = tuple(bound.arguments[n] for n in order)
-        held = frozenset(i for i, n in enumerate(order) if n in held_names or i in held_positions)
-        held_once = _bare_donations(values, self.donate_argnums, self.static_argnums, held) if held else frozenset()
-        if held_once:
-            return self._keywords._call(values, {}, None, held_once)
-        return self._keywords(*values)
+            self._keywords.parent = self
+        return self._keywords, tuple(bound.arguments[n] for n in (*positional, *keyword_only))
 
     def _signature(self, args: Sequence[Any]) -> tuple[list[Any], PyTreeDef, dict[int, Any], Hashable]:
         dynamic, static = split_static(args, self.static_argnums)
@@ -610,12 +548,31 @@ class Jitted:
             exe = self._caches.incremental[key] = IncrementalExecutable(optimize(graph)[0])
         return exe.run(arrays)
 
-    def lower(self, *args: Any) -> Lowered:
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        """The function staged for these arguments, not yet optimised or compiled (JAX's
+        ``jit(f).trace``): its graph, ``args_info`` and ``out_info``; ``lower()`` goes on."""
+        if kwargs:
+            jitted, args = self._positional_call(args, kwargs)
+            return jitted.trace(*args)
         leaves, in_tree, static, key = self._signature(args)
-        graph, closure, _, _ = self._stage(in_tree, static, key)
+        graph, closure, out_tree, weak_outs = self._stage(in_tree, static, key)
         if closure:
-            raise TypeError(f"jit({self.__name__}).lower: the function closes over traced values")
-        return Lowered(compile_graph(graph, self.backend, self._donated_mask(args, len(leaves)), keep=False), self, key)
+            raise TypeError(f"jit({self.__name__}).trace: the function closes over traced values")
+        donated = self._donated_mask(args, len(leaves))
+        args_info = tree_unflatten(in_tree, [ArgInfo(a, d) for a, d in zip(key[2], donated)])
+        out_info = tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=i in weak_outs)
+                                             for i, a in enumerate(graph.out_avals)])
+
+        def lowering() -> Lowered:
+            compiled = compile_graph(graph, self.backend, donated, keep=False)
+            return Lowered(compiled, self, key, args_info, out_info)
+
+        return Traced(graph, args_info, out_info, self.__name__, lowering)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """The function staged, optimised and planned for these arguments (JAX's
+        ``jit(f).lower``): print it, or ``compile()`` it."""
+        return self.trace(*args, **kwargs).lower()
 
     def last_incremental(self) -> Any:
         """The incremental executable of the most recent signature (for inspection in tests)."""

@@ -168,3 +168,21 @@ class NamedSharding:
     @property
     def is_fully_replicated(self) -> bool:
         return not self.spec.axis_names()
+
+    def devices_indices_map(self, global_shape: tuple[int, ...]) -> dict[Any, tuple[slice, ...]]:
+        """Each mesh device's block of an array of ``global_shape``: along a split dimension, the
+        block numbered by the device's coordinates on that entry's mesh axes (row-major)."""
+        block = self.shard_shape(global_shape)
+        positions = {name: k for k, name in enumerate(self.mesh.axis_names)}
+        out = {}
+        for coords in np.ndindex(*self.mesh.devices.shape):
+            index = [slice(None)] * len(global_shape)
+            for i, entry in enumerate(self.spec):
+                if entry is None:
+                    continue
+                number = 0
+                for name in entry if isinstance(entry, tuple) else (entry,):
+                    number = number * self.mesh.shape[name] + coords[positions[name]]
+                index[i] = slice(number * block[i], (number + 1) * block[i])
+            out[self.mesh.devices[coords]] = tuple(index)
+        return out

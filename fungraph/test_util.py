@@ -1,5 +1,5 @@
-"""``fungraph.test_util``: JAX's location of ``check_grads``, with JAX's signature, over the
-checker of :mod:`fungraph.testing` (one implementation)."""
+"""``fungraph.test_util``: JAX's location of ``check_grads``, ``check_jvp`` and ``check_vjp``,
+with JAX's signatures, over the checkers of :mod:`fungraph.testing` (one implementation)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fungraph.testing.grads import check_grads as _check_grads
+from fungraph.testing.grads import check_jvp, check_vjp
 
-__all__ = ["check_grads"]
+__all__ = ["check_grads", "check_jvp", "check_vjp"]
 
 
 def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int, modes: Sequence[str] = ("fwd", "rev"),

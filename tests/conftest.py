@@ -7,6 +7,7 @@ fixtures the OpenCL test modules use."""
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 
@@ -86,3 +87,21 @@ def device_as(request: pytest.FixtureRequest) -> Iterator[object]:
 #: tests/mpi runs under mpiexec (scripts/test.sh, through scripts/mpi_pytest.py), not in the
 #: one-process suite; FUNGRAPH_MPI_TESTS=1 (set by scripts/mpi_pytest.py) collects it.
 collect_ignore = [] if os.environ.get("FUNGRAPH_MPI_TESTS") == "1" else ["mpi"]
+
+
+@pytest.fixture(autouse=True)
+def _dtype_mode_restored() -> Iterator[None]:
+    """Each test leaves the process-wide dtype mode as it found it (x64 on): a test that turns it
+    off and fails to restore it would change the dtypes of whichever tests its worker runs next."""
+    from fungraph import dtypes
+
+    before = (dtypes._X64_GLOBAL[0], dtypes._X64_LOCAL.override)
+    jax = sys.modules.get("jax")
+    jax_before = jax.config.jax_enable_x64 if jax is not None else None
+    yield
+    if jax is not None and jax.config.jax_enable_x64 != jax_before:
+        jax.config.update("jax_enable_x64", jax_before)  # the oracle's mode, set by tests for their own cases
+    after = (dtypes._X64_GLOBAL[0], dtypes._X64_LOCAL.override)
+    if after != before:
+        dtypes._X64_GLOBAL[0], dtypes._X64_LOCAL.override = before
+        pytest.fail(f"the test changed the dtype mode (x64 global, thread override) from {before} to {after}")

@@ -15,6 +15,7 @@ import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph.testing import check_grads
 from fungraph.testing.strategies import random_array, shapes
+from tests.helpers import jax_or_skip
 
 UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
           "power": np.power, "min": np.minimum, "max": np.maximum}
@@ -105,28 +106,20 @@ def test_traced_scalar_indices_in_a_loop(op: str) -> None:
     np.testing.assert_allclose(got, want)
 
 
-@pytest.mark.parametrize("op", OPS)
-def test_traced_index_arrays_fold_repeated_positions_in_order(op: str) -> None:
-    """A traced index array naming a position twice (``jax.ops.segment_max``'s scatter, a
-    neighbour list's): each update applies in order, as numpy's ``ufunc.at`` (``set``: the last
-    wins, as on XLA's CPU), under jit and under vmap of an unbatched index, whose
-    out-of-bounds entries are dropped."""
-    x = np.arange(1.0, 5.0)
-    idx = np.array([1, 1, 3, -1, 0, 1])
-    v = np.arange(0.5, 3.5, 0.5)
-    got = fg.jit(lambda x, i, v: getattr(x.at[i], op)(v))(x, idx, v)
-    np.testing.assert_allclose(got, reference(x, idx, op, v), rtol=1e-12)
-    idx_out = np.array([1, 7, 1, -9, 2])
-    inside = np.array([True, False, True, False, True])
-    batched = fg.vmap(lambda x, i, v: getattr(x.at[i], op)(v), (0, None, 0))(np.stack([x, 2 * x]), idx_out,
-                                                                            np.stack([v[:5], v[:5] + 1]))
-    for row, xs, vs in zip(batched, (x, 2 * x), (v[:5], v[:5] + 1)):
-        np.testing.assert_allclose(row, reference(xs, idx_out[inside], op, vs[inside]), rtol=1e-12)
-
-
-def test_traced_index_arrays_refuse_apply_at_repeated_positions() -> None:
-    with pytest.raises(NotImplementedError, match=r"apply with a traced index array: positions may repeat"):
-        fg.jit(lambda x, i: x.at[i].apply(fnp.sin))(np.zeros(4), np.array([1, 1]))
+def test_traced_index_arrays_with_repeats_update_as_jax_scatters() -> None:
+    """Repeated traced positions: ``add``/``multiply``/``min``/``max`` fold every value in,
+    ``set`` keeps the last one (JAX's CPU scatter), ``divide``/``power`` apply the product of
+    their values; out-of-range and (under ``mode="drop"``) negative-beyond-range ids drop."""
+    jax, _ = jax_or_skip()
+    x = np.arange(1.0, 6.0)
+    idx = np.array([1, 1, 3, -1, 7, 1, 0])
+    vals = np.array([2.0, 3.0, 0.5, 5.0, 6.0, -1.0, 4.0])
+    for op in ("set", "add", "multiply", "min", "max", "divide", "power"):
+        want = jax.jit(lambda x, i, v: getattr(x.at[i], op)(v))(x, idx, vals)
+        got = fg.jit(lambda x, i, v: getattr(x.at[i], op)(v))(x, idx, vals)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, err_msg=op)
+    rows = fg.jit(lambda x, i: x.at[i].max(np.ones((2, 3))))(np.zeros((4, 3)), np.array([2, 2]))
+    np.testing.assert_array_equal(rows, [[0, 0, 0], [0, 0, 0], [1, 1, 1], [0, 0, 0]])
     one = fg.jit(lambda x, i: x.at[i].set(1.0))
     np.testing.assert_array_equal(one(np.zeros(4), np.array([2])), [0, 0, 1, 0])
 
@@ -277,3 +270,17 @@ def test_one_at_property_for_tracers_device_and_host_arrays() -> None:
     assert type(x) is HostArray
     np.testing.assert_array_equal(x.at[1].set(2.0), [0.0, 2.0, 0.0])
     np.testing.assert_array_equal(fg.jit(lambda v: v.at[0].add(1.0))(x), [1.0, 0.0, 0.0])
+
+
+def test_unbatched_index_array_under_vmap_drops_what_lies_past_the_axis() -> None:
+    """An index array passed unbatched to ``vmap`` (``in_axes=None``) is computed concretely
+    there; its entries past either end are dropped as JAX drops them, where the lookup once
+    indexed past its padded table (``IndexError``)."""
+    x = np.arange(1.0, 5.0)
+    idx = np.array([1, 7, 2, -9])
+    v = np.arange(0.5, 2.5, 0.5)
+    for op in ("set", "max", "add"):
+        got = fg.vmap(lambda x, i, v: getattr(x.at[i], op)(v), (0, None, 0))(np.stack([x, 2 * x]), idx,
+                                                                            np.stack([v, v + 1]))
+        for row, xs, vs in zip(got, (x, 2 * x), (v, v + 1)):
+            np.testing.assert_allclose(row, reference(xs, idx[[0, 2]], op, vs[[0, 2]]), rtol=1e-12)

@@ -232,7 +232,8 @@ def test_the_repository_has_benchmarks() -> None:
 def test_bench_summary_has_the_native_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """`fungraph bench` (bench_summary.py) prints issue #35's rows: each elementwise function
     at float32 and float64 on the numpy engine, the native engine and JAX, and the native
-    while_loop's time per iteration at each carry size (small sizes here)."""
+    while_loop's time per iteration at each carry size (small sizes here), and both built for
+    one thread against the usable cores (bench_native_threads.py's rows)."""
     import fungraph as fg
     from fungraph.backends.native import native_enabled
 
@@ -252,6 +253,11 @@ def test_bench_summary_has_the_native_rows(monkeypatch: pytest.MonkeyPatch) -> N
             loops = summary.native_loop_table(jax, (10, 1000), (3, 3))
             assert re.search(r"^10 +\S+ us +\S+ us", loops, re.M) and re.search(r"^1,000 +\S+ us", loops, re.M), loops
             assert ("native / jax" in loops) == (jax is not None)
+            threaded = summary.native_threads_tables(jax, 4096, (10, 1000), (3, 3), rounds=1)
+            for work in ("tanh(x)*2+1", "gelu (tanh form)"):
+                assert re.search(rf"^{re.escape(work)} float64 +\d\S* / \d", threaded, re.M), threaded
+            assert re.search(r"^1,000 +\S+ / \S+ +\S+ / \S+", threaded, re.M) and "1 thread" in threaded, threaded
+            assert ("jax" in threaded.split("\n")[0]) == (jax is not None)
     finally:
         fg.config.update("fungraph_native_cpu", saved[0])
         fg.config.update("jax_enable_x64", saved[1])

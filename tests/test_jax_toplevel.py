@@ -396,12 +396,10 @@ def test_strict_dtype_promotion_matches_jax(x64: bool) -> None:
              (np.float32, float), (np.int32, float), (np.int32, int), (np.bool_, int), (np.complex64, complex),
              (np.float16, np.float32)]
     for a, b in pairs:
-        for lib in (jax, fg):
-            lib.config.update("jax_enable_x64", x64)
         for mode in ("standard", "strict"):
             got = []
             for lib, lnp in ((jax, jnp), (fg, fnp)):
-                with lib.numpy_dtype_promotion(mode):
+                with lib.enable_x64(x64), lib.numpy_dtype_promotion(mode):
                     other = lnp.ones(3, b) if isinstance(b, type) and issubclass(b, np.generic) else b(1)
                     got.append((_outcome(lambda: lnp.ones(3, a) + other),
                                 _outcome(lambda: lnp.multiply(lnp.ones(3, a), other)),
@@ -474,6 +472,12 @@ def test_errors_are_jax_errors_classes() -> None:
             with pytest.raises({"TracerIntegerConversionError": TypeError, "TracerArrayConversionError": TypeError}.get(
                     name, lib.errors.ConcretizationTypeError)):
                 thunk(lib)
+    for lib in (jax, fg):
+        with pytest.raises(lib.errors.NonConcreteBooleanIndexError) as info:
+            lib.jit(lambda x: x[x > 0])(np.ones(3))
+        assert isinstance(info.value, lib.errors.JAXIndexError) and isinstance(info.value, IndexError)
+        assert issubclass(lib.errors.KeyReuseError, lib.errors.JAXTypeError)
+        assert issubclass(lib.errors.KeyReuseError, TypeError) and issubclass(lib.errors.JaxRuntimeError, RuntimeError)
     leaked: list[Any] = []
     fg.jit(lambda x: leaked.append(x) or x)(1.0)
     with pytest.raises(fg.errors.UnexpectedTracerError):
@@ -488,3 +492,24 @@ def test_typing_names_annotate() -> None:
 
     assert isinstance(fnp.ones(2), ArrayLike) and isinstance(np.float32(1), ArrayLike) and isinstance(2.0, ArrayLike)
     assert f(1, np.float32).dtype == np.float32 and f(1, "int8").dtype == np.int8
+
+
+def test_process_queries_global_array_constructors_and_environment_info() -> None:
+    """One process: the global array is the whole array; shapes that do not fit name both."""
+    from fungraph.sharding import NamedSharding
+    from fungraph.sharding import PartitionSpec as P
+
+    assert fg.process_indices() == fg.host_ids() == [0]
+    full = np.arange(12.0).reshape(4, 3)
+    for sharding in (fg.sharding.SingleDeviceSharding(fg.devices()[0]),
+                     NamedSharding(fg.make_mesh((1,), ("dp",)), P("dp"))):
+        got = fg.make_array_from_callback(full.shape, sharding, lambda idx: full[idx])
+        assert isinstance(got, fg.Array)
+        np.testing.assert_array_equal(got, full)
+        np.testing.assert_array_equal(fg.make_array_from_single_device_arrays(full.shape, sharding, [full]), full)
+        np.testing.assert_array_equal(fg.make_array_from_process_local_data(sharding, full, full.shape), full)
+    with pytest.raises(ValueError, match=r"returned shape \(2, 3\), but this process's block of the global shape"):
+        fg.make_array_from_callback(full.shape, sharding, lambda idx: full[:2])
+    fg.effects_barrier()
+    info = fg.print_environment_info(return_string=True)
+    assert "numpy:" in info and "process_count: 1" in info

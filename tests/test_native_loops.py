@@ -6,6 +6,8 @@ the loops that must keep the CPU engine's path."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,10 @@ import pytest
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import lax
-from fungraph.backends.native import toolchain
+from fungraph.backends.native import codegen, toolchain
 from fungraph.backends.native.loops import NATIVE_LOOP_STATS, inline_conds, loop_source
 from fungraph.backends.native.regions import native_enabled
+from fungraph.primitives.graph_utils import LOOP_STATS
 from fungraph.tree_util import tree_leaves
 
 pytestmark = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler")
@@ -310,3 +313,130 @@ def test_while_conds_reducing_over_the_carry_run_natively(native: None, x64: boo
         assert_close(lambda c, xs: lax.scan(lambda c, t: (c + fnp.max(t), t - fnp.mean(t) + c), c, xs),
                      np.float64(0.5), np.linspace(-1, 1, 60).reshape(6, 10))
         assert_close(fg.vmap(lambda x: halve(x, 0.1)), np.stack([x, x * 3]))
+
+
+# --- large loops split across threads -------------------------------------------------------
+
+
+def _loop_source_of(fn: Callable[..., Any], *args: Any) -> str:
+    """The native source of the first ``while`` or ``scan`` of ``make_graph(fn)(*args)``."""
+    graph = fg.make_graph(fn)(*args)
+    e = next(e for e in graph.eqns if e.primitive.name in ("while", "scan"))
+    p = e.params
+    if e.primitive.name == "scan":
+        body = inline_conds(p["body"])
+        assert body is not None
+        nc = p["num_carry"]
+        return loop_source("f", body.invars[:nc], None, 0, body, int(p["length"]))  # type: ignore[return-value]
+    nc = len(p["body_graph"].outvars)
+    src = loop_source("f", p["body_graph"].invars[:nc], p["cond_graph"], p["n_cc"], p["body_graph"], None)
+    assert src is not None
+    return src
+
+
+def test_large_loop_bodies_split_each_iteration_across_threads(native: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two threads, a body's element pass over at least PARALLEL_MIN_ELEMENTS elements
+    computing a transcendental function is a chunk function each iteration hands to fgpool.h
+    (the trig check too, gathered from every chunk), and gives the bits of one thread; small
+    carries and cheap passes stay on one thread."""
+    monkeypatch.setenv(codegen.THREADS_ENV, "2")
+    counted = lambda x, n: lax.while_loop(lambda c: c[0] < n,  # noqa: E731
+                                          lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.5 + 0.1 * c[0]), (0, x))
+    big = np.linspace(-3, 3, 100_003)
+    src = _loop_source_of(counted, big, np.int32(4))
+    assert "fg_parallel(f_pass0, " in src and "static void f_pass0(void *const *args, int64_t lo, int64_t hi)" in src
+    assert "fg_parallel(" not in _loop_source_of(counted, big[:1000], np.int32(4))
+    # a pass of a few operations per element is faster on one core (its data stays in that cache)
+    cheap = lambda x: lax.fori_loop(0, 3, lambda i, v: v * 0.99 + 1e-3, x)  # noqa: E731
+    assert "fg_parallel(" not in _loop_source_of(cheap, big)
+    trig = lambda x: lax.fori_loop(0, 6, lambda i, c: (c[0] * 4.0, c[1] * 0.5 + fnp.sin(c[0])), (x, x))  # noqa: E731
+    assert _loop_source_of(trig, big).count("fg_parallel(") == 3
+    with fg.enable_x64(True):
+        w = np.linspace(0.1, 0.9, 1000)
+        far = big.reshape(-1)[:-3].reshape(100, 1000).copy()
+        far[71, 5] = 1e5  # its sine leaves the fast range on the third iteration, in one chunk only
+        loops = [(counted, (big, np.int32(9))), (trig, (far,)),
+                 (lambda x, w: lax.fori_loop(0, 5, lambda i, v: fnp.tanh(v * w) + i, x), (far, w)),
+                 (lambda c, xs: recurrence(c, xs, 0.75), (big[:40_000], np.ones((3, 40_000)))),
+                 (lambda x: lax.fori_loop(0, 7, lambda i, v: lax.cond(i % 2 == 0, lambda v: fnp.exp(-v * v),
+                                                                      lambda v: v * 0.9, v), x), (big,))]
+        for fn, args in loops:
+            threaded = [np.asarray(v) for v in tree_leaves(fg.jit(fn)(*args))]
+            monkeypatch.setenv(codegen.THREADS_ENV, "1")
+            fg.clear_caches()
+            single, want = run_both(fn, *args)
+            monkeypatch.setenv(codegen.THREADS_ENV, "2")
+            fg.clear_caches()
+            for t, s, ref in zip(threaded, single, want):
+                np.testing.assert_array_equal(t, s)
+                np.testing.assert_array_equal(np.isnan(t), np.isnan(ref))
+                np.testing.assert_allclose(t, ref, rtol=1e-12, atol=1e-12)
+
+
+_SPLIT_LOOP_CHILD = """
+import os, threading, numpy as np
+os.environ["FUNGRAPH_NATIVE_THREADS"] = "2"
+import fungraph as fg, fungraph.numpy as fnp
+from fungraph import lax
+from fungraph.backends.native.loops import NATIVE_LOOP_STATS
+fg.config.update("jax_enable_x64", True)
+f = fg.jit(lambda x, n: lax.fori_loop(0, n, lambda i, v: fnp.tanh(v) * 0.5 + 0.1 * i, x))
+g = fg.jit(lambda x: lax.while_loop(lambda v: fnp.sum(v * v) > 1.0, lambda v: v * 0.9, x))
+xs = [np.random.default_rng(k).standard_normal(1 << 17) for k in range(4)]
+want = [np.asarray(f(x, 30)) for x in xs]
+shrunk = [np.asarray(g(x)) for x in xs]
+assert NATIVE_LOOP_STATS["runs"] == 8
+bad = []
+def work(k):
+    for _ in range(10):
+        if not np.array_equal(np.asarray(f(xs[k], 30)), want[k]) or not np.array_equal(np.asarray(g(xs[k])), shrunk[k]):
+            bad.append(k)
+threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(bad)
+"""
+
+
+def test_split_loops_called_from_several_threads_keep_their_results(native: None) -> None:
+    """Python threads running split loops at once (an element pass, a reducing cond) get the
+    results of a lone call: one uses the pool per iteration, the others run each job whole."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", _SPLIT_LOOP_CHILD], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]"], done.stdout + done.stderr[-2000:]
+
+
+def test_reducing_conds_over_large_carries_split_their_reduction(native: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A while whose cond reduces a large carry (``max(abs(x)) > tol``, ``sum(x * x)``) splits
+    the reduction across threads each iteration, each chunk a power of two sum blocks whose
+    partial values combine in chunk order: one thread's bits and iteration count, NaN kept."""
+    monkeypatch.setenv(codegen.THREADS_ENV, "2")
+    halve = lambda x, tol: lax.while_loop(  # noqa: E731
+        lambda v: (fnp.max(fnp.abs(v)) > tol) & (fnp.sum(v * v) > tol * tol), lambda v: v * 0.75 + 1e-5, x)
+    big = np.linspace(-3, 5, 100_001)
+    src = _loop_source_of(halve, big, 1e-2)
+    assert "fg_parallel(f_cond_part, args, 100001, 8192, 2);" in src
+    assert "fg_parallel(" not in _loop_source_of(halve, big[:5000], 1e-2)
+    nan = big.copy()
+    nan[54_321] = np.nan
+    ints = np.arange(100_001, dtype=np.int32) * 70_001
+    wrap = lambda v: lax.while_loop(lambda c: (fnp.sum(c[1]) != 7) & (c[0] < 5),  # noqa: E731
+                                    lambda c: (c[0] + 1, c[1] * 3 + 1), (0, v))
+    with fg.enable_x64(True):
+        for fn, args in ((halve, (big, 1e-2)), (halve, (nan, 1e-2)), (wrap, (ints,))):
+            before = LOOP_STATS["iterations"]
+            threaded = [np.asarray(v) for v in tree_leaves(fg.jit(fn)(*args))]
+            count = LOOP_STATS["iterations"] - before
+            monkeypatch.setenv(codegen.THREADS_ENV, "1")
+            fg.clear_caches()
+            before = LOOP_STATS["iterations"]
+            single, want = run_both(fn, *args)
+            assert LOOP_STATS["iterations"] - before == 2 * count  # one thread's, then the numpy engine's
+            monkeypatch.setenv(codegen.THREADS_ENV, "2")
+            fg.clear_caches()
+            for t, s, ref in zip(threaded, single, want):
+                np.testing.assert_array_equal(t, s)
+                np.testing.assert_array_equal(t, ref)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +20,7 @@ import fungraph.backends.cpu_regions as cpu_regions
 import fungraph.numpy as fnp
 from fungraph import lax
 from fungraph.backends import backend_factory
-from fungraph.backends.native import toolchain
+from fungraph.backends.native import codegen, toolchain
 from fungraph.backends.native.reductions import STASH_ELEMENTS, SUM_BLOCK, reduction_source
 from fungraph.backends.native.regions import native_enabled
 from fungraph.interpreters.optimize import optimize
@@ -132,6 +133,104 @@ def test_whole_array_reductions_feeding_and_ending_regions(small_regions: None, 
         assert_close(fun, x)
 
 
+def test_large_reducing_regions_split_their_rows_across_threads(small_regions: None,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two threads a reducing region of at least PARALLEL_MIN_ELEMENTS elements hands
+    ranges of its rows (a flat index over two kept axes here) to fgpool.h, and one long row
+    whose reductions take one pass hands it chunks, with the bits of one thread (NaN kept); a
+    whole-array sum read back by its elements (two passes) keeps one thread."""
+    x = np.random.default_rng(5).standard_normal((6, 50, 300)) * 3
+    gamma, beta = np.linspace(0.5, 1.5, 300), np.linspace(-1, 1, 300)
+    region = next(e for e in fg.jit(layer_norm).lower(x, gamma, beta).graph.eqns if e.primitive.name == "fusion")
+    monkeypatch.setenv(codegen.THREADS_ENV, "2")
+    src = reduction_source(region.params["call"], "f")
+    assert src is not None and "fg_parallel(f_rows, args, 300, 54, 2);" in src
+    whole = next(e for e in fg.jit(lambda x: x / fnp.sum(x)).lower(x).graph.eqns if e.primitive.name == "fusion")
+    assert "fg_parallel(" not in (reduction_source(whole.params["call"], "f") or "")
+    chained = lambda v: (fnp.tanh(v) * 2.0, fnp.sum(fnp.tanh(v)), fnp.max(v), fnp.min(v * 3))  # noqa: E731
+    long = np.random.default_rng(6).standard_normal(100_003)
+    long[77_777] = np.nan
+    one_row = next(e for e in fg.jit(chained).lower(long).graph.eqns if e.primitive.name == "fusion")
+    assert "fg_parallel(f_part, args, 100003, 8192, 2);" in (reduction_source(one_row.params["call"], "f") or "")
+    with fg.enable_x64(True):
+        for fun, args in ((layer_norm, (x, gamma, beta)), (softmax, (x,)), (chained, (long,)),
+                          (chained, (np.nan_to_num(long),))):
+            threaded = on_engine(True, fun, *args)
+            monkeypatch.setenv(codegen.THREADS_ENV, "1")
+            clear_caches()
+            single = on_engine(True, fun, *args)
+            monkeypatch.setenv(codegen.THREADS_ENV, "2")
+            clear_caches()
+            for t, s in zip(threaded, single):
+                np.testing.assert_array_equal(t, s)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # nanmax of the all-NaN sum
+                assert_close(fun, *args)
+
+
+def test_reductions_over_leading_axes_run_natively(small_regions: None, x64: bool) -> None:
+    """A bias gradient (a masked gradient, its column sum, the update), a column mean over two
+    leading axes with inputs broadcast along slices and along columns, column max and min
+    with NaN and infinities, integer column sums that wrap: each one native region walked by
+    columns, against the numpy engine."""
+    rng = np.random.default_rng(11)
+    g, b = rng.standard_normal((300, 500)), rng.standard_normal(500)
+    mask = rng.standard_normal((300, 500)) > 0
+    bias_grad = lambda g, m, b: (fnp.where(m, g, 0.0), b - 0.1 * fnp.sum(fnp.where(m, g, 0.0), axis=0))  # noqa: E731
+    assert reducing_regions(bias_grad, g, mask, b)
+    assert_close(bias_grad, g, mask, b)
+    x, w, s = rng.standard_normal((8, 30, 200)), rng.standard_normal(200), rng.standard_normal((8, 30, 1))
+    mean = lambda x, w, s: fnp.mean(fnp.tanh(x * w + s), axis=(0, 1)) * 2.0 + w  # noqa: E731
+    (members,) = reducing_regions(mean, x, w, s)
+    assert "tanh" in members and "reduce_sum" in members
+    assert_close(mean, x, w, s)
+    x = rng.standard_normal((50, 120))
+    x[7, 3], x[20, 5], x[:, 9] = np.nan, -np.inf, np.inf
+    extremes = lambda x: (fnp.max(x * 2.0, axis=0), fnp.min(fnp.abs(x) - 1.0, axis=0))  # noqa: E731
+    with np.errstate(invalid="ignore"):
+        assert reducing_regions(extremes, x)
+        for got, want in zip(on_engine(True, extremes, x), on_engine(False, extremes, x)):
+            np.testing.assert_array_equal(got, want)
+    big = np.arange(6000, dtype=np.int32).reshape(50, 120) * 40_000_003
+    wrap = lambda v: fnp.sum(v * 3 + 1, axis=0)  # noqa: E731
+    assert reducing_regions(wrap, big)
+    assert_close(wrap, big)
+    # lgamma has no C rule: the column region runs whole on the numpy engine
+    special = lambda x: fnp.sum(gammaln(x) * 2.0, axis=0)  # noqa: E731
+    x = np.abs(np.nan_to_num(x, posinf=5.0, neginf=-5.0)) + 1
+    lowered = fg.jit(special).lower(x)
+    (region,) = [e for e in lowered.graph.eqns if e.primitive.name == "fusion"]
+    assert reduction_source(region.params["call"], "f") is None and not lowered.compiled.executable.native
+    assert_close(special, x)
+
+
+def test_column_regions_split_their_columns_across_threads(small_regions: None,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two threads a large column region hands blocks of columns to fgpool.h: each
+    column's sum is the same one after another, so the bits are one thread's."""
+    rng = np.random.default_rng(12)
+    g, mask, b = rng.standard_normal((256, 1024)), rng.standard_normal((256, 1024)) > 0, rng.standard_normal(1024)
+    bias_grad = lambda g, m, b: (fnp.where(m, g, 0.0), b - 0.1 * fnp.sum(fnp.where(m, g, 0.0), axis=0))  # noqa: E731
+    region = next(e for e in fg.jit(bias_grad).lower(g, mask, b).graph.eqns if e.primitive.name == "fusion")
+    monkeypatch.setenv(codegen.THREADS_ENV, "2")
+    src = reduction_source(region.params["call"], "f")
+    assert src is not None and "fg_parallel(f_cols, args, 1024, 64, 2);" in src
+    monkeypatch.setenv(codegen.THREADS_ENV, "1")
+    assert "fg_parallel(" not in (reduction_source(region.params["call"], "f") or "")
+    for dtype in (np.float32, np.float64):
+        with fg.enable_x64(dtype == np.float64):
+            args = (g.astype(dtype), mask, b.astype(dtype))
+            single = on_engine(True, bias_grad, *args)
+            monkeypatch.setenv(codegen.THREADS_ENV, "2")
+            clear_caches()
+            threaded = on_engine(True, bias_grad, *args)
+            monkeypatch.setenv(codegen.THREADS_ENV, "1")
+            clear_caches()
+            for t, s in zip(threaded, single):
+                np.testing.assert_array_equal(t, s)
+            assert_close(bias_grad, *args)
+
+
 def test_row_values_returned_with_the_rows(small_regions: None, x64: bool) -> None:
     """A region's row values used outside it (the mean and the variance of a norm) are its outputs."""
     def norm(x: Any) -> Any:
@@ -179,6 +278,30 @@ def test_a_donated_input_takes_the_output_in_place(small_regions: None) -> None:
     want = on_engine(False, softmax, x)[0]
     got = fg.jit(softmax, donate_argnums=0)(fg.device_put(x.copy()))
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13)
+
+
+def test_column_regions_write_in_place_over_donated_inputs(small_regions: None,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bias gradient's region writes the masked gradient over the donated gradient and the
+    updated bias over the donated bias (every block of columns reads its own columns before
+    it stores them), on one thread and split across two."""
+    rng = np.random.default_rng(13)
+    g, mask, b = rng.standard_normal((256, 512)), rng.standard_normal((256, 512)) > 0, rng.standard_normal(512)
+    step = lambda g, m, b: (fnp.where(m, g * 0.5, 0.0), b - 0.1 * fnp.sum(fnp.where(m, g * 0.5, 0.0), axis=0))  # noqa: E731
+    with fg.enable_x64(True):
+        want = on_engine(False, step, g, mask, b)
+        for threads in ("1", "2"):
+            monkeypatch.setenv(codegen.THREADS_ENV, threads)
+            clear_caches()
+            donating = fg.jit(step, donate_argnums=(0, 2))
+            exe = donating.lower(g, mask, b).compiled.executable
+            assert len(exe.native) == 1 and sorted(exe.donated_outputs) == [0, 1]
+            args = [g.copy(), mask, b.copy()]
+            ptrs = [args[0].ctypes.data, args[2].ctypes.data]
+            got = donating(*args)
+            assert [np.asarray(v).ctypes.data for v in got] == ptrs
+            np.testing.assert_array_equal(np.asarray(got[0]), want[0])
+            np.testing.assert_allclose(np.asarray(got[1]), want[1], rtol=1e-13, atol=1e-13)
 
 
 def fsum_error(got: float, x: np.ndarray) -> float:
@@ -245,9 +368,16 @@ def test_region_pass_puts_softmax_in_one_region_only_when_the_engine_reduces() -
     assert _members(softmax, x, capability=FusionCapability()) == [["sub", "exp"]]
 
 
-def test_region_pass_keeps_leading_and_mixed_axes_apart() -> None:
+def test_region_pass_keeps_column_values_from_elements_and_mixed_axes_apart() -> None:
+    """A reduction over leading axes joins its operand's region (a bias gradient's select, its
+    column sum and the update computed on it), but elements reading its column values keep
+    out (a column region is one pass); row and column reductions never share a region."""
     x = np.ones((4, 6), np.float32)
-    assert _members(lambda x: x - fnp.mean(x, axis=0), x) == []
+    assert _members(lambda x: x - fnp.mean(x, axis=0), x) == [["reduce_sum", "div"]]
+    bias_grad = lambda g, m, b: (fnp.where(m, g, 0.0), b - 0.1 * fnp.sum(fnp.where(m, g, 0.0), axis=0))  # noqa: E731
+    (members,) = _members(bias_grad, x, x > 0, x[0])
+    assert members[:2] == ["select", "reduce_sum"] and len(members) == 3
+    assert _members(lambda x: fnp.sum(x * 2.0, axis=(0, 1)), np.ones((3, 4, 6))) == [["mul", "reduce_sum"]]
     # a row sum and a column sum: the column one keeps out of the region
     regions = _members(lambda x: fnp.exp(x - fnp.max(x, axis=1, keepdims=True)) + fnp.sum(x, axis=0), x)
     assert [r for r in regions if "reduce_sum" in r] == []

@@ -15,7 +15,7 @@ import fungraph.numpy as fnp
 from fungraph import viz
 from fungraph.interpreters.memory import MemoryPlan, Placement
 from fungraph.ir import ShapedArray, Var
-from fungraph.jit import Lowered
+from fungraph.stages import Lowered
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -116,8 +116,9 @@ class FusionCapability:
     the engine runs it on its final program order (the search's regions depend on it);
     ``reduces``: the reductions a ``"chains"`` region may hold (:func:`find_regions`: over
     trailing axes of the region's shape, with the members feeding them and the row values
-    computed from their results), for an engine that runs such a region row by row (the
-    native CPU engine's softmax and layer norm)."""
+    computed from their results, or over leading axes with the members feeding them), for an
+    engine that runs such a region row by row or column by column (the native CPU engine's
+    softmax, layer norm and bias gradients)."""
 
     policy: Choice["chains", "search"] = "chains"
     member: Callable[[Eqn], bool] = elementwise_member
@@ -169,6 +170,16 @@ def trailing_axes(shape: Sequence[int], axes: Sequence[int]) -> bool:
     return bool(axes) and reduced > 1 and all(k < min(axes) for k in kept)
 
 
+def leading_axes(shape: Sequence[int], axes: Sequence[int]) -> bool:
+    """Whether a reduction of ``shape`` over ``axes`` reduces more than one element per kept
+    element and every reduced axis longer than 1 comes before every kept one longer than 1
+    (a bias gradient's ``sum(g, axis=0)``): each of the operand's ``prod(reduced)`` slices
+    is then one contiguous run of the result's elements, its *columns*."""
+    kept = [k for k, d in enumerate(shape) if k not in axes and d > 1]
+    reduced = [a for a in axes if shape[a] > 1]
+    return bool(reduced) and bool(kept) and max(reduced) < min(kept)
+
+
 def row_layout(shape: Sequence[int], domain: Sequence[int], axes: Sequence[int]) -> bool:
     """Whether a value of ``shape`` holds one element per row of ``domain`` reduced over
     ``axes``, in row order (its axes longer than 1 are the kept ones)."""
@@ -203,7 +214,10 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
     the region of its operand (or starts one of that shape), and its result is a *row value*
     of the region (one element per row): elementwise equations, reshapes and broadcasts of
     row values in row layout join as well, and a member of the region's shape may read a row
-    value in keep-dims form. All reductions of a region reduce the same axes."""
+    value in keep-dims form. A reduction over leading axes (:func:`leading_axes`) joins the
+    same way, its results one value per column, but no member of the region's shape reads
+    them (the engine computes such a region in one pass). All reductions of a region reduce
+    the same axes."""
     region_of: dict[int, int] = {}
     producer: dict[Var, int] = {}
     deps: dict[Var, int] = {}
@@ -243,7 +257,8 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
         for a in var_ins:
             c = made_in(a)
             if a in rows and c in group and a.aval.shape != shapes[c]:
-                if not broadcasts_by_row(a.aval.shape, shapes[c], axes_of[c] or ()):
+                if not (trailing_axes(shapes[c], axes_of[c] or ()) and broadcasts_by_row(a.aval.shape, shapes[c],
+                                                                                          axes_of[c] or ())):
                     return False
         return True
 
@@ -278,6 +293,7 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
         out = e.outputs[0].aval.shape
         if e.primitive.name == "reshape" or e.primitive.name == "broadcast_in_dim":
             ok = row_layout(out, domain, axes) or (out == domain and e.primitive.name == "broadcast_in_dim"
+                                                   and trailing_axes(domain, axes)
                                                    and broadcasts_by_row(expanded_shape(e), domain, axes))
         else:
             ok = (capability.member(e) and len(e.outputs) == 1 and out != domain and row_layout(out, domain, axes)
@@ -288,7 +304,7 @@ def find_regions(graph: Graph, capability: FusionCapability = ELEMENTWISE_CHAINS
     def reduction(i: int, e: Eqn, var_ins: list[Var]) -> int | None:
         (a,) = var_ins
         domain, axes = a.aval.shape, tuple(sorted(e.params["axes"]))
-        if a.aval.nbytes < capability.min_bytes or not trailing_axes(domain, axes):
+        if a.aval.nbytes < capability.min_bytes or not (trailing_axes(domain, axes) or leading_axes(domain, axes)):
             return None
         c = made_in(a)
         if (c is not None and shapes[c] == domain and axes_of[c] in (None, axes) and near(c, i)

@@ -333,7 +333,20 @@ def _scatter(name: str, operand: Any, scatter_indices: Any, updates: Any, dn: Sc
     count = int(np.prod(aval_of(flat).shape, dtype=np.int64))
     keep = sh.broadcast_to(sh.reshape(inside, batch + (1,) * len(sizes)), aval_of(flat).shape)
     pos = sh.reshape(ew.select(keep, flat, _i64(a.size)), (count,))
-    vals = sh.reshape(u, (count,)) if func is None else None
+    if func is not None:
+        in_range = cast(ew.lt(pos, _i64(a.size)), dtypes.int64)
+        times = _head(ix.scatter_add(in_range, pos, 0, (a.size + 1,)), a.size)
+        return _apply_times(x, func, sh.reshape(times, a.shape))
+    return combine_at_positions(x, pos, sh.reshape(u, (count,)), combine)
+
+
+def combine_at_positions(x: Any, pos: Any, vals: Any, combine: str) -> Any:
+    """``x`` with ``vals[k]`` combined into its flat position ``pos[k]`` (int64; ``x.size`` drops
+    the value) by ``combine``: "add" with one ``scatter_add``; "set" (the last value at a position
+    wins), "mul", "min" and "max" sort the positions, fold repeated ones in order (a segmented
+    associative scan), then write each position once."""
+    a = aval_of(x)
+    count = aval_of(pos).shape[0]
 
     def placed_sum(v: Any) -> Any:
         return sh.reshape(_head(ix.scatter_add(v, pos, 0, (a.size + 1,)), a.size), a.shape)
@@ -343,8 +356,6 @@ def _scatter(name: str, operand: Any, scatter_indices: Any, updates: Any, dn: Sc
     order = sorting.argsort(pos, 0)
     pos = take(pos, order, 0)
     in_range = ew.lt(pos, _i64(a.size))
-    if func is not None:
-        return _apply_times(x, func, placed_sum(cast(in_range, dtypes.int64)))
     starts = last = np.ones(0, bool)
     if count:
         changes = ew.ne_p.bind(sh.slice_(pos, (1,), (count,), None), _head(pos, count - 1))

@@ -17,8 +17,6 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ShapeError, Tracer
-from fungraph.lax._slicing import ScatterDimensionNumbers, scatter_max, scatter_min, scatter_mul
-from fungraph.lax._slicing import scatter as lax_scatter
 from fungraph.numpy._util import asarray, aval, cast, is_weak
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
@@ -30,10 +28,6 @@ from fungraph.primitives.indexing import (
     take,
     wrapped_starts,
 )
-
-#: The lax scatter that folds repeated traced positions for each update (``.add`` has its own).
-_FOLDED = {"set": lax_scatter, "multiply": scatter_mul, "min": scatter_min, "max": scatter_max,
-           "divide": scatter_mul, "power": scatter_mul}
 
 
 class IndexUpdateHelper:
@@ -242,6 +236,8 @@ class IndexUpdateRef:
         ids = _traced_positions(xshape, self._idx)
         shape = aval(ids).shape
         count = int(np.prod(shape, dtype=np.int64))
+        if count == 0:
+            return x
         flat_ids = sh.reshape(ids, (count,))
         inside = ew.gt(flat_ids, np.asarray(-1, np.int64))
         flat_ids = ew.max_p.bind(flat_ids, np.asarray(0, np.int64))
@@ -249,13 +245,9 @@ class IndexUpdateRef:
         if op in ("add", "subtract"):
             kept = ew.select(inside, flat_v, np.zeros((), aval(flat_v).dtype))
             return combine(x, sh.reshape(scatter_add(kept, flat_ids, 0, (size,)), xshape))
-        if _may_repeat(self._idx) and op in _FOLDED:
-            return self._folded_update(op, ew.select(inside, flat_ids, np.asarray(size, np.int64)), flat_v, combine)
         if _may_repeat(self._idx):
-            raise NotImplementedError(
-                f"x.at[...].{op} with a traced index array: positions may repeat and which update wins "
-                f"is not known when tracing ({aval(x)}, indexed shape {shape}); use a concrete index, "
-                "traced scalar indices and slices, or .add")
+            return self._repeated_update(op, flat_v, ew.select(inside, flat_ids, np.asarray(size, np.int64)),
+                                         combine)
         ones = ew.select(inside, np.arange(1, count + 1, dtype=np.int64), np.zeros((), np.int64))
         src = ew.sub(scatter_add(ones, flat_ids, 0, (size,)), np.asarray(1, np.int64))
         mask = ew.gt(src, np.asarray(-1, np.int64))
@@ -264,20 +256,17 @@ class IndexUpdateRef:
         return _where(mask, combine(x, picked), x)
 
 
-    def _folded_update(self, op: str, flat_ids: Any, flat_v: Any, combine: Callable[[Any, Any], Any]) -> Any:
-        """The update at traced flat positions that may repeat (``size``: dropped), by lax's
-        scatter, which folds a repeated position's updates in order (the last ``set`` wins, as on
-        XLA's CPU); ``divide`` and ``power`` scatter-multiply their operands first, as JAX's do."""
+    def _repeated_update(self, op: str, flat_v: Any, pos: Any, combine: Callable[[Any, Any], Any]) -> Any:
+        """The update at traced flat positions ``pos`` (``x.size``: dropped) that may repeat, as
+        JAX's scatters: ``set`` keeps the last value at a position, ``multiply``/``min``/``max``
+        fold repeated values into it, ``divide``/``power`` apply the product of their values."""
+        from fungraph.lax._slicing import combine_at_positions
+
         x = self._x
-        shape, size = aval(x).shape, aval(x).size
-        dnums = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
-                                        scatter_dims_to_operand_dims=(0,))
-        ids = sh.reshape(flat_ids, (aval(flat_ids).size, 1))
-        scatter = _FOLDED[op]
         if op in ("divide", "power"):
-            ones = sh.broadcast_to(np.ones((), aval(x).dtype), (size,))
-            return combine(x, sh.reshape(scatter(ones, ids, flat_v, dnums, mode="drop"), shape))
-        return sh.reshape(scatter(sh.reshape(x, (size,)), ids, flat_v, dnums, mode="drop"), shape)
+            ones = sh.broadcast_in_dim(np.ones((), aval(x).dtype), aval(x).shape, ())
+            return combine(x, combine_at_positions(ones, pos, flat_v, "mul"))
+        return combine_at_positions(x, pos, flat_v, {"set": "set", "multiply": "mul", "min": "min", "max": "max"}[op])
 
     def _axis_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], axis: int, idx: Any) -> Any:
         """``x.at[:, ..., idx].add(v)`` with one traced index array on ``axis``: one scatter-add
@@ -400,8 +389,7 @@ def _traced_positions(shape: tuple[int, ...], idx: Any, concrete_too: bool = Fal
     traced entry is out of bounds (JAX drops those updates; a gather would clamp them): each
     axis a traced entry indexes is padded with -1 on both sides, and the entry shifted onto
     the padded axis (an entry past either end onto the border, also where ``vmap`` computed it
-    concretely). ``concrete_too``: concrete integer
-    entries out of bounds give -1 as well."""
+    concretely). ``concrete_too``: concrete integer entries out of bounds give -1 as well."""
     from fungraph.numpy._indexing import _expand_index, getitem
 
     ids = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)

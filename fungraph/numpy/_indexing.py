@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import ConcretizationError, ShapeError, Tracer
+from fungraph.core import ConcretizationError, NonConcreteBooleanIndexError, ShapeError, Tracer
 from fungraph.numpy._elementwise import mod
 from fungraph.numpy._util import asarray, aval, cast, int_array, is_concrete, namespace, normalize_axes
 from fungraph.primitives import elementwise as ew
@@ -38,7 +38,7 @@ def _expand_index(idx: Any, ndim: int) -> list[Any]:
         if isinstance(e, np.ndarray) and e.dtype == np.bool_:
             entries.extend(np.nonzero(e))
         elif isinstance(e, Tracer) and e.dtype == dtypes.bool_:
-            raise IndexError(
+            raise NonConcreteBooleanIndexError(
                 f"boolean mask indexing with a traced mask of type {e.aval} gives a data-dependent shape; "
                 "use fungraph.numpy.where(mask, x, 0) instead"
             )

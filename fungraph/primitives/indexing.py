@@ -68,6 +68,8 @@ def _scatter_aval(upd: ShapedArray, idx: ShapedArray, *, axis: int, shape: tuple
 def _scatter_impl(upd: Any, idx: Any, *, axis: int, shape: tuple[int, ...]) -> np.ndarray:
     upd = np.asarray(upd)
     out = np.zeros(shape, upd.dtype)
+    if out.size == 0:
+        return out
     idx = _normalize_indices(idx, shape[axis])
     moved = np.moveaxis(out, axis, 0)
     upd_moved = np.moveaxis(upd.reshape(shape[:axis] + (idx.size,) + shape[axis + 1:]), axis, 0)
@@ -376,6 +378,8 @@ def _scatter_add_cpu(out: np.ndarray, upd: Any, idx: Any, *, axis: int, shape: t
     if idx.size and (idx.min() < 0 or idx.max() >= shape[axis]):
         idx = _normalize_indices(idx, shape[axis])
     out.fill(0)
+    if out.size == 0:
+        return out
     upd = np.asarray(upd).reshape(shape[:axis] + (idx.size,) + shape[axis + 1:])
     np.add.at(np.moveaxis(out, axis, 0), idx.reshape(-1), np.moveaxis(upd, axis, 0))
     return out

@@ -1,4 +1,4 @@
-"""``fungraph.scipy.integrate``: ``odeint``, an adaptive Dormand–Prince 5(4) solver staged as
+"""``fungraph.scipy.integrate``: ``trapezoid`` (JAX's), and ``odeint``, an adaptive Dormand–Prince 5(4) solver staged as
 ``lax`` control flow, whose gradient is the adjoint method (attached with ``custom_vjp``).
 
 The forward solve is a ``scan`` over the output intervals; each interval is a ``while_loop``
@@ -28,7 +28,10 @@ from fungraph.lax import scan, stop_gradient, while_loop
 from fungraph.numpy._util import asarray, cast
 from fungraph.tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["odeint"]
+__all__ = ["odeint", "trapezoid"]
+
+#: ``jax.scipy.integrate.trapezoid``, the same function as ``numpy.trapezoid``
+trapezoid = fnp.trapezoid
 
 # --- the Dormand–Prince 5(4) tableau (Dormand & Prince 1980) ----------------------------------
 

@@ -112,3 +112,49 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2, mode
                 return vjp(f, *primals)[1](ct_tree)
 
             check_grads(f_vjp, args, order - 1, ("rev",), eps, atol, rtol, seed + 1, rev_vs_numerical)
+
+
+def _tolerances(args: Sequence[np.ndarray], atol: float | None, rtol: float | None,
+                eps: float | None) -> tuple[float, float, float]:
+    is64 = dtypes.x64_enabled() and all(a.dtype in (dtypes.float64, dtypes.complex128) for a in args)
+    return (eps if eps is not None else (1e-6 if is64 else 1e-2),
+            atol if atol is not None else (1e-5 if is64 else 5e-2),
+            rtol if rtol is not None else (1e-5 if is64 else 5e-2))
+
+
+def check_jvp(f: Callable[..., Any], f_jvp: Callable[..., Any], args: Sequence[Any], atol: float | None = None,
+              rtol: float | None = None, eps: float | None = None, err_msg: str = "", seed: int = 0) -> None:
+    """``f_jvp(primals, tangents) -> (out, tangent_out)`` (``partial(jvp, f)`` or a hand-written
+    rule) agrees with ``f`` and with central differences of ``f`` along a random direction."""
+    args = _as_float_arrays(args)
+    eps, atol, rtol = _tolerances(args, atol, rtol, eps)
+    tangents = [_random_like(np.random.default_rng(seed), a) for a in args]
+    out, t_out = f_jvp(tuple(args), tuple(tangents))
+    prefix = f"{err_msg}: " if err_msg else ""
+    _check_close(f"{prefix}check_jvp primal outputs", _flat_out(out), _flat_out(f(*args)), atol, rtol)
+    _check_close(f"{prefix}check_jvp tangents vs finite differences", _flat_out(t_out),
+                 numerical_jvp(f, args, tangents, eps), atol, rtol)
+
+
+def check_vjp(f: Callable[..., Any], f_vjp: Callable[..., Any], args: Sequence[Any], atol: float | None = None,
+              rtol: float | None = None, eps: float | None = None, err_msg: str = "", seed: int = 0) -> None:
+    """``f_vjp(*args) -> (out, pullback)`` (``partial(vjp, f)`` or a hand-written rule) agrees with
+    ``f``, and its pullback passes the dot-product test against central differences of ``f``:
+    ``<J^T ct, t> == <ct, J t>`` for random ``t`` and ``ct``."""
+    args = _as_float_arrays(args)
+    eps, atol, rtol = _tolerances(args, atol, rtol, eps)
+    rng = np.random.default_rng(seed)
+    out, pullback = f_vjp(*args)
+    prefix = f"{err_msg}: " if err_msg else ""
+    outs = _flat_out(out)
+    _check_close(f"{prefix}check_vjp primal outputs", outs, _flat_out(f(*args)), atol, rtol)
+    tangents = [_random_like(rng, a) for a in args]
+    cts = [_random_like(rng, o) for o in outs]
+    grads = [np.conj(np.asarray(g)) for g in tree_leaves(pullback(tree_unflatten(tree_flatten(out)[1],
+                                                                                 [np.conj(c) for c in cts])))]
+    lhs = _vdot(numerical_jvp(f, args, tangents, eps), cts)
+    rhs = _vdot(tangents, grads)
+    scale = max(1.0, abs(lhs), abs(rhs))
+    if not abs(lhs - rhs) <= (atol + rtol) * scale:
+        raise AssertionError(f"{prefix}check_vjp: the pullback fails the dot-product test: <ct, J t> = {lhs!r} "
+                             f"(J t by finite differences) but <J^T ct, t> = {rhs!r}")

@@ -257,6 +257,11 @@ def _maclaurin(e: Term) -> str:
     return literal(np.asarray(maclaurin_coefficient(e.params["series"], e.params["k"]), e.out))
 
 
+#: The primitives fgmath.h computes with polynomials: tens of operations per element, where
+#: the other rules take one or a few.
+TRANSCENDENTAL = frozenset({"exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh", "atan",
+                            "asin", "acos", "acosh", "atanh", "erf", "logistic", "pow", "atan2"})
+
 #: primitive name -> rule; each maps its operands to one C expression of its output dtype.
 RULES: dict[str, Rule] = {
     "add": _arith("+", "|"), "sub": _arith("-"), "mul": _arith("*", "&"), "div": _arith("/"),
@@ -268,8 +273,7 @@ RULES: dict[str, Rule] = {
     "neg": _neg, "abs": _abs, "sign": _sign, "floor": _libm("floor"), "sqrt": _libm("sqrt"),
     "select": _select, "convert_element_type": _convert, "integer_pow": _integer_pow, "maclaurin": _maclaurin,
     "mod": _fg("mod"), "floor_divide": _fg("floordiv"),
-    **{name: _fg(name) for name in ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
-                                    "atan", "asin", "acos", "acosh", "atanh", "erf", "logistic", "pow", "atan2")},
+    **{name: _fg(name) for name in sorted(TRANSCENDENTAL)},
 }
 
 #: What every generated source includes: fgmath.h (vectorisable transcendentals with tested
@@ -445,19 +449,29 @@ def _nest(extents: Sequence[int], index_vars: Sequence[str], body: Sequence[str]
     return out
 
 
+def pool_arguments(params: Sequence[str]) -> tuple[list[str], list[str]]:
+    """For a function of pointer parameters ``params`` (``T *name``) handing them to the pool:
+    the chunk function's statements taking each back from ``args``, and the ``(void *)``
+    pointers the function packs into ``args``, in order."""
+    unpack, pointers = [], []
+    for k, p in enumerate(params):
+        cut = p.rindex("*") + 1
+        unpack.append(f"{p[:cut]}{p[cut:]} = ({p[:cut]})args[{k}];")
+        pointers.append(f"(void *){p[cut:]}")
+    return unpack, pointers
+
+
 def _parallel(name: str, params: Sequence[str], small_trig: bool, extents: Sequence[int], nest: Sequence[str],
               n_threads: int) -> str:
     """A region split across threads by fgpool.h's ``fg_parallel``: ``name_chunk`` runs the nest
     over a range of its outermost index, and ``name`` hands its pointers (and, for the fast
     trigonometric version, the flag every chunk clears when an argument is out of range) to
     the pool."""
-    unpack = []
-    for k, p in enumerate(params):
-        ptr_type, var = p[:p.rindex("*") + 1], p[p.rindex("*") + 1:]
-        unpack.append(f"    {ptr_type}{var} = ({ptr_type})args[{k}];")
+    unpack, pointers = pool_arguments(params)
     chunk = max(1, CHUNK_ELEMENTS // math.prod(extents[1:]))
-    pointers = [f"(void *){p[p.rindex('*') + 1:]}" for p in params] + (["&ok"] if small_trig else [])
-    body = [f"static void {name}_chunk(void *const *args, int64_t lo, int64_t hi)", "{", *unpack]
+    pointers += ["&ok"] if small_trig else []
+    body = [f"static void {name}_chunk(void *const *args, int64_t lo, int64_t hi)", "{",
+            *("    " + x for x in unpack)]
     clear = f"    if (!ok) __atomic_store_n((int *)args[{len(params)}], 0, __ATOMIC_RELAXED);"
     body += ["    int ok = 1;", *nest, clear, "}"] if small_trig else [*nest, "}"]
     body += [f"{'int' if small_trig else 'void'} {name}({', '.join(params)})", "{"]

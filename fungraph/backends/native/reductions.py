@@ -4,7 +4,8 @@ of an elementwise chain, ``x / sum(x)``.
 
 Every reduction of such a region reduces the same trailing axes of the region's shape, so
 the region is a loop over *rows* (the kept axes), each row a contiguous run of ``L``
-elements. A value of the body is an *element* value (one per element of a row) or a *row*
+elements (a region reducing *leading* axes, a bias gradient's ``sum(g, axis=0)``, is walked
+by columns instead: :mod:`.columns`). A value of the body is an *element* value (one per element of a row) or a *row*
 value (one per row: a reduction's result, what is computed from it, a keep-dims broadcast of
 it). Per row, the generated code runs one pass over the row's elements per level of
 reductions: a pass computes the element values its reductions need (in registers, as a
@@ -22,6 +23,11 @@ elements whose sums are added pairwise, as numpy's pairwise summation does: the 
 float64 sum of ``n`` terms is at most ``(SUM_BLOCK + 2 ceil(log2 ceil(n / SUM_BLOCK)) + 1)
 eps sum |x|`` (numpy's own bound has 128 + log2(n / 128)), and a float32 sum is the double
 sum rounded once. Integer sums wrap as numpy's do; ``max`` and ``min`` propagate NaN.
+
+A large region hands ranges of its rows to the process's pool (fgpool.h); a region of one long
+row whose reductions all take one pass (a reducing ``while``'s cond over a large carry) hands
+it chunks of the row instead, each a power of two sum blocks, whose partial values it
+combines in chunk order: the same bits as one thread.
 """
 
 from __future__ import annotations
@@ -33,12 +39,29 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from fungraph.backends.native.codegen import C_TYPES, PARALLEL_MIN_ELEMENTS, RULES, ctype, emit_eqns, literal, threads
+from fungraph.backends.native.codegen import (
+    C_TYPES,
+    CHUNK_ELEMENTS,
+    PARALLEL_MIN_ELEMENTS,
+    RULES,
+    ctype,
+    emit_eqns,
+    pool_arguments,
+    threads,
+)
+from fungraph.backends.native.columns import column_source
+from fungraph.backends.native.reducers import (
+    MOVES,
+    NAME,
+    REDUCERS,
+    Unsupported,
+    contiguous,
+    identity,
+    reducible,
+    wide_sum,
+)
 from fungraph.interpreters.regions import broadcasts_by_row, expanded_shape, row_layout, trailing_axes
 from fungraph.ir import Eqn, Graph, Literal, Var
-
-#: The reductions a region may hold, by primitive name.
-REDUCERS = frozenset({"reduce_sum", "reduce_max", "reduce_min"})
 
 #: Elements per block of a sum; the blocks' sums are added pairwise (module docstring).
 SUM_BLOCK = 128
@@ -47,40 +70,28 @@ SUM_BLOCK = 128
 #: array of a row's length per stashed value) instead of computing them again.
 STASH_ELEMENTS = 4096
 
-_MOVES = frozenset({"reshape", "broadcast_in_dim"})
-_NAME = "FG_REDUCTION_REGION"
-
-
-def reducible(e: Eqn) -> bool:
-    """Whether the generator can compute reduction ``e`` in a region (its dtype a C type; a
-    bool sum is numpy's ``or`` and is left out)."""
-    if e.primitive.name not in REDUCERS:
-        return False
-    dt = np.dtype(e.inputs[0].aval.dtype)
-    return dt in C_TYPES and not (dt.kind == "b" and e.primitive.name == "reduce_sum")
-
-
-def has_reduction(body: Graph) -> bool:
-    return any(e.primitive.name in REDUCERS for e in body.eqns)
-
-
 def reduction_source(body: Graph, name: str, rows: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> str | None:
     """``void name(const T0 *a0, ..., T *o0, ...)``: region ``body`` (holding reductions) over
     C-contiguous inputs and outputs, row by row (module docstring); None when the generator
     cannot express it, which leaves the region to the numpy engine. ``rows`` (a shape and
     its trailing axes) gives the rows of a body without reductions whose values are of that
     shape or one per row (a loop body under ``vmap``: its batched counter beside its carry)."""
-    text = _source(body, rows)
-    return None if text is None else text.replace(_NAME, name)
+    text = _source(body, rows, threads())
+    return None if text is None else text.replace(NAME, name)
 
 
 @functools.lru_cache(maxsize=256)
-def _source(body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None) -> str | None:
-    """The source for ``body``'s structure (graphs compare structurally), named ``_NAME``."""
+def _source(body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None, n_threads: int) -> str | None:
+    """The source for ``body``'s structure (graphs compare structurally) split across
+    ``n_threads``, named ``NAME``: row by row, or column by column when its reductions
+    reduce leading axes (:class:`_Columns`)."""
     try:
-        return _Rows(body, rows).source()
-    except _Unsupported:
+        return _Rows(body, rows, n_threads).source()
+    except Unsupported:
+        pass
+    if rows is not None:
         return None
+    return column_source(body, n_threads)
 
 
 def row_axes(big: tuple[int, ...], small: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -92,23 +103,13 @@ def row_axes(big: tuple[int, ...], small: tuple[int, ...]) -> tuple[int, ...] | 
     return None
 
 
-class _Unsupported(Exception):
-    """The body is outside what the generator expresses."""
-
-
-def _contiguous(extents: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(extents):
-        strides.append(step)
-        step *= d
-    return strides[::-1]
-
-
 class _Rows:
     """One region's analysis and source: ``kind`` (``"row"`` or ``"elem"``) and ``level`` (the
     reductions a value waits for) per value, each input's element strides over the domain."""
 
-    def __init__(self, body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> None:
+    def __init__(self, body: Graph, rows: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+                 n_threads: int = 1) -> None:
+        self.n_threads = n_threads
         reds = [e for e in body.eqns if e.primitive.name in REDUCERS]
         values = [*body.invars, *(o for e in body.eqns for o in e.outputs)]
         literals = [a for e in body.eqns for a in e.inputs if isinstance(a, Literal)]
@@ -116,7 +117,7 @@ class _Rows:
                 or any(np.dtype(v.aval.dtype) not in C_TYPES for v in [*values, *literals])
                 or any(len(e.outputs) != 1 for e in body.eqns)
                 or any(np.ndim(a.array) != 0 for a in literals)):
-            raise _Unsupported
+            raise Unsupported
         self.body = body
         if rows is None:
             widest = max(reds, key=lambda e: e.inputs[0].aval.size)
@@ -127,13 +128,13 @@ class _Rows:
         for e in reds:
             operand = e.inputs[0]
             if not reducible(e) or not isinstance(operand, Var):
-                raise _Unsupported
+                raise Unsupported
             if tuple(operand.aval.shape) == self.domain and tuple(sorted(e.params["axes"])) == self.axes:
                 continue
             if e.outputs[0].aval.shape != () or tuple(sorted(e.params["axes"])) != tuple(range(operand.aval.ndim)):
-                raise _Unsupported
+                raise Unsupported
         if not trailing_axes(self.domain, self.axes):
-            raise _Unsupported
+            raise Unsupported
         self.kept = [k for k, d in enumerate(self.domain) if k not in self.axes and d > 1]
         self.row_len = math.prod(self.domain[a] for a in self.axes)
         self.kind: dict[Var, str] = {}
@@ -154,8 +155,8 @@ class _Rows:
             full = out == self.domain or e.primitive.name in REDUCERS
             for a in e.inputs:
                 if isinstance(a, Var) and a in readers:
-                    if e.primitive.name in _MOVES:
-                        raise _Unsupported
+                    if e.primitive.name in MOVES:
+                        raise Unsupported
                     readers[a].add("full" if full else "row")
         for o in self.body.outvars:
             if o in readers:
@@ -172,21 +173,21 @@ class _Rows:
             elif how == {"full"}:
                 strides = self._broadcast_strides(shape)
             else:
-                raise _Unsupported
+                raise Unsupported
             self.strides[v] = strides
             along = [strides[a] for a in self.axes if self.domain[a] > 1]
             if not any(along):
                 self.kind[v] = "row"
-            elif along == _contiguous([self.domain[a] for a in self.axes if self.domain[a] > 1]):
+            elif along == contiguous([self.domain[a] for a in self.axes if self.domain[a] > 1]):
                 self.kind[v] = "elem"
             else:
-                raise _Unsupported
+                raise Unsupported
             self.level[v] = 0
 
     def _broadcast_strides(self, shape: tuple[int, ...]) -> list[int]:
         if len(shape) > len(self.domain):
-            raise _Unsupported
-        own = _contiguous(shape)
+            raise Unsupported
+        own = contiguous(shape)
         pad = len(self.domain) - len(shape)
         strides = []
         for k, d in enumerate(self.domain):
@@ -195,7 +196,7 @@ class _Rows:
             elif shape[k - pad] == d:
                 strides.append(own[k - pad])
             else:
-                raise _Unsupported
+                raise Unsupported
         return strides
 
     def _row_strides(self, shape: tuple[int, ...]) -> list[int]:
@@ -203,8 +204,8 @@ class _Rows:
         if math.prod(shape) == 1:
             return strides
         if not row_layout(shape, self.domain, self.axes):
-            raise _Unsupported
-        for k, s in zip(self.kept, _contiguous([d for d in self.domain if d > 1][:len(self.kept)])):
+            raise Unsupported
+        for k, s in zip(self.kept, contiguous([d for d in self.domain if d > 1][:len(self.kept)])):
             strides[k] = s
         return strides
 
@@ -220,17 +221,17 @@ class _Rows:
         if name in REDUCERS:
             self.kind[out], self.level[out] = "row", level + 1
             return
-        if name in _MOVES:
+        if name in MOVES:
             (a,) = ins
             spread = name == "broadcast_in_dim" and shape == self.domain
             ok = self.kind[a] == "row" and (row_layout(shape, self.domain, self.axes) or (
                 spread and broadcasts_by_row(expanded_shape(e), self.domain, self.axes)))
             if not ok:
-                raise _Unsupported
+                raise Unsupported
             self.kind[out], self.level[out] = "row", level
             return
         if name not in RULES:
-            raise _Unsupported
+            raise Unsupported
         if shape == self.domain:
             for a in ins:
                 if a in self.body.invars:
@@ -238,14 +239,14 @@ class _Rows:
                 a_shape = tuple(a.aval.shape)
                 if self.kind[a] == "row" and a_shape != self.domain and not broadcasts_by_row(a_shape, self.domain,
                                                                                               self.axes):
-                    raise _Unsupported
+                    raise Unsupported
             self.kind[out] = "elem" if any(self.kind[a] == "elem" for a in ins) else "row"
         else:
             if not row_layout(shape, self.domain, self.axes):
-                raise _Unsupported
+                raise Unsupported
             for a in ins:
                 if self.kind[a] != "row" or (a not in self.body.invars and tuple(a.aval.shape) != shape):
-                    raise _Unsupported
+                    raise Unsupported
             self.kind[out] = "row"
         self.level[out] = level
 
@@ -257,13 +258,13 @@ class _Rows:
         if e.primitive.name in REDUCERS:
             (a,) = ins
             if self.kind[a] != "row" or not row_layout(tuple(a.aval.shape), self.domain, self.axes):
-                raise _Unsupported
-        elif out.aval.shape != () or not (e.primitive.name in RULES or e.primitive.name in _MOVES) or any(
+                raise Unsupported
+        elif out.aval.shape != () or not (e.primitive.name in RULES or e.primitive.name in MOVES) or any(
                 self.kind[a] != "global" and a.aval.size != 1 for a in ins):
-            raise _Unsupported
+            raise Unsupported
         for a in ins:
             if self.kind[a] != "global" and e.primitive.name not in REDUCERS and a not in self.body.invars:
-                raise _Unsupported
+                raise Unsupported
         self.kind[out], self.level[out] = "global", -1
 
     # --- source -----------------------------------------------------------------------------
@@ -275,10 +276,12 @@ class _Rows:
         counter = itertools.count()
         names: dict[Var, str] = {}
         outer = [f"r{k}" for k in range(len(self.kept))]
-        row_strides = _contiguous([self.domain[k] for k in self.kept])
+        row_strides = contiguous([self.domain[k] for k in self.kept])
         row = " + ".join(f"{v} * {s}" for v, s in zip(outer, row_strides)) or "0"
         lines = [f"const int64_t row = {row};"]
         pre: list[str] = []
+        stores: set[str] = set()
+        marks: tuple[int, ...] = ()
         post: list[str] = []
 
         def base(v: Var) -> str:
@@ -316,31 +319,108 @@ class _Rows:
                 out = e.outputs[0]
                 if self.kind[out] != "row" or self.level[out] != p or e.primitive.name in REDUCERS:
                     continue
-                if e.primitive.name in _MOVES:
+                if e.primitive.name in MOVES:
                     names[out] = names[e.inputs[0]]  # type: ignore[index]
                 else:
                     emit_eqns([e], names, lines, counter)
             for o in body.outvars:
                 if self.kind[o] == "row" and self.level[o] == p and tuple(o.aval.shape) != self.domain:
                     lines.append(f"o{outs[o]}[row] = {names[o]};")
+                    stores.add(lines[-1])
             for k in across:
                 if self.level[body.eqns[k].inputs[0]] == p:
                     lines += _global_add(body.eqns[k], f"g{k}", names[body.eqns[k].inputs[0]])  # type: ignore[index]
             if p <= last:
-                lines += self._pass(p, [k for k in reds if self.level[body.eqns[k].inputs[0]] == p],
-                                    names, counter, outs)
+                mine = [k for k in reds if self.level[body.eqns[k].inputs[0]] == p]
+                marks = (len(lines), mine)
+                lines += self._pass(p, mine, names, counter, outs)
+                marks = (marks[0], len(lines), marks[1])
         for k, e in enumerate(body.eqns):
             out = e.outputs[0]
             if k in across:
                 names[out] = f"v{next(counter)}"
                 post += _global_finish(e, f"g{k}", names[out])
             elif self.kind[out] == "global":
-                if e.primitive.name in _MOVES:
+                if e.primitive.name in MOVES:
                     names[out] = names[e.inputs[0]]  # type: ignore[index]
                 else:
                     emit_eqns([e], names, post, counter)
         post += [f"o{j}[0] = {names[o]};" for j, o in enumerate(body.outvars) if self.kind[o] == "global"]
+        if not outer and not across and last == 0 and self._row_chunk() is not None:
+            start, end, mine = marks  # type: ignore[misc]
+            before = [x for x in lines[:start] if x not in stores]
+            chunk = self._pass(0, mine, names, counter, outs, ("begin", "end"))
+            return self._split_row(pre, before, chunk, lines[end:], mine, lines[:start])
         return self._function(pre, lines, post, outer, parallel=not across)
+
+    def _row_chunk(self) -> int | None:
+        """Elements per chunk of a region of one long row split across threads: ``SUM_BLOCK``
+        times a power of two, about four chunks per thread; None below the size a split pays."""
+        if self.n_threads < 2 or self.row_len < PARALLEL_MIN_ELEMENTS:
+            return None
+        chunk = SUM_BLOCK
+        while 2 * chunk <= self.row_len // (4 * self.n_threads):
+            chunk *= 2
+        return chunk
+
+    def _split_row(self, pre: list[str], before: list[str], chunk: list[str], after: list[str], mine: list[int],
+                   head: list[str]) -> str:
+        """One long row (a reducing ``while``'s cond over a large carry) split across threads:
+        ``NAME_part`` runs the row's one pass over each chunk of its range (the pool may hand
+        it several, or all of them), storing each reduction's partial value; the function
+        combines them in chunk order (sums with the binary counter, over chunks of a power of
+        two blocks: the bits of one thread's pairwise sum), then runs ``after`` (the row values
+        and outputs)."""
+        body = self.body
+        size = self._row_chunk()
+        assert size is not None
+        n = -(-self.row_len // size)
+        params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
+        params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
+        unpack, pointers = pool_arguments(params)
+        parts, save, combine = [], [], []
+        for k in mine:
+            e = body.eqns[k]
+            dt = np.dtype(e.inputs[0].aval.dtype)
+            acc, slot = f"q{k}", len(pointers)
+            if e.primitive.name == "reduce_sum" and dt.kind == "f":
+                parts.append(f"double {acc}_part[{n}];")
+                pointers.append(f"(void *){acc}_part")
+                save += [f"double {acc}_r = {acc}_t ? {acc}_s[{acc}_t - 1] : 0.0;",
+                         f"for (int q = {acc}_t - 2; q >= 0; q--) {acc}_r = {acc}_s[q] + {acc}_r;",
+                         f"((double *)args[{slot}])[begin / {size}] = {acc}_r;"]
+                combine += [f"double {acc}_s[64];", f"int {acc}_t = 0;",
+                            f"for (int64_t n = 0; n < {n}; n++) {{", f"    double {acc}_p = {acc}_part[n];",
+                            f"    for (int64_t c = n + 1; !(c & 1); c >>= 1) {acc}_p = {acc}_s[--{acc}_t] + {acc}_p;",
+                            f"    {acc}_s[{acc}_t++] = {acc}_p;", "}"]
+            elif e.primitive.name == "reduce_sum":
+                w = wide_sum(dt)
+                parts.append(f"{w} {acc}_part[{n}];")
+                pointers.append(f"(void *){acc}_part")
+                save.append(f"(({w} *)args[{slot}])[begin / {size}] = {acc};")
+                combine += [f"{w} {acc} = 0;", f"for (int64_t n = 0; n < {n}; n++) {acc} += {acc}_part[n];"]
+            else:
+                t, (op, sign) = ctype(dt), ((">", "max") if e.primitive.name == "reduce_max" else ("<", "min"))
+                parts.append(f"{t} {acc}_part[{n}];")
+                pointers.append(f"(void *){acc}_part")
+                save.append(f"(({t} *)args[{slot}])[begin / {size}] = {acc};")
+                pick = f"{acc} = {acc}_part[n] {op} {acc} ? {acc}_part[n] : {acc};"
+                combine += [f"{t} {acc} = {identity(dt, sign)};", f"for (int64_t n = 0; n < {n}; n++) {pick}"]
+                if dt.kind == "f":
+                    parts.append(f"uint8_t {acc}_nan[{n}];")
+                    pointers.append(f"(void *){acc}_nan")
+                    save.append(f"((uint8_t *)args[{slot + 1}])[begin / {size}] = {acc}_n;")
+                    combine += [f"uint8_t {acc}_n = 0;", f"for (int64_t n = 0; n < {n}; n++) {acc}_n |= {acc}_nan[n];"]
+        part = [f"static void {NAME}_part(void *const *args, int64_t from, int64_t to)", "{",
+                *("    " + x for x in [*unpack, *pre, *before]),
+                f"    for (int64_t begin = from; begin < to; begin += {size}) {{",
+                f"        const int64_t end = begin + {size} < to ? begin + {size} : to;",
+                *("        " + x for x in [*chunk, *save]), "    }", "}", ""]
+        main = [f"void {NAME}({', '.join(params)})", "{", *("    " + x for x in parts),
+                f"    void *const args[] = {{{', '.join(pointers)}}};",
+                f"    fg_parallel({NAME}_part, args, {self.row_len}, {size}, {self.n_threads});",
+                *("    " + x for x in [*pre, *head, *combine, *after]), "}", ""]
+        return "\n".join(part + main)
 
     def _plan_passes(self, last: int, reds: list[int], full_outs: list[Var]) -> None:
         """Per pass, the element values it computes and those it loads from the row's stash
@@ -359,9 +439,11 @@ class _Rows:
             computed |= needed
 
     def _pass(self, p: int, mine: list[int], names: dict[Var, str], counter: Iterator[int],
-              outs: dict[Var, int]) -> list[str]:
+              outs: dict[Var, int], span: tuple[str, str] | None = None) -> list[str]:
         """Pass ``p`` over a row's elements: the reductions ``mine`` (equation indices)
-        accumulated, and in the last pass the outputs of the domain's shape stored."""
+        accumulated, and in the last pass the outputs of the domain's shape stored; over the
+        elements ``span`` (C expressions) of the row when given, else all of them."""
+        first, stop = span or ("0", str(self.row_len))
         body = self.body
         stored = [o for o in body.outvars if p == max(self.passes) and tuple(o.aval.shape) == self.domain]
         if not mine and not stored:
@@ -398,7 +480,7 @@ class _Rows:
                 clauses.append(f"reduction(+:{acc})")
             else:
                 op, sign = (">", "max") if e.primitive.name == "reduce_max" else ("<", "min")
-                head.append(f"{ctype(dt)} {acc} = {_identity(dt, sign)};")
+                head.append(f"{ctype(dt)} {acc} = {identity(dt, sign)};")
                 inner.append(f"{acc} = {v} {op} {acc} ? {v} : {acc};")
                 clauses.append(f"reduction({sign}:{acc})")
                 if dt.kind == "f":
@@ -409,15 +491,15 @@ class _Rows:
         loop = [" ".join(["#pragma omp simd", *clauses]), "for (int64_t i = lo; i < hi; i++) {",
                 *("    " + x for x in inner), "}"]
         if not sums:
-            return [*head, "{", f"    const int64_t lo = 0, hi = {self.row_len};", *("    " + x for x in loop), "}"]
-        block = [f"const int64_t hi = lo + {SUM_BLOCK} < {self.row_len} ? lo + {SUM_BLOCK} : {self.row_len};"]
+            return [*head, "{", f"    const int64_t lo = {first}, hi = {stop};", *("    " + x for x in loop), "}"]
+        block = [f"const int64_t hi = lo + {SUM_BLOCK} < {stop} ? lo + {SUM_BLOCK} : {stop};"]
         block += [f"double {acc}_b = 0;" for acc in sums]
         block += loop
         for acc in sums:
             block += [f"double {acc}_p = {acc}_b;",
                       f"for (int64_t c = n + 1; !(c & 1); c >>= 1) {acc}_p = {acc}_s[--{acc}_t] + {acc}_p;",
                       f"{acc}_s[{acc}_t++] = {acc}_p;"]
-        return [*head, f"for (int64_t lo = 0, n = 0; lo < {self.row_len}; lo += {SUM_BLOCK}, n++) {{",
+        return [*head, f"for (int64_t lo = {first}, n = 0; lo < {stop}; lo += {SUM_BLOCK}, n++) {{",
                 *("    " + x for x in block), "}"]
 
     def _needed(self, wanted: Sequence[Var], earlier: set[Var]) -> tuple[set[Var], set[Var]]:
@@ -441,26 +523,37 @@ class _Rows:
         return needed, loads
 
     def _function(self, pre: list[str], lines: list[str], post: list[str], outer: list[str], parallel: bool) -> str:
-        """The function: ``pre``, the loop over rows running ``lines`` (across threads when
-        asked for and ``parallel``: no value accumulates across rows), then ``post``."""
+        """The function: ``pre``, the loop over rows running ``lines``, then ``post``. With
+        ``parallel`` (no value accumulates across rows), a large region's rows are split
+        across threads: ``NAME_rows`` runs a range of rows and the pool (fgpool.h) runs it."""
         body = self.body
         params = [f"const {ctype(v.aval.dtype)} *a{j}" for j, v in enumerate(body.invars)]
         params += [f"{ctype(o.aval.dtype)} *o{j}" for j, o in enumerate(body.outvars)]
-        out = [f"void {_NAME}({', '.join(params)})", "{", *("    " + x for x in pre)]
+        head = f"void {NAME}({', '.join(params)})"
         extents = [self.domain[k] for k in self.kept]
-        n_threads = threads()
-        if parallel and outer and n_threads > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS:
-            out.append(f"    #pragma omp parallel for collapse({len(outer)}) num_threads({n_threads}) "
-                       "schedule(static)")
-        for k, (v, d) in enumerate(zip(outer, extents)):
-            out.append("    " * (k + 1) + f"for (int64_t {v} = 0; {v} < {d}; {v}++)")
-        depth = len(outer) + 1
-        out.append("    " * depth + "{")
-        out += ["    " * (depth + 1) + x for x in lines]
-        out.append("    " * depth + "}")
-        out += ["    " + x for x in post]
-        out.append("}")
-        return "\n".join(out) + "\n"
+        n_threads = self.n_threads
+        rows = math.prod(extents)
+        if not (parallel and outer and n_threads > 1 and rows > 1 and math.prod(self.domain) >= PARALLEL_MIN_ELEMENTS):
+            out = [head, "{", *("    " + x for x in pre)]
+            for k, (v, d) in enumerate(zip(outer, extents)):
+                out.append("    " * (k + 1) + f"for (int64_t {v} = 0; {v} < {d}; {v}++)")
+            depth = len(outer) + 1
+            out += ["    " * depth + "{", *("    " * (depth + 1) + x for x in lines), "    " * depth + "}"]
+            return "\n".join([*out, *("    " + x for x in post), "}", ""])
+        unpack, pointers = pool_arguments(params)
+        index = []
+        for k, v in enumerate(outer):
+            after = math.prod(extents[k + 1:])
+            value = "r" if after == 1 else f"(r / {after})"
+            index.append(f"const int64_t {v} = {value} % {extents[k]};" if k else f"const int64_t {v} = {value};")
+        chunk = max(1, CHUNK_ELEMENTS // self.row_len)
+        out = [f"static void {NAME}_rows(void *const *args, int64_t lo, int64_t hi)", "{",
+               *("    " + x for x in unpack),
+               *("    " + x for x in pre), "    for (int64_t r = lo; r < hi; r++) {",
+               *("        " + x for x in [*index, *lines]), "    }", "}", "", head, "{",
+               f"    void *const args[] = {{{', '.join(pointers)}}};",
+               f"    fg_parallel({NAME}_rows, args, {rows}, {chunk}, {n_threads});", "}", ""]
+        return "\n".join(out)
 
 
 def _finish(e: Eqn, acc: str, name: str) -> list[str]:
@@ -482,15 +575,15 @@ def _global_start(e: Eqn, acc: str) -> list[str]:
     type an integer sum wraps in; a max or min and whether a NaN was seen)."""
     dt = np.dtype(e.inputs[0].aval.dtype)
     if e.primitive.name == "reduce_sum":
-        return [f"double {acc} = 0;" if dt.kind == "f" else f"{_wide_sum(dt)} {acc} = 0;"]
+        return [f"double {acc} = 0;" if dt.kind == "f" else f"{wide_sum(dt)} {acc} = 0;"]
     sign = "max" if e.primitive.name == "reduce_max" else "min"
-    return [f"{ctype(dt)} {acc} = {_identity(dt, sign)};", f"uint8_t {acc}_n = 0;"]
+    return [f"{ctype(dt)} {acc} = {identity(dt, sign)};", f"uint8_t {acc}_n = 0;"]
 
 
 def _global_add(e: Eqn, acc: str, v: str) -> list[str]:
     dt = np.dtype(e.inputs[0].aval.dtype)
     if e.primitive.name == "reduce_sum":
-        return [f"{acc} += {'(double)' if dt.kind == 'f' else f'({_wide_sum(dt)})'}{v};"]
+        return [f"{acc} += {'(double)' if dt.kind == 'f' else f'({wide_sum(dt)})'}{v};"]
     op = ">" if e.primitive.name == "reduce_max" else "<"
     return [f"{acc} = {v} {op} {acc} ? {v} : {acc};", f"{acc}_n |= {v} != {v};"]
 
@@ -500,18 +593,3 @@ def _global_finish(e: Eqn, acc: str, name: str) -> list[str]:
     if e.primitive.name == "reduce_sum" or np.dtype(e.inputs[0].aval.dtype).kind != "f":
         return [f"const {t} {name} = ({t}){acc};"]
     return [f"const {t} {name} = {acc}_n ? ({t})NAN : {acc};"]
-
-
-def _wide_sum(dt: np.dtype) -> str:
-    return "uint64_t" if dt.itemsize == 8 else "uint32_t"
-
-
-def _identity(dt: np.dtype, sign: str) -> str:
-    """The start of a max (``sign="max"``) or min accumulator of ``dt``."""
-    if dt.kind == "f":
-        value = -np.inf if sign == "max" else np.inf
-    elif dt.kind == "b":
-        value = sign != "max"
-    else:
-        value = np.iinfo(dt).min if sign == "max" else np.iinfo(dt).max
-    return literal(np.asarray(value, dt))

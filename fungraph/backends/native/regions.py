@@ -19,7 +19,8 @@ import numpy as np
 
 from fungraph._config import NATIVE_CPU
 from fungraph.backends.native.codegen import INCLUDES, has_trig, prelude, region_source, supported
-from fungraph.backends.native.reductions import has_reduction, reducible, reduction_source
+from fungraph.backends.native.reducers import has_reduction, reducible
+from fungraph.backends.native.reductions import reduction_source
 from fungraph.backends.native.toolchain import build, find_compiler
 from fungraph.ir import Eqn, Graph
 

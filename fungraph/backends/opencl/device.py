@@ -266,6 +266,8 @@ class OpenCLArray(DeviceArray):
 
     backend = "opencl"
     __slots__ = ("_aval", "buffer", "offset", "_host", "_pooled")
+    #: JAX's weak type (a jit output computed from Python scalars): see :meth:`weakly_typed`
+    weak_type = False
 
     def __init__(self, buffer: Any, aval: ShapedArray, offset: int = 0, pooled: bool = False) -> None:
         self.buffer = buffer
@@ -301,6 +303,19 @@ class OpenCLArray(DeviceArray):
 
     def is_deleted(self) -> bool:
         return self.buffer is None
+
+    def weakly_typed(self) -> OpenCLArray:
+        """This array's values as a new, weakly typed device array. A copy on the device, not a
+        re-typing in place: the array may be the caller's argument or another output."""
+        if self.weak_type:
+            return self
+        dev = get_device()
+        nbytes = self._aval.nbytes
+        buffer = dev.take(nbytes)
+        if nbytes:
+            dev.cl.enqueue_copy(dev.queue, buffer, self.live_buffer(), byte_count=nbytes,
+                                src_offset=self.offset * self._aval.dtype.itemsize)
+        return _WeakOpenCLArray(buffer, self._aval, 0, pooled=True)
 
     def live_buffer(self) -> Any:
         """``buffer``, or a :class:`DonatedArrayError` naming this array if it was donated."""
@@ -338,3 +353,10 @@ class OpenCLArray(DeviceArray):
     @property
     def device(self) -> sharding.Device:
         return opencl_device()
+
+
+class _WeakOpenCLArray(OpenCLArray):
+    """An :class:`OpenCLArray` typed weakly, as JAX types a result of weak inputs."""
+
+    __slots__ = ()
+    weak_type = True
