@@ -3,6 +3,7 @@
 from fungraph import (
     ad_checkpoint,
     checkpoint_policies,
+    custom_batching,
     debug,
     distributed,
     errors,
@@ -105,6 +106,9 @@ from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, 
 jacobian = jacrev  # jax.jacobian
 P = sharding.PartitionSpec  # jax.P
 NamedSharding = sharding.NamedSharding  # jax.NamedSharding
+set_mesh = sharding.set_mesh  # jax.set_mesh
+reshard = distributed.reshard  # jax.reshard
+sharding.reshard = reshard  # jax.sharding.reshard (it needs arrays, a layer above sharding's)
 host_count = process_count  # jax.host_count
 host_id = process_index  # jax.host_id
 host_ids = process_indices  # jax.host_ids
@@ -126,6 +130,8 @@ __all__ = [
     "host_count",
     "host_id",
     "host_ids",
+    "set_mesh",
+    "reshard",
     "effects_barrier",
     "make_array_from_callback",
     "make_array_from_process_local_data",
@@ -211,6 +217,7 @@ __all__ = [
     "memory",
     "nn",
     "ops",
+    "custom_batching",
     "profiler",
     "stages",
     "numpy",

@@ -222,3 +222,23 @@ def test_device_put_takes_a_sharding_of_one_device(x64: bool) -> None:
     two = fg.sharding.Mesh(np.array(fg.devices() * 2, dtype=object), ("x",))
     with pytest.raises(NotImplementedError, match="one device per process; split an array over processes"):
         fg.device_put(np.ones(2), fg.sharding.NamedSharding(two, fg.sharding.PartitionSpec("x")))
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_pure_callback_without_a_vmap_method_refuses_vmap_as_jax_s(staged: bool) -> None:
+    """JAX 0.10's default ``vmap_method=None`` cannot be batched: ``NotImplementedError`` naming
+    the methods (fungraph called the function once per example); an explicit method works, and
+    a call whose arguments are not batched needs none."""
+    errors = []
+    for lib, np_ in ((fg, fnp), (jax, jnp)):
+        def f(x: Any, lib: Any = lib) -> Any:
+            return lib.pure_callback(np.sin, lib.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+        mapped = lib.jit(lib.vmap(f)) if staged else lib.vmap(f)
+        with pytest.raises(NotImplementedError) as info:
+            mapped(np_.ones((3, 2)))
+        errors.append(str(info.value))
+        unbatched = lib.vmap(lambda x, lib=lib, f=f: f(np_.ones(2)) + x)(np_.ones(3))
+        np.testing.assert_allclose(np.asarray(unbatched), np.sin(1.) + 1, rtol=1e-6)
+    assert errors[0] == errors[1]
+    assert "Got vmap_method=None" in errors[0]

@@ -45,11 +45,13 @@ def test_make_array_from_callback_gives_each_process_its_block():
     """JAX's global-array constructors in fungraph's one-device-per-process model: each process
     gets its block of the global array, which ``shard_map`` takes as its in-spec's block."""
     import fungraph as fg
-    from fungraph.sharding import NamedSharding
+    from fungraph.experimental import mesh_utils
+    from fungraph.sharding import Mesh, NamedSharding
     from fungraph.sharding import PartitionSpec as P
 
     full = np.arange(4.0 * N * 3).reshape(4 * N, 3)
     mesh = fg.make_mesh((N,), ("dp",))
+    assert Mesh(mesh_utils.create_device_mesh((N,)), ("dp",)) == mesh
     block = fg.make_array_from_callback(full.shape, NamedSharding(mesh, P("dp")), lambda idx: full[idx])
     np.testing.assert_array_equal(block, full[4 * R:4 * (R + 1)])
     replicated = fg.make_array_from_callback(full.shape, NamedSharding(mesh, P()), lambda idx: full[idx])
