@@ -44,6 +44,7 @@ from fungraph.primitives._rules import zeros
 from fungraph.primitives.callback import io_callback_p, pure_callback_p
 from fungraph.primitives.shape import reshape, transpose
 from fungraph.primitives.while_loop import live_tapes, release_tapes, retain_tapes
+from fungraph.sharding import NamedSharding, SingleDeviceSharding
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 
@@ -375,13 +376,14 @@ def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
+                   has_aux: bool = False, holomorphic: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """``(fun(*args), gradient)`` of a scalar-valued ``fun`` with respect to ``argnums``.
 
     Keyword arguments are passed to ``fun`` and not differentiated, as in JAX. Complex inputs
     follow JAX: for a real-valued ``fun`` of ``z = x + iy`` the gradient is
     ``df/dx - i df/dy``; a complex-valued ``fun`` needs ``holomorphic=True`` (and complex
-    inputs), and then the gradient is ``f'(z)``."""
+    inputs), and then the gradient is ``f'(z)``. With ``allow_int`` integer and boolean
+    arguments are accepted, their gradients zeros of their dtype (JAX's are float0 zeros)."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
@@ -397,9 +399,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
                 if holomorphic and not dtypes.is_complex(dt):
                     raise TypeError(f"grad with holomorphic=True requires complex inputs, but argument {i} "
                                     f"has dtype {dt}")
-                if not dtypes.is_inexact(dt):
+                if not dtypes.is_inexact(dt) and not (allow_int and not holomorphic):
                     raise TypeError(f"grad requires float or complex inputs, but argument {i} has dtype {dt}; "
-                                    "differentiate with respect to float arguments only (see argnums)")
+                                    "differentiate with respect to float arguments only (see argnums), or "
+                                    "pass allow_int=True for float0 gradients of integer inputs")
         diff_args = tuple(args[i] for i in nums)
 
         def partial_fun(*diff: Any) -> Any:
@@ -434,10 +437,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
 
 
 def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
-         holomorphic: bool = False) -> Callable[..., Any]:
+         holomorphic: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """The gradient of a scalar-valued ``fun`` with respect to ``argnums`` (any order composes);
-    complex arguments as in ``value_and_grad``."""
-    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
+    complex and (``allow_int``) integer arguments as in ``value_and_grad``."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @functools.wraps(fun, updated=())
     def g(*args: Any, **kwargs: Any) -> Any:
@@ -656,8 +659,18 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
 def device_put(x: Any, device: Any = None) -> Any:
     """Every array leaf of ``x`` on ``device`` (a backend name: ``"cpu"``, the default, gives
     numpy arrays; ``"opencl"`` gives device arrays that OpenCL-jitted functions take without a
-    transfer), converted to fungraph's dtypes. ``device`` may also be one of ``devices()``."""
+    transfer), converted to fungraph's dtypes. ``device`` may also be one of ``devices()``, a
+    ``SingleDeviceSharding``, or a ``NamedSharding`` over a mesh of one device (the array stays
+    whole on it)."""
 
+    if isinstance(device, SingleDeviceSharding):
+        device = device.device
+    if isinstance(device, NamedSharding):
+        if device.mesh.size != 1:
+            raise NotImplementedError(
+                f"device_put onto {device}: fungraph arrays lie whole on one device per process; split an "
+                "array over processes with shard_map, whose blocks are each process's own (docs/distributed.md)")
+        device = device.mesh.devices.reshape(-1)[0]
     if isinstance(device, Device):
         device = device.platform
     where = "cpu" if device is None else device

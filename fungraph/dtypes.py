@@ -265,6 +265,31 @@ def float_dtype_for(dtype: np.dtype) -> np.dtype:
     return float64 if dtype.itemsize == 8 and x64_enabled() else float32
 
 
+def convert_values(x: Any, dtype: np.dtype) -> np.ndarray:
+    """``x`` converted to ``dtype`` as XLA converts (``convert_element_type``): a complex value
+    keeps its real part, and a float outside an integer dtype's range saturates to the nearer
+    bound, NaN becoming 0 (numpy's cast is undefined there: ``256.`` as ``uint8`` gives 0)."""
+    x = np.asarray(x)
+    dtype = np.dtype(dtype)
+    if is_complex(x.dtype) and not is_complex(dtype):
+        x = x.real
+    if not (is_float(x.dtype) and is_int(dtype)):
+        with np.errstate(over="ignore"):
+            return x.astype(dtype)
+    if x.dtype.itemsize < 4:
+        x = x.astype(float32)                                            # exactly, and wide enough for the bounds
+    info = np.iinfo(dtype)
+    above = x >= 2.0 ** (info.bits - (info.min < 0))
+    below = x < float(info.min)
+    inside = (x == x) & ~above & ~below
+    if inside.all():
+        return x.astype(dtype)
+    out = np.where(inside, x, 0).astype(dtype)
+    out[above] = info.max
+    out[below] = info.min
+    return out
+
+
 # --- JAX's promotion lattice ----------------------------------------------------------------------
 
 #: Weak types: Python scalars (and jit arguments passed as Python scalars) join at these nodes.

@@ -12,6 +12,7 @@ import numpy as np
 from fungraph import core
 from fungraph import numpy as jnp
 from fungraph.errors import ConcretizationTypeError
+from fungraph.lax._slicing import GatherScatterMode
 
 __all__ = ["segment_max", "segment_min", "segment_prod", "segment_sum"]
 
@@ -60,7 +61,9 @@ def _segment(name: str, op: str, reducer: Callable[..., Any], data: Any, segment
                          f"leading axes of data {data.dtype.name}{list(data.shape)}")
     n = _num_segments(num_segments, segment_ids, name)
     mode = "drop" if mode is None else mode
-    if not np.issubdtype(segment_ids.dtype, np.unsignedinteger):
+    if GatherScatterMode.from_any(mode) is GatherScatterMode.CLIP:
+        segment_ids = jnp.clip(segment_ids, 0, max(n - 1, 0))          # JAX does not wrap a negative id first
+    elif not np.issubdtype(segment_ids.dtype, np.unsignedinteger):
         segment_ids = jnp.where(segment_ids < 0, n, segment_ids)
     tail = data.shape[segment_ids.ndim:]
     fill = _identity(op, data.dtype)

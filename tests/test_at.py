@@ -270,3 +270,17 @@ def test_one_at_property_for_tracers_device_and_host_arrays() -> None:
     assert type(x) is HostArray
     np.testing.assert_array_equal(x.at[1].set(2.0), [0.0, 2.0, 0.0])
     np.testing.assert_array_equal(fg.jit(lambda v: v.at[0].add(1.0))(x), [1.0, 0.0, 0.0])
+
+
+def test_unbatched_index_array_under_vmap_drops_what_lies_past_the_axis() -> None:
+    """An index array passed unbatched to ``vmap`` (``in_axes=None``) is computed concretely
+    there; its entries past either end are dropped as JAX drops them, where the lookup once
+    indexed past its padded table (``IndexError``)."""
+    x = np.arange(1.0, 5.0)
+    idx = np.array([1, 7, 2, -9])
+    v = np.arange(0.5, 2.5, 0.5)
+    for op in ("set", "max", "add"):
+        got = fg.vmap(lambda x, i, v: getattr(x.at[i], op)(v), (0, None, 0))(np.stack([x, 2 * x]), idx,
+                                                                            np.stack([v, v + 1]))
+        for row, xs, vs in zip(got, (x, 2 * x), (v, v + 1)):
+            np.testing.assert_allclose(row, reference(xs, idx[[0, 2]], op, vs[[0, 2]]), rtol=1e-12)

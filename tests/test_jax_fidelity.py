@@ -176,3 +176,62 @@ def test_integer_pow_multiplies_as_xla_does(dtype: Any, y: int) -> None:
         lambda a, b: np.testing.assert_allclose(a, b, rtol=4e-6))
     check(np.asarray(flax.integer_pow(x, y)), expected)
     check(np.asarray(fg.jit(lambda v: flax.integer_pow(v, y))(x)), expected)
+
+
+_OUT_OF_RANGE = [-3e10, -129.5, -1.5, -0.5, 0.7, 127.9, 200.0, 255.5, 256.0, 65535.9, 2.2e9, 4.3e9, 1e19, 2e19,
+                 np.nan, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("src", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"])
+def test_float_to_integer_conversion_saturates_as_jax_s(src: str, dst: str) -> None:
+    """XLA clamps a float outside the integer type's range to its bounds and sends NaN to 0
+    (``jnp.arange(254., 258.).astype('uint8')`` is ``[254, 255, 255, 255]``, from the sharp
+    bits); numpy's cast wraps or is undefined there. Eagerly, by ``astype`` and under ``jit``."""
+    with _in_mode("x64"):
+        x = np.asarray(fnp.asarray(np.array(_OUT_OF_RANGE, np.float64)).astype(getattr(fnp, src)))
+        want = jnp.asarray(x).astype(dst)
+        for got in (fnp.asarray(x).astype(dst), flax.convert_element_type(x, dst),
+                    fg.jit(lambda v: v.astype(dst))(x), fg.jit(lambda v: flax.convert_element_type(v * 1, dst))(x)):
+            assert np.asarray(got).dtype == want.dtype
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_linspace_matches_jax_s_with_traced_and_array_endpoints(mode: str) -> None:
+    """``linspace`` as JAX's: computed in the mode's float (float32 with x64 off, not float64
+    rounded), endpoints that are traced (under ``jit``, ``grad``, ``vmap``) or arrays, ``axis``,
+    ``retstep``, integer dtypes and ``num`` 0 and 1; values within an ulp of XLA's."""
+    def cases(lib: Any, np_: Any) -> list[Any]:
+        return [np_.linspace(-1.2, 1.2, 7), np_.linspace(0, 10, 100), np_.linspace(0., 1., 8, endpoint=False),
+                lib.jit(lambda t: np_.linspace(0., t, 5))(2.5), lib.grad(lambda t: np_.linspace(1., t, 4)[2])(3.),
+                lib.vmap(lambda t: np_.linspace(t, 2 * t, 3))(np_.arange(1., 3.)),
+                np_.linspace(np_.zeros(2), np_.array([1., 2.]), 4, axis=-1), np_.linspace(0., 1., 5, retstep=True)[1],
+                np_.linspace(0, 10, 4, dtype=np_.int32), np_.linspace(2., 3., 1), np_.linspace(2., 3., 0),
+                np_.linspace(1, 2 + 1j, 3)]
+
+    with _in_mode(mode):
+        for got, want in zip(cases(fg, fnp), cases(jax, jnp)):
+            assert (got.shape, got.dtype, repr(got).endswith("weak_type=True)")) == \
+                (want.shape, want.dtype, repr(want).endswith("weak_type=True)"))
+            eps = np.finfo(want.dtype).eps if np.issubdtype(want.dtype, np.inexact) else 0
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2 * eps, atol=4 * eps)
+
+
+_ARANGES = [((5,), None), ((5.,), None), ((0., 1., 0.1), None), ((-1., 1., 0.3), None), ((0.5, 10., 0.7), None),
+            ((1e-3, 2., 0.013), None), ((2, 9, 3), None), ((9, 2, -2), None), ((0.5, 4), None),
+            ((np.float32(0), 3), None), ((0, 5, 0.5), "int32"), ((0, 3, 1), "float16"), ((3, 1), None),
+            ((0, 1, 0.1), "bfloat16"), ((np.int16(2), np.int16(7)), None)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_arange_matches_jax_s_bit_for_bit(mode: str) -> None:
+    """``arange`` computes ``start + step * i`` in the result dtype as JAX does (numpy's float64
+    values rounded to float32 differ in the last bit: ``arange(0., 1., 0.1)[9]``), with JAX's
+    dtypes (an integer dtype truncates the step first)."""
+    with _in_mode(mode):
+        for args, dt in _ARANGES:
+            kw = {} if dt is None else {"dtype": dt}
+            got, want = fnp.arange(*args, **kw), jnp.arange(*args, **kw)
+            assert (got.dtype, got.shape) == (want.dtype, want.shape), (args, dt)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=str((args, dt)))

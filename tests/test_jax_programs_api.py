@@ -208,6 +208,22 @@ def test_weak_bools_combine_as_bools_as_jax_s(x64: bool) -> None:
     check_program(jax, jnp, program, x64)
 
 
+@pytest.mark.parametrize("x64", [True, False])
+def test_device_put_takes_a_sharding_of_one_device(x64: bool) -> None:
+    """``device_put(x, NamedSharding(mesh, P('x')))`` on a one-device mesh and
+    ``device_put(x, SingleDeviceSharding(device))`` leave the array whole on that device."""
+    def program(lib: Any, np_: Any) -> Any:
+        mesh = lib.make_mesh((1,), ("x",))
+        named = lib.device_put(np.arange(4.), lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x")))
+        single = lib.device_put(np_.ones(2), lib.sharding.SingleDeviceSharding(lib.devices()[0]))
+        return named, single, isinstance(named, lib.Array), named.sharding.is_fully_replicated
+
+    check_program(jax, jnp, program, x64)
+    two = fg.sharding.Mesh(np.array(fg.devices() * 2, dtype=object), ("x",))
+    with pytest.raises(NotImplementedError, match="one device per process; split an array over processes"):
+        fg.device_put(np.ones(2), fg.sharding.NamedSharding(two, fg.sharding.PartitionSpec("x")))
+
+
 @pytest.mark.parametrize("staged", [False, True])
 def test_pure_callback_without_a_vmap_method_refuses_vmap_as_jax_s(staged: bool) -> None:
     """JAX 0.10's default ``vmap_method=None`` cannot be batched: ``NotImplementedError`` naming

@@ -604,3 +604,25 @@ def test_the_cache_key_changes_with_compiler_flags_and_source() -> None:
     assert key == toolchain.build_key("int f;", cc, codegen.INCLUDES)
     assert key != toolchain.build_key("int g;", cc, codegen.INCLUDES)
     assert key != toolchain.build_key("int f;", toolchain.Compiler(("cc",), "cc 2"), codegen.INCLUDES)
+
+
+@pytest.mark.parametrize("src", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_float_to_integer_conversions_saturate_as_xla_s(every_region: None, src: Any) -> None:
+    """Out of an integer type's range a float saturates to its bounds and NaN gives 0, as XLA's
+    conversion (and fungraph's numpy engine) does, where a C cast is undefined."""
+    x = np.array([-3e10, -129.5, -1.5, -0.5, 0.7, 127.9, 255.5, 256.0, 2.2e9, 4.3e9, 1e19, 2e19, np.nan, np.inf,
+                  -np.inf] * 2, dtype=src)
+    dsts = [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.uint64]
+    cases = {np.dtype(dst).name: functools.partial(lax_convert, dt=dst) for dst in dsts}
+
+    def fun(x: Any) -> Any:
+        return {name: _and_follow(conv(x)) for name, conv in cases.items()}
+
+    got = on_engine(True, fun, x)
+    assert native_region_count(fun, x) == len(cases)
+    for dst in dsts:
+        name = np.dtype(dst).name
+        info = np.iinfo(dst)
+        finite = np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=2.0 ** 70, neginf=-2.0 ** 70)
+        want = np.array([min(max(int(v), int(info.min)), int(info.max)) for v in finite], dst)
+        np.testing.assert_array_equal(got[name][0], want, err_msg=name)

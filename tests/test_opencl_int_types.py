@@ -65,6 +65,7 @@ def _ops(x: Any, y: Any) -> dict[str, Any]:
         "to_f32": x.astype(np.float32), "to_i32": x.astype(np.int32), "to_i64": x.astype(np.int64),
         "to_bool": x.astype(bool), "from_i64": (x.astype(np.int64) * 3 + 1).astype(dt),
         "from_bool": (x > y).astype(dt), "from_f32": (x.astype(np.float32) / 2).astype(dt),
+        "from_f32_saturating": fnp.where(x > y, x.astype(np.float32) * 1000.0, np.float32(np.nan)).astype(dt),
         "sum": fnp.sum(x), "prod": fnp.prod(y[:5]), "reduce_max": fnp.max(x), "reduce_min": fnp.min(x),
         "argmax": fnp.argmax(x),
     }

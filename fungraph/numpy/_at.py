@@ -388,8 +388,8 @@ def _traced_positions(shape: tuple[int, ...], idx: Any, concrete_too: bool = Fal
     """The flat positions ``x[idx]`` names for an index holding traced entries, -1 where a
     traced entry is out of bounds (JAX drops those updates; a gather would clamp them): each
     axis a traced entry indexes is padded with -1 on both sides, and the entry shifted onto
-    the padded axis, so clamping lands on the border. ``concrete_too``: concrete integer
-    entries out of bounds give -1 as well."""
+    the padded axis (an entry past either end onto the border, also where ``vmap`` computed it
+    concretely). ``concrete_too``: concrete integer entries out of bounds give -1 as well."""
     from fungraph.numpy._indexing import _expand_index, getitem
 
     ids = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
@@ -401,7 +401,9 @@ def _traced_positions(shape: tuple[int, ...], idx: Any, concrete_too: bool = Fal
             continue
         if isinstance(e, Tracer):
             wrapped = _wrapped(e, shape[axis])
-            inside = ew.select(ew.lt(wrapped, np.asarray(0, np.int64)), np.asarray(-1, np.int64), wrapped)
+            outside = ew.or_p.bind(ew.lt(wrapped, np.asarray(0, np.int64)),
+                                   ew.ge_p.bind(wrapped, np.asarray(shape[axis], np.int64)))
+            inside = ew.select(outside, np.asarray(-1, np.int64), wrapped)
             shifted.append(ew.add(inside, np.asarray(1, np.int64)))
             padded.append(axis)
         elif concrete_too and _concrete_int(e):

@@ -3,6 +3,7 @@ from existing data (buffers, iterables, DLPack, ``fromfunction``)."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -14,7 +15,7 @@ from fungraph.array import HostArray, hosted, shared_view
 from fungraph.core import Tracer, to_concrete_dtype_array
 from fungraph.numpy._util import asarray, cast, is_weak, namespace
 from fungraph.primitives import elementwise as ew
-from fungraph.primitives.shape import broadcast_in_dim
+from fungraph.primitives.shape import broadcast_in_dim, broadcast_to, concatenate, reshape
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -87,11 +88,23 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> 
 
 
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> np.ndarray:
+    """JAX's ``arange``: ``start + step * i`` computed in the result dtype (float32 for narrower
+    floats), not numpy's float64 values rounded, so float ranges agree with JAX's to the bit."""
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             raise TypeError(f"arange needs concrete bounds, got a traced value {v.aval}")
-    out = np.arange(start) if stop is None else np.arange(start, stop, 1 if step is None else step)
-    return out.astype(dtypes.canonicalize(out.dtype) if dtype is None else dtypes.canonicalize(dtype, "arange"))
+    given = [np.asarray(v) if isinstance(v, np.ndarray) else v for v in (start, stop, step) if v is not None]
+    dt = dtypes.result_type(*given) if dtype is None else dtypes.canonicalize(dtype, "arange")
+    if stop is None:
+        start, stop = 0, start
+    if dtypes.is_complex(dt) or any(np.iscomplexobj(v) for v in given):
+        return np.arange(start, stop, 1 if step is None else step).astype(dt)
+    work = dtypes.float32 if dtypes.is_float(dt) and np.dtype(dt).itemsize < 4 else dt
+    size = max(0, int(np.ceil((stop - start) / (1 if step is None else step))))
+    iota = np.arange(size, dtype=work)
+    if step is not None:
+        iota = dtypes.convert_values(step, work) * iota
+    return dtypes.convert_values(dtypes.convert_values(start, work) + iota, dt)
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> np.ndarray:
@@ -143,44 +156,41 @@ def _keys_as_is(keys: KeyArray, dtype: Any, name: str) -> KeyArray:
 
 def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype: Any = None,
              axis: int = 0, *, device: Any = None) -> Any:
-    """``num`` evenly spaced values from ``start`` to ``stop`` (arrays broadcast together, the
-    samples along a new ``axis``), computed as JAX's: ``start * (1 - t) + stop * t`` in the
-    inexact dtype, so the end points are exact and ``grad`` flows to ``start`` and ``stop``;
-    ``retstep`` also returns the spacing (nan for a single sample with ``endpoint``)."""
+    """JAX's ``linspace``, computed as XLA compiles JAX's formula: ``start * (1 - i * r) +
+    i * (stop * r)`` with ``r = 1 / div`` in the inexact dtype (float32 with x64 off), ``stop``
+    itself last with ``endpoint``; integer dtypes take the floor. ``start`` and ``stop`` may be
+    arrays (the new axis at ``axis``) or traced values (under ``jit``, ``grad``, ``vmap``)."""
     del device
-    fnp = namespace()
-    num = int(num)
+    num = operator.index(num)
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
-    lo, hi = asarray(start), asarray(stop)
-    want = dtypes.float_dtype_for(dtypes.result_type(start, stop)) if dtype is None else _requested(dtype, "linspace")
-    work = dtypes.float_dtype_for(want)
-    lo, hi = cast(lo, work), cast(hi, work)
-    bounds = list(np.broadcast_shapes(lo.shape, hi.shape))
-    lo, hi = fnp.broadcast_to(lo, bounds), fnp.broadcast_to(hi, bounds)
-    axis = len(bounds) + axis + 1 if axis < 0 else axis
-    with_axis = bounds[:axis] + [1] + bounds[axis:]
+    start, stop = asarray(start), asarray(stop)
+    if dtype is None:
+        dtype = dtypes.float_dtype_for(dtypes.result_type(start, stop))
+    else:
+        dtype = dtypes.canonicalize(dtype, "linspace")
+    comp = dtypes.float_dtype_for(dtype)
+    shape = np.broadcast_shapes(start.shape, stop.shape)
+    start, stop = broadcast_to(cast(start, comp), shape), broadcast_to(cast(stop, comp), shape)
+    axis = len(shape) + axis + 1 if axis < 0 else axis
+    bounds = shape[:axis] + (1,) + shape[axis:]
     div = num - 1 if endpoint else num
     if num > 1:
-        delta = ew.div(ew.sub(hi, lo), np.asarray(div, work))
-        real = dtypes.real_for(work)
-        ticks = [1] * len(with_axis)
-        ticks[axis] = div
-        t = cast(np.asarray((np.arange(div, dtype=real) / np.asarray(div, real)).reshape(ticks)), work)
-        out = ew.add(ew.mul(fnp.reshape(lo, with_axis), ew.sub(np.asarray(1, work), t)),
-                     ew.mul(fnp.reshape(hi, with_axis), t))
+        real = dtypes.real_for(comp)
+        iota = np.arange(div, dtype=real).reshape(tuple(div if a == axis else 1 for a in range(len(bounds))))
+        r = np.asarray(1, real) / np.asarray(div, real)
+        first, last = reshape(start, bounds), reshape(stop, bounds)
+        out = ew.add(ew.mul(first, cast(1 - iota * r, comp)), ew.mul(cast(iota, comp), ew.mul(last, cast(r, comp))))
         if endpoint:
-            out = fnp.concatenate([out, fnp.reshape(hi, with_axis)], axis=axis)
-    elif num == 1:
-        delta = fnp.full((), np.nan, work) if endpoint else ew.sub(hi, lo)
-        out = fnp.reshape(lo, with_axis)
+            out = concatenate([out, reshape(stop, bounds)], axis)
+        delta = ew.div(ew.sub(stop, start), np.asarray(div, comp))
     else:
-        delta = fnp.full((), np.nan, work)
-        out = fnp.zeros(bounds[:axis] + [0] + bounds[axis:], want)
-    if dtypes.is_int(want) and not dtypes.is_int(out.dtype):
-        out = fnp.floor(out)
-    result = cast(out, want)
-    return (result, delta) if retstep else result
+        out = reshape(start, bounds) if num == 1 else np.zeros(shape[:axis] + (0,) + shape[axis:], comp)
+        delta = ew.sub(stop, start) if num == 1 and not endpoint else np.full(shape, np.nan, comp)
+    if dtypes.is_int(dtype) or dtypes.is_bool(dtype):
+        out = ew.floor(out)
+    out = ew.strong(ew.convert(out, dtype))
+    return (out, ew.strong(delta)) if retstep else out
 
 
 # --- from shapes and values -----------------------------------------------------------------------

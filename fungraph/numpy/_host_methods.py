@@ -217,7 +217,7 @@ def _astype(self: Any, dtype: Any, *args: Any, **kwargs: Any) -> Any:
     if self.flags.writeable or numpy_only:
         return np.ndarray.astype(self, dtype, *args, **kwargs)
     target = dtypes.canonicalize(dtype, "astype")
-    out = np.ndarray.astype(self, target)
+    out = dtypes.convert_values(self.view(np.ndarray), target)
     return _result(out, False)
 
 

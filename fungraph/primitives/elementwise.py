@@ -560,10 +560,7 @@ def _convert_aval(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
 
 
 def _convert_impl(x: Any, *, new_dtype: np.dtype) -> np.ndarray:
-    x = np.asarray(x)
-    if dtypes.is_complex(x.dtype) and not dtypes.is_complex(new_dtype):
-        x = x.real                                                       # complex -> real keeps the real part
-    return x.astype(new_dtype)
+    return dtypes.convert_values(x, new_dtype)
 
 
 convert_element_type_p = Primitive(
@@ -788,7 +785,7 @@ def _integer_pow_cpu(out: np.ndarray, x: Any, *, y: int) -> np.ndarray:
 
 
 def _convert_cpu(out: np.ndarray, x: Any, *, new_dtype: Any) -> np.ndarray:
-    np.copyto(out, np.real(x) if np.iscomplexobj(x) and out.dtype.kind != "c" else x, casting="unsafe")
+    np.copyto(out, dtypes.convert_values(x, out.dtype))
     return out
 
 

@@ -212,9 +212,17 @@ def _select(e: Term) -> str:
 
 
 def _convert(e: Term) -> str:
+    """A C cast, except float to integer, which saturates and sends NaN to 0 as XLA's does (C
+    leaves an out-of-range cast undefined)."""
     (a,) = e.args
     if e.out.kind == "b":
         return f"(uint8_t)({a} != 0)"
+    if e.ins[0].kind == "f" and e.out.kind in "iu":
+        info = np.iinfo(e.out)
+        above = float(2 ** (info.bits - (info.min < 0))).hex()
+        top, bottom = literal(np.asarray(info.max, e.out)), literal(np.asarray(info.min, e.out))
+        return (f"(({a}) >= {above} ? {top} : ({a}) < {float(info.min).hex()} ? {bottom} : "
+                f"({a}) == ({a}) ? ({e.t})({a}) : ({e.t})0)")
     return f"({e.t})({a})"
 
 

@@ -124,8 +124,8 @@ def _fma(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
 def _convert(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
     if _is_bool(o):
         return f"(uchar)({a[0]} != 0)"
-    if dtypes.is_float(i) and (o in NARROW_INTS or o == dtypes.uint32):
-        return f"({ctype(o)})((long)({a[0]}))"   # numpy's cast on x86: through a wider int, wrapping
+    if dtypes.is_float(i) and dtypes.is_int(o):
+        return f"convert_{ctype(o)}_sat({a[0]})"   # XLA's: saturating, NaN to 0, toward zero
     return f"({ctype(o)})({a[0]})"
 
 
