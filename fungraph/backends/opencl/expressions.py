@@ -125,7 +125,8 @@ def _convert(i: np.dtype, o: np.dtype, a: Sequence[str], p: dict) -> str:
     if _is_bool(o):
         return f"(uchar)({a[0]} != 0)"
     if dtypes.is_float(i) and dtypes.is_int(o):
-        return f"convert_{ctype(o)}_sat({a[0]})"   # XLA's: saturating, NaN to 0, toward zero
+        # XLA's: saturating, toward zero, NaN to 0 (spelled out: NVIDIA's ulong gives 2**63)
+        return f"(isnan({a[0]}) ? ({ctype(o)})0 : convert_{ctype(o)}_sat({a[0]}))"
     return f"({ctype(o)})({a[0]})"
 
 
