@@ -34,7 +34,7 @@ def detrend(data: Any, axis: int = -1, type: str = "linear",  # noqa: A002 - Sci
         raise NotImplementedError("detrend: the overwrite_data argument is not implemented")
     if type not in ("constant", "linear"):
         raise ValueError(f"detrend: trend type must be 'linear' or 'constant', got {type!r}")
-    (x,) = promote(jnp.asarray(data), to_inexact=True)
+    x = jnp.asarray(promote(data, to_inexact=True)[0])
     if type == "constant":
         return x - x.mean(axis, keepdims=True)
     (axis,) = normalize_axes(axis, x.ndim, "detrend")
@@ -177,7 +177,7 @@ def _spectral_helper(x: Any, y: Any, fs: Any = 1.0, window: Any = "hann", nperse
     x = jnp.asarray(x)
     (axis,) = normalize_axes(_static_int(axis, "axis of windowed-FFT"), x.ndim, "spectral analysis")
     if y is None:
-        (x,) = promote(x, to_inexact=True)
+        x = jnp.asarray(promote(x, to_inexact=True)[0])
         ys = x
         outer = tuple(s for a, s in enumerate(x.shape) if a != axis)
     else:

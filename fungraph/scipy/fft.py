@@ -159,7 +159,7 @@ def idct(x: Any, type: int = 2, n: int | None = None, axis: int = -1,  # noqa: A
     if n is not None:
         x = _resized(x, {axis: operator.index(n)})
     size = x.shape[axis]
-    (x,) = promote(x, to_inexact=True)
+    x = jnp.asarray(promote(x, to_inexact=True)[0])
     if norm is None or norm == "backward":
         x = _ortho(x, axis)
     x = _ortho(x, axis)
