@@ -3,6 +3,7 @@
 from fungraph import (
     ad_checkpoint,
     checkpoint_policies,
+    custom_batching,
     debug,
     distributed,
     errors,
@@ -48,10 +49,16 @@ from fungraph._devices import (
     default_backend,
     device_count,
     devices,
+    effects_barrier,
     local_device_count,
     local_devices,
+    make_array_from_callback,
+    make_array_from_process_local_data,
+    make_array_from_single_device_arrays,
+    print_environment_info,
     process_count,
     process_index,
+    process_indices,
 )
 from fungraph.api import (
     ShapeDtypeStruct,
@@ -99,8 +106,12 @@ from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, 
 jacobian = jacrev  # jax.jacobian
 P = sharding.PartitionSpec  # jax.P
 NamedSharding = sharding.NamedSharding  # jax.NamedSharding
+set_mesh = sharding.set_mesh  # jax.set_mesh
+reshard = distributed.reshard  # jax.reshard
+sharding.reshard = reshard  # jax.sharding.reshard (it needs arrays, a layer above sharding's)
 host_count = process_count  # jax.host_count
 host_id = process_index  # jax.host_id
+host_ids = process_indices  # jax.host_ids
 make_jaxpr = make_graph  # jax.make_jaxpr: the staged Graph, printed in fungraph's IR text
 __version__ = "0.1.0"
 
@@ -118,6 +129,15 @@ __all__ = [
     "explain_cache_misses",
     "host_count",
     "host_id",
+    "host_ids",
+    "set_mesh",
+    "reshard",
+    "effects_barrier",
+    "make_array_from_callback",
+    "make_array_from_process_local_data",
+    "make_array_from_single_device_arrays",
+    "print_environment_info",
+    "process_indices",
     "log_compiles",
     "numpy_dtype_promotion",
     "numpy_rank_promotion",
@@ -197,6 +217,7 @@ __all__ = [
     "memory",
     "nn",
     "ops",
+    "custom_batching",
     "profiler",
     "stages",
     "numpy",

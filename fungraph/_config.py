@@ -12,19 +12,41 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from fungraph import dtypes
 
-def _x64(value: Any) -> bool:
-    """``jax_enable_x64``: the process-wide dtype mode (:mod:`fungraph.dtypes` keeps it)."""
-    from fungraph import dtypes
-
-    dtypes.set_x64(bool(value))
-    return bool(value)
+_UNSET: Any = object()
 
 
-def _x64_value() -> bool:
-    from fungraph import dtypes
+class ThreadOption:
+    """An option kept as attribute ``attr`` of ``holder``, a ``threading.local``: the class
+    attribute is the process-wide value (``config.update``), an instance attribute the calling
+    thread's override (a config context), as JAX's thread-local config states. Readers on hot
+    paths read ``holder.attr`` directly: one attribute lookup."""
 
-    return dtypes.x64_enabled()
+    def __init__(self, holder: threading.local, attr: str) -> None:
+        self.holder, self.attr = holder, attr
+
+    def get(self) -> Any:
+        return getattr(self.holder, self.attr)
+
+    @property
+    def global_value(self) -> Any:
+        return getattr(type(self.holder), self.attr)
+
+    @global_value.setter
+    def global_value(self, value: Any) -> None:
+        setattr(type(self.holder), self.attr, value)
+
+    def override(self, value: Any) -> Any:
+        """Set this thread's value (``_UNSET``: follow the process-wide one); returns the previous
+        override, for :meth:`override` to restore."""
+        own = self.holder.__dict__
+        previous = own.get(self.attr, _UNSET)
+        if value is _UNSET:
+            own.pop(self.attr, None)
+        else:
+            own[self.attr] = value
+        return previous
 
 
 #: The backends' names, registered by ``fungraph.backends`` (a layer above) when it is imported.
@@ -79,9 +101,10 @@ def _precision(value: Any) -> str | None:
     return value
 
 
-class _FloatChecks:
-    """``jax_debug_nans``/``jax_debug_infs``: which non-finite values an eager primitive's or
-    a jitted function's output may not hold (read by :func:`fungraph.core.check_finite`)."""
+class _FloatChecks(threading.local):
+    """``jax_debug_nans``/``jax_debug_infs`` in the calling thread: which non-finite values an
+    eager primitive's or a jitted function's output may not hold (read by
+    :func:`fungraph.core.check_finite`)."""
 
     nans = False
     infs = False
@@ -91,12 +114,13 @@ FLOAT_CHECKS = _FloatChecks()
 
 
 class _JitDisabled(threading.local):
-    """``jax_disable_jit`` on the calling thread (``fungraph.disable_jit`` sets it for a block)."""
+    """``jax_disable_jit`` in the calling thread (``fungraph.disable_jit`` sets it for a block)."""
 
     on = False
 
 
 JIT_DISABLED = _JitDisabled()
+DISABLE_JIT = ThreadOption(JIT_DISABLED, "on")
 
 
 class _CacheLimits:
@@ -133,16 +157,35 @@ def _tracing_changed() -> None:
 def _native_cpu(value: Any) -> bool:
     if not isinstance(value, (bool, int)):
         raise ValueError(f"fungraph_native_cpu={value!r}: expected True or False")
-    changed = bool(value) != NATIVE_CPU.on
-    NATIVE_CPU.on = bool(value)
-    if changed:
-        _tracing_changed()
     return bool(value)
 
 
-class _RankPromotion:
-    """``jax_numpy_rank_promotion``: "allow" broadcasts operands of different ranks as numpy
-    does; "warn" and "raise" warn or refuse (read by the broadcasting shape rule)."""
+class _ProcessWide:
+    """A :class:`ThreadOption`'s interface over a fungraph option with no config context, kept
+    as attribute ``name`` of ``holder`` (read there on hot paths)."""
+
+    def __init__(self, holder: Any, name: str) -> None:
+        self._holder, self._name = holder, name
+
+    def get(self) -> Any:
+        return getattr(self._holder, self._name)
+
+    @property
+    def global_value(self) -> Any:
+        return self.get()
+
+    @global_value.setter
+    def global_value(self, value: Any) -> None:
+        setattr(self._holder, self._name, value)
+
+    def override(self, value: Any) -> Any:
+        raise TypeError(f"{self._name} is set process-wide only, with fungraph.config.update")
+
+
+class _RankPromotion(threading.local):
+    """``jax_numpy_rank_promotion`` in the calling thread: "allow" broadcasts operands of
+    different ranks as numpy does; "warn" and "raise" warn or refuse (read by the broadcasting
+    shape rule)."""
 
     mode = "allow"
 
@@ -153,42 +196,28 @@ RANK_PROMOTION = _RankPromotion()
 def _rank_promotion(value: Any) -> str:
     if value not in ("allow", "warn", "raise"):
         raise ValueError(f"jax_numpy_rank_promotion={value!r}: expected 'allow', 'warn' or 'raise'")
-    if value != RANK_PROMOTION.mode:
-        RANK_PROMOTION.mode = value
-        _tracing_changed()
     return value
 
 
 def _dtype_promotion(value: Any) -> str:
-    from fungraph import dtypes
-
     if value not in ("standard", "strict"):
         raise ValueError(f"jax_numpy_dtype_promotion={value!r}: expected 'standard' or 'strict'")
-    dtypes.set_promotion(value)
-    _tracing_changed()
     return value
 
 
-def _float_check(kind: str) -> _Option:
-    """``jax_debug_nans``/``jax_debug_infs``: eager primitives and jitted functions' outputs
-    are checked (see :func:`fungraph.core.check_finite`)."""
-
-    def check(value: Any) -> bool:
-        setattr(FLOAT_CHECKS, kind, bool(value))
-        return bool(value)
-
-    return _Option(False, check, read=lambda: getattr(FLOAT_CHECKS, kind))
+def tracing_settings() -> tuple[Any, ...]:
+    """The options in the calling thread that tracing a function depends on (beyond the x64
+    mode): jit's caches key on them, so a thread in another mode never reuses a trace."""
+    return RANK_PROMOTION.mode, dtypes.PROMOTION.mode
 
 
-def _set_disable_jit(value: Any) -> bool:
-    JIT_DISABLED.on = bool(value)
+def _as_bool(value: Any) -> bool:
     return bool(value)
 
 
 def _cache_size(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"fungraph_cache_size={value!r}: expected a positive int (entries per cache)")
-    CACHE_LIMITS.size = value
     return value
 
 
@@ -216,38 +245,71 @@ def _recorded(name: str) -> Callable[[Any], Any]:
     return check
 
 
+class _X64Option:
+    """A :class:`ThreadOption`'s interface over the x64 mode, which :mod:`fungraph.dtypes`
+    keeps with its own per-thread override."""
+
+    get = staticmethod(dtypes.x64_enabled)
+
+    @property
+    def global_value(self) -> bool:
+        return dtypes.x64_global()
+
+    @global_value.setter
+    def global_value(self, value: bool) -> None:
+        dtypes.set_x64(value)
+
+    def override(self, value: Any) -> Any:
+        previous = dtypes.set_x64_override(None if value is _UNSET else value)
+        return _UNSET if previous is None else previous
+
+
+class _Values(threading.local):
+    """The options fungraph only records (their values per thread, class attributes process-wide)."""
+
+
+_VALUES = _Values()
+
+
 @dataclass
 class _Option:
     """One option: ``check`` validates and normalises a new value (raising when fungraph cannot
-    honour it); ``read``, when given, reads the value from where fungraph keeps it."""
+    honour it); ``setting`` holds it, process-wide and per thread; ``changes_tracing``: a new
+    process-wide value empties the compiled-function caches."""
 
-    value: Any
     check: Callable[[Any], Any]
-    read: Callable[[], Any] | None = None
+    setting: ThreadOption | _X64Option | _ProcessWide
+    changes_tracing: bool = False
+
+
+def _plain(name: str, default: Any, check: Callable[[Any], Any]) -> tuple[str, _Option]:
+    setattr(_Values, name, default)
+    return name, _Option(check, ThreadOption(_VALUES, name))
 
 
 def _options() -> dict[str, _Option]:
-    return {
-        "jax_enable_x64": _Option(False, _x64, read=_x64_value),
-        "jax_platforms": _Option(None, _platforms),
-        "jax_platform_name": _Option(None, _platform_name),
-        "jax_default_matmul_precision": _Option(None, _precision),
-        "jax_disable_jit": _Option(False, _set_disable_jit, read=lambda: JIT_DISABLED.on),
-        "jax_debug_nans": _float_check("nans"),
-        "jax_debug_infs": _float_check("infs"),
-        "jax_numpy_rank_promotion": _Option("allow", _rank_promotion, read=lambda: RANK_PROMOTION.mode),
-        "jax_numpy_dtype_promotion": _Option("standard", _dtype_promotion),
-        "jax_default_prng_impl": _Option("threefry2x32", _one_of(
+    recorded = [_plain(name, default, _recorded(name)) for name, default in _RECORDED.items()]
+    return dict([
+        ("jax_enable_x64", _Option(_as_bool, _X64Option())),
+        _plain("jax_platforms", None, _platforms),
+        _plain("jax_platform_name", None, _platform_name),
+        _plain("jax_default_matmul_precision", None, _precision),
+        ("jax_disable_jit", _Option(_as_bool, DISABLE_JIT)),
+        ("jax_debug_nans", _Option(_as_bool, ThreadOption(FLOAT_CHECKS, "nans"))),
+        ("jax_debug_infs", _Option(_as_bool, ThreadOption(FLOAT_CHECKS, "infs"))),
+        ("jax_numpy_rank_promotion", _Option(_rank_promotion, ThreadOption(RANK_PROMOTION, "mode"), True)),
+        ("jax_numpy_dtype_promotion", _Option(_dtype_promotion, ThreadOption(dtypes.PROMOTION, "mode"), True)),
+        _plain("jax_default_prng_impl", "threefry2x32", _one_of(
             "jax_default_prng_impl", ("threefry2x32",), "fungraph.random implements threefry2x32 only")),
-        "jax_threefry_partitionable": _Option(True, _one_of(
+        _plain("jax_threefry_partitionable", True, _one_of(
             "jax_threefry_partitionable", (True,), "fungraph.random uses the partitionable counter layout only")),
-        "jax_traceback_filtering": _Option("auto", _one_of(
+        _plain("jax_traceback_filtering", "auto", _one_of(
             "jax_traceback_filtering", ("auto", "off", "tracebackhide", "remove_frames", "quiet_remove_frames"),
             "not a traceback filtering mode")),
-        **{name: _Option(default, _recorded(name)) for name, default in _RECORDED.items()},
-        "fungraph_cache_size": _Option(CACHE_LIMITS.size, _cache_size, read=lambda: CACHE_LIMITS.size),
-        "fungraph_native_cpu": _Option(NATIVE_CPU.on, _native_cpu, read=lambda: NATIVE_CPU.on),
-    }
+        *recorded,
+        ("fungraph_cache_size", _Option(_cache_size, _ProcessWide(CACHE_LIMITS, "size"))),
+        ("fungraph_native_cpu", _Option(_native_cpu, _ProcessWide(NATIVE_CPU, "on"), True)),
+    ])
 
 
 class Config:
@@ -255,8 +317,9 @@ class Config:
     ``config.values``. Unknown names raise ``AttributeError`` listing the known ones.
 
     ``jax_enable_x64`` is JAX's dtype mode (default off, or the ``JAX_ENABLE_X64`` environment
-    variable; ``enable_x64``/``disable_x64`` set it for a block in one thread); ``jax_disable_jit``
-    is ``fungraph.disable_jit`` on the calling thread; ``jax_numpy_rank_promotion`` ("allow",
+    variable); ``update`` sets an option process-wide, and the config contexts (``enable_x64``,
+    ``disable_jit``, ``debug_nans``, ...) set one for a block in the calling thread, as JAX's;
+    ``jax_disable_jit`` is ``fungraph.disable_jit``; ``jax_numpy_rank_promotion`` ("allow",
     "warn", "raise") and ``jax_numpy_dtype_promotion`` ("standard", "strict") act as JAX's;
     ``jax_debug_nans``/``jax_debug_infs`` make every eager primitive and every jitted call check
     its outputs, as JAX's do. ``jax_platforms``/``jax_platform_name`` take fungraph's backend
@@ -281,15 +344,24 @@ class Config:
         return options[name]
 
     def update(self, name: str, value: Any) -> None:
-        """Set option ``name``; raises when fungraph cannot honour ``value``."""
+        """Set option ``name`` process-wide; raises when fungraph cannot honour ``value``."""
         option = self._option(name)
-        option.value = option.check(value)
+        value = option.check(value)
+        changed = option.setting.global_value != value
+        option.setting.global_value = value
+        if changed and option.changes_tracing:
+            _tracing_changed()
+
+    def override(self, name: str, value: Any) -> Any:
+        """Set option ``name`` in the calling thread only (a config context); returns the
+        previous override, which ``override(name, previous)`` restores."""
+        option = self._option(name)
+        return option.setting.override(value if value is _UNSET else option.check(value))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        option = self._option(name)
-        return option.read() if option.read is not None else option.value
+        return self._option(name).setting.get()
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"set options with fungraph.config.update({name!r}, value)")
@@ -313,13 +385,11 @@ config = Config()
 def enable_x64(new_val: bool = True) -> Iterator[None]:
     """``jax.enable_x64``: the dtype mode for the block, in the calling thread only (other
     threads keep theirs, as JAX's thread-local config contexts do)."""
-    from fungraph import dtypes
-
-    previous = dtypes.set_x64_override(bool(new_val))
+    previous = config.override("jax_enable_x64", new_val)
     try:
         yield
     finally:
-        dtypes.set_x64_override(previous)
+        config.override("jax_enable_x64", previous)
 
 
 @contextlib.contextmanager
@@ -331,8 +401,9 @@ def disable_x64() -> Iterator[None]:
 
 class OptionContext:
     """One of JAX's config states as a context manager (``with jax.debug_nans(True):``): sets
-    the option for the block and restores it after (process-wide, where JAX's are per thread);
-    ``.value`` reads the option. A boolean option called without a value is turned on."""
+    the option for the block in the calling thread and restores it after, as JAX's do (other
+    threads keep theirs); ``.value`` reads the option. A boolean option called without a value
+    is turned on."""
 
     def __init__(self, name: str, on_by_default: bool = False) -> None:
         self.name = name
@@ -345,12 +416,11 @@ class OptionContext:
     @contextlib.contextmanager
     def __call__(self, new_val: Any = None) -> Iterator[None]:
         value = True if new_val is None and self.on_by_default else new_val
-        saved = self.value
-        config.update(self.name, value)
+        previous = config.override(self.name, value)
         try:
             yield
         finally:
-            config.update(self.name, saved)
+            config.override(self.name, previous)
 
     def __repr__(self) -> str:
         return f"OptionContext({self.name!r})"

@@ -9,11 +9,15 @@ import numpy as np
 
 from fungraph import _threefry, dtypes
 from fungraph import numpy as fnp
+from fungraph._key_array import KeyArray
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, aval
 
 
 def _key_array(keys: Any, name: str) -> Any:
+    """The words of a batch of keys, typed or raw (an integer array of shape (..., 2))."""
+    if isinstance(keys, KeyArray):
+        return keys.words
     keys = asarray(keys)
     a = aval(keys)
     if a.dtype.kind not in "iu" or a.shape[-1:] != (2,):

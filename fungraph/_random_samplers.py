@@ -15,6 +15,7 @@ import numpy as np
 from fungraph import _threefry, dtypes
 from fungraph import lax as _lax
 from fungraph import numpy as fnp
+from fungraph._key_array import KeyArray
 from fungraph._random_args import (
     _as_int64,
     _axis,
@@ -49,25 +50,51 @@ class _CallerMode(threading.local):
 CALLER_MODE = _CallerMode()
 
 
-def PRNGKey(seed: Any) -> Any:  # noqa: N802  (jax.random's name)
-    """The raw key of an integer seed: ``[seed >> 32, seed & 0xFFFFFFFF]`` as int64, as JAX's."""
+def PRNGKey(seed: Any, *, impl: Any = None) -> Any:  # noqa: N802  (jax.random's name)
+    """The raw key of an integer seed: ``[seed >> 32, seed & 0xFFFFFFFF]`` as uint32, as JAX's."""
+    _impl(impl, "PRNGKey")
     return _threefry.seed_key(seed, "PRNGKey")
 
 
-def key(seed: Any) -> Any:
-    """Like ``jax.random.key``, but returns the raw (2,) key of :func:`PRNGKey` (no key dtypes)."""
-    return _threefry.seed_key(seed, "key")
+def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
+    """A typed key of shape () and dtype ``key<fry>`` over the words of ``PRNGKey(seed)``, as JAX's."""
+    return KeyArray(_threefry.seed_key(seed, "key"), _impl(_spec(impl, dtype, "key"), "key"))
+
+
+def _spec(impl: Any, dtype: Any, name: str) -> Any:
+    """The one of ``impl`` and a key ``dtype`` that was given (JAX takes either)."""
+    if impl is not None and dtype is not None:
+        raise ValueError(f"random.{name}: give impl or dtype, not both")
+    return impl if dtype is None else dtype
+
+
+_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg", "philox2x32", "philox4x32", "threefry4x32")
+
+
+def _impl(impl: Any, name: str) -> dtypes.KeyDType:
+    """The key dtype of an ``impl`` argument: only threefry2x32 (JAX's default) is implemented."""
+    if impl is None or impl == "threefry2x32" or impl == dtypes.THREEFRY_KEY:
+        return dtypes.THREEFRY_KEY
+    if impl in _IMPLS:
+        raise ValueError(f"random.{name}: fungraph implements only threefry2x32 keys, not {impl!r}")
+    known = ", ".join(f'"{i}"' for i in _IMPLS)
+    raise ValueError(f'random.{name}: unrecognized PRNG implementation "{impl}". Did you mean one of: {known}?')
+
+
+def _like(key: Any, words: Any) -> Any:
+    """``words`` as keys of ``key``'s kind: typed if ``key`` is, else raw."""
+    return KeyArray(words, key.dtype) if isinstance(key, KeyArray) else words
 
 
 def split(key: Any, num: int | Sequence[int] = 2) -> Any:
     """``num`` new keys (a shape if a tuple), stacked on a leading axis."""
     shape = _shape(num if isinstance(num, Sequence) else (num,), "split")
-    return _threefry.split(key, shape)
+    return _like(key, _threefry.split(key, shape))
 
 
 def fold_in(key: Any, data: Any) -> Any:
     """A new key from ``key`` and an integer (taken modulo 2**32, as JAX's uint32 conversion)."""
-    return _threefry.fold_in(key, data)
+    return _like(key, _threefry.fold_in(key, data))
 
 
 def bits(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
@@ -442,24 +469,36 @@ def lognormal(key: Any, sigma: Any = 1.0, shape: Sequence[int] | None = None, dt
 
 def clone(key: Any) -> Any:
     """The key itself (JAX's ``clone`` marks a key for reuse; fungraph checks no key reuse)."""
-    return _key_array(key, "clone")
+    return key if isinstance(key, KeyArray) else _key_array(key, "clone")
 
 
 def key_data(keys: Any) -> Any:
-    """The raw words of a key or batch of keys: here keys are raw already, so ``keys`` itself."""
+    """The uint32 words of a key or batch of keys, shape ``keys.shape + (2,)``; a raw key is its own words."""
     return _key_array(keys, "key_data")
 
 
-def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> Any:
-    """Raw words of shape ``(..., 2)`` as keys: each word taken modulo 2**32 (fungraph has no key
-    dtype, so this is where uint32 bits viewed as signed integers are put right)."""
-    if impl is not None and dtype is not None:
-        raise ValueError("random.wrap_key_data: give impl or dtype, not both")
-    spec = impl if dtype is None else dtype
-    if spec not in (None, "threefry2x32"):
-        raise ValueError(f"random.wrap_key_data: only threefry2x32 keys exist in fungraph, got {spec!r}")
-    bits = _key_array(key_bits_array, "wrap_key_data")
-    return fnp.bitwise_and(fnp.asarray(bits, dtype=np.int64), _threefry.MASK32)
+def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
+    """Typed keys over uint32 words of shape ``(..., 2)``, refusing other dtypes as JAX does."""
+    dtype = _impl(_spec(impl, dtype, "wrap_key_data"), "wrap_key_data")
+    if isinstance(key_bits_array, KeyArray):
+        raise TypeError("random.wrap_key_data: expected uint32 key data, got a key array; it is wrapped already")
+    words = asarray(key_bits_array)
+    a = aval(words)
+    if a.dtype != np.uint32:
+        raise TypeError(f"random.wrap_key_data: invalid PRNG key data: expected key_data.dtype = uint32; got "
+                        f"dtype={a.dtype}")
+    if a.shape[-1:] != dtype.key_shape:
+        raise TypeError(f"random.wrap_key_data: invalid PRNG key data: expected key_data.shape to end with "
+                        f"{dtype.key_shape}; got shape={a.shape} for impl={dtype.impl}")
+    return KeyArray(words, dtype)
+
+
+def key_impl(keys: Any) -> str:
+    """The name of the PRNG implementation of typed or raw keys: ``"threefry2x32"``."""
+    if isinstance(keys, KeyArray):
+        return keys.dtype.impl
+    _key_array(keys, "key_impl")
+    return dtypes.THREEFRY_KEY.impl
 
 
 def _pair(key: Any) -> tuple[Any, Any]:

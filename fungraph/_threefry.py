@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import numpy as fnp
+from fungraph._key_array import KeyArray
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, aval
 
@@ -47,7 +48,12 @@ def hash2x32(k0: Any, k1: Any, x0: Any, x1: Any) -> tuple[Any, Any]:
 
 
 def check_key(key: Any, name: str) -> Any:
-    """``key`` as an array, if it is a raw key: an integer array of shape (2,)."""
+    """The words of one key: a typed key of shape (), or a raw key (an integer array of shape (2,))."""
+    if isinstance(key, KeyArray):
+        if key.shape != ():
+            raise ValueError(f"random.{name} accepts a single key, but was given a key array of shape {key.shape} "
+                             f"!= (). Use fungraph.vmap for batching.")
+        return key.words
     key = asarray(key)
     a = aval(key)
     if a.dtype.kind not in "iu":

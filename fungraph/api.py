@@ -12,6 +12,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._devices import Device
+from fungraph._key_array import KeyArray
 from fungraph.array import Array, hosted_copy_if_shared, owned_results
 from fungraph.backends import known_backends
 from fungraph.core import (
@@ -40,7 +41,7 @@ from fungraph.interpreters.staging import (  # the pytree side of staging, used 
 from fungraph.interpreters.transpose import backward_pass, eval_linear, linearize_flat, partial_eval, transpose_linear
 from fungraph.ir import Graph, Literal, ShapedArray
 from fungraph.primitives._rules import zeros
-from fungraph.primitives.callback import pure_callback_p
+from fungraph.primitives.callback import io_callback_p, pure_callback_p
 from fungraph.primitives.shape import reshape, transpose
 from fungraph.primitives.while_loop import live_tapes, release_tapes, retain_tapes
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
@@ -77,7 +78,23 @@ def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fun(*a, **k)
 
     graph, _ = stage(flat_fun(call, tree_flatten(tuple(leaves))[1], {}, out_tree), [abstractify(x) for x in leaves])
-    return tree_unflatten(out_tree[0], [ShapeDtypeStruct(a.shape, a.dtype) for a in graph.out_avals])
+    return _key_structs(tree_unflatten(out_tree[0], [ShapeDtypeStruct(a.shape, a.dtype) for a in graph.out_avals]))
+
+
+def _key_structs(out: Any) -> Any:
+    """``out`` with each key array as its shape and key dtype, as JAX's ``eval_shape`` gives them."""
+    if not _holds_keys(out):
+        return out
+    return tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype) if _is_key(x) else x, out, is_leaf=_is_key)
+
+
+def _is_key(x: Any) -> bool:
+    return isinstance(x, KeyArray)
+
+
+def _holds_keys(tree: Any) -> bool:
+    """Whether ``tree`` holds typed key arrays (pytree nodes over their words, looked at as leaves here)."""
+    return any(_is_key(x) for x in tree_leaves(tree, is_leaf=_is_key))
 
 
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
@@ -98,12 +115,32 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
                   vmap_method: str | None = None, **kwargs: Any) -> Any:
     """Stage a host numpy function as one opaque node with the declared result shapes;
     ``callback(*args, **kwargs)`` runs on the host. Under ``vmap`` it runs once per example
-    (``vmap_method`` None, ``"sequential"`` or ``"sequential_unrolled"``), or once on the whole
+    (``vmap_method`` ``"sequential"`` or ``"sequential_unrolled"``), or once on the whole
     batch (``"expand_dims"``: unbatched arguments get a leading axis of size 1;
-    ``"broadcast_all"``: they are broadcast to the batch), as ``jax.pure_callback``."""
+    ``"broadcast_all"``: they are broadcast to the batch), as ``jax.pure_callback``; with the
+    default ``vmap_method=None`` a batched call raises JAX's ``NotImplementedError``."""
     if vmap_method not in _VMAP_METHODS:
         raise ValueError(f"pure_callback: vmap_method must be one of {list(_VMAP_METHODS[1:])} or None, "
                          f"got {vmap_method!r}")
+    leaves, flat_callback, result_avals, res_tree = _flat_callback(callback, result_shape_dtypes, args, kwargs)
+    outs = pure_callback_p.bind(*leaves, callback=flat_callback, result_avals=result_avals, vmap_method=vmap_method)
+    return tree_unflatten(res_tree, outs)
+
+
+def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any, sharding: Any = None,
+                ordered: bool = False, **kwargs: Any) -> Any:
+    """Stage a host function with side effects (``jax.experimental.io_callback``): unlike
+    ``pure_callback`` no pass removes, merges or repeats it, so it runs each time the program
+    reaches it (every iteration of a loop), effects in program order. Under ``vmap`` an
+    unordered one runs once per example and an ordered one is refused; it has no derivative."""
+    leaves, flat_callback, result_avals, res_tree = _flat_callback(callback, result_shape_dtypes, args, kwargs)
+    outs = io_callback_p.bind(*leaves, callback=flat_callback, result_avals=result_avals, ordered=bool(ordered))
+    return tree_unflatten(res_tree, outs)
+
+
+def _flat_callback(callback: Callable[..., Any], result_shape_dtypes: Any, args: tuple,
+                   kwargs: dict[str, Any]) -> tuple[list[Any], Callable[..., Any], tuple[ShapedArray, ...], Any]:
+    """A callback's operands, the callback over flat leaves, its declared result types and tree."""
     res_leaves, res_tree = tree_flatten(result_shape_dtypes)
     result_avals = tuple(ShapedArray(np.shape(r) if not hasattr(r, "shape") else r.shape, r.dtype)
                          for r in res_leaves)
@@ -114,9 +151,7 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
         return tree_flatten(callback(*call_args, **call_kwargs))[0]
 
     flat_callback.__name__ = getattr(callback, "__name__", "callback")
-    outs = pure_callback_p.bind(*[_concrete(a) for a in arg_leaves], callback=flat_callback,
-                                result_avals=result_avals, vmap_method=vmap_method)
-    return tree_unflatten(res_tree, outs)
+    return [_concrete(a) for a in arg_leaves], flat_callback, result_avals, res_tree
 
 
 # --- automatic differentiation ----------------------------------------------------------
@@ -134,7 +169,7 @@ def _check_tangent(p: Any, t: Any, i: int) -> Any:
     ta = abstractify(t)
     if ta.dtype != pa.dtype:
         raise TypeError(f"jvp: primal {i} has dtype {pa.dtype} but its tangent has dtype {ta.dtype}")
-    return t if isinstance(t, Tracer) else to_concrete_dtype_array(t)
+    return _concrete(t)
 
 
 def _concrete(x: Any) -> Any:
@@ -153,6 +188,36 @@ def _weak_like(values: Sequence[Any], like: Sequence[Any]) -> list[Any]:
             for v, p in zip(values, like)]
 
 
+def _key_tangents(primals: Any, tangents: Any) -> Any:
+    """The tangents (or cotangents) with each key array's float0 tangent (of the keys' shape, as
+    JAX takes it) widened to the shape of the keys' words, where the primals hold key arrays."""
+    if not _holds_keys(primals):
+        return tangents
+
+    def widen(p: Any, t: Any) -> Any:
+        dt = getattr(t, "dtype", None)
+        if not _is_key(p) or _is_key(t) or dt is None or np.dtype(dt) != dtypes.float0:
+            return t
+        if tuple(np.shape(t)) != p.shape:
+            raise TypeError(f"the tangent of a key array of shape {p.shape} is a float0 array of that shape, "
+                            f"got shape {tuple(np.shape(t))}")
+        return KeyArray(np.zeros((*p.shape, *p.dtype.key_shape), dtypes.float0), p.dtype)
+
+    try:
+        return tree_map(widen, primals, tangents, is_leaf=_is_key)
+    except ValueError:
+        return tangents
+
+
+def _key_float0(primals: Any, tangents: Any) -> Any:
+    """The tangents (or cotangents) of key arrays among ``primals`` as JAX gives them: float0 zeros
+    of the keys' shape."""
+    if not _holds_keys(primals):
+        return tangents
+    return tree_map(lambda p, t: np.zeros(p.shape, dtypes.float0) if _is_key(p) else t, primals, tangents,
+                    is_leaf=_is_key)
+
+
 def _dtype_of(x: Any) -> Any:
     return abstractify(x).dtype
 
@@ -168,7 +233,7 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp: primals and tangents must be tuples or lists of arguments")
     p_leaves, p_tree = tree_flatten(tuple(primals))
-    t_leaves, t_tree = tree_flatten(tuple(tangents))
+    t_leaves, t_tree = tree_flatten(_key_tangents(tuple(primals), tuple(tangents)))
     if p_tree != t_tree:
         raise TypeError(f"jvp: primal structure {p_tree} differs from tangent structure {t_tree}")
     ts = [_check_tangent(p, t, i) for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
@@ -176,7 +241,8 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     po, to = jvp_flat(flat_fun(fun, p_tree, {}, out_tree), [_concrete(p) for p in p_leaves], ts)
     both = owned_results([*po, *to], [*p_leaves, *t_leaves])
     tangents_out = _weak_like(both[len(po):], both[:len(po)])
-    return tree_unflatten(out_tree[0], both[:len(po)]), tree_unflatten(out_tree[0], tangents_out)
+    primal_out = tree_unflatten(out_tree[0], both[:len(po)])
+    return primal_out, _key_float0(primal_out, tree_unflatten(out_tree[0], tangents_out))
 
 
 def _linearize(fun: Callable[..., Any], primals: Sequence[Any], what: str, staged: bool = False) -> tuple[Any, ...]:
@@ -243,7 +309,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
     n_out = out_tree.num_leaves
 
     def f_vjp(ct: Any) -> tuple[Any, ...]:
-        ct_leaves, ct_tree = tree_flatten(ct)
+        ct_leaves, ct_tree = tree_flatten(_key_tangents(primal_out, ct))
         if ct_tree != out_tree:
             raise TypeError(f"vjp: cotangent structure {ct_tree} differs from output structure {out_tree}")
         for c, o in zip(ct_leaves, outs):
@@ -258,7 +324,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
             g = next(grads_iter) if d else None
             grads.append(zeros(a) if g is None else g)
         grads = _weak_like(owned_results(grads, [*ct_leaves, *outs]), leaves)
-        return tuple(tree_unflatten(in_tree, grads))
+        return _key_float0(tuple(primals), tuple(tree_unflatten(in_tree, grads)))
 
     _hold_tapes(f_vjp, res, lin.linear, before)
     primal_out = tree_unflatten(out_tree, owned_results(outs[:n_out], tree_flatten(primals)[0]))
@@ -323,8 +389,11 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
         for i in nums:
             if not -len(args) <= i < len(args):
                 raise ValueError(f"argnums {argnums} refers to argument {i}, but only {len(args)} were given")
-            for leaf in tree_flatten(args[i])[0]:
-                dt = abstractify(leaf).dtype
+            for leaf in tree_leaves(args[i], is_leaf=_is_key):
+                dt = leaf.dtype if _is_key(leaf) else abstractify(leaf).dtype
+                if isinstance(dt, dtypes.KeyDType):
+                    raise TypeError(f"grad requires float or complex inputs, but argument {i} has dtype {dt} (a key "
+                                    "array); differentiate with respect to float arguments only (see argnums)")
                 if holomorphic and not dtypes.is_complex(dt):
                     raise TypeError(f"grad with holomorphic=True requires complex inputs, but argument {i} "
                                     f"has dtype {dt}")
@@ -447,7 +516,8 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
                 tangents[j] = t
                 return jvp(f_flat, tuple(in_leaves), tuple(tangents))[1]
 
-            cols = vmap(push)(_basis(a))
+            basis = _basis(a)
+            cols = vmap(push)(weak_view(basis) if dtypes.is_weak(x) else basis)
             col_leaves, out_tree = tree_flatten(cols)
             per_input.append([reshape(_batch_last(_concrete(c)), abstractify(c).shape[1:] + a.shape)
                               for c in col_leaves])

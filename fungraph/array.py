@@ -18,8 +18,11 @@ and ``repr`` (``.at`` is installed by ``fungraph.numpy._methods``).
 
 from __future__ import annotations
 
+import collections
 import dis
 import sys
+import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -363,6 +366,29 @@ def _sole_counts() -> tuple[int, int] | None:
 
 
 _SOLE_COUNTS = _sole_counts()
+
+
+def usable_donations(in_avals: Sequence[Any], out_avals: Sequence[Any], donated: Sequence[bool]) -> tuple[bool, ...]:
+    """JAX's matching of donated inputs to outputs: each output takes the first donated input of
+    its shape and dtype not taken yet; only those inputs are donated (and deleted). The others
+    stay the caller's, with JAX's warning, given when the function is compiled."""
+    if not any(donated):
+        return tuple(donated)
+    free: dict[tuple, collections.deque[int]] = collections.defaultdict(collections.deque)
+    for i, (a, d) in enumerate(zip(in_avals, donated)):
+        if d:
+            free[(a.shape, np.dtype(a.dtype))].append(i)
+    usable = [False] * len(donated)
+    for a in out_avals:
+        waiting = free.get((a.shape, np.dtype(a.dtype)))
+        if waiting:
+            usable[waiting.popleft()] = True
+    unused = [f"{np.dtype(a.dtype).name}[{','.join(map(str, a.shape))}]"
+              for a, d, u in zip(in_avals, donated, usable) if d and not u]
+    if unused:
+        warnings.warn(f"Some donated buffers were not usable: {', '.join(unused)}.\n"
+                      "See an explanation at https://docs.jax.dev/en/latest/faq.html#buffer-donation.", stacklevel=4)
+    return tuple(usable)
 
 
 def take_donated(leaves: list[Any], arrays: list[Any], i: int, held_once: bool = False) -> bool:

@@ -427,6 +427,11 @@ def innermost_main() -> MainTrace:
     return _STATE.stack[-1]
 
 
+def is_eager() -> bool:
+    """Whether this thread runs operations now, outside every transformation and staging."""
+    return len(_STATE.stack) == 1 and len(_STATE.dynamic) == 1
+
+
 def is_staging() -> bool:
     """Whether operations on concrete values are being staged (inside ``jit``, ``make_graph``
     or a control-flow body) rather than run now."""

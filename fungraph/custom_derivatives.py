@@ -8,6 +8,7 @@ user's rules mapped over the batch, so a derivative taken outside a ``vmap`` sti
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,8 @@ from fungraph.core import (
     find_top_trace,
     full_raise,
     innermost_main,
+    is_eager,
+    weak_array,
     weak_outputs,
 )
 from fungraph.interpreters.batching import BatchTrace, BatchTracer, batching_axis_name, vmap_flat
@@ -57,6 +60,12 @@ def _stage_call(fun: Callable[..., Any], args: Sequence[Any],
     weak_box: list[tuple[int, ...]] = []
     graph, closure = stage(flat_fun(fun, in_tree, {}, box, weak_box), [abstractify(x) for x in leaves], weak)
     return leaves, graph, closure, in_tree, box[0], weak_box[0]
+
+
+def _typed_operand(x: Any) -> Any:
+    """``as_operand(x)``, weakly typed where ``x`` is (a Python scalar, a weak array)."""
+    out = as_operand(x)
+    return weak_array(out) if not isinstance(x, Tracer) and dtypes.is_weak(x) and not dtypes.is_weak(out) else out
 
 
 def _call_impl(*args: Any, call: Graph, **_: Any) -> list[Any]:
@@ -99,12 +108,29 @@ def _mapped_dims(raw: Sequence[Any]) -> list[int | None]:
 custom_jvp_call_p = Primitive("custom_jvp_call", impl=_call_impl, abstract_eval=_call_aval, multiple_results=True)
 
 
+_RUNNING_RULES = threading.local()
+
+
 @custom_jvp_call_p.def_jvp
 def _custom_jvp_rule(primals: tuple, tangents: tuple, *, call: Graph, jvp: Callable[..., Any],
                      num_consts: int) -> tuple:
+    """The rule on the function's own arguments (a closed-over value's tangent is dropped, as
+    JAX's ``custom_jvp_call`` of a staged function drops it). A rule that meets itself again
+    through such a value (its function, called inside it, closes over the differentiated
+    value) is JAX's ``UnexpectedTracerError``, not an endless recursion."""
     n = len(primals) - num_consts
+    running = _RUNNING_RULES.__dict__.setdefault("ids", set())
+    key = id(getattr(jvp, "user_rule", jvp))
+    if key in running and any(t is not None for t in tangents[n:]):
+        raise UnexpectedTracerError(f"Custom JVP rule {getattr(jvp, '__name__', 'jvp')} closes over a value that the "
+                                    "enclosing differentiation traces; pass that value to the custom_jvp function as "
+                                    "an argument instead")
     ts = [instantiate(t, aval(p)) for p, t in zip(primals[:n], tangents[:n])]
-    return jvp(list(primals[:n]), ts)
+    running.add(key)
+    try:
+        return jvp(list(primals[:n]), ts)
+    finally:
+        running.discard(key)
 
 
 @dataclass(frozen=True)
@@ -116,6 +142,7 @@ class _MappedJVP:
     dims: tuple[int | None, ...]
     size: int
     axis_name: Hashable | None
+    adopt: Any = None
 
     @property
     def __name__(self) -> str:
@@ -129,7 +156,7 @@ class _MappedJVP:
             return [*outs, *t_outs]
 
         flat = vmap_flat(both, [*primals, *tangents], self.dims * 2, lambda outs: [0] * len(outs), self.size,
-                         self.axis_name)
+                         self.axis_name, self.adopt)
         half = len(flat) // 2
         return flat[:half], flat[half:]
 
@@ -144,6 +171,21 @@ def _custom_jvp_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: 
     rule = _MappedJVP(jvp, tuple(dims[:len(dims) - num_consts]), size, batching_axis_name())
     outs = custom_jvp_call_p.bind(*args, call=graph, jvp=rule, num_consts=num_consts)
     return outs, [0] * len(outs)
+
+
+def _canonical_numpy(x: Any) -> Any:
+    """A numpy array or scalar as a numpy array of the mode's dtype; anything else as it is."""
+    if type(x) is not np.ndarray and not isinstance(x, np.generic):
+        return x
+    arr = np.asarray(x)
+    return arr.astype(dtypes.canonicalize(arr.dtype), copy=False)
+
+
+def eager_arguments(args: tuple) -> list[Any]:
+    """The arguments a custom_jvp or custom_vjp function called outside every transformation
+    runs on, as JAX 0.10 runs it: Python scalars and arrays as they are, numpy values in the
+    mode's dtype; so a body computing on Python floats returns a Python float, as in JAX."""
+    return [tree_map(_canonical_numpy, a) for a in args]
 
 
 def _nondiff_positions(fun: Callable[..., Any], nums: Sequence[int], names: Sequence[str]) -> tuple[int, ...]:
@@ -179,6 +221,8 @@ class custom_jvp:
         self.jvp: Callable[..., Any] | None = None
         self.nondiff = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         self.rule_label = f"{getattr(fun, '__name__', 'fun')}_jvp"
+        #: traced values a mapped function's original closes over, beyond its own closure
+        self.captured: tuple[Tracer, ...] = ()
         functools.update_wrapper(self, fun, updated=())
 
     def defjvp(self, jvp: Callable[..., Any], symbolic_zeros: bool = False) -> Callable[..., Any]:
@@ -209,19 +253,31 @@ class custom_jvp:
             raise AttributeError(f"no JVP defined for custom_jvp function {self.fun.__name__}; use defjvp")
         if self.nondiff:
             return self._call_nondiff(args)
+        if is_eager():
+            return self.fun(*eager_arguments(args))
         leaves, in_tree = tree_flatten(tuple(args))
         return self._dispatch(leaves, in_tree)
 
     def _dispatch(self, leaves: list[Any], in_tree: PyTreeDef) -> Any:
         """The call on flat ``leaves``, processed by their top trace as JAX's traces process a
         custom_jvp call: differentiation runs the rule, batching maps function and rule, and
-        anything else stages the function. A function or rule that closes over a traced value
-        is staged unless its arguments' trace is the innermost, so that value's own
+        anything else stages the function. Differentiating a function or rule that closes over
+        values of ``vmap``s, the innermost of those traces batches the call (JAX's closure
+        conversion: the closed-over values become batched arguments of the mapped function and
+        rule, which the derivative then runs). Otherwise a function that closes over traced
+        values is staged unless its arguments' trace is the innermost, so that value's own
         transformation sees it (a closed-over batched value is then batched inline)."""
         trace = find_top_trace(leaves)
-        if isinstance(trace, JVPTrace) and (trace.main is innermost_main() or not _closes_over_tracers(self)):
+        closed = _closure_tracers(self)
+        if closed and all(issubclass(t._trace.main.trace_type, BatchTrace) for t in closed):
+            main = max((t._trace.main for t in closed), key=lambda m: m.level)
+            if main.level >= trace.main.level and _differentiated(leaves, main):
+                return self._batched(BatchTrace(main), leaves, in_tree, adopt=True)
+            if isinstance(trace, BatchTrace):
+                return self._batched(trace, leaves, in_tree)
+        if isinstance(trace, JVPTrace) and (trace.main is innermost_main() or not closed):
             return self._rule_only(trace, leaves, in_tree)
-        if isinstance(trace, BatchTrace) and not _closes_over_tracers(self):
+        if isinstance(trace, BatchTrace) and not closed:
             return self._batched(trace, leaves, in_tree)
         args = tree_unflatten(in_tree, leaves)
         leaves, graph, closure, in_tree, out_tree, weak_outs = _stage_call(self.fun, args)
@@ -256,6 +312,7 @@ class custom_jvp:
             return out_leaves, checks.checked_tangents(rule_name, fun_name, out_leaves, t_leaves)
 
         flat_jvp.__name__ = self.rule_label
+        flat_jvp.user_rule = rule  # type: ignore[attr-defined]
         return flat_jvp
 
     def _rule_only(self, trace: JVPTrace, leaves: list[Any], in_tree: PyTreeDef) -> Any:
@@ -268,18 +325,23 @@ class custom_jvp:
         tangents = [instantiate(t.tangent, aval(p)) for p, t in zip(primals, tracers)]
         box: list[PyTreeDef] = []
         outs, t_outs = self._flat_rule(in_tree, None, box)(primals, tangents)
+        _refuse_differentiated_closure(self.rule_label, getattr(self.fun, "__name__", "fun"), [*outs, *t_outs],
+                                       trace.main)
         return tree_unflatten(box[0], [JVPTracer(trace, p, t if dtypes.is_inexact(aval(p).dtype) else None)
                                        for p, t in zip(outs, t_outs)])
 
-    def _batched(self, trace: BatchTrace, leaves: list[Any], in_tree: PyTreeDef) -> Any:
+    def _batched(self, trace: BatchTrace, leaves: list[Any], in_tree: PyTreeDef, adopt: bool = False) -> Any:
         """Mapped over a batch: the function and its rule, both mapped, make a custom_jvp one
         level down (JAX's batching of a custom_jvp call), so a derivative taken outside the
-        ``vmap`` runs the rule alone, and the function is not also staged."""
-        tracers = [full_raise(trace, as_operand(x)) for x in leaves]
+        ``vmap`` runs the rule alone, and the function is not also staged. With ``adopt``, the
+        function or rule closes over values of ``trace``, and the maps take them as batched
+        arguments (JAX's closure conversion), whatever the trace of the arguments."""
+        tracers = [full_raise(trace, _typed_operand(x)) for x in leaves]
         vals, dims = [t.val for t in tracers], tuple(t.bdim for t in tracers)
-        if all(d is None for d in dims):
+        if all(d is None for d in dims) and not adopt:
             return self(*tree_unflatten(in_tree, vals))
         frame = trace.main.global_data
+        adopted = trace.main if adopt else None
         fun, box = self.fun, []
 
         def flat_fun(*xs: Any) -> list[Any]:
@@ -288,12 +350,13 @@ class custom_jvp:
             return out_leaves
 
         def mapped(*xs: Any) -> list[Any]:
-            return vmap_flat(flat_fun, xs, dims, lambda outs: [0] * len(outs), frame.size, frame.name)
+            return vmap_flat(flat_fun, xs, dims, lambda outs: [0] * len(outs), frame.size, frame.name, adopted)
 
-        rule = _MappedJVP(self._flat_rule(in_tree, None, box), dims, frame.size, frame.name)
+        rule = _MappedJVP(self._flat_rule(in_tree, None, box), dims, frame.size, frame.name, adopted)
         inner = custom_jvp(functools.wraps(fun)(mapped))
         inner.defjvp(lambda primals, tangents: _rule_lists(rule, primals, tangents))
         inner.rule_label = f"vmap({self.rule_label})"
+        inner.captured = tuple(t for t in _closure_tracers(self) if t._trace.main is not adopted)
         outs = inner._dispatch(vals, tree_flatten(tuple(vals))[1])
         return tree_unflatten(box[-1], [BatchTracer(trace, o, 0) for o in outs])
 
@@ -311,9 +374,21 @@ def _rule_lists(rule: _MappedJVP, primals: tuple, tangents: tuple) -> tuple[list
     return rule(list(primals), list(tangents))
 
 
-def _closes_over_tracers(f: custom_jvp) -> bool:
-    """Whether the function or its rule holds a traced value in a closure cell: mapped one level
-    down, it would meet that value at the wrong level, so such a call is staged instead."""
+def _differentiated(leaves: Sequence[Any], main: Any) -> bool:
+    """Whether arguments, seen from batch trace ``main``, are differentiated: traced by a JVP
+    (under ``main``'s batching, where they belong to it)."""
+    for x in leaves:
+        while isinstance(x, BatchTracer) and x._trace.main is main:
+            x = x.val
+        if isinstance(x, Tracer) and issubclass(x._trace.main.trace_type, JVPTrace):
+            return True
+    return False
+
+
+def _closure_tracers(f: custom_jvp) -> list[Tracer]:
+    """The traced values the function or its rule holds in closure cells (and, for a function
+    mapped over a batch, those its original closed over that the map did not take in)."""
+    found = list(f.captured)
     for fn in (f.fun, f.jvp):
         cells = getattr(fn, "__closure__", None) or ()
         for cell in cells:
@@ -321,16 +396,16 @@ def _closes_over_tracers(f: custom_jvp) -> bool:
                 contents = cell.cell_contents
             except ValueError:
                 continue
-            if any(isinstance(x, Tracer) for x in tree_flatten(contents)[0]):
-                return True
-    return False
+            found.extend(x for x in tree_flatten(contents)[0] if isinstance(x, Tracer))
+    return found
 
 
-def _refuse_differentiated_closure(rule: str, fun: str, outs: Sequence[Any]) -> None:
-    """A rule runs inside the JVP that differentiates its function; an output traced by that
-    JVP itself came from a value the rule closes over, which the rule cannot differentiate
-    (JAX raises UnexpectedTracerError). Refuse it instead of letting the tracer escape."""
-    main = innermost_main()
+def _refuse_differentiated_closure(rule: str, fun: str, outs: Sequence[Any], main: Any = None) -> None:
+    """A rule runs inside the JVP that differentiates its function (``main``, by default the
+    innermost trace); an output traced by that JVP itself came from a value the rule closes
+    over, which the rule cannot differentiate (JAX raises UnexpectedTracerError). Refuse it
+    instead of letting the tracer escape."""
+    main = innermost_main() if main is None else main
     if not issubclass(main.trace_type, JVPTrace):
         return
     if any(isinstance(x, Tracer) and x._trace.main is main for x in outs):
@@ -489,6 +564,8 @@ class custom_vjp:
             raise AttributeError(f"no VJP defined for custom_vjp function {self.fun.__name__}; use defvjp")
         if self.nondiff:
             return self._call_nondiff(args)
+        if is_eager():
+            return self.fun(*eager_arguments(args))
         leaves, in_tree = tree_flatten(tuple(args))
         trace = find_top_trace(leaves)
         if isinstance(trace, JVPTrace) and trace.main is innermost_main():

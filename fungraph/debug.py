@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from fungraph._key_array import KeyArray
 from fungraph.core import Primitive, as_operand
+from fungraph.interpreters.staging import GraphTracer
 from fungraph.primitives._batching import per_example
-from fungraph.tree_util import tree_flatten, tree_unflatten
+from fungraph.tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["callback", "print"]
 
@@ -85,4 +87,13 @@ def print(fmt: str, *args: Any, ordered: bool = False, **kwargs: Any) -> None:  
     def show(*a: Any, **k: Any) -> None:
         builtins.print(fmt.format(*a, **k))
 
+    if any(isinstance(leaf, GraphTracer) for leaf in tree_flatten((args, kwargs))[0]):
+        args, kwargs = _key_words((args, kwargs))
     callback(show, *args, **kwargs)
+
+
+def _key_words(tree: Any) -> Any:
+    """``tree`` with each key array as its uint32 words: what JAX's ``debug.print`` shows of a key
+    in a staged function (eagerly and per example under ``vmap`` it shows the key array)."""
+    is_key = lambda x: isinstance(x, KeyArray)  # noqa: E731
+    return tree_map(lambda x: x.words if is_key(x) else x, tree, is_leaf=is_key)

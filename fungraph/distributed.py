@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 
 from fungraph import _mpi
+from fungraph.array import Array, hosted
 from fungraph.jit import jit
 from fungraph.primitives._rules import aval
 from fungraph.primitives.shape import reshape, transpose
 from fungraph.primitives.shard_map import per_device_map
-from fungraph.sharding import Device, Mesh, PartitionSpec
-from fungraph.tree_util import tree_broadcast, tree_flatten, tree_map, tree_unflatten
+from fungraph.sharding import Device, Mesh, PartitionSpec, get_mesh
+from fungraph.tree_util import tree_broadcast, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
@@ -41,9 +42,11 @@ def shutdown() -> None:
     """Nothing to do: mpi4py finalises MPI when the process exits."""
 
 
-def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[Hashable]) -> Mesh:
+def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[Hashable], axis_types: Any = None, *,
+              devices: Sequence[Any] | None = None) -> Mesh:
     """A mesh of the processes (one device each), laid out row-major over ``axis_shapes``
-    (JAX's ``jax.make_mesh``); their product must be the number of processes."""
+    (JAX's ``jax.make_mesh``); their product must be the number of processes. ``axis_types``
+    (one ``AxisType`` per axis) are recorded on the mesh; ``devices`` must be the processes'."""
     shape = tuple(int(s) for s in axis_shapes)
     names = tuple(axis_names)
     if len(shape) != len(names):
@@ -52,10 +55,21 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[Hashable]) -> Mes
     if int(np.prod(shape, dtype=np.int64)) != n:
         raise ValueError(f"make_mesh{shape}: a mesh of {int(np.prod(shape))} devices, but {n} processes run (one "
                          f"device each; start them with mpiexec -n {int(np.prod(shape))})")
+    pool = process_devices()
+    if devices is not None and [getattr(d, "process_index", None) for d in devices] != \
+            [d.process_index for d in pool]:
+        raise ValueError(f"make_mesh: devices must be the {n} processes' devices in process order "
+                         "(fungraph runs one device per process)")
+    return Mesh(pool.reshape(shape), names, axis_types)
+
+
+def process_devices() -> np.ndarray:
+    """The devices of the run, one per process in process order (a 1-d object array)."""
+    n = _mpi.process_count()
     devices = np.empty(n, dtype=object)
     for p in range(n):
         devices[p] = Device("cpu", "cpu", id=p, process_index=p)
-    return Mesh(devices.reshape(shape), names)
+    return devices
 
 
 class _PmapAxis:
@@ -150,3 +164,17 @@ def _flat_in_axes(in_axes: Any, args: tuple) -> list[Any]:
     full = tree_broadcast(in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args), args,
                           is_leaf=lambda x: x is None)
     return tree_flatten(full, is_leaf=lambda x: x is None)[0]
+
+
+def reshard(xs: Any, out_shardings: Any) -> Any:
+    """``xs`` laid out as ``out_shardings`` (a sharding or ``PartitionSpec`` per leaf, or one for
+    all). A layout over one device (or a replicated one) keeps each array as it is; fungraph
+    splits arrays over processes only inside ``shard_map`` (docs/distributed.md)."""
+    for sharding in tree_leaves(out_shardings, is_leaf=lambda x: x is None or isinstance(x, PartitionSpec)):
+        spec = sharding if isinstance(sharding, PartitionSpec) else getattr(sharding, "spec", PartitionSpec())
+        mesh = getattr(sharding, "mesh", None) or get_mesh()
+        if spec.axis_names() and mesh is not None and mesh.size > 1:
+            raise NotImplementedError(f"reshard to {sharding} over a mesh of {mesh.size} devices: fungraph splits "
+                                      "arrays over processes only inside shard_map (docs/distributed.md)")
+    return tree_map(lambda x: x if isinstance(x, Array) or not isinstance(x, (np.ndarray, np.generic)) else
+                    hosted(np.array(x)), xs)

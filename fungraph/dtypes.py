@@ -96,6 +96,11 @@ def x64_enabled() -> bool:
     return _X64_GLOBAL[0] if local is None else local
 
 
+def x64_global() -> bool:
+    """The process-wide mode (``config.update``'s), whatever this thread's override."""
+    return _X64_GLOBAL[0]
+
+
 def set_x64(value: bool) -> None:
     """Set the process-wide mode (``config.update("jax_enable_x64", value)``)."""
     _X64_GLOBAL[0] = bool(value)
@@ -270,13 +275,19 @@ class TypePromotionError(ValueError, TypeError):
     """Dtypes with no implicit promotion path (JAX's ``TypePromotionError``)."""
 
 
-#: ``jax_numpy_dtype_promotion``: "standard" (JAX's lattice) or "strict" (only weak types
-#: promote implicitly); :mod:`fungraph._config` sets it.
-_PROMOTION = ["standard"]
+class _Promotion(threading.local):
+    """``jax_numpy_dtype_promotion`` in the calling thread: "standard" (JAX's lattice) or
+    "strict" (only weak types promote implicitly). The class attribute is the process-wide mode,
+    an instance attribute a ``numpy_dtype_promotion`` context's (:mod:`fungraph._config` sets both)."""
+
+    mode = "standard"
 
 
-def set_promotion(mode: str) -> None:
-    _PROMOTION[0] = mode
+PROMOTION = _Promotion()
+
+
+def promotion_mode() -> str:
+    return PROMOTION.mode
 
 
 def _lattice(x64: bool, strict: bool) -> dict[Any, tuple[Any, ...]]:
@@ -356,7 +367,7 @@ def join(dtypes: Any, weak: Any = None) -> tuple[np.dtype, bool]:
     nodes = frozenset(_node(d, w) for d, w in zip(dts, weak))
     if len(nodes) == 1 and not any(weak):
         return canonicalize(dts[0]), False
-    top = _join(nodes, x64, _PROMOTION[0] == "strict")
+    top = _join(nodes, x64, promotion_mode() == "strict")
     if top in _WEAK:
         return _weak_default(top), True
     return canonicalize(top), False
@@ -366,7 +377,7 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     """``jnp.promote_types``: both dtypes strong; like JAX's, the result is not canonicalised
     (``bool`` with ``int64`` is int64 in either mode)."""
     top = _join(frozenset(_PY_WEAK[t] if t is int or t is float or t is complex else check(t) for t in (a, b)),
-                x64_enabled(), _PROMOTION[0] == "strict")
+                x64_enabled(), promotion_mode() == "strict")
     return _WEAK_WIDE[top] if top in _WEAK else top
 
 
@@ -409,3 +420,63 @@ def result_type(*args: Any) -> np.dtype:
 #: JAX's dtype of tangents and cotangents for integer and boolean values (a zero-size numpy
 #: void type, ``jax.dtypes.float0``): ``jvp`` and ``vjp`` accept arrays of it where JAX gives or takes them.
 float0 = np.dtype([("float0", np.void, 0)])
+
+
+class extended(np.generic):  # noqa: N801  (jax.dtypes' name)
+    """JAX's base of the dtypes numpy does not know (``jax.dtypes.extended``): only key dtypes here."""
+
+
+class prng_key(extended):  # noqa: N801  (jax.dtypes' name)
+    """The scalar type of every key dtype (``jax.dtypes.prng_key``): ``issubdtype(k.dtype, prng_key)``."""
+
+
+class KeyDType:
+    """The dtype of a typed key array (JAX's ``key<fry>``): each key is ``key_shape`` uint32 words
+    of the ``impl`` generator. Not a numpy dtype: no primitive or backend sees it, since a key array
+    is its uint32 words with a trailing axis (``fungraph._key_array``)."""
+
+    type = prng_key
+    kind = "V"
+
+    def __init__(self, impl: str = "threefry2x32", tag: str = "fry", key_shape: tuple[int, ...] = (2,)) -> None:
+        self.impl, self.tag, self.key_shape = impl, tag, key_shape
+
+    @property
+    def name(self) -> str:
+        return f"key<{self.tag}>"
+
+    @property
+    def itemsize(self) -> int:
+        return 4 * int(np.prod(self.key_shape))
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyDType) and other.impl == self.impl
+
+    def __hash__(self) -> int:
+        return hash(("KeyDType", self.impl))
+
+
+#: The dtype of ``random.key``'s keys: threefry2x32, two uint32 words a key.
+THREEFRY_KEY = KeyDType()
+
+
+def issubdtype(arg1: Any, arg2: Any) -> bool:
+    """``numpy.issubdtype`` that also knows the key dtypes and JAX's ``extended``/``prng_key``
+    (``jnp.issubdtype(k.dtype, jax.dtypes.prng_key)``)."""
+    if isinstance(arg1, KeyDType) or _is_extended_type(arg1):
+        scalar = arg1.type if isinstance(arg1, KeyDType) else arg1
+        if isinstance(arg2, KeyDType):
+            return arg1 == arg2
+        return isinstance(arg2, type) and issubclass(scalar, arg2)
+    if isinstance(arg2, KeyDType) or _is_extended_type(arg2):
+        return False
+    return bool(np.issubdtype(arg1, arg2))
+
+
+def _is_extended_type(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, extended)

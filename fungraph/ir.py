@@ -300,6 +300,14 @@ class Graph:
         return tuple(v.aval for v in self.outvars)
 
     @cached_property
+    def has_64bit_values(self) -> bool:
+        """Whether a value of this graph (not of its sub-graphs) has a 64-bit type: one staged in
+        x64 mode, or by the random samplers, which compute in 64-bit words in either mode."""
+        wide = {"int64", "uint64", "float64", "complex128"}
+        values = [*self.invars, *self.constvars, *(o for e in self.eqns for o in e.outputs)]
+        return any(np.dtype(v.aval.dtype).name in wide for v in values)
+
+    @cached_property
     def structural_key(self) -> tuple:
         """A key equal for two graphs exactly when they are equal up to renaming vars.
 

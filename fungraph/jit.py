@@ -25,10 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import dtypes
+from fungraph import _mpi, dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
-from fungraph._config import CACHE_LIMITS, FLOAT_CHECKS, JIT_DISABLED, ON_TRACING_CHANGE
-from fungraph.array import DeviceArray, HostArray, take_donated
+from fungraph._config import (
+    CACHE_LIMITS,
+    DISABLE_JIT,
+    FLOAT_CHECKS,
+    JIT_DISABLED,
+    ON_TRACING_CHANGE,
+    RANK_PROMOTION,
+    tracing_settings,
+)
+from fungraph.array import DeviceArray, HostArray, take_donated, usable_donations
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
 from fungraph.core import (
@@ -55,8 +63,9 @@ from fungraph.ir import Eqn, Graph, Params, Var
 from fungraph.primitives._batching import batch_size
 from fungraph.primitives._rules import is_undefined, zeros
 from fungraph.primitives.mesh_collectives import checked_executable
+from fungraph.sharding import PartitionSpec
 from fungraph.stages import ArgInfo, Lowered, Traced
-from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_unflatten
+from fungraph.tree_util import LEAF, PyTreeDef, tree_flatten, tree_leaves, tree_unflatten
 
 
 @dataclass(frozen=True)
@@ -280,12 +289,11 @@ class _Entry:
 def disable_jit(disable: bool = True) -> Iterator[None]:
     """Within the block (on this thread), jitted functions run their Python eagerly (JAX's
     ``disable_jit``): ``print`` and breakpoints see values; nothing is staged or compiled."""
-    saved = JIT_DISABLED.on
-    JIT_DISABLED.on = disable
+    previous = DISABLE_JIT.override(bool(disable))
     try:
         yield
     finally:
-        JIT_DISABLED.on = saved
+        DISABLE_JIT.override(previous)
 
 
 class _Caches:
@@ -422,7 +430,7 @@ class Jitted:
                             f"{[type(v).__name__ for v in static.values()]}") from None
         avals = tuple(abstractify(x) for x in leaves)
         weak = tuple(dtypes.is_weak(x) for x in leaves)
-        return leaves, in_tree, static, (in_tree, static_key, avals, weak, dtypes.x64_enabled())
+        return leaves, in_tree, static, (in_tree, static_key, avals, weak, dtypes.x64_enabled(), tracing_settings())
 
     def _stage(self, in_tree: PyTreeDef, static: dict[int, Any], key: Hashable) -> tuple:
         """Trace for the signature ``key`` (its avals and which arguments are weakly typed): the
@@ -433,6 +441,8 @@ class Jitted:
         return graph, closure, box[0], weak_box[0]
 
     def _donated_mask(self, args: Sequence[Any], n_leaves: int) -> tuple[bool, ...]:
+        """The leaves ``donate_argnums`` names (:func:`usable_donations` picks those JAX would
+        alias to an output, which are donated)."""
         if not self.donate_argnums:
             return (False,) * n_leaves
         mask: list[bool] = []
@@ -511,7 +521,7 @@ class Jitted:
             if closure:
                 outs = jit_call_p.bind(*leaves, *closure, call=graph, name=self.__name__, backend=self.backend)
                 return tree_unflatten(out_tree, weak_outputs(outs, weak_outs))
-            donated = self._donated_mask(args, len(leaves))
+            donated = usable_donations(graph.in_avals, graph.out_avals, self._donated_mask(args, len(leaves)))
             compiled = None if self.incremental else compile_graph(graph, self.backend, donated, keep=False)
             entry = _Entry(graph, out_tree, compiled, weak_outs)
             self._cache[key] = entry
@@ -564,7 +574,8 @@ class Jitted:
                                              for i, a in enumerate(graph.out_avals)])
 
         def lowering() -> Lowered:
-            compiled = compile_graph(graph, self.backend, donated, keep=False)
+            usable = usable_donations(graph.in_avals, graph.out_avals, donated)
+            compiled = compile_graph(graph, self.backend, usable, keep=False)
             return Lowered(compiled, self, key, args_info, out_info)
 
         return Traced(graph, args_info, out_info, self.__name__, lowering)
@@ -663,7 +674,7 @@ def _fast_key(args: Sequence[Any]) -> tuple | None:
     """A cache key for the common call with only numpy arrays (results of earlier calls
     included, weakly typed ones not) of supported dtypes, else None."""
     x64 = dtypes.x64_enabled()
-    key: list[Any] = [x64]
+    key: list[Any] = [x64, RANK_PROMOTION.mode, dtypes.PROMOTION.mode]
     enabled = dtypes.ENABLED_IN_MODE[x64]
     for a in args:
         if type(a) is np.ndarray or type(a) is HostArray:
@@ -722,15 +733,27 @@ def _argnums(fun: Callable[..., Any], nums: int | Sequence[int], names: str | Se
     return tuple(dict.fromkeys(out))
 
 
-def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-        donate_argnames: str | Sequence[str] = (), backend: str = "cpu", incremental: bool = False) -> Any:
+def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] | None = (),
+        static_argnames: str | Sequence[str] | None = (), donate_argnums: int | Sequence[int] | None = (),
+        donate_argnames: str | Sequence[str] | None = (), backend: str | None = "cpu", incremental: bool = False,
+        in_shardings: Any = None, out_shardings: Any = None, keep_unused: bool = False, device: Any = None,
+        inline: bool = False, compiler_options: dict[str, Any] | None = None) -> Any:
     """Compile ``fun``: trace it once per input signature, optimise, plan memory and execute.
     Calls may pass keyword arguments; ``static_argnames``/``donate_argnames`` name parameters
-    as ``static_argnums``/``donate_argnums`` number them."""
+    as ``static_argnums``/``donate_argnums`` number them. JAX's other options are taken as they
+    mean on one device: shardings that place everything on it (``in_shardings``/``out_shardings``
+    of single-device or fully replicated shardings, a one-device mesh), ``device`` (picks the
+    backend), ``keep_unused``, ``inline`` and ``compiler_options`` (XLA's, which have no
+    meaning here)."""
+    _check_one_device(fun, in_shardings, "in_shardings")
+    _check_one_device(fun, out_shardings, "out_shardings")
+    if device is not None:
+        backend = getattr(device, "platform", device)
+    backend = "cpu" if backend is None else backend
+
     def make(f: Callable[..., Any]) -> Jitted:
-        sa = _argnums(f, _in_range(f, static_argnums, "static"), static_argnames, "static")
-        da = _argnums(f, _in_range(f, donate_argnums, "donate"), donate_argnames, "donate")
+        sa = _argnums(f, _in_range(f, _given(static_argnums), "static"), _given(static_argnames), "static")
+        da = _argnums(f, _in_range(f, _given(donate_argnums), "donate"), _given(donate_argnames), "donate")
         both = sorted(set(sa) & set(da))
         if both:
             raise ValueError(f"jit({getattr(f, '__name__', f)}): argument(s) {both} are both static and donated "
@@ -739,5 +762,26 @@ def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence
         return Jitted(f, sa, da, backend, incremental)
 
     return make if fun is None else make(fun)
+
+
+def _given(argnums: Any) -> Any:
+    """An argnums/argnames option, None (JAX's default) as none."""
+    return () if argnums is None else argnums
+
+
+def _check_one_device(fun: Any, shardings: Any, what: str) -> None:
+    """Shardings that keep every array whole on one device, which is what fungraph's ``jit``
+    computes; a split over several devices belongs in ``shard_map`` (docs/distributed.md)."""
+    for sharding in tree_leaves(shardings, is_leaf=lambda x: x is None or isinstance(x, PartitionSpec)):
+        if sharding is None or isinstance(sharding, PartitionSpec) and (not sharding.axis_names() or
+                                                                         _mpi.process_count() == 1):
+            continue
+        mesh = getattr(sharding, "mesh", None)
+        if getattr(sharding, "is_fully_replicated", False) or getattr(sharding, "num_devices", 1) == 1 or \
+                (mesh is not None and mesh.size == 1):
+            continue
+        raise NotImplementedError(f"jit({getattr(fun, '__name__', 'f')}, {what}=...): {sharding} splits arrays over "
+                                  "several devices; fungraph's jit computes on one device per process: split the "
+                                  "work with shard_map (docs/distributed.md)")
 
 

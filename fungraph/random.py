@@ -1,12 +1,13 @@
 """``fungraph.random``: ``jax.random``'s functional PRNG, bit-exact with JAX's default threefry2x32.
 
-A key is a raw integer array of shape (2,) holding two uint32 words, exactly the words of JAX's
-legacy ``jax.random.PRNGKey``, as a uint32 array (``bits`` gives the mode's default unsigned
-integer). In JAX's 32-bit mode (``jax_enable_x64`` off) each sampler takes its dtype in that
-mode and computes its bits in 64-bit words, so draws match JAX's 32-bit mode as they match its
-x64 mode. Typed key arrays (``jax.random.key`` returning a scalar of a key dtype) are not
-modelled: ``key`` returns the same raw array as ``PRNGKey``. Every function is written with
-``fungraph.numpy`` operations, so keys may be traced (``jit``, ``vmap`` over split keys, OpenCL).
+A raw key (``PRNGKey``) is a uint32 array of shape (2,) holding two words, exactly the words of
+JAX's legacy ``jax.random.PRNGKey``; ``key`` returns a typed key array (``fungraph._key_array``)
+of shape () and dtype ``key<fry>`` over the same words, as JAX's ``jax.random.key``. Every
+function takes either kind, draws the same numbers from both, and ``split``/``fold_in``/``clone``
+return keys of the kind they were given. In JAX's 32-bit mode (``jax_enable_x64`` off) each
+sampler takes its dtype in that mode and computes its bits in 64-bit words, so draws match JAX's
+32-bit mode as they match its x64 mode. Every function is written with ``fungraph.numpy``
+operations, so keys may be traced (``jit``, ``vmap`` over split keys, OpenCL).
 
 The bits, ``split``, ``fold_in``, ``uniform``, ``bernoulli``, ``randint``, ``permutation`` and
 ``choice`` match JAX (``jax_enable_x64``) bit for bit, and so do float64 ``gumbel`` and
@@ -24,8 +25,8 @@ built on them (``gamma``, ``poisson``, ``binomial``, ...) are in ``fungraph._ran
 the keys and closed-form samplers in ``fungraph._random_samplers``, the argument checks in
 ``fungraph._random_args`` and the exact arithmetic they share in ``fungraph._random_arith``.
 Parameters outside their domain are refused, naming them, when they are concrete; traced ones
-give what JAX gives (mostly nan). ``clone``, ``key_data`` and ``wrap_key_data`` are near identities
-on raw keys.
+give what JAX gives (mostly nan). ``key_data`` gives a key array's words (a raw key is its own),
+``wrap_key_data`` makes typed keys of uint32 words and ``key_impl`` names the PRNG.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph import numpy as fnp
+from fungraph._key_array import KeyArray
 from fungraph._random_dists import (
     ball,
     beta,
@@ -71,6 +73,7 @@ from fungraph._random_samplers import (
     gumbel,
     key,
     key_data,
+    key_impl,
     laplace,
     logistic,
     lognormal,
@@ -94,8 +97,8 @@ from fungraph.tree_util import tree_map
 
 __all__ = ["PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare", "choice",
            "clone", "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in", "gamma", "generalized_normal",
-           "geometric", "gumbel", "key", "key_data", "laplace", "loggamma", "logistic", "lognormal", "maxwell",
-           "multinomial", "multivariate_normal", "normal", "orthogonal", "pareto", "permutation", "poisson",
+           "geometric", "gumbel", "key", "key_data", "key_impl", "laplace", "loggamma", "logistic", "lognormal",
+           "maxwell", "multinomial", "multivariate_normal", "normal", "orthogonal", "pareto", "permutation", "poisson",
            "rademacher", "randint", "rayleigh", "split", "t", "triangular", "truncated_normal", "uniform", "wald",
            "weibull_min", "wrap_key_data"]
 
@@ -108,19 +111,26 @@ def _to_mode(x: Any) -> Any:
     return x if dt in dtypes.enabled() else fnp.asarray(x, dtype=dtypes.canonicalize(dt))
 
 
+def _uint32_keys(keys: Any) -> Any:
+    """Keys, typed or raw, over uint32 words."""
+    if isinstance(keys, KeyArray):
+        return KeyArray(fnp.asarray(keys.words, dtype=dtypes.uint32), keys.dtype)
+    return fnp.asarray(keys, dtype=dtypes.uint32)
+
+
 def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
     """``f`` in JAX's 32-bit mode too: its ``dtype`` argument (or default) is taken in the caller's
     mode (float32/int32 with x64 off, JAX's warning for an explicit 64-bit one), then the bits
     are computed in the 64-bit words the samplers are written in and the result narrowed, so
     draws match JAX's 32-bit mode bit for bit. Keys come out as uint32, as JAX's."""
     sig = inspect.signature(f)
-    param = sig.parameters.get("dtype")
+    param = None if is_key else sig.parameters.get("dtype")
 
     @functools.wraps(f)
     def run(*args: Any, **kwargs: Any) -> Any:
         if dtypes.x64_enabled():
             out = f(*args, **kwargs)
-            return fnp.asarray(out, dtype=dtypes.uint32) if is_key else out
+            return _uint32_keys(out) if is_key else out
         bound = sig.bind(*args, **kwargs)
         for name, value in bound.arguments.items():
             if type(value) is float:
@@ -141,11 +151,12 @@ def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
             dtypes.set_x64_override(previous)
             CALLER_MODE.int_dtype, CALLER_MODE.float_dtype = dtypes.int64, dtypes.float64
         if is_key:
-            return fnp.asarray(out, dtype=dtypes.uint32)
+            return _uint32_keys(out)
         return tree_map(_to_mode, out)
 
     return run
 
 
 for _name in __all__:
-    globals()[_name] = _in_either_mode(globals()[_name], _name in _KEYS)
+    if _name != "key_impl":
+        globals()[_name] = _in_either_mode(globals()[_name], _name in _KEYS)

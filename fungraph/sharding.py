@@ -4,12 +4,30 @@ these, with JAX's attribute names, so code that inspects placement runs unchange
 
 from __future__ import annotations
 
+import enum
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 _DEVICE_CLASS_NAMES = {"cpu": "CpuDevice", "opencl": "OpenCLDevice"}
+
+
+class Sharding:
+    """The base of the sharding classes, for ``isinstance`` checks as ``jax.sharding.Sharding``."""
+
+    __slots__ = ()
+
+
+class AxisType(enum.Enum):
+    """How a mesh axis is typed (JAX's sharding-in-types): fungraph computes each process's
+    block explicitly in ``shard_map``, so the types are recorded on the mesh for programs that
+    read them back."""
+
+    Auto = enum.auto()
+    Explicit = enum.auto()
+    Manual = enum.auto()
 
 
 @dataclass(frozen=True)
@@ -37,7 +55,7 @@ CPU_DEVICE = Device("cpu", "cpu")
 
 
 @dataclass(frozen=True)
-class SingleDeviceSharding:
+class SingleDeviceSharding(Sharding):
     """All of an array on ``device`` (JAX's class of the same name, its basic attributes)."""
 
     device: Device
@@ -100,6 +118,7 @@ class Mesh:
 
     devices: Any
     axis_names: tuple[Any, ...]
+    axis_types: Any = None
 
     def __post_init__(self) -> None:
         devices = np.asarray(self.devices, dtype=object)
@@ -108,8 +127,21 @@ class Mesh:
             raise ValueError(f"Mesh: {len(names)} axis names {names} for a device array of shape {devices.shape}")
         if len(set(names)) != len(names):
             raise ValueError(f"Mesh: axis names {names} repeat a name")
+        types = (AxisType.Auto,) * len(names) if self.axis_types is None else tuple(self.axis_types) \
+            if isinstance(self.axis_types, (tuple, list)) else (self.axis_types,)
+        if len(types) != len(names) or not all(isinstance(t, AxisType) for t in types):
+            raise ValueError(f"Mesh: axis_types {self.axis_types} must be one AxisType per axis {names}")
         object.__setattr__(self, "devices", devices)
         object.__setattr__(self, "axis_names", names)
+        object.__setattr__(self, "axis_types", types)
+
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types)
+
+    @property
+    def empty(self) -> bool:
+        return self.size == 0
 
     @property
     def shape(self) -> dict[Any, int]:
@@ -139,7 +171,7 @@ class Mesh:
 
 
 @dataclass(frozen=True)
-class NamedSharding:
+class NamedSharding(Sharding):
     """An array split over ``mesh`` as ``spec`` says (JAX's ``NamedSharding``)."""
 
     mesh: Mesh
@@ -168,3 +200,72 @@ class NamedSharding:
     @property
     def is_fully_replicated(self) -> bool:
         return not self.spec.axis_names()
+
+    def devices_indices_map(self, global_shape: tuple[int, ...]) -> dict[Any, tuple[slice, ...]]:
+        """Each mesh device's block of an array of ``global_shape``: along a split dimension, the
+        block numbered by the device's coordinates on that entry's mesh axes (row-major)."""
+        block = self.shard_shape(global_shape)
+        positions = {name: k for k, name in enumerate(self.mesh.axis_names)}
+        out = {}
+        for coords in np.ndindex(*self.mesh.devices.shape):
+            index = [slice(None)] * len(global_shape)
+            for i, entry in enumerate(self.spec):
+                if entry is None:
+                    continue
+                number = 0
+                for name in entry if isinstance(entry, tuple) else (entry,):
+                    number = number * self.mesh.shape[name] + coords[positions[name]]
+                index[i] = slice(number * block[i], (number + 1) * block[i])
+            out[self.mesh.devices[coords]] = tuple(index)
+        return out
+
+
+@dataclass(frozen=True)
+class AbstractMesh:
+    """A mesh's axis names, sizes and types without its devices (``jax.sharding.AbstractMesh``)."""
+
+    axis_sizes: tuple[int, ...]
+    axis_names: tuple[Any, ...]
+    axis_types: tuple[AxisType, ...] = ()
+
+    @property
+    def shape(self) -> dict[Any, int]:
+        return dict(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.axis_sizes, dtype=np.int64))
+
+    @property
+    def empty(self) -> bool:
+        return not self.axis_names
+
+
+_MESH = threading.local()
+
+
+def get_mesh() -> Mesh | None:
+    """The mesh ``set_mesh`` made current in this thread (None without one)."""
+    return getattr(_MESH, "mesh", None)
+
+
+def get_abstract_mesh() -> AbstractMesh:
+    """The current mesh's :class:`AbstractMesh`, an empty one without a mesh."""
+    mesh = get_mesh()
+    return AbstractMesh((), ()) if mesh is None else mesh.abstract_mesh
+
+
+class set_mesh:  # noqa: N801 - JAX's name
+    """Make ``mesh`` current: for the block (``with set_mesh(mesh):``), or from now on when
+    called as a statement, as ``jax.set_mesh``."""
+
+    def __init__(self, mesh: Mesh | None) -> None:
+        self.previous = get_mesh()
+        self.mesh = mesh
+        _MESH.mesh = mesh
+
+    def __enter__(self) -> Mesh | None:
+        return self.mesh
+
+    def __exit__(self, *exc: object) -> None:
+        _MESH.mesh = self.previous

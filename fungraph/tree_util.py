@@ -588,6 +588,17 @@ def flatten_one_level(tree: Any) -> tuple[Iterable[Any], Hashable]:
     return children, aux
 
 
+def flatten_one_level_with_keys(tree: Any) -> tuple[Iterable[tuple[KeyEntry, Any]], Hashable]:
+    """:func:`flatten_one_level` with each child paired with its key, as JAX's."""
+    rule = _rule_for(type(tree))
+    if rule is None:
+        raise ValueError(f"can't tree-flatten type: {type(tree)}")
+    keyed, aux = rule.split_with_keys(tree)
+    if _is_namedtuple_type(type(tree)) and type(tree) not in _registry:
+        return list(keyed), type(tree)
+    return tuple(keyed), aux
+
+
 def tree_structure(tree: Any, is_leaf: _IsLeaf = None) -> PyTreeDef:
     return tree_flatten(tree, is_leaf)[1]
 

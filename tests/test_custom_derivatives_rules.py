@@ -394,3 +394,100 @@ def test_rule_closing_over_a_differentiated_value_is_an_error_as_in_jax() -> Non
             call()
     with pytest.raises(jax.errors.UnexpectedTracerError):
         jax.jvp(lambda w: theirs(0.5, w), (2.0,), (1.0,))
+
+
+# --- an eager call runs the function as it is ---------------------------------------------------
+
+
+def _eager_calls(lib: Any, m: Any) -> dict[str, Callable[[], Any]]:
+    """Calls of a custom_jvp and a custom_vjp function outside every transformation, on Python
+    scalars, numpy values and arrays."""
+    seen: list[str] = []
+
+    @lib.custom_jvp
+    def cube(x: Any) -> Any:
+        seen.append(type(x).__name__)
+        return x ** 3
+
+    cube.defjvp(lambda p, t: (cube(p[0]), 3 * p[0] ** 2 * t[0]))
+
+    @lib.custom_vjp
+    def affine(x: Any, y: Any) -> Any:
+        return x * y + 1
+
+    affine.defvjp(lambda x, y: (affine(x, y), (x, y)), lambda r, ct: (r[1] * ct, r[0] * ct))
+
+    @lib.custom_jvp
+    def pair(x: Any) -> Any:
+        return 3, [x * 2, m.sin(x)]
+
+    pair.defjvp(lambda p, t: (pair(p[0]), pair(t[0])))
+
+    def scaled(n: int, x: Any) -> Any:
+        return x * n
+
+    scale = lib.custom_jvp(scaled, nondiff_argnums=(0,))
+    scale.defjvp(lambda n, p, t: (scale(n, p[0]), n * t[0]))
+    return {"scale(2, 3.)": lambda: scale(2, 3.), "scale(2, f32)": lambda: scale(2, np.float32(3.)),
+            "cube(3.)": lambda: cube(3.), "cube(3)": lambda: cube(3), "cube(True)": lambda: cube(True),
+            "cube(f32)": lambda: cube(np.float32(2.)), "cube(f64 array)": lambda: cube(np.array([1., 2.])),
+            "cube(i64 array)": lambda: cube(np.array([1, 2])), "cube(array)": lambda: cube(m.array([1., 2.])),
+            "affine(2., 3)": lambda: affine(2., 3), "affine(2, 3)": lambda: affine(2, 3),
+            "pair(1.5)": lambda: pair(1.5), "jit cube(3.)": lambda: lib.jit(cube)(3.),
+            "grad cube(2.)": lambda: lib.grad(cube)(2.)}
+
+
+def _described(v: Any) -> Any:
+    """A result's structure, Python or numpy type family, dtype, weak flag and value."""
+    if isinstance(v, (list, tuple)):
+        return [_described(a) for a in v]
+    family = "array" if isinstance(v, (fg.Array, jax.Array)) else type(v).__name__
+    return (family, str(getattr(v, "dtype", None)), getattr(v, "weak_type", None), np.asarray(v).tolist())
+
+
+@pytest.mark.parametrize("x64", [True, False])
+def test_eager_custom_rule_functions_run_as_jax_s(x64: bool) -> None:
+    """JAX 0.10 runs a custom_jvp/custom_vjp function called outside any transformation on its
+    arguments as they are (numpy values in the mode's dtype): ``cube(3.)`` is the Python float
+    27.0, ``cube(np.array([1., 2.]))`` a numpy array. fungraph staged the call and returned a
+    weakly typed array."""
+    with fg.enable_x64(x64), jax.enable_x64(x64):
+        ours, theirs = _eager_calls(fg, fnp), _eager_calls(jax, jnp)
+        for name, call in theirs.items():
+            assert _described(ours[name]()) == _described(call()), name
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_random_draws_inside_custom_jvp_bodies_match_jax_in_both_modes(x64: bool) -> None:
+    """The samplers compute in 64-bit words in either mode; a custom_jvp body replayed eagerly
+    (its graph evaluated) keeps those words' types in 32-bit mode (it raised a dtype error)."""
+    jax, _ = jax_or_skip()
+    outs = []
+    for lib in (jax, fg):
+        with lib.enable_x64(x64):
+            key = lib.random.PRNGKey(0)
+
+            @lib.custom_jvp
+            def f(x: Any) -> Any:
+                return lib.random.normal(key, (3,)) * x
+
+            f.defjvp(lambda p, t: (f(p[0]), lib.random.normal(key, (3,)) * t[0]))  # noqa: B023
+            outs.append([np.asarray(f(1.5)), np.asarray(lib.grad(lambda x: f(x).sum())(1.5)),  # noqa: B023
+                         np.asarray(lib.jit(f)(1.5)), np.asarray(lib.vmap(f)(np.ones(2, np.float32)))])
+    for got, want in zip(outs[1], outs[0]):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_random_draws_inside_checkpoint_match_jax_in_32_bit_mode() -> None:
+    """The same replay for ``checkpoint`` outside jit (it raised a dtype error in 32-bit mode)."""
+    jax, _ = jax_or_skip()
+    outs = []
+    for lib in (jax, fg):
+        with lib.enable_x64(False):
+            key = lib.random.PRNGKey(0)
+            f = lib.checkpoint(lambda x: lib.random.normal(key, (2,)) * x)  # noqa: B023
+            outs.append([np.asarray(f(2.0)), np.asarray(lib.grad(lambda x: f(x).sum())(2.0))])  # noqa: B023
+    for got, want in zip(outs[1], outs[0]):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -91,8 +91,6 @@ def test_bitwise_reductions_of_integers_match_jax(dtype: str, mode: str) -> None
 SAMPLES = {"bool": np.array([True, False]), "int32": np.array([1, 2], np.int32),
            "uint32": np.array([1, 2], np.uint32), "float32": np.array([0.5, 0.25], np.float32),
            "complex64": np.array([0.5, 0.25j], np.complex64)}
-#: lax functions that JAX defines for complex operands and fungraph does not yet
-COMPLEX_MISSING = {"atan2"}
 
 
 def _elementwise_names() -> list[str]:
@@ -136,7 +134,7 @@ def test_lax_functions_take_and_refuse_the_dtypes_jax_does(dtype: str) -> None:
             continue
         args = (arrays,) * arity
         want = _outcome(getattr(jlax, n), args)
-        if (dtype == "complex64" and n in COMPLEX_MISSING) or want.startswith("failed"):
+        if want.startswith("failed"):
             continue
         assert _outcome(getattr(flax, n), args) == want, n
     with pytest.raises(TypeError, match="sin does not accept dtype int32. Accepted dtypes are subtypes of floating, "

@@ -206,3 +206,23 @@ def test_weak_bools_combine_as_bools_as_jax_s(x64: bool) -> None:
         return a | b, a + b, a | True, a & (np_.ones(2) > 0), a * 2, np_.ones(2, np_.int8) + a
 
     check_program(jax, jnp, program, x64)
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_pure_callback_without_a_vmap_method_refuses_vmap_as_jax_s(staged: bool) -> None:
+    """JAX 0.10's default ``vmap_method=None`` cannot be batched: ``NotImplementedError`` naming
+    the methods (fungraph called the function once per example); an explicit method works, and
+    a call whose arguments are not batched needs none."""
+    errors = []
+    for lib, np_ in ((fg, fnp), (jax, jnp)):
+        def f(x: Any, lib: Any = lib) -> Any:
+            return lib.pure_callback(np.sin, lib.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+        mapped = lib.jit(lib.vmap(f)) if staged else lib.vmap(f)
+        with pytest.raises(NotImplementedError) as info:
+            mapped(np_.ones((3, 2)))
+        errors.append(str(info.value))
+        unbatched = lib.vmap(lambda x, lib=lib, f=f: f(np_.ones(2)) + x)(np_.ones(3))
+        np.testing.assert_allclose(np.asarray(unbatched), np.sin(1.) + 1, rtol=1e-6)
+    assert errors[0] == errors[1]
+    assert "Got vmap_method=None" in errors[0]

@@ -492,3 +492,189 @@ def test_typing_names_annotate() -> None:
 
     assert isinstance(fnp.ones(2), ArrayLike) and isinstance(np.float32(1), ArrayLike) and isinstance(2.0, ArrayLike)
     assert f(1, np.float32).dtype == np.float32 and f(1, "int8").dtype == np.int8
+
+
+def _threaded_contexts(lib: Any, lnp: Any) -> dict[str, Any]:
+    """One thread enters config contexts while another, started before and running at the same
+    time, calls the same jitted functions: what each sees. ``f`` is traced first by the thread
+    without contexts, so a cache keyed only on the arguments would hand the other its trace."""
+    import threading
+
+    f = lib.jit(lambda x, y: x + y)
+    g = lib.jit(lambda x: lnp.log(x))
+    h = lib.jit(lambda x, y: x * y)
+    x, y = lnp.ones(3), lnp.ones((2, 3))
+    traced, in_context, done = threading.Barrier(2), threading.Barrier(2), threading.Barrier(2)
+    seen: dict[str, Any] = {}
+
+    def outcome(thunk: Any) -> str:
+        try:
+            out = thunk()
+        except Exception as err:  # noqa: BLE001 - which error each library raises is compared
+            return "FloatingPointError" if isinstance(err, FloatingPointError) else (
+                "TypePromotionError" if "TypePromotion" in type(err).__name__ else "ValueError"
+                if isinstance(err, ValueError) else type(err).__name__)
+        return str(np.asarray(out).dtype)
+
+    def plain() -> None:
+        seen["plain f"] = outcome(lambda: f(x, y))
+        seen["plain h"] = outcome(lambda: h(lnp.ones(2, lnp.float32), lnp.ones(2, lnp.int32)))
+        traced.wait()
+        in_context.wait()
+        seen["plain options"] = (lib.config.jax_numpy_rank_promotion, lib.config.jax_debug_nans,
+                                 lib.config.jax_numpy_dtype_promotion)
+        seen["plain g"] = outcome(lambda: g(-lnp.ones(2)))
+        seen["plain f again"] = outcome(lambda: f(x, y))
+        done.wait()
+
+    def contexts() -> None:
+        traced.wait()
+        with lib.numpy_rank_promotion("raise"), lib.debug_nans(True), lib.numpy_dtype_promotion("strict"):
+            in_context.wait()
+            seen["context options"] = (lib.config.jax_numpy_rank_promotion, lib.config.jax_debug_nans,
+                                       lib.config.jax_numpy_dtype_promotion)
+            seen["context f"] = outcome(lambda: f(x, y))
+            seen["context g"] = outcome(lambda: g(-lnp.ones(2)))
+            seen["context h"] = outcome(lambda: h(lnp.ones(2, lnp.float32), lnp.ones(2, lnp.int32)))
+            done.wait()
+        seen["after f"] = outcome(lambda: f(x, y))
+
+    threads = [threading.Thread(target=plain), threading.Thread(target=contexts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return seen
+
+
+def test_config_contexts_hold_in_their_thread_only_as_jax_s() -> None:
+    """JAX's config contexts are thread-local: ``numpy_rank_promotion("raise")``,
+    ``debug_nans(True)`` and ``numpy_dtype_promotion("strict")`` entered in one thread leave
+    another, running at the same time, as it was, and a jitted function traced in the other
+    thread is traced again under the context's options (they were process-wide: the other
+    thread raised, or the context's thread reused a trace made without them)."""
+    import warnings
+
+    jax, jnp = jax_or_skip()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = _threaded_contexts(jax, jnp)
+        ours = _threaded_contexts(fg, fnp)
+    assert len(theirs) == 10
+    assert ours == theirs
+    assert theirs["context f"] == "ValueError" and theirs["plain f again"] == str(fnp.ones(1).dtype)
+
+
+def test_process_queries_global_array_constructors_and_environment_info() -> None:
+    """One process: the global array is the whole array; shapes that do not fit name both."""
+    from fungraph.sharding import NamedSharding
+    from fungraph.sharding import PartitionSpec as P
+
+    assert fg.process_indices() == fg.host_ids() == [0]
+    full = np.arange(12.0).reshape(4, 3)
+    for sharding in (fg.sharding.SingleDeviceSharding(fg.devices()[0]),
+                     NamedSharding(fg.make_mesh((1,), ("dp",)), P("dp"))):
+        got = fg.make_array_from_callback(full.shape, sharding, lambda idx: full[idx])
+        assert isinstance(got, fg.Array)
+        np.testing.assert_array_equal(got, full)
+        np.testing.assert_array_equal(fg.make_array_from_single_device_arrays(full.shape, sharding, [full]), full)
+        np.testing.assert_array_equal(fg.make_array_from_process_local_data(sharding, full, full.shape), full)
+    with pytest.raises(ValueError, match=r"returned shape \(2, 3\), but this process's block of the global shape"):
+        fg.make_array_from_callback(full.shape, sharding, lambda idx: full[:2])
+    fg.effects_barrier()
+    info = fg.print_environment_info(return_string=True)
+    assert "numpy:" in info and "process_count: 1" in info
+
+
+def test_jit_takes_jaxs_one_device_options() -> None:
+    """``in_shardings``/``out_shardings`` that keep arrays whole on the one device, ``device``,
+    ``keep_unused``, ``inline``, ``compiler_options`` and None for the argnums, as JAX programs pass
+    them; a sharding over several devices is refused, naming shard_map."""
+    from fungraph.sharding import Mesh, NamedSharding, SingleDeviceSharding
+    from fungraph.sharding import PartitionSpec as P
+
+    jax, _ = jax_or_skip()
+    mesh = fg.make_mesh((1,), ("dp",))
+    x = np.arange(4.0)
+    theirs = jax.sharding.NamedSharding(jax.make_mesh((1,), ("dp",)), jax.sharding.PartitionSpec("dp"))
+    for lib, sharding in ((jax, theirs), (fg, NamedSharding(mesh, P("dp")))):
+        f = lib.jit(lambda v, unused: v * 2, in_shardings=(sharding, None), out_shardings=sharding, keep_unused=True,
+                    inline=True, static_argnums=None, donate_argnums=None)
+        np.testing.assert_array_equal(np.asarray(f(x, 1.0)), x * 2)
+    on_cpu = fg.jit(lambda v: v + 1, device=fg.devices()[0], in_shardings=SingleDeviceSharding(fg.devices()[0]),
+                    compiler_options={"xla_cpu_enable_fast_math": False})
+    np.testing.assert_array_equal(on_cpu(x), x + 1)
+    assert on_cpu.backend == "cpu"
+    split = NamedSharding(Mesh(np.array([fg.devices()[0]] * 2, dtype=object), ("dp",)), P("dp"))
+    with pytest.raises(NotImplementedError, match="splits arrays over several devices.*shard_map"):
+        fg.jit(lambda v: v, out_shardings=split)
+    assert fg.jit(lambda v: v, donate_argnums=0, static_argnums=None).donate_argnums == (0,)
+
+
+def test_mesh_utils_and_compilation_cache() -> None:
+    """``create_device_mesh`` lays the processes' devices out for ``Mesh`` (one here);
+    ``create_hybrid_device_mesh`` tiles blocks of ``mesh_shape`` as ``np.block`` does;
+    ``set_cache_dir`` sets JAX's option."""
+    from fungraph.experimental import mesh_utils
+    from fungraph.experimental.compilation_cache import compilation_cache
+    from fungraph.sharding import Mesh
+
+    jax, _ = jax_or_skip()
+    from jax.experimental import mesh_utils as jax_mesh_utils
+
+    ours, theirs = mesh_utils.create_device_mesh((1,)), jax_mesh_utils.create_device_mesh((1,))
+    assert ours.shape == theirs.shape == (1,) and ours.dtype == theirs.dtype == object
+    step = fg.jit(fg.shard_map(lambda x: fg.lax.psum(x, "dp"), mesh=Mesh(ours, ("dp",)), in_specs=fg.P("dp"),
+                               out_specs=fg.P()))
+    np.testing.assert_array_equal(step(np.ones(3)), np.ones(3))
+    ids = np.vectorize(lambda d: d.id)
+    devices = [fg.sharding.Device("cpu", "cpu", id=i) for i in range(8)]
+    hybrid = mesh_utils.create_hybrid_device_mesh((2, 2), (2, 1), devices)
+    blocks = [ids(mesh_utils.create_device_mesh((2, 2), devices[4 * k:4 * k + 4])) for k in range(2)]
+    np.testing.assert_array_equal(ids(hybrid), np.block([[blocks[0]], [blocks[1]]]))
+    with pytest.raises(ValueError, match=r"a mesh of shape \(2,\) needs 2 devices, but 1 are given"):
+        mesh_utils.create_device_mesh((2,))
+    try:
+        compilation_cache.set_cache_dir("/tmp/fungraph-cache")
+        assert fg.config.jax_compilation_cache_dir == "/tmp/fungraph-cache"
+    finally:
+        compilation_cache.reset_cache()
+    assert fg.config.jax_compilation_cache_dir is None
+
+
+def test_meshes_with_axis_types_set_mesh_and_reshard_as_jax() -> None:
+    """JAX's sharding-in-types entry points on one device: axis types recorded, ``set_mesh`` as a
+    block or a statement (per thread), the abstract mesh, ``reshard`` keeping the array."""
+    import threading
+
+    from fungraph.sharding import AxisType, NamedSharding, Sharding, get_abstract_mesh, get_mesh
+    from fungraph.sharding import PartitionSpec as P
+
+    jax, _ = jax_or_skip()
+    theirs = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+    mesh = fg.make_mesh((1,), ("x",), axis_types=(AxisType.Explicit,), devices=fg.devices())
+    assert [t.name for t in mesh.axis_types] == [t.name for t in theirs.axis_types] == ["Explicit"]
+    assert get_abstract_mesh().empty and get_mesh() is None
+    with fg.set_mesh(mesh) as current, jax.set_mesh(theirs):
+        assert current is mesh and get_mesh() is mesh
+        ours_abs, their_abs = get_abstract_mesh(), jax.sharding.get_abstract_mesh()
+        assert (ours_abs.axis_names, ours_abs.axis_sizes) == (their_abs.axis_names, their_abs.axis_sizes)
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(get_mesh()))
+        worker.start()
+        worker.join()
+        assert seen == [None]
+        x = np.arange(4.0)
+        got, want = fg.reshard(x, P("x")), jax.sharding.reshard(x, jax.sharding.PartitionSpec("x"))
+        assert isinstance(got, fg.Array)
+        np.testing.assert_array_equal(got, np.asarray(want))
+        assert fg.sharding.reshard is fg.reshard
+    assert get_mesh() is None
+    fg.set_mesh(mesh)
+    try:
+        assert get_mesh() is mesh
+    finally:
+        fg.set_mesh(None)
+    assert isinstance(NamedSharding(mesh, P()), Sharding) and isinstance(fg.numpy.ones(2).sharding, Sharding)
+    with pytest.raises(ValueError, match="one AxisType per axis"):
+        fg.make_mesh((1,), ("x",), axis_types=("Explicit",))

@@ -93,10 +93,13 @@ def test_key_utilities_match_jax() -> None:
     jk, fk = jax.random.PRNGKey(2**40 + 3), fr.PRNGKey(2**40 + 3)
     np.testing.assert_array_equal(fr.key_data(fk), jax.random.key_data(jk))
     np.testing.assert_array_equal(fr.clone(fk), fk)
-    signed = np.asarray(jax.random.split(jk, 3)).view(np.int32)
-    wrapped = fr.wrap_key_data(signed)
-    np.testing.assert_array_equal(wrapped, fr.split(fk, 3))
+    words = np.asarray(jax.random.split(jk, 3))
+    wrapped = fr.wrap_key_data(words)
+    np.testing.assert_array_equal(fr.key_data(wrapped), fr.split(fk, 3))
     np.testing.assert_array_equal(fr.uniform(wrapped[1], (3,)), jax.random.uniform(jax.random.split(jk, 3)[1], (3,)))
+    for lib in (fr, jax.random):
+        with pytest.raises(TypeError, match="expected key_data.dtype = uint32; got dtype=int32"):
+            lib.wrap_key_data(words.view(np.int32))
 
 
 # --- the rejection samplers against draws recorded from JAX ------------------------------

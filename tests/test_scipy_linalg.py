@@ -367,3 +367,27 @@ def test_polar_qdwh_matches_jax_and_differentiates_as_the_svd_method(a: np.ndarr
     got = fg.grad(_weighted_sum(fg, lambda m: fsl.polar(m, side)))(a)
     want = jax.grad(_weighted_sum(jax, lambda m: jsl.polar(m, side, method="svd")))(a)
     _close(got, want, 1e-8)
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_singular_and_indefinite_matrices_give_jax_s_infinities_and_nans(x64: bool) -> None:
+    """numpy raises LinAlgError; JAX's solve/inv return the infinities of a zero pivot and its
+    cholesky NaN, batch entries that factor keeping their values, eagerly and under jit."""
+    singular = [(np.array([[1.0, 2.0], [2.0, 4.0]]), np.array([1.0, 1.0])),
+                (np.zeros((2, 2)), np.array([1.0, 1.0])),
+                (np.array([[0.0, 1.0], [0.0, 1.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])),
+                (np.stack([np.array([[1.0, 2.0], [2.0, 4.0]]), np.eye(2)]), np.ones((2, 2)))]
+    indefinite = [-np.eye(2), np.stack([np.eye(2), -np.eye(2)]), np.array([[1.0, 2.0], [2.0, 1.0]])]
+    dtype = np.float64 if x64 else np.float32
+    with fg.enable_x64(x64), jax.enable_x64(x64):
+        for a, b in singular:
+            a, b = a.astype(dtype), b.astype(dtype)
+            want = np.asarray(jnp.linalg.solve(a, b))
+            for got in (fg.numpy.linalg.solve(a, b), fg.jit(fg.numpy.linalg.solve)(a, b)):
+                np.testing.assert_array_equal(np.asarray(got), want)
+            np.testing.assert_array_equal(np.asarray(fg.numpy.linalg.inv(a)), np.asarray(jnp.linalg.inv(a)))
+        for a in indefinite:
+            a = a.astype(dtype)
+            want = np.asarray(jnp.linalg.cholesky(a))
+            for got in (fg.numpy.linalg.cholesky(a), fg.jit(fg.numpy.linalg.cholesky)(a)):
+                np.testing.assert_array_equal(np.asarray(got), want)

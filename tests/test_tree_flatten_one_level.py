@@ -41,3 +41,21 @@ def test_leaf_raises_like_jax(leaf: Any) -> None:
         jax.tree_util.flatten_one_level(leaf)
     with pytest.raises(ValueError, match="can't tree-flatten type"):
         ftu.flatten_one_level(leaf)
+
+
+@pytest.mark.parametrize("tree", [[1, [2, 3]], (4, {"k": 5}), {"b": 1, "a": (2, 3)}, None, Box(1, (2,)),
+                                  collections.OrderedDict([("z", 1), ("y", 2)])],
+                         ids=["list", "tuple", "dict", "None", "registered", "OrderedDict"])
+def test_with_keys_matches_jax(tree: Any) -> None:
+    got_children, got_aux = ftu.flatten_one_level_with_keys(tree)
+    want_children, want_aux = jax.tree_util.flatten_one_level_with_keys(tree)
+    assert [(str(k), c) for k, c in got_children] == [(str(k), c) for k, c in want_children]
+    assert got_aux == want_aux
+
+
+def test_with_keys_of_a_namedtuple_names_each_field() -> None:
+    """JAX 0.10 names both fields ``.x`` (GetAttrKey of the first field twice); ours name each."""
+    children, aux = ftu.flatten_one_level_with_keys(Point(1, [2]))
+    assert [(str(k), c) for k, c in children] == [(".x", 1), (".y", [2])] and aux is Point
+    with pytest.raises(ValueError, match="can't tree-flatten type"):
+        ftu.flatten_one_level_with_keys(3)

@@ -104,7 +104,7 @@ def test_pure_callback_under_vmap_calls_the_host_per_example() -> None:
         calls.append(x.shape)
         return np.sort(x)
 
-    f = lambda x: fg.pure_callback(host, fg.ShapeDtypeStruct(x.shape, x.dtype), x)
+    f = lambda x: fg.pure_callback(host, fg.ShapeDtypeStruct(x.shape, x.dtype), x, vmap_method="sequential")
     xs = np.array([[3.0, 1.0, 2.0], [0.0, -1.0, 5.0]])
     np.testing.assert_array_equal(fg.vmap(f)(xs), np.sort(xs, axis=1))
     assert calls == [(3,), (3,)]

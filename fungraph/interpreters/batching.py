@@ -40,10 +40,12 @@ from fungraph.primitives.shape import transpose
 
 @dataclass(frozen=True)
 class AxisFrame:
-    """The axis a batch trace maps: its size, and the name collectives refer to it by."""
+    """The axis a batch trace maps: its size, the name collectives refer to it by, and the
+    trace whose batched values it takes as its own (``vmap_flat``'s ``adopt``)."""
 
     size: int
     name: Hashable | None
+    adopts: MainTrace | None = None
 
 
 class _AxisEnv(threading.local):
@@ -147,7 +149,13 @@ class BatchTrace(Trace):
     def pure(self, val: Any) -> BatchTracer:
         return BatchTracer(self, val, None)
 
-    lift = pure
+    def lift(self, val: Any) -> BatchTracer:
+        """A value of an outer trace: unbatched, or, from the trace this one adopts, batched as it is."""
+        adopts = self.main.global_data.adopts
+        if adopts is None or not isinstance(val, BatchTracer) or val._trace.main is not adopts:
+            return BatchTracer(self, val, None)
+        out = BatchTracer(self, val.val, val.bdim)
+        return weakened(out) if dtypes.is_weak(val) else out
 
     def process_primitive(self, prim: Primitive, tracers: Sequence[Any], params: Params) -> list[BatchTracer]:
         vals = [t.val for t in tracers]
@@ -170,16 +178,19 @@ _INHERIT: Any = object()
 
 def vmap_flat(fun: Callable[..., Sequence[Any]], args: Sequence[Any], in_dims: Sequence[int | None],
               out_dims: Sequence[int | None] | Callable[[list[Any]], Sequence[int | None]], size: int,
-              axis_name: Hashable | None = _INHERIT) -> list[Any]:
+              axis_name: Hashable | None = _INHERIT, adopt: MainTrace | None = None) -> list[Any]:
     """Map ``fun`` over axis ``in_dims[i]`` of each argument; outputs get axis ``out_dims[j]``
     (``out_dims`` may be a function of the outputs, for specs that follow their structure).
 
     ``axis_name`` names the axis for collectives; by default a batching rule that maps a
-    sub-graph over its batch keeps the name of the axis it is batching.
+    sub-graph over its batch keeps the name of the axis it is batching. ``adopt``, a batch
+    trace over the same axis, makes the values of that trace which ``fun`` closes over batched
+    values of this map (JAX's batch subtrace with its parent's tag): how a ``custom_jvp``
+    function and its rule, closing over values a ``vmap`` batches, are mapped together.
     """
     if axis_name is _INHERIT:
         axis_name = batching_axis_name()
-    with new_main(BatchTrace, AxisFrame(size, axis_name)) as main:
+    with new_main(BatchTrace, AxisFrame(size, axis_name, adopt)) as main:
         _ENV.mains.append(main)
         try:
             with _running(None):

@@ -5,18 +5,31 @@ Because it binds, evaluating a graph under another transformation transforms it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from fungraph import dtypes
 from fungraph.core import TypedConstant, as_typed_constant, source_stack
 from fungraph.ir import Atom, Graph, Literal, Var, format_eqn_in
 
 
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
-    """Run ``graph`` on ``args`` (flat) and return its flat outputs."""
+    """Run ``graph`` on ``args`` (flat) and return its flat outputs. A graph holding 64-bit
+    values runs in x64 mode, so that 32-bit mode's narrowing of eager results keeps its types."""
     if len(args) != len(graph.invars):
         raise TypeError(f"graph takes {len(graph.invars)} inputs, got {len(args)}")
+    if graph.has_64bit_values and not dtypes.x64_enabled():
+        previous = dtypes.set_x64_override(True)
+        try:
+            return _eval_graph(graph, args)
+        finally:
+            dtypes.set_x64_override(previous)
+    return _eval_graph(graph, args)
+
+
+def _eval_graph(graph: Graph, args: Sequence[Any]) -> list[Any]:
     env: dict[Var, Any] = {}
 
     def read(a: Atom) -> Any:

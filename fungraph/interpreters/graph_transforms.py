@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fungraph._caches import LRUCache
-from fungraph.interpreters.batching import batching_axis_name, vmap_flat
+from fungraph.core import innermost_main
+from fungraph.interpreters.batching import BatchTracer, batching_axis_name, vmap_flat
 from fungraph.interpreters.eval import eval_graph
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
@@ -79,3 +80,41 @@ def batched_graph(call: Graph, in_dims: tuple[int | None, ...], size: int, in_av
     return _cached("batch", call, (in_dims, size, in_avals, batching_axis_name()), build)
 
 
+
+
+def batched_graph_where_needed(call: Graph, in_dims: tuple[int | None, ...], size: int, in_avals: tuple,
+                               force: tuple[bool, ...]) -> tuple[Graph, tuple[bool, ...]]:
+    """``call`` mapped over ``in_dims``, batching (on axis 0) only the outputs that depend on the
+    mapped axis or that ``force`` names, and which outputs are batched: JAX's batching of a loop
+    body, which keeps a carry such as a loop counter unbatched when nothing batched reaches it."""
+    def build() -> tuple[Graph, tuple[bool, ...]]:
+        batched: list[tuple[bool, ...]] = []
+
+        def out_dims(raw: list[Any]) -> list[int | None]:
+            main = innermost_main()
+            mask = tuple(f or (isinstance(o, BatchTracer) and o._trace.main is main and o.bdim is not None)
+                         for o, f in zip(raw, force))
+            batched.append(mask)
+            return [0 if m else None for m in mask]
+
+        graph = stage(lambda *a: vmap_flat(lambda *b: eval_graph(call, *b), a, in_dims, out_dims, size),
+                      list(in_avals))[0]
+        return graph, batched[0]
+
+    return _cached("batch_needed", call, (in_dims, size, in_avals, force, batching_axis_name()), build)
+
+
+def loop_carry_batched(body: Graph, carry_in: tuple[bool, ...], other_dims: tuple[int | None, ...], size: int,
+                       avals: Callable[[tuple[bool, ...]], tuple], num_carry: int) -> tuple[bool, ...]:
+    """Which carries of a loop must be batched: the fixpoint of "batched initially, or the body
+    returns it batched given the batched carries", as JAX's scan and while batching find it.
+    ``avals(carry_mask)`` gives the body's input avals for a mask of batched carries."""
+    batched = carry_in
+    while True:
+        dims = tuple(0 if b else None for b in batched) + other_dims
+        force = batched + (False,) * (len(body.outvars) - len(batched))
+        _, out = batched_graph_where_needed(body, dims, size, avals(batched), force)
+        new = tuple(a or b for a, b in zip(batched, out[:num_carry]))
+        if new == batched:
+            return batched
+        batched = new

@@ -73,7 +73,8 @@ def linearize_concrete(fun: Callable[..., Sequence[Any]], primals: Sequence[Any]
     builder = GraphBuilder()
     with new_main(GraphTrace, builder) as gmain:
         trace = GraphTrace(gmain)
-        t_args = iter([trace.new_arg(a) for a, d in zip(in_avals, differentiable) if d])
+        # a tangent is typed as its primal, weakly where the primal is (JAX's tangent types)
+        t_args = iter([trace.new_arg(a, dtypes.is_weak(p)) for p, a, d in zip(primals, in_avals, differentiable) if d])
         tangents = [next(t_args) if d else None for d in differentiable]
         p_out, t_out = jvp_flat(fun, primals, tangents, instantiate=False, trace_type=LinearizeTrace)
         staged = [_staged_var(builder, t, gmain) is not None for t in t_out]

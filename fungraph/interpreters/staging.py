@@ -284,7 +284,8 @@ class ShapeDtypeStruct:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
+        if not isinstance(self.dtype, dtypes.KeyDType):
+            object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
 
     @property
     def ndim(self) -> int:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fungraph import dtypes
 from fungraph.core import source_of
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import add_eqn_note, eval_graph
@@ -102,7 +103,8 @@ def linearize_flat(fun: Callable[..., Sequence[Any]], primals: Sequence[Any],
         p_out, t_out = jvp_flat(fun, ps, tangents)
         return list(p_out) + list(t_out)
 
-    graph, closure = stage(jvp_fun, list(in_avals) + tan_avals)
+    weak = [dtypes.is_weak(p) for p in primals]
+    graph, closure = stage(jvp_fun, list(in_avals) + tan_avals, weak + [w for w, d in zip(weak, differentiable) if d])
     n_tan = len(tan_avals)
     # closure values are trailing invars after the tangents; they are known
     unknown_mask = [False] * n + [True] * n_tan + [False] * len(closure)

@@ -126,7 +126,8 @@ def population_count(x: Any) -> Any:
     while shift < bits:
         v = ew.add(v, ew.floor_divide_p.bind(v, _const(2 ** shift, a)))
         shift *= 2
-    return ew.add(ew.and_p.bind(v, _const(0xFF & int(top), a)), cast(ew.lt(a, _const(0, a)), aval_of(a).dtype))
+    out = ew.add(ew.and_p.bind(v, _const(0xFF & int(top), a)), cast(ew.lt(a, _const(0, a)), aval_of(a).dtype))
+    return ew.weak(out) if dtypes.is_weak(a) else out
 
 
 def clz(x: Any) -> Any:
@@ -203,7 +204,8 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> An
         over = ew.gt(exponent, np.asarray((bias + new_bias) << src_m, it))
         under = ew.le_p.bind(exponent, np.asarray((bias - new_bias) << src_m, it))
         v = ew.select(over, ew.or_p.bind(sign, exp_mask), ew.select(under, sign, v))
-    return ew.select(_isnan(x), x, bitcast_convert_type(v, dt))
+    out = ew.select(_isnan(x), x, bitcast_convert_type(v, dt))
+    return ew.weak(out) if dtypes.is_weak(x) else out
 
 
 def _axis_slice(x: Any, axis: int, lo: int, hi: int) -> Any:
@@ -215,7 +217,7 @@ def _axis_slice(x: Any, axis: int, lo: int, hi: int) -> Any:
 def fold_bitwise(name: str, prim: Any, identity: int, operand: Any, axes: Sequence[int]) -> Any:
     """The bitwise ``prim`` (and, or, xor) of ``operand`` (bool or integer, else JAX's
     ``TypeError``) over ``axes``, ``identity`` over none: each axis folded in halves,
-    ``ceil(log2 n)`` whole-array operations."""
+    ``ceil(log2 n)`` whole-array operations; the result is strongly typed, as JAX's."""
     x = asarray(operand)
     a = aval_of(x)
     if dtypes.is_inexact(a.dtype):
@@ -233,7 +235,7 @@ def fold_bitwise(name: str, prim: Any, identity: int, operand: Any, axes: Sequen
             x = sh.concatenate([folded, _axis_slice(x, axis, 2 * half, n)], axis) if n % 2 else folded
             n = half + n % 2
         x = sh.reshape(x, rest)
-    return x
+    return ew.strong(x)  # JAX's logical reductions strip the weak type
 
 
 def reduce_xor(operand: Any, axes: Sequence[int]) -> Any:

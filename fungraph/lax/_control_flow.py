@@ -103,8 +103,9 @@ def _at_user_line(message: str) -> TypeError:
     return TypeError(message + (f"\n  at {src}" if src else ""))
 
 
-def _switch(idx: Any, branches: Sequence[Any], operands: tuple[Any, ...]) -> Any:
-    """``switch`` on a checked scalar index (integer or bool), converted to int32 as JAX does."""
+def _switch(idx: Any, branches: Sequence[Any], operands: tuple[Any, ...], api: str = "switch") -> Any:
+    """``switch`` on a checked scalar index (integer or bool), converted to int32 as JAX does;
+    ``api`` names the caller in errors ("cond": branches are ``false_fun``, ``true_fun``)."""
     from fungraph.primitives.control_flow import cond_p
     from fungraph.primitives.elementwise import convert
     from fungraph.primitives.graph_utils import insert_unused_inputs
@@ -119,6 +120,8 @@ def _switch(idx: Any, branches: Sequence[Any], operands: tuple[Any, ...]) -> Any
         if t != out_trees[0]:
             raise TypeError(f"switch/cond branches must return the same structure: branch 0 returns {out_trees[0]}, "
                             f"branch {k} returns {t}")
+    for k in range(1, len(staged)):
+        _check_branch_types(api, k, staged[0][0].out_avals, staged[k][0].out_avals)
     closure_avals = [[v.aval for v in g.invars[len(avals):]] for g, _, _, _ in staged]
     graphs = []
     for k, (g, _, _, _) in enumerate(staged):
@@ -129,8 +132,28 @@ def _switch(idx: Any, branches: Sequence[Any], operands: tuple[Any, ...]) -> Any
     closures = [c for _, cl, _, _ in staged for c in cl]
     idx = convert(idx, np.dtype(np.int32))
     outs = cond_p.bind(idx, *leaves, *closures, branches=tuple(graphs))
-    weak_in_all = set.intersection(*(set(w) for _, _, _, w in staged))
-    return tree_unflatten(out_trees[0], weak_outputs(outs, sorted(weak_in_all)))
+    return tree_unflatten(out_trees[0], weak_outputs(outs, staged[0][3]))
+
+
+def _branch_name(api: str, k: int) -> str:
+    if api == "cond":
+        return ("false_fun", "true_fun")[k]
+    return f"branch {k}" if k == 0 else f"branch{k}"
+
+
+def _check_branch_types(api: str, k: int, first: Sequence[ShapedArray], other: Sequence[ShapedArray]) -> None:
+    """JAX's check: every branch returns the shapes and dtypes of branch 0 (weak types may
+    differ; the outputs take branch 0's), else its ``TypeError`` naming each differing output."""
+    name0, name = _branch_name(api, 0), _branch_name(api, k)
+    if api == "cond":
+        name0, name = name, name0
+        first, other = other, first
+    diffs = [f"the output {i} of {name0} has type {a} but the "
+             f"corresponding output of {name} has type {b}"
+             for i, (a, b) in enumerate(zip(first, other)) if (a.shape, a.dtype) != (b.shape, b.dtype)]
+    if diffs:
+        raise _at_user_line(f"{api} branches must have equal output types but they differ: " + "; ".join(diffs)
+                            + f". Revise {name0} and/or {name} so that all output types match.")
 
 
 def cond(pred: Any, true_fun: Any, false_fun: Any, *operands: Any) -> Any:
@@ -147,7 +170,7 @@ def cond(pred: Any, true_fun: Any, false_fun: Any, *operands: Any) -> Any:
         raise _at_user_line(f"cond predicate must be a bool or a real number, got {_describe(pred)} of dtype {p.dtype}")
     if kind != "b":
         p = ne_p.bind(p, asarray(np.zeros((), p.dtype)))
-    return _switch(p, [false_fun, true_fun], operands)
+    return _switch(p, [false_fun, true_fun], operands, "cond")
 
 
 def while_loop(cond_fun: Any, body_fun: Any, init_val: Any, *, checkpoint: str = "all") -> Any:

@@ -103,13 +103,25 @@ def _c(value: Any, like: Any) -> np.ndarray:
 
 
 def _div(x: Any, y: Any) -> Any:
-    """Integers round toward zero (C division); floats divide."""
-    if not dtypes.is_int(aval_of(x).dtype):
+    """Integers round toward zero (C division; XLA's all bits set for a zero divisor); floats divide."""
+    dt = aval_of(x).dtype
+    if not dtypes.is_int(dt):
         return ew.div(*promote(x, y, to_inexact=True))
     q = ew.floor_divide_p.bind(x, y)
+    if dtypes.is_unsigned(dt):
+        return q
     inexact = ew.ne_p.bind(ew.mul(q, y), x)
     signs_differ = ew.ne_p.bind(ew.lt(x, _c(0, x)), ew.lt(y, _c(0, y)))
-    return ew.select(ew.and_p.bind(inexact, signs_differ), ew.add(q, _c(1, q)), q)
+    truncated = ew.select(ew.and_p.bind(inexact, signs_differ), ew.add(q, _c(1, q)), q)
+    return ew.select(ew.eq(y, _c(0, y)), _c(-1, q), truncated)
+
+
+def _rem(x: Any, y: Any) -> Any:
+    """``lax.rem``: C's fmod; an integer remainder by zero is the dividend, as XLA's."""
+    r = fmod(x, y)
+    if not dtypes.is_int(aval_of(x).dtype):
+        return r
+    return ew.select(ew.eq(y, _c(0, y)), x, r)
 
 
 def fmod(x: Any, y: Any) -> Any:
@@ -202,7 +214,7 @@ add = _binary("add", ew.add_p.bind, accepts="iufc")
 sub = _binary("sub", ew.sub_p.bind, accepts="iufc")
 mul = _binary("mul", ew.mul_p.bind, accepts="iufc")
 div = _binary("div", _div, accepts="iufc")
-rem = _binary("rem", fmod, accepts="iuf")
+rem = _binary("rem", _rem, accepts="iuf")
 max = _binary("max", lambda x, y: ew.extreme(ew.max_p, ew.ge_p, x, y))  # noqa: A001 - lax's name
 min = _binary("min", lambda x, y: ew.extreme(ew.min_p, ew.le_p, x, y))  # noqa: A001 - lax's name
 atan2 = _binary("atan2", lambda x, y: ew.atan2_p.bind(*promote(x, y, to_inexact=True)), accepts="fc")
@@ -293,8 +305,9 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - lax's names
 
 
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
-    """``operand`` cast to ``new_dtype`` (float -> int truncates toward zero)."""
-    return cast(asarray(operand), dtypes.canonicalize(new_dtype, "convert_element_type"))
+    """``operand`` cast to ``new_dtype`` (float -> int truncates toward zero), strongly typed
+    as JAX's (``weak_type=False``)."""
+    return ew.strong(cast(asarray(operand), dtypes.canonicalize(new_dtype, "convert_element_type")))
 
 
 # --- selection and complex parts ------------------------------------------------------------------

@@ -103,7 +103,9 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: DotDimensionNumbers, prec
                         f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from None
     contract = (tuple(int(i) for i in lc), tuple(int(i) for i in rc))
     batch = (tuple(int(i) for i in lb), tuple(int(i) for i in rb))
-    return _finish(dot_general_(a, b, (contract, batch)), after)
+    out = _finish(dot_general_(a, b, (contract, batch)), after)
+    # JAX's rule: weak when both operands are, whatever ``preferred_element_type`` casts them to
+    return ew.weak(out) if dtypes.is_weak(lhs) and dtypes.is_weak(rhs) else out
 
 
 def dot(lhs: Any, rhs: Any, *, dimension_numbers: DotDimensionNumbers | None = None, precision: PrecisionLike = None,

@@ -109,7 +109,8 @@ def _cumulative(name: str, combine: Callable[[Any, Any], Any]) -> Callable[..., 
     def op(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
         x = asarray(operand)
         check_accepts(name, "iufc", x)
-        return associative_scan(combine, x, reverse=reverse, axis=axis)
+        out = associative_scan(combine, x, reverse=reverse, axis=axis)
+        return ew.weak(out) if dtypes.is_weak(x) else out  # one primitive in JAX, weak as its operand
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"``lax.{name}``: inclusive running {name[3:]} along ``axis`` (``reverse``: from the end)."

@@ -206,7 +206,7 @@ def reduce(operands: Any, init_values: Any, computation: Callable[[Any, Any], An
     Like JAX on XLA, size-1 dimensions are dropped rather than reduced, so with no other
     dimensions the operands come back unchanged and the init values are unused."""
     from fungraph.primitives._rules import normalize_axis
-    from fungraph.tree_util import tree_unflatten
+    from fungraph.tree_util import tree_flatten, tree_unflatten
 
     leaves, inits, tree = _flat_pair(operands, init_values, "reduce")
     rank = len(aval_of(leaves[0]).shape)
@@ -221,7 +221,11 @@ def reduce(operands: Any, init_values: Any, computation: Callable[[Any, Any], An
         axes = tuple(a - sum(u < a for u in units) for a in axes if a not in units)
     if not axes:
         return tree_unflatten(tree, leaves)
-    return tree_unflatten(tree, _reduce_leaves(leaves, inits, tree, computation, tuple(sorted(axes)), None))
+    outs = _reduce_leaves(leaves, inits, tree, computation, tuple(sorted(axes)), None)
+    # JAX's rule: an output is weakly typed when its operand and its init value both are
+    pairs = zip(tree_flatten(operands)[0], tree_flatten(init_values)[0])
+    weak = [dtypes.is_weak(x) and dtypes.is_weak(i) for x, i in pairs]
+    return tree_unflatten(tree, [o if w else ew.strong(o) for o, w in zip(outs, weak)])
 
 
 def _ints(name: str, values: Sequence[int] | None, rank: int, default: int, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._key_array import KeyArray
 from fungraph.array import HostArray, hosted, shared_view
 from fungraph.core import Tracer, to_concrete_dtype_array
 from fungraph.numpy._util import asarray, cast, is_weak, namespace
@@ -111,6 +112,8 @@ def _weak_array(obj: Any) -> Any:
 
 
 def array(obj: Any, dtype: Any = None, copy: bool = True) -> Any:
+    if isinstance(obj, KeyArray):
+        return _keys_as_is(obj, dtype, "array")
     if dtype is None and dtypes.is_weak(obj) and not isinstance(obj, Tracer):
         return _weak_array(obj)
     x = asarray(obj)
@@ -122,10 +125,20 @@ def array(obj: Any, dtype: Any = None, copy: bool = True) -> Any:
 
 
 def asarray_(obj: Any, dtype: Any = None) -> Any:
+    if isinstance(obj, KeyArray):
+        return _keys_as_is(obj, dtype, "asarray")
     if dtype is None and dtypes.is_weak(obj) and not isinstance(obj, Tracer):
         return _weak_array(obj)
     x = asarray(obj)
     return cast(x, dtypes.canonicalize(dtype, "asarray")) if dtype is not None else x
+
+
+def _keys_as_is(keys: KeyArray, dtype: Any, name: str) -> KeyArray:
+    """A key array is an array already (JAX's ``jnp.asarray(key)`` is ``key``); it has no other dtype."""
+    if dtype is not None and dtype != keys.dtype:
+        raise TypeError(f"{name}: a key array of dtype {keys.dtype} cannot be converted to dtype {dtype}; "
+                        f"use random.key_data(keys) for its uint32 words")
+    return keys
 
 
 def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> np.ndarray:

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._key_array import KeyArray
 from fungraph.lax import _elementwise as lax_ew
 from fungraph.numpy._util import asarray, cast, is_weak, promote, promote_args
 from fungraph.primitives import elementwise as ew
@@ -160,8 +161,18 @@ def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None =
                          f"got {'x' if y is None else 'y'} without {'y' if y is None else 'x'}")
     if size is not None or fill_value is not None:
         raise ValueError("fungraph.numpy.where: size and fill_value apply only to the one-argument form")
+    if isinstance(x, KeyArray) or isinstance(y, KeyArray):
+        return _where_keys(condition, x, y)
     x, y = promote(x, y)
     return ew.select(cast(condition, dtypes.bool_), x, y)
+
+
+def _where_keys(condition: Any, x: Any, y: Any) -> KeyArray:
+    """``where`` over typed keys: the words of ``x`` or ``y`` chosen per key."""
+    if not (isinstance(x, KeyArray) and isinstance(y, KeyArray)) or x.dtype != y.dtype:
+        raise TypeError(f"where: a key array is chosen only against a key array of its dtype, got dtypes "
+                        f"{getattr(x, 'dtype', type(x).__name__)} and {getattr(y, 'dtype', type(y).__name__)}")
+    return KeyArray(where(asarray(condition)[..., None], x.words, y.words), x.dtype)
 
 
 def clip(a: Any, a_min: Any = None, a_max: Any = None, *, min: Any = None, max: Any = None) -> Any:  # noqa: A002

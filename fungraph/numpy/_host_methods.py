@@ -22,6 +22,7 @@ from fungraph import dtypes
 from fungraph._config import ON_TRACING_CHANGE, RANK_PROMOTION
 from fungraph.array import DeletedHostArray, HostArray, hosted
 from fungraph.numpy._reductions import accumulating_dtype
+from fungraph.primitives import elementwise as ew
 
 _PY_SCALARS = (int, float, complex)
 _PROBE = {int: 1, float: 1.0, complex: 1j, bool: True}
@@ -70,9 +71,10 @@ def _make_plan(ufunc: Any, kind: str, mine: tuple[np.dtype, bool], theirs: tuple
                ) -> _Plan | None:
     """JAX's result dtype for ``ufunc`` of these operands, if numpy's ufunc gives it from operands
     of that dtype (kind: ``same`` dtype out, ``inexact`` dtype out, ``compare`` (bool out),
-    ``dot`` (never weak), ``power`` (inexact only: integer powers are JAX's ``integer_pow``, with
-    its error for a negative exponent)). None while ranks may not be promoted implicitly, so that
-    the ``fungraph.numpy`` function checks each call's shapes."""
+    ``dot`` (weak when both operands are, as JAX's ``dot_general``), ``power`` (inexact only:
+    integer powers are JAX's ``integer_pow``, with its error for a negative exponent)). None
+    while ranks may not be promoted implicitly, so that the ``fungraph.numpy`` function checks
+    each call's shapes."""
     if RANK_PROMOTION.mode != "allow":
         return None
     try:
@@ -91,7 +93,7 @@ def _make_plan(ufunc: Any, kind: str, mine: tuple[np.dtype, bool], theirs: tuple
         except Exception:  # noqa: BLE001 - numpy refuses: the fungraph.numpy function decides
             return None
         if out.dtype == want:
-            return _Plan(dtype, cast, weak and kind != "dot")
+            return _Plan(dtype, cast, weak)
     return None
 
 
@@ -135,7 +137,8 @@ def _binary(name: str, ufunc: Any, fallback: Any, kind: str, reflected: bool) ->
             if not hasattr(other, "__array__") or getattr(other, "__array_priority__", 0) > self.__array_priority__:
                 return NotImplemented  # as JAX's: the other operand's method decides (tracers, pytest.approx)
             return _hosted_result(fallback(other, self) if reflected else fallback(self, other))
-        key = (name, self.dtype, self.weak_type, *theirs, dtypes.x64_enabled())
+        key = (name, self.dtype, self.weak_type, *theirs, dtypes.x64_enabled(), RANK_PROMOTION.mode,
+               dtypes.PROMOTION.mode)
         plan = _PLANS.get(key, False)
         if plan is False:
             plan = _PLANS[key] = _make_plan(ufunc, kind, (self.dtype, self.weak_type), theirs)
@@ -303,8 +306,8 @@ def _dot(slow: Any) -> Any:
 #: operator name -> (numpy's ufunc, promotion kind, whether reflected)
 _BINARY = {
     "__add__": (np.add, "same"), "__sub__": (np.subtract, "same"), "__mul__": (np.multiply, "same"),
-    "__truediv__": (np.true_divide, "inexact"), "__floordiv__": (np.floor_divide, "same"),
-    "__mod__": (np.remainder, "same"), "__pow__": (np.power, "power"), "__matmul__": (np.matmul, "dot"),
+    "__truediv__": (np.true_divide, "inexact"), "__floordiv__": (ew.floor_divide_p.impl, "same"),
+    "__mod__": (ew.mod_p.impl, "same"), "__pow__": (np.power, "power"), "__matmul__": (np.matmul, "dot"),
     "__and__": (np.bitwise_and, "same"), "__or__": (np.bitwise_or, "same"), "__xor__": (np.bitwise_xor, "same"),
     "__lshift__": (np.left_shift, "same"), "__rshift__": (np.right_shift, "same"),
     "__lt__": (np.less, "compare"), "__le__": (np.less_equal, "compare"), "__gt__": (np.greater, "compare"),

@@ -40,7 +40,7 @@ def _pair(a: Any, b: Any, precision: Any = None, preferred_element_type: Any = N
     x, y = asarray(x), asarray(y)
     if preferred_element_type is not None:
         dt = dtypes.canonicalize(preferred_element_type)
-        x, y = cast(x, dt), cast(y, dt)
+        x, y = ew.strong(cast(x, dt)), ew.strong(cast(y, dt))  # a requested dtype is strong, as in JAX
     return x, y
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.core import ConcretizationError, ShapeError, Tracer, to_concrete_dtype_array
+from fungraph import dtypes
+from fungraph.core import ConcretizationError, ShapeError, Tracer, to_concrete_dtype_array, weak_array
 from fungraph.numpy._shape import concatenate, moveaxis, stack
 from fungraph.numpy._util import asarray, namespace, normalize_axes, promote
 from fungraph.primitives import elementwise as ew
@@ -368,6 +369,12 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     return _slice_axis(flat, len(lead), start, start + (count - 1) * (m + 1) + 1, m + 1)
 
 
+def _zero_like(x: Any) -> np.ndarray:
+    """A zero of ``x``'s dtype, weakly typed where ``x`` is (JAX's zero fill keeps a weak array weak)."""
+    zero = np.asarray(0, x.dtype)
+    return weak_array(zero) if dtypes.is_weak(x) else zero
+
+
 def diag(v: Any, k: int = 0) -> Any:
     x = asarray(v)
     if x.ndim == 2:
@@ -378,7 +385,7 @@ def diag(v: Any, k: int = 0) -> Any:
     # place the values with interior padding: in the flat (n, n) matrix they sit (n + 1) apart
     start = k if k >= 0 else -k * n
     used = start + (x.shape[0] - 1) * (n + 1) + 1 if x.shape[0] else start
-    flat = sh.pad(x, np.asarray(0, x.dtype), [(start, n * n - used, n)])
+    flat = sh.pad(x, _zero_like(x), [(start, n * n - used, n)])
     return sh.reshape(flat, (n, n))
 
 
@@ -398,7 +405,7 @@ def tril(m: Any, k: int = 0) -> Any:
     if x.ndim < 2:
         x = sh.broadcast_to(x, (x.shape[-1] if x.ndim else 1,) * 2)
     mask = np.tri(x.shape[-2], x.shape[-1], k, dtype=bool)
-    return ew.select(mask, x, np.asarray(0, x.dtype))
+    return ew.select(mask, x, _zero_like(x))
 
 
 def triu(m: Any, k: int = 0) -> Any:
@@ -406,7 +413,7 @@ def triu(m: Any, k: int = 0) -> Any:
     if x.ndim < 2:
         x = sh.broadcast_to(x, (x.shape[-1] if x.ndim else 1,) * 2)
     mask = ~np.tri(x.shape[-2], x.shape[-1], k - 1, dtype=bool)
-    return ew.select(mask, x, np.asarray(0, x.dtype))
+    return ew.select(mask, x, _zero_like(x))
 
 
 # --- products -----------------------------------------------------------------------------------------
@@ -425,7 +432,7 @@ def kron(a: Any, b: Any) -> Any:
 def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
     if axis is not None:
         axisa = axisb = axisc = axis
-    x, y = (asarray(t) for t in promote(a, b))
+    x, y = (ew.strong(asarray(t)) for t in promote(a, b))  # strongly typed, as JAX's
     x = moveaxis(x, axisa, -1)
     y = moveaxis(y, axisb, -1)
     if x.shape[-1] not in (2, 3) or y.shape[-1] not in (2, 3):

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes, lax
+from fungraph.core import weak_array
 from fungraph.lax import _elementwise as lax_ew
 from fungraph.numpy import _reductions as red
 from fungraph.numpy._elementwise import maximum, minimum
@@ -31,6 +32,12 @@ def _f(x: Any) -> Any:
 
 def _c(value: float, like: Any) -> np.ndarray:
     return np.asarray(value, like.dtype)
+
+
+def _weak_c(value: float, like: Any) -> np.ndarray:
+    """A weakly typed constant of ``like``'s dtype, for the functions whose result JAX keeps weak
+    for a weak operand (``sinc``, ``deg2rad``; ``log2``'s constant is strong in JAX)."""
+    return weak_array(np.asarray(value, like.dtype))
 
 
 # --- inverse trigonometric and hyperbolic ------------------------------------------------------
@@ -96,9 +103,9 @@ def hypot(x1: Any, x2: Any) -> Any:
     big = ew.abs_p.bind(ew.select(a_smaller, b, a))                     # and the smaller signed: its ratio
     small = ew.select(a_smaller, a, b)                                  # squared is smooth at 0
     zero = ew.eq(big, _c(0, big))
-    safe = ew.select(zero, _c(1, big), big)
+    safe = ew.select(zero, _weak_c(1, big), big)
     ratio = ew.div(small, safe)
-    out = ew.mul(big, ew.sqrt_p.bind(ew.add(_c(1, big), ew.mul(ratio, ratio))))
+    out = ew.mul(big, ew.sqrt_p.bind(ew.add(_weak_c(1, big), ew.mul(ratio, ratio))))
     inf = ew.eq(big, _c(np.inf, big))
     return ew.select(inf, big, out)
 
@@ -108,8 +115,8 @@ def sinc(x: Any) -> Any:
     there is exact too (sinc''(0) = -pi^2/3, as JAX)."""
     x = _f(x)
     zero = ew.eq(x, _c(0, x))
-    px = ew.mul(_c(math.pi, x), x)
-    safe = ew.select(zero, _c(1, x), px)
+    px = ew.mul(_weak_c(math.pi, x), x)
+    safe = ew.select(zero, _weak_c(1, x), px)
     return ew.select(zero, sp.maclaurin_p.bind(px, series="sinc", k=0), ew.div(ew.sin(safe), safe))
 
 
@@ -119,12 +126,12 @@ def cbrt(x: Any) -> Any:
 
 def deg2rad(x: Any) -> Any:
     x = _f(x)
-    return ew.mul(x, _c(math.pi / 180, x))
+    return ew.mul(x, _weak_c(math.pi / 180, x))
 
 
 def rad2deg(x: Any) -> Any:
     x = _f(x)
-    return ew.mul(x, _c(180 / math.pi, x))
+    return ew.mul(x, _weak_c(180 / math.pi, x))
 
 
 radians = deg2rad
@@ -146,7 +153,7 @@ def float_power(x1: Any, x2: Any) -> Any:
 def heaviside(x1: Any, x2: Any) -> Any:
     """0 below zero, ``x2`` at zero, 1 above (NaN stays NaN)."""
     a, b = promote_args("heaviside", x1, x2, to_inexact=True)
-    out = ew.select(ew.lt(a, _c(0, a)), _c(0, a), ew.select(ew.eq(a, _c(0, a)), b, _c(1, a)))
+    out = ew.select(ew.lt(a, _c(0, a)), _weak_c(0, a), ew.select(ew.eq(a, _c(0, a)), b, _weak_c(1, a)))
     return ew.select(_isnan(a), a, out)
 
 
@@ -172,10 +179,15 @@ def rint(x: Any) -> Any:
 
 
 def round(a: Any, decimals: int = 0) -> Any:  # noqa: A001
-    """numpy's round: half to even after scaling by 10**decimals."""
-    x = asarray(a)
+    """numpy's round: half to even after scaling by 10**decimals; weakly typed where ``a`` is,
+    as JAX's one ``round`` primitive."""
+    out = _round(asarray(a), decimals)
+    return ew.weak(out) if dtypes.is_weak(a) else out
+
+
+def _round(x: Any, decimals: int) -> Any:
     if dtypes.is_complex(x.dtype):                                       # each part on its own
-        return ew.complex_(round(ew.real(x), decimals), round(ew.imag(x), decimals))
+        return ew.complex_(_round(ew.real(x), decimals), _round(ew.imag(x), decimals))
     if not dtypes.is_float(x.dtype):
         if decimals >= 0:
             return x

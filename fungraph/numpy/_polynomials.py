@@ -24,7 +24,7 @@ def _coefficients(p: Any, name: str) -> Any:
 
 
 def polyval(p: Any, x: Any) -> Any:
-    cs, xs = promote(p, x)
+    cs, xs = (ew.strong(asarray(t)) for t in promote(p, x))  # strongly typed, as JAX's
     out = None
     for k in range(cs.shape[0]):
         c = take_static(cs, k, 0)

@@ -249,13 +249,13 @@ def _acc_dtype(x: Any, dtype: Any) -> np.dtype:
 
 def cumsum(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
     x, ax = flat_or_axis(a, axis, "cumsum")
-    x = cast(x, _acc_dtype(x, dtype))
+    x = ew.strong(cast(x, _acc_dtype(x, dtype)))  # strongly typed, as JAX's numpy converts it
     return cumsum_p.bind(x, axis=ax, reverse=False) if x.size else x
 
 
 def cumprod(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
     x, ax = flat_or_axis(a, axis, "cumprod")
-    x = cast(x, _acc_dtype(x, dtype))
+    x = ew.strong(cast(x, _acc_dtype(x, dtype)))
     return associative_scan(ew.mul, x, axis=ax)
 
 

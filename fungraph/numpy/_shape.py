@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._key_array import KeyArray
 from fungraph.array import Array
 from fungraph.core import ShapeError, Tracer
 from fungraph.numpy._util import asarray, normalize_axes, promote
@@ -31,10 +32,12 @@ def _resolve_shape(shape: Any, size: int, src: Any) -> tuple[int, ...]:
 
 
 def reshape(a: Any, newshape: Any = None, *, shape: Any = None) -> Any:
-    x = asarray(a)
     target = shape if shape is not None else newshape
     if target is None:
         raise TypeError("reshape needs a shape")
+    if isinstance(a, KeyArray):
+        return a.reshape(tuple(target) if isinstance(target, (tuple, list)) else (target,))
+    x = asarray(a)
     return sh.reshape(x, _resolve_shape(target, x.size, x.aval if hasattr(x, "aval") else x.shape))
 
 
@@ -70,8 +73,11 @@ def moveaxis(a: Any, source: int, destination: int) -> Any:
 
 
 def expand_dims(a: Any, axis: Any) -> Any:
-    x = asarray(a)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if isinstance(a, KeyArray):
+        norm = normalize_axes(axes, a.ndim + len(axes), "expand_dims")
+        return KeyArray(expand_dims(a.words, norm), a.dtype)
+    x = asarray(a)
     out_ndim = x.ndim + len(axes)
     norm = normalize_axes(axes, out_ndim, "expand_dims")
     shape = iter(x.shape)
@@ -92,8 +98,12 @@ def squeeze(a: Any, axis: Any = None) -> Any:
 
 
 def broadcast_to(a: Any, shape: Any) -> Any:
-    x = weak_asarray(a)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if isinstance(a, KeyArray):
+        if broadcast_shape_tuples(a.shape, shape) != shape:
+            raise ShapeError(f"broadcast_to: cannot broadcast a key array of shape {a.shape} to {shape}")
+        return KeyArray(broadcast_to(a.words, (*shape, *a.dtype.key_shape)), a.dtype)
+    x = weak_asarray(a)
     if broadcast_shape_tuples(x.shape, shape) != shape:
         raise ShapeError(f"broadcast_to: cannot broadcast an array of shape {x.shape} to {shape}")
     return sh.broadcast_to(x, shape)
@@ -110,6 +120,8 @@ def broadcast_arrays(*args: Any) -> list[Any]:
 def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
     if len(arrays) == 0:
         raise ValueError("need at least one array to concatenate")
+    if any(isinstance(x, KeyArray) for x in arrays):
+        return _concatenate_keys(arrays, axis)
     xs = promote(*arrays)
     xs = [asarray(x) for x in xs]
     if axis is None:
@@ -126,6 +138,12 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
 def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
     if len(arrays) == 0:
         raise ValueError("need at least one array to stack")
+    if any(isinstance(x, KeyArray) for x in arrays):
+        keys = _keys_of_one_dtype(arrays, "stack")
+        if len({k.shape for k in keys}) != 1:
+            raise ShapeError(f"stack: all input arrays must have the same shape, got {[k.shape for k in keys]}")
+        (ax,) = normalize_axes(axis, keys[0].ndim + 1, "stack")
+        return KeyArray(sh.concatenate([expand_dims(k.words, ax) for k in keys], ax), keys[0].dtype)
     xs = [asarray(x) for x in promote(*arrays)]
     shapes = {x.shape for x in xs}
     if len(shapes) != 1:
@@ -159,17 +177,43 @@ class ndarray(metaclass=_NdarrayMeta):  # noqa: N801
 
 
 def ndim(a: Any) -> int:
-    return asarray(a).ndim
+    return _shaped(a).ndim
 
 
 def shape(a: Any) -> tuple[int, ...]:
-    return tuple(asarray(a).shape)
+    return tuple(_shaped(a).shape)
 
 
 def size(a: Any, axis: int | None = None) -> int:
-    x = asarray(a)
+    x = _shaped(a)
     return x.size if axis is None else x.shape[axis]
+
+
+def _shaped(a: Any) -> Any:
+    """``a`` as something with a shape: a key array as it is (its words are not its shape), else an array."""
+    return a if isinstance(a, KeyArray) else asarray(a)
 
 
 def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
     return tuple(np.broadcast_shapes(*shapes))
+
+
+def _keys_of_one_dtype(arrays: Sequence[Any], name: str) -> list[KeyArray]:
+    """Typed key arrays to join: all of them keys of one dtype, as JAX requires."""
+    kinds = {str(x.dtype) if isinstance(x, KeyArray) else str(getattr(asarray(x), "dtype", "?")) for x in arrays}
+    if not all(isinstance(x, KeyArray) for x in arrays) or len(kinds) != 1:
+        raise TypeError(f"{name}: key arrays join only key arrays of the same key dtype, got dtypes {sorted(kinds)}")
+    return list(arrays)
+
+
+def _concatenate_keys(arrays: Sequence[Any], axis: int | None) -> KeyArray:
+    keys = _keys_of_one_dtype(arrays, "concatenate")
+    if axis is None:
+        keys = [k.ravel() for k in keys]
+        axis = 0
+    if any(k.ndim == 0 for k in keys):
+        raise ShapeError("zero-dimensional arrays cannot be concatenated")
+    if len({k.ndim for k in keys}) != 1:
+        raise ShapeError(f"concatenate: all inputs must have the same rank, got shapes {[k.shape for k in keys]}")
+    (ax,) = normalize_axes(axis, keys[0].ndim, "concatenate")
+    return KeyArray(sh.concatenate([asarray(k.words) for k in keys], ax), keys[0].dtype)

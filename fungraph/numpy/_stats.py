@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import Tracer
+from fungraph.core import Tracer, weak_array
 from fungraph.numpy import _reductions as red
 from fungraph.numpy._util import asarray, cast, namespace, nan_to, normalize_axes, promote, take_static
 from fungraph.primitives import elementwise as ew
@@ -235,7 +235,8 @@ def convolve(a: Any, v: Any, mode: str = "full") -> Any:
     if w.shape[0] > x.shape[0]:
         x, w = w, x
     n, m = x.shape[0], w.shape[0]
-    padded = sh.pad(x, np.asarray(0, x.dtype), [(m - 1, m - 1, 0)])
+    zero = np.asarray(0, x.dtype)
+    padded = sh.pad(x, weak_array(zero) if dtypes.is_weak(x) else zero, [(m - 1, m - 1, 0)])
     length = n + m - 1
     idx = np.arange(length)[:, None] + (m - 1) - np.arange(m)[None, :]
     full = dot(take_prim(padded, idx.astype(np.int64), 0), w)

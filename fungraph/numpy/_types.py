@@ -42,7 +42,7 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
 finfo = dtypes.finfo
 iinfo = np.iinfo
 dtype = np.dtype
-issubdtype = np.issubdtype
+issubdtype = dtypes.issubdtype
 isdtype = np.isdtype
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fungraph.ir import ShapedArray
 from fungraph.primitives._rules import aval
 
 
@@ -32,6 +33,14 @@ def broadcast_batch(x: Any, bdim: int | None, size: int) -> Any:
         return to_front(x, bdim)
     shape = aval(x).shape
     return broadcast_in_dim(x, (size,) + shape, tuple(range(1, len(shape) + 1)))
+
+
+def example_aval(x: Any, bdim: int | None) -> ShapedArray:
+    """The type of one example of ``x``: its aval without the batch axis."""
+    a = aval(x)
+    if bdim is None:
+        return a
+    return ShapedArray(a.shape[:bdim] + a.shape[bdim + 1:], a.dtype)
 
 
 def batch_size(args: Sequence[Any], dims: Sequence[int | None]) -> int:

@@ -215,7 +215,7 @@ def conv_scratch_lowering(eqn: Eqn, block: np.ndarray) -> Callable[..., np.ndarr
     return run
 
 
-conv_p = Primitive("conv", impl=_conv_impl, abstract_eval=_conv_aval, arity=2)
+conv_p = Primitive("conv", impl=_conv_impl, abstract_eval=_conv_aval, arity=2, weak_from=None)
 register_lowering(conv_p, "cpu", _conv_lowering, scratch=ScratchLowering(conv_scratch_bytes, conv_scratch_lowering))
 
 

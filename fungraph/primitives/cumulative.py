@@ -33,7 +33,7 @@ def _cumsum_aval(x: ShapedArray, *, axis: int, reverse: bool) -> ShapedArray:
     return x
 
 
-cumsum_p = Primitive("cumsum", impl=_cumsum_impl, abstract_eval=_cumsum_aval, arity=1)
+cumsum_p = Primitive("cumsum", impl=_cumsum_impl, abstract_eval=_cumsum_aval, arity=1, weak_from=None)
 cumsum_p.jvp = lambda primals, tangents, *, axis, reverse: (                # d cumsum(x) = cumsum(dx)
     cumsum(primals[0], axis, reverse), cumsum(tangents[0], axis, reverse))
 cumsum_p.transpose = lambda ct, x, *, axis, reverse: (cumsum(ct, axis, not reverse),)  # (L)^T = reversed L

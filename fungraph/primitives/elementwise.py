@@ -252,13 +252,51 @@ pow_p = _binary("pow", np.power,                                                
                 (lambda x, y, o: mul(y, pow_(x, sub(y, _one(y)))), _pow_dy), kind="float")
 max_p = _binary("max", np.maximum, _max_partials(lambda a, b: gt(a, b)), complex_ok=False)
 min_p = _binary("min", np.minimum, _max_partials(lambda a, b: lt(a, b)), complex_ok=False)
-atan2_p = _binary("atan2", np.arctan2, (                                             # atan2(x, y)
+def _atan2(x: Any, y: Any, out: np.ndarray | None = None) -> Any:
+    """numpy's arctan2 for reals; for complex operands XLA's -i log((y + i x) / sqrt(x^2 + y^2)),
+    the analytic continuation JAX computes."""
+    x, y = np.asarray(x), np.asarray(y)
+    if not dtypes.is_complex(x.dtype):
+        return np.arctan2(x, y, out=out)
+    with np.errstate(all="ignore"):
+        z = (-1j * np.log((y + 1j * x) / np.sqrt(x * x + y * y))).astype(x.dtype)
+    if out is None:
+        return z
+    out[...] = z
+    return out
+
+
+atan2_p = _binary("atan2", _atan2, (                                                   # atan2(x, y)
     lambda x, y, o: div(y, add(mul(x, x), mul(y, y))),
-    lambda x, y, o: neg(div(x, add(mul(x, x), mul(y, y))))), kind="float", complex_ok=False)
-mod_p = _binary("mod", np.remainder,                                                  # x - floor(x/y) y
+    lambda x, y, o: neg(div(x, add(mul(x, x), mul(y, y))))), kind="float")
+def _remainder(x: Any, y: Any, out: np.ndarray | None = None) -> Any:
+    """numpy's remainder, silently: ``x % 0`` is 0 for integers and NaN for floats, as JAX's."""
+    with np.errstate(all="ignore"):
+        return np.remainder(x, y, out=out)
+
+
+def _floor_divide(x: Any, y: Any, out: np.ndarray | None = None) -> Any:
+    """numpy's floor division, except that an integer divided by zero gives what JAX computes on
+    CPU: XLA's truncated quotient (all bits set) floored, so -2 for a non-zero signed dividend,
+    -1 for 0 // 0, and the largest value for unsigned integers."""
+    with np.errstate(all="ignore"):
+        q = np.floor_divide(x, y, out=out)
+    if q.dtype.kind not in "iu":
+        return q
+    zero = np.equal(y, 0)
+    if not zero.any():
+        return q
+    q = q if isinstance(q, np.ndarray) else np.asarray(q)
+    all_ones = np.asarray(-1).astype(q.dtype)
+    fill = np.where(np.equal(x, 0), all_ones, np.asarray(-2).astype(q.dtype)) if q.dtype.kind == "i" else all_ones
+    np.copyto(q, fill, where=zero)
+    return q
+
+
+mod_p = _binary("mod", _remainder,                                                  # x - floor(x/y) y
                 (lambda x, y, o: _one(x), lambda x, y, o: neg(floor(div(x, y)))), kind="numeric",
                 complex_ok=False)
-floor_divide_p = _binary("floor_divide", np.floor_divide, None, kind="numeric", complex_ok=False)
+floor_divide_p = _binary("floor_divide", _floor_divide, None, kind="numeric", complex_ok=False)
 eq_p = _binary("eq", np.equal, None, kind="compare")
 ne_p = _binary("ne", np.not_equal, None, kind="compare")
 lt_p = _binary("lt", np.less, None, kind="compare", complex_ok=False)

@@ -217,7 +217,7 @@ def _dus_cpu(out: np.ndarray, x: Any, u: Any, *starts: Any, mode: str) -> np.nda
 #: the end when negative and else skips the update (``"drop"``, as numpy indexing and JAX's
 #: ``.at`` do). The output may take over ``x``'s buffer.
 dynamic_update_slice_p = Primitive("dynamic_update_slice", impl=_dus_impl, abstract_eval=_dus_aval, arity=None,
-                                   inplace=(0,), weak_from=(0, 1))
+                                   inplace=(0,))
 register_lowering(dynamic_update_slice_p, "cpu", _dus_cpu)
 
 

@@ -54,7 +54,7 @@ def _dot_impl(lhs: Any, rhs: Any, *, dimension_numbers: DimNums) -> np.ndarray:
     return out.reshape(shape)
 
 
-dot_general_p = Primitive("dot_general", impl=_dot_impl, abstract_eval=_dot_aval, arity=2)
+dot_general_p = Primitive("dot_general", impl=_dot_impl, abstract_eval=_dot_aval, arity=2, weak_from=None)
 
 
 @dot_general_p.def_jvp

@@ -122,7 +122,33 @@ def _solve_aval(a: ShapedArray, b: ShapedArray) -> ShapedArray:
     return b
 
 
-solve_p = Primitive("solve", impl=lambda a, b: np.linalg.solve(a, b), abstract_eval=_solve_aval, arity=2)
+def _solve_impl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """LAPACK's ``gesv``; a singular matrix gives the infinities and NaNs of its elimination
+    (as JAX's solve does) instead of numpy's ``LinAlgError``."""
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        return _solve_by_elimination(np.asarray(a), np.asarray(b))
+
+
+def _solve_by_elimination(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Partial-pivoting LU of ``a`` (``lu._lu_impl``, LAPACK's pivots), then forward and back
+    substitution in LAPACK's order, over the batch; zero pivots divide as IEEE arithmetic does."""
+    from fungraph.primitives.lu import _lu_impl
+
+    lu, _, perm = _lu_impl(a)
+    n = a.shape[-1]
+    x = np.take_along_axis(b, perm[..., :, None].astype(np.intp), axis=-2).astype(np.result_type(a, b), copy=True)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i in range(n):
+            x[..., i, :] -= np.einsum("...j,...jk->...k", lu[..., i, :i], x[..., :i, :])
+        for i in range(n - 1, -1, -1):
+            x[..., i, :] -= np.einsum("...j,...jk->...k", lu[..., i, i + 1:], x[..., i + 1:, :])
+            x[..., i, :] /= lu[..., i, i:i + 1]
+    return x
+
+
+solve_p = Primitive("solve", impl=_solve_impl, abstract_eval=_solve_aval, arity=2)
 
 
 @solve_p.def_jvp
@@ -240,7 +266,24 @@ def _cholesky_aval(a: ShapedArray) -> ShapedArray:
     return a
 
 
-cholesky_p = Primitive("cholesky", impl=lambda a: np.linalg.cholesky(a), abstract_eval=_cholesky_aval, arity=1)
+def _cholesky_impl(a: np.ndarray) -> np.ndarray:
+    """LAPACK's ``potrf``; a matrix that is not positive definite gets NaN in its lower triangle
+    (as JAX's cholesky) instead of numpy's ``LinAlgError``, the others of a batch their factor."""
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        a = np.asarray(a)
+        flat = a.reshape(-1, *a.shape[-2:])
+        out = np.empty_like(flat)
+        for k, m in enumerate(flat):
+            try:
+                out[k] = np.linalg.cholesky(m)
+            except np.linalg.LinAlgError:
+                out[k] = np.tril(np.full_like(m, np.nan))
+        return out.reshape(a.shape)
+
+
+cholesky_p = Primitive("cholesky", impl=_cholesky_impl, abstract_eval=_cholesky_aval, arity=1)
 
 
 @cholesky_p.def_jvp

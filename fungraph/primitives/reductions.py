@@ -46,7 +46,8 @@ def _reduction(name: str, impl: Callable[..., Any], numeric: bool = False, order
             raise ShapeError(f"{name}: zero-size reduction over axes {axes} of {x} has no identity")
         return _reduce_aval(name, x, axes)
 
-    return Primitive(name, impl=lambda x, *, axes: impl(x, axis=axes), abstract_eval=abstract_eval, arity=1)
+    return Primitive(name, impl=lambda x, *, axes: impl(x, axis=axes), abstract_eval=abstract_eval, arity=1,
+                     weak_from=None)
 
 
 def _sum_impl(x: Any, axis: tuple[int, ...]) -> np.ndarray:

@@ -15,13 +15,18 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
 from fungraph.interpreters.eval import eval_graph
-from fungraph.interpreters.graph_transforms import _cached, batched_graph, partial_eval_graph
+from fungraph.interpreters.graph_transforms import (
+    _cached,
+    batched_graph_where_needed,
+    loop_carry_batched,
+    partial_eval_graph,
+)
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
 from fungraph.interpreters.transpose import backward_pass
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.jit import compile_graph
-from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
+from fungraph.primitives._batching import batch_size, broadcast_batch, example_aval, to_front
 from fungraph.primitives._rules import aval, instantiate, is_undefined, zeros
 from fungraph.primitives.elementwise import add
 from fungraph.primitives.graph_utils import force_unknown, permute
@@ -218,13 +223,14 @@ def _scan_transpose(cts: Sequence[Any], *args: Any, body: Graph, length: int, re
 @scan_p.def_batch
 def _scan_batch(args: Sequence[Any], dims: Sequence[int | None], *, body: Graph, length: int, reverse: bool,
                 num_carry: int, num_xs: int) -> tuple:
-    """Every carry is batched (axis 0); batched xs are mapped on axis 1, next to the scan axis."""
+    """A carry is batched (axis 0) when it starts batched or the body makes it so (JAX's fixpoint,
+    so a loop counter stays unbatched); batched xs are mapped on axis 1, next to the scan axis,
+    and so are the ys that depend on the batch."""
 
     nc, nx = num_carry, num_xs
     size = batch_size(args, dims)
     carry, xs, consts = _split(args, nc, nx)
     dc, dx, dk = _split(dims, nc, nx)
-    carry_b = [broadcast_batch(c, d, size) for c, d in zip(carry, dc)]
     xs_b = []
     for x, d in zip(xs, dx):
         if d is None:
@@ -234,10 +240,20 @@ def _scan_batch(args: Sequence[Any], dims: Sequence[int | None], *, body: Graph,
         nd = aval(xf).ndim
         xs_b.append(transpose(xf, (1, 0) + tuple(range(2, nd))))
     consts_b = [to_front(k, d) for k, d in zip(consts, dk)]
-    body_dims = tuple([0] * nc + [None if d is None else 0 for d in dx] + [None if d is None else 0 for d in dk])
-    body_avals = tuple([aval(c) for c in carry_b] + [ShapedArray(aval(x).shape[1:], aval(x).dtype) for x in xs_b]
-                       + [aval(k) for k in consts_b])
-    bb = batched_graph(body, body_dims, size, body_avals)
+    other_dims = tuple([None if d is None else 0 for d in dx] + [None if d is None else 0 for d in dk])
+    other_avals = [ShapedArray(aval(x).shape[1:], aval(x).dtype) for x in xs_b] + [aval(k) for k in consts_b]
+
+    examples = [example_aval(c, d) for c, d in zip(carry, dc)]
+
+    def body_avals(batched: tuple[bool, ...]) -> tuple[ShapedArray, ...]:
+        carry_avals = [ShapedArray(((size,) if b else ()) + a.shape, a.dtype) for a, b in zip(examples, batched)]
+        return tuple(carry_avals + other_avals)
+
+    batched = loop_carry_batched(body, tuple(d is not None for d in dc), other_dims, size, body_avals, nc)
+    carry_b = [broadcast_batch(c, d, size) if b else c for c, d, b in zip(carry, dc, batched)]
+    force = batched + (False,) * (len(body.outvars) - nc)
+    bb, out_batched = batched_graph_where_needed(body, tuple(0 if b else None for b in batched) + other_dims, size,
+                                                 body_avals(batched), force)
     outs = scan_p.bind(*carry_b, *xs_b, *consts_b, body=bb, length=length, reverse=reverse, num_carry=nc,
                        num_xs=nx)
-    return outs, [0] * nc + [1] * (len(outs) - nc)
+    return outs, [0 if b else None for b in batched] + [1 if b else None for b in out_batched[nc:]]

@@ -40,6 +40,7 @@ from fungraph.primitives.elementwise import (
     log1p_p,
     mul,
     neg,
+    require_inexact,
     select,
     sign,
     sub,
@@ -499,7 +500,7 @@ def maclaurin_coefficient(series: str, k: int) -> float:
 
 
 def _maclaurin_aval(y: ShapedArray, *, series: str, k: int) -> ShapedArray:
-    require_float("maclaurin", y)
+    require_inexact("maclaurin", y)
     if series not in MACLAURIN:
         raise ValueError(f"maclaurin: unknown series {series!r}; known: {sorted(MACLAURIN)}")
     return y

@@ -25,12 +25,18 @@ from fungraph import dtypes
 from fungraph.core import Primitive, ShapeError
 from fungraph.interpreters.batching import vmap_flat
 from fungraph.interpreters.eval import eval_graph
-from fungraph.interpreters.graph_transforms import batched_graph, partial_eval_graph, transpose_graph
+from fungraph.interpreters.graph_transforms import (
+    batched_graph,
+    batched_graph_where_needed,
+    loop_carry_batched,
+    partial_eval_graph,
+    transpose_graph,
+)
 from fungraph.interpreters.jvp import jvp_flat
 from fungraph.interpreters.staging import stage
 from fungraph.ir import Eqn, Graph, Params, ShapedArray, Var
 from fungraph.jit import compile_graph
-from fungraph.primitives._batching import batch_size, broadcast_batch, to_front
+from fungraph.primitives._batching import batch_size, broadcast_batch, example_aval, to_front
 from fungraph.primitives._rules import aval, instantiate, zeros
 from fungraph.primitives.elementwise import select
 from fungraph.primitives.graph_utils import LOOP_STATS, force_unknown
@@ -116,13 +122,52 @@ def _while_jvp(primals: tuple, tangents: tuple, *, cond_graph: Graph, body_graph
     return outs[:nc], [next(t_out) if m else None for m in c_mask]
 
 
+def _batch_with_one_predicate(args: Sequence[Any], dims: Sequence[int | None], cond_graph: Graph,
+                              body_graph: Graph, n_cc: int, n_bc: int, policy: str, size: int) -> tuple | None:
+    """The batched loop when its predicate is the same for every lane: the carries the batch
+    reaches (the fixpoint over the body) batched on axis 0, the others unbatched; None when the
+    predicate depends on the batch."""
+    cc, bc, carry = args[:n_cc], args[n_cc:n_cc + n_bc], args[n_cc + n_bc:]
+    dcc, dbc, dcarry = dims[:n_cc], dims[n_cc:n_cc + n_bc], dims[n_cc + n_bc:]
+    nc = len(carry)
+    cc_b = [to_front(c, d) for c, d in zip(cc, dcc)]
+    bc_b = [to_front(b, d) for b, d in zip(bc, dbc)]
+    cc_dims = tuple(None if d is None else 0 for d in dcc)
+    bc_dims = tuple(None if d is None else 0 for d in dbc)
+
+    examples = [example_aval(c, d) for c, d in zip(carry, dcarry)]
+
+    def carry_avals(batched: tuple[bool, ...]) -> list[ShapedArray]:
+        return [ShapedArray(((size,) if b else ()) + a.shape, a.dtype) for a, b in zip(examples, batched)]
+
+    def body_avals(batched: tuple[bool, ...]) -> tuple[ShapedArray, ...]:
+        return tuple(carry_avals(batched) + [aval(b) for b in bc_b])
+
+    batched = loop_carry_batched(body_graph, tuple(d is not None for d in dcarry), bc_dims, size, body_avals, nc)
+    c_dims = tuple(0 if b else None for b in batched)
+    bcond, pred_batched = batched_graph_where_needed(cond_graph, c_dims + cc_dims, size,
+                                                     tuple(carry_avals(batched) + [aval(c) for c in cc_b]), (False,))
+    if pred_batched[0]:
+        return None
+    bbody, _ = batched_graph_where_needed(body_graph, c_dims + bc_dims, size, body_avals(batched), batched)
+    carry_b = [broadcast_batch(c, d, size) if b else c for c, d, b in zip(carry, dcarry, batched)]
+    outs = while_p.bind(*cc_b, *bc_b, *carry_b, cond_graph=bcond, body_graph=bbody, n_cc=n_cc, n_bc=n_bc,
+                        policy=policy)
+    return outs, list(c_dims)
+
+
 @while_p.def_batch
 def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: Graph, body_graph: Graph,
                  n_cc: int, n_bc: int, policy: str = "all") -> tuple:
-    """All carries are batched; the loop runs while any lane's predicate holds, and lanes whose
+    """With a predicate the batch does not reach, the carries the batch reaches are batched and
+    the others stay as they are (JAX's fixpoint, so a loop counter stays unbatched). Otherwise all
+    carries are batched; the loop runs while any lane's predicate holds, and lanes whose
     predicate is false keep their carry (masked with select)."""
 
     size = batch_size(args, dims)
+    unmasked = _batch_with_one_predicate(args, dims, cond_graph, body_graph, n_cc, n_bc, policy, size)
+    if unmasked is not None:
+        return unmasked
     cc, bc, carry = args[:n_cc], args[n_cc:n_cc + n_bc], args[n_cc + n_bc:]
     dcc, dbc = dims[:n_cc], dims[n_cc:n_cc + n_bc]
     carry_b = [broadcast_batch(c, d, size) for c, d in zip(carry, dims[n_cc + n_bc:])]

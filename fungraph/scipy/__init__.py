@@ -1,6 +1,6 @@
 """``fungraph.scipy``: the parts of SciPy that numerical code ported from numpy reaches for
-(``special``, ``stats``, ``signal``, ``integrate``, ``linalg``, ``sparse.linalg.cg``, ``fft``, ``ndimage``,
-``interpolate``, ``spatial.transform``, ``cluster.vq``), differentiable and batchable like
+(``special``, ``stats``, ``signal``, ``integrate``, ``linalg``, ``optimize``, ``sparse.linalg``, ``fft``,
+``ndimage``, ``interpolate``, ``spatial.transform``, ``cluster.vq``), differentiable and batchable like
 ``jax.scipy``. Submodules are imported on first use so ``import fungraph`` stays cheap."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "signal", "sparse", "spatial", "special",
-           "stats"]
+__all__ = ["cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize", "signal", "sparse",
+           "spatial", "special", "stats"]
 
 
 def __getattr__(name: str) -> ModuleType:

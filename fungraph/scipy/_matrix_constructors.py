@@ -1,16 +1,19 @@
 """Structured matrices of ``scipy.linalg`` built from vectors or sizes (``circulant``,
-``companion``, ``fiedler``, ``leslie``, ``hadamard``, ``helmert``, ``pascal``, ``invpascal``,
-``dft``), as ``jax.scipy.linalg``'s: leading axes of a vector argument are a batch."""
+``companion``, ``fiedler_companion``, ``convolution_matrix``, ``fiedler``, ``leslie``,
+``hadamard``, ``helmert``, ``pascal``, ``invpascal``, ``invhilbert``, ``dft``), as
+``jax.scipy.linalg``'s: leading axes of a vector argument are a batch."""
 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
 
 import fungraph.numpy as fnp
 from fungraph.numpy._util import promote
+from fungraph.scipy.special import comb
 
 _KINDS = ("symmetric", "lower", "upper")
 
@@ -33,6 +36,65 @@ def companion(a: Any) -> Any:
     m = a.shape[-1] - 1
     below = fnp.broadcast_to(fnp.eye(m, m, k=-1, dtype=first_row.dtype), a.shape[:-1] + (m, m))
     return fnp.where(np.arange(m)[:, None] == 0, first_row[..., None, :], below)
+
+
+def fiedler_companion(a: Any) -> Any:
+    """The pentadiagonal (Fiedler) companion matrix of the polynomial with coefficients ``a``
+    (highest degree first): its eigenvalues are the polynomial's roots."""
+    (a,) = promote(a, to_inexact=True)
+    a = fnp.atleast_1d(a)
+    if a.shape[-1] == 0:
+        raise ValueError("fiedler_companion requires the last axis of 'a' to have nonzero length, but got an array "
+                         f"of shape {a.shape}.")
+    n = a.shape[-1] - 1
+    if n == 0:
+        return fnp.zeros(a.shape[:-1] + (0, 0), a.dtype)
+    a = a / a[..., :1]
+    if n == 1:
+        return -a[..., 1:, None]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    even, odd = i % 2 == 0, i % 2 == 1
+    coefficient = fnp.zeros((), a.dtype)
+    out = fnp.broadcast_to(coefficient, a.shape[:-1] + (n, n))
+    one = fnp.ones((), a.dtype)
+    rules = [
+        ((i == 0) & (j == 0), -a[..., 1, None, None]),
+        ((i == 1) & (j == 0), one),
+        ((j == i + 1) & even, -a[..., np.minimum(i + 2, n) + 0 * j]),
+        ((j == i + 2) & even, one),
+        ((j == i - 1) & even & (i >= 2), -a[..., np.minimum(i + 1, n) + 0 * j]),
+        ((j == i - 2) & odd & (i >= 3), one),
+    ]
+    for mask, value in reversed(rules):
+        out = fnp.where(mask, value, out)
+    return out
+
+
+def convolution_matrix(a: Any, n: int, mode: str = "full") -> Any:
+    """The Toeplitz matrix ``A`` (``n`` columns) with ``A @ v == convolve(a, v, mode)``: rows
+    ``m + n - 1`` ('full'), ``max(m, n)`` ('same') or ``max(m, n) - min(m, n) + 1`` ('valid')."""
+    n = operator.index(n)
+    if n <= 0:
+        raise ValueError(f"n must be a positive integer; got {n}.")
+    a = fnp.asarray(a)
+    if a.ndim == 0:
+        raise ValueError("convolution_matrix: a must be at least 1-dimensional, got a scalar.")
+    m = a.shape[-1]
+    if m < 1:
+        raise ValueError(f"len(a) must be at least 1; got shape {a.shape}.")
+    if mode not in ("full", "valid", "same"):
+        raise ValueError(f"mode must be one of 'full', 'valid', 'same'; got {mode!r}.")
+    rows = m + n - 1
+    if mode == "same":
+        trim = min(n, m) - 1
+        first, last = trim // 2, trim - trim // 2
+    elif mode == "valid":
+        first = last = min(n, m) - 1
+    else:
+        first = last = 0
+    lag = np.arange(first, rows - last)[:, None] - np.arange(n)[None, :]
+    inside = (lag >= 0) & (lag < m)
+    return fnp.where(inside, a[..., np.clip(lag, 0, m - 1)], fnp.zeros((), a.dtype))
 
 
 def fiedler(a: Any) -> Any:
@@ -79,6 +141,15 @@ def helmert(n: int, full: bool = False) -> Any:
     if full:
         h = np.concatenate([np.full((1, n), 1.0 / np.sqrt(n)), h], axis=0)
     return fnp.asarray(h.astype(dtype))
+
+
+def invhilbert(n: int) -> Any:
+    """The inverse of the n x n Hilbert matrix from its closed form in binomial coefficients,
+    in the default float dtype (floating-point binomials, as JAX's)."""
+    a = fnp.arange(n, dtype=fnp.zeros(0).dtype)
+    i, j = a[:, None], a[None, :]
+    s = i + j
+    return (-1.0) ** s * (s + 1.0) * comb(n + i, n - j - 1) * comb(n + j, n - i - 1) * comb(s, i) ** 2
 
 
 def _binomials(n: int) -> np.ndarray:

@@ -135,3 +135,79 @@ def polar(a: Any, side: str = "right", *, method: str = "qdwh", eps: float | Non
     if side == "right":
         return unitary, (_mH(vh) * s[..., None, :]) @ vh
     return unitary, (u * s[..., None, :]) @ _mH(u)
+
+
+def _rsf2csf_2d(t: Any, z: Any) -> tuple[Any, Any]:
+    """Split each 2x2 block of the real Schur form by the unitary rotation (JAX's and SciPy's)
+    that brings its first eigenvalue (LAPACK's order) to the top, bottom block first."""
+    dtype = dtypes.complex_for(fnp.result_type(t, z))
+    t, z = t.astype(dtype), z.astype(dtype)
+    n = t.shape[-1]
+    eps = fnp.finfo(dtype).eps
+    for m in range(n - 1, 0, -1):
+        split = fnp.abs(t[m, m - 1]) > eps * (fnp.abs(t[m - 1, m - 1]) + fnp.abs(t[m, m]))
+        mu = nla.eigvals(t[m - 1:m + 1, m - 1:m + 1]) - t[m, m]
+        r = fnp.sqrt(fnp.abs(mu[0]) ** 2 + fnp.abs(t[m, m - 1]) ** 2).astype(dtype)
+        safe_r = fnp.where(split, r, 1)
+        c, s = mu[0] / safe_r, t[m, m - 1] / safe_r
+        g = fnp.stack([fnp.stack([fnp.conj(c), s]), fnp.stack([-s, c])])
+        rotated = t.at[m - 1:m + 1, m - 1:].set(g @ t[m - 1:m + 1, m - 1:])
+        rotated = rotated.at[:m + 1, m - 1:m + 1].set(rotated[:m + 1, m - 1:m + 1] @ _mH(g))
+        t = fnp.where(split, rotated, t).at[m, m - 1].set(0)
+        z = fnp.where(split, z.at[:, m - 1:m + 1].set(z[:, m - 1:m + 1] @ _mH(g)), z)
+    return t, z
+
+
+def rsf2csf(T: Any, Z: Any, check_finite: bool = True) -> tuple[Any, Any]:  # noqa: N803
+    """The complex Schur form ``(T, Z)`` of a real one (``T`` quasi-upper-triangular), both
+    complex; leading axes of ``T`` and ``Z`` broadcast to a batch."""
+    t, z = fnp.asarray(T), fnp.asarray(Z)
+    if t.ndim < 2 or t.shape[-1] != t.shape[-2]:
+        raise ValueError("Input 'T' must be square.")
+    if z.ndim < 2 or z.shape[-1] != z.shape[-2]:
+        raise ValueError("Input 'Z' must be square.")
+    if t.shape[-1] != z.shape[-1]:
+        raise ValueError(f"Input array shapes must match: Z: {z.shape} vs. T: {t.shape}")
+    if t.shape[-1] == 1:
+        dtype = dtypes.complex_for(fnp.result_type(t, z))
+        return t.astype(dtype), z.astype(dtype)
+    return fnp.vectorize(_rsf2csf_2d, signature="(n,n),(n,n)->(n,n),(n,n)")(t, z)
+
+
+def _parlett(f: Any, t: Any) -> tuple[Any, Any]:
+    """Parlett's recurrence (Golub and Van Loan, algorithm 11.1.1): ``F`` upper triangular with
+    ``T F = F T`` from its diagonal, one superdiagonal at a time; with the smallest gap
+    ``|T_jj - T_ii|`` met (the accuracy estimate)."""
+    n = t.shape[-1]
+    smallest = fnp.abs(t[0, 0])
+    cols = np.arange(n)
+    for p in range(1, n):
+        i = np.arange(n - p)
+        j = i + p
+        between = (cols[None, :] > i[:, None]) & (cols[None, :] < j[:, None])
+        coupling = fnp.sum(fnp.where(between, t[i, :] * f[:, j].T - f[i, :] * t[:, j].T, 0), axis=-1)
+        s = t[i, j] * (f[j, j] - f[i, i]) + coupling
+        gap = t[j, j] - t[i, i]
+        f = f.at[i, j].set(fnp.where(gap != 0, s / fnp.where(gap != 0, gap, 1), s))
+        smallest = fnp.minimum(smallest, fnp.min(fnp.abs(gap)))
+    return f, smallest
+
+
+def funm(A: Any, func: Any, disp: bool = True) -> Any:  # noqa: N803
+    """``func`` of the square matrix ``A``, with ``func`` a function of the eigenvalues applied
+    through the complex Schur form and Parlett's recurrence: complex, as JAX's; with ``disp``
+    false, also an estimate of the relative error. Not differentiable (a Schur form), as JAX's."""
+    a = fnp.asarray(A)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("expected square array_like input")
+    t, z = schur(a)
+    t, z = rsf2csf(t, z)
+    f = fnp.diag(func(fnp.diag(t))).astype(t.dtype)
+    f, smallest = _parlett(f, t)
+    f = z @ f @ _mH(z)
+    if disp:
+        return f
+    tol = float(np.finfo(np.float32 if f.dtype == np.complex64 else np.float64).eps)
+    smallest = fnp.where(smallest == 0.0, tol, smallest)
+    bound = fnp.minimum(1, fnp.maximum(tol, (tol / smallest) * nla.norm(fnp.triu(t, 1), 1)))
+    return f, fnp.where(fnp.any(fnp.isinf(f)), np.inf, bound)

@@ -15,29 +15,37 @@ import numpy as np
 
 import fungraph.numpy as fnp
 from fungraph import lax
+from fungraph.custom_derivatives import custom_jvp
 from fungraph.numpy import linalg as nla
 from fungraph.numpy._util import promote
 from fungraph.primitives import linalg_ops as ops
 from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.lu import lu_p, permutation_matrix, unpack
+from fungraph.scipy._hessenberg import hessenberg
 from fungraph.scipy._matrix_constructors import (
     circulant,
     companion,
+    convolution_matrix,
     dft,
     fiedler,
+    fiedler_companion,
     hadamard,
     helmert,
+    invhilbert,
     invpascal,
     leslie,
     pascal,
 )
-from fungraph.scipy._matrix_functions import polar, schur, sqrtm
+from fungraph.scipy._matrix_equations import solve_sylvester
+from fungraph.scipy._matrix_functions import funm, polar, rsf2csf, schur, sqrtm
+from fungraph.scipy._tridiagonal import eigh_tridiagonal
 
 __all__ = [
-    "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "det", "dft", "eigh", "expm",
-    "expm_frechet", "fiedler", "hadamard", "hankel", "helmert", "hilbert", "inv", "invpascal", "leslie", "lu",
-    "lu_factor", "lu_solve", "pascal", "polar", "qr", "schur", "solve", "solve_triangular", "sqrtm", "svd",
-    "toeplitz",
+    "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
+    "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "funm", "hadamard",
+    "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu", "lu_factor",
+    "lu_solve", "pascal", "polar", "qr", "qr_multiply", "rsf2csf", "schur", "solve", "solve_sylvester",
+    "solve_triangular", "sqrtm", "svd", "toeplitz",
 ]
 
 
@@ -224,6 +232,46 @@ def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full",
             r = fnp.concatenate([r, fnp.zeros(x.shape[:-2] + (m - n, n), x.dtype)], axis=-2)
         return (r,)
     raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+
+
+def _refuse_geqrf(primals: tuple, tangents: tuple) -> Any:
+    raise NotImplementedError("Differentiation rule for 'geqrf' not implemented")
+
+
+def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
+                overwrite_a: bool = False, overwrite_c: bool = False) -> tuple:
+    """``(Q @ c, R)`` (``mode='left'``, ``c`` with ``min(m, n)`` rows) or ``(c @ Q, R)``
+    (``'right'``, ``c`` with ``m`` columns) for ``a``'s economic QR, ``conj(Q)`` with
+    ``conjugate``, and the column order ``P`` third with ``pivoting``; a 1-d ``c`` is a column
+    (left) or a row (right) and comes back 1-d. Not differentiable, as JAX's."""
+    a_, c_ = promote(a, c, to_inexact=True)
+    if mode not in ("right", "left"):
+        raise ValueError(f"mode must be 'right' or 'left', got {mode!r}")
+    a_ = _matrix(a_, "qr_multiply")
+    vector = c_.ndim == 1
+    if vector:
+        c_ = c_[:, None] if mode == "left" else c_[None, :]
+    m, n = a_.shape[-2:]
+    k = min(m, n)
+    if mode == "left" and c_.shape[-2] != k:
+        raise ValueError(f"Array shapes are not compatible for Q @ c operation: a has shape {tuple(a_.shape)} so Q "
+                         f"has {k} columns, but c has {c_.shape[-2]} rows (expected {k}).")
+    if mode == "right" and c_.shape[-1] != m:
+        raise ValueError(f"Array shapes are not compatible for c @ Q operation: a has shape {tuple(a_.shape)} so Q "
+                         f"has {m} rows, but c has {c_.shape[-1]} columns (expected {m}).")
+
+    def multiply(x: Any, y: Any) -> tuple:
+        factors = qr(x, mode="economic", pivoting=pivoting)
+        q = fnp.conj(factors[0]) if conjugate else factors[0]
+        product = fnp.matmul(q, y) if mode == "left" else fnp.matmul(y, q)
+        return (product, *factors[1:])
+
+    refused = custom_jvp(multiply)
+    refused.defjvp(_refuse_geqrf)
+    product, *rest = refused(a_, c_)
+    if vector:
+        product = fnp.ravel(product)
+    return (product, *rest)
 
 
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,

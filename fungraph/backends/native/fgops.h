@@ -1,4 +1,4 @@
-/* fungraph native engine: numpy's integer and floating-point division semantics, and bit
+/* fungraph native engine: JAX's integer and numpy's floating-point division semantics, and bit
  * patterns as floats, for generated code (static inline: what a source does not call costs
  * nothing). */
 #ifndef FG_OPS_H
@@ -41,11 +41,12 @@ static inline double fg_f64_bits(uint64_t b) { double f; memcpy(&f, &b, sizeof f
 FG_FLOAT_DIVMOD(float, f32, fmodf, floorf, copysignf)
 FG_FLOAT_DIVMOD(double, f64, fmod, floor, copysign)
 
-/* numpy's signed integer floor division and remainder: x // 0 and x % 0 are 0, MIN // -1
- * wraps to MIN (C's own division would trap on both). */
+/* JAX's signed integer floor division and remainder on CPU: x // 0 is XLA's truncated -1
+ * floored (-2, or -1 for 0 // 0), x % 0 is 0, MIN // -1 wraps to MIN (C's own division would
+ * trap on both). */
 #define FG_SIGNED_DIVMOD(T, S, MIN)                                                    \
     static inline T fg_floordiv_##S(T a, T b) {                                        \
-        if (b == 0) return 0;                                                          \
+        if (b == 0) return a == 0 ? (T)-1 : (T)-2;                                     \
         if (b == -1) return a == MIN ? MIN : (T)-a;                                    \
         T q = a / b;                                                                   \
         if (((a < 0) != (b < 0)) && q * b != a) q -= 1;                                \
@@ -63,8 +64,9 @@ FG_SIGNED_DIVMOD(int16_t, i16, INT16_MIN)
 FG_SIGNED_DIVMOD(int32_t, i32, INT32_MIN)
 FG_SIGNED_DIVMOD(int64_t, i64, INT64_MIN)
 
+/* x // 0 has all bits set (XLA's), x % 0 is 0. */
 #define FG_UNSIGNED_DIVMOD(T, S)                                                       \
-    static inline T fg_floordiv_##S(T a, T b) { return b == 0 ? 0 : a / b; }           \
+    static inline T fg_floordiv_##S(T a, T b) { return b == 0 ? (T)~(T)0 : a / b; }    \
     static inline T fg_mod_##S(T a, T b) { return b == 0 ? 0 : a % b; }
 
 FG_UNSIGNED_DIVMOD(uint8_t, u8)

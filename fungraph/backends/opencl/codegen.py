@@ -60,7 +60,7 @@ def c_literal(value: object, dtype: np.dtype) -> str:
     return f"({text})" if dtype == dtypes.float64 else f"({text}f)"
 
 
-# --- preamble: numpy's integer and float division semantics ------------------------------
+# --- preamble: JAX's integer and numpy's float division semantics ------------------------------
 
 
 _FLOAT_HELPERS = """
@@ -177,7 +177,7 @@ static inline float fg_log_float(float x) { return log(x); }
 
 _UINT_HELPERS = """
 static inline T fg_mod_T(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }
-static inline T fg_fdiv_T(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }
+static inline T fg_fdiv_T(T a, T b) { return b == 0 ? (T)~(T)0 : (T)(a / b); }
 """
 
 _INT_HELPERS = """
@@ -188,7 +188,7 @@ static inline T fg_mod_T(T a, T b) {
   return r;
 }
 static inline T fg_fdiv_T(T a, T b) {
-  if (b == 0) return 0;
+  if (b == 0) return a == 0 ? (T)-1 : (T)-2;
   if (b == -1) return a == MINV ? a : -a;
   T q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
