@@ -111,6 +111,11 @@ def test_dct_family_matches_jax(norm, x64):
             _same(fg.jit(fg.vmap(ours))(x), jax.jit(jax.vmap(theirs))(x), name, precise=x64)
 
 
+def test_windows_scipy_would_supply_are_refused_by_name():
+    with pytest.raises(NotImplementedError, match="window"):
+        fsig.welch(np.ones(32), nperseg=8, window=("kaiser", 4.0))
+
+
 def test_dct_types_other_than_2_are_refused_as_in_jax():
     for name in ("dct", "idct", "dctn", "idctn"):
         with pytest.raises(NotImplementedError, match="type 2"):
@@ -140,6 +145,8 @@ def _signal_cases(x, y):
         ("stft", (x.T,), dict(nperseg=8, boundary="constant", axis=0, fs=3.0)),
         ("welch", (x,), dict(nperseg=16)), ("welch", (x,), dict(nperseg=10, average="median", scaling="spectrum")),
         ("welch", (x.T,), dict(nperseg=10, axis=0, nfft=13)), ("welch", (x,), dict(nperseg=8, window="hamming")),
+        ("welch", (x,), dict(nperseg=7, window="blackman")), ("stft", (x,), dict(nperseg=8, window="bartlett")),
+        ("csd", (x, y), dict(nperseg=9, window="boxcar")),
         ("csd", (x, y), dict(nperseg=16)), ("csd", (x, y[:, :30]), dict(nperseg=8, average="median")),
         ("csd", (x, None), dict(nperseg=8)),
         ("fftconvolve", (x, y[:, :7]), {}), ("fftconvolve", (x, y[:, :7]), dict(mode="same")),
@@ -167,7 +174,8 @@ def test_istft_inverts_stft_as_jax_s(x64):
     with fg.enable_x64(x64), jax.enable_x64(x64):
         x = rng.normal(size=(3, 40))
         z = np.asarray(jsig.stft(x, nperseg=8)[2])
-        for kw in ({}, dict(nperseg=8, noverlap=5), dict(boundary=False), dict(window="hamming")):
+        for kw in ({}, dict(nperseg=8, noverlap=5), dict(boundary=False), dict(window="hamming"),
+                   dict(window="blackman")):
             _same(fsig.istft(z, **kw), jsig.istft(z, **kw), kw)
         moved = np.moveaxis(z, -1, 0)
         _same(fsig.istft(moved, time_axis=0, freq_axis=-1), jsig.istft(moved, time_axis=0, freq_axis=-1), "axes")

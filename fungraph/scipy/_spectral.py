@@ -67,15 +67,28 @@ def _hann(n: int) -> Any:
     return jnp.sin(jnp.linspace(0, np.pi, n, endpoint=False)) ** 2
 
 
+#: SciPy's cosine-sum windows: the coefficients of ``cos(k x)`` for x across [-pi, pi].
+_COSINE_WINDOWS = {"hamming": (0.54, 0.46), "hamm": (0.54, 0.46), "blackman": (0.42, 0.5, 0.08),
+                   "black": (0.42, 0.5, 0.08), "boxcar": (1.0,), "box": (1.0,), "ones": (1.0,),
+                   "rect": (1.0,), "rectangular": (1.0,)}
+
+
 def _named_window(window: str | tuple, n: int) -> Any:
-    """A window by name: Hann here; any other through SciPy's ``get_window``, as JAX does."""
+    """A window by name, periodic as SciPy's ``get_window`` makes it: Hann as JAX computes it;
+    Hamming, Blackman, boxcar and Bartlett in numpy (fungraph does not import SciPy)."""
     if isinstance(window, str) and window == "hann":
         return _hann(n)
-    try:
-        from scipy.signal import get_window  # optional: only windows other than Hann need SciPy
-    except ImportError as err:
-        raise ImportError(f"scipy must be installed to use window={window!r}") from err
-    return get_window(window, n)
+    name = window if isinstance(window, str) else None
+    if n == 1 and (name in _COSINE_WINDOWS or name == "bartlett"):
+        return np.ones(1)
+    points = np.linspace(-np.pi, np.pi, n + 1)
+    if name in _COSINE_WINDOWS:
+        full = sum(c * np.cos(k * points) for k, c in enumerate(_COSINE_WINDOWS[name]))
+        return full[:n]
+    if name == "bartlett":
+        return (1 - np.abs(points / np.pi))[:n]
+    raise NotImplementedError(f"window {window!r} is not implemented; use 'hann', 'hamming', 'blackman', "
+                              f"'boxcar', 'bartlett' or an array of window values")
 
 
 def _window(window: Any, nperseg: int | None, length: int, dtype: np.dtype) -> tuple[Any, int]:
