@@ -19,15 +19,15 @@ def _c(value: float, x: Any) -> np.ndarray:
     return np.asarray(value, dtype=x.dtype)
 
 
-def logsumexp(x: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
               where: Any = None) -> Any:
-    """log(sum(b * exp(x))) over ``axis``, shifted by the maximum so it neither overflows nor
+    """log(sum(b * exp(a))) over ``axis``, shifted by the maximum so it neither overflows nor
     underflows. A negative sum gives nan unless ``return_sign``, which returns ``(log|sum|, sign)``;
     ``where`` leaves elements out (-inf where it leaves out all). ``nn.logsumexp`` and
     ``scipy.special.logsumexp`` are this function, as in JAX."""
     if b is not None or return_sign or where is not None:
-        return _general_logsumexp(x, axis, b, keepdims, return_sign, where)
-    (x,) = promote(x, to_inexact=True)
+        return _general_logsumexp(a, axis, b, keepdims, return_sign, where)
+    (x,) = promote(a, to_inexact=True)
     axes = normalize_axes(axis, x.ndim, "logsumexp")
     m = stop_gradient(fnp.max(x, axis=axes, keepdims=True))
     m = ew.select(fnp.isfinite(m), m, np.zeros((), x.dtype))

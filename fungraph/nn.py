@@ -196,13 +196,22 @@ def glu(x: Any, axis: int = -1) -> Any:
     return ew.mul(a, sigmoid(b))
 
 
-def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: float = 1e-5) -> Any:
-    """(x - mean) / sqrt(variance + epsilon) along ``axis`` (moments computed when not given)."""
+def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: float = 1e-5,
+                where: Any = None, *, algorithm: str = "fast") -> Any:
+    """(x - mean) / sqrt(variance + epsilon) along ``axis``, the moments computed over the
+    ``where`` elements when not given: ``algorithm="fast"`` takes mean(x^2) - mean(x)^2 (clipped
+    at 0), ``"stable"`` the two-pass mean((x - mean)^2), as JAX's."""
+    if algorithm not in ("fast", "stable"):
+        raise ValueError(f"Unknown algorithm '{algorithm}'. Expected 'fast' or 'stable'.")
     x = _float(x)
     if mean is None:
-        mean = fnp.mean(x, axis=axis, keepdims=True)
+        mean = fnp.mean(x, axis=axis, keepdims=True, where=where)
     if variance is None:
-        variance = ew.sub(fnp.mean(fnp.square(x), axis=axis, keepdims=True), fnp.square(mean))
+        if algorithm == "stable":
+            variance = fnp.mean(fnp.square(ew.sub(x, mean)), axis=axis, keepdims=True, where=where)
+        else:
+            variance = ew.sub(fnp.mean(fnp.square(x), axis=axis, keepdims=True, where=where), fnp.square(mean))
+            variance = fnp.clip(variance, 0)
     return ew.mul(ew.sub(x, mean), fnp.reciprocal(fnp.sqrt(ew.add(variance, np.asarray(epsilon, x.dtype)))))
 
 
@@ -216,12 +225,17 @@ def log1mexp(x: Any) -> Any:
                      fnp.log1p(ew.neg(fnp.exp(ew.neg(safe_large)))))
 
 
-def logmeanexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """log(mean(exp(x))) along ``axis``, as ``logsumexp`` minus the log of the count."""
+def logmeanexp(x: Any, axis: Any = None, where: Any = None, keepdims: bool = False) -> Any:
+    """log(mean(exp(x))) along ``axis`` over the ``where`` elements, as ``logsumexp`` minus the
+    log of their count."""
     x = _float(x)
     axes = normalize_axes(axis, x.ndim, "logmeanexp")
-    count = math.prod(x.shape[a] for a in axes)
-    return ew.sub(logsumexp(x, axis=axes, keepdims=keepdims), np.asarray(math.log(count), x.dtype))
+    if where is None:
+        count = math.prod(x.shape[a] for a in axes)
+        return ew.sub(logsumexp(x, axis=axes, keepdims=keepdims), np.asarray(math.log(count), x.dtype))
+    mask = fnp.broadcast_to(fnp.asarray(where, dtype=bool), x.shape)
+    count = fnp.sum(mask, axis=axes, keepdims=keepdims, dtype=x.dtype)
+    return ew.sub(logsumexp(x, axis=axes, keepdims=keepdims, where=mask), fnp.log(count))
 
 
 def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int = -1) -> Any:

@@ -25,7 +25,7 @@ OUT = Path(__file__).resolve().parent.parent / "docs" / "numpy_coverage.md"
 CONCRETE = {
     "arange", "array", "asarray", "can_cast", "diag_indices", "dtype", "empty", "empty_like", "eye", "fftfreq",
     "finfo", "full", "full_like", "geomspace", "identity", "iinfo", "indices", "iscomplexobj", "isrealobj",
-    "isscalar", "linspace", "logspace", "ndim", "ones", "ones_like", "result_type", "rfftfreq", "shape", "size",
+    "isscalar", "logspace", "ndim", "ones", "ones_like", "result_type", "rfftfreq", "shape", "size",
     "tri", "tril_indices", "triu_indices", "zeros", "zeros_like", "bartlett", "blackman", "hamming", "hanning",
     "broadcast_shapes", "diag_indices_from", "isdtype", "issubdtype", "iterable", "ix_",
     "tril_indices_from", "triu_indices_from", "asanyarray", "ascontiguousarray",

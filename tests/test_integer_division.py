@@ -82,3 +82,16 @@ def test_integer_division_by_zero_on_opencl_matches_jax(require_opencl: None, dt
     with jax.enable_x64(True):
         want = jax.jit(lambda a, b: (a // b, a % b, jax.lax.div(a, b), jax.lax.rem(a, b)))(x, y)
     _check(tuple(np.asarray(g) for g in got), want, f"opencl {dtype}")
+
+
+def test_floor_division_written_over_its_own_operands_under_jit() -> None:
+    """The CPU engine may write a quotient into an operand's buffer (the plan reuses a dead
+    intermediate, as in the shifts, which divide by powers of two that overflow to zero); the
+    divide-by-zero fix-up reads the operands before that write."""
+    for name in ("int8", "uint8", "int16"):
+        s = np.arange(np.dtype(name).itemsize * 8 + 4).astype(name)
+        x = np.resize(np.array([-128, -2, -1, 0, 1, 2, 3, 100], dtype=np.int64), s.shape).astype(name)
+        f = lambda a, b: (flax.shift_right_logical(a, b), flax.shift_right_arithmetic(a, b),  # noqa: E731
+                          fnp.right_shift(a, b), fnp.floor_divide(a, b))
+        for got, want in zip(fg.jit(f)(x, s), f(x, s)):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=name)

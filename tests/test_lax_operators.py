@@ -283,3 +283,17 @@ def test_optimization_barrier_keeps_cse_from_merging_across_it() -> None:
     np.testing.assert_allclose(fg.jit(f)(x), 2 * np.sin(x))
     np.testing.assert_allclose(fg.grad(lambda v: fg.numpy.sum(f(v)))(x), 2 * np.cos(x))
     np.testing.assert_allclose(fg.vmap(f)(x), 2 * np.sin(x))
+
+
+def test_sort_of_several_operands_under_jit_with_x64_off(x32: None) -> None:
+    """``sort_key_val`` and ``sort`` of a tuple gather with argsort's positions; with x64 off
+    those positions and the row offsets agree in dtype (an add of i64 and i32 failed to trace)."""
+    keys = np.array([[3.0, 1.0, 2.0, 1.0], [0.0, 5.0, 5.0, -1.0]], dtype=np.float32)
+    values = np.arange(8, dtype=np.int32).reshape(2, 4)
+    pairs = [(lambda k, v: lax.sort_key_val(k, v), lambda k, v: jax.lax.sort_key_val(k, v)),
+             (lambda k, v: lax.sort((k, v), num_keys=1), lambda k, v: jax.lax.sort((k, v), num_keys=1))]
+    with jax.enable_x64(False):
+        for ours, theirs in pairs:
+            for g, w in zip(fg.jit(ours)(keys, values), theirs(keys, values)):
+                assert np.asarray(g).dtype == np.asarray(w).dtype
+                np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

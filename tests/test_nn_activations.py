@@ -76,3 +76,23 @@ def test_log1mexp_is_accurate_at_both_ends() -> None:
     assert fnn.log1mexp(np.array(40.0)) == pytest.approx(-np.exp(-40.0), rel=1e-12)   # log(1 - e^-40) rounds to 0
     np.testing.assert_allclose(fnn.log1mexp(x), np.asarray(jax.nn.log1mexp(jnp.asarray(x))), rtol=1e-13)
     assert np.all(np.isfinite(fg.vmap(fg.grad(fnn.log1mexp))(x)))
+
+
+def test_standardize_where_algorithm_and_logmeanexp_where() -> None:
+    """``standardize``'s ``where`` and ``algorithm`` (the fast variance clipped at 0), ``logmeanexp``'s
+    ``where`` and ``logsumexp``'s first parameter name, as JAX's (issue #32)."""
+    x = np.random.default_rng(5).normal(size=(3, 5)) + 1e4
+    mask = np.random.default_rng(6).random((3, 5)) > 0.3
+    mask[:, 0] = True
+    for algorithm in ("fast", "stable"):
+        for where in (None, mask):
+            np.testing.assert_allclose(fg.nn.standardize(x, where=where, algorithm=algorithm),
+                                       jax.nn.standardize(x, where=where, algorithm=algorithm), rtol=1e-6, atol=1e-6)
+    constant = np.full((2, 4), 3.0, np.float32)
+    np.testing.assert_array_equal(fg.nn.standardize(constant), jax.nn.standardize(constant))
+    with pytest.raises(ValueError, match="Unknown algorithm"):
+        fg.nn.standardize(x, algorithm="exact")
+    for axis, keepdims in ((1, False), (None, True), (0, True)):
+        np.testing.assert_allclose(fg.nn.logmeanexp(x - 1e4, axis=axis, where=mask, keepdims=keepdims),
+                                   jax.nn.logmeanexp(x - 1e4, axis=axis, where=mask, keepdims=keepdims), rtol=1e-12)
+    np.testing.assert_allclose(fg.nn.logsumexp(a=x, axis=1), jax.nn.logsumexp(a=x, axis=1), rtol=1e-12)

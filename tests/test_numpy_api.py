@@ -228,3 +228,26 @@ def test_agrees_with_jax_on_fixed_inputs() -> None:
     roots = fnp.roots(p)
     assert roots.dtype == jnp.roots(p).dtype
     assert_same(np.sort_complex(roots), np.sort_complex(np.roots(p).astype(complex)))
+
+
+def test_linspace_matches_jax() -> None:
+    """``linspace`` as JAX computes it: array end points, ``axis``, ``retstep``, integer dtypes,
+    traced and differentiated end points, in both dtype modes (issue #32)."""
+    from tests.helpers import jax_or_skip
+
+    jax, jnp = jax_or_skip()
+    cases = [((0.0, 1.0, 7), {}), ((0.0, 1.0, 7), {"endpoint": False}), ((2, 11, 4), {"dtype": np.int32}),
+             ((np.array([0.0, 1.0]), np.array([[1.0], [3.0], [5.0]]), 4), {"axis": -1}),
+             ((np.array([0.0, 1.0]), 2.0, 5), {"axis": 1, "retstep": True}), ((0.0, 1.0, 1), {"retstep": True}),
+             ((0.0, 1.0, 0), {}), ((np.float32(-1), np.float32(3), 9), {})]
+    for x64 in (True, False):
+        with fg.enable_x64(x64), jax.enable_x64(x64):
+            for args, kw in cases:
+                got, want = fnp.linspace(*args, **kw), jnp.linspace(*args, **kw)
+                for g, w in zip(got if kw.get("retstep") else [got], want if kw.get("retstep") else [want]):
+                    assert np.asarray(g).dtype == np.asarray(w).dtype and np.shape(g) == np.shape(w), (args, kw)
+                    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, equal_nan=True)
+    loss = lambda lib, np_: lambda a, b: np_.sum(np_.sin(lib.numpy.linspace(a, b, 6)))
+    g = fg.jit(fg.grad(loss(fg, fnp), argnums=(0, 1)))(0.5, 2.0)
+    w = jax.grad(loss(jax, jnp), argnums=(0, 1))(0.5, 2.0)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)

@@ -50,3 +50,17 @@ def test_trim_zeros_matches_numpy(shape: tuple[int, ...], trim: str, seed: int) 
     assert_same(fnp.trim_zeros(x, trim, axis=-1), np.trim_zeros(x, trim, axis=-1))
     with pytest.raises(ConcretizationError):
         fg.jit(fnp.trim_zeros)(x)
+
+
+def test_joining_with_dtype_matches_jax() -> None:
+    """``concatenate``/``stack``/``hstack``/``vstack``/``dstack`` take JAX's ``dtype=`` (issue #32)."""
+    _, jnp = jax_or_skip()
+    parts = [np.arange(3, dtype=np.int32), np.array([0.5, 1.5, 2.5], np.float32)]
+    for dtype in (None, np.float32, np.int32, np.complex64, np.bool_):
+        for name in ("concatenate", "stack", "hstack", "vstack", "dstack"):
+            got = getattr(fnp, name)(parts, dtype=dtype)
+            want = getattr(jnp, name)(parts, dtype=dtype)
+            assert np.asarray(got).dtype == np.asarray(want).dtype, (name, dtype)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    with pytest.raises(NotImplementedError, match="'out' argument"):
+        fnp.stack(parts, out=np.zeros((2, 3)))

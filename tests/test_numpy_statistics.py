@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph.testing import check_grads
-from tests.helpers import assert_same, check_jit_and_vmap
+from tests.helpers import assert_same, check_jit_and_vmap, jax_or_skip
 
 
 def test_sort_gradient_follows_the_permutation() -> None:
@@ -115,3 +115,17 @@ def test_histogramdd_traces_and_differentiates_in_the_weights() -> None:
     check_jit_and_vmap(f, (pts, w))
     check_jit_and_vmap(lambda x, y: fnp.histogram2d(x, y, 3)[0], (pts[..., 0], pts[..., 1]))
     check_grads(lambda v: f(pts[0], v), (w[0],), order=2)
+
+
+def test_var_std_with_given_mean_match_jax() -> None:
+    """``var``/``std``/``nanvar``/``nanstd`` take JAX's ``mean=`` (the mean, shaped as with keepdims)."""
+    _, jnp_ = jax_or_skip()
+    x = np.random.default_rng(7).normal(size=(4, 5))
+    x[1, 2] = np.nan
+    for name in ("var", "std", "nanvar", "nanstd"):
+        for axis in (0, 1, None):
+            m = np.nanmean(x, axis=axis, keepdims=True) + 0.25
+            for ddof in (0, 1):
+                got = getattr(fnp, name)(x, axis=axis, mean=m, ddof=ddof)
+                want = getattr(jnp_, name)(x, axis=axis, mean=m, ddof=ddof)
+                np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, equal_nan=True)

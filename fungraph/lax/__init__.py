@@ -4,11 +4,14 @@ The functions live in modules named for what they hold: ``_elementwise`` (operat
 mixed dtypes), ``_special``, ``_bits``, ``_shapes``, ``_slicing`` (dynamic slices, gather and
 scatter), ``_reductions`` (reductions, scans, sorting), ``_windows`` (``reduce_window``),
 ``_convolution``, ``_window_shapes`` (their shape arithmetic: ``conv_general_shape_tuple``,
-``padtype_to_pads``, ...), ``_linalg`` (``Precision`` and products), ``_control_flow`` and
-``_implicit`` (``custom_root``, ``custom_linear_solve``); the collectives are
-``fungraph.primitives.collectives``'s.
+``padtype_to_pads``, ...), ``_linalg`` (``Precision``, ``DotAlgorithm`` and products),
+``_ragged_dot``, ``_fft``, ``_random_bits`` (``rng_bit_generator``, ``rng_uniform``), ``_staging``
+(``dtype``, ``stage``, tokens), ``_control_flow`` (with ``platform_dependent`` and ``composite``)
+and ``_implicit`` (``custom_root``, ``custom_linear_solve``); ``linalg`` is the public
+``lax.linalg``; the collectives are ``fungraph.primitives.collectives``'s.
 """
 
+from fungraph.lax import linalg
 from fungraph.lax._bits import (
     bitcast_convert_type,
     bitwise_and,
@@ -16,6 +19,7 @@ from fungraph.lax._bits import (
     bitwise_or,
     bitwise_xor,
     clz,
+    mulhi,
     nextafter,
     population_count,
     reduce_precision,
@@ -25,10 +29,12 @@ from fungraph.lax._bits import (
     shift_right_logical,
 )
 from fungraph.lax._control_flow import (
+    composite,
     cond,
     fori_loop,
     map,
     optimization_barrier,
+    platform_dependent,
     scan,
     switch,
     while_loop,
@@ -40,11 +46,16 @@ from fungraph.lax._convolution import (
     conv,
     conv_dimension_numbers,
     conv_general_dilated,
+    conv_general_dilated_local,
     conv_general_dilated_patches,
+    conv_general_permutations,
     conv_transpose,
     conv_with_general_padding,
 )
 from fungraph.lax._elementwise import (
+    AccuracyMode,
+    RoundingMethod,
+    Tolerance,
     abs,
     acos,
     acosh,
@@ -99,11 +110,14 @@ from fungraph.lax._elementwise import (
     tan,
     tanh,
 )
+from fungraph.lax._fft import FftType, fft
 from fungraph.lax._implicit import (
     custom_linear_solve,
     custom_root,
 )
 from fungraph.lax._linalg import (
+    DotAlgorithm,
+    DotAlgorithmPreset,
     DotDimensionNumbers,
     Precision,
     PrecisionLike,
@@ -111,6 +125,8 @@ from fungraph.lax._linalg import (
     dot,
     dot_general,
 )
+from fungraph.lax._ragged_dot import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general
+from fungraph.lax._random_bits import RandomAlgorithm, rng_bit_generator, rng_uniform
 from fungraph.lax._reductions import (
     approx_max_k,
     approx_min_k,
@@ -135,6 +151,7 @@ from fungraph.lax._reductions import (
 from fungraph.lax._shapes import (
     broadcast,
     broadcast_in_dim,
+    broadcast_like,
     broadcast_shapes,
     broadcast_to_rank,
     broadcasted_iota,
@@ -192,8 +209,10 @@ from fungraph.lax._special import (
     lgamma,
     logistic,
     polygamma,
+    random_gamma_grad,
     zeta,
 )
+from fungraph.lax._staging import after_all, create_token, dce_sink, dtype, shape_as_value, stage
 from fungraph.lax._window_shapes import (
     conv_general_shape_tuple,
     conv_shape_tuple,
@@ -225,9 +244,11 @@ from fungraph.primitives.collectives import (
 
 __all__ = [
     "abs",
+    "AccuracyMode",
     "acos",
     "acosh",
     "add",
+    "after_all",
     "all_gather",
     "all_to_all",
     "approx_max_k",
@@ -253,6 +274,7 @@ __all__ = [
     "bitwise_xor",
     "broadcast",
     "broadcast_in_dim",
+    "broadcast_like",
     "broadcast_shapes",
     "broadcast_to_rank",
     "broadcasted_iota",
@@ -262,13 +284,16 @@ __all__ = [
     "clz",
     "collapse",
     "complex",
+    "composite",
     "concatenate",
     "cond",
     "conj",
     "conv",
     "conv_dimension_numbers",
     "conv_general_dilated",
+    "conv_general_dilated_local",
     "conv_general_dilated_patches",
+    "conv_general_permutations",
     "conv_general_shape_tuple",
     "conv_shape_tuple",
     "conv_transpose",
@@ -279,6 +304,7 @@ __all__ = [
     "ConvGeneralDilatedDimensionNumbers",
     "cos",
     "cosh",
+    "create_token",
     "cumlogsumexp",
     "cummax",
     "cummin",
@@ -286,11 +312,15 @@ __all__ = [
     "cumsum",
     "custom_linear_solve",
     "custom_root",
+    "dce_sink",
     "digamma",
     "div",
     "dot",
     "dot_general",
+    "DotAlgorithm",
+    "DotAlgorithmPreset",
     "DotDimensionNumbers",
+    "dtype",
     "dynamic_index_in_dim",
     "dynamic_slice",
     "dynamic_slice_in_dim",
@@ -306,6 +336,8 @@ __all__ = [
     "exp2",
     "expand_dims",
     "expm1",
+    "fft",
+    "FftType",
     "floor",
     "fori_loop",
     "full",
@@ -326,6 +358,7 @@ __all__ = [
     "is_finite",
     "le",
     "lgamma",
+    "linalg",
     "log",
     "log1p",
     "logistic",
@@ -334,28 +367,34 @@ __all__ = [
     "max",
     "min",
     "mul",
+    "mulhi",
     "ne",
     "neg",
     "nextafter",
     "optimization_barrier",
-    "with_sharding_constraint",
     "pad",
     "padding_pairs",
     "padtype_to_pads",
+    "platform_dependent",
     "pmax",
     "pmean",
     "pmin",
     "polygamma",
     "population_count",
     "pow",
+    "ppermute",
     "Precision",
     "PrecisionLike",
-    "ppermute",
     "pshuffle",
     "psum",
     "psum_scatter",
-    "pvary",
     "pswapaxes",
+    "pvary",
+    "ragged_dot",
+    "ragged_dot_general",
+    "RaggedDotDimensionNumbers",
+    "random_gamma_grad",
+    "RandomAlgorithm",
     "real",
     "reciprocal",
     "reduce",
@@ -372,7 +411,10 @@ __all__ = [
     "rem",
     "reshape",
     "rev",
+    "rng_bit_generator",
+    "rng_uniform",
     "round",
+    "RoundingMethod",
     "rsqrt",
     "scan",
     "scatter",
@@ -385,6 +427,7 @@ __all__ = [
     "ScatterDimensionNumbers",
     "select",
     "select_n",
+    "shape_as_value",
     "shift_left",
     "shift_right_arithmetic",
     "shift_right_logical",
@@ -400,15 +443,18 @@ __all__ = [
     "square",
     "squeeze",
     "stack",
+    "stage",
     "stop_gradient",
     "sub",
     "switch",
     "tan",
     "tanh",
     "tile",
+    "Tolerance",
     "top_k",
     "transpose",
     "unstack",
     "while_loop",
+    "with_sharding_constraint",
     "zeta",
 ]

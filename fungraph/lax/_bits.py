@@ -1,5 +1,5 @@
 """``jax.lax``'s bit operations: bitwise logic, shifts, population count, leading zeros,
-``bitcast_convert_type``, and ``nextafter`` and ``reduce_precision`` on the exact bit patterns.
+``bitcast_convert_type``, ``mulhi``, and ``nextafter`` and ``reduce_precision`` on the exact bit patterns.
 Each binds the elementwise primitives; ``fungraph.numpy``'s shifts are these."""
 
 from __future__ import annotations
@@ -103,6 +103,34 @@ def shift_right_logical(x: Any, y: Any) -> Any:
     mask = _shift_right(top, ew.sub(s_in, _const(1, s)))
     moved = ew.select(ew.lt(a, _const(0, a)), ew.and_p.bind(shifted, mask), shifted)
     return ew.select(ok, ew.select(ew.eq(s, _const(0, s)), a, moved), _const(0, a))
+
+
+def _unsigned_mulhi(a: Any, b: Any) -> Any:
+    """The high word of the double-width product of two unsigned words, from their half words
+    (schoolbook multiplication; every partial sum fits the word)."""
+    h = _bits(a) // 2
+    mask, base = _const((1 << h) - 1, a), _const(1 << h, a)
+    a0, a1 = ew.and_p.bind(a, mask), ew.floor_divide_p.bind(a, base)
+    b0, b1 = ew.and_p.bind(b, mask), ew.floor_divide_p.bind(b, base)
+    t = ew.add(ew.mul(a1, b0), ew.floor_divide_p.bind(ew.mul(a0, b0), base))
+    w1 = ew.add(ew.and_p.bind(t, mask), ew.mul(a0, b1))
+    return ew.add(ew.add(ew.mul(a1, b1), ew.floor_divide_p.bind(t, base)), ew.floor_divide_p.bind(w1, base))
+
+
+def mulhi(x: Any, y: Any, /) -> Any:
+    """The upper N bits of the 2N-bit product of N-bit integers (``jax.lax.mulhi``); a signed
+    product's high word is the unsigned one less each negative operand's partner."""
+    a, b = _ints("mulhi", x, y)
+    dt = np.dtype(aval_of(a).dtype)
+    if dtypes.is_unsigned(dt):
+        return _unsigned_mulhi(a, b)
+    udt = np.dtype(f"uint{dt.itemsize * 8}")
+    ua, ub = ew.bitcast_convert_type(a, udt), ew.bitcast_convert_type(b, udt)
+    zero = np.asarray(0, udt)
+    high = _unsigned_mulhi(ua, ub)
+    high = ew.sub(high, ew.select(ew.lt(a, _const(0, a)), ub, zero))
+    high = ew.sub(high, ew.select(ew.lt(b, _const(0, b)), ua, zero))
+    return ew.bitcast_convert_type(high, dt)
 
 
 def population_count(x: Any) -> Any:

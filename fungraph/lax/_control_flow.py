@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from fungraph import dtypes, tree_util
 from fungraph.array import hosted
-from fungraph.core import ShapeError, Tracer, user_source, weak_outputs
+from fungraph.core import ShapeError, Tracer, UnexpectedTracerError, user_source, weak_outputs
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives import shape as sh
 from fungraph.primitives.collectives import pvary
@@ -369,3 +370,43 @@ def _as_array(x: Any) -> Any:
     the caller's)."""
     x = asarray(x)
     return hosted(np.array(x)) if type(x) is np.ndarray else x
+
+
+def platform_dependent(*args: Any, default: Callable[..., Any] | None = None,
+                       **per_platform: Callable[..., Any]) -> Any:
+    """``per_platform[platform](*args)`` for the platform the computation runs on, else
+    ``default(*args)`` (``jax.lax.platform_dependent``). Every fungraph backend is a CPU
+    platform for this choice, so the ``cpu`` branch is the one taken."""
+    for name, branch in per_platform.items():
+        if not callable(branch):
+            raise TypeError(f"lax.platform_dependent: the '{name}' branch must be a callable.")
+        if name == "gpu":
+            raise ValueError("Use 'cuda' or 'rocm' for lax.platform_dependent.")
+    if default is not None and not callable(default):
+        raise TypeError("lax.platform_dependent: the 'default' branch must be a callable.")
+    chosen = per_platform.get("cpu", default)
+    if chosen is None:
+        raise ValueError(f"lax.platform_dependent: no branch for platform 'cpu' (branches: "
+                         f"{', '.join(per_platform) or 'none'}) and no default")
+    return chosen(*args)
+
+
+def composite(decomposition: Callable[..., Any], name: str, version: int = 0) -> Callable[..., Any]:
+    """``decomposition`` as a named composite operation (``jax.lax.composite``): positional
+    arguments are its inputs, keyword arguments its static attributes. fungraph has no compiler
+    that recognises composites by name, so calling it calls ``decomposition``."""
+    if not isinstance(name, str):
+        raise TypeError(f"lax.composite: name must be a string, got {name!r}")
+
+    @functools.wraps(decomposition)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        leaves = tree_util.tree_leaves(kwargs)
+        if any(isinstance(v, Tracer) for v in leaves):
+            raise UnexpectedTracerError(
+                f"Found a traced value as an attribute in the decomposition for the composite op '{name}'. "
+                "Values that aren't known at compile time must be passed as positional arguments to the composite; "
+                "pass arrays attributes as numpy arrays.")
+        return decomposition(*args, **kwargs)
+
+    call.composite_name, call.composite_version = name, int(version)
+    return call

@@ -14,7 +14,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
-from fungraph.lax._linalg import _finish, _no_sharding, canonical_precision, preferred_operands
+from fungraph.lax._linalg import _finish, _no_sharding, canonical_precision, dot_general, preferred_operands
 from fungraph.lax._windows import _gather_windows, _Geometry, padding_pairs
 from fungraph.primitives import shape as sh
 from fungraph.primitives.elementwise import round_half_even
@@ -305,3 +305,49 @@ def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int], window_s
         rest = tuple(a for a in range(2, len(aval_of(patches).shape)) if a not in axes)
         canonical = sh.reshape(sh.transpose(patches, (0, 1) + axes + rest), (xs[0], features) + outs)
     return sh.transpose(canonical, tuple(int(k) for k in np.argsort(dn.out_spec)))
+
+
+def conv_general_permutations(dimension_numbers: tuple[str, str, str]) -> tuple[tuple[int, ...], ...]:
+    """The axis permutations that bring three layout strings to (batch, feature, spatial...) with
+    the spatial axes in the kernel string's order (``jax.lax.conv_general_permutations``)."""
+    pairs = (("N", "C"), ("O", "I"), ("N", "C"))
+    if not (isinstance(dimension_numbers, (tuple, list)) and len(dimension_numbers) == 3):
+        raise TypeError(f"conv_general_permutations: needs three layout strings, got {dimension_numbers!r}")
+    for i, (a, b) in enumerate(pairs):
+        spec = dimension_numbers[i]
+        if not (isinstance(spec, str) and spec.count(a) == spec.count(b) == 1):
+            raise TypeError(f"convolution dimension_numbers[{i}] must contain the characters '{a}' and '{b}' exactly "
+                            f"once, got {spec}.")
+        if len(spec) != len(set(spec)):
+            raise TypeError(f"convolution dimension_numbers[{i}] cannot have duplicate characters, got {spec}.")
+    lhs, rhs, out = dimension_numbers
+    if not set(lhs) - {"N", "C"} == set(rhs) - {"O", "I"} == set(out) - {"N", "C"}:
+        raise TypeError(f"convolution dimension_numbers elements must each have the same set of spatial characters, "
+                        f"got {tuple(dimension_numbers)}.")
+    spatial = [c for c in rhs if c not in "OI"]
+    return tuple((spec.index(a), spec.index(b), *(spec.index(c) for c in spatial))
+                 for spec, (a, b) in zip(dimension_numbers, pairs))
+
+
+def conv_general_dilated_local(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any,
+                               filter_shape: Sequence[int], lhs_dilation: Sequence[int] | None = None,
+                               rhs_dilation: Sequence[int] | None = None,
+                               dimension_numbers: ConvGeneralDilatedDimensionNumbers = None,
+                               precision: Any = None) -> Any:
+    """An unshared (locally connected) convolution: each output position has its own kernel,
+    ``rhs`` laid out as ``(C * prod(filter_shape), out_features, *out_spatial)`` in the kernel
+    layout's positions (``jax.lax.conv_general_dilated_local``). Patches, then one batched product."""
+    x = asarray(lhs)
+    patches = conv_general_dilated_patches(x, filter_shape, window_strides, padding, lhs_dilation, rhs_dilation,
+                                           dimension_numbers)
+    lhs_spec, rhs_spec, out_spec = conv_dimension_numbers(aval_of(x).shape, (1, 1) + tuple(filter_shape),
+                                                          dimension_numbers)
+    order = sorted(range(len(out_spec) - 2), key=lambda k: out_spec[2 + k])
+    dn = (((out_spec[1],), (rhs_spec[1],)),
+          (tuple(out_spec[2 + k] for k in order), tuple(rhs_spec[2 + k] for k in order)))
+    out = dot_general(patches, rhs, dn, precision=precision)
+    # dot_general's result: batch (spatial, in out's order), then batch N, then rhs's out features
+    rank = len(out_spec)
+    placed = sorted(out_spec[2:]) + [out_spec[0], out_spec[1]]
+    perm = [placed.index(axis) for axis in range(rank)]
+    return sh.transpose(out, tuple(perm))

@@ -4,6 +4,7 @@ parts and conversions."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from typing import Any
 
@@ -62,11 +63,54 @@ def check_accepts(name: str, accepts: str, *xs: Any) -> None:
                             f"subtypes of {_families(accepts)}.")
 
 
+class Tolerance:
+    """The error a transcendental function may make (``jax.lax.Tolerance``): at most two of
+    ``atol``, ``rtol`` and ``ulps``. Accepted as ``accuracy=``; fungraph's backends compute each
+    function one way, so it has no effect."""
+
+    def __init__(self, atol: float = 0.0, rtol: float = 0.0, ulps: int = 0) -> None:
+        if atol < 0.0 or rtol < 0.0 or ulps < 0:
+            raise ValueError("Tolerances must be non-negative.")
+        if atol == 0.0 and rtol == 0.0 and ulps == 0:
+            raise ValueError("At least one of atol, rtol, or ulps must be set.")
+        self.atol, self.rtol, self.ulps = atol, rtol, ulps
+
+
+class AccuracyMode(enum.Enum):
+    """``jax.lax.AccuracyMode``: the named accuracies ``accuracy=`` takes (no effect in fungraph)."""
+
+    HIGHEST = 1
+    DEFAULT = 2
+
+
+class RoundingMethod(enum.IntEnum):
+    """How ``lax.round`` breaks ties (``jax.lax.RoundingMethod``)."""
+
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+#: The functions that take JAX's ``accuracy=`` keyword.
+_WITH_ACCURACY = frozenset({"cbrt", "cos", "exp", "exp2", "expm1", "log", "log1p", "logistic", "rsqrt", "sin",
+                            "sqrt", "tan", "tanh"})
+
+
+def _check_accuracy(name: str, accuracy: Any) -> None:
+    if accuracy is not None and not isinstance(accuracy, (Tolerance, AccuracyMode)):
+        raise TypeError(f"lax.{name}: accuracy must be None, a lax.Tolerance or a lax.AccuracyMode, got {accuracy!r}")
+
+
 def _unary(name: str, fn: Callable[[Any], Any], accepts: str = "biufc") -> Callable[[Any], Any]:
-    def op(x: Any) -> Any:
+    def plain(x: Any) -> Any:
         (x,) = _same_dtype(name, x)
         check_accepts(name, accepts, x)
         return fn(x)
+
+    def with_accuracy(x: Any, *, accuracy: Tolerance | AccuracyMode | None = None) -> Any:
+        _check_accuracy(name, accuracy)
+        return plain(x)
+
+    op = with_accuracy if name in _WITH_ACCURACY else plain
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"``lax.{name}``: elementwise, keeping the operand's dtype."
@@ -212,7 +256,18 @@ def _inexact(prim: Any) -> Callable[[Any], Any]:
 
 add = _binary("add", ew.add_p.bind, accepts="iufc")
 sub = _binary("sub", ew.sub_p.bind, accepts="iufc")
-mul = _binary("mul", ew.mul_p.bind, accepts="iufc")
+_mul = _binary("mul", ew.mul_p.bind, accepts="iufc")
+
+
+def mul(x: Any, y: Any, *, out_dtype: Any = None) -> Any:
+    """``x * y`` elementwise; with ``out_dtype`` both operands are converted to it first."""
+    if out_dtype is None:
+        return _mul(x, y)
+    want = dtypes.canonicalize(out_dtype)
+    a, b = _same_dtype("mul", x, y)
+    return _mul(cast(a, want), cast(b, want))
+
+
 div = _binary("div", _div, accepts="iufc")
 rem = _binary("rem", _rem, accepts="iuf")
 max = _binary("max", lambda x, y: ew.extreme(ew.max_p, ew.ge_p, x, y))  # noqa: A001 - lax's name

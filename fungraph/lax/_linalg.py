@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from fungraph import dtypes
 from fungraph.core import ShapeError
@@ -43,16 +43,61 @@ _PRECISION_NAMES = {
 }
 
 
+class DotAlgorithm(NamedTuple):
+    """An explicit algorithm for a product (``jax.lax.DotAlgorithm``): the types the operands are
+    rounded to and accumulated in. Accepted as ``precision``; fungraph's backends compute in the
+    operands' dtype, so it has no effect, as :class:`Precision`."""
+
+    lhs_precision_type: Any
+    rhs_precision_type: Any
+    accumulation_type: Any
+    lhs_component_count: int = 1
+    rhs_component_count: int = 1
+    num_primitive_operations: int = 1
+    allow_imprecise_accumulation: bool = False
+
+
+class DotAlgorithmPreset(enum.Enum):
+    """The named product algorithms (``jax.lax.DotAlgorithmPreset``), accepted as ``precision``
+    (also by name) and, like :class:`Precision`, without effect in fungraph."""
+
+    DEFAULT = enum.auto()
+    ANY_F8_ANY_F8_F32 = enum.auto()
+    ANY_F8_ANY_F8_F32_FAST_ACCUM = enum.auto()
+    ANY_F8_ANY_F8_ANY = enum.auto()
+    ANY_F8_ANY_F8_ANY_FAST_ACCUM = enum.auto()
+    F16_F16_F16 = enum.auto()
+    F16_F16_F32 = enum.auto()
+    BF16_BF16_BF16 = enum.auto()
+    BF16_BF16_F32 = enum.auto()
+    BF16_BF16_F32_X3 = enum.auto()
+    BF16_BF16_F32_X6 = enum.auto()
+    BF16_BF16_F32_X9 = enum.auto()
+    TF32_TF32_F32 = enum.auto()
+    TF32_TF32_F32_X3 = enum.auto()
+    F32_F32_F32 = enum.auto()
+    F64_F64_F64 = enum.auto()
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+
 DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
-PrecisionLike = Precision | str | tuple[Any, Any] | None
+PrecisionLike = Precision | DotAlgorithm | DotAlgorithmPreset | str | tuple[Any, Any] | None
 
 
-def canonical_precision(precision: Any) -> Precision | tuple[Precision, Precision] | None:
-    """``precision`` checked and normalised: None, one ``Precision`` or a pair (lhs, rhs)."""
-    if precision is None or isinstance(precision, Precision):
+def canonical_precision(precision: Any) -> Any:
+    """``precision`` checked and normalised: None, one ``Precision``, a pair (lhs, rhs), or a
+    dot algorithm (a :class:`DotAlgorithm`, a :class:`DotAlgorithmPreset` or a preset's name)."""
+    if precision is None or isinstance(precision, (Precision, DotAlgorithm, DotAlgorithmPreset)):
         return precision
     try:
         if isinstance(precision, str):
+            if precision in DotAlgorithmPreset.__members__:
+                return DotAlgorithmPreset[precision]
             return Precision(precision)
         if isinstance(precision, (tuple, list)) and len(precision) == 2:
             lhs, rhs = (p if isinstance(p, Precision) else Precision(p) for p in precision)

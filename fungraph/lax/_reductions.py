@@ -18,6 +18,7 @@ from fungraph.lax import _bits as lax_bits
 from fungraph.lax._elementwise import _floats, check_accepts
 from fungraph.lax._elementwise import max as lax_max
 from fungraph.lax._elementwise import min as lax_min
+from fungraph.lax._linalg import _no_sharding
 from fungraph.primitives import cumulative, sorting
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import reductions as red
@@ -28,8 +29,9 @@ from fungraph.tree_util import tree_flatten, tree_unflatten
 # --- reductions -----------------------------------------------------------------------------------
 
 
-def reduce_sum(operand: Any, axes: Sequence[int]) -> Any:
+def reduce_sum(operand: Any, axes: Sequence[int], *, out_sharding: Any = None) -> Any:
     """``lax.reduce_sum``: over ``axes``, keeping the dtype."""
+    _no_sharding("reduce_sum", out_sharding)
     x = asarray(operand)
     return red.reduce_sum(x, normalize_axes(tuple(axes), aval_of(x).ndim, "reduce_sum")) if len(axes) else x
 

@@ -21,8 +21,10 @@ from fungraph.primitives.elementwise import weak as weakly_typed
 from fungraph.primitives.operands import asarray, cast, is_weak, normalize_axes, take_static
 
 
-def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None) -> Any:
+def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None, *,
+            out_sharding: Any = None) -> Any:
     """``operand`` (transposed by ``dimensions`` first, when given) with shape ``new_sizes``."""
+    _no_sharding("reshape", out_sharding)
     x = asarray(operand)
     if dimensions is not None:
         x = sh.transpose(x, tuple(int(d) for d in dimensions))
@@ -33,9 +35,11 @@ def transpose(operand: Any, permutation: Sequence[int]) -> Any:
     return sh.transpose(asarray(operand), tuple(int(d) for d in permutation))
 
 
-def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Any:
+def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int], *,
+                     out_sharding: Any = None) -> Any:
     """``operand``'s axis ``i`` becomes axis ``broadcast_dimensions[i]`` of ``shape`` (size kept
     or 1); the other axes are new."""
+    _no_sharding("broadcast_in_dim", out_sharding)
     x = asarray(operand)
     shape = tuple(int(d) for d in shape)
     dims = tuple(int(d) for d in broadcast_dimensions)
@@ -49,8 +53,19 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: S
     return sh.broadcast_to(sh.reshape(x, tuple(expanded)), shape)
 
 
-def broadcast(operand: Any, sizes: Sequence[int]) -> Any:
+def broadcast_like(arr: Any, like_arr: Any) -> Any:
+    """``arr`` broadcast (numpy's rules) to the shape of ``like_arr`` (``jax.lax.broadcast_like``)."""
+    x = asarray(arr)
+    shape = tuple(aval_of(asarray(like_arr)).shape)
+    xs = aval_of(x).shape
+    if len(xs) > len(shape) or any(s not in (1, t) for s, t in zip(xs[::-1], shape[::-1])):
+        raise ValueError(f"lax.broadcast_like: cannot broadcast {aval_of(x)} to the shape {shape} of like_arr")
+    return broadcast_in_dim(x, shape, tuple(range(len(shape) - len(xs), len(shape))))
+
+
+def broadcast(operand: Any, sizes: Sequence[int], *, out_sharding: Any = None) -> Any:
     """``operand`` with leading axes ``sizes`` added."""
+    _no_sharding("broadcast", out_sharding)
     x = asarray(operand)
     rank = len(aval_of(x).shape)
     return broadcast_in_dim(x, tuple(sizes) + aval_of(x).shape, tuple(range(len(sizes), len(sizes) + rank)))
@@ -184,13 +199,15 @@ def iota(dtype: Any, size: int) -> Any:
     return np.arange(int(size), dtype=dtypes.canonicalize(dtype))
 
 
-def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
+def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int, *, out_sharding: Any = None) -> Any:
+    _no_sharding("broadcasted_iota", out_sharding)
     shape = tuple(int(d) for d in shape)
     line = np.arange(shape[dimension], dtype=dtypes.canonicalize(dtype))
     return np.broadcast_to(line.reshape([-1 if k == dimension else 1 for k in range(len(shape))]), shape).copy()
 
 
-def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
+def full(shape: Sequence[int], fill_value: Any, dtype: Any = None, *, sharding: Any = None) -> Any:
+    _no_sharding("full", sharding)
     shape = tuple(int(d) for d in shape)
     if dtype is None:
         weak = is_weak(fill_value)
@@ -205,8 +222,10 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
     return weakly_typed(out) if dtype is None and dtypes.is_weak(fill_value) else out
 
 
-def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] | None = None) -> Any:
+def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] | None = None,
+              sharding: Any = None) -> Any:
     """JAX's ``lax.full_like``: weakly typed when ``x`` is and no dtype is asked for."""
+    _no_sharding("full_like", sharding)
     a = aval_of(asarray(x))
     out = full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None else dtype)
     return weakly_typed(out) if dtype is None and dtypes.is_weak(x) else out

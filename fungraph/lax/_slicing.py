@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import ShapeError
+from fungraph.core import ShapeError, Tracer
 from fungraph.ir import aval_of
 from fungraph.lax._control_flow import fori_loop
 from fungraph.lax._elementwise import _same_dtype
@@ -89,71 +89,91 @@ def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True)
     return out if keepdims else _drop_axis(out, axis % len(aval_of(out).shape))
 
 
-def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: str) -> list[Any]:
-    """Each start index as an int64 scalar, negative ones counted from the end, clamped so the
-    window of ``sizes`` fits (JAX's rule)."""
+def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: str,
+            allow_negative_indices: bool | Sequence[bool] = True) -> list[Any]:
+    """Each start index as an int64 scalar, negative ones counted from the end (on the axes
+    ``allow_negative_indices`` allows, one flag or one per axis), clamped so the window of
+    ``sizes`` fits (JAX's rule)."""
     shape = aval_of(x).shape
+    if isinstance(allow_negative_indices, (bool, np.bool_)):
+        wrap = (bool(allow_negative_indices),) * len(shape)
+    else:
+        wrap = tuple(bool(w) for w in allow_negative_indices)
+        if len(wrap) != len(shape):
+            raise ValueError(f"lax.{name}: allow_negative_indices needs one flag per axis of {aval_of(x)}, got "
+                             f"{len(wrap)}")
     if len(start_indices) != len(shape) or len(sizes) != len(shape) or any(
             not 0 <= s <= d for s, d in zip(sizes, shape)):
         raise ShapeError(f"lax.{name}: start indices {len(start_indices)} and sizes {tuple(sizes)} do not fit "
                          f"{aval_of(x)}")
     out = []
-    for i, d, s in zip(start_indices, shape, sizes):
+    for i, d, s, w in zip(start_indices, shape, sizes, wrap):
+        if not w and not isinstance(i, Tracer) and np.ndim(i) == 0 and int(np.asarray(i)) < 0:
+            raise ValueError(f"Index {int(np.asarray(i))} is out of bounds for dimension {d} if "
+                             "allow_negative_indices=False")
         i = cast(asarray(i), dtypes.int64)
-        i = ew.select(ew.lt(i, _i64(0)), ew.add(i, _i64(d)), i)
+        if w:
+            i = ew.select(ew.lt(i, _i64(0)), ew.add(i, _i64(d)), i)
         out.append(_clip(i, 0, d - s))
     return out
 
 
-def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> Any:
+def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int], *,
+                  allow_negative_indices: bool | Sequence[bool] = True) -> Any:
     """The ``slice_sizes`` window of ``operand`` at traced ``start_indices``, clamped to fit."""
     x = asarray(operand)
     sizes = tuple(int(s) for s in slice_sizes)
-    starts = _starts(x, list(start_indices), sizes, "dynamic_slice")
+    starts = _starts(x, list(start_indices), sizes, "dynamic_slice", allow_negative_indices)
     for axis, (start, size) in enumerate(zip(starts, sizes)):
         if size != aval_of(x).shape[axis]:
             x = take(x, ew.add(start, np.arange(size, dtype=np.int64)), axis)
     return x
 
 
-def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: int = 0) -> Any:
+def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: int = 0, *,
+                         allow_negative_indices: bool = True) -> Any:
     x = asarray(operand)
     shape = aval_of(x).shape
     axis = axis % len(shape)
     starts = [0] * len(shape)
     starts[axis] = start_index
-    return dynamic_slice(x, starts, shape[:axis] + (int(slice_size),) + shape[axis + 1:])
+    return dynamic_slice(x, starts, shape[:axis] + (int(slice_size),) + shape[axis + 1:],
+                         allow_negative_indices=allow_negative_indices)
 
 
-def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool = True) -> Any:
-    out = dynamic_slice_in_dim(operand, index, 1, axis)
+def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool = True, *,
+                         allow_negative_indices: bool = True) -> Any:
+    out = dynamic_slice_in_dim(operand, index, 1, axis, allow_negative_indices=allow_negative_indices)
     return out if keepdims else _drop_axis(out, axis % len(aval_of(out).shape))
 
 
-def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]) -> Any:
+def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any], *,
+                         allow_negative_indices: bool | Sequence[bool] = True) -> Any:
     """``operand`` with ``update`` written at traced ``start_indices``, clamped so it fits."""
     x, u = _same_dtype("dynamic_update_slice", operand, update)
     shape, ushape = aval_of(x).shape, aval_of(u).shape
     if len(ushape) != len(shape):
         raise ShapeError(f"lax.dynamic_update_slice: update {aval_of(u)} and operand {aval_of(x)} differ in rank")
-    return dynamic_update_slice_p.bind(x, u, *_starts(x, list(start_indices), ushape, "dynamic_update_slice"),
-                                       mode="clamp")
+    starts = _starts(x, list(start_indices), ushape, "dynamic_update_slice", allow_negative_indices)
+    return dynamic_update_slice_p.bind(x, u, *starts, mode="clamp")
 
 
-def dynamic_update_slice_in_dim(operand: Any, update: Any, start_index: Any, axis: int) -> Any:
+def dynamic_update_slice_in_dim(operand: Any, update: Any, start_index: Any, axis: int, *,
+                                allow_negative_indices: bool = True) -> Any:
     x = asarray(operand)
     starts: list[Any] = [0] * len(aval_of(x).shape)
     starts[axis % len(starts)] = start_index
-    return dynamic_update_slice(x, update, starts)
+    return dynamic_update_slice(x, update, starts, allow_negative_indices=allow_negative_indices)
 
 
-def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int) -> Any:
+def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int, *,
+                                allow_negative_indices: bool = True) -> Any:
     u = asarray(update)
     x = asarray(operand)
     if len(aval_of(u).shape) == len(aval_of(x).shape) - 1:
         ax = axis % len(aval_of(x).shape)
         u = sh.reshape(u, aval_of(u).shape[:ax] + (1,) + aval_of(u).shape[ax:])
-    return dynamic_update_slice_in_dim(x, u, index, axis)
+    return dynamic_update_slice_in_dim(x, u, index, axis, allow_negative_indices=allow_negative_indices)
 
 
 def index_take(src: Any, idxs: Sequence[Any], axes: Sequence[int]) -> Any:

@@ -1,12 +1,16 @@
 """``jax.lax``'s special functions, each the primitive ``fungraph.scipy.special`` binds (so the same
 derivative rules): the logistic and error functions, log-gamma and digamma, Hurwitz zeta,
 polygamma, the incomplete gamma functions (differentiable in ``a`` by ``igamma_grad_a``), the
-incomplete beta function and the exponentially scaled Bessel functions."""
+incomplete beta function, the exponentially scaled Bessel functions, and the derivative of
+gamma samples (``random_gamma_grad``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from fungraph.ir import aval_of
 from fungraph.lax._elementwise import _floats, _inexact, _unary
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
@@ -57,3 +61,22 @@ def bessel_i0e(x: Any) -> Any:
 def bessel_i1e(x: Any) -> Any:
     """exp(-|x|) I1(x)."""
     return sp.bessel_i1e_p.bind(*_floats("bessel_i1e", x))
+
+
+def random_gamma_grad(a: Any, x: Any) -> Any:
+    """d x / d a for a sample ``x`` of Gamma(a, 1) held at its quantile (implicit
+    reparameterisation): ``-(dP/da) / (dP/dx)`` with ``dP/dx = x^(a-1) e^-x / Gamma(a)``; 0 at
+    ``x = 0``, nan outside ``a > 0, x >= 0``."""
+    a, x = _floats("random_gamma_grad", a, x)
+    dt = aval_of(a).dtype
+    zero, nan = np.asarray(0, dt), np.asarray(np.nan, dt)
+    x_is_zero = ew.eq(x, zero)
+    safe_x = ew.select(ew.le_p.bind(x, zero), np.asarray(1, dt), x)
+    safe_a = ew.select(ew.le_p.bind(a, zero), np.asarray(1, dt), a)
+    log_density = ew.sub(ew.sub(ew.mul(ew.sub(safe_a, np.asarray(1, dt)), ew.log(safe_x)), safe_x),
+                         sp.lgamma_p.bind(safe_a))
+    out = ew.neg(ew.div(sp.igamma_grad_a_p.bind(safe_a, safe_x), ew.exp(log_density)))
+    out = ew.select(x_is_zero, zero, out)
+    bad = ew.or_p.bind(ew.lt(x, zero), ew.le_p.bind(a, zero))
+    bad = ew.or_p.bind(bad, ew.or_p.bind(ew.ne_p.bind(a, a), ew.ne_p.bind(x, x)))
+    return ew.select(bad, nan, out)

@@ -30,6 +30,7 @@ from fungraph import dtypes
 from fungraph.core import ShapeError, Tracer
 from fungraph.ir import aval_of
 from fungraph.lax import _elementwise as lax_ew
+from fungraph.lax import _linalg as lax_linalg
 from fungraph.lax import _reductions as lax_red
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
@@ -200,7 +201,7 @@ def _reduce_leaves(leaves: list[Any], inits: list[Any], tree: Any, computation: 
 
 
 def reduce(operands: Any, init_values: Any, computation: Callable[[Any, Any], Any],
-           dimensions: Sequence[int]) -> Any:
+           dimensions: Sequence[int], out_sharding: Any = None) -> Any:
     """``jax.lax.reduce``: ``computation`` folded over ``dimensions`` of ``operands`` (an array
     or a pytree of same-shaped arrays), starting from ``init_values`` of the same structure.
     Like JAX on XLA, size-1 dimensions are dropped rather than reduced, so with no other
@@ -208,6 +209,7 @@ def reduce(operands: Any, init_values: Any, computation: Callable[[Any, Any], An
     from fungraph.primitives._rules import normalize_axis
     from fungraph.tree_util import tree_flatten, tree_unflatten
 
+    lax_linalg._no_sharding("reduce", out_sharding)
     leaves, inits, tree = _flat_pair(operands, init_values, "reduce")
     rank = len(aval_of(leaves[0]).shape)
     axes = tuple(normalize_axis(int(d), rank, "lax.reduce") for d in dimensions)

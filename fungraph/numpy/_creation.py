@@ -141,9 +141,46 @@ def _keys_as_is(keys: KeyArray, dtype: Any, name: str) -> KeyArray:
     return keys
 
 
-def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> np.ndarray:
-    out = np.linspace(start, stop, num, endpoint=endpoint)
-    return out.astype(_requested(dtype, "linspace") if dtype is not None else dtypes.canonicalize(out.dtype))
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype: Any = None,
+             axis: int = 0, *, device: Any = None) -> Any:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (arrays broadcast together, the
+    samples along a new ``axis``), computed as JAX's: ``start * (1 - t) + stop * t`` in the
+    inexact dtype, so the end points are exact and ``grad`` flows to ``start`` and ``stop``;
+    ``retstep`` also returns the spacing (nan for a single sample with ``endpoint``)."""
+    del device
+    fnp = namespace()
+    num = int(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    lo, hi = asarray(start), asarray(stop)
+    want = dtypes.float_dtype_for(dtypes.result_type(start, stop)) if dtype is None else _requested(dtype, "linspace")
+    work = dtypes.float_dtype_for(want)
+    lo, hi = cast(lo, work), cast(hi, work)
+    bounds = list(np.broadcast_shapes(lo.shape, hi.shape))
+    lo, hi = fnp.broadcast_to(lo, bounds), fnp.broadcast_to(hi, bounds)
+    axis = len(bounds) + axis + 1 if axis < 0 else axis
+    with_axis = bounds[:axis] + [1] + bounds[axis:]
+    div = num - 1 if endpoint else num
+    if num > 1:
+        delta = ew.div(ew.sub(hi, lo), np.asarray(div, work))
+        real = dtypes.real_for(work)
+        ticks = [1] * len(with_axis)
+        ticks[axis] = div
+        t = cast(np.asarray((np.arange(div, dtype=real) / np.asarray(div, real)).reshape(ticks)), work)
+        out = ew.add(ew.mul(fnp.reshape(lo, with_axis), ew.sub(np.asarray(1, work), t)),
+                     ew.mul(fnp.reshape(hi, with_axis), t))
+        if endpoint:
+            out = fnp.concatenate([out, fnp.reshape(hi, with_axis)], axis=axis)
+    elif num == 1:
+        delta = fnp.full((), np.nan, work) if endpoint else ew.sub(hi, lo)
+        out = fnp.reshape(lo, with_axis)
+    else:
+        delta = fnp.full((), np.nan, work)
+        out = fnp.zeros(bounds[:axis] + [0] + bounds[axis:], want)
+    if dtypes.is_int(want) and not dtypes.is_int(out.dtype):
+        out = fnp.floor(out)
+    result = cast(out, want)
+    return (result, delta) if retstep else result
 
 
 # --- from shapes and values -----------------------------------------------------------------------

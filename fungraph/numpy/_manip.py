@@ -218,20 +218,20 @@ def _as_list(tup: Any) -> list[Any]:
     return list(tup)
 
 
-def vstack(tup: Any) -> Any:
-    return concatenate([atleast_2d(a) for a in _as_list(tup)], axis=0)
+def vstack(tup: Any, dtype: Any = None) -> Any:
+    return concatenate([atleast_2d(a) for a in _as_list(tup)], axis=0, dtype=dtype)
 
 
 row_stack = vstack
 
 
-def hstack(tup: Any) -> Any:
+def hstack(tup: Any, dtype: Any = None) -> Any:
     arrs = [atleast_1d(a) for a in _as_list(tup)]
-    return concatenate(arrs, axis=0 if arrs[0].ndim == 1 else 1)
+    return concatenate(arrs, axis=0 if arrs[0].ndim == 1 else 1, dtype=dtype)
 
 
-def dstack(tup: Any) -> Any:
-    return concatenate([atleast_3d(a) for a in _as_list(tup)], axis=2)
+def dstack(tup: Any, dtype: Any = None) -> Any:
+    return concatenate([atleast_3d(a) for a in _as_list(tup)], axis=2, dtype=dtype)
 
 
 def column_stack(tup: Any) -> Any:

@@ -155,6 +155,9 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     return _keep(result, x, axes, keepdims)
 
 
+_average = mean  # var's own ``mean`` parameter shadows the function
+
+
 def abs_squared(x: Any) -> Any:
     """``|x|**2``, real for complex ``x`` (what var and std average)."""
     if not dtypes.is_complex(x.dtype):
@@ -173,9 +176,10 @@ def _ddof(ddof: int, correction: Any, name: str) -> int:
 
 
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
-        where: Any = None, correction: Any = None) -> Any:
+        where: Any = None, mean: Any = None, correction: Any = None) -> Any:
     """numpy's ``var``; ``where`` leaves elements out of the mean, the squares and the count (and
-    their gradients: a left-out NaN gives no ``0 * NaN``)."""
+    their gradients: a left-out NaN gives no ``0 * NaN``); a given ``mean`` (shaped as with
+    ``keepdims=True``) is used instead of computing it, as JAX's."""
     _check_out(out, "var")
     ddof = _ddof(ddof, correction, "var")
     x = asarray(a)
@@ -183,17 +187,18 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
         dtypes.float_dtype_for(x.dtype))
     x = cast(x, in_dtype)
     axes = normalize_axes(axis, x.ndim, "var")
-    centered = _masked(ew.sub(x, mean(x, axis=axes, keepdims=True, where=where)), where, 0, "var")
+    center = _average(x, axis=axes, keepdims=True, where=where) if mean is None else cast(asarray(mean), in_dtype)
+    centered = _masked(ew.sub(x, center), where, 0, "var")
     ss = red.reduce_sum(abs_squared(centered), axes)
     result = ew.div(ss, _where_count(x, axes, where, dtypes.real_for(in_dtype), ddof, "var"))
     return _keep(result, x, axes, keepdims)
 
 
 def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
-        where: Any = None, correction: Any = None) -> Any:
+        where: Any = None, mean: Any = None, correction: Any = None) -> Any:
     """numpy's ``std``: the square root of :func:`var`."""
     return ew.sqrt_p.bind(var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where,
-                              correction=correction))
+                              mean=mean, correction=correction))
 
 
 def _arg(prim: Any, name: str) -> Any:

@@ -117,13 +117,20 @@ def broadcast_arrays(*args: Any) -> list[Any]:
     return [sh.broadcast_to(x, shape) for x in xs]
 
 
-def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
+def _with_dtype(arrays: Sequence[Any], dtype: Any, name: str) -> list[Any]:
+    """The operands at their promoted dtype, or all converted to ``dtype`` when one is given."""
+    if dtype is None:
+        return [asarray(x) for x in promote(*arrays)]
+    want = dtypes.canonicalize(dtype, name, depth=3)
+    return [astype(x, want) for x in arrays]
+
+
+def concatenate(arrays: Sequence[Any], axis: int | None = 0, dtype: Any = None) -> Any:
     if len(arrays) == 0:
         raise ValueError("need at least one array to concatenate")
     if any(isinstance(x, KeyArray) for x in arrays):
         return _concatenate_keys(arrays, axis)
-    xs = promote(*arrays)
-    xs = [asarray(x) for x in xs]
+    xs = _with_dtype(arrays, dtype, "concatenate")
     if axis is None:
         xs = [sh.reshape(x, (x.size,)) for x in xs]
         axis = 0
@@ -135,7 +142,9 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
     return sh.concatenate(xs, ax)
 
 
-def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+def stack(arrays: Sequence[Any], axis: int = 0, out: None = None, dtype: Any = None) -> Any:
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
     if len(arrays) == 0:
         raise ValueError("need at least one array to stack")
     if any(isinstance(x, KeyArray) for x in arrays):
@@ -144,7 +153,7 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
             raise ShapeError(f"stack: all input arrays must have the same shape, got {[k.shape for k in keys]}")
         (ax,) = normalize_axes(axis, keys[0].ndim + 1, "stack")
         return KeyArray(sh.concatenate([expand_dims(k.words, ax) for k in keys], ax), keys[0].dtype)
-    xs = [asarray(x) for x in promote(*arrays)]
+    xs = _with_dtype(arrays, dtype, "stack")
     shapes = {x.shape for x in xs}
     if len(shapes) != 1:
         raise ShapeError(f"stack: all input arrays must have the same shape, got {[x.shape for x in xs]}")

@@ -101,16 +101,16 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
 
 
 def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
-           where: Any = None, correction: Any = None) -> Any:
+           where: Any = None, mean: Any = None, correction: Any = None) -> Any:
     (x,) = promote(a, to_inexact=True)
     return red.var(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=_valid(x, where),
-                   correction=correction)
+                   mean=mean, correction=correction)
 
 
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
-           where: Any = None, correction: Any = None) -> Any:
+           where: Any = None, mean: Any = None, correction: Any = None) -> Any:
     return ew.sqrt_p.bind(nanvar(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where,
-                                 correction=correction))
+                                 mean=mean, correction=correction))
 
 
 def _nan_extremum(reducer: Any, fill: float) -> Any:

@@ -279,16 +279,18 @@ def _floor_divide(x: Any, y: Any, out: np.ndarray | None = None) -> Any:
     """numpy's floor division, except that an integer divided by zero gives what JAX computes on
     CPU: XLA's truncated quotient (all bits set) floored, so -2 for a non-zero signed dividend,
     -1 for 0 // 0, and the largest value for unsigned integers."""
+    kind = np.result_type(x, y).kind
+    zero = np.equal(y, 0) if kind in "iu" else None              # read before ``out``, which may alias x or y
+    if zero is not None and zero.any():
+        all_ones = np.asarray(-1).astype(np.result_type(x, y))
+        fill = np.where(np.equal(x, 0), all_ones, np.asarray(-2).astype(all_ones.dtype)) if kind == "i" else all_ones
+    else:
+        zero = None
     with np.errstate(all="ignore"):
         q = np.floor_divide(x, y, out=out)
-    if q.dtype.kind not in "iu":
-        return q
-    zero = np.equal(y, 0)
-    if not zero.any():
+    if zero is None:
         return q
     q = q if isinstance(q, np.ndarray) else np.asarray(q)
-    all_ones = np.asarray(-1).astype(q.dtype)
-    fill = np.where(np.equal(x, 0), all_ones, np.asarray(-2).astype(q.dtype)) if q.dtype.kind == "i" else all_ones
     np.copyto(q, fill, where=zero)
     return q
 

@@ -13,7 +13,7 @@ from fungraph.core import NOT_DIFFERENTIABLE, Primitive, ShapeError
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import unary_params_batch
 from fungraph.primitives._rules import aval, normalize_axis
-from fungraph.primitives.elementwise import add
+from fungraph.primitives.elementwise import add, convert
 from fungraph.primitives.indexing import take
 from fungraph.primitives.shape import reshape, transpose
 
@@ -69,7 +69,11 @@ def gather_along_axis(x: Any, idx: Any, axis: int) -> Any:
     rows = int(np.prod([shape[i] for i in perm[:-1]], dtype=np.int64))
     moved_shape = tuple(shape[i] for i in perm[:-1]) + (k,)
     flat_x = reshape(transpose(x, perm), (rows * n,))
-    offsets = (np.arange(rows, dtype=np.int64) * n).reshape(rows, 1)
-    flat_idx = add(reshape(transpose(idx, perm), (rows, k)), offsets)
+    index_dtype = dtypes.canonicalize(np.int64)
+    offsets = (np.arange(rows, dtype=index_dtype) * n).reshape(rows, 1)
+    moved_idx = reshape(transpose(idx, perm), (rows, k))
+    if aval(moved_idx).dtype != index_dtype:  # argsort's int64 positions, with x64 off
+        moved_idx = convert(moved_idx, index_dtype)
+    flat_idx = add(moved_idx, offsets)
     out = reshape(take(flat_x, flat_idx, 0), moved_shape)
     return transpose(out, tuple(int(i) for i in np.argsort(perm)))

@@ -21,12 +21,18 @@ from fungraph.custom_derivatives import custom_jvp
 from fungraph.numpy._util import cast, promote
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import special as sp
+from fungraph.scipy._special_bessel import bessel_jn
+from fungraph.scipy._special_error import dawsn, erfcx, owens_t, wofz
+from fungraph.scipy._special_harmonics import sph_harm_y
+from fungraph.scipy._special_hypergeometric import hyp1f1, hyp2f1
+from fungraph.scipy._special_integrals import exp1, expi, expn, fresnel, sici, spence
 
 __all__ = [
-    "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf", "erfc",
-    "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e", "i1",
-    "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr",
-    "ndtri", "poch", "polygamma", "psi", "rel_entr", "softmax", "stdtr", "xlog1py", "xlogy", "zeta",
+    "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma", "entr",
+    "erf", "erfc", "erfcx", "erfinv", "exp1", "expi", "expit", "expn", "factorial", "fresnel", "gamma", "gammainc",
+    "gammaincc", "gammaln", "gammasgn", "hyp1f1", "hyp2f1", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr",
+    "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "owens_t", "poch", "polygamma",
+    "psi", "rel_entr", "sici", "softmax", "spence", "sph_harm_y", "stdtr", "wofz", "xlog1py", "xlogy", "zeta",
 ]
 
 
