@@ -123,7 +123,7 @@ def _scale(out: Any, norm: str | None, n: int, inverse: bool, name: str) -> Any:
 
 def _complex_input(a: Any) -> Any:
     x = asarray(a)
-    return cast(x, dtypes.complex_for(x.dtype) if dtypes.is_inexact(x.dtype) else dtypes.complex128)
+    return cast(x, dtypes.complex_for(dtypes.float_dtype_for(x.dtype)))
 
 
 def _c2c(a: Any, s: Any, axes: Any, norm: str | None, inverse: bool, name: str) -> Any:
@@ -141,7 +141,7 @@ def _real_input(a: Any, name: str) -> Any:
     x = asarray(a)
     if dtypes.is_complex(x.dtype):
         raise TypeError(f"{name} needs real input, got dtype {x.dtype} (use fft for complex input)")
-    return cast(x, x.dtype if dtypes.is_float(x.dtype) else dtypes.float64)
+    return cast(x, dtypes.float_dtype_for(x.dtype))
 
 
 def _r2c(a: Any, s: Any, axes: Any, norm: str | None, name: str) -> Any:

@@ -1,5 +1,6 @@
 """``fungraph.scipy.signal``: N-dimensional convolution and cross-correlation like
-``scipy.signal`` (``method="direct"`` semantics, real floating dtypes).
+``scipy.signal`` (``method="direct"`` semantics, real floating dtypes), ``fftconvolve``, and the
+spectral analysis of ``_spectral`` (``detrend``, ``stft``, ``istft``, ``welch``, ``csd``).
 
 Everything is built from existing primitives, so ``jvp``, ``grad``, ``jit`` and ``vmap`` come
 for free: the last two axes go through the 2-D ``conv`` primitive (a cross-correlation, as in
@@ -10,21 +11,26 @@ constant 0/1 "shift" matrix.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
+from fungraph import numpy as jnp
+from fungraph.api import vmap
 from fungraph.core import Tracer
 from fungraph.numpy._manip import pad
-from fungraph.numpy._util import asarray, promote
+from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import conv as _conv
 from fungraph.primitives.elementwise import mul
 from fungraph.primitives.linalg import dot_general
 from fungraph.primitives.shape import reshape, rev
+from fungraph.scipy._spectral import csd, detrend, istft, stft, welch
 
-__all__ = ["convolve", "convolve2d", "correlate", "correlate2d"]
+__all__ = ["convolve", "convolve2d", "correlate", "correlate2d", "csd", "detrend", "fftconvolve", "istft", "stft",
+           "welch"]
 
 _MODES = ("full", "same", "valid")
 _METHODS = ("auto", "direct", "fft")
@@ -198,3 +204,50 @@ def correlate2d(in1: Any, in2: Any, mode: str = "full", boundary: str = "fill", 
     """``scipy.signal.correlate2d``; ``boundary`` is "fill" (with ``fillvalue``), "wrap" or "symm"."""
     return _conv2d("correlate2d", in1, in2, mode, boundary, fillvalue, flip=False)
 
+
+
+def fftconvolve(in1: Any, in2: Any, mode: str = "full", axes: Any = None) -> Any:
+    """``jax.scipy.signal.fftconvolve``: ``convolve`` by the FFT, over ``axes`` (all by default);
+    the other axes must agree and are mapped over."""
+    x, w = (asarray(a) for a in promote(in1, in2, to_inexact=True))
+    if x.ndim != w.ndim:
+        raise ValueError(f"fftconvolve: in1 and in2 should have the same dimensionality, got shapes "
+                         f"{tuple(x.shape)} and {tuple(w.shape)}")
+    if mode not in _MODES:
+        raise ValueError(f"fftconvolve: mode must be one of ['same', 'full', 'valid'], got {mode!r}")
+    convolve_fft = functools.partial(_fftconvolve, mode=mode)
+    if axes is None:
+        return convolve_fft(x, w)
+    axes = (axes,) if np.ndim(axes) == 0 else tuple(axes)
+    axes = tuple(normalize_axes(tuple(int(a) for a in axes), x.ndim, "fftconvolve"))
+    mapped = sorted(set(range(x.ndim)) - set(axes))
+    if any(x.shape[a] != w.shape[a] for a in mapped):
+        raise ValueError(f"fftconvolve: mapped axes must have the same shape; got in1.shape={tuple(x.shape)} "
+                         f"in2.shape={tuple(w.shape)} axes={axes}")
+    for a in mapped:
+        convolve_fft = vmap(convolve_fft, in_axes=a, out_axes=a)
+    return convolve_fft(x, w)
+
+
+def _fftconvolve(in1: Any, in2: Any, mode: str) -> Any:
+    """The full convolution as the inverse FFT of the product of FFTs, cut to ``mode``'s window."""
+    full = tuple(s1 + s2 - 1 for s1, s2 in zip(in1.shape, in2.shape))
+    if mode == "valid":
+        if all(s1 <= s2 for s1, s2 in zip(in1.shape, in2.shape)):
+            in1, in2 = in2, in1
+        elif not all(s1 >= s2 for s1, s2 in zip(in1.shape, in2.shape)):
+            raise ValueError(f"fftconvolve: for 'valid' mode, one input must be at least as large as the other "
+                             f"in every dimension, got shapes {tuple(in1.shape)} and {tuple(in2.shape)}")
+    if all(s1 == 1 or s2 == 1 for s1, s2 in zip(in1.shape, in2.shape)):
+        conv = in1 * in2
+    elif jnp.iscomplexobj(in1):
+        conv = jnp.fft.ifftn(jnp.fft.fftn(in1, full) * jnp.fft.fftn(in2, full), full)
+    else:
+        conv = jnp.fft.irfftn(jnp.fft.rfftn(in1, full) * jnp.fft.rfftn(in2, full), full)
+    if mode == "full":
+        out = full
+    elif mode == "same":
+        out = tuple(in1.shape)
+    else:
+        out = tuple(s1 - s2 + 1 for s1, s2 in zip(in1.shape, in2.shape))
+    return conv[tuple(slice((f - o) // 2, (f - o) // 2 + o) for f, o in zip(full, out))]
