@@ -501,6 +501,14 @@ def key_impl(keys: Any) -> str:
     return dtypes.THREEFRY_KEY.impl
 
 
+def key_dtype(impl: Any = None) -> dtypes.KeyDType:
+    """The dtype of ``key(seed, impl=impl)``'s keys (``key<fry>``: threefry2x32, the one
+    implementation fungraph has)."""
+    if impl not in (None, "threefry2x32", "threefry", dtypes.THREEFRY_KEY):
+        raise ValueError(f"key_dtype: unknown PRNG implementation {impl!r}; fungraph has threefry2x32")
+    return dtypes.THREEFRY_KEY
+
+
 def _pair(key: Any) -> tuple[Any, Any]:
     keys = _threefry.split(key, (2,))
     return keys[0], keys[1]

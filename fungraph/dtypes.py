@@ -490,6 +490,40 @@ class KeyDType:
 THREEFRY_KEY = KeyDType()
 
 
+def canonicalize_dtype(dtype: Any, allow_extended_dtype: bool = False) -> Any:
+    """``dtype`` as the current mode has it (``jax.dtypes.canonicalize_dtype``: float64 is
+    float32 with x64 off); a key dtype only with ``allow_extended_dtype``."""
+    if isinstance(dtype, KeyDType):
+        if not allow_extended_dtype:
+            raise ValueError(f"canonicalize_dtype: {dtype} is an extended dtype; pass allow_extended_dtype=True")
+        return dtype
+    return canonicalize(dtype)
+
+
+def iinfo(int_type: Any) -> Any:
+    """``ml_dtypes.iinfo`` of a dtype, type or array (``jax.dtypes.iinfo``)."""
+    return ml_dtypes.iinfo(_dtype_of(int_type))
+
+
+def _dtype_of(x: Any) -> np.dtype:
+    """The dtype a dtype-like, a scalar type, an array or a Python scalar names."""
+    if isinstance(x, (type, str, np.dtype)):
+        return np.dtype(x)
+    dtype = getattr(x, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.result_type(x)
+
+
+def itemsize_bits(dtype: Any) -> int:
+    """The bits of one element of ``dtype`` (``jax.dtypes.itemsize_bits``)."""
+    return 8 * np.dtype(dtype).itemsize
+
+
+def scalar_type_of(x: Any) -> type:
+    """The Python scalar type of ``x``'s dtype: bool, int, float or complex."""
+    kind = _dtype_of(x).kind
+    return {"b": bool, "i": int, "u": int, "f": float, "c": complex, "V": float}[kind]
+
+
 def issubdtype(arg1: Any, arg2: Any) -> bool:
     """``numpy.issubdtype`` that also knows the key dtypes and JAX's ``extended``/``prng_key``
     (``jnp.issubdtype(k.dtype, jax.dtypes.prng_key)``)."""

@@ -73,6 +73,7 @@ from fungraph._random_samplers import (
     gumbel,
     key,
     key_data,
+    key_dtype,
     key_impl,
     laplace,
     logistic,
@@ -97,7 +98,8 @@ from fungraph.tree_util import tree_map
 
 __all__ = ["PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare", "choice",
            "clone", "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in", "gamma", "generalized_normal",
-           "geometric", "gumbel", "key", "key_data", "key_impl", "laplace", "loggamma", "logistic", "lognormal",
+           "geometric", "gumbel", "key", "key_data", "key_dtype", "key_impl", "laplace", "loggamma", "logistic",
+           "lognormal",
            "maxwell", "multinomial", "multivariate_normal", "normal", "orthogonal", "pareto", "permutation", "poisson",
            "rademacher", "randint", "rayleigh", "split", "t", "triangular", "truncated_normal", "uniform", "wald",
            "weibull_min", "wrap_key_data"]
@@ -158,5 +160,5 @@ def _in_either_mode(f: Callable[..., Any], is_key: bool) -> Callable[..., Any]:
 
 
 for _name in __all__:
-    if _name != "key_impl":
+    if _name not in ("key_impl", "key_dtype"):
         globals()[_name] = _in_either_mode(globals()[_name], _name in _KEYS)

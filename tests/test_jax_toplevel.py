@@ -678,3 +678,23 @@ def test_meshes_with_axis_types_set_mesh_and_reshard_as_jax() -> None:
     assert isinstance(NamedSharding(mesh, P()), Sharding) and isinstance(fg.numpy.ones(2).sharding, Sharding)
     with pytest.raises(ValueError, match="one AxisType per axis"):
         fg.make_mesh((1,), ("x",), axis_types=("Explicit",))
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_dtypes_helpers_and_key_dtype_match_jax(x64: bool) -> None:
+    jax, _ = jax_or_skip()
+    with fg.enable_x64(x64), jax.enable_x64(x64):
+        for name in ("canonicalize_dtype", "iinfo", "itemsize_bits", "scalar_type_of"):
+            for arg in (np.float64, np.int8, "int16", np.uint32, 1.0, True, 3):
+                try:
+                    want = str(getattr(jax.dtypes, name)(arg))
+                except (TypeError, ValueError) as err:
+                    want = type(err).__name__
+                try:
+                    got = str(getattr(fg.dtypes, name)(arg))
+                except (TypeError, ValueError) as err:
+                    got = type(err).__name__
+                assert got == want, (name, arg)
+    assert str(fg.random.key_dtype()) == str(jax.random.key_dtype()) == "key<fry>"
+    assert fg.random.key(0).dtype == fg.random.key_dtype()
+    assert fg.experimental.mesh_utils.create_device_mesh((1,)).shape == (1,)

@@ -4,7 +4,7 @@
 ``jax.experimental.ode`` is."""
 
 from fungraph.api import io_callback
-from fungraph.experimental import multihost_utils
+from fungraph.experimental import compilation_cache, mesh_utils, multihost_utils
 from fungraph.experimental.shard_map import shard_map
 
-__all__ = ["io_callback", "multihost_utils", "shard_map"]
+__all__ = ["compilation_cache", "io_callback", "mesh_utils", "multihost_utils", "shard_map"]
