@@ -698,3 +698,27 @@ def test_dtypes_helpers_and_key_dtype_match_jax(x64: bool) -> None:
     assert str(fg.random.key_dtype()) == str(jax.random.key_dtype()) == "key<fry>"
     assert fg.random.key(0).dtype == fg.random.key_dtype()
     assert fg.experimental.mesh_utils.create_device_mesh((1,)).shape == (1,)
+
+
+#: JAX modules whose every public name fungraph has, with the names left out on purpose
+#: (docs/differences_from_jax.md says why).
+FULL_MODULES = {
+    "scipy.special": set(), "scipy.stats": set(), "scipy.linalg": set(), "scipy.signal": set(),
+    "scipy.optimize": set(), "scipy.sparse.linalg": set(), "scipy.ndimage": set(), "scipy.fft": set(),
+    "scipy.interpolate": set(), "scipy.integrate": set(), "scipy.cluster.vq": set(),
+    "scipy.spatial.transform": set(), "image": set(), "ops": set(), "test_util": set(),
+    "tree_util": {"default_registry"}, "random": {"random_gamma_p"},
+    "nn": {"get_scaled_dot_general_config", "scaled_dot_general", "scaled_matmul"},
+    "experimental.mesh_utils": {"device_kind_handler_dict"},
+    "stages": {"CompilerOptions"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(FULL_MODULES))
+def test_modules_have_every_public_name_of_jax_s(module: str) -> None:
+    import importlib
+
+    jax_or_skip()
+    theirs = {n for n in dir(importlib.import_module(f"jax.{module}")) if not n.startswith("_")}
+    ours = set(dir(importlib.import_module(f"fungraph.{module}")))
+    assert theirs - ours - FULL_MODULES[module] == set()
