@@ -785,7 +785,16 @@ def _integer_pow_cpu(out: np.ndarray, x: Any, *, y: int) -> np.ndarray:
 
 
 def _convert_cpu(out: np.ndarray, x: Any, *, new_dtype: Any) -> np.ndarray:
-    np.copyto(out, dtypes.convert_values(x, out.dtype))
+    """The conversion written into ``out``: a cast in place, except for float to integer,
+    which saturates (``dtypes.convert_values``) through a temporary."""
+    x = np.asarray(x)
+    if dtypes.is_complex(x.dtype) and not dtypes.is_complex(out.dtype):
+        x = x.real
+    if dtypes.is_float(x.dtype) and dtypes.is_int(out.dtype):
+        np.copyto(out, dtypes.convert_values(x, out.dtype))
+        return out
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.copyto(out, x, casting="unsafe")
     return out
 
 
