@@ -17,6 +17,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ShapeError, Tracer
+from fungraph.lax._slicing import combine_at_positions
 from fungraph.numpy._util import asarray, aval, cast, is_weak
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
@@ -260,8 +261,6 @@ class IndexUpdateRef:
         """The update at traced flat positions ``pos`` (``x.size``: dropped) that may repeat, as
         JAX's scatters: ``set`` keeps the last value at a position, ``multiply``/``min``/``max``
         fold repeated values into it, ``divide``/``power`` apply the product of their values."""
-        from fungraph.lax._slicing import combine_at_positions
-
         x = self._x
         if op in ("divide", "power"):
             ones = sh.broadcast_in_dim(np.ones((), aval(x).dtype), aval(x).shape, ())

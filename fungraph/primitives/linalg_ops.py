@@ -134,7 +134,7 @@ def _solve_impl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _solve_by_elimination(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Partial-pivoting LU of ``a`` (``lu._lu_impl``, LAPACK's pivots), then forward and back
     substitution in LAPACK's order, over the batch; zero pivots divide as IEEE arithmetic does."""
-    from fungraph.primitives.lu import _lu_impl
+    from fungraph.primitives.lu import _lu_impl  # lu builds on this module's products
 
     lu, _, perm = _lu_impl(a)
     n = a.shape[-1]
