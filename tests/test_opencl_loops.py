@@ -205,14 +205,44 @@ def test_loops_reading_other_elements_keep_a_launch_per_iteration(name: str, mon
 
 
 @pytest.mark.parametrize("size", [10, 1000])
-def test_float64_tanh_loops_over_many_elements_keep_their_launches(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("device_as", [{}, {"platform": "NVIDIA CUDA", "is_cpu": False}], indirect=True)
+def test_float64_tanh_loops_over_many_elements_keep_their_launches_on_pocl(device_as, size: int,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule holds on PoCL's CPU driver only: presented as another platform's device, the
+    float64 ``tanh`` loop over 1,000 elements is one kernel too."""
     from fungraph.backends.opencl.kernels import loops
 
     x = np.linspace(-1, 1, size)
     exe = _executable(lambda x: _while_counter(x, 5)[1], (x,), True, monkeypatch)
-    assert ("[loop" in exe.describe()) == (size <= loops.SLOW_FLOAT64_MAX_ELEMENTS)
+    kept = loops.is_pocl_cpu(device_as) and size > loops.SLOW_FLOAT64_MAX_ELEMENTS
+    assert ("[loop" in exe.describe()) == (not kept), exe.describe()
     np.testing.assert_allclose(_run(exe, (x,))[0], np.asarray(fg.jit(lambda x: _while_counter(x, 5)[1])(x)),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_the_float64_tanh_rule_is_decided_by_the_platform_the_size_and_the_dtype() -> None:
+    """``slow_float64_loop`` needs no device: PoCL CPU devices only, more than 256 elements,
+    float64 ``tanh`` only."""
+    from fungraph.backends.opencl.device import DeviceInfo
+    from fungraph.backends.opencl.kernels.loops import SLOW_FLOAT64_MAX_ELEMENTS as N
+    from fungraph.backends.opencl.kernels.loops import slow_float64_loop
+    from fungraph.interpreters.staging import stage
+    from fungraph.ir import ShapedArray
+
+    def body(dtype, fn):
+        return stage(lambda v: fn(v) * 0.5 + 0.1, [ShapedArray((N + 1,), np.dtype(dtype))])[0]
+
+    def device(platform, is_cpu=True):
+        return DeviceInfo("dev", platform, is_cpu, 4096, 65536, True, True, 2)
+
+    pocl, cuda = device("Portable Computing Language"), device("NVIDIA CUDA", is_cpu=False)
+    pocl_gpu, intel = device("Portable Computing Language", is_cpu=False), device("Intel(R) OpenCL")
+    tanh64, tanh32, exp64 = body(np.float64, fnp.tanh), body(np.float32, fnp.tanh), body(np.float64, fnp.exp)
+    assert slow_float64_loop(tanh64, N + 1, pocl)
+    assert not slow_float64_loop(tanh64, N, pocl)
+    assert not any(slow_float64_loop(tanh64, N + 1, d) for d in (cuda, pocl_gpu, intel))
+    assert not slow_float64_loop(tanh32, N + 1, pocl)
+    assert not slow_float64_loop(exp64, N + 1, pocl)
 
 
 @pytest.mark.parametrize("device_as", [{**GPU_LIKE, "max_work_group_size": 64}, {"compute_units": 4}],

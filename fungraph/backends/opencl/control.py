@@ -141,7 +141,7 @@ def lower_loop_kernel(exe: Lowering, e: Eqn, cond: Graph | None, body: Graph, le
     kernels.loops`) when its condition reads only scalars and its body is elementwise over the
     carries; ``ins`` are the condition's constants, the body's constants and the initial
     carries. Returns whether it was."""
-    if not (loop_kernels() and loop_fits(cond, body, len(body.outvars))):
+    if not (loop_kernels() and loop_fits(cond, body, len(body.outvars), exe.info)):
         return False
     cond_ins, body_ins, init = ins
     consts = [exe.constant(c) for g in (body, cond) if g is not None for c in g.consts]
