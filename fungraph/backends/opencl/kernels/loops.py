@@ -180,14 +180,14 @@ def loop_kernel(name: str, cond: Graph | None, body: Graph, length: int | None, 
     em.lines += [loop, *("  " + x for x in body_lines), "  }"]
     for sh in shapes:
         em.lines.append(f"  if (wi < {prod(sh)}) {{")
-        em.lines += [f"    {_store(params, ops.out[j], index[sh])} = c{j};" for j in arrays if where[j] == sh]
+        em.lines += [f"    {store_at(params, ops.out[j], index[sh])} = c{j};" for j in arrays if where[j] == sh]
         em.lines.append("  }")
     if scalars:
         em.lines.append("  if (wi == 0) {")
-        em.lines += [f"    {_store(params, ops.out[j], '')} = c{j};" for j in scalars]
+        em.lines += [f"    {store_at(params, ops.out[j], '')} = c{j};" for j in scalars]
         em.lines.append("  }")
     what = "scan" if cond is None else "while"
-    local = _group_size(n, info)
+    local = group_size(n, info)
     launch = ((-(-n // local) * local,), (local,), None)
     stored_at = {ops.out[j].slot for j in arrays if where[j] == shapes[0] and ops.out[j].offset == 0
                  and ops.out[j].is_contiguous()}
@@ -197,7 +197,7 @@ def loop_kernel(name: str, cond: Graph | None, body: Graph, length: int | None, 
                       own_stores=frozenset(stored_at - set(em.own_loads)))
 
 
-def _group_size(n: int, info: DeviceInfo) -> int:
+def group_size(n: int, info: DeviceInfo) -> int:
     """The work-group size of a loop over ``n`` elements, launched once over whole work-groups
     (the last one's extra work-items compute a copy of the last element and store nothing): at
     most 256, and on a CPU halved down to 64 until every compute unit gets two work-groups."""
@@ -207,7 +207,7 @@ def _group_size(n: int, info: DeviceInfo) -> int:
     return local
 
 
-def _store(params: Params, a: Access, flat: str) -> str:
+def store_at(params: Params, a: Access, flat: str) -> str:
     """The lvalue of element ``flat`` of the contiguous ``a`` (``""``: its only element)."""
     p, o = params(a.slot, a.aval.dtype)
     return f"{p}[{o} + {a.offset}" + (f" + {flat}]" if flat else "]")
