@@ -202,6 +202,10 @@ BATCHED = {
         out_axes=1)(x.T, n),
     "vmap of a loop whose trip count depends on the carry": lambda x, n: fg.vmap(
         lambda v, n: _steps(v, n.astype(v.dtype) * 0.5 + 2.0))(fnp.abs(x[:, 0]) + 0.01, n),
+    "nested vmap": lambda x, n: fg.vmap(lambda x, n: fg.vmap(lambda v: _steps(v, n.astype(x.dtype) + 2.0))(x))(
+        fnp.abs(x) + 0.01, n),
+    "nested vmap of a counted while": lambda x, n: fg.vmap(lambda x, n: fg.vmap(lambda v: _damped(v, n))(x))(
+        x.reshape(x.shape[0], 1, -1), n),
     "vmap of per-example scalars": lambda x, n: fg.vmap(lambda x, n: _steps(fnp.sum(x * x), n.astype(x.dtype)))(x, n),
 }
 
@@ -289,9 +293,6 @@ NOT_PER_EXAMPLE = {
     "any over a batch without a mask": lambda x, n: lax.while_loop(lambda v: fnp.any(v < 3.0), lambda v: v + 0.7, x),
     "a mask other than the condition's": _own_mask,
     "a body reading other elements": fg.vmap(_centred),
-    # the outer level masks by ``any`` over the inner one's predicate, a reduction
-    "nested vmap": lambda x, n: fg.vmap(lambda x, n: fg.vmap(lambda v: _steps(v, n.astype(x.dtype) + 2.0))(x))(
-        fnp.abs(x) + 0.01, n),
 }
 
 

@@ -18,6 +18,7 @@ hand-written ``any`` loop), a reduction or view across elements, carries of othe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -71,10 +72,10 @@ def _reads_fit(e: Eqn, kinds: dict[Var, str], batch: tuple[int, ...], full: tupl
 
 
 def _varying(g: Graph, nc: int, batch: tuple[int, ...], full: tuple[int, ...],
-             skip: Eqn | None = None) -> dict[Var, str] | None:
+             skip: frozenset[int] | set[int] = frozenset()) -> dict[Var, str] | None:
     """The values of ``g`` computed from its first ``nc`` inputs (the carries), each with its
     kind (:func:`_kind`), or None when one is read other than at its example and element
-    (``skip``: an equation left out, the condition's final ``any``)."""
+    (``skip``: the ids of equations left out, the condition's final ``any``)."""
     kinds: dict[Var, str] = {}
     for v in g.invars[:nc]:
         k = _kind(tuple(v.aval.shape), batch, full)
@@ -82,7 +83,7 @@ def _varying(g: Graph, nc: int, batch: tuple[int, ...], full: tuple[int, ...],
             return None
         kinds[v] = k
     for e in g.eqns:
-        if e is skip:
+        if id(e) in skip:
             continue
         if not is_fusible(e):
             return None
@@ -166,23 +167,101 @@ def _frozen(body: Graph, v: Var | Literal, carry: Var, pred: Any, leaves: dict[V
             or _frozen(body, on_true, carry, pred, leaves, producer, depth + 1))
 
 
+@dataclass(frozen=True)
+class BatchedLoop:
+    """A batched while loop that runs one loop per example: the ``batch`` shape, the array
+    carries' shape ``full``, the condition's per-example predicate ``pred`` (before its
+    ``any``) and each carry's new value ``outs`` (the body's outputs, masks implied by ``pred``
+    dropped: :func:`_implied`)."""
+
+    batch: tuple[int, ...]
+    full: tuple[int, ...]
+    pred: Var
+    outs: tuple[Var | Literal, ...]
+
+
+def _any_chain(cond: Graph) -> tuple[Var, set[int]] | None:
+    """The boolean value whose ``any`` the condition returns, through one or more ``any``
+    reductions that together cover every axis (nested ``vmap``s reduce one level at a time),
+    and the ids of those reductions."""
+    producer = _producers(cond)
+    v, chain, reduced = cond.outvars[0], set(), 0
+    while isinstance(v, Var) and v in producer and producer[v][0].primitive.name in ANY:
+        e = producer[v][0]
+        chain.add(id(e))
+        reduced += len(e.params.get("axes", ()))
+        v = e.inputs[0]
+    if not chain or not isinstance(v, Var) or np.dtype(v.aval.dtype) != np.bool_ or reduced != len(v.aval.shape):
+        return None
+    return v, chain
+
+
+def _implied(body: Graph, mask: Var | Literal, pred: Any, leaves: dict[Var, Any],
+             producer: dict[Var, tuple[Eqn, int]], depth: int = 0) -> bool:
+    """Whether ``mask`` (per example, at each element) holds wherever the predicate ``pred``
+    does: ``any`` over the trailing batch axes of such a value, widened again by size-1 axes,
+    which an outer ``vmap`` level masks its carries by. Such a mask may be dropped from
+    ``select(mask, t, carry)`` once ``t`` is frozen."""
+    if not isinstance(mask, Var) or mask not in producer or depth > 8:
+        return False
+    e, _ = producer[mask]
+    if e.primitive.name == "reshape":
+        x = e.inputs[0]
+        if not (isinstance(x, Var) and tuple(mask.aval.shape[:x.aval.ndim]) == tuple(x.aval.shape)
+                and all(n == 1 for n in mask.aval.shape[x.aval.ndim:])):
+            return False
+        e, mask = (producer[x][0], x) if x in producer else (None, x)
+        if e is None:
+            return False
+    if e.primitive.name not in ANY:
+        return False
+    x = e.inputs[0]
+    kept = mask.aval.ndim
+    if tuple(e.params.get("axes", ())) != tuple(range(kept, x.aval.ndim)):
+        return False
+    if _expression(body, x, leaves, producer) == pred:
+        return True
+    return _implied(body, x, pred, leaves, producer, depth + 1)
+
+
+def _drop_implied_masks(body: Graph, out: Var | Literal, carry: Var, pred: Any, leaves: dict[Var, Any],
+                        producer: dict[Var, tuple[Eqn, int]]) -> Var | Literal:
+    """``out`` without its outer ``select(mask, t, carry)``s whose mask is implied by ``pred``
+    and whose ``t`` is frozen: each equals its ``t`` everywhere."""
+    while isinstance(out, Var) and out in producer and producer[out][0].primitive.name == "select":
+        mask, on_true, on_false = producer[out][0].inputs
+        if not (on_false is carry and _implied(body, mask, pred, leaves, producer)
+                and _frozen(body, on_true, carry, pred, leaves, producer)):
+            break
+        out = on_true
+    return out
+
+
+def _needed(g: Graph, outs: Sequence[Var | Literal]) -> Graph:
+    """``g`` keeping only the equations that ``outs`` need."""
+    producer = _producers(g)
+    keep: set[int] = set()
+    stack = [v for v in outs if isinstance(v, Var)]
+    while stack:
+        v = stack.pop()
+        if v in producer and id(producer[v][0]) not in keep:
+            e = producer[v][0]
+            keep.add(id(e))
+            stack += [a for a in e.inputs if isinstance(a, Var)]
+    return Graph(g.invars, g.constvars, g.consts, [e for e in g.eqns if id(e) in keep], list(outs))
+
+
 def batch_fits(cond: Graph, body: Graph, nc: int, cond_outer: Sequence[Any],
-               body_outer: Sequence[Any]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """The batch shape and the array carries' shape when the batched while loop (``cond``,
-    ``body`` over ``nc`` carries; ``cond_outer``/``body_outer``: the enclosing atoms of their
-    constant inputs) runs as one kernel with a loop per example (module docstring), else None."""
+               body_outer: Sequence[Any]) -> BatchedLoop | None:
+    """How the batched while loop (``cond``, ``body`` over ``nc`` carries; ``cond_outer``/
+    ``body_outer``: the enclosing atoms of their constant inputs) runs as one kernel with a
+    loop per example (module docstring), or None when it cannot."""
     if len(body.outvars) != nc or not nc:
         return None
-    pred = cond.outvars[0]
-    producer = _producers(cond)
-    if not isinstance(pred, Var) or pred not in producer or pred.aval.shape != ():
+    chain = _any_chain(cond)
+    if chain is None:
         return None
-    red, _ = producer[pred]
-    p = red.inputs[0]
-    if (red.primitive.name not in ANY or not isinstance(p, Var) or np.dtype(p.aval.dtype) != np.bool_
-            or tuple(sorted(red.params.get("axes", ()))) != tuple(range(len(p.aval.shape)))
-            or not p.aval.shape):
-        return None
+    p, reductions = chain
     batch = tuple(p.aval.shape)
     wide = {tuple(v.aval.shape) for v in body.invars[:nc] if not _per_example(tuple(v.aval.shape), batch)}
     if len(wide) > 1:
@@ -190,31 +269,33 @@ def batch_fits(cond: Graph, body: Graph, nc: int, cond_outer: Sequence[Any],
     full = wide.pop() if wide else batch
     if full[:len(batch)] != batch:
         return None
-    kinds = _varying(cond, nc, batch, full, skip=red)
-    if kinds is None or kinds.get(p) != "example" or p.aval.shape != batch:
+    kinds = _varying(cond, nc, batch, full, skip=reductions)
+    if kinds is None or p not in kinds:
         return None
-    if _varying(body, nc, batch, full) is None:
-        return None
-    want = _expression(cond, p, _leaves(cond, nc, cond_outer), producer)
-    body_producer = _producers(body)
-    body_leaves = _leaves(body, nc, body_outer)
+    want = _expression(cond, p, _leaves(cond, nc, cond_outer), _producers(cond))
+    producer = _producers(body)
+    leaves = _leaves(body, nc, body_outer)
+    outs = []
     for x, out in zip(body.invars[:nc], body.outvars):
-        if not _frozen(body, out, x, want, body_leaves, body_producer):
+        out = _drop_implied_masks(body, out, x, want, leaves, producer)
+        if not _frozen(body, out, x, want, leaves, producer):
             return None
-    return batch, full
+        outs.append(out)
+    if _varying(_needed(body, outs), nc, batch, full) is None:
+        return None
+    return BatchedLoop(batch, full, p, tuple(outs))
 
 
-
-def batched_loop_kernel(name: str, cond: Graph, body: Graph, fit: tuple[tuple[int, ...], tuple[int, ...]],
-                        ops: LoopOperands, idx_type: str, info: DeviceInfo) -> KernelSpec:
-    """The kernel running a batched while loop that :func:`batch_fits` accepted (``fit``: the
-    batch shape and the array carries' shape) over ``ops``: one work-item per element of the
+def batched_loop_kernel(name: str, cond: Graph, body: Graph, fit: BatchedLoop, ops: LoopOperands, idx_type: str,
+                        info: DeviceInfo) -> KernelSpec:
+    """The kernel running a batched while loop as :func:`batch_fits` found it (``fit``) over
+    ``ops``: one work-item per element of the
     array carries, each running its example's loop until that example's predicate is false.
     A work-group runs while any of its work-items' examples does (a ``__local`` flag, set by
     the work-items whose predicate holds and read after a barrier), so every barrier is
     reached by the whole work-group; the iterations past an example's end leave its carries
     as they are (the body's ``select``), so the values are the batched loop's."""
-    batch, full = fit
+    batch, full = fit.batch, fit.full
     nc = len(body.outvars)
     params = Params()
     stored: dict[Var, Access] = dict(zip(body.invars[nc:], ops.body_ins))
@@ -241,19 +322,20 @@ def batched_loop_kernel(name: str, cond: Graph, body: Graph, fit: tuple[tuple[in
         v = body.invars[j]
         idx = at(tuple(v.aval.shape))
         em.lines.append(f"  {ctype(v.aval.dtype)} c{j} = {em.load(ops.init[j], idx)};")
-        em.cache[(v, idx)] = em.cache[(cond.invars[j], idx)] = f"c{j}"
+        # a size-1 axis is read at index "0" by a broadcasting operand (``Emitter.operand``)
+        for where in {idx, tuple("0" if d == 1 else i for i, d in zip(idx, v.aval.shape))}:
+            em.cache[(v, where)] = em.cache[(cond.invars[j], where)] = f"c{j}"
     em.lines += ["  __local int go[2];", "  if (get_local_id(0) == 0) { go[0] = 0; go[1] = 0; }",
                  "  barrier(CLK_LOCAL_MEM_FENCE);"]
     saved, cache = em.lines, dict(em.cache)
     em.lines = ["  const int s = (int)(it & 1);"]
-    pred = next(e for e in cond.eqns if e.outputs[0] is cond.outvars[0]).inputs[0]
-    em.lines += [f"  if ({em.value(pred, example)}) go[s] = 1;", "  barrier(CLK_LOCAL_MEM_FENCE);",
+    em.lines += [f"  if ({em.value(fit.pred, example)}) go[s] = 1;", "  barrier(CLK_LOCAL_MEM_FENCE);",
                  "  if (!go[s]) break;", "  if (get_local_id(0) == 0) go[1 - s] = 0;"]
-    for e in body.eqns:
+    for e in _needed(body, fit.outs).eqns:
         if e.outputs[0].aval.shape == ():
             em.value(e.outputs[0], ())
-    moved = [j for j in live if body.outvars[j] is not body.invars[j]]
-    news = [(j, em.fresh(ctype(body.invars[j].aval.dtype), em.value(body.outvars[j],
+    moved = [j for j in live if fit.outs[j] is not body.invars[j]]
+    news = [(j, em.fresh(ctype(body.invars[j].aval.dtype), em.value(fit.outs[j],
                                                                      at(tuple(body.invars[j].aval.shape)))))
             for j in moved]
     em.lines += [f"  c{j} = {t};" for j, t in news]
