@@ -273,6 +273,17 @@ def test_a_batched_while_is_one_launch_and_reads_nothing_back(name: str, monkeyp
     assert launches["old"] >= launches["one"] + 39 and reads["old"] > 0, (launches, reads)
 
 
+def test_a_batched_while_over_empty_examples_matches_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Examples of no elements leave no work-item to run the counter's loop: no loop kernel."""
+    x, n = np.zeros((5, 0)), np.arange(5, dtype=np.int32)
+    f = fg.vmap(_damped)
+    exe = _executable(f, (x, n), True, monkeypatch)
+    assert "[loop" not in exe.describe(), exe.describe()
+    for a, b in zip(_run(exe, (x, n)), _host(fg.jit(f)(x, n))):
+        assert a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+
+
 def _own_mask(x, n):
     """A loop over a batch written by hand: ``any`` in the condition, the counter masked by
     the condition's predicate, but the array by another one, so it goes on changing after its

@@ -267,7 +267,7 @@ def batch_fits(cond: Graph, body: Graph, nc: int, cond_outer: Sequence[Any],
     if len(wide) > 1:
         return None
     full = wide.pop() if wide else batch
-    if full[:len(batch)] != batch:
+    if full[:len(batch)] != batch or not prod(full):
         return None
     kinds = _varying(cond, nc, batch, full, skip=reductions)
     if kinds is None or p not in kinds:
