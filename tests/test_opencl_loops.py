@@ -300,20 +300,41 @@ def _centred(x, n):
     return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] - fnp.mean(c[1]) * 0.5 + 0.1), (0, x))
 
 
-NOT_PER_EXAMPLE = {
+NOT_FROZEN = {
     "any over a batch without a mask": lambda x, n: lax.while_loop(lambda v: fnp.any(v < 3.0), lambda v: v + 0.7, x),
     "a mask other than the condition's": _own_mask,
-    "a body reading other elements": fg.vmap(_centred),
 }
 
 
-@pytest.mark.parametrize("name", list(NOT_PER_EXAMPLE))
-def test_batched_looking_loops_that_are_not_per_example_keep_a_launch_per_iteration(
-        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    f = NOT_PER_EXAMPLE[name]
+@pytest.mark.parametrize("device_as", [{}, {"max_work_group_size": 8}], indirect=True)
+@pytest.mark.parametrize("name", list(NOT_FROZEN))
+def test_batch_loops_that_do_not_freeze_finished_examples_run_as_one_work_group(
+        device_as, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop over a batch whose body goes on changing examples that are done may not run its
+    examples apart: it is one work-group over all 18 elements, running while any element's
+    predicate holds, or, on a device whose work-groups are smaller, a launch per iteration."""
+    f = NOT_FROZEN[name]
     rng = np.random.default_rng(2)
     x = rng.standard_normal((6, 3))
-    args = (x, rng.integers(0, 9, x.shape if "mask" in name else 6).astype(np.int32))
+    args = (x, rng.integers(0, 9, x.shape).astype(np.int32))
+    exe = _executable(f, args, True, monkeypatch)
+    text = exe.describe()
+    if device_as.max_work_group_size >= x.size:
+        assert "one work-group whose work-items run while any element's predicate holds" in text, text
+        assert "launches (18,)/(18,)" in text, text
+    else:
+        assert "[loop" not in text, text
+    got = _run(exe, args)
+    for a, b, c in zip(got, _run(_executable(f, args, False, monkeypatch), args), _host(fg.jit(f)(*args))):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
+
+
+def test_a_vmapped_loop_whose_body_reads_other_elements_keeps_a_launch_per_iteration(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    f = fg.vmap(_centred)
+    rng = np.random.default_rng(2)
+    args = (rng.standard_normal((6, 3)), rng.integers(0, 9, 6).astype(np.int32))
     exe = _executable(f, args, True, monkeypatch)
     assert "[loop" not in exe.describe(), exe.describe()
     for a, b in zip(_run(exe, args), _host(fg.jit(f)(*args))):

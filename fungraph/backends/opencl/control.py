@@ -153,7 +153,8 @@ def lower_loop_kernel(exe: Lowering, e: Eqn, cond: Graph | None, body: Graph, le
             return False
         n_cc, n_bc = e.params["n_cc"], e.params["n_bc"]
         batch = batch_fits(cond, body, nc, e.inputs[:n_cc], e.inputs[n_cc:n_cc + n_bc])
-        if batch is None or slow_float64_loop(body, prod(batch.full), exe.info):
+        if batch is None or slow_float64_loop(body, prod(batch.full), exe.info) or (
+                batch.one_group and prod(batch.full) > exe.info.max_work_group_size):
             return False
     cond_ins, body_ins, init = ins
     consts = [exe.constant(c) for g in (body, cond) if g is not None for c in g.consts]

@@ -10,9 +10,11 @@ kernel when, besides, the body is per example: every value computed from the car
 batch shape ``B`` followed either by size-1 axes (a per-example scalar, such as the counter)
 or by the one shape ``R`` of the array carries, and reads carries elementwise at its example
 (a per-example scalar meets ``B + R`` values only through a size-1 axis or a
-``broadcast_in_dim`` along the batch axes). :func:`batch_fits` checks the three conditions and
-falls back (returns None) on anything else: a body that does not freeze finished examples (a
-hand-written ``any`` loop), a reduction or view across elements, carries of other shapes.
+``broadcast_in_dim`` along the batch axes). :func:`batch_fits` checks the three conditions.
+A body that does not freeze finished examples (a hand-written ``any`` loop) keeps the loop's
+``any``: the kernel is then one work-group over every element (``BatchedLoop.one_group``,
+where the device's work-groups are large enough). Anything else (a reduction or view across
+elements, carries of other shapes) falls back (None).
 """
 
 from __future__ import annotations
@@ -172,12 +174,15 @@ class BatchedLoop:
     """A batched while loop that runs one loop per example: the ``batch`` shape, the array
     carries' shape ``full``, the condition's per-example predicate ``pred`` (before its
     ``any``) and each carry's new value ``outs`` (the body's outputs, masks implied by ``pred``
-    dropped: :func:`_implied`)."""
+    dropped: :func:`_implied`). ``one_group``: the body does not freeze finished examples, so
+    the examples may not run apart; the kernel is then one work-group over every element,
+    whose flag is the loop's own ``any``."""
 
     batch: tuple[int, ...]
     full: tuple[int, ...]
     pred: Var
     outs: tuple[Var | Literal, ...]
+    one_group: bool = False
 
 
 def _any_chain(cond: Graph) -> tuple[Var, set[int]] | None:
@@ -275,15 +280,13 @@ def batch_fits(cond: Graph, body: Graph, nc: int, cond_outer: Sequence[Any],
     want = _expression(cond, p, _leaves(cond, nc, cond_outer), _producers(cond))
     producer = _producers(body)
     leaves = _leaves(body, nc, body_outer)
-    outs = []
-    for x, out in zip(body.invars[:nc], body.outvars):
-        out = _drop_implied_masks(body, out, x, want, leaves, producer)
-        if not _frozen(body, out, x, want, leaves, producer):
-            return None
-        outs.append(out)
+    outs = [_drop_implied_masks(body, out, x, want, leaves, producer) for x, out in zip(body.invars[:nc], body.outvars)]
+    frozen = all(_frozen(body, out, x, want, leaves, producer) for x, out in zip(body.invars[:nc], outs))
+    if not frozen:
+        outs = list(body.outvars)
     if _varying(_needed(body, outs), nc, batch, full) is None:
         return None
-    return BatchedLoop(batch, full, p, tuple(outs))
+    return BatchedLoop(batch, full, p, tuple(outs), one_group=not frozen)
 
 
 def batched_loop_kernel(name: str, cond: Graph, body: Graph, fit: BatchedLoop, ops: LoopOperands, idx_type: str,
@@ -354,12 +357,13 @@ def batched_loop_kernel(name: str, cond: Graph, body: Graph, fit: BatchedLoop, o
                      for j in examples]
         em.lines.append("    }")
     em.lines.append("  }")
-    local = group_size(n, info)
+    local = n if fit.one_group else group_size(n, info)
     launch = ((-(-n // local) * local,), (local,), None)
     stored_at = {ops.out[j].slot for j in live if tuple(body.invars[j].aval.shape) == full
                  and ops.out[j].offset == 0 and ops.out[j].is_contiguous()}
     return KernelSpec(name, kernel_source(name, params, em.lines), params.slots, [launch], kind="loop", warm=False,
-                      note="every iteration of the batched while inside the kernel, one work-item per element "
-                           "running its example's loop",
+                      note="every iteration of the batched while inside the kernel, " + (
+                          "one work-group whose work-items run while any element's predicate holds"
+                          if fit.one_group else "one work-item per element running its example's loop"),
                       own_loads=frozenset(slot for slot, own in em.own_loads.items() if own),
                       own_stores=frozenset(stored_at - set(em.own_loads)))
