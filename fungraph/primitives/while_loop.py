@@ -171,6 +171,8 @@ def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph:
     cc, bc, carry = args[:n_cc], args[n_cc:n_cc + n_bc], args[n_cc + n_bc:]
     dcc, dbc = dims[:n_cc], dims[n_cc:n_cc + n_bc]
     carry_b = [broadcast_batch(c, d, size) for c, d in zip(carry, dims[n_cc + n_bc:])]
+    if size == 0:
+        return carry_b, [0] * len(carry)
     cc_b = [to_front(c, d) for c, d in zip(cc, dcc)]
     bc_b = [to_front(b, d) for b, d in zip(bc, dbc)]
     kdc = [None if d is None else 0 for d in dcc]
