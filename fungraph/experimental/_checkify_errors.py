@@ -18,7 +18,7 @@ import numpy as np
 
 from fungraph.core import Primitive
 from fungraph.primitives._batching import batch_size, broadcast_batch
-from fungraph.tree_util import register_pytree_node, tree_flatten, tree_map, tree_unflatten
+from fungraph.tree_util import register_pytree_node, tree_flatten, tree_unflatten
 
 __all__ = ["BatchedError", "DivisionByZeroError", "Error", "FailedCheckError", "JaxException", "JaxRuntimeError",
            "NaNError", "OOBError", "check_p", "init_error"]

@@ -38,7 +38,7 @@ from fungraph.experimental._checkify_errors import (
     new_error,
 )
 from fungraph.interpreters.eval import add_eqn_note
-from fungraph.interpreters.staging import abstractify, stage, weak_positions
+from fungraph.interpreters.staging import abstractify, stage
 from fungraph.ir import Eqn, Graph, Literal
 from fungraph.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
@@ -92,18 +92,25 @@ def checkify(f: Callable[..., Any], errors: frozenset = user_checks) -> Callable
 
     def checked(*args: Any, **kwargs: Any) -> tuple[Error, Any]:
         leaves, in_tree = tree_flatten((args, kwargs))
+        traced = [i for i, x in enumerate(leaves) if isinstance(x, (Array, Tracer))]
         out_trees: list[Any] = []
 
         def flat(*xs: Any) -> list[Any]:
-            a, k = tree_unflatten(in_tree, list(xs))
+            full = list(leaves)
+            for i, x in zip(traced, xs):
+                full[i] = x
+            a, k = tree_unflatten(in_tree, full)
             out_leaves, out_tree = tree_flatten(f(*a, **k))
             out_trees.append(out_tree)
             return out_leaves
 
+        # arrays are staged as inputs; other arguments (numpy arrays, Python scalars) are closed
+        # over, as JAX's checkify closes over every argument
+        inputs = [leaves[i] for i in traced]
         with _functionalized():
-            graph, closure = stage(flat, [abstractify(x) for x in leaves],
-                                   [i in weak_positions(leaves) for i in range(len(leaves))])
-        error, outs = checkify_graph(graph, errors, init_error, [*leaves, *closure])
+            graph, closure = stage(flat, [abstractify(x) for x in inputs],
+                                   [dtypes.is_weak(x) for x in inputs])
+        error, outs = checkify_graph(graph, errors, init_error, [*inputs, *closure])
         return error, tree_unflatten(out_trees[0], outs)
 
     checked.__name__ = getattr(f, "__name__", "checked")
