@@ -56,6 +56,14 @@ def _take_2d(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
     return lambda x, i: x[:, i].sum()
 
 
+def _static_index(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
+    return lambda x: x[7] + 1.0
+
+
+def _static_negative_column(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
+    return lambda x: x[:, -5] * 2.0
+
+
 def _jit_inside(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
     return t.jit(_user(t, np_, lax, ck))
 
@@ -124,6 +132,9 @@ CASES: dict[str, tuple[Callable[..., Any], str, tuple]] = {
     "gather_negative": (_gather, "index_checks", (np.arange(5.0, dtype=np.float32), np.array(-7, np.int32))),
     "gather_ok": (_gather, "index_checks", (np.arange(5.0, dtype=np.float32), np.array([-1, 4], np.int32))),
     "take_axis1": (_take_2d, "index_checks", (np.ones((2, 3), np.float32), np.array([0, 3], np.int32))),
+    "static_index": (_static_index, "index_checks", (np.ones((3, 4), np.float32),)),
+    "static_index_ok": (_static_index, "index_checks", (np.ones((9, 4), np.float32),)),
+    "static_negative_column": (_static_negative_column, "index_checks", (np.ones((3, 4), np.float32),)),
     "jit_inside": (_jit_inside, "user_checks", _f32(-3.0)),
     "while_body": (_while, "all_checks", _f32(1.5)),
     "while_ok": (_while, "user_checks", _f32(0.5)),
