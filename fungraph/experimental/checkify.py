@@ -42,9 +42,9 @@ from fungraph.interpreters.staging import abstractify, stage
 from fungraph.ir import Eqn, Graph, Literal
 from fungraph.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
-__all__ = ["BatchedError", "DivisionByZeroError", "Error", "ErrorCategory", "FailedCheckError", "JaxException", "JaxRuntimeError",
-           "NaNError", "OOBError", "all_checks", "automatic_checks", "check", "check_error", "checkify",
-           "debug_check", "div_checks", "float_checks", "index_checks", "nan_checks", "user_checks"]
+__all__ = ["BatchedError", "DivisionByZeroError", "Error", "ErrorCategory", "FailedCheckError", "JaxException",
+           "JaxRuntimeError", "NaNError", "OOBError", "all_checks", "automatic_checks", "check", "check_error",
+           "checkify", "debug_check", "div_checks", "float_checks", "index_checks", "nan_checks", "user_checks"]
 
 #: A kind of error ``checkify`` can look for: the classes the error sets below hold.
 ErrorCategory = type[JaxException]
