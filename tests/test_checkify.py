@@ -48,6 +48,10 @@ def _float_div(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
     return lambda x, y: np_.sqrt(x) / y
 
 
+def _floor_divide(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
+    return lambda x, y: x // y
+
+
 def _gather(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
     return lambda x, i: x[i] * 2
 
@@ -128,6 +132,8 @@ CASES: dict[str, tuple[Callable[..., Any], str, tuple]] = {
     "int_div_ok": (_div, "div_checks", (np.array([4, 5, 6], np.int32), np.array([2, 3, 1], np.int32))),
     "float_div_first": (_float_div, "float_checks", _f32([1.0, 4.0], [1.0, 0.0])),
     "float_nan_first": (_float_div, "float_checks", _f32([-1.0, 4.0], [1.0, 0.0])),
+    "float_floordiv_nan": (_floor_divide, "float_checks", _f32([1.0, 4.0], [2.0, 0.0])),
+    "float_floordiv_div": (_floor_divide, "div_checks", _f32([1.0, 4.0], [2.0, 0.0])),
     "gather_oob": (_gather, "index_checks", (np.arange(5.0, dtype=np.float32), np.array([1, 9, 2, 11], np.int32))),
     "gather_negative": (_gather, "index_checks", (np.arange(5.0, dtype=np.float32), np.array(-7, np.int32))),
     "gather_ok": (_gather, "index_checks", (np.arange(5.0, dtype=np.float32), np.array([-1, 4], np.int32))),
@@ -176,8 +182,8 @@ def test_checkify_messages_and_outputs_equal_jax(case: str, x64: bool) -> None:
 
 
 @pytest.mark.parametrize("wrap", ["jit", "vmap"])
-@pytest.mark.parametrize("case", ["user_fail_fmt", "nan_before_check", "gather_oob", "scan", "cond_neg", "int_div",
-                                  "user_ok"])
+@pytest.mark.parametrize("case", ["user_fail_fmt", "nan_before_check", "gather_oob", "scan", "cond_neg", "cond_div",
+                                  "cond_nan", "int_div", "user_ok"])
 def test_checkify_under_jit_and_vmap_equals_jax(case: str, wrap: str) -> None:
     with fg.enable_x64(False), jax.enable_x64(False):
         want, want_out = _run("jax", case, wrap)

@@ -254,6 +254,9 @@ def _checkify_eqn(eqn: Eqn, enabled: frozenset, error: Error, ins: list[Any]) ->
     rule = _CALL_RULES.get(name)
     if rule is not None:
         return rule(eqn, enabled, error, ins)
+    if name == "floor_divide" and NaNError in enabled and dtypes.is_float(ins[0].dtype):
+        # JAX's float floor division takes the remainder (lax.rem) before it divides
+        error = assert_func(error, fnp.any(fnp.isnan(fnp.fmod(ins[0], ins[1]))), NaNError("rem"))
     if name in _DIV_PRIMITIVES and DivisionByZeroError in enabled:
         error = assert_func(error, fnp.any(fnp.equal(ins[1], 0)), DivisionByZeroError())
     if name == "take" and OOBError in enabled:
