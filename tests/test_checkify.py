@@ -32,6 +32,15 @@ def _user(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
     return f
 
 
+def _pytree_fmt(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
+    def f(x: Any) -> Any:
+        ck.check(True, "never")
+        ck.check(x.sum() > 100, "vec {} {:.3f} d {d}", x, x[1], d={"a": x[0], "b": (x * 2, x > 1)})
+        ck.check(False, "always")
+        return x
+    return f
+
+
 def _first_of_two(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
     def f(x: Any) -> Any:
         y = np_.log(x)
@@ -124,6 +133,8 @@ CASES: dict[str, tuple[Callable[..., Any], str, tuple]] = {
     "user_ok": (_user, "user_checks", _f32(2.0)),
     "user_fail_fmt": (_user, "user_checks", _f32(-3.0)),
     "user_second": (_user, "user_checks", _f32(-30.0)),
+    "pytree_fmt": (_pytree_fmt, "user_checks", _f32([0.5, 1.5, 2.0])),
+    "python_bool_check": (_pytree_fmt, "user_checks", _f32([50.0, 60.0])),
     "nan_before_check": (_first_of_two, "all_checks", _f32(-1.0)),
     "check_before_div": (_first_of_two, "all_checks", _f32(0.5)),
     "nan_only": (_first_of_two, "nan_checks", _f32(-1.0)),

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from fungraph.core import Primitive
+from fungraph.numpy import asarray
 from fungraph.primitives._batching import batch_size, broadcast_batch
-from fungraph.tree_util import register_pytree_node, tree_flatten, tree_unflatten
+from fungraph.tree_util import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["BatchedError", "DivisionByZeroError", "Error", "FailedCheckError", "JaxException", "JaxRuntimeError",
            "NaNError", "OOBError", "check_p", "init_error"]
@@ -105,8 +106,7 @@ class FailedCheckError(JaxException):
         return cls(static[0], *args, **kwargs)
 
     def __str__(self) -> str:
-        args = [np.asarray(a) for a in self.fmt_args]
-        kwargs = {k: np.asarray(v) for k, v in self.fmt_kwargs.items()}
+        args, kwargs = tree_map(asarray, (self.fmt_args, self.fmt_kwargs))
         return self.fmt_string.format(*args, **kwargs) + " (`check` failed)"
 
 

@@ -11,6 +11,7 @@ turn and carry the error as extra inputs and outputs, so the result works eagerl
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -73,17 +74,21 @@ _NAN_PRIMITIVES = {
 }
 _DIV_PRIMITIVES = ("div", "floor_divide")
 
-_functionalizing = [0]
+class _Functionalizing(threading.local):
+    depth = 0
+
+
+_functionalizing = _Functionalizing()
 
 
 @contextlib.contextmanager
 def _functionalized() -> Iterator[None]:
     """While staging for checkify, ``check`` stages an equation that the interpreter consumes."""
-    _functionalizing[0] += 1
+    _functionalizing.depth += 1
     try:
         yield
     finally:
-        _functionalizing[0] -= 1
+        _functionalizing.depth -= 1
 
 
 # --- the public API -------------------------------------------------------------------------
@@ -136,7 +141,7 @@ def check_error(error: Error) -> None:
     """Raise ``error`` as ``check`` would (``checkify`` turns it back into a value)."""
     if not isinstance(error, Error):
         raise TypeError(f"check_error takes an Error as argument, got type {type(error)} instead.")
-    if not _functionalizing[0] and is_staging():
+    if not _functionalizing.depth and is_staging():
         raise ValueError(_FUNCTIONALIZATION_ERROR)
     _check_error(error)
 
@@ -153,7 +158,7 @@ def _check(pred: Any, msg: str, debug: bool, fmt_args: tuple, fmt_kwargs: dict) 
         if not isinstance(arg, (Array, Tracer, np.ndarray)):
             raise TypeError("Formatting arguments to checkify.check need to be PyTrees of arrays, but got "
                             f"{arg!r} of type {type(arg)}.")
-    if not _functionalizing[0]:
+    if not _functionalizing.depth:
         if debug:
             return
         if is_staging():
