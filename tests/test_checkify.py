@@ -268,3 +268,24 @@ def test_grad_through_checkified_function_equals_jax() -> None:
         f = ck.checkify(_user(t, np_, lax, ck))
         outs.append([float(t.grad(lambda x, f=f: f(x)[1])(np_.asarray(v))) for v in (0.5, -1.0)])
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-6)
+
+
+#: numpy functions whose NaN (or division by zero) JAX's checkify reports by primitive name
+NAN_FUNCTIONS = ["log", "log2", "sqrt", "arccos", "arctanh", "cbrt", "power", "sin", "tan", "exp", "cosh", "fmod",
+                 "remainder", "divide", "logaddexp", "std", "cumsum", "dot"]
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_nan_and_division_messages_name_jax_s_primitives(x64: bool) -> None:
+    x = np.array([-2.0, -0.5, 0.0, 0.5, 3.0, np.inf], np.float32)
+    got, want = {}, {}
+    with fg.enable_x64(x64), jax.enable_x64(x64), np.errstate(all="ignore"):
+        for name in NAN_FUNCTIONS:
+            for lib, messages in (("jax", want), ("fungraph", got)):
+                _, np_, _, ck = LIBS[lib]
+                f = getattr(np_, name)
+                g = (lambda v, f=f: f(v, v[::-1])) if name in ("power", "fmod", "remainder", "divide", "logaddexp",
+                                                                 "dot") else f
+                messages[name] = ck.checkify(g, errors=ck.float_checks)(np_.asarray(x))[0].get()
+    assert got == want
+    assert len(set(want.values())) > 5
