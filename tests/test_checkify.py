@@ -289,3 +289,31 @@ def test_nan_and_division_messages_name_jax_s_primitives(x64: bool) -> None:
                 messages[name] = ck.checkify(g, errors=ck.float_checks)(np_.asarray(x))[0].get()
     assert got == want
     assert len(set(want.values())) > 5
+
+
+def test_checkify_of_vmap_of_while_is_refused_as_jax() -> None:
+    messages, fori = [], []
+    for t, np_, lax, ck in LIBS.values():
+        def loop(x: Any, np_: Any = np_, lax: Any = lax) -> Any:
+            return lax.while_loop(lambda c: c < x, lambda c: c + 1.0, np_.zeros_like(x))
+        with pytest.raises(ValueError) as info:
+            ck.checkify(t.vmap(loop))(np_.asarray([1.0, 3.0]))
+        messages.append(str(info.value).split("\n--")[0])
+        err, out = ck.checkify(t.vmap(lambda x, lax=lax: lax.fori_loop(0, 3, lambda i, c: c * x, x)))(
+            np_.asarray([1.0, 3.0]))
+        fori.append((err.get(), np.asarray(out).tolist()))
+    assert messages[1] == messages[0]
+    assert fori[1] == fori[0] == (None, [1.0, 81.0])
+
+
+def test_vmap_of_checkify_of_while_checks_each_example_s_own_iterations() -> None:
+    """(JAX 0.10 fails on this program with an internal error.)"""
+    def loop(x: Any) -> Any:
+        def body(c: Any) -> Any:
+            fck.check((c != 1.0) | (x > 2.0), "c={} x={}", c, x)
+            return c + 1.0
+        return flax.while_loop(lambda c: c < x, body, fnp.zeros_like(x))
+
+    err, out = fg.vmap(fck.checkify(loop))(fnp.asarray([1.0, 3.0, 1.5]))
+    assert np.asarray(out).tolist() == [1.0, 3.0, 2.0]
+    assert err.get() == "at mapped index 2: c=1.0 x=1.5 (`check` failed)"

@@ -41,6 +41,7 @@ from fungraph.experimental._checkify_errors import (
 from fungraph.interpreters.eval import add_eqn_note
 from fungraph.interpreters.staging import abstractify, stage
 from fungraph.ir import Eqn, Graph, Literal
+from fungraph.primitives.while_loop import MASKED_BODIES
 from fungraph.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 __all__ = ["BatchedError", "DivisionByZeroError", "Error", "ErrorCategory", "FailedCheckError", "JaxException",
@@ -376,6 +377,9 @@ def _scan_rule(eqn: Eqn, enabled: frozenset, error: Error, ins: list[Any]) -> tu
 def _while_rule(eqn: Eqn, enabled: frozenset, error: Error, ins: list[Any]) -> tuple[Error, list[Any]]:
     p = eqn.params
     cond_graph, body_graph, n_cc, n_bc = p["cond_graph"], p["body_graph"], p["n_cc"], p["n_bc"]
+    if body_graph in MASKED_BODIES:
+        raise ValueError("Checkify does not support batched while-loops (checkify-of-vmap-of-while). \nHint: if "
+                         "possible, move the vmap to the outer level to get vmap-of-checkify-of-while.")
     cc, bc, carry = ins[:n_cc], ins[n_cc:n_cc + n_bc], ins[n_cc + n_bc:]
     n_carry = len(carry)
     error, _ = checkify_graph(cond_graph, enabled, error, [*carry, *cc])
