@@ -77,6 +77,23 @@ def _static_negative_column(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[...
     return lambda x: x[:, -5] * 2.0
 
 
+def _dynamic_slices(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
+    def f(x: Any, i: Any, j: Any) -> Any:
+        a = lax.dynamic_slice(x, (i, i * 0 + 1), (2, 2))
+        b = lax.dynamic_update_slice(x, a * 0, (j * 0 + 1, j))
+        return a.sum() + lax.dynamic_index_in_dim(b, j, 1, keepdims=False)
+    return f
+
+
+def _order_of_kinds(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
+    def f(x: Any, i: Any) -> Any:
+        y = np_.log(x)
+        ck.check(i < 0, "user {}", i)
+        z = lax.dynamic_slice_in_dim(y, i, 2)
+        return z.sum() + np_.sqrt(-x).sum()
+    return f
+
+
 def _jit_inside(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
     return t.jit(_user(t, np_, lax, ck))
 
@@ -152,6 +169,11 @@ CASES: dict[str, tuple[Callable[..., Any], str, tuple]] = {
     "static_index": (_static_index, "index_checks", (np.ones((3, 4), np.float32),)),
     "static_index_ok": (_static_index, "index_checks", (np.ones((9, 4), np.float32),)),
     "static_negative_column": (_static_negative_column, "index_checks", (np.ones((3, 4), np.float32),)),
+    **{f"dynamic_slices_{i}_{j}": (_dynamic_slices, "index_checks", (np.ones((3, 4), np.float32), np.int32(i),
+                                                                      np.int32(j)))
+       for i, j in ((0, 2), (2, 0), (-5, 0), (1, 3), (0, -1), (0, 9))},
+    **{f"order_{errors}_{i}": (_order_of_kinds, errors, (np.array([1.0, -1.0, 2.0], np.float32), np.int32(i)))
+       for errors in ("all_checks", "index_checks", "float_checks") for i in (5, -1)},
     "jit_inside": (_jit_inside, "user_checks", _f32(-3.0)),
     "while_body": (_while, "all_checks", _f32(1.5)),
     "while_ok": (_while, "user_checks", _f32(0.5)),
@@ -194,7 +216,7 @@ def test_checkify_messages_and_outputs_equal_jax(case: str, x64: bool) -> None:
 
 @pytest.mark.parametrize("wrap", ["jit", "vmap"])
 @pytest.mark.parametrize("case", ["user_fail_fmt", "nan_before_check", "gather_oob", "scan", "cond_neg", "cond_div",
-                                  "cond_nan", "int_div", "user_ok"])
+                                  "cond_nan", "int_div", "user_ok", "dynamic_slices_1_3"])
 def test_checkify_under_jit_and_vmap_equals_jax(case: str, wrap: str) -> None:
     with fg.enable_x64(False), jax.enable_x64(False):
         want, want_out = _run("jax", case, wrap)

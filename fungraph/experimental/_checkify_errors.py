@@ -127,6 +127,9 @@ class Meta:
     kind: type
     static: tuple
     tree: Any
+    #: numbered when ``checkify`` interprets the check rather than when it is staged (a check
+    #: that stands for an automatic one, which JAX numbers in that order)
+    deferred: bool = False
 
 
 #: An effect: the error class and its payload's (shape, dtype) pairs.
@@ -215,10 +218,14 @@ register_pytree_node(Error, _flatten_error, _unflatten_error)
 init_error = Error()
 
 
-def new_error(exc: JaxException) -> tuple[int, Meta, list[Any]]:
+def new_error(exc: JaxException, deferred: bool = False) -> tuple[int, Meta, list[Any]]:
     """A fresh code for ``exc``, its metadata and its payload leaves."""
     leaves, tree = tree_flatten(exc.payload())
-    return _next_code(), Meta(type(exc), exc.static(), tree), leaves
+    return next_code(), Meta(type(exc), exc.static(), tree, deferred), leaves
+
+
+def next_code() -> int:
+    return _next_code()
 
 
 # --- the check primitive: raises its error where it runs, unless checkify functionalized it ----

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -37,10 +38,12 @@ from fungraph.experimental._checkify_errors import (
     effect_of,
     init_error,
     new_error,
+    next_code,
 )
 from fungraph.interpreters.eval import add_eqn_note
 from fungraph.interpreters.staging import abstractify, stage
 from fungraph.ir import Eqn, Graph, Literal
+from fungraph.lax._slicing import START_OBSERVERS
 from fungraph.primitives.while_loop import MASKED_BODIES
 from fungraph.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
@@ -116,7 +119,7 @@ def checkify(f: Callable[..., Any], errors: frozenset = user_checks) -> Callable
         # arrays are staged as inputs; other arguments (numpy arrays, Python scalars) are closed
         # over, as JAX's checkify closes over every argument
         inputs = [leaves[i] for i in traced]
-        with _functionalized():
+        with _functionalized(), _observing_starts(OOBError in errors):
             graph, closure = stage(flat, [abstractify(x) for x in inputs],
                                    [dtypes.is_weak(x) for x in inputs])
         error, outs = checkify_graph(graph, errors, init_error, [*inputs, *closure])
@@ -168,11 +171,36 @@ def _check(pred: Any, msg: str, debug: bool, fmt_args: tuple, fmt_kwargs: dict) 
     _check_error(error)
 
 
+@contextlib.contextmanager
+def _observing_starts(on: bool) -> Iterator[None]:
+    """While staging with index checks on, dynamic slices and updates check their start indices
+    before ``lax`` clamps them (the staged graph only sees the clamped ones)."""
+    if not on:
+        yield
+        return
+    START_OBSERVERS.append(_check_starts)
+    try:
+        yield
+    finally:
+        START_OBSERVERS.remove(_check_starts)
+
+
+def _check_starts(name: str, shape: tuple[int, ...], starts: list[Any], sizes: tuple[int, ...]) -> None:
+    """JAX's dynamic_slice check: a window starting below 0 or ending past its axis."""
+    if not starts or not _functionalizing.depth:
+        return
+    begin = fnp.stack([fnp.asarray(i, np.int32) for i in starts])
+    oob = (begin < 0) | (begin + np.asarray(sizes, np.int32) > np.asarray(shape, np.int32))
+    axis = fnp.argmax(oob)
+    payload = fnp.stack([begin[axis], fnp.asarray(axis, np.int32), fnp.asarray(np.asarray(shape, np.int32))[axis]])
+    _check_error(assert_func(init_error, fnp.any(oob), OOBError(name, shape, payload), deferred=True))
+
+
 # --- errors as values -----------------------------------------------------------------------
 
-def assert_func(error: Error, pred: Any, exc: JaxException) -> Error:
+def assert_func(error: Error, pred: Any, exc: JaxException, deferred: bool = False) -> Error:
     """``error`` with ``exc`` added, happening where ``pred`` holds."""
-    code, meta, payload = new_error(exc)
+    code, meta, payload = new_error(exc, deferred)
     return update_error(error, pred, code, {code: meta}, payload, effect_of(exc, payload))
 
 
@@ -294,10 +322,23 @@ def _take_check(error: Error, x: Any, idx: Any, axis: int) -> Error:
 def _check_rule(eqn: Eqn, enabled: frozenset, error: Error, ins: list[Any]) -> tuple[Error, list[Any]]:
     """A ``check`` equation: merge its error into the one threaded through the program."""
     new = tree_unflatten(eqn.params["err_tree"], ins)
+    deferred = [m for m in new._metadata.values() if m.deferred]
+    if deferred:
+        return _deferred_check(error, enabled, new, deferred[0]), []
     for effect, pred in new._pred.items():
         if effect[0] in enabled:
             error = update_error(error, pred, new._code[effect], {}, new._payload[effect], effect)
     return error._replace_metadata({**new._metadata, **error._metadata}), []
+
+
+def _deferred_check(error: Error, enabled: frozenset, new: Error, meta: Meta) -> Error:
+    """A check staged for an automatic one (one effect, one metadata entry): numbered now, in
+    the order of the automatic checks around it."""
+    if meta.kind not in enabled:
+        return error
+    code = next_code()
+    (effect, pred), = new._pred.items()
+    return update_error(error, pred, code, {code: replace(meta, deferred=False)}, new._payload[effect], effect)
 
 
 # --- sub-graphs: staged again with the error as inputs and outputs --------------------------
