@@ -94,6 +94,13 @@ def _order_of_kinds(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
     return f
 
 
+def _at_updates(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
+    def f(x: Any, i: Any, j: Any) -> Any:
+        y = x.at[i].set(5.0).at[i].multiply(2.0).at[i].min(-1.0)
+        return y.reshape(2, 3).at[:, j].add(1.0).sum() + y.at[j].add(y[3]).sum()
+    return f
+
+
 def _jit_inside(t: Any, np_: Any, lax: Any, ck: Any) -> Callable[..., Any]:
     return t.jit(_user(t, np_, lax, ck))
 
@@ -174,6 +181,9 @@ CASES: dict[str, tuple[Callable[..., Any], str, tuple]] = {
        for i, j in ((0, 2), (2, 0), (-5, 0), (1, 3), (0, -1), (0, 9))},
     **{f"order_{errors}_{i}": (_order_of_kinds, errors, (np.array([1.0, -1.0, 2.0], np.float32), np.int32(i)))
        for errors in ("all_checks", "index_checks", "float_checks") for i in (5, -1)},
+    **{f"at_{i}_{j}": (_at_updates, "index_checks", (np.arange(6.0, dtype=np.float32), np.int32(i),
+                                                     np.asarray(j, np.int32)))
+       for i, j in ((2, 1), (-1, [1, 2]), (6, 0), (-7, 0), (0, [1, 3]), (0, [-5, 1]), (0, -2))},
     "jit_inside": (_jit_inside, "user_checks", _f32(-3.0)),
     "while_body": (_while, "all_checks", _f32(1.5)),
     "while_ok": (_while, "user_checks", _f32(0.5)),

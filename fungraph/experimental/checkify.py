@@ -295,6 +295,10 @@ def _checkify_eqn(eqn: Eqn, enabled: frozenset, error: Error, ins: list[Any]) ->
         error = assert_func(error, fnp.any(fnp.equal(ins[1], 0)), DivisionByZeroError())
     if name == "take" and OOBError in enabled:
         error = _take_check(error, ins[0], ins[1], params["axis"])
+    if name == "scatter_add" and OOBError in enabled:
+        error = _scatter_check(error, ins[1], params["shape"], params["axis"])
+    if name == "dynamic_update_slice" and params["mode"] == "drop" and OOBError in enabled:
+        error = _drop_window_check(error, ins[0], ins[1], ins[2:])
     out = eqn.primitive.bind(*ins, **params)
     outs = list(out) if eqn.primitive.multiple_results else [out]
     if name in _NAN_PRIMITIVES and NaNError in enabled:
@@ -317,6 +321,31 @@ def _take_check(error: Error, x: Any, idx: Any, axis: int) -> Error:
     payload = fnp.stack([fnp.asarray(wrapped[first], np.int32), fnp.asarray(axis, np.int32),
                          fnp.asarray(size, np.int32)])
     return assert_func(error, fnp.any(oob), OOBError("gather", tuple(x.shape), payload))
+
+
+def _scatter_check(error: Error, idx: Any, shape: tuple[int, ...], axis: int) -> Error:
+    """JAX's scatter check: the first index outside ``[0, size)`` (``.at`` updates)."""
+    idx = fnp.ravel(fnp.asarray(idx))
+    if idx.size == 0:
+        return error
+    size = shape[axis]
+    oob = (idx < 0) | (idx > size - 1)
+    payload = fnp.stack([fnp.asarray(idx[fnp.argmax(oob)], np.int32), fnp.asarray(axis, np.int32),
+                         fnp.asarray(size, np.int32)])
+    return assert_func(error, fnp.any(oob), OOBError("scatter", tuple(shape), payload))
+
+
+def _drop_window_check(error: Error, x: Any, update: Any, starts: Sequence[Any]) -> Error:
+    """A window written by ``.at[...]`` (negative starts count from the end once), outside the array."""
+    if not starts:
+        return error
+    shape = np.asarray(x.shape, np.int32)
+    begin = fnp.stack([fnp.asarray(s, np.int32) for s in starts])
+    begin = fnp.where(begin < 0, begin + shape, begin)
+    oob = (begin < 0) | (begin + np.asarray(update.shape, np.int32) > shape)
+    axis = fnp.argmax(oob)
+    payload = fnp.stack([begin[axis], fnp.asarray(axis, np.int32), fnp.asarray(shape)[axis]])
+    return assert_func(error, fnp.any(oob), OOBError("scatter", tuple(x.shape), payload))
 
 
 def _check_rule(eqn: Eqn, enabled: frozenset, error: Error, ins: list[Any]) -> tuple[Error, list[Any]]:
