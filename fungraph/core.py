@@ -10,7 +10,7 @@ import operator
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -21,6 +21,8 @@ from fungraph import dtypes
 from fungraph._config import FLOAT_CHECKS
 from fungraph.array import DeletedHostArray, HostArray, deleted_error, hosted, hosted_copy_if_shared, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
+from fungraph.ir import Literal as Literal  # noqa: PLC0414  (jax.core.Literal, as JAX programs reach it)
+from fungraph.ir import Var as Var  # noqa: PLC0414  (jax.core.Var)
 
 
 class ShapeError(ValueError, TypeError):
@@ -233,6 +235,14 @@ class Primitive:
             raise MissingRuleError(f"no {backend} lowering for primitive `{self.name}`")
         return rule
 
+    def def_impl(self, f: Callable[..., Any]) -> Callable[..., Any]:
+        self.impl = f
+        return f
+
+    def def_abstract_eval(self, f: AbstractEval) -> AbstractEval:
+        self.abstract_eval = f
+        return f
+
     def def_jvp(self, f: Callable[..., Any]) -> Callable[..., Any]:
         self.jvp = f
         return f
@@ -252,6 +262,52 @@ class Primitive:
     def bind(self, *args: Any, **params: Any) -> Any:
         """Apply the primitive under whichever trace owns the arguments."""
         return bind(self, args, Params(params))
+
+
+class RuleTable(MutableMapping[Primitive, Callable[..., Any]]):
+    """One rule of every primitive seen as JAX's registry of it (``ad.primitive_jvps``,
+    ``batching.primitive_batchers``): setting ``table[prim]`` sets the primitive's ``kind`` rule,
+    through ``adapt(prim, rule)`` where JAX's calling convention differs from fungraph's, so the
+    primitive stays the one place its rules live. Iteration lists the registered primitives that
+    have the rule and the ones given it through the table."""
+
+    def __init__(self, kind: str,
+                 adapt: Callable[[Primitive, Callable[..., Any]], Callable[..., Any]] | None = None) -> None:
+        self.kind = kind
+        self.adapt = adapt
+        self.assigned: dict[int, Primitive] = {}
+
+    def __getitem__(self, prim: Primitive) -> Callable[..., Any]:
+        rule = getattr(prim, self.kind, None) if isinstance(prim, Primitive) else None
+        if rule is None or isinstance(rule, NotDifferentiable):
+            raise KeyError(prim)
+        return rule
+
+    def __setitem__(self, prim: Primitive, rule: Callable[..., Any]) -> None:
+        if not isinstance(prim, Primitive):
+            raise TypeError(f"a {self.kind} rule is registered for a Primitive, got {type(prim).__name__}")
+        if not callable(rule):
+            raise TypeError(f"the {self.kind} rule of `{prim.name}` must be callable, got {type(rule).__name__}")
+        setattr(prim, self.kind, rule if self.adapt is None else self.adapt(prim, rule))
+        self.assigned[id(prim)] = prim
+
+    def __delitem__(self, prim: Primitive) -> None:
+        self[prim]  # noqa: B018  (a KeyError when there is none)
+        setattr(prim, self.kind, None)
+
+    def __iter__(self) -> Iterator[Primitive]:
+        prims = {id(p): p for p in (*Primitive.registry.values(), *self.assigned.values())}
+        return iter([p for p in prims.values() if p in self])
+
+    def __contains__(self, prim: object) -> bool:
+        try:
+            self[prim]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def register_lowering(prim: Primitive, backend: str, rule: Callable[..., Any] | None = None, *,
