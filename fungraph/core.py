@@ -88,6 +88,21 @@ class NotDifferentiable:
 
 NOT_DIFFERENTIABLE = NotDifferentiable()
 
+
+@dataclass(frozen=True)
+class MissingRule:
+    """The rule a user's primitive has until it is given one (JAX lets a primitive exist before
+    its rules): calling it is a clear error naming the primitive and the method that fills it.
+    Eager evaluation of a primitive whose abstract evaluation is missing takes its result types
+    from the ``impl``'s outputs, as JAX's eager ``bind`` does."""
+
+    what: str
+    name: str
+    how: str
+
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        raise MissingRuleError(f"no {self.what} rule for primitive `{self.name}`: give one with `{self.how}`")
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -423,9 +438,12 @@ class EvalTrace(Trace):
         if not dtypes.x64_enabled():
             tracers = [_in_32_bit_mode(x) for x in tracers]
         avals = [aval_of(x) for x in tracers]
-        expected = checked_abstract_eval(prim, avals, params)
+        no_shape_rule = isinstance(prim.abstract_eval, MissingRule)
+        expected = () if no_shape_rule else checked_abstract_eval(prim, avals, params)
         out = run_impl(prim, [unhosted(x) for x in tracers], params.kwargs())
         outs = out if prim.multiple_results else (out,)
+        if no_shape_rule:
+            expected = tuple(_impl_aval(o) for o in outs)
         if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
             check_finite(prim.name, outs, user_source())
         writeable = [x for x in tracers if isinstance(x, np.ndarray) and x.flags.writeable]
@@ -453,6 +471,12 @@ def run_impl(prim: Primitive, args: Sequence[Any], kwargs: dict[str, Any]) -> An
             raise
     return prim.impl(*[np.asarray(a, dtypes.float32) if getattr(a, "dtype", None) in dtypes.EMULATED else a
                        for a in args], **kwargs)
+
+
+def _impl_aval(x: Any) -> ShapedArray:
+    """The type of an ``impl``'s output, its dtype canonical for the dtype mode."""
+    arr = np.asarray(x)
+    return ShapedArray(arr.shape, dtypes.canonicalize(arr.dtype))
 
 
 def _as_array(x: Any, aval: ShapedArray, writeable: list[np.ndarray]) -> np.ndarray:

@@ -10,20 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from fungraph import core as _core
-from fungraph.core import MissingRuleError
+from fungraph.core import MissingRule
 from fungraph.interpreters.eval import eval_graph
 from fungraph.ir import Eqn, Graph, Literal, ShapedArray, Var
 
 ClosedJaxpr = Graph
 Jaxpr = Graph
 JaxprEqn = Eqn
-
-
-def _missing(what: str, name: str, how: str) -> Callable[..., Any]:
-    def rule(*args: Any, **params: Any) -> Any:
-        raise MissingRuleError(f"no {what} rule for primitive `{name}`: give one with `{how}`")
-
-    return rule
 
 
 class Primitive(_core.Primitive):
@@ -37,8 +30,8 @@ class Primitive(_core.Primitive):
     def __init__(self, name: str) -> None:
         if not isinstance(name, str):
             raise TypeError(f"Primitive(name): the name must be a str, got {type(name).__name__}")
-        super().__init__(name, _missing("evaluation", name, "def_impl"),
-                         _missing("abstract evaluation", name, "def_abstract_eval"))
+        super().__init__(name, MissingRule("evaluation", name, "def_impl"),
+                         MissingRule("abstract evaluation", name, "def_abstract_eval"))
 
     def __post_init__(self) -> None:
         """Nothing to register (see the class docstring)."""

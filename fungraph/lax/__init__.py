@@ -172,7 +172,6 @@ from fungraph.lax._shapes import (
     tile,
     transpose,
     unstack,
-    zeros_like_array,
 )
 from fungraph.lax._slicing import (
     GatherDimensionNumbers,
@@ -459,6 +458,5 @@ __all__ = [
     "while_loop",
     "with_sharding_constraint",
     "zeta",
-    "zeros_like_array",
     *_primitives.__all__,
 ]

@@ -231,11 +231,6 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] |
     return weakly_typed(out) if dtype is None and dtypes.is_weak(x) else out
 
 
-def zeros_like_array(x: Any) -> Any:
-    """JAX's ``lax.zeros_like_array``: zeros of ``x``'s shape and dtype (weak when ``x`` is)."""
-    return full_like(x, 0)
-
-
 def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Any:
     """An array of ``shape`` whose values must not be read (zeros here)."""
     _no_sharding("empty", out_sharding)
