@@ -214,3 +214,31 @@ def test_defjvp_matches_jax(x64: bool) -> None:
                 "grad_x": api.grad(lambda x, y: p.bind(x, y))(0.5, 2.0),
             }
     _compare(outs["fungraph"], outs["jax"])
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_multiple_results_primitive_matches_jax(x64: bool) -> None:
+    """A primitive with ``multiple_results = True``: rules take and give lists."""
+    def build(ext_core: Any, core: Any, batching: Any) -> Any:
+        p = ext_core.Primitive("sum_and_diff")
+        p.multiple_results = True
+        p.def_impl(lambda x, y: [np.add(x, y), np.subtract(x, y)])
+        p.def_abstract_eval(lambda x, y: [core.ShapedArray(x.shape, x.dtype)] * 2)
+
+        def batch(args: Any, dims: Any) -> Any:
+            assert dims[0] == dims[1]
+            return p.bind(*args), [dims[0], dims[0]]
+
+        batching.primitive_batchers[p] = batch
+        return p
+
+    outs = {}
+    with fg.enable_x64(x64), jax.enable_x64(x64):
+        for name, (api, _, ext_core, core, _, batching) in LIBS.items():
+            p = build(ext_core, core, batching)
+            x, y = np.arange(3.0), np.array([0.5, -1.0, 2.0])
+            if api is jax:
+                mlir.register_lowering(p, mlir.lower_fun(lambda x, y: [x + y, x - y], multiple_results=True))
+            outs[name] = {"eager": p.bind(x[0], y[0]), "jit": api.jit(lambda a, b: p.bind(a, b))(x, y),
+                          "vmap": api.vmap(lambda a, b: p.bind(a, b))(x, y)}
+    _compare(outs["fungraph"], outs["jax"])
