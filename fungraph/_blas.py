@@ -91,15 +91,42 @@ def _fixed_threads() -> int | None:
     return int(raw)
 
 
+class _Overlapped:
+    """How many products the CPU engine runs on its overlap thread now
+    (``backends/cpu_overlap.py``): while one runs, every product runs on one thread, since the
+    two products already keep two cores busy."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.count += n
+
+
+OVERLAPPED = _Overlapped()
+
+
+def may_overlap() -> bool:
+    """Whether two products may run at a time, each on one thread: with numpy's OpenBLAS on
+    several threads (another BLAS picks its own threads), unless ``FUNGRAPH_BLAS_THREADS``
+    asks for several threads per product."""
+    blas = _openblas()
+    fixed = _fixed_threads()
+    return blas is not None and blas[1] > 1 and (fixed is None or fixed == 1)
+
+
 def threads_for(multiply_adds: int, default: int) -> int:
     """The threads a product of ``multiply_adds`` (m*n*k) runs on when OpenBLAS has ``default``:
-    ``FUNGRAPH_BLAS_THREADS`` when set, else one below :data:`SMALL_PRODUCT`, else as many of
+    ``FUNGRAPH_BLAS_THREADS`` when set, else one below :data:`SMALL_PRODUCT` or while the engine
+    overlaps two products (:data:`OVERLAPPED`), else as many of
     ``default`` as there were cores for this process lately (:data:`CORES`): the caller and
     that many less one pool workers sharing its tiles."""
     fixed = _fixed_threads()
     if fixed is not None:
         return fixed
-    if default <= 1 or multiply_adds < SMALL_PRODUCT:
+    if default <= 1 or multiply_adds < SMALL_PRODUCT or OVERLAPPED.count:
         return 1
     return max(1, round(min(default, CORES.available())))
 
@@ -325,6 +352,7 @@ def _after_fork_in_child() -> None:
     _POOLS_LOCK = threading.Lock()
     _COUNT.__init__()
     CORES.__init__()
+    OVERLAPPED.__init__()
 
 
 if hasattr(os, "register_at_fork"):

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from fungraph.array import HostArray, unhosted
-from fungraph.backends import compile_subgraph, register_backend
+from fungraph import _blas
+from fungraph.backends import compile_subgraph, cpu_overlap, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.backends.native.loops import loop_lowering
 from fungraph.backends.native.regions import native_regions, reduces_natively, runs_natively
@@ -101,6 +102,10 @@ def _held_steps(program: list[tuple]) -> list[tuple] | bool:
                 spec.append(a[0])
         steps.append((fn, ins, outs, tuple(spec), params, multi))
     return steps
+
+
+def _not_donated(alloc: Any) -> bool:
+    return alloc is None or alloc[0] != "donated"
 
 
 def _results(env: list[Any], slots: Sequence[int], copies: Sequence[bool]) -> list[HostArray]:
@@ -225,6 +230,9 @@ class CpuExecutable:
                                          and plan.placements[a].offset < 0)
             produced = {s for _, _, outs, *_ in program for s in outs}
             self.release_slots = tuple(input_slots) + tuple(sorted(set(output_slots) & produced))
+            #: the step each product of ``plan.early`` starts at -> that product's own step
+            self.launches = {step: j for j, step in plan.early.items()
+                             if not program[j][6] and _not_donated(program[j][4][0]) and 0 <= step < j}
         return _Buffers(arena, env, program)
 
     @property
@@ -261,14 +269,17 @@ class CpuExecutable:
         try:
             for s, a in zip(self.input_slots, args):
                 env[s] = unhosted(a)
-            for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
-                bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
-                if not multi:
-                    env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
-                elif outs:
-                    env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
-                else:
-                    fn(bufs, *[env[i] for i in ins], **params)
+            if self.launches and _blas.may_overlap():
+                self._run_overlapped(buffers.program, env, into, recycled)
+            else:
+                for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
+                    bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
+                    if not multi:
+                        env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
+                    elif outs:
+                        env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
+                    else:
+                        fn(bufs, *[env[i] for i in ins], **params)
             if into is None:
                 results = _results(env, self.output_slots, self.outputs_to_copy)
             else:
@@ -284,6 +295,36 @@ class CpuExecutable:
             if len(self._idle) < MAX_IDLE_BUFFER_SETS:
                 self._idle.append(buffers)
         return results
+
+    def _run_overlapped(self, program: list[tuple], env: list[Any], into: Sequence[np.ndarray] | None,
+                        recycled: dict[int, np.ndarray]) -> None:
+        """The program, each product of ``plan.early`` begun on the overlap thread at its
+        planned step and joined at its own (``cpu_overlap``); an error on either thread
+        surfaces here once the other has let go of the arena."""
+        task, joins = None, -1
+        try:
+            for i, (fn, ins, outs, fixed, alloc, params, multi) in enumerate(program):
+                j = self.launches.get(i)
+                if j is not None:
+                    lfn, lins, _, lfixed, lalloc, lparams, _ = program[j]
+                    out = lfixed[0] if lalloc[0] is None else self._buffer(lalloc[0], into, env, recycled)
+                    task, joins = cpu_overlap.start(lfn, out, *[env[k] for k in lins], **lparams), j
+                if i == joins:
+                    env[outs[0]] = task.join()
+                    task = None
+                    continue
+                bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
+                if not multi:
+                    env[outs[0]] = fn(bufs[0], *[env[k] for k in ins], **params)
+                elif outs:
+                    env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[k] for k in ins], **params)
+                else:
+                    fn(bufs, *[env[k] for k in ins], **params)
+        except BaseException:
+            if task is not None:
+                with contextlib.suppress(BaseException):
+                    task.join()
+            raise
 
     @contextlib.contextmanager
     def held(self) -> Iterator[Callable[[Sequence[Any], Sequence[np.ndarray]], list[Any]]]:
@@ -613,6 +654,8 @@ def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> C
 
 
 _make_cpu.scratch_bytes = scratch_bytes  # type: ignore[attr-defined]
+# large matrix products started early on a second thread, beside the steps before them
+_make_cpu.early_starts = cpu_overlap.overlap_starts  # type: ignore[attr-defined]
 # elementwise chains of at least two chunks, streamed chunk by chunk (``cpu_regions``), with the
 # reductions over trailing axes that feed them or end them when the native engine runs them
 _make_cpu.fusion = FusionCapability(min_bytes=2 * CHUNK_BYTES, reduces=reduces_natively)  # type: ignore[attr-defined]
