@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.array import HostArray, unhosted
 from fungraph import _blas
+from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, cpu_overlap, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.backends.native.loops import loop_lowering
