@@ -22,6 +22,7 @@ from fungraph import _blas
 from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, cpu_overlap, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
+from fungraph.backends.cpu_updates import folded_update, skipped, update_folds
 from fungraph.backends.native.loops import loop_lowering
 from fungraph.backends.native.regions import native_regions, reduces_natively, runs_natively
 from fungraph.core import Primitive, ScratchLowering, get_primitive, register_lowering
@@ -216,8 +217,19 @@ class CpuExecutable:
                     alloc.append(None)
             program.append((fn, ins, tuple(outs), tuple(fixed), tuple(alloc), dict(e.params),
                             e.primitive.multiple_results))
+        folds = update_folds(graph, plan, self.donated)
+        for u, fold in folds.items():
+            _, _, outs_u, fixed_u, alloc_u, _, multi_u = program[u]
+            for i in (fold.product, fold.scale):
+                if i is not None:
+                    program[i] = (skipped, (), *program[i][2:])
+            program[u] = (folded_update(fold.alpha, fold.transposed),
+                          (slot[fold.weight], operand(fold.lhs), operand(fold.rhs)), outs_u, fixed_u, alloc_u, {},
+                          multi_u)
         output_slots = [operand(a) if isinstance(a, Literal) else slot[a] for a in graph.outvars]
         if first:
+            #: weight updates run as one BLAS call with their product (``cpu_updates``)
+            self.folded_updates = len(folds)
             self.fallback_eqns = fallback_eqns
             self.allocations_per_call = allocations_per_call
             self.input_slots = input_slots
