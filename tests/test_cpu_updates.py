@@ -31,7 +31,7 @@ def _copy(params):
     return [{k: np.array(v, copy=True) for k, v in p.items()} for p in params]
 
 
-def _reference_step(params, x, y, lr=np.float32(0.01)):
+def _reference_step(params, x, y, lr=0.01):
     """The SGD step in float64 numpy: the new parameters."""
     p64 = [{k: v.astype(np.float64) for k, v in p.items()} for p in params]
     x, y = x.astype(np.float64), y.astype(np.float64)
