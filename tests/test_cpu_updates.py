@@ -10,12 +10,14 @@ import fungraph as fg
 import fungraph.backends.cpu as cpu
 from fungraph import _blas as blas
 from fungraph.backends.cpu_updates import update_folds
+from fungraph.jit import clear_caches
 from fungraph.testing.models import mlp_params, sgd_step
 
 
 @pytest.fixture
 def executables(monkeypatch):
-    """The CPU executables made while the test runs, newest last."""
+    """The CPU executables made while the test runs, newest last (compiled afresh: caches cleared)."""
+    clear_caches()
     made: list[cpu.CpuExecutable] = []
     init = cpu.CpuExecutable.__init__
 
