@@ -117,17 +117,27 @@ def test_donated_updates_match_numpy_subtracted_or_added(executables):
     assert executables[-1].folded_updates == 1
 
 
-def test_no_fold_without_donation_or_when_the_product_is_read_again(executables):
+def test_an_update_into_an_output_of_its_own_leaves_the_weight_as_it_was(executables):
     rng = np.random.default_rng(6)
     w = rng.standard_normal((48, 40)).astype(np.float32)
     x = rng.standard_normal((32, 48)).astype(np.float32)
     g = rng.standard_normal((32, 40)).astype(np.float32)
-    out = fg.jit(lambda w, x, g: w - x.T @ g)(w, x, g)  # not donated: w is not overwritten
-    np.testing.assert_allclose(np.asarray(out), w - x.T @ g, rtol=1e-5, atol=1e-5)
-    assert executables[-1].folded_updates == 0
+    before = w.copy()
+    out = fg.jit(lambda w, x, g: w - 0.25 * (x.T @ g))(w, x, g)  # not donated: a fresh output
+    assert executables[-1].folded_updates == 1
+    np.testing.assert_array_equal(w, before)
+    np.testing.assert_allclose(np.asarray(out), w - np.float32(0.25) * (x.T @ g), rtol=1e-5, atol=1e-5)
+
+
+def test_no_fold_when_the_product_is_read_again(executables):
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((48, 40)).astype(np.float32)
+    x = rng.standard_normal((32, 48)).astype(np.float32)
+    g = rng.standard_normal((32, 40)).astype(np.float32)
     both = fg.jit(lambda w, x, g: (w - x.T @ g, x.T @ g), donate_argnums=0)(w.copy(), x, g)
     np.testing.assert_allclose(np.asarray(both[0]), w - x.T @ g, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(both[1]), x.T @ g, rtol=1e-5, atol=1e-5)
+    assert executables[-1].folded_updates == 0
 
 
 def test_fold_falls_back_to_numpy_when_blas_declines(executables, monkeypatch):

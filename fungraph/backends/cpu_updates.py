@@ -12,7 +12,9 @@ the same way.
 
 The pattern, on the optimised graph in its final order: ``p = dot_general(a, b)`` (2-d
 operands, one contracted axis each) read only by the next equation, ``u = sub(w, p)`` or
-``add``, which the plan writes in place over ``w``; ``a`` or ``b`` may be ``mul(x, scalar)``
+``add``, which the plan writes in place over ``w`` (a donated weight) or into a graph output
+of its own (then ``w`` is copied there first, as the subtraction would have read it); ``a`` or
+``b`` may be ``mul(x, scalar)``
 read only by the product, with ``x`` a graph input that is not donated or a constant (so
 it is unchanged at the update's step). The product and the scale then run nothing at their
 own steps; the update's step runs the BLAS call, or, where that call cannot be made on the
@@ -102,7 +104,7 @@ def _fold_at(graph: Graph, plan: MemoryPlan, u: int, producer: dict[Var, int], u
         if e.inputs[pi] is not p or not isinstance(w, Var) or uses.get(p) != 1:
             continue
         place = plan.placements.get(out)
-        if place is None or place.kind != "inplace" or place.origin is not w:
+        if place is None or not (place.kind == "inplace" and place.origin is w or place.kind == "pinned"):
             continue
         if not (w.aval == p.aval == out.aval) or np.dtype(out.aval.dtype).char not in "fd":
             continue
@@ -145,10 +147,13 @@ def folded_update(alpha: float, transposed: tuple[bool, bool]) -> Callable[..., 
     def run(out: np.ndarray, w: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         a = lhs.T if transposed[0] else lhs
         b = rhs.T if transposed[1] else rhs
-        if out is not w and not np.shares_memory(out, w):
+        if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+            np.add(w, np.matmul(a, b) * out.dtype.type(alpha), out=out)
+            return out
+        if out is not w:
             np.copyto(out, w)
         if not _blas.gemm_update(out, a, b, alpha):
-            out += alpha * np.matmul(a, b)
+            out += np.matmul(a, b) * out.dtype.type(alpha)
         return out
 
     return run
