@@ -75,7 +75,13 @@ def test_without_the_early_start_the_buffer_would_be_shared():
         assert p.offset >= placed.offset + placed.size or p.offset + p.size <= placed.offset
 
 
-def test_mlp_steps_match_the_sequential_engine(sequential):
+@pytest.fixture
+def spare_core(monkeypatch):
+    """The process had two cores lately, so the engine starts products early."""
+    monkeypatch.setattr(blas.CORES, "available", lambda: 2.0)
+
+
+def test_mlp_steps_match_the_sequential_engine(sequential, spare_core):
     params, x, y = _mlp_problem()
     step = fg.jit(sgd_step, donate_argnums=0)
     ref = fg.jit(sgd_step)
@@ -93,7 +99,7 @@ def test_mlp_steps_match_the_sequential_engine(sequential):
         assert cpu_overlap.OVERLAP_STATS["overlapped"] == before + 3
 
 
-def test_independent_product_runs_beside_a_chain_of_two(sequential):
+def test_independent_product_runs_beside_a_chain_of_two(sequential, spare_core):
     a, b, c, d = _square(256, 4, 0)
     assert 256 ** 3 >= cpu_overlap.MIN_OVERLAP_PRODUCT
     f = fg.jit(_three_products)
@@ -147,3 +153,36 @@ def test_an_error_on_the_overlap_thread_is_raised_at_join():
     with pytest.raises(ValueError, match="boom in the product"):
         task.join()
     assert blas.OVERLAPPED.count == 0
+
+
+def test_a_starved_process_runs_in_order_with_the_early_products_update_folded(monkeypatch):
+    """Under load (the process had under ``MIN_CORES`` lately) nothing starts early, and the
+    update of the weight whose gradient would have started early is folded into it."""
+    from fungraph.backends import cpu
+    from fungraph.jit import clear_caches
+
+    clear_caches()
+    made = []
+    init = cpu.CpuExecutable.__init__
+
+    def record(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(cpu.CpuExecutable, "__init__", record)
+    monkeypatch.setattr(blas.CORES, "available", lambda: 0.3)
+    params, x, y = _mlp_problem()
+    step = fg.jit(sgd_step, donate_argnums=0)
+    ref = [{k: v.copy() for k, v in p.items()} for p in params]
+    before = cpu_overlap.OVERLAP_STATS["overlapped"]
+    new, loss = step([{k: v.copy() for k, v in p.items()} for p in params], x, y)
+    assert cpu_overlap.OVERLAP_STATS["overlapped"] == before
+    exe = made[-1]
+    (j, _), = exe.plan.early.items()
+    assert exe._idle[0].program[j][0].__name__ == "skipped"  # its update at j + 1 computes it
+    assert exe._idle[0].early_program[j][0].__name__ != "skipped"
+    want, want_loss = sgd_step(ref, x, y)  # eager: op by op, not the engine's program
+    np.testing.assert_allclose(float(loss), float(want_loss), rtol=1e-5)
+    for a, b in zip(new, want):
+        np.testing.assert_allclose(np.asarray(a["w"]), np.asarray(b["w"]), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(a["b"]), np.asarray(b["b"]), rtol=1e-5, atol=1e-6)

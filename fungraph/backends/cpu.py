@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import _blas
 from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, cpu_overlap, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
@@ -72,12 +71,17 @@ class _Buffers:
     lowerings and control-flow sub-executables hold blocks of it), the environment of values,
     and the large outputs kept for recycling."""
 
-    __slots__ = ("arena", "env", "program", "recycled", "step")
+    __slots__ = ("arena", "early_program", "env", "program", "recycled", "step")
 
-    def __init__(self, arena: np.ndarray, env: list[Any], program: list[tuple]) -> None:
+    def __init__(self, arena: np.ndarray, env: list[Any], program: list[tuple],
+                 early_program: list[tuple] | None = None) -> None:
         self.arena = arena
         self.env = env
+        #: the equations in order, every foldable update folded (``cpu_updates``)
         self.program = program
+        #: the same with the products of ``plan.early`` left unfolded, to be started early
+        #: (``cpu_overlap``); None when the plan starts none
+        self.early_program = early_program
         self.recycled: dict[int, np.ndarray] = {}
         #: the generated step for :meth:`CpuExecutable.held` (False: the program allocates, so
         #: it cannot take one), built on the first held call
@@ -103,6 +107,16 @@ def _held_steps(program: list[tuple]) -> list[tuple] | bool:
                 spec.append(a[0])
         steps.append((fn, ins, outs, tuple(spec), params, multi))
     return steps
+
+
+def _fold(program: list[tuple], u: int, fold: Any, bound: tuple[int, int, int]) -> None:
+    """Rewrite ``program`` so that step ``u`` runs its update with the product folded in and
+    the product's (and scale's) own steps run nothing (``cpu_updates``)."""
+    _, _, outs, fixed, alloc, _, multi = program[u]
+    for i in (fold.product, fold.scale):
+        if i is not None:
+            program[i] = (skipped, (), *program[i][2:])
+    program[u] = (folded_update(fold.alpha, fold.transposed), bound, outs, fixed, alloc, {}, multi)
 
 
 def _not_donated(alloc: Any) -> bool:
@@ -218,14 +232,12 @@ class CpuExecutable:
             program.append((fn, ins, tuple(outs), tuple(fixed), tuple(alloc), dict(e.params),
                             e.primitive.multiple_results))
         folds = update_folds(graph, plan, self.donated)
+        early_program = list(program)
         for u, fold in folds.items():
-            _, _, outs_u, fixed_u, alloc_u, _, multi_u = program[u]
-            for i in (fold.product, fold.scale):
-                if i is not None:
-                    program[i] = (skipped, (), *program[i][2:])
-            program[u] = (folded_update(fold.alpha, fold.transposed),
-                          (slot[fold.weight], operand(fold.lhs), operand(fold.rhs)), outs_u, fixed_u, alloc_u, {},
-                          multi_u)
+            bound = (slot[fold.weight], operand(fold.lhs), operand(fold.rhs))
+            _fold(program, u, fold, bound)
+            if fold.product not in plan.early:
+                _fold(early_program, u, fold, bound)
         output_slots = [operand(a) if isinstance(a, Literal) else slot[a] for a in graph.outvars]
         if first:
             #: weight updates run as one BLAS call with their product (``cpu_updates``)
@@ -244,8 +256,8 @@ class CpuExecutable:
             self.release_slots = tuple(input_slots) + tuple(sorted(set(output_slots) & produced))
             #: the step each product of ``plan.early`` starts at -> that product's own step
             self.launches = {step: j for j, step in plan.early.items()
-                             if not program[j][6] and _not_donated(program[j][4][0]) and 0 <= step < j}
-        return _Buffers(arena, env, program)
+                             if not early_program[j][6] and _not_donated(early_program[j][4][0]) and 0 <= step < j}
+        return _Buffers(arena, env, program, early_program if plan.early else None)
 
     @property
     def buffer_sets(self) -> int:
@@ -281,8 +293,8 @@ class CpuExecutable:
         try:
             for s, a in zip(self.input_slots, args):
                 env[s] = unhosted(a)
-            if self.launches and _blas.may_overlap():
-                self._run_overlapped(buffers.program, env, into, recycled)
+            if self.launches and buffers.early_program is not None and cpu_overlap.worth_overlapping():
+                self._run_overlapped(buffers.early_program, env, into, recycled)
             else:
                 for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
                     bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]

@@ -36,6 +36,13 @@ from fungraph.ir import Eqn, Graph, Var
 #: microseconds, and below this OpenBLAS runs a product on one thread anyway.
 MIN_OVERLAP_PRODUCT = _blas.SMALL_PRODUCT
 
+MIN_CORES = 0.9
+"""The engine starts products early only while the process had at least this share of a core
+over the last 0.1 s (``_blas.CORES``: the machine's idle time plus its own CPU time). Less
+means other processes hold both cores: a second thread then only slices the process's share
+finer (at load 12-16 on 2 cores the overlap saved nothing), and running in order lets the
+started product's weight update fold into it (``cpu_updates``)."""
+
 #: products started early, and those the caller took back because the thread had not begun them
 OVERLAP_STATS = {"overlapped": 0, "taken_back": 0}
 
@@ -66,6 +73,12 @@ def overlap_starts(graph: Graph) -> dict[int, int]:
             starts[j] = start
             free_from = j + 1
     return starts
+
+
+def worth_overlapping() -> bool:
+    """Whether to start products early on this call: two products may run at once
+    (:func:`fungraph._blas.may_overlap`) and the process has had :data:`MIN_CORES` lately."""
+    return _blas.may_overlap() and _blas.CORES.available() >= MIN_CORES
 
 
 # --- the overlap thread ------------------------------------------------------------------------

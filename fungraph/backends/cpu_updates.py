@@ -19,7 +19,9 @@ read only by the product, with ``x`` a graph input that is not donated or a cons
 it is unchanged at the update's step). The product and the scale then run nothing at their
 own steps; the update's step runs the BLAS call, or, where that call cannot be made on the
 arrays of this call (another BLAS, an odd layout), the product and subtraction in numpy.
-A product the engine starts early (``MemoryPlan.early``) is not folded.
+A product the engine starts early (``MemoryPlan.early``) is folded only when the engine runs
+the equations in order (``cpu_overlap.worth_overlapping``): started early, its weight is still
+read by the steps it runs beside.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def _fold_at(graph: Graph, plan: MemoryPlan, u: int, producer: dict[Var, int], u
         return None
     out = e.outputs[0]
     p_eqn: Eqn = graph.eqns[u - 1]
-    if p_eqn.primitive.name != "dot_general" or (u - 1) in plan.early:
+    if p_eqn.primitive.name != "dot_general":
         return None
     p = p_eqn.outputs[0]
     orders = [(0, 1)] if e.primitive.name == "sub" else [(0, 1), (1, 0)]
