@@ -132,9 +132,11 @@ class Literal:
         return f"{format_scalar(self.value)}:{self.aval}"
 
     @property
-    def val(self) -> bool | int | float | complex:
-        """The value, under JAX's name (``jax.extend.core.Literal.val``)."""
-        return self.value
+    def val(self) -> np.ndarray:
+        """The value under JAX's name (``jax.extend.core.Literal.val``): the typed 0-d
+        :attr:`array`, so that binding it gives the equation's types (a Python scalar would be
+        a float64 operand)."""
+        return self.array
 
     @cached_property
     def array(self) -> np.ndarray:

@@ -154,6 +154,32 @@ def test_inverse_interpreter(x64: bool) -> None:
         np.testing.assert_allclose(fgr, jgr, rtol=1e-5)
 
 
+def _control_flow_program(api: Any, jnp_: Any, lax: Any) -> Any:
+    def f(x: Any) -> Any:
+        y = lax.cond(x.sum() > 0, lambda x: x * 2, lambda x: -x, x)
+        z = lax.fori_loop(0, 3, lambda i, c: c + i, y)
+        w = api.jit(lambda a: jnp_.sin(a) @ a)(z)
+        return jnp_.where(z > 1, z, 0.0)[::2], w, jnp_.sort(-z), z.astype(jnp_.int32), jnp_.array([1.0, 2, 3, 4]) * x
+    return f
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_eval_jaxpr_by_hand_binds_every_kind_of_equation(x64: bool) -> None:
+    """The tutorial's evaluator re-binds control flow, nested jit and literals of the graph's
+    types (``Literal.val`` keeps the literal's dtype): the results are JAX's."""
+    with fg.enable_x64(x64), jax.enable_x64(x64):
+        outs = {}
+        for name, (api, jnp_, lax, core) in LIBS.items():
+            f = _control_flow_program(api, jnp_, lax)
+            x = jnp_.arange(4.0)
+            closed = api.make_jaxpr(f)(x)
+            outs[name] = [np.asarray(o) for o in tutorial(api, jnp_, lax, core)["eval_jaxpr"](
+                closed.jaxpr, closed.literals, x)]
+        for a, b in zip(outs["fungraph"], outs["jax"], strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
 def test_inverse_missing_rule_names_the_primitive() -> None:
     t = tutorial(fg, fnp, flax, fcore)
     with pytest.raises(NotImplementedError, match="sin does not have registered inverse"):
