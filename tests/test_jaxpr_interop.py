@@ -218,7 +218,7 @@ def _operands(name: str, arity: int) -> list[np.ndarray]:
     return [np.array([0.3, 0.55, 0.75], np.float32), np.array([0.6, 0.25, 0.9], np.float32)][:arity]
 
 
-@pytest.mark.parametrize("name", [n[:-2] for n in flax._primitives.__all__])
+@pytest.mark.parametrize("name", flax._primitives.ELEMENTWISE_NAMES)
 def test_lax_p_binds_like_jax(name: str) -> None:
     prim = getattr(flax, f"{name}_p")
     assert prim.name == name and getattr(jlax, f"{name}_p").name == name
@@ -233,3 +233,61 @@ def test_lax_p_binds_like_jax(name: str) -> None:
             want = np.asarray(getattr(jlax, _JAX_FUN.get(name, name))(*args))
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+
+
+_X = np.array([[3.0, -1.0, 2.0], [0.5, 4.0, -2.5]], np.float32)
+_V = np.array([1.0, -2.0, 0.25], np.float32)
+#: name -> (operands, fungraph's params, the same operation in JAX)
+_STRUCTURAL = {
+    "argmax": ((_X,), {"axis": 1, "index_dtype": np.dtype(np.int32)}, lambda x: jlax.argmax(x, 1, np.int32)),
+    "argmin": ((_X,), {"axis": 0, "index_dtype": np.dtype(np.int32)}, lambda x: jlax.argmin(x, 0, np.int32)),
+    "broadcast_in_dim": ((_V,), {"shape": (2, 3), "broadcast_dimensions": (1,)},
+                         lambda v: jlax.broadcast_in_dim(v, (2, 3), (1,))),
+    "concatenate": ((_X, _X), {"axis": 1}, lambda a, b: jlax.concatenate([a, b], 1)),
+    "cumsum": ((_X,), {"axis": 1, "reverse": True}, lambda x: jlax.cumsum(x, 1, reverse=True)),
+    "dot_general": ((_X, _X), {"dimension_numbers": (((1,), (1,)), ((), ()))},
+                    lambda a, b: jlax.dot_general(a, b, (((1,), (1,)), ((), ())))),
+    "dynamic_update_slice": ((_X, _V[None, :2], np.int32(1), np.int32(1)), {"mode": "clamp"},
+                             lambda x, u, i, j: jlax.dynamic_update_slice(x, u, (i, j))),
+    "pad": ((_X, np.float32(0)), {"padding_config": ((1, 0, 0), (0, 1, 1))},
+            lambda x, z: jlax.pad(x, z, ((1, 0, 0), (0, 1, 1)))),
+    "reduce_max": ((_X,), {"axes": (1,)}, lambda x: jlax.reduce_max(x, (1,))),
+    "reduce_min": ((_X,), {"axes": (0,)}, lambda x: jlax.reduce_min(x, (0,))),
+    "reduce_prod": ((_X,), {"axes": (1,)}, lambda x: jlax.reduce_prod(x, (1,))),
+    "reduce_sum": ((_X,), {"axes": (0, 1)}, lambda x: jlax.reduce_sum(x, (0, 1))),
+    "reshape": ((_X,), {"new_sizes": (3, 2)}, lambda x: jlax.reshape(x, (3, 2))),
+    "rev": ((_X,), {"dimensions": (0, 1)}, lambda x: jlax.rev(x, (0, 1))),
+    "slice": ((_X,), {"start_indices": (0, 1), "limit_indices": (2, 3), "strides": (1, 2)},
+              lambda x: jlax.slice(x, (0, 1), (2, 3), (1, 2))),
+    "sort": ((_X,), {"axis": 0}, lambda x: jlax.sort(x, 0)),
+    "stop_gradient": ((_X,), {}, jlax.stop_gradient),
+    "transpose": ((_X,), {"permutation": (1, 0)}, lambda x: jlax.transpose(x, (1, 0))),
+}
+_CONTROL_FLOW = {"cond", "scan", "while"}
+
+
+def test_every_exported_primitive_is_checked() -> None:
+    exported = {*flax._primitives.ELEMENTWISE_NAMES, *flax._primitives.PARAM_DIFFERENCES}
+    assert exported == {*flax._primitives.ELEMENTWISE_NAMES, *_STRUCTURAL, *_CONTROL_FLOW}
+    assert {n[:-2] for n in flax._primitives.__all__} == exported
+    assert all(getattr(flax, f"{n}_p").name == getattr(jlax, f"{n}_p").name == n for n in exported)
+
+
+@pytest.mark.parametrize("name", sorted(_STRUCTURAL))
+def test_structural_p_binds_like_jax(name: str) -> None:
+    args, params, jax_fun = _STRUCTURAL[name]
+    with fg.enable_x64(False), jax.enable_x64(False):
+        got = np.asarray(getattr(flax, f"{name}_p").bind(*args, **params))
+        want = np.asarray(jax_fun(*args))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_control_flow_equations_are_the_exported_primitives(x64: bool) -> None:
+    with fg.enable_x64(x64):
+        f = _control_flow_program(fg, fnp, flax)
+        closed = fg.make_jaxpr(lambda x: (f(x), flax.while_loop(lambda c: c < 10, lambda c: c * 2, x[0])))(
+            fnp.arange(4.0))
+        prims = {e.primitive for e in closed.jaxpr.eqns}
+    assert {flax.cond_p, flax.while_p, flax.scan_p} <= prims

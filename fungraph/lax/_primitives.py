@@ -5,10 +5,14 @@ Each is the primitive itself (``get_primitive(name)``), so ``eqn.primitive`` of 
 is the same object. Their parameters are fungraph's, which differ from JAX's in two ways
 (docs/differences_from_jax.md): the transcendental ones (``exp_p``, ``tanh_p``, ...) take no
 ``accuracy`` and ``convert_element_type_p`` takes ``new_dtype`` only (no ``weak_type``, ``sharding``).
-Structural, reduction and control-flow primitives are not exported: their parameters differ more.
+The structural, reduction and control-flow primitives below are exported too, for programs that
+recognise equations; :data:`PARAM_DIFFERENCES` says how each one's parameters differ from JAX's.
 """
 
 from fungraph.core import get_primitive
+from fungraph.primitives.control_flow import cond_p as cond_p  # noqa: PLC0414
+from fungraph.primitives.scan import scan_p as scan_p  # noqa: PLC0414
+from fungraph.primitives.while_loop import while_p as while_p  # noqa: PLC0414
 
 #: The exported names, JAX's ``<name>_p`` for fungraph's primitive ``<name>``.
 ELEMENTWISE_NAMES = (
@@ -18,6 +22,31 @@ ELEMENTWISE_NAMES = (
     "le", "lgamma", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "not", "or",
     "polygamma", "pow", "real", "sign", "sin", "sinh", "sqrt", "sub", "tan", "tanh", "xor", "zeta",
 )
+
+#: Exported primitives that are not elementwise, each with how its parameters differ from JAX's.
+PARAM_DIFFERENCES = {
+    "argmax": "`axis` (an int) and `index_dtype`, where JAX has `axes` (a 1-tuple)",
+    "argmin": "`axis` (an int) and `index_dtype`, where JAX has `axes` (a 1-tuple)",
+    "broadcast_in_dim": "no `sharding`",
+    "concatenate": "`axis`, where JAX has `dimension`",
+    "cond": "fungraph's sub-graphs and parameters, not JAX's `branches` of closed jaxprs",
+    "cumsum": "as JAX's (`axis`, `reverse`)",
+    "dot_general": "`dimension_numbers` only (no `precision`, `preferred_element_type`, `out_sharding`)",
+    "dynamic_update_slice": "`mode` (`'clamp'`), which JAX's lacks",
+    "pad": "as JAX's (`padding_config`)",
+    "reduce_max": "as JAX's (`axes`)",
+    "reduce_min": "as JAX's (`axes`)",
+    "reduce_prod": "as JAX's (`axes`)",
+    "reduce_sum": "`axes` only (no `out_sharding`)",
+    "reshape": "`new_sizes` only (no `dimensions`, `sharding`)",
+    "rev": "as JAX's (`dimensions`)",
+    "scan": "fungraph's sub-graph and parameters, not JAX's `jaxpr`, `num_consts`, `num_carry`, ...",
+    "slice": "`strides` always a tuple (JAX's may be None)",
+    "sort": "one operand and `axis`, where JAX has `dimension`, `is_stable` and `num_keys` over several operands",
+    "stop_gradient": "as JAX's (none)",
+    "transpose": "as JAX's (`permutation`)",
+    "while": "fungraph's sub-graphs and parameters, not JAX's `cond_jaxpr`, `body_jaxpr`, ...",
+}
 
 abs_p = get_primitive("abs")
 acos_p = get_primitive("acos")
@@ -76,12 +105,23 @@ tan_p = get_primitive("tan")
 tanh_p = get_primitive("tanh")
 xor_p = get_primitive("xor")
 zeta_p = get_primitive("zeta")
+argmax_p = get_primitive("argmax")
+argmin_p = get_primitive("argmin")
+broadcast_in_dim_p = get_primitive("broadcast_in_dim")
+concatenate_p = get_primitive("concatenate")
+cumsum_p = get_primitive("cumsum")
+dot_general_p = get_primitive("dot_general")
+dynamic_update_slice_p = get_primitive("dynamic_update_slice")
+pad_p = get_primitive("pad")
+reduce_max_p = get_primitive("reduce_max")
+reduce_min_p = get_primitive("reduce_min")
+reduce_prod_p = get_primitive("reduce_prod")
+reduce_sum_p = get_primitive("reduce_sum")
+reshape_p = get_primitive("reshape")
+rev_p = get_primitive("rev")
+slice_p = get_primitive("slice")
+sort_p = get_primitive("sort")
+stop_gradient_p = get_primitive("stop_gradient")
+transpose_p = get_primitive("transpose")
 
-__all__ = [
-    "abs_p", "acos_p", "acosh_p", "add_p", "and_p", "asin_p", "atan_p", "atan2_p", "atanh_p", "bessel_i0e_p",
-    "bessel_i1e_p", "complex_p", "conj_p", "convert_element_type_p", "cos_p", "cosh_p", "digamma_p", "div_p",
-    "eq_p", "erf_p", "erf_inv_p", "erfc_p", "exp_p", "expm1_p", "floor_p", "ge_p", "gt_p", "igamma_p",
-    "igamma_grad_a_p", "igammac_p", "imag_p", "integer_pow_p", "le_p", "lgamma_p", "log_p", "log1p_p",
-    "logistic_p", "lt_p", "max_p", "min_p", "mul_p", "ne_p", "neg_p", "not_p", "or_p", "polygamma_p", "pow_p",
-    "real_p", "sign_p", "sin_p", "sinh_p", "sqrt_p", "sub_p", "tan_p", "tanh_p", "xor_p", "zeta_p",
-]
+__all__ = [f"{n}_p" for n in (*ELEMENTWISE_NAMES, *PARAM_DIFFERENCES)]
