@@ -79,6 +79,12 @@ class MissingRuleError(NotImplementedError):
     """A primitive lacks the rule an interpreter needs."""
 
 
+class MissingTransposeError(MissingRuleError, TypeError):
+    """Reverse mode met a primitive with no transpose rule applied to tangents: JAX's
+    ``NotImplementedError`` (a user's primitive before ``ad.primitive_transposes`` has its rule),
+    and the ``TypeError`` of a primitive that is not linear."""
+
+
 class NotDifferentiable:
     """Marker rule: the primitive has no derivative (its outputs are integer-valued or piecewise constant)."""
 

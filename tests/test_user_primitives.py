@@ -187,6 +187,9 @@ def test_missing_rules_are_named() -> None:
     p.def_abstract_eval(lambda x: x)
     with pytest.raises(MissingRuleError, match="no jvp rule for primitive `half_done`"):
         fg.grad(p.bind)(np.float32(1.0))
+    p.def_jvp(lambda primals, tangents: (p.bind(*primals), p.bind(*tangents)))
+    with pytest.raises(NotImplementedError, match="cannot transpose `half_done`"):  # JAX's error type
+        fg.grad(p.bind)(np.float32(1.0))
     with pytest.raises(MissingRuleError, match="no batch rule for primitive `half_done`"):
         fg.vmap(p.bind)(np.ones(2, np.float32))
     with pytest.raises(TypeError, match="registered for a Primitive, got str"):
