@@ -36,6 +36,8 @@ class BCOO:
 
     #: above the arrays' (1000): an array's operator defers to ours (``X @ A``, ``2 * A``)
     __array_priority__ = 2000
+    #: a numpy array's operators defer to ours too (``np_array @ A``)
+    __array_ufunc__ = None
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, args: tuple[Any, Any], *, shape: Sequence[int], indices_sorted: bool = False,
@@ -345,18 +347,26 @@ def bcoo_dot_general(lhs: Any, rhs: Any, *, dimension_numbers: Any, precision: A
 
 def _dot_sparse_dense(mat: BCOO, rhs: Any, dims: Any, precision: Any, preferred: Any) -> Any:
     (lc, rc), (lb, rb) = dims
-    n_batch = mat.n_batch
-    if lb != tuple(range(len(lb))) or len(lb) > n_batch or any(d < n_batch for d in lc):
+    n_batch, n_sparse = mat.n_batch, mat.n_sparse
+    leading = 0
+    while leading < len(lb) and lb[leading] == leading and leading < n_batch:
+        leading += 1
+    sparse_lb = lb[leading:]
+    supported = (all(n_batch <= d < n_batch + n_sparse for d in sparse_lb) and (not sparse_lb or leading == n_batch)
+                 and all(d >= n_batch for d in lc))
+    if not supported:
         raise NotImplementedError(f"bcoo_dot_general: dimension_numbers {dims} with a sparse operand of "
-                                  f"n_batch={n_batch}: the dot's batch dimensions must be the sparse operand's "
-                                  "leading batch dimensions, and its contracting dimensions sparse or dense ones")
+                                  f"n_batch={n_batch}, n_sparse={n_sparse}: the dot's batch dimensions must be the "
+                                  "sparse operand's leading batch dimensions, then sparse ones, and it must not "
+                                  "contract batch dimensions")
     dtype = fnp.result_type(mat.dtype, rhs.dtype)
     data, rhs = mat.data.astype(dtype), rhs.astype(dtype)
     indices = _full_indices(mat.indices, tuple(mat.data.shape[:n_batch]))
-    sparse_shape = mat.shape[n_batch:n_batch + mat.n_sparse]
+    sparse_shape = mat.shape[n_batch:n_batch + n_sparse]
 
-    def unbatched(data: Any, indices: Any, rhs: Any, lc: tuple[int, ...], rc: tuple[int, ...]) -> Any:
-        return _dot_unbatched(data, indices, sparse_shape, rhs, lc, rc, precision, preferred)
+    def unbatched(data: Any, indices: Any, rhs: Any, lc: tuple[int, ...], rc: tuple[int, ...],
+                  lb: tuple[int, ...], rb: tuple[int, ...]) -> Any:
+        return _dot_unbatched(data, indices, sparse_shape, rhs, (lc, rc), (lb, rb), precision, preferred)
 
     return _dot_batched(unbatched, data, indices, rhs, lc, rc, lb, rb)
 
@@ -366,14 +376,15 @@ def _dot_batched(unbatched: Callable[..., Any], data: Any, indices: Any, rhs: An
     """Peel the sparse operand's leading batch axis off with ``vmap`` (mapping ``rhs`` along
     its matching batch axis, if the dot has one) until one batch element remains."""
     if indices.ndim == 2:
-        return unbatched(data, indices, rhs, lc, rc)
+        return unbatched(data, indices, rhs, lc, rc, lb, rb)
     lc = tuple(d - 1 for d in lc)
-    if lb:
+    if lb and lb[0] == 0:
         axis = rb[0]
         rc = tuple(d - (d > axis) for d in rc)
         lb, rb = tuple(d - 1 for d in lb[1:]), tuple(d - (d > axis) for d in rb[1:])
     else:
         axis = None
+        lb = tuple(d - 1 for d in lb)
 
     def inner(d: Any, i: Any, r: Any) -> Any:
         return _dot_batched(unbatched, d, i, r, lc, rc, lb, rb)
@@ -381,29 +392,30 @@ def _dot_batched(unbatched: Callable[..., Any], data: Any, indices: Any, rhs: An
     return vmap(inner, in_axes=(0, 0, axis))(data, indices, rhs)
 
 
-def _dot_unbatched(data: Any, indices: Any, sparse_shape: tuple[int, ...], rhs: Any, lc: tuple[int, ...],
-                   rc: tuple[int, ...], precision: Any, preferred: Any) -> Any:
+def _dot_unbatched(data: Any, indices: Any, sparse_shape: tuple[int, ...], rhs: Any, contracting: Any,
+                   batch: Any, precision: Any, preferred: Any) -> Any:
     """The dot of an unbatched BCOO (``data`` ``(nse,) + dense``) with the dense ``rhs``: the
-    rows of ``rhs`` at each entry's contracted indices, times the entry, scatter-added at its
-    free indices."""
+    slices of ``rhs`` at each entry's batch and contracted indices, times the entry,
+    scatter-added at its batch and free indices."""
+    (lc, rc), (lb, rb) = contracting, batch
     n_sparse = len(sparse_shape)
-    pairs = list(zip(lc, rc))
-    sparse_pairs = [(d, r) for d, r in pairs if d < n_sparse]
-    dense_pairs = [(d - n_sparse, r) for d, r in pairs if d >= n_sparse]
-    free_sparse = [d for d in range(n_sparse) if d not in lc]
-    rhs_free = [d for d in range(rhs.ndim) if d not in rc]
-    order = [r for _, r in sparse_pairs] + [r for _, r in dense_pairs] + rhs_free
-    rhs = fnp.transpose(rhs, order)
-    if sparse_pairs:
-        rows = rhs.at[tuple(indices[:, d] for d, _ in sparse_pairs)].get(mode="fill", fill_value=0)
+    sparse_pairs = [(d, r) for d, r in zip(lc, rc) if d < n_sparse]
+    dense_pairs = [(d - n_sparse, r) for d, r in zip(lc, rc) if d >= n_sparse]
+    free_sparse = [d for d in range(n_sparse) if d not in lc and d not in lb]
+    rhs_free = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
+    rhs = fnp.transpose(rhs, list(rb) + [r for _, r in sparse_pairs] + [r for _, r in dense_pairs] + rhs_free)
+    gathered = list(lb) + [d for d, _ in sparse_pairs]
+    if gathered:
+        rows = rhs.at[tuple(indices[:, d] for d in gathered)].get(mode="fill", fill_value=0)
     else:
         rows = fnp.broadcast_to(rhs[None], (indices.shape[0],) + tuple(rhs.shape))
     contract = ((tuple(1 + d for d, _ in dense_pairs), tuple(range(1, 1 + len(dense_pairs)))), ((0,), (0,)))
     products = lax.dot_general(data, rows, contract, precision=precision, preferred_element_type=preferred)
-    if not free_sparse:
+    scattered = list(lb) + free_sparse
+    if not scattered:
         return fnp.sum(products, axis=0)
-    out_shape = tuple(sparse_shape[d] for d in free_sparse) + tuple(products.shape[1:])
-    return fnp.zeros(out_shape, products.dtype).at[tuple(indices[:, d] for d in free_sparse)].add(
+    out_shape = tuple(sparse_shape[d] for d in scattered) + tuple(products.shape[1:])
+    return fnp.zeros(out_shape, products.dtype).at[tuple(indices[:, d] for d in scattered)].add(
         products, mode="drop")
 
 
@@ -525,12 +537,12 @@ def _distinct_counts(indices: Any, sparse_shape: tuple[int, ...]) -> Any:
 
 
 def _combine_duplicates(data: Any, indices: Any, bound: Any, nse: int) -> tuple[Any, Any]:
+    """One entry per distinct row of ``indices`` (padding, all equal to ``bound``, sorts last and
+    is one more), data summed, in the first ``nse`` slots; slots beyond are padding."""
     order = _lexicographic_order(indices)
     data, indices = data[order], indices[order]
     fresh = fnp.concatenate([fnp.ones((1,), bool), fnp.any(indices[1:] != indices[:-1], axis=-1)])
     segment = fnp.cumsum(fresh, dtype=np.int32) - 1
-    inside = fnp.all(indices < bound, axis=-1)
-    segment = fnp.where(inside, segment, nse)
     out_data = fnp.zeros((nse,) + tuple(data.shape[1:]), data.dtype).at[segment].add(data, mode="drop")
     out_indices = fnp.broadcast_to(bound, (nse, indices.shape[1])).at[segment].set(indices, mode="drop")
     return out_data, out_indices

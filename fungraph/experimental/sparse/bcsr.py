@@ -25,6 +25,7 @@ class BCSR:
     entries are ``indptr[i]:indptr[i + 1]``."""
 
     __array_priority__ = 2000
+    __array_ufunc__ = None
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, args: tuple[Any, Any, Any], *, shape: Sequence[int], indices_sorted: bool = False,
