@@ -22,7 +22,9 @@ jax, jnp = jax_or_skip()
 from jax.experimental import sparse as jsparse  # noqa: E402 - after jax_or_skip's set-up
 
 MODES = [True, False]
-LAYOUTS = [(0, 0), (1, 0), (0, 1), (1, 1)]
+#: (n_batch, n_dense, x64): every layout once, both modes for the plain one (JAX's compilations
+#: dominate this file's time)
+LAYOUTS = [(0, 0, True), (0, 0, False), (1, 0, False), (0, 1, True), (1, 1, False)]
 
 
 @contextlib.contextmanager
@@ -55,8 +57,7 @@ def _same_bcoo(ours: Any, theirs: Any, x64: bool) -> None:
     _same(ours.indices, theirs.indices, x64, "indices")
 
 
-@pytest.mark.parametrize("x64", MODES)
-@pytest.mark.parametrize("n_batch, n_dense", LAYOUTS)
+@pytest.mark.parametrize("n_batch, n_dense, x64", LAYOUTS)
 def test_fromdense_and_todense_match_jax(n_batch: int, n_dense: int, x64: bool) -> None:
     mat = _random_sparse((3, 4, 5), seed=n_batch + 2 * n_dense)
     with _mode(x64):
@@ -72,8 +73,7 @@ def test_fromdense_and_todense_match_jax(n_batch: int, n_dense: int, x64: bool) 
     assert repr(ours) == repr(theirs)
 
 
-@pytest.mark.parametrize("x64", MODES)
-@pytest.mark.parametrize("n_batch, n_dense", LAYOUTS)
+@pytest.mark.parametrize("n_batch, n_dense, x64", LAYOUTS)
 def test_products_with_dense_arrays_on_either_side_match_jax(n_batch: int, n_dense: int, x64: bool) -> None:
     mat = _random_sparse((2, 4, 3), seed=10 + n_batch + 2 * n_dense)
     rng = np.random.default_rng(1)
@@ -122,7 +122,7 @@ def test_dot_general_transpose_and_multiply_dense_match_jax(x64: bool) -> None:
         _same_bcoo(sparse.bcoo_reduce_sum(ours, axes=(1,)), jsparse.bcoo_reduce_sum(theirs, axes=(1,)), x64)
 
 
-@pytest.mark.parametrize("x64", MODES)
+@pytest.mark.parametrize("x64", [True])
 def test_duplicates_and_sorting_match_jax(x64: bool) -> None:
     data = np.array([1., 2., 3., 0., 5., -1.])
     indices = np.array([[2, 1], [0, 3], [2, 1], [1, 1], [0, 0], [3, 0]], np.int32)
@@ -140,7 +140,7 @@ def test_duplicates_and_sorting_match_jax(x64: bool) -> None:
         _same_bcoo(batched.sum_duplicates(nse=5), jbatched.sum_duplicates(nse=5), x64)
 
 
-@pytest.mark.parametrize("x64", MODES)
+@pytest.mark.parametrize("x64", [False])
 def test_eye_empty_reshape_and_random_bcoo_match_jax(x64: bool) -> None:
     with _mode(x64):
         for k in (-1, 0, 2):
