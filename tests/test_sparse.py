@@ -240,6 +240,10 @@ def test_sparsify_refuses_what_it_cannot_keep_sparse() -> None:
         fg.jit(lambda x: sparse.BCOO.fromdense(x).data)(np.eye(2))
     with pytest.raises(NotImplementedError, match="mixes batch, sparse and dense"):
         sparse.BCOO.fromdense(np.ones((2, 3)), n_dense=1).transpose()
+    with pytest.raises(TypeError, match="not converted to a dense array implicitly"):
+        fnp.dot(mat, fnp.ones(3))
+    with pytest.raises(ValueError, match="must map one of its batch dimensions"):
+        fg.vmap(lambda m: m @ fnp.ones(3))(mat)
     with pytest.raises(ValueError, match="data and indices disagree"):
         sparse.BCOO((np.ones(3), np.zeros((2, 2), np.int32)), shape=(2, 2))
 

@@ -152,7 +152,15 @@ class BCOO:
         out = object.__new__(cls)
         out.data, out.indices = children
         out._sparse_shape, out.indices_sorted, out.unique_indices = aux
+        if getattr(out.indices, "ndim", 2) < 2:
+            raise ValueError(f"BCOO: indices of shape {tuple(out.indices.shape)} lost their entry axis: vmap (in_axes "
+                             "or out_axes) over a BCOO must map one of its batch dimensions (n_batch of them lead "
+                             "its shape)")
         return out
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self!r} is sparse and is not converted to a dense array implicitly: call .todense(), "
+                        "or wrap the function in sparse.sparsify")
 
 
 def _validate(data: Any, indices: Any, shape: tuple[int, ...]) -> None:

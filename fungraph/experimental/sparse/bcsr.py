@@ -94,6 +94,9 @@ class BCSR:
         """The dense matrix."""
         return self.to_bcoo().todense()
 
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self!r} is sparse and is not converted to a dense array implicitly: call .todense()")
+
     def tree_flatten(self) -> tuple[tuple[Any, Any, Any], tuple[Any, ...]]:
         return (self.data, self.indices, self.indptr), (self.shape, self.indices_sorted, self.unique_indices)
 
