@@ -226,6 +226,9 @@ def test_sparsify_matches_jax(x64: bool) -> None:
                   t.todense() if isinstance(t, jsparse.BCOO) else t, x64, f"output {i}")
         jitted = fg.jit(sparse.sparsify(lambda m, v: fnp.tanh(m).T @ v))(ours, v)
         _same(jitted, jax.jit(jsparse.sparsify(lambda m, v: jnp.tanh(m).T @ v))(theirs, v), x64, "jit(sparsify)")
+        inner, jinner = fg.jit(lambda m, w: fnp.sin(m) @ w.T), jax.jit(lambda m, w: jnp.sin(m) @ w.T)
+        _same(fg.vmap(sparse.sparsify(inner), in_axes=(None, 0))(ours, w[None]),
+              jax.vmap(jsparse.sparsify(jinner), in_axes=(None, 0))(theirs, w[None]), x64, "vmap(sparsify(jit))")
 
 
 def test_sparsify_refuses_what_it_cannot_keep_sparse() -> None:
