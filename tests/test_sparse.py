@@ -140,6 +140,29 @@ def test_duplicates_and_sorting_match_jax(x64: bool) -> None:
         _same_bcoo(batched.sum_duplicates(nse=5), jbatched.sum_duplicates(nse=5), x64)
 
 
+def test_update_layout_todense_and_from_scipy_sparse_match_jax() -> None:
+    mat = _random_sparse((2, 3, 4, 2), seed=11)
+    for (n_batch, n_dense), target in [((1, 1), (0, 0)), ((1, 1), (1, 0)), ((1, 1), (0, 1)), ((2, 0), (0, 0)),
+                                       ((0, 2), (0, 0))]:
+        ours = sparse.BCOO.fromdense(mat, n_batch=n_batch, n_dense=n_dense)
+        theirs = jsparse.BCOO.fromdense(mat, n_batch=n_batch, n_dense=n_dense)
+        _same_bcoo(ours.update_layout(n_batch=target[0], n_dense=target[1]),
+                   jsparse.bcoo_update_layout(theirs, n_batch=target[0], n_dense=target[1]), True)
+    flat = sparse.BCOO.fromdense(mat)
+    with pytest.raises(sparse.SparseEfficiencyError, match="inefficient storage"):
+        flat.update_layout(n_batch=1)
+    with pytest.warns(sparse.SparseEfficiencyWarning):
+        grown = flat.update_layout(n_dense=1, on_inefficient="warn")
+    _same(grown.todense(), mat, True, "grown layout")
+    assert isinstance(flat, sparse.JAXSparse) and isinstance(sparse.BCSR.fromdense(mat[0, :, :, 0]), sparse.JAXSparse)
+    _same(sparse.todense(flat), jsparse.todense(jsparse.BCOO.fromdense(mat)), True, "sparse.todense")
+    _same(sparse.todense(mat), mat, True, "sparse.todense of a dense array")
+    import scipy.sparse  # noqa: PLC0415 - JAX's own dependency, only this test needs it
+
+    coo = scipy.sparse.coo_matrix(mat[0, :, :, 1])
+    _same_bcoo(sparse.BCOO.from_scipy_sparse(coo), jsparse.BCOO.from_scipy_sparse(coo), True)
+
+
 @pytest.mark.parametrize("x64", [False])
 def test_eye_empty_reshape_and_random_bcoo_match_jax(x64: bool) -> None:
     with _mode(x64):

@@ -5,6 +5,9 @@ gathers, scatter-adds and dot products, so ``jit``, ``vmap`` and ``grad`` apply 
 
 from fungraph.experimental.sparse.bcoo import (
     BCOO,
+    JAXSparse,
+    SparseEfficiencyError,
+    SparseEfficiencyWarning,
     bcoo_dot_general,
     bcoo_extract,
     bcoo_fromdense,
@@ -15,14 +18,17 @@ from fungraph.experimental.sparse.bcoo import (
     bcoo_sum_duplicates,
     bcoo_todense,
     bcoo_transpose,
+    bcoo_update_layout,
     empty,
     eye,
+    todense,
 )
 from fungraph.experimental.sparse.bcsr import BCSR, bcsr_fromdense, bcsr_todense
 from fungraph.experimental.sparse.random import random_bcoo
 from fungraph.experimental.sparse.transform import grad, sparsify, value_and_grad
 
-__all__ = ["BCOO", "BCSR", "bcoo_dot_general", "bcoo_extract", "bcoo_fromdense", "bcoo_multiply_dense",
+__all__ = ["BCOO", "BCSR", "JAXSparse", "SparseEfficiencyError", "SparseEfficiencyWarning", "todense",
+           "bcoo_update_layout", "bcoo_dot_general", "bcoo_extract", "bcoo_fromdense", "bcoo_multiply_dense",
            "bcoo_reduce_sum", "bcoo_reshape", "bcoo_sort_indices", "bcoo_sum_duplicates", "bcoo_todense",
            "bcoo_transpose", "bcsr_fromdense", "bcsr_todense", "empty", "eye", "grad", "random_bcoo", "sparsify",
            "value_and_grad"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,22 +24,37 @@ from fungraph.api import vmap
 from fungraph.core import ConcretizationError, Tracer
 from fungraph.tree_util import register_pytree_node_class
 
-__all__ = ["BCOO", "bcoo_dot_general", "bcoo_fromdense", "bcoo_multiply_dense", "bcoo_reduce_sum",
-           "bcoo_sort_indices", "bcoo_sum_duplicates", "bcoo_todense", "bcoo_transpose", "bcoo_reshape",
-           "bcoo_extract", "empty", "eye"]
+__all__ = ["BCOO", "JAXSparse", "SparseEfficiencyError", "SparseEfficiencyWarning", "bcoo_dot_general",
+           "bcoo_extract", "bcoo_fromdense", "bcoo_multiply_dense", "bcoo_reduce_sum", "bcoo_reshape",
+           "bcoo_sort_indices", "bcoo_sum_duplicates", "bcoo_todense", "bcoo_transpose", "bcoo_update_layout",
+           "empty", "eye", "todense"]
 
 
-@register_pytree_node_class
-class BCOO:
-    """A sparse array in batched-coordinate form, as ``jax.experimental.sparse.BCOO``: a pytree
-    of ``(data, indices)``. Its batch and dense sizes are read from ``data``, so ``vmap`` over a
-    batch axis (``in_axes=0``) sees the BCOO of one batch element, as JAX's does."""
+class JAXSparse:
+    """The base of the sparse array classes, as ``jax.experimental.sparse.JAXSparse``: what
+    they share with arrays' operator protocol, and their refusal to densify implicitly."""
 
     #: above the arrays' (1000): an array's operator defers to ours (``X @ A``, ``2 * A``)
     __array_priority__ = 2000
     #: a numpy array's operators defer to ours too (``np_array @ A``)
     __array_ufunc__ = None
     __hash__ = None  # type: ignore[assignment]
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self!r} is sparse and is not converted to a dense array implicitly: call .todense(), "
+                        "or wrap the function in sparse.sparsify")
+
+
+def todense(arr: Any) -> Any:
+    """``arr`` as a dense array: a sparse array's ``todense()``, anything else as it is."""
+    return arr.todense() if isinstance(arr, JAXSparse) else arr
+
+
+@register_pytree_node_class
+class BCOO(JAXSparse):
+    """A sparse array in batched-coordinate form, as ``jax.experimental.sparse.BCOO``: a pytree
+    of ``(data, indices)``. Its batch and dense sizes are read from ``data``, so ``vmap`` over a
+    batch axis (``in_axes=0``) sees the BCOO of one batch element, as JAX's does."""
 
     def __init__(self, args: tuple[Any, Any], *, shape: Sequence[int], indices_sorted: bool = False,
                  unique_indices: bool = False) -> None:
@@ -109,6 +125,15 @@ class BCOO:
         """The BCOO form of the dense array ``mat`` (see :func:`bcoo_fromdense`)."""
         return bcoo_fromdense(mat, nse=nse, index_dtype=index_dtype, n_dense=n_dense, n_batch=n_batch)
 
+    @classmethod
+    def from_scipy_sparse(cls, mat: Any, *, index_dtype: Any = None, n_dense: int = 0, n_batch: int = 0) -> BCOO:
+        """The BCOO form of a ``scipy.sparse`` matrix or array (anything with ``tocoo()``)."""
+        if n_dense or n_batch:
+            raise NotImplementedError("BCOO.from_scipy_sparse with nonzero n_dense or n_batch")
+        coo = mat.tocoo()
+        indices = np.stack([np.asarray(coo.row), np.asarray(coo.col)], axis=1).astype(index_dtype or np.int32)
+        return cls((np.asarray(coo.data), indices), shape=coo.shape)
+
     def todense(self) -> Any:
         """The dense array this one stands for."""
         return bcoo_todense(self)
@@ -139,6 +164,12 @@ class BCOO:
             new_sizes = tuple(new_sizes[0])
         return bcoo_reshape(self, new_sizes=new_sizes)
 
+    def update_layout(self, *, n_batch: int | None = None, n_dense: int | None = None,
+                      on_inefficient: str | None = "error") -> BCOO:
+        """The same array with ``n_batch`` batch and ``n_dense`` dense dimensions (see
+        :func:`bcoo_update_layout`)."""
+        return bcoo_update_layout(self, n_batch=n_batch, n_dense=n_dense, on_inefficient=on_inefficient)
+
     def block_until_ready(self) -> BCOO:
         self.data.block_until_ready()
         self.indices.block_until_ready()
@@ -157,10 +188,6 @@ class BCOO:
                              "or out_axes) over a BCOO must map one of its batch dimensions (n_batch of them lead "
                              "its shape)")
         return out
-
-    def __array__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"{self!r} is sparse and is not converted to a dense array implicitly: call .todense(), "
-                        "or wrap the function in sparse.sparsify")
 
 
 def _validate(data: Any, indices: Any, shape: tuple[int, ...]) -> None:
@@ -475,17 +502,78 @@ def bcoo_reduce_sum(mat: BCOO, *, axes: Sequence[int]) -> BCOO:
 
 def _unbatched(mat: BCOO) -> BCOO:
     """``mat`` with its batch dimensions turned into leading sparse ones (``n_batch`` 0)."""
-    n_batch = mat.n_batch
-    if n_batch == 0:
+    if mat.n_batch == 0:
         return mat
-    batch_shape = tuple(mat.data.shape[:n_batch])
-    nse = mat.nse
+    data, indices = _batch_to_sparse(mat.data, _full_indices(mat.indices, tuple(mat.data.shape[:mat.n_batch])))
+    return BCOO((data, indices), shape=mat.shape)
+
+
+def _batch_to_sparse(data: Any, indices: Any) -> tuple[Any, Any]:
+    """Every batch dimension of ``(data, indices)`` made a leading sparse one."""
+    n_batch = indices.ndim - 2
+    batch_shape = tuple(indices.shape[:n_batch])
+    nse = indices.shape[-2]
     full = batch_shape + (nse, 1)
-    batch_cols = [fnp.broadcast_to(lax.broadcasted_iota(mat.indices.dtype, full, d), full) for d in range(n_batch)]
-    indices = fnp.concatenate(batch_cols + [_full_indices(mat.indices, batch_shape)], axis=-1)
+    batch_cols = [lax.broadcasted_iota(indices.dtype, full, d) for d in range(n_batch)]
+    indices = fnp.concatenate(batch_cols + [indices], axis=-1)
     count = math.prod(batch_shape) * nse
-    data = mat.data.reshape((count,) + tuple(mat.data.shape[n_batch + 1:]))
-    return BCOO((data, indices.reshape(count, indices.shape[-1])), shape=mat.shape)
+    data = data.reshape((count,) + tuple(data.shape[n_batch + 1:]))
+    return data, indices.reshape(count, indices.shape[-1])
+
+
+def _dense_to_sparse(data: Any, indices: Any, count: int) -> tuple[Any, Any]:
+    """The first ``count`` dense dimensions of unbatched ``(data, indices)`` made trailing
+    sparse ones: each entry becomes one per position of those dimensions."""
+    nse, moved = indices.shape[0], tuple(data.shape[1:1 + count])
+    size = math.prod(moved)
+    data = data.reshape((nse * size,) + tuple(data.shape[1 + count:]))
+    grid = fnp.stack([g.ravel() for g in fnp.meshgrid(*[fnp.arange(n, dtype=indices.dtype) for n in moved],
+                                                      indexing="ij")], axis=-1)
+    old = fnp.broadcast_to(indices[:, None, :], (nse, size, indices.shape[1]))
+    new = fnp.broadcast_to(grid[None], (nse, size, count))
+    return data, fnp.concatenate([old, new], axis=-1).reshape(nse * size, indices.shape[1] + count)
+
+
+class SparseEfficiencyError(ValueError):
+    """A layout change that would store many explicit zeros, refused (``on_inefficient="error"``)."""
+
+
+class SparseEfficiencyWarning(UserWarning):
+    """A layout change that stores many explicit zeros (``on_inefficient="warn"``)."""
+
+
+def bcoo_update_layout(mat: BCOO, *, n_batch: int | None = None, n_dense: int | None = None,
+                       on_inefficient: str | None = "error") -> BCOO:
+    """``mat`` with ``n_batch`` batch and ``n_dense`` dense dimensions. Fewer of either move
+    dimensions into the sparse ones, as JAX's does; more of either store explicit zeros, which
+    ``on_inefficient`` (``"error"``, ``"warn"`` or None) governs as in JAX, and go through the
+    dense array (so they need a concrete ``mat``)."""
+    n_batch = mat.n_batch if n_batch is None else operator.index(n_batch)
+    n_dense = mat.n_dense if n_dense is None else operator.index(n_dense)
+    if (n_batch, n_dense) == (mat.n_batch, mat.n_dense):
+        return mat
+    if on_inefficient not in ("error", "warn", None):
+        raise ValueError(f"bcoo_update_layout: on_inefficient={on_inefficient!r}; expected 'error', 'warn' or None")
+    if n_batch < 0 or n_dense < 0 or n_batch + n_dense > mat.ndim:
+        raise ValueError(f"bcoo_update_layout: n_batch={n_batch}, n_dense={n_dense} do not fit shape {mat.shape}")
+    grows_dense = n_dense > mat.n_dense and any(d > 1 for d in mat.shape[mat.ndim - n_dense:mat.ndim - mat.n_dense])
+    grows_batch = n_batch > mat.n_batch and any(d > 1 for d in mat.shape[mat.n_batch:n_batch])
+    if (grows_dense or grows_batch) and on_inefficient is not None:
+        message = (f"bcoo_update_layout: for a matrix of shape {mat.shape}, going from n_batch={mat.n_batch}, "
+                   f"n_dense={mat.n_dense} to n_batch={n_batch}, n_dense={n_dense} results in inefficient storage.")
+        if on_inefficient == "error":
+            raise SparseEfficiencyError(message + " Pass on_inefficient='warn' or None to allow it.")
+        warnings.warn(message, SparseEfficiencyWarning, stacklevel=2)
+    if n_batch > mat.n_batch or n_dense > mat.n_dense:
+        return bcoo_fromdense(mat.todense(), n_batch=n_batch, n_dense=n_dense, index_dtype=mat.indices.dtype)
+    keep = mat.n_batch
+    data, indices = mat.data, _full_indices(mat.indices, tuple(mat.data.shape[:keep]))
+    if n_dense < mat.n_dense:
+        count = mat.n_dense - n_dense
+        data, indices = _over_batch(lambda d, i: _dense_to_sparse(d, i, count), keep, (0, 0))(data, indices)
+    if n_batch < keep:
+        data, indices = _over_batch(_batch_to_sparse, n_batch, (0, 0))(data, indices)
+    return BCOO((data, indices), shape=mat.shape)
 
 
 def _lexicographic_order(indices: Any) -> Any:

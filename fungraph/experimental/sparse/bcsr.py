@@ -12,21 +12,17 @@ from typing import Any
 import numpy as np
 
 from fungraph import numpy as fnp
-from fungraph.experimental.sparse.bcoo import BCOO, bcoo_fromdense
+from fungraph.experimental.sparse.bcoo import BCOO, JAXSparse, bcoo_fromdense
 from fungraph.tree_util import register_pytree_node_class
 
 __all__ = ["BCSR", "bcsr_fromdense", "bcsr_todense"]
 
 
 @register_pytree_node_class
-class BCSR:
+class BCSR(JAXSparse):
     """A 2-d sparse matrix in compressed-row form, as ``jax.experimental.sparse.BCSR``: ``data``
     and column ``indices`` of its ``nse`` entries in row order, and ``indptr``, where row ``i``'s
     entries are ``indptr[i]:indptr[i + 1]``."""
-
-    __array_priority__ = 2000
-    __array_ufunc__ = None
-    __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, args: tuple[Any, Any, Any], *, shape: Sequence[int], indices_sorted: bool = False,
                  unique_indices: bool = False) -> None:
@@ -93,9 +89,6 @@ class BCSR:
     def todense(self) -> Any:
         """The dense matrix."""
         return self.to_bcoo().todense()
-
-    def __array__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"{self!r} is sparse and is not converted to a dense array implicitly: call .todense()")
 
     def tree_flatten(self) -> tuple[tuple[Any, Any, Any], tuple[Any, ...]]:
         return (self.data, self.indices, self.indptr), (self.shape, self.indices_sorted, self.unique_indices)

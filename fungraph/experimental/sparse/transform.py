@@ -17,6 +17,7 @@ from fungraph import numpy as fnp
 from fungraph.core import as_typed_constant, get_primitive
 from fungraph.experimental.sparse.bcoo import (
     BCOO,
+    JAXSparse,
     bcoo_dot_general,
     bcoo_multiply_dense,
     bcoo_reduce_sum,
@@ -31,11 +32,8 @@ from fungraph.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["grad", "sparsify", "value_and_grad"]
 
-_SPARSE_TYPES = (BCOO, BCSR)
-
-
 def _is_sparse(x: Any) -> bool:
-    return isinstance(x, _SPARSE_TYPES)
+    return isinstance(x, JAXSparse)
 
 
 def sparsify(f: Callable[..., Any], use_tracer: bool = False) -> Callable[..., Any]:
