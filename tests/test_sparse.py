@@ -140,6 +140,17 @@ def test_duplicates_and_sorting_match_jax(x64: bool) -> None:
         _same_bcoo(batched.sum_duplicates(nse=5), jbatched.sum_duplicates(nse=5), x64)
 
 
+@pytest.mark.parametrize("x64", [True])
+def test_products_of_two_sparse_arrays_match_jax(x64: bool) -> None:
+    a, b, v = _random_sparse((4, 3), seed=12), _random_sparse((3, 5), seed=13, density=0.5), np.array([1., 0., 2.])
+    with _mode(x64):
+        for lhs, rhs in ((a, b), (a, v), (a.T, a)):
+            _same_bcoo(sparse.BCOO.fromdense(lhs) @ sparse.BCOO.fromdense(rhs),
+                       jsparse.BCOO.fromdense(lhs) @ jsparse.BCOO.fromdense(rhs), x64)
+        with pytest.raises(NotImplementedError, match="two sparse arrays"):
+            sparse.BCOO.fromdense(a, n_dense=1) @ sparse.BCOO.fromdense(b)
+
+
 def test_update_layout_todense_and_from_scipy_sparse_match_jax() -> None:
     mat = _random_sparse((2, 3, 4, 2), seed=11)
     for (n_batch, n_dense), target in [((1, 1), (0, 0)), ((1, 1), (1, 0)), ((1, 1), (0, 1)), ((2, 0), (0, 0)),

@@ -363,8 +363,7 @@ def bcoo_dot_general(lhs: Any, rhs: Any, *, dimension_numbers: Any, precision: A
     (lc, rc), (lb, rb) = dimension_numbers
     dims = (tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))
     if isinstance(lhs, BCOO) and isinstance(rhs, BCOO):
-        raise NotImplementedError("bcoo_dot_general of two sparse arrays is not supported by fungraph; convert one "
-                                  "with .todense()")
+        return _spdot(lhs, rhs, dims, preferred_element_type)
     if isinstance(lhs, BCOO):
         return _dot_sparse_dense(lhs, fnp.asarray(rhs), dims, precision, preferred_element_type)
     if isinstance(rhs, BCOO):
@@ -452,6 +451,35 @@ def _dot_unbatched(data: Any, indices: Any, sparse_shape: tuple[int, ...], rhs: 
     out_shape = tuple(sparse_shape[d] for d in scattered) + tuple(products.shape[1:])
     return fnp.zeros(out_shape, products.dtype).at[tuple(indices[:, d] for d in scattered)].add(
         products, mode="drop")
+
+
+def _spdot(lhs: BCOO, rhs: BCOO, dims: Any, preferred: Any) -> BCOO:
+    """The product of two sparse arrays, as a sparse one: every pair of entries whose
+    contracted indices agree multiplies, at the pair's free indices; pairs are combined as
+    :func:`bcoo_sum_duplicates` does (without dropping zeros), as JAX's."""
+    (lc, rc), (lb, rb) = dims
+    if lb or rb or lhs.n_batch or rhs.n_batch or lhs.n_dense or rhs.n_dense:
+        raise NotImplementedError(f"bcoo_dot_general of two sparse arrays: fungraph supports them without batch or "
+                                  f"dense dimensions and without batched dots, got {lhs!r}, {rhs!r}, "
+                                  f"dimension_numbers {dims}")
+    lhs_free = [d for d in range(lhs.n_sparse) if d not in lc]
+    rhs_free = [d for d in range(rhs.n_sparse) if d not in rc]
+    lhs_key, rhs_key = lhs.indices[:, np.asarray(lc, np.int32)], rhs.indices[:, np.asarray(rc, np.int32)]
+    overlap = fnp.all(lhs_key[:, None] == rhs_key[None, :], axis=-1)
+    valid = (_in_bounds(lhs_key, tuple(lhs.shape[d] for d in lc))[:, None]
+             & _in_bounds(rhs_key, tuple(rhs.shape[d] for d in rc))[None, :])
+    dtype = preferred or fnp.result_type(lhs.dtype, rhs.dtype)
+    products = lhs.data.astype(dtype)[:, None] * rhs.data.astype(dtype)[None, :]
+    data = fnp.where(overlap & valid, products, 0).ravel()
+    index_dtype = fnp.result_type(lhs.indices.dtype, rhs.indices.dtype)
+    pairs = (lhs.nse, rhs.nse)
+    left = fnp.broadcast_to(lhs.indices[:, None, np.asarray(lhs_free, np.int32)], pairs + (len(lhs_free),))
+    right = fnp.broadcast_to(rhs.indices[None, :, np.asarray(rhs_free, np.int32)], pairs + (len(rhs_free),))
+    indices = fnp.concatenate([left.astype(index_dtype), right.astype(index_dtype)], axis=-1)
+    out_shape = tuple(lhs.shape[d] for d in lhs_free) + tuple(rhs.shape[d] for d in rhs_free)
+    nse = (lhs.nse if lhs_free else 1) * (rhs.nse if rhs_free else 1)
+    out = BCOO((data, indices.reshape(data.shape[0], -1)), shape=out_shape)
+    return bcoo_sum_duplicates(out, nse=min(nse, math.prod(out_shape)))
 
 
 def bcoo_multiply_dense(sp_mat: BCOO, v: Any) -> Any:
