@@ -174,6 +174,7 @@ def test_update_layout_todense_and_from_scipy_sparse_match_jax() -> None:
     _same_bcoo(sparse.BCOO.from_scipy_sparse(coo), jsparse.BCOO.from_scipy_sparse(coo), True)
 
 
+@pytest.mark.filterwarnings("ignore:Explicitly requested dtype float64")  # JAX's default float64 in 32-bit mode
 @pytest.mark.parametrize("x64", [False])
 def test_eye_empty_reshape_and_random_bcoo_match_jax(x64: bool) -> None:
     with _mode(x64):
