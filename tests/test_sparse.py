@@ -149,6 +149,11 @@ def test_products_of_two_sparse_arrays_match_jax(x64: bool) -> None:
                        jsparse.BCOO.fromdense(lhs) @ jsparse.BCOO.fromdense(rhs), x64)
         with pytest.raises(NotImplementedError, match="two sparse arrays"):
             sparse.BCOO.fromdense(a, n_dense=1) @ sparse.BCOO.fromdense(b)
+        other = _random_sparse((4, 3), seed=14)
+        ours, theirs = sparse.BCOO.fromdense(a), jsparse.BCOO.fromdense(a)
+        _same_bcoo(ours + sparse.BCOO.fromdense(other), theirs + jsparse.BCOO.fromdense(other), x64)
+        _same_bcoo(ours - sparse.BCOO.fromdense(other), theirs - jsparse.BCOO.fromdense(other), x64)
+        _same(ours + other, theirs + other, x64, "sparse + dense")
 
 
 def test_update_layout_todense_and_from_scipy_sparse_match_jax() -> None:
