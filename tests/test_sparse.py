@@ -156,7 +156,7 @@ def test_products_of_two_sparse_arrays_match_jax(x64: bool) -> None:
         _same(ours + other, theirs + other, x64, "sparse + dense")
 
 
-def test_update_layout_todense_and_from_scipy_sparse_match_jax() -> None:
+def test_update_layout_concatenate_todense_and_from_scipy_sparse_match_jax() -> None:
     mat = _random_sparse((2, 3, 4, 2), seed=11)
     for (n_batch, n_dense), target in [((1, 1), (0, 0)), ((1, 1), (1, 0)), ((1, 1), (0, 1)), ((2, 0), (0, 0)),
                                        ((0, 2), (0, 0))]:
@@ -164,6 +164,14 @@ def test_update_layout_todense_and_from_scipy_sparse_match_jax() -> None:
         theirs = jsparse.BCOO.fromdense(mat, n_batch=n_batch, n_dense=n_dense)
         _same_bcoo(ours.update_layout(n_batch=target[0], n_dense=target[1]),
                    jsparse.bcoo_update_layout(theirs, n_batch=target[0], n_dense=target[1]), True)
+    for n_batch in (0, 1):
+        for dimension, other in ((1, mat[:, :2]), (0, mat[:1])):
+            pair = [sparse.BCOO.fromdense(m, n_batch=n_batch) for m in (mat, other)]
+            jpair = [jsparse.BCOO.fromdense(m, n_batch=n_batch) for m in (mat, other)]
+            _same_bcoo(sparse.bcoo_concatenate(pair, dimension=dimension),
+                       jsparse.bcoo_concatenate(jpair, dimension=dimension), True)
+            _same_bcoo(sparse.sparsify(lambda a, b, d=dimension: fnp.concatenate([a, b], axis=d))(*pair),
+                       jsparse.sparsify(lambda a, b, d=dimension: jnp.concatenate([a, b], axis=d))(*jpair), True)
     flat = sparse.BCOO.fromdense(mat)
     with pytest.raises(sparse.SparseEfficiencyError, match="inefficient storage"):
         flat.update_layout(n_batch=1)

@@ -8,6 +8,7 @@ from fungraph.experimental.sparse.bcoo import (
     JAXSparse,
     SparseEfficiencyError,
     SparseEfficiencyWarning,
+    bcoo_concatenate,
     bcoo_dot_general,
     bcoo_extract,
     bcoo_fromdense,
@@ -27,8 +28,8 @@ from fungraph.experimental.sparse.bcsr import BCSR, bcsr_fromdense, bcsr_todense
 from fungraph.experimental.sparse.random import random_bcoo
 from fungraph.experimental.sparse.transform import grad, sparsify, value_and_grad
 
-__all__ = ["BCOO", "BCSR", "JAXSparse", "SparseEfficiencyError", "SparseEfficiencyWarning", "todense",
-           "bcoo_update_layout", "bcoo_dot_general", "bcoo_extract", "bcoo_fromdense", "bcoo_multiply_dense",
-           "bcoo_reduce_sum", "bcoo_reshape", "bcoo_sort_indices", "bcoo_sum_duplicates", "bcoo_todense",
-           "bcoo_transpose", "bcsr_fromdense", "bcsr_todense", "empty", "eye", "grad", "random_bcoo", "sparsify",
-           "value_and_grad"]
+__all__ = ["BCOO", "BCSR", "JAXSparse", "SparseEfficiencyError", "SparseEfficiencyWarning", "bcoo_concatenate",
+           "bcoo_dot_general", "bcoo_extract", "bcoo_fromdense", "bcoo_multiply_dense", "bcoo_reduce_sum",
+           "bcoo_reshape", "bcoo_sort_indices", "bcoo_sum_duplicates", "bcoo_todense", "bcoo_transpose",
+           "bcoo_update_layout", "bcsr_fromdense", "bcsr_todense", "empty", "eye", "grad", "random_bcoo", "sparsify",
+           "todense", "value_and_grad"]

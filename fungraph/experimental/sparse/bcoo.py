@@ -24,7 +24,8 @@ from fungraph.api import vmap
 from fungraph.core import ConcretizationError, Tracer
 from fungraph.tree_util import register_pytree_node_class
 
-__all__ = ["BCOO", "JAXSparse", "SparseEfficiencyError", "SparseEfficiencyWarning", "bcoo_dot_general",
+__all__ = ["BCOO", "JAXSparse", "SparseEfficiencyError", "SparseEfficiencyWarning", "bcoo_concatenate",
+           "bcoo_dot_general",
            "bcoo_extract", "bcoo_fromdense", "bcoo_multiply_dense", "bcoo_reduce_sum", "bcoo_reshape",
            "bcoo_sort_indices", "bcoo_sum_duplicates", "bcoo_todense", "bcoo_transpose", "bcoo_update_layout",
            "empty", "eye", "todense"]
@@ -602,6 +603,58 @@ def bcoo_update_layout(mat: BCOO, *, n_batch: int | None = None, n_dense: int | 
     if n_batch < keep:
         data, indices = _over_batch(_batch_to_sparse, n_batch, (0, 0))(data, indices)
     return BCOO((data, indices), shape=mat.shape)
+
+
+def _padded(mat: BCOO, nse: int) -> BCOO:
+    """``mat`` with padding entries appended up to ``nse`` entries."""
+    extra = nse - mat.nse
+    if extra <= 0:
+        return mat
+    batch = tuple(mat.data.shape[:mat.n_batch])
+    sparse_shape = mat.shape[mat.n_batch:mat.n_batch + mat.n_sparse]
+    data = fnp.concatenate([mat.data, fnp.zeros(batch + (extra,) + tuple(mat.data.shape[mat.n_batch + 1:]),
+                                                mat.dtype)], axis=mat.n_batch)
+    pad = fnp.broadcast_to(fnp.asarray(sparse_shape, mat.indices.dtype), batch + (extra, mat.n_sparse))
+    indices = fnp.concatenate([_full_indices(mat.indices, batch), pad], axis=mat.n_batch)
+    return BCOO((data, indices), shape=mat.shape, indices_sorted=mat.indices_sorted,
+                unique_indices=mat.unique_indices)
+
+
+def bcoo_concatenate(operands: Sequence[BCOO], *, dimension: int) -> BCOO:
+    """``lax.concatenate`` of BCOO arrays of one layout along a batch or sparse dimension, as
+    JAX's: along a batch dimension the entries are padded to one ``nse``, along a sparse one
+    the entries are joined with the indices shifted by each operand's offset."""
+    operands = list(operands)
+    dimension = operator.index(dimension)
+    if not operands or not all(isinstance(op, BCOO) for op in operands):
+        raise ValueError(f"bcoo_concatenate: expected a sequence of BCOO arrays, got {operands}")
+    first = operands[0]
+    if any(op.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(op.shape, first.shape))
+                                        if d != dimension) for op in operands) or not 0 <= dimension < first.ndim:
+        raise ValueError(f"bcoo_concatenate: shapes {[op.shape for op in operands]} do not concatenate along "
+                         f"dimension {dimension}")
+    layouts = {(op.n_batch, op.n_dense) for op in operands}
+    if len(layouts) != 1:
+        raise ValueError(f"bcoo_concatenate requires operands of one layout (n_batch, n_dense), got {sorted(layouts)}")
+    n_batch, n_sparse = first.n_batch, first.n_sparse
+    shape = list(first.shape)
+    shape[dimension] = sum(op.shape[dimension] for op in operands)
+    if dimension < n_batch:
+        nse = max(op.nse for op in operands)
+        padded = [_padded(op, nse) for op in operands]
+        batch = [tuple(op.data.shape[:n_batch]) for op in padded]
+        data = fnp.concatenate([op.data for op in padded], axis=dimension)
+        indices = fnp.concatenate([_full_indices(op.indices, b) for op, b in zip(padded, batch)], axis=dimension)
+    elif dimension < n_batch + n_sparse:
+        column = dimension - n_batch
+        offsets = np.cumsum([0] + [op.shape[dimension] for op in operands[:-1]])
+        data = fnp.concatenate([op.data for op in operands], axis=n_batch)
+        shifted = [_full_indices(op.indices, tuple(op.data.shape[:n_batch])).at[..., column].add(int(offset))
+                   for op, offset in zip(operands, offsets)]
+        indices = fnp.concatenate(shifted, axis=n_batch)
+    else:
+        raise NotImplementedError("bcoo_concatenate along a dense dimension is not supported (nor by JAX)")
+    return BCOO((data, indices), shape=tuple(shape))
 
 
 def _lexicographic_order(indices: Any) -> Any:

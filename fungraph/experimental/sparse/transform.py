@@ -18,6 +18,7 @@ from fungraph.core import as_typed_constant, get_primitive
 from fungraph.experimental.sparse.bcoo import (
     BCOO,
     JAXSparse,
+    bcoo_concatenate,
     bcoo_dot_general,
     bcoo_multiply_dense,
     bcoo_reduce_sum,
@@ -187,6 +188,13 @@ def _integer_pow(mat: BCOO, *, y: int) -> list[Any]:
     return _unary("integer_pow", linear=False)(mat, y=y)
 
 
+def _concatenate(*operands: Any, axis: int, **_: Any) -> list[Any]:
+    if not all(isinstance(op, BCOO) for op in operands):
+        raise NotImplementedError("sparsify: concatenating sparse and dense arrays is not supported; convert the "
+                                  "sparse ones with .todense()")
+    return [bcoo_concatenate(operands, dimension=axis)]
+
+
 def _jit_call(*args: Any, call: Any, **_: Any) -> list[Any]:
     return eval_sparse(call, args)
 
@@ -202,6 +210,7 @@ _RULES: dict[str, Callable[..., list[Any]]] = {
     **{name: _unary(name, linear=False) for name in _NONLINEAR},
     "add": _add, "sub": _sub, "mul": _mul, "div": _div, "dot_general": _dot_general, "reduce_sum": _reduce_sum,
     "transpose": _transpose, "reshape": _reshape, "integer_pow": _integer_pow, "jit_call": _jit_call,
+    "concatenate": _concatenate,
 }
 
 
