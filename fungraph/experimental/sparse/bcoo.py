@@ -444,8 +444,11 @@ def _dot_unbatched(data: Any, indices: Any, sparse_shape: tuple[int, ...], rhs: 
         rows = rhs.at[tuple(indices[:, d] for d in gathered)].get(mode="fill", fill_value=0)
     else:
         rows = fnp.broadcast_to(rhs[None], (indices.shape[0],) + tuple(rhs.shape))
-    contract = ((tuple(1 + d for d, _ in dense_pairs), tuple(range(1, 1 + len(dense_pairs)))), ((0,), (0,)))
-    products = lax.dot_general(data, rows, contract, precision=precision, preferred_element_type=preferred)
+    if dense_pairs:
+        contract = ((tuple(1 + d for d, _ in dense_pairs), tuple(range(1, 1 + len(dense_pairs)))), ((0,), (0,)))
+        products = lax.dot_general(data, rows, contract, precision=precision, preferred_element_type=preferred)
+    else:
+        products = _outer(data, rows, preferred)
     scattered = list(lb) + free_sparse
     if not scattered:
         return fnp.sum(products, axis=0)
@@ -481,6 +484,16 @@ def _spdot(lhs: BCOO, rhs: BCOO, dims: Any, preferred: Any) -> BCOO:
     nse = (lhs.nse if lhs_free else 1) * (rhs.nse if rhs_free else 1)
     out = BCOO((data, indices.reshape(data.shape[0], -1)), shape=out_shape)
     return bcoo_sum_duplicates(out, nse=min(nse, math.prod(out_shape)))
+
+
+def _outer(data: Any, rows: Any, preferred: Any) -> Any:
+    """Each entry's dense block times its row of the other operand: ``(nse,) + dense`` and
+    ``(nse,) + rest`` give ``(nse,) + dense + rest`` (a dot with nothing contracted)."""
+    n_rest, n_dense = rows.ndim - 1, data.ndim - 1
+    left = data.reshape(tuple(data.shape) + (1,) * n_rest)
+    right = rows.reshape((rows.shape[0],) + (1,) * n_dense + tuple(rows.shape[1:]))
+    products = left * right
+    return products if preferred is None else products.astype(preferred)
 
 
 def bcoo_multiply_dense(sp_mat: BCOO, v: Any) -> Any:
