@@ -256,3 +256,13 @@ def test_lax_takes_python_scalars_at_the_default_dtype_as_jax(x64: bool) -> None
         lax.conv_general_dilated(np.ones((1, 1, 3), np.int32), np.ones((1, 1, 2), np.int8), (1,), "VALID")
     with fg.enable_x64(x64):
         assert fnp.add(f32, 1).dtype == np.float32 and fnp.maximum(i32, 0.5).dtype == fnp.result_type(i32, 0.5)
+
+
+@pytest.mark.parametrize("shapes", [((3,), (4,)), ((2, 3), (3, 2)), ((2, 3), (3,))])
+def test_sort_of_operands_of_different_shapes_is_jax_error(shapes: tuple) -> None:
+    keys, values = np.arange(np.prod(shapes[0]), dtype=float).reshape(shapes[0]), np.ones(shapes[1], np.int32)
+    for lib in (jax, fg):
+        with pytest.raises(TypeError, match="Arguments to sort must have equal shapes"):
+            lib.lax.sort_key_val(keys, values)
+        with pytest.raises(TypeError, match="Arguments to sort must have equal shapes"):
+            lib.lax.sort((keys, values), num_keys=1)
