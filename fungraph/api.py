@@ -35,6 +35,7 @@ from fungraph.interpreters.staging import (  # the pytree side of staging, used 
     ShapeDtypeStruct,
     abstractify,
     flat_fun,
+    flatten_outputs,
     split_static,
     stage,
 )
@@ -325,6 +326,8 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[
             g = next(grads_iter) if d else None
             grads.append(zeros(a) if g is None else g)
         grads = _weak_like(owned_results(grads, [*ct_leaves, *outs]), leaves)
+        grads = [g if d or _is_key(p) else np.zeros(a.shape, dtypes.float0)
+                 for g, d, p, a in zip(grads, diff, leaves, avals)]
         return _key_float0(tuple(primals), tuple(tree_unflatten(in_tree, grads)))
 
     _hold_tapes(f_vjp, res, lin.linear, before)
@@ -383,7 +386,7 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
     follow JAX: for a real-valued ``fun`` of ``z = x + iy`` the gradient is
     ``df/dx - i df/dy``; a complex-valued ``fun`` needs ``holomorphic=True`` (and complex
     inputs), and then the gradient is ``f'(z)``. With ``allow_int`` integer and boolean
-    arguments are accepted, their gradients zeros of their dtype (JAX's are float0 zeros)."""
+    arguments are accepted, their gradients float0 zeros, as JAX gives."""
     nums = _argnums_tuple(argnums)
 
     @functools.wraps(fun, updated=())
@@ -560,7 +563,8 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
                 return f_vjp(tree_unflatten(out_tree, cts))
 
             grads = vmap(pull)(_basis(oa))
-            rows.append([reshape(_concrete(g), oa.shape + ia.shape) for g, ia in zip(grads, in_avals)])
+            rows.append([np.zeros(oa.shape + ia.shape, ia.dtype) if _is_float0(g) else
+                         reshape(_concrete(g), oa.shape + ia.shape) for g, ia in zip(grads, in_avals)])
         per_input = [[rows[k][j] for k in range(len(out_avals))] for j in range(len(in_avals))]
         result = _assemble(per_input, out_tree, in_tree, isinstance(argnums, int))
         return (result, aux) if has_aux else result
@@ -643,7 +647,7 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
         out_box: list[PyTreeDef] = []
 
         def flat(*xs: Any) -> list[Any]:
-            out_leaves, out_tree = tree_flatten(fun(*tree_unflatten(in_tree, xs)))
+            out_leaves, out_tree = flatten_outputs(fun(*tree_unflatten(in_tree, xs)))
             out_box.append(out_tree)
             return out_leaves
 
@@ -651,9 +655,25 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
             return _broadcast_prefix(out_axes, tree_unflatten(out_box[-1], outs), "out_axes")
 
         outs = vmap_flat(flat, [_concrete(x) for x in leaves], norm_dims, out_dims, size, axis_name)
-        return tree_unflatten(out_box[-1], owned_results(outs, leaves))
+        result = tree_unflatten(out_box[-1], owned_results(outs, leaves))
+        return _batched_float0(result, size, out_axes) if out_box[-1].num_leaves != len(tree_leaves(result)) else result
 
     return mapped
+
+
+def _batched_float0(result: Any, size: int, out_axes: Any) -> Any:
+    """``vmap``'s result with its float0 zeros (held in the output tree, unbatched) given the
+    mapped axis, as JAX batches them."""
+    axes = _broadcast_prefix(out_axes, result, "out_axes")
+    leaves, tree = tree_flatten(result)
+    return tree_unflatten(tree, [_float0_with_axis(x, a, size) if _is_float0(x) and a is not None else x
+                                 for x, a in zip(leaves, axes)])
+
+
+def _float0_with_axis(x: np.ndarray, axis: int, size: int) -> np.ndarray:
+    shape = list(x.shape)
+    shape.insert(axis % (x.ndim + 1), size)
+    return np.zeros(tuple(shape), dtypes.float0)
 
 
 def device_put(x: Any, device: Any = None) -> Any:

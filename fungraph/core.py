@@ -19,6 +19,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._config import FLOAT_CHECKS
+from fungraph._fp_errors import quiet, restore
 from fungraph.array import DeletedHostArray, HostArray, deleted_error, hosted, hosted_copy_if_shared, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
 from fungraph.ir import Literal as Literal  # noqa: PLC0414  (jax.core.Literal, as JAX programs reach it)
@@ -469,14 +470,19 @@ def _in_32_bit_mode(x: Any) -> Any:
 def run_impl(prim: Primitive, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """``prim``'s numpy implementation; where numpy (with ml_dtypes' loops) has none for an
     emulated float (bfloat16, float8), it runs in float32 and the caller rounds the result
-    to the output type."""
+    to the output type. numpy's floating-point warnings are off meanwhile, as JAX computes
+    NaNs and infinities silently."""
+    token = quiet()
     try:
-        return prim.impl(*args, **kwargs)
-    except (TypeError, ValueError, NotImplementedError):
-        if not any(getattr(a, "dtype", None) in dtypes.EMULATED for a in args):
-            raise
-    return prim.impl(*[np.asarray(a, dtypes.float32) if getattr(a, "dtype", None) in dtypes.EMULATED else a
-                       for a in args], **kwargs)
+        try:
+            return prim.impl(*args, **kwargs)
+        except (TypeError, ValueError, NotImplementedError):
+            if not any(getattr(a, "dtype", None) in dtypes.EMULATED for a in args):
+                raise
+        return prim.impl(*[np.asarray(a, dtypes.float32) if getattr(a, "dtype", None) in dtypes.EMULATED else a
+                           for a in args], **kwargs)
+    finally:
+        restore(token)
 
 
 def _impl_aval(x: Any) -> ShapedArray:

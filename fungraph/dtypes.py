@@ -526,7 +526,8 @@ def scalar_type_of(x: Any) -> type:
 
 def issubdtype(arg1: Any, arg2: Any) -> bool:
     """``numpy.issubdtype`` that also knows the key dtypes and JAX's ``extended``/``prng_key``
-    (``jnp.issubdtype(k.dtype, jax.dtypes.prng_key)``)."""
+    (``jnp.issubdtype(k.dtype, jax.dtypes.prng_key)``), and, as JAX's, counts bfloat16 and the
+    float8 types as floating (their ml_dtypes scalar types sit outside numpy's hierarchy)."""
     if isinstance(arg1, KeyDType) or _is_extended_type(arg1):
         scalar = arg1.type if isinstance(arg1, KeyDType) else arg1
         if isinstance(arg2, KeyDType):
@@ -534,7 +535,18 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
         return isinstance(arg2, type) and issubclass(scalar, arg2)
     if isinstance(arg2, KeyDType) or _is_extended_type(arg2):
         return False
+    scalar = _scalar_type(arg1)
+    if scalar in _EMULATED_SCALARS:
+        return _scalar_type(arg2) in {scalar, np.floating, np.inexact, np.number, np.generic}
     return bool(np.issubdtype(arg1, arg2))
+
+
+_EMULATED_SCALARS = frozenset(d.type for d in EMULATED)
+
+
+def _scalar_type(t: Any) -> type:
+    """The numpy scalar type ``t`` names: an abstract one (``np.floating``) as it is."""
+    return t if isinstance(t, type) and issubclass(t, np.generic) else np.dtype(t).type
 
 
 def _is_extended_type(t: Any) -> bool:

@@ -59,6 +59,9 @@ def _segment(name: str, op: str, reducer: Callable[..., Any], data: Any, segment
     if segment_ids.ndim == 0 or data.ndim == 0 or data.shape[:segment_ids.ndim] != segment_ids.shape:
         raise ValueError(f"{name}: segment_ids {segment_ids.dtype.name}{list(segment_ids.shape)} must index the "
                          f"leading axes of data {data.dtype.name}{list(data.shape)}")
+    if data.dtype == np.bool_ and op in ("add", "multiply"):
+        raise TypeError(f"{name}: data of dtype bool cannot be {'summed' if op == 'add' else 'multiplied'} "
+                        f"(as in JAX): convert it first (data.astype(int)); got {data.dtype.name}{list(data.shape)}")
     n = _num_segments(num_segments, segment_ids, name)
     mode = "drop" if mode is None else mode
     if GatherScatterMode.from_any(mode) is GatherScatterMode.CLIP:

@@ -4,6 +4,7 @@ on OpenCL; derivatives against finite differences; traced indices; errors; input
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -284,3 +285,21 @@ def test_unbatched_index_array_under_vmap_drops_what_lies_past_the_axis() -> Non
                                                                             np.stack([v, v + 1]))
         for row, xs, vs in zip(got, (x, 2 * x), (v, v + 1)):
             np.testing.assert_allclose(row, reference(xs, idx[[0, 2]], op, vs[[0, 2]]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int64", "bool", "float16", "float32"])
+def test_divide_is_true_division_as_jax(dtype: str, x64: bool) -> None:
+    """``x.at[i].divide(v)`` is JAX's ``x / ones_like(x).at[i].multiply(v)``: an integer or
+    boolean ``x`` gives a float (its values at the index divided, the rest as they were)."""
+    jax_, jnp_ = jax_or_skip()
+    values = [2, 2.0, np.int32(2), np.array([2, 3], np.int32)]
+    for v in values:
+        with fg.enable_x64(x64), jax_.enable_x64(x64), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = jnp_.arange(4).astype(dtype).at[1:3].divide(v)
+            got = fnp.arange(4).astype(dtype).at[1:3].divide(v)
+            traced = fg.jit(lambda x, i: x.at[i].divide(v))(fnp.arange(4).astype(dtype), np.array([1, 2]))
+        for g in (got, traced):
+            assert g.dtype == want.dtype, (dtype, v, g.dtype, want.dtype)
+            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(want, np.float64), rtol=1e-3)

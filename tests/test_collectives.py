@@ -246,3 +246,28 @@ def test_collectives_are_exported_from_lax() -> None:
     for name in ("psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "axis_index", "axis_size", "ppermute",
                  "pshuffle", "all_to_all", "pswapaxes"):
         assert getattr(fg.lax, name) is getattr(fc, name)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_collectives_keep_the_weak_type_as_jax(x64: bool) -> None:
+    """A weakly typed operand (a Python scalar, a weak array) stays weak through ``psum``,
+    ``pmean``, ``pmax`` and ``all_gather`` under ``vmap(axis_name=...)``, as JAX's; a strong one
+    stays strong, and ``axis_index`` is strong."""
+    jax_, jnp_ = jax_or_skip()
+    cases = {
+        "psum of a Python scalar": lambda lib, np_, x: lib.lax.psum(1.0, "i"),
+        "psum of a weak array": lambda lib, np_, x: lib.lax.psum(np_.asarray(2.0), "i"),
+        "psum of a strong value": lambda lib, np_, x: lib.lax.psum(x * 0 + 1.0, "i"),
+        "pmean of a weak array": lambda lib, np_, x: lib.lax.pmean(np_.asarray(2.0), "i"),
+        "pmax of a Python scalar": lambda lib, np_, x: lib.lax.pmax(3.0, "i"),
+        "pmin of a Python int": lambda lib, np_, x: lib.lax.pmin(3, "i"),
+        "all_gather of a weak array": lambda lib, np_, x: lib.lax.all_gather(np_.asarray(2.0), "i"),
+        "axis_index": lambda lib, np_, x: lib.lax.axis_index("i"),
+    }
+    x = np.arange(3, dtype=np.float32)
+    for name, fun in cases.items():
+        with fg.enable_x64(x64), jax_.enable_x64(x64):
+            want = jax_.vmap(lambda v: fun(jax_, jnp_, v), axis_name="i")(x)
+            got = fg.vmap(lambda v: fun(fg, fnp, v), axis_name="i")(x)
+        assert (got.dtype, got.shape, got.weak_type) == (want.dtype, want.shape, want.weak_type), name
+        np.testing.assert_allclose(got, want)

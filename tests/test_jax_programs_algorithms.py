@@ -304,12 +304,25 @@ def test_algorithm_program_matches_jax(name: str, x64: bool) -> None:
     check_program(jax, jnp, PROGRAMS[name], x64, rtol32=5e-4, rtol64=1e-9)
 
 
-@pytest.mark.xfail(strict=True, reason="the gradient of an integer input is integer zeros, not JAX's float0 zeros: "
-                                       "the IR has no float0 dtype to carry through jit and vmap "
-                                       "(docs/differences_from_jax.md)")
-def test_integer_inputs_get_float0_gradients() -> None:
-    _, gn = fg.grad(lambda x, n: x * n, argnums=(0, 1), allow_int=True)(1.0, 2)
-    assert gn.dtype == fg.dtypes.float0
+@pytest.mark.parametrize("x64", [True, False])
+def test_integer_inputs_get_float0_gradients(x64: bool) -> None:
+    """As JAX: ``grad(..., allow_int=True)`` and ``vjp`` give float0 zeros for integer and bool
+    inputs, eagerly, under ``jit`` and under ``vmap`` (batched); ``jacrev`` gives zeros of the
+    input's dtype."""
+    def f(x: Any, n: Any) -> Any:
+        return x * n
+
+    for lib in (fg, jax):
+        with fg.enable_x64(x64), jax.enable_x64(x64):
+            g = lib.grad(f, argnums=(0, 1), allow_int=True)
+            _, pull = lib.vjp(f, np.float32(1.0), np.int32(2))
+            results = [g(1.0, 2), lib.jit(g)(1.0, 2), lib.vmap(g)(np.arange(3.0), np.arange(3)), pull(np.float32(1.0)),
+                       lib.grad(f, argnums=(0, 1), allow_int=True)(1.0, True),
+                       lib.jacrev(f, argnums=(0, 1), allow_int=True)(np.ones(2), np.arange(2))]
+            got = [[(np.dtype(a.dtype), np.shape(a)) for a in r] for r in results]
+        if lib is fg:
+            ours = got
+    assert ours == got
 
 
 def test_grad_refuses_integer_inputs_without_allow_int() -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import fungraph as fg
+import fungraph.numpy as fnp
 from fungraph import lax
 from tests.helpers import check_eager_and_jit, jax_or_skip
 
@@ -179,7 +180,6 @@ def test_lax_ordered_comparisons_refuse_complex_as_jax_does(name: str) -> None:
 def test_lax_refuses_mixed_dtypes_and_bad_shapes() -> None:
     with pytest.raises(TypeError, match=r"lax.add requires arguments to have the same dtypes, got f32\[3\], f64\[3\]"):
         lax.add(np.ones(3, np.float32), np.ones(3))
-    np.testing.assert_array_equal(lax.add(np.ones(3, np.float32), 1.0), np.full(3, 2.0, np.float32))
     with pytest.raises(ValueError, match="broadcast_in_dim"):
         lax.broadcast_in_dim(np.ones(3), (2, 4), (1,))
     with pytest.raises(ValueError, match="lax.slice"):
@@ -230,3 +230,39 @@ def test_associative_scan_of_pytrees_matches_jax() -> None:
         want = jax.lax.associative_scan(fn, (a, b), reverse=reverse, axis=1)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_lax_takes_python_scalars_at_the_default_dtype_as_jax(x64: bool) -> None:
+    """JAX's lax converts a Python scalar to a (weak) array of the mode's default dtype for its
+    kind and then refuses mixed dtypes: ``lax.add(f32, 1.0)`` works with x64 off only, and
+    ``lax.add(f32, 1)`` never. fungraph.numpy's functions promote before calling lax."""
+    f32, i32, u8 = np.ones(3, np.float32), np.ones(3, np.int32), np.ones(3, np.uint8)
+    calls = [("add", f32, 1.0), ("add", f32, 1), ("mul", 2.0, f32), ("max", i32, 0), ("max", i32, 0.5),
+             ("sub", u8, 1), ("lt", f32, 1.0), ("eq", i32, 1), ("atan2", f32, 1.0), ("rem", i32, 2),
+             ("pow", f32, 2.0), ("shift_left", i32, 1), ("complex", f32, 1.0)]
+    for name, a, b in calls:
+        with fg.enable_x64(x64), jax.enable_x64(x64):
+            try:
+                want = getattr(jax.lax, name)(a, b)
+            except TypeError:
+                with pytest.raises(TypeError, match=f"lax.{name} requires arguments to have the same dtypes"):
+                    getattr(lax, name)(a, b)
+                continue
+            got = getattr(lax, name)(a, b)
+        assert got.dtype == want.dtype and getattr(got, "weak_type", False) == want.weak_type, (name, a, b)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with fg.enable_x64(x64), pytest.raises(TypeError, match="conv_general_dilated requires arguments to have the same"):
+        lax.conv_general_dilated(np.ones((1, 1, 3), np.int32), np.ones((1, 1, 2), np.int8), (1,), "VALID")
+    with fg.enable_x64(x64):
+        assert fnp.add(f32, 1).dtype == np.float32 and fnp.maximum(i32, 0.5).dtype == fnp.result_type(i32, 0.5)
+
+
+@pytest.mark.parametrize("shapes", [((3,), (4,)), ((2, 3), (3, 2)), ((2, 3), (3,))])
+def test_sort_of_operands_of_different_shapes_is_jax_error(shapes: tuple) -> None:
+    keys, values = np.arange(np.prod(shapes[0]), dtype=float).reshape(shapes[0]), np.ones(shapes[1], np.int32)
+    for lib in (jax, fg):
+        with pytest.raises(TypeError, match="Arguments to sort must have equal shapes"):
+            lib.lax.sort_key_val(keys, values)
+        with pytest.raises(TypeError, match="Arguments to sort must have equal shapes"):
+            lib.lax.sort((keys, values), num_keys=1)

@@ -48,3 +48,20 @@ def test_segment_ids_must_be_concrete_to_count_segments() -> None:
         fg.ops.segment_sum(np.ones(3), np.array([0, 1, 1]), -2)
     with pytest.raises(TypeError, match="segment_ids must be integers"):
         fg.ops.segment_max(fnp.ones(3), fnp.ones(3))
+
+
+@pytest.mark.parametrize("name", ["segment_sum", "segment_prod", "segment_max", "segment_min"])
+def test_bool_data_as_jax(name: str) -> None:
+    """JAX refuses bool data where the segment reduction adds or multiplies, and reduces it by
+    max and min."""
+    jax_, _ = jax_or_skip()
+    data, ids = np.array([True, False, True]), np.array([0, 0, 1])
+    try:
+        want = getattr(jax_.ops, name)(data, ids, num_segments=2)
+    except TypeError:
+        with pytest.raises(TypeError, match=f"{name}: data of dtype bool"):
+            getattr(fg.ops, name)(data, ids, num_segments=2)
+        return
+    got = getattr(fg.ops, name)(data, ids, num_segments=2)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

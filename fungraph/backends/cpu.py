@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph import _fp_errors as fp
 from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, cpu_overlap, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
@@ -284,12 +285,14 @@ class CpuExecutable:
     def run(self, args: Sequence[np.ndarray], into: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         """Run on ``args``; outputs go to fresh arrays, or into the arrays ``into`` (then no
         output is allocated: what loop lowerings use to alternate carry buffers). Safe to
-        call from several threads at once (see the class docstring)."""
+        call from several threads at once (see the class docstring). numpy's floating-point
+        warnings are off meanwhile (``fungraph._fp_errors``), as JAX's computations are silent."""
         try:
             buffers = self._idle.pop()
         except IndexError:
             buffers = self._bind(_aligned_bytes(self.plan.arena_bytes))
         env, recycled = buffers.env, buffers.recycled
+        token = fp.STATE.set(fp.QUIET)
         try:
             for s, a in zip(self.input_slots, args):
                 env[s] = unhosted(a)
@@ -314,6 +317,7 @@ class CpuExecutable:
                 for j in self.donated_outputs:
                     results[j] = env[self.output_slots[j]]
         finally:
+            fp.STATE.reset(token)
             for s in self.release_slots:
                 env[s] = None
             if len(self._idle) < MAX_IDLE_BUFFER_SETS:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from fungraph import _blas
+from fungraph import _fp_errors as fp
 from fungraph.ir import Eqn, Graph, Var
 
 #: Products with fewer multiply-adds run where they stand: a handover costs tens of
@@ -108,11 +109,13 @@ class Overlap:
             return True
 
     def _run(self) -> None:
+        token = fp.STATE.set(fp.QUIET)  # silent on the overlap thread too, as the engine's run
         try:
             self.result = self.fn(*self.args, **self.kwargs)
         except BaseException as err:  # noqa: BLE001 - re-raised on the caller at join
             self.error = err
         finally:
+            fp.STATE.reset(token)
             _blas.OVERLAPPED.add(-1)
             with self.cond:
                 self.state = _DONE

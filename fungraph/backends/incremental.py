@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph._fp_errors import quiet, restore
 from fungraph.backends import taking_turns
 from fungraph.ir import Graph, Literal, Var
 
@@ -35,7 +36,11 @@ class IncrementalExecutable:
         kept intermediates; :func:`~fungraph.backends.taking_turns`)."""
         with taking_turns(self, "an incremental jitted function was called again from a host callback "
                                 "inside its own call; its kept intermediates are in use"):
-            return self._run(args)
+            token = quiet()
+            try:
+                return self._run(args)
+            finally:
+                restore(token)
 
     def _run(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         g = self.graph

@@ -124,6 +124,8 @@ class NamedAxisPrimitive(Primitive):
         trace = main.trace_type(main)
         tracers = [full_raise(trace, a) for a in args]
         outs = [full_lower(o) for o in trace.process_primitive(self, tracers, Params(params))]
+        if self.weak_from is None and args and all(dtypes.is_weak(a) for a in args):
+            outs = [weakened(o) for o in outs]
         return tuple(outs) if self.multiple_results else outs[0]
 
 

@@ -29,7 +29,7 @@ from fungraph.core import (
 )
 from fungraph.ir import CONST_REF, Atom, Eqn, Graph, Literal, Params, ShapedArray, Var, literal_ref
 from fungraph.primitives.mesh_collectives import pvary_p, staged_types, typing_mesh
-from fungraph.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from fungraph.tree_util import PyTreeDef, register_pytree_node, tree_flatten, tree_map, tree_unflatten
 
 
 class GraphTracer(Tracer):
@@ -341,6 +341,33 @@ def merge_static(dynamic: Sequence[Any], static: dict[int, Any]) -> list[Any]:
     return [static[i] if i in static else next(it) for i in range(len(dynamic) + len(static))]
 
 
+class _Float0Zeros:
+    """A ``float0`` output (the gradient of an integer input) held in the output tree rather
+    than as a value: a float0 array is always zeros, known by its shape alone, and the IR has
+    no float0 dtype to carry it through ``jit`` or ``vmap``."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+
+register_pytree_node(_Float0Zeros, lambda z: ((), z.shape), lambda shape, _: np.zeros(shape, dtypes.float0))
+
+
+def _is_float0(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype == dtypes.float0
+
+
+def flatten_outputs(out: Any) -> tuple[list[Any], PyTreeDef]:
+    """``tree_flatten`` of a traced function's output, its float0 leaves moved into the tree
+    (unflattening makes them again as float0 zeros)."""
+    leaves, tree = tree_flatten(out)
+    if not any(_is_float0(x) for x in leaves):
+        return leaves, tree
+    return tree_flatten(tree_map(lambda x: _Float0Zeros(x.shape) if _is_float0(x) else x, out))
+
+
 def flat_fun(fun: Callable[..., Any], in_tree: PyTreeDef, static: dict[int, Any],
              out_tree_box: list[PyTreeDef], weak_box: list[tuple[int, ...]] | None = None) -> Callable[..., list[Any]]:
     """``fun`` as a function of flat leaves returning flat leaves; records its output tree, and
@@ -349,7 +376,7 @@ def flat_fun(fun: Callable[..., Any], in_tree: PyTreeDef, static: dict[int, Any]
     def flat(*leaves: Any) -> list[Any]:
         dynamic = tree_unflatten(in_tree, leaves)
         out = fun(*merge_static(dynamic, static))
-        out_leaves, out_tree = tree_flatten(out)
+        out_leaves, out_tree = flatten_outputs(out)
         out_tree_box.append(out_tree)
         if weak_box is not None:
             weak_box.append(weak_positions(out_leaves))

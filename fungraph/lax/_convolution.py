@@ -14,6 +14,7 @@ import numpy as np
 from fungraph import dtypes
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
+from fungraph.lax._elementwise import _same_dtype
 from fungraph.lax._linalg import _finish, _no_sharding, canonical_precision, dot_general, preferred_operands
 from fungraph.lax._windows import _gather_windows, _Geometry, padding_pairs
 from fungraph.primitives import shape as sh
@@ -156,6 +157,7 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padd
 
     canonical_precision(precision)
     _no_sharding("conv_general_dilated", out_sharding)
+    _same_dtype("conv_general_dilated", lhs, rhs)
     (x, w), after = preferred_operands("conv_general_dilated", (lhs, rhs), preferred_element_type)
     dtype = aval_of(x).dtype
     if not dtypes.is_inexact(dtype):

@@ -20,15 +20,15 @@ from fungraph.primitives.operands import asarray, cast, is_weak, promote
 
 
 def _same_dtype(name: str, *xs: Any) -> list[Any]:
-    """The operands at one dtype: arrays must already agree (lax does not promote); Python
-    scalars take the arrays' dtype."""
-    arrays = [asarray(x) for x in xs if not is_weak(x)]
-    kinds = {aval_of(a).dtype for a in arrays}
-    if len(kinds) > 1:
+    """The operands as arrays of one dtype, as JAX's lax binds them: a Python scalar becomes a
+    weak array of the mode's default dtype for its kind (``1.0`` is float32 with x64 off and
+    float64 with it on), and then every dtype must agree (lax does not promote)."""
+    arrays = [weak_array(np.asarray(x, dtypes.result_type(x))) if is_weak(x) else asarray(x) for x in xs]
+    if len({aval_of(a).dtype for a in arrays}) > 1:
         raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
-                        f"{', '.join(str(aval_of(a)) for a in arrays)}")
-    dt = kinds.pop() if kinds else dtypes.result_type(*xs)
-    return [weak_array(np.asarray(x, dt)) if is_weak(x) else asarray(x) for x in xs]
+                        f"{', '.join(str(aval_of(a)) for a in arrays)}. (Tip: fungraph.numpy's functions promote "
+                        "mixed dtypes; a Python scalar is taken at the default dtype of its kind)")
+    return arrays
 
 
 _KINDS = {"i": "signedinteger", "u": "unsignedinteger", "f": "floating", "c": "complexfloating", "b": "bool"}

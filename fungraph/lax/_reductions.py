@@ -155,6 +155,8 @@ def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: in
     xs = [asarray(x) for x in operand]
     if not 1 <= num_keys <= len(xs):
         raise ValueError(f"lax.sort: num_keys={num_keys} for {len(xs)} operands")
+    if len({aval_of(x).shape for x in xs}) > 1:
+        raise TypeError(f"Arguments to sort must have equal shapes, got: {' '.join(str(aval_of(x)) for x in xs)}")
     order = None
     for key in reversed(xs[:num_keys]):
         k = key if order is None else _take_along(key, order, dimension)

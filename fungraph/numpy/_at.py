@@ -114,9 +114,13 @@ class IndexUpdateRef:
     mul = multiply
 
     def divide(self, values: Any, **options: Any) -> Any:
+        """JAX's ``x / ones_like(x).at[idx].multiply(values)``: true division, so an integer or
+        boolean ``x`` gives a float result (float32 for int32), as ``x / 1`` does."""
         from fungraph.numpy._elementwise import divide
 
-        return self._update("divide", values, lambda old, new: cast(divide(old, new), aval(old).dtype), options)
+        x = self._x
+        ones = sh.broadcast_in_dim(np.ones((), aval(x).dtype), aval(x).shape, ())
+        return divide(x, IndexUpdateRef(ones, self._idx).multiply(values, **options))
 
     def power(self, values: Any, **options: Any) -> Any:
         from fungraph.numpy._elementwise import power

@@ -140,10 +140,22 @@ def array(obj: Any, dtype: Any = None, copy: bool = True) -> Any:
 def asarray_(obj: Any, dtype: Any = None) -> Any:
     if isinstance(obj, KeyArray):
         return _keys_as_is(obj, dtype, "asarray")
-    if dtype is None and dtypes.is_weak(obj) and not isinstance(obj, Tracer):
-        return _weak_array(obj)
-    x = asarray(obj)
-    return cast(x, dtypes.canonicalize(dtype, "asarray")) if dtype is not None else x
+    if dtype is None:
+        return _weak_array(obj) if dtypes.is_weak(obj) and not isinstance(obj, Tracer) else asarray(obj)
+    dt = dtypes.canonicalize(dtype, "asarray")
+    if _holds_text(obj):
+        obj = np.asarray(obj, dtype=dt)
+    return cast(asarray(obj), dt)
+
+
+def _holds_text(obj: Any) -> bool:
+    """Whether ``obj`` is text (a string, bytes, a list of them, a numpy string array), which
+    numpy parses as numbers of a requested dtype, as JAX's ``asarray(x, dtype)`` does."""
+    if isinstance(obj, (str, bytes)):
+        return True
+    if isinstance(obj, np.ndarray):
+        return obj.dtype.kind in "SU"
+    return isinstance(obj, (list, tuple)) and any(_holds_text(e) for e in obj)
 
 
 def _keys_as_is(keys: KeyArray, dtype: Any, name: str) -> KeyArray:

@@ -20,6 +20,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph._config import ON_TRACING_CHANGE, RANK_PROMOTION
+from fungraph._fp_errors import quiet, restore
 from fungraph.array import DeletedHostArray, HostArray, hosted
 from fungraph.numpy._reductions import accumulating_dtype
 from fungraph.primitives import elementwise as ew
@@ -149,11 +150,14 @@ def _binary(name: str, ufunc: Any, fallback: Any, kind: str, reflected: bool) ->
             b = _scalar(other, plan.dtype) if plan.cast_scalar else other
         else:
             b = _cast(other, plan.dtype)
+        token = quiet()
         try:
             out = ufunc(b, a) if reflected else ufunc(a, b)
         except OverflowError:
             b = _scalar(other, plan.dtype)
             out = ufunc(b, a) if reflected else ufunc(a, b)
+        finally:
+            restore(token)
         return _result(out, plan.weak)
 
     method.__name__ = name
@@ -170,7 +174,11 @@ def _unary(name: str, ufunc: Any, fallback: Any) -> Any:
             ok = plans[self.dtype] = _unary_ok(ufunc, self.dtype)
         if not ok:
             return _hosted_result(fallback(self))
-        return _result(ufunc(self.view(np.ndarray)), self.weak_type)
+        token = quiet()
+        try:
+            return _result(ufunc(self.view(np.ndarray)), self.weak_type)
+        finally:
+            restore(token)
 
     method.__name__ = name
     return method

@@ -1,6 +1,8 @@
 """``fungraph.numpy.float32`` and its siblings as in ``jax.numpy``: each is a dtype (``np.dtype``
 reads its ``dtype`` attribute, so ``zeros(3, float32)`` and ``x.dtype == float32`` work) and,
-called, makes an array of that dtype from a value, concrete or traced (``float32(x)`` casts)."""
+called, is ``asarray(x, dtype)``: a strongly typed ``fungraph.Array`` of that dtype made from a
+value, concrete or traced (``float32(x)`` casts, ``float32("1.5")`` parses), 64-bit requests
+truncated with JAX's warning when x64 is off."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
+from fungraph.array import hosted_copy_if_shared
+from fungraph.numpy._creation import asarray_
 
 
 class _ScalarMeta(type):
@@ -16,10 +20,8 @@ class _ScalarMeta(type):
 
     dtype: np.dtype
 
-    def __call__(cls, x: Any = 0) -> Any:
-        from fungraph.numpy._creation import asarray_
-
-        return asarray_(x, dtype=cls.dtype)
+    def __call__(cls, x: Any) -> Any:
+        return hosted_copy_if_shared(asarray_(x, dtype=cls.dtype), [x])
 
     def __eq__(cls, other: Any) -> bool:
         try:
@@ -38,6 +40,9 @@ class _ScalarMeta(type):
 
     def __instancecheck__(cls, x: Any) -> bool:
         return isinstance(x, cls.dtype.type)
+
+
+dtypes.TRANSPARENT_CODE.add(_ScalarMeta.__call__.__code__)
 
 
 def _scalar_type(name: str, dtype: np.dtype) -> _ScalarMeta:

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes
-from fungraph.core import NOT_DIFFERENTIABLE, ShapeError, Tracer, to_concrete_dtype_array
+from fungraph.core import NOT_DIFFERENTIABLE, ShapeError, Tracer, to_concrete_dtype_array, weak_array
 from fungraph.interpreters.batching import NamedAxisPrimitive, axis_frame, is_vmap_axis, rule_frame
 from fungraph.ir import ShapedArray
 from fungraph.primitives._batching import broadcast_batch, to_front
 from fungraph.primitives._rules import aval, linear_jvp, lit, normalize_axis
-from fungraph.primitives.elementwise import add, convert, div, eq, mul, select
+from fungraph.primitives.elementwise import add, convert, div, eq, mul, select, weak
 from fungraph.primitives.indexing import take
 from fungraph.primitives.mesh_collectives import (
     INVARIANT_RESULT,
@@ -59,7 +59,11 @@ def _names(axis_name: AxisName) -> tuple[Hashable, ...]:
 
 
 def _array(x: Any) -> Any:
-    return x if isinstance(x, Tracer) else to_concrete_dtype_array(x)
+    """``x`` as an operand, weakly typed where it is (a Python scalar, a weak array), as JAX's
+    collectives keep their operand's weak type."""
+    if isinstance(x, Tracer):
+        return x
+    return weak_array(to_concrete_dtype_array(x)) if dtypes.is_weak(x) else to_concrete_dtype_array(x)
 
 
 def _numeric_aval(name: str) -> Callable[..., ShapedArray]:
@@ -79,7 +83,8 @@ def _psum_impl(x: Any, *, axis_name: Hashable) -> np.ndarray:
     return x * np.asarray(axis_frame(axis_name).size, x.dtype)
 
 
-psum_p = NamedAxisPrimitive("psum", impl=_psum_impl, abstract_eval=_numeric_aval("psum"), arity=1, effectful=True)
+psum_p = NamedAxisPrimitive("psum", impl=_psum_impl, abstract_eval=_numeric_aval("psum"), arity=1, effectful=True,
+                            weak_from=None)
 
 
 psum_p.jvp = partial(linear_jvp, psum_p)
@@ -108,7 +113,8 @@ def _extremum(name: str, reduce_p: Any) -> NamedAxisPrimitive:
         axis_frame(axis_name)
         return np.asarray(x)
 
-    prim = NamedAxisPrimitive(name, impl=impl, abstract_eval=lambda x, *, axis_name: x, arity=1, effectful=True)
+    prim = NamedAxisPrimitive(name, impl=impl, abstract_eval=lambda x, *, axis_name: x, arity=1, effectful=True,
+                              weak_from=None)
 
     def jvp(primals: tuple, tangents: tuple, *, axis_name: Hashable) -> tuple:
         """The tangent of the examples that attain the extremum; ties share it equally."""
@@ -161,7 +167,7 @@ def _all_gather_impl(x: Any, *, axis_name: Hashable, axis: int, tiled: bool, axi
 
 
 all_gather_p = NamedAxisPrimitive("all_gather", impl=_all_gather_impl, abstract_eval=_all_gather_aval, arity=1,
-                                  effectful=True)
+                                  effectful=True, weak_from=None)
 
 
 all_gather_p.jvp = partial(linear_jvp, all_gather_p)
@@ -415,7 +421,8 @@ def pmean(x: Any, axis_name: AxisName) -> Any:
     def one(leaf: Any) -> Any:
         total = psum(leaf, axis_name)
         dt = dtypes.float_dtype_for(aval(total).dtype)
-        return div(convert(total, dt), lit(n, dt))
+        mean = div(convert(total, dt), lit(n, dt))
+        return weak(mean) if dtypes.is_weak(total) else mean
 
     return tree_map(one, x)
 

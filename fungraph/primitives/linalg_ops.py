@@ -20,6 +20,7 @@ from fungraph.primitives import elementwise as ew
 from fungraph.primitives._batching import batch_size, broadcast_batch
 from fungraph.primitives._rules import aval, is_undefined, lit, require_float, require_same_dtype, zeros
 from fungraph.primitives.linalg import dot_general
+from fungraph.primitives.lu_factor import lu_factor
 from fungraph.primitives.reductions import reduce_sum
 from fungraph.primitives.shape import concatenate, reshape, slice_, transpose
 
@@ -132,11 +133,9 @@ def _solve_impl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _solve_by_elimination(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Partial-pivoting LU of ``a`` (``lu._lu_impl``, LAPACK's pivots), then forward and back
+    """Partial-pivoting LU of ``a`` (``lu_factor``, LAPACK's pivots), then forward and back
     substitution in LAPACK's order, over the batch; zero pivots divide as IEEE arithmetic does."""
-    from fungraph.primitives.lu import _lu_impl  # lu builds on this module's products
-
-    lu, _, perm = _lu_impl(a)
+    lu, _, perm = lu_factor(a)
     n = a.shape[-1]
     x = np.take_along_axis(b, perm[..., :, None].astype(np.intp), axis=-2).astype(np.result_type(a, b), copy=True)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

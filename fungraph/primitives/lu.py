@@ -15,6 +15,7 @@ from fungraph.ir import ShapedArray
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives._rules import aval
 from fungraph.primitives.linalg_ops import _leading_batch, _matrix, mm, mT, solve, tril
+from fungraph.primitives.lu_factor import lu_factor
 from fungraph.primitives.shape import broadcast_in_dim, slice_
 
 
@@ -24,33 +25,7 @@ def _lu_aval(a: ShapedArray) -> tuple[ShapedArray, ShapedArray, ShapedArray]:
     return a, ShapedArray(lead + (min(m, n),), dtypes.int32), ShapedArray(lead + (m,), dtypes.int32)
 
 
-def _magnitude(x: np.ndarray) -> np.ndarray:
-    """LAPACK's pivot size: |x|, or |Re x| + |Im x| for complex x."""
-    return np.abs(x.real) + np.abs(x.imag) if np.iscomplexobj(x) else np.abs(x)
-
-
-def _lu_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Right-looking elimination, one column per step, vectorised over the batch."""
-    *lead, m, n = a.shape
-    k = min(m, n)
-    work = np.array(a, copy=True).reshape(int(np.prod(lead, dtype=np.int64)), m, n)
-    rows = np.arange(work.shape[0])
-    pivots = np.zeros((work.shape[0], k), np.int32)
-    perm = np.tile(np.arange(m, dtype=np.int32), (work.shape[0], 1))
-    for j in range(k):
-        p = j + np.argmax(_magnitude(work[:, j:, j]), axis=1)
-        pivots[:, j] = p
-        work[rows, j], work[rows, p] = work[rows, p].copy(), work[rows, j].copy()
-        perm[rows, j], perm[rows, p] = perm[rows, p].copy(), perm[rows, j].copy()
-        piv = work[:, j, j]
-        nonzero = piv != 0
-        scaled = work[:, j + 1:, j] / np.where(nonzero, piv, 1)[:, None]
-        work[:, j + 1:, j] = np.where(nonzero[:, None], scaled, work[:, j + 1:, j])
-        work[:, j + 1:, j + 1:] -= work[:, j + 1:, j:j + 1] * work[:, j:j + 1, j + 1:]
-    return work.reshape(a.shape), pivots.reshape((*lead, k)), perm.reshape((*lead, m))
-
-
-lu_p = Primitive("lu", impl=_lu_impl, abstract_eval=_lu_aval, arity=1, multiple_results=True)
+lu_p = Primitive("lu", impl=lu_factor, abstract_eval=_lu_aval, arity=1, multiple_results=True)
 
 
 def permutation_matrix(perm: Any, dtype: np.dtype) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -129,23 +129,35 @@ def _sizes_and_axes(name: str, x: Any, s: Any, axes: Any) -> tuple[list[int] | N
     return s, axes
 
 
+def _nd(name: str, one: Callable[..., Any], body: Callable[[Any, tuple[int, ...]], Any], x: Any,
+        type: int, s: Sequence[int] | None, axes: Sequence[int] | None, norm: str | None) -> Any:  # noqa: A002
+    """The front ``dctn`` and ``idctn`` share: SciPy's argument checks, a complex ``x``
+    transformed by parts, one axis handed to the 1-d transform ``one``, else ``x`` resized to
+    ``s`` and transformed by ``body(x, axes)``."""
+    _check(name, type, norm)
+    x = jnp.asarray(x)
+    if dtypes.is_complex(x.dtype):
+        return _by_parts(lambda part: _nd(name, one, body, part, type, s, axes, norm), x)
+    s, axes = _sizes_and_axes(name, x, s, axes)
+    if len(axes) == 1:
+        return one(x, n=s[0] if s is not None else None, axis=axes[0], norm=norm)
+    if s is not None:
+        x = _resized(x, dict(zip(axes, s)))
+    return body(x, axes)
+
+
 def dctn(x: Any, type: int = 2, s: Sequence[int] | None = None,  # noqa: A002 - SciPy's name
          axes: Sequence[int] | None = None, norm: str | None = None) -> Any:
     """``jax.scipy.fft.dctn``: the type-2 DCT over ``axes`` (all by default), each resized to ``s``."""
-    _check("dctn", type, norm)
-    x = jnp.asarray(x)
-    if dtypes.is_complex(x.dtype):
-        return _by_parts(lambda part: dctn(part, type, s, axes, norm), x)
-    s, axes = _sizes_and_axes("dctn", x, s, axes)
-    if len(axes) == 1:
-        return dct(x, n=s[0] if s is not None else None, axis=axes[0], norm=norm)
-    if s is not None:
-        x = _resized(x, dict(zip(axes, s)))
-    if len(axes) == 2:
-        return _dct2(x, (axes[0], axes[1]), norm)
-    for start in range(0, len(axes), 2):
-        x = dctn(x, axes=axes[start:start + 2], norm=norm)
-    return x
+
+    def body(x: Any, axes: tuple[int, ...]) -> Any:
+        if len(axes) == 2:
+            return _dct2(x, (axes[0], axes[1]), norm)
+        for start in range(0, len(axes), 2):
+            x = dctn(x, axes=axes[start:start + 2], norm=norm)
+        return x
+
+    return _nd("dctn", dct, body, x, type, s, axes, norm)
 
 
 def idct(x: Any, type: int = 2, n: int | None = None, axis: int = -1,  # noqa: A002 - SciPy's name
@@ -172,15 +184,10 @@ def idct(x: Any, type: int = 2, n: int | None = None, axis: int = -1,  # noqa: A
 def idctn(x: Any, type: int = 2, s: Sequence[int] | None = None,  # noqa: A002 - SciPy's name
           axes: Sequence[int] | None = None, norm: str | None = None) -> Any:
     """``jax.scipy.fft.idctn``: ``idct`` over each of ``axes`` in turn, each resized to ``s``."""
-    _check("idctn", type, norm)
-    x = jnp.asarray(x)
-    if dtypes.is_complex(x.dtype):
-        return _by_parts(lambda part: idctn(part, type, s, axes, norm), x)
-    s, axes = _sizes_and_axes("idctn", x, s, axes)
-    if len(axes) == 1:
-        return idct(x, n=s[0] if s is not None else None, axis=axes[0], norm=norm)
-    if s is not None:
-        x = _resized(x, dict(zip(axes, s)))
-    for axis in axes:
-        x = idct(x, axis=axis, norm=norm)
-    return x
+
+    def body(x: Any, axes: tuple[int, ...]) -> Any:
+        for axis in axes:
+            x = idct(x, axis=axis, norm=norm)
+        return x
+
+    return _nd("idctn", idct, body, x, type, s, axes, norm)
