@@ -17,10 +17,13 @@ from typing import Any
 
 import pytest
 
+import fungraph.numpy as fnp
 from tests.helpers import jax_or_skip
 from tests.jax_programs import check_program
 
 jax, jnp = jax_or_skip()
+
+_QUANTILE_METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
 
 
 def _sized_searches(lib: Any, np_: Any) -> Any:
@@ -258,12 +261,21 @@ def _array_api_helpers(lib: Any, np_: Any) -> Any:
             np_.tri(3, 4, 1), np_.tri(2, dtype=np_.int32), m[rows, cols], m.at[np_.diag_indices(3)].set(0.),
             np_.unique_values(x), np_.unique_counts(x), np_.unique_inverse(x), np_.unique_all(x))
 
+def _order_statistics(lib: Any, np_: Any) -> Any:
+    # jax.numpy.quantile and percentile with each interpolation method, and their gradients
+    x = np_.array([[3., 1., 4., 1., 5., 9.], [2., 6., 5., 3., 5., 8.]])
+    qs = np_.array([0., 0.3, 0.5, 0.75, 1.])
+    return [(np_.quantile(x, qs, method=m), np_.quantile(np_.arange(4.), 0.5, method=m),
+             np_.percentile(x, 40., axis=1, method=m, keepdims=True),
+             lib.grad(lambda v: np_.quantile(v, 0.4, method=m))(x[0])) for m in _QUANTILE_METHODS]
+
 
 PROGRAMS: dict[str, Callable[[Any, Any], Any]] = {
     "sized_searches": _sized_searches, "sorted_searches": _sorted_searches, "lax_reductions": _lax_reductions,
     "tree_utilities": _tree_utilities, "key_patterns": _key_patterns, "optimizer_schedules": _optimizer_schedules,
     "batched_maps": _batched_maps, "linalg_variants": _linalg_variants, "attention_variants": _attention_variants,
     "debug_callbacks": _debug_callbacks, "array_api_helpers": _array_api_helpers,
+    "order_statistics": _order_statistics,
 }
 
 
@@ -290,3 +302,9 @@ def test_narrow_float_samples_match_jax_bit_for_bit(dtype: str, x64: bool) -> No
                 r.truncated_normal(key, -1., 1., (64,), dt), r.exponential(key, (64,), dt))
 
     check_program(jax, jnp, program, x64, rtol32=0., rtol64=0.)
+
+
+@pytest.mark.parametrize("lib", [jnp, fnp])
+def test_quantile_refuses_an_unknown_method_as_jax_does(lib: Any) -> None:
+    with pytest.raises(ValueError, match="method"):
+        lib.quantile(lib.arange(4.), 0.5, method="closest")
