@@ -16,8 +16,11 @@ from fungraph.numpy._util import aval
 
 def _fma(a: Any, b: Any, c: Any) -> Any:
     """``a * b + c`` rounded once, as XLA's CPU backend fuses it: float32 through exact float64
-    products; float64 with a Dekker product and a two-sum (exact up to rare double roundings)."""
+    products; float64 with a Dekker product and a two-sum (exact up to rare double roundings).
+    XLA does not fuse floats of 16 bits or fewer: those round after each operation."""
     dt = aval(a).dtype
+    if dt.itemsize <= 2:
+        return fnp.add(fnp.multiply(a, b), c)
     if dt == dtypes.float32:
         wide = [fnp.asarray(v, dtype=np.float64) for v in (a, b, c)]
         return fnp.asarray(fnp.add(fnp.multiply(wide[0], wide[1]), wide[2]), dtype=dt)
@@ -75,9 +78,12 @@ def _horner(coefs: Sequence[float], w: Any) -> Any:
 
 
 def _erf_inv(x: Any) -> Any:
-    """XLA's erfinv: a polynomial in ``-log1p(-x*x)`` (float32: 2 ranges, float64: 3), written in
-    elementwise operations so that every backend computes the same expression."""
+    """XLA's erfinv: a polynomial in ``-log1p(-x*x)`` (float32: 2 ranges, float64: 3; narrower
+    floats through float32, as on XLA's CPU), written in elementwise operations so that every
+    backend computes the same expression."""
     dt = aval(x).dtype
+    if dt.itemsize <= 2:
+        return fnp.asarray(_erf_inv(fnp.asarray(x, dtype=np.float32)), dtype=dt)
     w = fnp.negative(fnp.log1p(fnp.negative(fnp.multiply(x, x))))
     root = fnp.sqrt(w)
     if dt == dtypes.float32:
@@ -97,7 +103,7 @@ def _erf_inv(x: Any) -> Any:
 def _next_toward(x: Any, direction: int) -> Any:
     """The float next to ``x`` toward ``direction * inf`` (Rump's successor, from arithmetic only)."""
     dt = aval(x).dtype
-    info = np.finfo(dt)
+    info = dtypes.finfo(dt)
     step = fnp.maximum(fnp.multiply(fnp.abs(x), np.asarray(info.epsneg * (1 + info.eps), dt)),
                        np.asarray(info.smallest_subnormal, dt))
     moved = fnp.add(x, step) if direction > 0 else fnp.subtract(x, step)

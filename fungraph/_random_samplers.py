@@ -271,7 +271,7 @@ def gumbel(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> 
     key = _threefry.check_key(key, "gumbel")
     shape = _shape(shape, "gumbel")
     dt = _float_dtype(dtype, "gumbel")
-    u = uniform(key, shape, dt, np.finfo(dt).tiny, 1.0)
+    u = uniform(key, shape, dt, dtypes.finfo(dt).tiny, 1.0)
     return fnp.negative(fnp.log(fnp.negative(fnp.log(u))))
 
 
@@ -314,21 +314,21 @@ def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | No
 def laplace(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> Any:
     """Standard Laplace samples ``sign(u) * log1p(-|u|)``, ``u`` uniform in (-1, 1)."""
     key, shape, dt = _plain_args("laplace", key, shape, dtype)
-    u = uniform(key, shape, dt, -1.0 + np.finfo(dt).epsneg, 1.0)
+    u = uniform(key, shape, dt, -1.0 + dtypes.finfo(dt).epsneg, 1.0)
     return fnp.multiply(fnp.sign(u), fnp.log1p(fnp.negative(fnp.abs(u))))
 
 
 def logistic(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> Any:
     """Standard logistic samples ``log(u) - log1p(-u)``, ``u`` uniform in [tiny, 1)."""
     key, shape, dt = _plain_args("logistic", key, shape, dtype)
-    u = uniform(key, shape, dt, np.finfo(dt).tiny, 1.0)
+    u = uniform(key, shape, dt, dtypes.finfo(dt).tiny, 1.0)
     return fnp.subtract(fnp.log(u), fnp.log1p(fnp.negative(u)))
 
 
 def cauchy(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float64) -> Any:
     """Standard Cauchy samples ``tan(pi * (u - 1/2))``, ``u`` uniform in [eps, 1)."""
     key, shape, dt = _plain_args("cauchy", key, shape, dtype)
-    u = uniform(key, shape, dt, np.finfo(dt).eps, 1.0)
+    u = uniform(key, shape, dt, dtypes.finfo(dt).eps, 1.0)
     return fnp.tan(fnp.multiply(np.asarray(np.pi, dt), fnp.subtract(u, np.asarray(0.5, dt))))
 
 
@@ -520,10 +520,17 @@ def _words64(key: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
 
 
 def _unit_floats(key: Any, shape: tuple[int, ...], dt: np.dtype, name: str) -> Any:
-    """[0, 1) from the top mantissa-many bits: what JAX's exponent-bit trick computes, in arithmetic."""
+    """[0, 1) from the top mantissa-many bits: what JAX's exponent-bit trick computes, in arithmetic
+    (floats of 16 bits or fewer from the low 16 bits of a word, or the low 8 when nmant < 8)."""
     if dt == dtypes.float32:
         mant = fnp.floor_divide(_threefry.bits32(key, shape, name), np.int64(2**9))
         return fnp.multiply(fnp.asarray(mant, dtype=dt), np.float32(2.0**-23))
+    if dt.itemsize <= 2:
+        nmant = dtypes.finfo(dt).nmant
+        rng_bits = 8 if nmant < 8 else 8 * dt.itemsize
+        low = fnp.bitwise_and(_threefry.bits32(key, shape, name), np.uint32(2**rng_bits - 1))
+        mant = fnp.floor_divide(low, np.uint32(2 ** (rng_bits - nmant)))
+        return fnp.asarray(fnp.multiply(fnp.asarray(mant, dtype=np.float32), np.float32(2.0**-nmant)), dtype=dt)
     high, low = _threefry.hash_counters(key, shape, name)
     mant = fnp.add(fnp.multiply(high, np.int64(2**20)), fnp.floor_divide(low, np.int64(2**12)))
     return fnp.multiply(fnp.asarray(mant, dtype=dt), np.float64(2.0**-52))

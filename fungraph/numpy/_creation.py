@@ -225,7 +225,8 @@ def copy(a: Any) -> Any:
 
 
 def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> np.ndarray:
-    return np.tri(N, M, k, dtype=dtypes.canonicalize(dtype or np.float64))
+    """Ones on and below the ``k``-th diagonal: float32 unless ``dtype`` is given, in both modes, as JAX's."""
+    return np.tri(N, M, k, dtype=dtypes.canonicalize(dtype or np.float32))
 
 
 def logspace(start: float, stop: float, num: int = 50, endpoint: bool = True, base: float = 10.0,

@@ -68,18 +68,23 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
 def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None,  # noqa: A002
               weights: Any = None) -> tuple[Any, Any]:
     """(counts, edges) of the flattened ``a`` as numpy computes them: bins closed on the left,
-    the last one on both sides, values outside the edges not counted."""
+    the last one on both sides, values outside the edges not counted. Counts have the inexact
+    dtype of ``a`` (promoted with ``weights``), as JAX's."""
     fnp = namespace()
-    x = fnp.ravel(asarray(a))
+    x = asarray(a)
+    if weights is not None and tuple(np.shape(weights)) != tuple(x.shape):
+        raise ValueError(f"histogram: weights should have the same shape as a, got {np.shape(weights)} and {x.shape}")
+    dt = dtypes.float_dtype_for(x.dtype if weights is None else dtypes.result_type(x, weights))
+    x = fnp.ravel(x.astype(dt))
     edges = histogram_bin_edges(x, bins, range)
     nb = edges.shape[0] - 1
     which = fnp.searchsorted(edges, x, side="right") - 1
     which = fnp.where(x == edges[-1], nb - 1, which)
     inside = (which >= 0) & (which < nb)
-    w = fnp.ones(x.shape, np.int64) if weights is None else fnp.ravel(asarray(weights))
+    w = fnp.ones(x.shape, dt) if weights is None else fnp.ravel(asarray(weights)).astype(dt)
     counts = bincount(fnp.where(inside, which, nb), w, length=nb + 1)[:nb]
     if density:
-        counts = counts / fnp.sum(counts) / fnp.diff(edges)
+        counts = counts / fnp.diff(edges) / fnp.sum(counts)
     return counts, edges
 
 

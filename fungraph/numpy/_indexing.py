@@ -487,7 +487,7 @@ def ravel_multi_index(multi_index: Any, dims: Any, mode: str = "raise", order: s
 
 
 def diag_indices(n: int, ndim: int = 2) -> tuple[np.ndarray, ...]:
-    return tuple(i.astype(np.int64) for i in np.diag_indices(n, ndim))
+    return tuple(i.astype(dtypes.default_int()) for i in np.diag_indices(n, ndim))
 
 
 def diag_indices_from(arr: Any) -> tuple[np.ndarray, ...]:
@@ -496,11 +496,11 @@ def diag_indices_from(arr: Any) -> tuple[np.ndarray, ...]:
 
 
 def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple[np.ndarray, ...]:
-    return tuple(i.astype(np.int64) for i in np.tril_indices(n, k, m))
+    return tuple(i.astype(dtypes.default_int()) for i in np.tril_indices(n, k, m))
 
 
 def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple[np.ndarray, ...]:
-    return tuple(i.astype(np.int64) for i in np.triu_indices(n, k, m))
+    return tuple(i.astype(dtypes.default_int()) for i in np.triu_indices(n, k, m))
 
 
 def tril_indices_from(arr: Any, k: int = 0) -> tuple[np.ndarray, ...]:

@@ -147,21 +147,21 @@ def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None)
     from collections import namedtuple
 
     values, counts = unique(x, return_counts=True, equal_nan=False, size=size, fill_value=fill_value)
-    return namedtuple("UniqueCountsResult", ["values", "counts"])(values, counts)
+    return namedtuple("_UniqueCountsResult", ["values", "counts"])(values, counts)
 
 
 def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
     from collections import namedtuple
 
     values, inverse = unique(x, return_inverse=True, equal_nan=False, size=size, fill_value=fill_value)
-    return namedtuple("UniqueInverseResult", ["values", "inverse_indices"])(values, inverse)
+    return namedtuple("_UniqueInverseResult", ["values", "inverse_indices"])(values, inverse)
 
 
 def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
     from collections import namedtuple
 
     values, index, inverse, counts = unique(x, True, True, True, equal_nan=False, size=size, fill_value=fill_value)
-    return namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])(
+    return namedtuple("_UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])(
         values, index, inverse, counts)
 
 

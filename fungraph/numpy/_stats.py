@@ -25,9 +25,12 @@ def _any_nan(x: Any, axes: tuple[int, ...]) -> Any:
 
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False) -> Any:
-    """Quantiles by sorting and interpolating linearly (numpy's default method); ``q`` is concrete."""
-    if method != "linear":
-        raise NotImplementedError(f"quantile: method {method!r} is not supported (only 'linear')")
+    """Quantiles by sorting: interpolated linearly (numpy's default method), or the ``lower``,
+    ``higher``, ``nearest`` (ties to the lower) neighbour or their ``midpoint``, as JAX's;
+    ``q`` is concrete."""
+    if method not in _QUANTILE_METHODS:
+        raise ValueError(f"quantile: method must be one of {', '.join(map(repr, _QUANTILE_METHODS))}, got {method!r}"
+                         " ('inverted_cdf' is not supported)")
     if isinstance(q, Tracer):
         raise TypeError("quantile: q must be concrete")
     (x,) = promote(a, to_inexact=True)
@@ -46,13 +49,10 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     for qv in qs.reshape(-1):
         pos = qv * (n - 1)
         lo = int(np.floor(pos))
-        hi = min(lo + 1, n - 1)
+        hi = min(lo + 1, n - 1) if method == "linear" else int(np.ceil(pos))
         t = np.asarray(pos - lo, x.dtype)
         va, vb = take_static(srt, lo, len(rest)), take_static(srt, hi, len(rest))
-        diff = ew.sub(vb, va)
-        lerp = ew.select(np.asarray(t >= 0.5), ew.sub(vb, ew.mul(diff, np.asarray(1 - t, x.dtype))),
-                         ew.add(va, ew.mul(diff, t)))
-        outs.append(lerp)
+        outs.append(_pick(method, va, vb, t))
     res = sh.concatenate([sh.reshape(o, (1,) + tuple(o.shape)) for o in outs], 0)
     res = sh.reshape(res, qs.shape + tuple(x.shape[i] for i in rest))
     nan = _any_nan(moved, tuple(range(len(rest), moved.ndim)))
@@ -63,10 +63,34 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     return res
 
 
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _pick(method: str, va: Any, vb: Any, t: np.ndarray) -> Any:
+    """The quantile between the sorted neighbours ``va`` and ``vb`` at fraction ``t`` past ``va``."""
+    if method == "lower" or method == "nearest" and t <= 0.5:
+        return va
+    if method in ("higher", "nearest"):
+        return vb
+    if method == "midpoint":
+        return ew.mul(ew.add(va, vb), np.asarray(0.5, t.dtype))
+    diff = ew.sub(vb, va)
+    return ew.select(np.asarray(t >= 0.5), ew.sub(vb, ew.mul(diff, np.asarray(1 - t, t.dtype))),
+                     ew.add(va, ew.mul(diff, t)))
+
+
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
                method: str = "linear", keepdims: bool = False) -> Any:
-    scaled = q / 100 if isinstance(q, (int, float)) else np.asarray(q, np.float64) / 100
-    return quantile(a, scaled, axis, method=method, keepdims=keepdims)
+    """``quantile`` at ``q / 100``, computed as XLA compiles JAX's division: ``q * 0.01`` in
+    ``q``'s float dtype (so ``percentile(x, 40., method="lower")`` in float32 is the element
+    below ``quantile(x, 0.4, method="lower")``, as JAX's)."""
+    if isinstance(q, Tracer):
+        raise TypeError("percentile: q must be concrete")
+    scalar = isinstance(q, (int, float))
+    qa = np.asarray(q)
+    dt = dtypes.default_float() if scalar else dtypes.float_dtype_for(dtypes.canonicalize(qa.dtype))
+    scaled = np.asarray(qa, dt) * np.asarray(0.01, dt)
+    return quantile(a, float(scaled) if scalar else scaled, axis, method=method, keepdims=keepdims)
 
 
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Any:

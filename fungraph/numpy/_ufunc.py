@@ -3,7 +3,8 @@
 
 A binary ufunc reduces and accumulates by a left fold along the axis (``lax.scan``), numpy's
 order, so any function works, associative or not; the ufuncs ``fungraph.numpy`` defines pass
-faster rules (``add.reduce`` is ``sum``, ``maximum.accumulate`` a cumulative max). ``at`` applies
+faster rules (``add.reduce`` is ``sum``, ``add.accumulate`` ``cumsum``); ``maximum.accumulate``
+stays a fold, as JAX's, so its derivative splits ties as JAX's does. ``at`` applies
 repeated indices one after another, as numpy's ``ufunc.at`` does, and like JAX's needs
 ``inplace=False``: arrays are immutable.
 """
@@ -226,12 +227,6 @@ def install(namespace: dict) -> None:
     def cumulative(fn: Any) -> Any:
         return lambda x, axis: fn(x, axis=axis)
 
-    def lax_cumulative(name: str) -> Any:
-        def run(x: Any, axis: int) -> Any:
-            return getattr(lax, name)(x, axis=axis)
-
-        return run
-
     def extremum(fn: Any) -> Any:
         def run(a: Any, dtype: Any = None, **kwargs: Any) -> Any:
             return fn(a if dtype is None else cast(asarray(a), dtypes.canonicalize(dtype)), **kwargs)
@@ -246,8 +241,8 @@ def install(namespace: dict) -> None:
                     at=updating("add")),
         "multiply": dict(identity=1, reduce=namespace["prod"], accumulate=cumulative(namespace["cumprod"]),
                          at=updating("multiply")),
-        "maximum": dict(reduce=extremum(namespace["max"]), accumulate=lax_cumulative("cummax"), at=updating("max")),
-        "minimum": dict(reduce=extremum(namespace["min"]), accumulate=lax_cumulative("cummin"), at=updating("min")),
+        "maximum": dict(reduce=extremum(namespace["max"]), at=updating("max")),
+        "minimum": dict(reduce=extremum(namespace["min"]), at=updating("min")),
         "subtract": {}, "logical_and": dict(identity=True), "logical_or": dict(identity=False),
         "logical_xor": dict(identity=False), "bitwise_and": dict(identity=-1), "bitwise_or": dict(identity=0),
         "bitwise_xor": dict(identity=0), "logaddexp": dict(identity=-np.inf), "logaddexp2": dict(identity=-np.inf),
