@@ -16,6 +16,7 @@ the special functions): that region keeps the numpy engine.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -388,30 +389,10 @@ def region_source(body: Graph, name: str, small_trig: bool = False) -> str | Non
 
     names: dict[Var, str] = {}
     lines: list[str] = []
-    counter = [0]
-
-    def fresh(expr: str, t: str) -> str:
-        counter[0] += 1
-        n = f"t{counter[0]}"
-        lines.append(f"const {t} {n} = {expr};")
-        return n
-
     for j, v in enumerate(body.invars):
         names[v] = f"x{j}"
         lines.append(f"const {ctype(v.aval.dtype)} x{j} = a{j}[{index(strides[j])}];")
-    for k, e in enumerate(body.eqns):
-        args = tuple(names[a] if isinstance(a, Var) else literal(a.array) for a in e.inputs)
-        out = e.outputs[0]
-        term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
-                    dict(e.params), fresh)
-        if small_trig and e.primitive.name in TRIG:
-            sfx = type_suffix(out.aval.dtype)
-            lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
-            expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
-        else:
-            expr = RULES[e.primitive.name](term)
-        names[out] = f"v{k}"
-        lines.append(f"const {ctype(out.aval.dtype)} v{k} = {expr};")
+    emit_eqns(body.eqns, names, lines, itertools.count(), "check" if small_trig else "full")
     out_index = index(strides[-1])
     lines += [f"o{j}[{out_index}] = {names[o]};" for j, o in enumerate(body.outvars)]
 
