@@ -298,11 +298,13 @@ def supported(body: Graph) -> bool:
 
 
 def emit_eqns(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter: Iterator[int],
-              trig: str = "full") -> None:
+              trig: str = "full", ranged: frozenset[str] | None = None) -> None:
     """C statements computing ``eqns`` (operands named in ``names``), appended to ``lines``.
-    ``trig`` picks fgmath.h's sin, cos and tan: ``full`` (every argument), ``small`` (exact up
-    to FG_TRIG_SMALL_MAX only), or ``check`` (``small``, AND-ing into ``ok`` whether each
-    argument is within its range)."""
+    ``trig`` picks fgmath.h's versions of the functions in ``ranged`` (default :data:`TRIG`):
+    ``full`` (every argument), ``small`` (their fast ``_small`` versions, right within their
+    range only: up to FG_TRIG_SMALL_MAX for sin, cos and tan, below 1 for tanh), or ``check``
+    (``small``, AND-ing into ``ok`` whether each argument is within its range)."""
+    ranged = TRIG if ranged is None else ranged
 
     def fresh(expr: str, t: str) -> str:
         n = f"t{next(counter)}"
@@ -314,10 +316,10 @@ def emit_eqns(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], coun
         out = e.outputs[0]
         term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
                     dict(e.params), fresh)
-        if trig != "full" and e.primitive.name in TRIG:
+        if trig != "full" and e.primitive.name in ranged:
             sfx = type_suffix(out.aval.dtype)
             if trig == "check":
-                lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
+                lines.append(f"ok &= fg_{SMALL_OK[e.primitive.name]}_small_ok_{sfx}({args[0]}) != 0;")
             expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
         else:
             expr = RULES[e.primitive.name](term)
@@ -364,6 +366,16 @@ def loop_axes(region: tuple[int, ...], inputs: Sequence[tuple[int, ...]]) -> tup
 #: The trigonometric functions whose fgmath.h versions come in two kinds: full-range (a
 #: Payne-Hanek reduction, about 10x slower) and ``_small`` (exact up to FG_TRIG_SMALL_MAX).
 TRIG = frozenset({"sin", "cos", "tan"})
+
+
+#: The functions with fast ``_small`` versions (fgmath.h) a loop checks its arguments for
+#: each iteration (:mod:`.loops`): the trigonometric ones, and tanh below 1 (its rational
+#: branch alone, half the work). Regions take only :data:`TRIG`: a region whose check fails
+#: runs again in full, and tanh's arguments are often beyond 1.
+RANGED = TRIG | {"tanh"}
+
+#: Each ranged function's check: ``fg_<name>_small_ok_<type>``.
+SMALL_OK = {"sin": "trig", "cos": "trig", "tan": "trig", "tanh": "tanh"}
 
 
 def has_trig(body: Graph) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.backends.native.codegen import INCLUDES, ctype, emit_eqns, prelude, threads
+from fungraph.backends.native.codegen import INCLUDES, TRIG, ctype, emit_eqns, prelude, threads
 from fungraph.backends.native.loops import _element_pass, _elementwise, _Split
 from fungraph.backends.native.regions import native_enabled, returned
 from fungraph.backends.native.toolchain import build
@@ -78,7 +78,7 @@ def _branch(b: Graph, shape: tuple[int, ...], counter: itertools.count, split: _
     array_eqns = [e for e in b.eqns if e.outputs[0].aval.shape != ()]
     stores = [(f"o{j}", o) for j, o in enumerate(b.outvars) if o.aval.shape != ()]
     if stores and math.prod(shape) > 0:
-        lines += _element_pass(array_eqns, element, dict(names), counter, shape, stores, split)
+        lines += _element_pass(array_eqns, element, dict(names), counter, shape, stores, split, TRIG)
     lines += [f"o{j}[0] = {names[o]};" for j, o in enumerate(b.outvars) if o.aval.shape == ()]
     return lines
 
