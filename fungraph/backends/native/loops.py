@@ -272,10 +272,12 @@ def _element_pass(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var,
                   ranged: frozenset[str] = RANGED) -> list[str]:
     """The element pass of one iteration: with a function of ``ranged`` (sin, cos, tan, tanh:
     :data:`~.codegen.RANGED`), a check of their arguments and the fast or the full-range
-    versions (:func:`_element_loop`)."""
+    versions (:func:`_element_loop`). The check, a few operations per element, stays on one
+    thread (see :meth:`_Split.splits`): split, its job often lost to the pool's overhead,
+    and the pool's back-off then ran the large passes after it alone too."""
     if not any(e.primitive.name in ranged for e in eqns):
         return _element_loop(eqns, element, names, counter, shape, "full", stores, split, ranged)
-    check = _element_loop(eqns, element, dict(names), counter, shape, "check", (), split, ranged)
+    check = _element_loop(eqns, element, dict(names), counter, shape, "check", (), None, ranged)
     small = _element_loop(eqns, element, dict(names), counter, shape, "small", stores, split, ranged)
     full = _element_loop(eqns, element, names, counter, shape, "full", stores, split, ranged)
     return ["int ok = 1;", *check, "if (ok) {", *("    " + x for x in small), "} else {",
