@@ -370,6 +370,23 @@ def test_vmap_of_while_with_batched_predicate_masks_finished_lanes() -> None:
     np.testing.assert_array_equal(steps, [w[1] for w in want])
 
 
+@pytest.mark.parametrize("x64", [False, True])
+def test_vmap_of_while_over_an_empty_batch_returns_the_empty_carries_as_jax(x64: bool) -> None:
+    """Zero lanes run zero iterations; the empty batch once failed while tracing (the predicate's
+    ``any`` over no lanes had no identity)."""
+    jax, _ = jax_or_skip()
+
+    def body(lx):
+        return lambda c: lx.while_loop(lambda c: c[0] < 3.0, lambda c: (c[0] + 1.0, c[1] * 2), c)
+
+    with fg.enable_x64(x64), jax.enable_x64(x64):
+        x, n = np.zeros((0,), np.float32), np.ones((0, 2), np.int32)
+        got = fg.jit(fg.vmap(body(lax)))((x, n))
+        want = jax.vmap(body(jax.lax))((x, n))
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+
+
 def test_a_widened_carry_names_the_leaf_the_dtypes_and_the_line() -> None:
     """A strongly typed value of a wider dtype reaching a float32 carry is JAX's error: it names
     the leaf, the two types, says the dtypes do not match and points at the user's call."""

@@ -709,7 +709,7 @@ FULL_MODULES = {
     "scipy.spatial.transform": set(), "image": set(), "ops": set(), "test_util": set(),
     "tree_util": {"default_registry"}, "random": {"random_gamma_p"},
     "nn": {"get_scaled_dot_general_config", "scaled_dot_general", "scaled_matmul"},
-    "experimental.mesh_utils": {"device_kind_handler_dict"},
+    "experimental.mesh_utils": {"device_kind_handler_dict"}, "experimental.checkify": set(),
     "stages": {"CompilerOptions"},
 }
 

@@ -89,6 +89,11 @@ def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True)
     return out if keepdims else _drop_axis(out, axis % len(aval_of(out).shape))
 
 
+#: Called as ``observer(name, shape, starts, sizes)`` with a dynamic slice's (or update's) start
+#: indices before they are clamped: ``checkify``'s index checks, while it stages a function.
+START_OBSERVERS: list[Callable[[str, tuple[int, ...], list[Any], tuple[int, ...]], None]] = []
+
+
 def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: str,
             allow_negative_indices: bool | Sequence[bool] = True) -> list[Any]:
     """Each start index as an int64 scalar, negative ones counted from the end (on the axes
@@ -107,15 +112,17 @@ def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: st
         raise ShapeError(f"lax.{name}: start indices {len(start_indices)} and sizes {tuple(sizes)} do not fit "
                          f"{aval_of(x)}")
     out = []
-    for i, d, s, w in zip(start_indices, shape, sizes, wrap):
+    for i, d, w in zip(start_indices, shape, wrap):
         if not w and not isinstance(i, Tracer) and np.ndim(i) == 0 and int(np.asarray(i)) < 0:
             raise ValueError(f"Index {int(np.asarray(i))} is out of bounds for dimension {d} if "
                              "allow_negative_indices=False")
         i = cast(asarray(i), dtypes.int64)
         if w:
             i = ew.select(ew.lt(i, _i64(0)), ew.add(i, _i64(d)), i)
-        out.append(_clip(i, 0, d - s))
-    return out
+        out.append(i)
+    for observe in START_OBSERVERS:
+        observe(name, tuple(shape), out, tuple(int(s) for s in sizes))
+    return [_clip(i, 0, d - s) for i, d, s in zip(out, shape, sizes)]
 
 
 def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int], *,

@@ -85,7 +85,7 @@ def getitem(a: Any, idx: Any) -> Any:
                 strides.append(-st)
                 rev_dims.append(len(start) - 1)
             out_shape.append(n)
-        elif _is_int_scalar(e) and not arrays:
+        elif _is_int_scalar(e) and not arrays and (d == 0 or -d <= int(e) < d):
             k = _clamped(int(e), d, dim)
             start.append(k)
             limit.append(k + 1)

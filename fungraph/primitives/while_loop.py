@@ -15,6 +15,7 @@ the rules of ``while_tape_jvp`` differentiate them by, to any order.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,6 +157,11 @@ def _batch_with_one_predicate(args: Sequence[Any], dims: Sequence[int | None], c
     return outs, list(c_dims)
 
 
+#: The bodies of loops that ``vmap`` masked (every example runs until the last one stops), so
+#: that ``checkify`` can refuse them as JAX refuses a batched while_loop.
+MASKED_BODIES: weakref.WeakSet[Graph] = weakref.WeakSet()
+
+
 @while_p.def_batch
 def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph: Graph, body_graph: Graph,
                  n_cc: int, n_bc: int, policy: str = "all") -> tuple:
@@ -171,6 +177,8 @@ def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph:
     cc, bc, carry = args[:n_cc], args[n_cc:n_cc + n_bc], args[n_cc + n_bc:]
     dcc, dbc = dims[:n_cc], dims[n_cc:n_cc + n_bc]
     carry_b = [broadcast_batch(c, d, size) for c, d in zip(carry, dims[n_cc + n_bc:])]
+    if size == 0:
+        return carry_b, [0] * len(carry)
     cc_b = [to_front(c, d) for c, d in zip(cc, dcc)]
     bc_b = [to_front(b, d) for b, d in zip(bc, dbc)]
     kdc = [None if d is None else 0 for d in dcc]
@@ -192,6 +200,7 @@ def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond_graph:
     c_av = [aval(c) for c in carry_b]
     bcond = _stage(cond, c_av + [aval(c) for c in cc_b])
     bbody = _stage(body, c_av + [aval(c) for c in cc_b] + [aval(b) for b in bc_b])
+    MASKED_BODIES.add(bbody)
     outs = while_p.bind(*cc_b, *cc_b, *bc_b, *carry_b, cond_graph=bcond, body_graph=bbody, n_cc=n_cc,
                         n_bc=n_cc + n_bc, policy=policy)
     return outs, [0] * nc

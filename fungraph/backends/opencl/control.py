@@ -28,7 +28,9 @@ import numpy as np
 
 from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
 from fungraph.backends.opencl.fusion import REDUCTIONS
-from fungraph.backends.opencl.kernels.loops import LoopOperands, loop_fits, loop_kernel
+from fungraph.backends.opencl.kernels.batched_loops import batch_fits, batched_loop_kernel
+from fungraph.backends.opencl.kernels.loops import LoopOperands, loop_fits, loop_kernel, slow_float64_loop
+from fungraph.backends.opencl.kernels.spec import prod
 from fungraph.backends.opencl.program import Step, StepLowering, step_lowering
 from fungraph.core import get_primitive, register_lowering
 from fungraph.interpreters.eval import eval_graph
@@ -139,15 +141,30 @@ def lower_loop_kernel(exe: Lowering, e: Eqn, cond: Graph | None, body: Graph, le
                       ins: tuple[list[Access], list[Access], list[Access]]) -> bool:
     """The loop ``e`` as one kernel running every iteration (:mod:`~fungraph.backends.opencl.
     kernels.loops`) when its condition reads only scalars and its body is elementwise over the
-    carries; ``ins`` are the condition's constants, the body's constants and the initial
-    carries. Returns whether it was."""
-    if not (loop_kernels() and loop_fits(cond, body, len(body.outvars))):
+    carries, or, for a batched while (``vmap``), when each example's loop can run on its own
+    (:mod:`~fungraph.backends.opencl.kernels.batched_loops`); ``ins`` are the condition's
+    constants, the body's constants and the initial carries. Returns whether it was."""
+    if not loop_kernels():
         return False
+    nc = len(body.outvars)
+    batch = None
+    if not loop_fits(cond, body, nc, exe.info):
+        if cond is None:
+            return False
+        n_cc, n_bc = e.params["n_cc"], e.params["n_bc"]
+        batch = batch_fits(cond, body, nc, e.inputs[:n_cc], e.inputs[n_cc:n_cc + n_bc])
+        if batch is None or slow_float64_loop(body, prod(batch.full), exe.info) or (
+                batch.one_group and prod(batch.full) > exe.info.max_work_group_size):
+            return False
     cond_ins, body_ins, init = ins
     consts = [exe.constant(c) for g in (body, cond) if g is not None for c in g.consts]
     ops = LoopOperands(cond_ins, body_ins, consts, init, [exe.store(o) for o in e.outputs])
-    exe.add_kernels([e], [loop_kernel(exe.kernel_name(e.primitive.name), cond, body, length, ops, exe.idx_type,
-                                      exe.info)])
+    name = exe.kernel_name(e.primitive.name)
+    if batch is not None:
+        spec = batched_loop_kernel(name, cond, body, batch, ops, exe.idx_type, exe.info)
+    else:
+        spec = loop_kernel(name, cond, body, length, ops, exe.idx_type, exe.info)
+    exe.add_kernels([e], [spec])
     return True
 
 

@@ -229,6 +229,12 @@ def _rev(em: Emitter, e: Eqn, k: int, idx: Sequence[str]) -> str:
 
 def _reshape(em: Emitter, e: Eqn, k: int, idx: Sequence[str]) -> str:
     out = e.outputs[0].aval
+    xs = e.inputs[0].aval.shape
+    if [n for n in xs if n != 1] == [n for n in out.shape if n != 1]:
+        # only size-1 axes come or go: the other axes keep their index names, so a value
+        # known at those names (a loop kernel's per-example carry) is found in the cache
+        kept = iter([i for i, n in zip(idx, out.shape) if n != 1])
+        return em.value(e.inputs[0], tuple("0" if n == 1 else next(kept) for n in xs))
     terms = [f"{i}*{s}" for i, n, s in zip(idx, out.shape, contiguous(out.shape)) if n != 1]
     flat = em.fresh(em.idx_type, " + ".join(terms) if terms else "0")
     prefix = f"r{em.counter}_"

@@ -62,24 +62,34 @@ def _varying(g: Graph, carries: Sequence[Var]) -> dict[Var, tuple[int, ...]] | N
 
 
 #: Primitives whose float64 form (the OpenCL library's function) ran 2-3x slower per element
-#: inside a loop kernel than in a kernel of its own on PoCL (``tanh``: 60 against 21 ns at
-#: 100,000 elements, 60 against 37 us per iteration at 1,000, launches included); loops
-#: computing them on more than ``SLOW_FLOAT64_MAX_ELEMENTS`` elements keep a launch per
-#: iteration (at 10 elements the loop kernel took 0.24 us per iteration against 20).
+#: inside a loop kernel than in a kernel of its own on PoCL's CPU driver (``tanh``: 60 against
+#: 21 ns at 100,000 elements, 60 against 37 us per iteration at 1,000, launches included): its
+#: library call there stops the vectoriser that the loop kernel's barrier is for. On PoCL CPU
+#: devices, loops computing them on more than ``SLOW_FLOAT64_MAX_ELEMENTS`` elements keep a
+#: launch per iteration (at 10 elements the loop kernel took 0.24 us per iteration against 20);
+#: other drivers have no such measurement and take the loop kernel.
 SLOW_FLOAT64 = frozenset({"tanh"})
 SLOW_FLOAT64_MAX_ELEMENTS = 256
 
 
-def _slow(g: Graph, n: int) -> bool:
-    return n > SLOW_FLOAT64_MAX_ELEMENTS and any(
-        e.primitive.name in SLOW_FLOAT64 and np.dtype(e.outputs[0].aval.dtype) == np.float64 for e in g.eqns)
+def is_pocl_cpu(info: DeviceInfo) -> bool:
+    """Whether ``info`` is a CPU device of PoCL ("Portable Computing Language")."""
+    platform = info.platform.lower()
+    return info.is_cpu and ("portable computing language" in platform or "pocl" in platform)
 
 
-def loop_fits(cond: Graph | None, body: Graph, nc: int) -> bool:
+def slow_float64_loop(body: Graph, n: int, info: DeviceInfo) -> bool:
+    """Whether a loop whose body is ``body`` over ``n`` elements runs slower as one kernel on
+    ``info``'s device than with a launch per iteration (:data:`SLOW_FLOAT64`)."""
+    return is_pocl_cpu(info) and n > SLOW_FLOAT64_MAX_ELEMENTS and any(
+        e.primitive.name in SLOW_FLOAT64 and np.dtype(e.outputs[0].aval.dtype) == np.float64 for e in body.eqns)
+
+
+def loop_fits(cond: Graph | None, body: Graph, nc: int, info: DeviceInfo) -> bool:
     """Whether the loop with ``nc`` carries, ``cond`` (None for a scan) and ``body`` runs as
-    one kernel (module docstring)."""
+    one kernel on ``info``'s device (module docstring)."""
     carries = body.invars[:nc]
-    if len(body.outvars) != nc or _slow(body, max((v.aval.size for v in carries), default=0)):
+    if len(body.outvars) != nc or slow_float64_loop(body, max((v.aval.size for v in carries), default=0), info):
         return False
     if _varying(body, [v for v in carries if v.aval.shape != ()]) is None:
         return False
@@ -170,14 +180,14 @@ def loop_kernel(name: str, cond: Graph | None, body: Graph, length: int | None, 
     em.lines += [loop, *("  " + x for x in body_lines), "  }"]
     for sh in shapes:
         em.lines.append(f"  if (wi < {prod(sh)}) {{")
-        em.lines += [f"    {_store(params, ops.out[j], index[sh])} = c{j};" for j in arrays if where[j] == sh]
+        em.lines += [f"    {store_at(params, ops.out[j], index[sh])} = c{j};" for j in arrays if where[j] == sh]
         em.lines.append("  }")
     if scalars:
         em.lines.append("  if (wi == 0) {")
-        em.lines += [f"    {_store(params, ops.out[j], '')} = c{j};" for j in scalars]
+        em.lines += [f"    {store_at(params, ops.out[j], '')} = c{j};" for j in scalars]
         em.lines.append("  }")
     what = "scan" if cond is None else "while"
-    local = _group_size(n, info)
+    local = group_size(n, info)
     launch = ((-(-n // local) * local,), (local,), None)
     stored_at = {ops.out[j].slot for j in arrays if where[j] == shapes[0] and ops.out[j].offset == 0
                  and ops.out[j].is_contiguous()}
@@ -187,7 +197,7 @@ def loop_kernel(name: str, cond: Graph | None, body: Graph, length: int | None, 
                       own_stores=frozenset(stored_at - set(em.own_loads)))
 
 
-def _group_size(n: int, info: DeviceInfo) -> int:
+def group_size(n: int, info: DeviceInfo) -> int:
     """The work-group size of a loop over ``n`` elements, launched once over whole work-groups
     (the last one's extra work-items compute a copy of the last element and store nothing): at
     most 256, and on a CPU halved down to 64 until every compute unit gets two work-groups."""
@@ -197,7 +207,7 @@ def _group_size(n: int, info: DeviceInfo) -> int:
     return local
 
 
-def _store(params: Params, a: Access, flat: str) -> str:
+def store_at(params: Params, a: Access, flat: str) -> str:
     """The lvalue of element ``flat`` of the contiguous ``a`` (``""``: its only element)."""
     p, o = params(a.slot, a.aval.dtype)
     return f"{p}[{o} + {a.offset}" + (f" + {flat}]" if flat else "]")
