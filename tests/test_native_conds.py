@@ -16,7 +16,7 @@ import pytest
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import lax
-from fungraph.backends.native import codegen, toolchain
+from fungraph.backends.native import codegen, conds, toolchain
 from fungraph.backends.native.conds import NATIVE_COND_STATS, cond_source
 from fungraph.backends.native.regions import native_enabled
 from fungraph.tree_util import tree_leaves
@@ -25,14 +25,18 @@ pytestmark = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C 
 
 
 @pytest.fixture
-def native(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A temporary build cache and the native engine switched on."""
+def native(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A temporary build cache, the native engine switched on, and conds of every size run
+    natively (so that small test arrays reach it)."""
+    monkeypatch.setattr(conds, "MIN_BYTES", 1)
+    fg.clear_caches()
     old = os.environ.get(toolchain.CACHE_ENV)
     os.environ[toolchain.CACHE_ENV] = str(tmp_path_factory.mktemp("native-conds"))
     was = fg.config.fungraph_native_cpu
     fg.config.update("fungraph_native_cpu", True)
     yield
     fg.config.update("fungraph_native_cpu", was)
+    fg.clear_caches()
     if old is None:
         del os.environ[toolchain.CACHE_ENV]
     else:
@@ -160,3 +164,24 @@ def test_a_native_cond_needs_no_branch_scratch(native: None) -> None:
     finally:
         fg.config.update("fungraph_native_cpu", True)
     assert index in off.plan.scratch
+
+
+def test_small_conds_keep_the_branch_executables_by_default(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Below the region size a cond is not worth a compiler call per shape; from it, it is."""
+    old = os.environ.get(toolchain.CACHE_ENV)
+    os.environ[toolchain.CACHE_ENV] = str(tmp_path_factory.mktemp("native-conds-size"))
+    fg.clear_caches()
+    try:
+        fun = lambda p, x: lax.cond(p > 0, lambda v: v * 2.0, lambda v: v - 1.0, x)  # noqa: E731
+        for size, natively in ((1000, False), (conds.MIN_BYTES // 8, True)):
+            x = np.linspace(-1, 1, size)
+            before = NATIVE_COND_STATS["runs"]
+            with fg.enable_x64(True):
+                np.testing.assert_array_equal(fg.jit(fun)(1.0, x), x * 2.0)
+            assert (NATIVE_COND_STATS["runs"] > before) == (natively and native_enabled())
+    finally:
+        fg.clear_caches()
+        if old is None:
+            del os.environ[toolchain.CACHE_ENV]
+        else:
+            os.environ[toolchain.CACHE_ENV] = old

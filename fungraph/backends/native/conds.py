@@ -5,7 +5,7 @@ CPU engine runs no branch executable from Python. All the conds of one graph are
 one shared object (:func:`native_conds`).
 
 A cond with a branch that is not elementwise (a reduction, a matrix product, another shape, a
-literal output) keeps the CPU engine's ``cond``.
+literal output), or smaller than :data:`MIN_BYTES`, keeps the CPU engine's ``cond``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph.backends.cpu_regions import CHUNK_BYTES
 from fungraph.backends.native.codegen import INCLUDES, TRIG, ctype, emit_eqns, prelude, threads
 from fungraph.backends.native.loops import _element_pass, _elementwise, _Split
 from fungraph.backends.native.regions import native_enabled, returned
@@ -28,6 +29,12 @@ Lowering = Callable[..., Any]
 
 #: Conds run natively (``runs``); the tests read it to see the path taken.
 NATIVE_COND_STATS = {"runs": 0}
+
+#: The smallest widest output (bytes) of a cond run natively: the CPU engine's region size
+#: (two of its chunks), as for regions. Each shape costs a compiler call (0.2-0.4 s) and a
+#: loaded object, which a smaller cond's few microseconds per call do not repay (1,000 shapes
+#: of a small cond compiled for minutes and held 1 MiB past ``clear_caches``).
+MIN_BYTES = 2 * CHUNK_BYTES
 
 
 def _shape(branches: Sequence[Graph]) -> tuple[int, ...] | None:
@@ -120,6 +127,8 @@ def _source(eqn: Eqn, name: str) -> str | None:
     branches = list(eqn.params["branches"])
     index_dtype = np.dtype(eqn.inputs[0].aval.dtype)
     if index_dtype.kind not in "iu" or any(len(b.invars) != len(eqn.inputs) - 1 for b in branches):
+        return None
+    if max((o.aval.nbytes for o in eqn.outputs), default=0) < MIN_BYTES:
         return None
     return cond_source(name, index_dtype, branches)
 
