@@ -274,7 +274,8 @@ def _top_cond(xp: Any, lax_: Any) -> Callable[..., Any]:
 def cond_times(jax: Any, sizes: tuple[int, ...], rounds: int) -> list[list[str]]:
     """Per call of a jitted function holding one ``cond`` (its branches elementwise) over
     float64 of each size: the executable on the numpy engine and on the native engine (one C
-    function for the cond), and JAX's jitted call, timed in turns (median)."""
+    function for the cond from ``conds.MIN_BYTES``, 512 KiB; branch executables below), and
+    JAX's jitted call, timed in turns (median)."""
     rows = []
     x64 = fg.config.jax_enable_x64
     fg.config.update("jax_enable_x64", True)
