@@ -56,10 +56,9 @@ _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads
 
 
 @functools.cache
-def _openblas() -> tuple[Callable[[int], None], int] | None:
-    """numpy's OpenBLAS thread setter and its thread count at first use, found among the
-    libraries this process loaded (as threadpoolctl does); None when numpy uses another BLAS
-    or the maps are unreadable."""
+def _openblas_library() -> ctypes.CDLL | None:
+    """numpy's OpenBLAS, found among the libraries this process loaded (as threadpoolctl
+    does); None when numpy uses another BLAS or the maps are unreadable."""
     import numpy  # noqa: F401  (numpy loads its BLAS)
 
     try:
@@ -72,14 +71,89 @@ def _openblas() -> tuple[Callable[[int], None], int] | None:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for name in _SETTERS:
-            getter_name = name.replace("set_num", "get_num")
-            if hasattr(lib, name) and hasattr(lib, getter_name):
-                setter, getter = getattr(lib, name), getattr(lib, getter_name)
-                setter.argtypes, setter.restype = [ctypes.c_int], None
-                getter.argtypes, getter.restype = [], ctypes.c_int
-                return setter, int(getter())
+        if any(hasattr(lib, name) for name in _SETTERS):
+            return lib
     return None
+
+
+@functools.cache
+def _openblas() -> tuple[Callable[[int], None], int] | None:
+    """numpy's OpenBLAS thread setter and its thread count at first use; None when numpy uses
+    another BLAS."""
+    lib = _openblas_library()
+    if lib is None:
+        return None
+    for name in _SETTERS:
+        getter_name = name.replace("set_num", "get_num")
+        if hasattr(lib, name) and hasattr(lib, getter_name):
+            setter, getter = getattr(lib, name), getattr(lib, getter_name)
+            setter.argtypes, setter.restype = [ctypes.c_int], None
+            getter.argtypes, getter.restype = [], ctypes.c_int
+            return setter, int(getter())
+    return None
+
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+@functools.cache
+def _cblas_gemm(char: str) -> Callable[..., None] | None:
+    """numpy's OpenBLAS's ``cblas_sgemm`` (``char`` ``"f"``) or ``cblas_dgemm`` (``"d"``),
+    with its integer width (the ``64_`` builds take 64-bit sizes); None where absent."""
+    lib = _openblas_library()
+    if lib is None:
+        return None
+    letter = {"f": "s", "d": "d"}[char]
+    for name, size in ((f"scipy_cblas_{letter}gemm64_", ctypes.c_int64), (f"cblas_{letter}gemm64_", ctypes.c_int64),
+                       (f"cblas_{letter}gemm", ctypes.c_int)):
+        if hasattr(lib, name):
+            fn = getattr(lib, name)
+            scalar, ptr = (ctypes.c_float if char == "f" else ctypes.c_double), ctypes.c_void_p
+            fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, size, size, size, scalar, ptr, size, ptr, size,
+                           scalar, ptr, size]
+            fn.restype = None
+            return fn
+    return None
+
+
+def _operand_layout(x: np.ndarray) -> tuple[int, int] | None:
+    """(transpose flag, leading dimension) of a 2-d operand that is a row-major matrix or the
+    transposed view of one, as cblas reads it; None for any other layout."""
+    item = x.itemsize
+    rows, cols = x.shape
+    s0, s1 = x.strides
+    if s1 == item and s0 % item == 0 and s0 // item >= max(cols, 1):
+        return _NO_TRANS, s0 // item
+    if s0 == item and s1 % item == 0 and s1 // item >= max(rows, 1):
+        return _TRANS, s1 // item
+    return None
+
+
+def gemm_update(c: np.ndarray, a: np.ndarray, b: np.ndarray, alpha: float) -> bool:
+    """``c += alpha * (a @ b)`` in place as one BLAS call (beta 1): a weight update
+    ``w - lr * (x.T @ g)`` without the product's own buffer and the pass that subtracts it.
+    False, with ``c`` untouched, where that call cannot be made: another BLAS, a dtype other
+    than float32/float64, an operand that is not a row-major matrix or its transpose, ``c``
+    not C-contiguous or overlapping an operand. The product runs on one OpenBLAS call on the
+    threads :func:`matmul` would give it, never in tiles."""
+    char = c.dtype.char
+    if char not in "fd" or a.dtype != c.dtype or b.dtype != c.dtype or c.ndim != 2 or a.ndim != 2 or b.ndim != 2:
+        return False
+    m, k = a.shape
+    if b.shape != (k, c.shape[1]) or c.shape[0] != m or min(m, k, c.shape[1]) == 0:
+        return False
+    gemm, blas = _cblas_gemm(char), _openblas()
+    la, lb = _operand_layout(a), _operand_layout(b)
+    if gemm is None or blas is None or la is None or lb is None or not c.flags.c_contiguous \
+            or not c.flags.writeable or np.may_share_memory(c, a) or np.may_share_memory(c, b):
+        return False
+    n = c.shape[1]
+    threads = threads_for(m * n * k, blas[1])
+    if threads > 1 and _fixed_threads() is None and CORES.available() < blas[1] - QUIET_MARGIN:
+        threads = 1
+    with_blas_threads(threads, lambda: gemm(_ROW_MAJOR, la[0], lb[0], m, n, k, alpha, a.ctypes.data, la[1],
+                                            b.ctypes.data, lb[1], 1.0, c.ctypes.data, n))
+    return True
 
 
 def _fixed_threads() -> int | None:
@@ -91,15 +165,42 @@ def _fixed_threads() -> int | None:
     return int(raw)
 
 
+class _Overlapped:
+    """How many products the CPU engine runs on its overlap thread now
+    (``backends/cpu_overlap.py``): while one runs, every product runs on one thread, since the
+    two products already keep two cores busy."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.count += n
+
+
+OVERLAPPED = _Overlapped()
+
+
+def may_overlap() -> bool:
+    """Whether two products may run at a time, each on one thread: with numpy's OpenBLAS on
+    several threads (another BLAS picks its own threads), unless ``FUNGRAPH_BLAS_THREADS``
+    asks for several threads per product."""
+    blas = _openblas()
+    fixed = _fixed_threads()
+    return blas is not None and blas[1] > 1 and (fixed is None or fixed == 1)
+
+
 def threads_for(multiply_adds: int, default: int) -> int:
     """The threads a product of ``multiply_adds`` (m*n*k) runs on when OpenBLAS has ``default``:
-    ``FUNGRAPH_BLAS_THREADS`` when set, else one below :data:`SMALL_PRODUCT`, else as many of
+    ``FUNGRAPH_BLAS_THREADS`` when set, else one below :data:`SMALL_PRODUCT` or while the engine
+    overlaps two products (:data:`OVERLAPPED`), else as many of
     ``default`` as there were cores for this process lately (:data:`CORES`): the caller and
     that many less one pool workers sharing its tiles."""
     fixed = _fixed_threads()
     if fixed is not None:
         return fixed
-    if default <= 1 or multiply_adds < SMALL_PRODUCT:
+    if default <= 1 or multiply_adds < SMALL_PRODUCT or OVERLAPPED.count:
         return 1
     return max(1, round(min(default, CORES.available())))
 
@@ -325,6 +426,7 @@ def _after_fork_in_child() -> None:
     _POOLS_LOCK = threading.Lock()
     _COUNT.__init__()
     CORES.__init__()
+    OVERLAPPED.__init__()
 
 
 if hasattr(os, "register_at_fork"):

@@ -10,7 +10,7 @@ import operator
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -21,6 +21,8 @@ from fungraph import dtypes
 from fungraph._config import FLOAT_CHECKS
 from fungraph.array import DeletedHostArray, HostArray, deleted_error, hosted, hosted_copy_if_shared, unhosted
 from fungraph.ir import HasAval, Params, ShapedArray, aval_of
+from fungraph.ir import Literal as Literal  # noqa: PLC0414  (jax.core.Literal, as JAX programs reach it)
+from fungraph.ir import Var as Var  # noqa: PLC0414  (jax.core.Var)
 
 
 class ShapeError(ValueError, TypeError):
@@ -77,6 +79,12 @@ class MissingRuleError(NotImplementedError):
     """A primitive lacks the rule an interpreter needs."""
 
 
+class MissingTransposeError(MissingRuleError, TypeError):
+    """Reverse mode met a primitive with no transpose rule applied to tangents: JAX's
+    ``NotImplementedError`` (a user's primitive before ``ad.primitive_transposes`` has its rule),
+    and the ``TypeError`` of a primitive that is not linear."""
+
+
 class NotDifferentiable:
     """Marker rule: the primitive has no derivative (its outputs are integer-valued or piecewise constant)."""
 
@@ -85,6 +93,21 @@ class NotDifferentiable:
 
 
 NOT_DIFFERENTIABLE = NotDifferentiable()
+
+
+@dataclass(frozen=True)
+class MissingRule:
+    """The rule a user's primitive has until it is given one (JAX lets a primitive exist before
+    its rules): calling it is a clear error naming the primitive and the method that fills it.
+    Eager evaluation of a primitive whose abstract evaluation is missing takes its result types
+    from the ``impl``'s outputs, as JAX's eager ``bind`` does."""
+
+    what: str
+    name: str
+    how: str
+
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        raise MissingRuleError(f"no {self.what} rule for primitive `{self.name}`: give one with `{self.how}`")
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -233,6 +256,14 @@ class Primitive:
             raise MissingRuleError(f"no {backend} lowering for primitive `{self.name}`")
         return rule
 
+    def def_impl(self, f: Callable[..., Any]) -> Callable[..., Any]:
+        self.impl = f
+        return f
+
+    def def_abstract_eval(self, f: AbstractEval) -> AbstractEval:
+        self.abstract_eval = f
+        return f
+
     def def_jvp(self, f: Callable[..., Any]) -> Callable[..., Any]:
         self.jvp = f
         return f
@@ -252,6 +283,52 @@ class Primitive:
     def bind(self, *args: Any, **params: Any) -> Any:
         """Apply the primitive under whichever trace owns the arguments."""
         return bind(self, args, Params(params))
+
+
+class RuleTable(MutableMapping[Primitive, Callable[..., Any]]):
+    """One rule of every primitive seen as JAX's registry of it (``ad.primitive_jvps``,
+    ``batching.primitive_batchers``): setting ``table[prim]`` sets the primitive's ``kind`` rule,
+    through ``adapt(prim, rule)`` where JAX's calling convention differs from fungraph's, so the
+    primitive stays the one place its rules live. Iteration lists the registered primitives that
+    have the rule and the ones given it through the table."""
+
+    def __init__(self, kind: str,
+                 adapt: Callable[[Primitive, Callable[..., Any]], Callable[..., Any]] | None = None) -> None:
+        self.kind = kind
+        self.adapt = adapt
+        self.assigned: dict[int, Primitive] = {}
+
+    def __getitem__(self, prim: Primitive) -> Callable[..., Any]:
+        rule = getattr(prim, self.kind, None) if isinstance(prim, Primitive) else None
+        if rule is None or isinstance(rule, NotDifferentiable):
+            raise KeyError(prim)
+        return rule
+
+    def __setitem__(self, prim: Primitive, rule: Callable[..., Any]) -> None:
+        if not isinstance(prim, Primitive):
+            raise TypeError(f"a {self.kind} rule is registered for a Primitive, got {type(prim).__name__}")
+        if not callable(rule):
+            raise TypeError(f"the {self.kind} rule of `{prim.name}` must be callable, got {type(rule).__name__}")
+        setattr(prim, self.kind, rule if self.adapt is None else self.adapt(prim, rule))
+        self.assigned[id(prim)] = prim
+
+    def __delitem__(self, prim: Primitive) -> None:
+        self[prim]  # noqa: B018  (a KeyError when there is none)
+        setattr(prim, self.kind, None)
+
+    def __iter__(self) -> Iterator[Primitive]:
+        prims = {id(p): p for p in (*Primitive.registry.values(), *self.assigned.values())}
+        return iter([p for p in prims.values() if p in self])
+
+    def __contains__(self, prim: object) -> bool:
+        try:
+            self[prim]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def register_lowering(prim: Primitive, backend: str, rule: Callable[..., Any] | None = None, *,
@@ -367,9 +444,12 @@ class EvalTrace(Trace):
         if not dtypes.x64_enabled():
             tracers = [_in_32_bit_mode(x) for x in tracers]
         avals = [aval_of(x) for x in tracers]
-        expected = checked_abstract_eval(prim, avals, params)
+        no_shape_rule = isinstance(prim.abstract_eval, MissingRule)
+        expected = () if no_shape_rule else checked_abstract_eval(prim, avals, params)
         out = run_impl(prim, [unhosted(x) for x in tracers], params.kwargs())
         outs = out if prim.multiple_results else (out,)
+        if no_shape_rule:
+            expected = tuple(_impl_aval(o) for o in outs)
         if FLOAT_CHECKS.nans or FLOAT_CHECKS.infs:
             check_finite(prim.name, outs, user_source())
         writeable = [x for x in tracers if isinstance(x, np.ndarray) and x.flags.writeable]
@@ -397,6 +477,12 @@ def run_impl(prim: Primitive, args: Sequence[Any], kwargs: dict[str, Any]) -> An
             raise
     return prim.impl(*[np.asarray(a, dtypes.float32) if getattr(a, "dtype", None) in dtypes.EMULATED else a
                        for a in args], **kwargs)
+
+
+def _impl_aval(x: Any) -> ShapedArray:
+    """The type of an ``impl``'s output, its dtype canonical for the dtype mode."""
+    arr = np.asarray(x)
+    return ShapedArray(arr.shape, dtypes.canonicalize(arr.dtype))
 
 
 def _as_array(x: Any, aval: ShapedArray, writeable: list[np.ndarray]) -> np.ndarray:

@@ -131,6 +131,13 @@ class Literal:
     def __str__(self) -> str:
         return f"{format_scalar(self.value)}:{self.aval}"
 
+    @property
+    def val(self) -> np.ndarray:
+        """The value under JAX's name (``jax.extend.core.Literal.val``): the typed 0-d
+        :attr:`array`, so that binding it gives the equation's types (a Python scalar would be
+        a float64 operand)."""
+        return self.array
+
     @cached_property
     def array(self) -> np.ndarray:
         """The value as a 0-d numpy array of the literal's dtype."""
@@ -195,10 +202,21 @@ class Eqn:
     params: Params
     source: str | None = field(default=None, compare=False)
 
+    @property
+    def invars(self) -> tuple[Atom, ...]:
+        """The inputs, under JAX's name (``JaxprEqn.invars``)."""
+        return self.inputs
+
+    @property
+    def outvars(self) -> tuple[Var, ...]:
+        """The outputs, under JAX's name (``JaxprEqn.outvars``)."""
+        return self.outputs
+
     @cached_property
     def signature(self) -> int:
-        """A small int naming (primitive, output types, params): equal for equal equations."""
-        return intern_signature((self.primitive.name, tuple([o.aval for o in self.outputs]), self.params))
+        """A small int naming (primitive, output types, params): equal for equal equations. The
+        primitive takes part as an object, so two users' primitives of one name stay apart."""
+        return intern_signature((self.primitive, tuple([o.aval for o in self.outputs]), self.params))
 
     @cached_property
     def subgraphs(self) -> tuple[Graph, ...]:
@@ -294,6 +312,17 @@ class Graph:
     @property
     def in_avals(self) -> tuple[ShapedArray, ...]:
         return tuple(v.aval for v in self.invars)
+
+    @property
+    def jaxpr(self) -> Graph:
+        """The graph itself: a graph is closed, so it is both JAX's ``ClosedJaxpr`` and the
+        ``Jaxpr`` that ``closed_jaxpr.jaxpr`` names (its ``constvars`` and ``consts`` together)."""
+        return self
+
+    @property
+    def literals(self) -> tuple[np.ndarray, ...]:
+        """The constants, under ``ClosedJaxpr.literals`` (JAX's other name for ``consts``)."""
+        return self.consts
 
     @property
     def out_avals(self) -> tuple[ShapedArray, ...]:

@@ -145,7 +145,8 @@ def _compile_graph(graph: Graph, backend: str, donated: tuple[bool, ...], keep: 
     t0 = time.perf_counter()
     optimised, stats = optimize(graph, backend_passes(factory))
     t1 = time.perf_counter()
-    optimised, plan = best_schedule(optimised, donated, getattr(factory, "scratch_bytes", None))
+    optimised, plan = best_schedule(optimised, donated, getattr(factory, "scratch_bytes", None),
+                                    getattr(factory, "early_starts", None))
     t2 = time.perf_counter()
     exe = checked_executable(graph, factory(optimised, plan, donated))
     t3 = time.perf_counter()
@@ -166,20 +167,23 @@ MAX_SCHEDULE_SEARCH_EQNS = 3000
 
 
 def best_schedule(graph: Graph, donated: Sequence[bool] = (),
-                  scratch_bytes: Callable[[Eqn], int] | None = None) -> tuple[Graph, MemoryPlan]:
+                  scratch_bytes: Callable[[Eqn], int] | None = None,
+                  early_starts: Callable[[Graph], dict[int, int]] | None = None) -> tuple[Graph, MemoryPlan]:
     """Plan the graph under each execution order (traced, Owl's post-order DFS, memory-aware
     greedy) and keep the smallest arena; large graphs keep the traced order. With donated
     inputs, each order is also tried with the updates of those inputs last
     (:func:`~fungraph.interpreters.schedule.updates_last`), and the fewest bytes of outputs
-    allocated per call come first: the arena is allocated once, those outputs on every call."""
+    allocated per call come first: the arena is allocated once, those outputs on every call.
+    Then the most products started early (``early_starts``, the backend's rule): an order that
+    runs two products at once saves more time than the arena bytes it costs."""
     donating = any(donated)
     outputs = {a for a in graph.outvars if isinstance(a, Var)}
 
-    def cost(plan: MemoryPlan) -> tuple[int, int]:
+    def cost(plan: MemoryPlan) -> tuple[int, int, int]:
         allocated = sum(v.aval.nbytes for v in outputs if plan.placements[v].kind != "inplace") if donating else 0
-        return allocated, plan.arena_bytes
+        return allocated, -len(plan.early), plan.arena_bytes
 
-    best = (graph, plan_memory(graph, donated, scratch_bytes=scratch_bytes))
+    best = (graph, plan_memory(graph, donated, scratch_bytes=scratch_bytes, early_starts=early_starts))
     if len(graph.eqns) > MAX_SCHEDULE_SEARCH_EQNS:
         return best
     for name, order in SCHEDULES.items():
@@ -187,7 +191,7 @@ def best_schedule(graph: Graph, donated: Sequence[bool] = (),
         if donating:
             candidates.append(updates_last(candidates[0] if candidates else graph, donated))
         for candidate in candidates:
-            plan = plan_memory(candidate, donated, scratch_bytes=scratch_bytes)
+            plan = plan_memory(candidate, donated, scratch_bytes=scratch_bytes, early_starts=early_starts)
             if cost(plan) < cost(best[1]):
                 best = (candidate, plan)
     return best

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from fungraph.array import HostArray, unhosted
-from fungraph.backends import compile_subgraph, register_backend
+from fungraph.backends import compile_subgraph, cpu_overlap, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
+from fungraph.backends.cpu_updates import folded_update, skipped, update_folds
 from fungraph.backends.native.conds import native_conds
 from fungraph.backends.native.conds import runs_natively as cond_runs_natively
 from fungraph.backends.native.loops import loop_lowering
@@ -72,12 +73,17 @@ class _Buffers:
     lowerings and control-flow sub-executables hold blocks of it), the environment of values,
     and the large outputs kept for recycling."""
 
-    __slots__ = ("arena", "env", "program", "recycled", "step")
+    __slots__ = ("arena", "early_program", "env", "program", "recycled", "step")
 
-    def __init__(self, arena: np.ndarray, env: list[Any], program: list[tuple]) -> None:
+    def __init__(self, arena: np.ndarray, env: list[Any], program: list[tuple],
+                 early_program: list[tuple] | None = None) -> None:
         self.arena = arena
         self.env = env
+        #: the equations in order, every foldable update folded (``cpu_updates``)
         self.program = program
+        #: the same with the products of ``plan.early`` left unfolded, to be started early
+        #: (``cpu_overlap``); None when the plan starts none
+        self.early_program = early_program
         self.recycled: dict[int, np.ndarray] = {}
         #: the generated step for :meth:`CpuExecutable.held` (False: the program allocates, so
         #: it cannot take one), built on the first held call
@@ -103,6 +109,20 @@ def _held_steps(program: list[tuple]) -> list[tuple] | bool:
                 spec.append(a[0])
         steps.append((fn, ins, outs, tuple(spec), params, multi))
     return steps
+
+
+def _fold(program: list[tuple], u: int, fold: Any, bound: tuple[int, int, int]) -> None:
+    """Rewrite ``program`` so that step ``u`` runs its update with the product folded in and
+    the product's (and scale's) own steps run nothing (``cpu_updates``)."""
+    _, _, outs, fixed, alloc, _, multi = program[u]
+    for i in (fold.product, fold.scale):
+        if i is not None:
+            program[i] = (skipped, (), *program[i][2:])
+    program[u] = (folded_update(fold.alpha, fold.transposed), bound, outs, fixed, alloc, {}, multi)
+
+
+def _not_donated(alloc: Any) -> bool:
+    return alloc is None or alloc[0] != "donated"
 
 
 def _results(env: list[Any], slots: Sequence[int], copies: Sequence[bool]) -> list[HostArray]:
@@ -213,8 +233,17 @@ class CpuExecutable:
                     alloc.append(None)
             program.append((fn, ins, tuple(outs), tuple(fixed), tuple(alloc), dict(e.params),
                             e.primitive.multiple_results))
+        folds = update_folds(graph, plan, self.donated)
+        early_program = list(program)
+        for u, fold in folds.items():
+            bound = (slot[fold.weight], operand(fold.lhs), operand(fold.rhs))
+            _fold(program, u, fold, bound)
+            if fold.product not in plan.early:
+                _fold(early_program, u, fold, bound)
         output_slots = [operand(a) if isinstance(a, Literal) else slot[a] for a in graph.outvars]
         if first:
+            #: weight updates run as one BLAS call with their product (``cpu_updates``)
+            self.folded_updates = len(folds)
             self.fallback_eqns = fallback_eqns
             self.allocations_per_call = allocations_per_call
             self.input_slots = input_slots
@@ -227,7 +256,10 @@ class CpuExecutable:
                                          and plan.placements[a].offset < 0)
             produced = {s for _, _, outs, *_ in program for s in outs}
             self.release_slots = tuple(input_slots) + tuple(sorted(set(output_slots) & produced))
-        return _Buffers(arena, env, program)
+            #: the step each product of ``plan.early`` starts at -> that product's own step
+            self.launches = {step: j for j, step in plan.early.items()
+                             if not early_program[j][6] and _not_donated(early_program[j][4][0]) and 0 <= step < j}
+        return _Buffers(arena, env, program, early_program if plan.early else None)
 
     @property
     def buffer_sets(self) -> int:
@@ -263,14 +295,17 @@ class CpuExecutable:
         try:
             for s, a in zip(self.input_slots, args):
                 env[s] = unhosted(a)
-            for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
-                bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
-                if not multi:
-                    env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
-                elif outs:
-                    env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
-                else:
-                    fn(bufs, *[env[i] for i in ins], **params)
+            if self.launches and buffers.early_program is not None and cpu_overlap.worth_overlapping():
+                self._run_overlapped(buffers.early_program, env, into, recycled)
+            else:
+                for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
+                    bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
+                    if not multi:
+                        env[outs[0]] = fn(bufs[0], *[env[i] for i in ins], **params)
+                    elif outs:
+                        env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[i] for i in ins], **params)
+                    else:
+                        fn(bufs, *[env[i] for i in ins], **params)
             if into is None:
                 results = _results(env, self.output_slots, self.outputs_to_copy)
             else:
@@ -286,6 +321,36 @@ class CpuExecutable:
             if len(self._idle) < MAX_IDLE_BUFFER_SETS:
                 self._idle.append(buffers)
         return results
+
+    def _run_overlapped(self, program: list[tuple], env: list[Any], into: Sequence[np.ndarray] | None,
+                        recycled: dict[int, np.ndarray]) -> None:
+        """The program, each product of ``plan.early`` begun on the overlap thread at its
+        planned step and joined at its own (``cpu_overlap``); an error on either thread
+        surfaces here once the other has let go of the arena."""
+        task, joins = None, -1
+        try:
+            for i, (fn, ins, outs, fixed, alloc, params, multi) in enumerate(program):
+                j = self.launches.get(i)
+                if j is not None:
+                    lfn, lins, _, lfixed, lalloc, lparams, _ = program[j]
+                    out = lfixed[0] if lalloc[0] is None else self._buffer(lalloc[0], into, env, recycled)
+                    task, joins = cpu_overlap.start(lfn, out, *[env[k] for k in lins], **lparams), j
+                if i == joins:
+                    env[outs[0]] = task.join()
+                    task = None
+                    continue
+                bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
+                if not multi:
+                    env[outs[0]] = fn(bufs[0], *[env[k] for k in ins], **params)
+                elif outs:
+                    env[outs[0]:outs[-1] + 1] = fn(bufs, *[env[k] for k in ins], **params)
+                else:
+                    fn(bufs, *[env[k] for k in ins], **params)
+        except BaseException:
+            if task is not None:
+                with contextlib.suppress(BaseException):
+                    task.join()
+            raise
 
     @contextlib.contextmanager
     def held(self) -> Iterator[Callable[[Sequence[Any], Sequence[np.ndarray]], list[Any]]]:
@@ -619,6 +684,8 @@ def _make_cpu(graph: Graph, plan: MemoryPlan, donated: Sequence[bool] = ()) -> C
 
 
 _make_cpu.scratch_bytes = scratch_bytes  # type: ignore[attr-defined]
+# large matrix products started early on a second thread, beside the steps before them
+_make_cpu.early_starts = cpu_overlap.overlap_starts  # type: ignore[attr-defined]
 # elementwise chains of at least two chunks, streamed chunk by chunk (``cpu_regions``), with the
 # reductions over trailing axes that feed them or end them when the native engine runs them
 _make_cpu.fusion = FusionCapability(min_bytes=2 * CHUNK_BYTES, reduces=reduces_natively)  # type: ignore[attr-defined]

@@ -22,6 +22,7 @@ from fungraph import dtypes
 from fungraph.core import (
     MainTrace,
     Primitive,
+    RuleTable,
     Trace,
     Tracer,
     find_top_trace,
@@ -226,3 +227,10 @@ def vmap_flat(fun: Callable[..., Sequence[Any]], args: Sequence[Any], in_dims: S
 
 
 register_transform("vmap", vmap_flat)
+
+
+#: JAX's ``batching.not_mapped``: the batch dimension of a value that has none.
+not_mapped = None
+#: JAX's ``batching.primitive_batchers``: ``primitive_batchers[p] = rule``, ``rule(args, dims,
+#: **params) -> (out, out_dim)``, the convention of fungraph's own batching rules.
+primitive_batchers = RuleTable("batch")

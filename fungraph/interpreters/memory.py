@@ -26,7 +26,8 @@ VIEW_PRIMITIVES = frozenset({"reshape", "transpose", "broadcast_in_dim", "slice"
 class Placement:
     """Where one value lives: ``kind`` is buffer, inplace (reuses ``origin``'s buffer),
     view (of ``origin``), or pinned (input, constant, output: outside the arena). ``start`` is
-    the step that defines the value and ``end`` the step after its buffer's last use."""
+    the step that defines the value (for an equation the engine starts early, the step it starts
+    at: its output is written from then on) and ``end`` the step after its buffer's last use."""
 
     kind: str
     offset: int
@@ -46,6 +47,8 @@ class MemoryPlan:
     placements: dict[Var, Placement]
     planning_seconds: float
     scratch: dict[int, Placement] = field(default_factory=dict)
+    #: equations the engine may start early, each at the step given (see ``plan_memory``)
+    early: dict[int, int] = field(default_factory=dict)
 
     @property
     def scratch_bytes(self) -> int:
@@ -76,17 +79,23 @@ REPAIR_BUDGET_S = 0.2
 
 
 def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "greedy_size",
-                inplace: bool = True, scratch_bytes: Callable[[Eqn], int] | None = None) -> MemoryPlan:
+                inplace: bool = True, scratch_bytes: Callable[[Eqn], int] | None = None,
+                early_starts: Callable[[Graph], dict[int, int]] | None = None) -> MemoryPlan:
     """Plan ``graph``'s intermediates. ``donated[i]`` lets input ``i``'s buffer be reused
     by an in-place equation (it still lives outside the arena). ``scratch_bytes(eqn)`` asks
     for a block live only while that equation runs (the interval ``[i, i + 1)``, packed and
     counted in the lower bound like any buffer): the temporaries of a backend's lowering
     (a conv's gathered taps and per-tap product) and, where a backend runs a sub-graph (a
     cond branch, a loop body) from its own plan, that plan's arena, so sub-graph memory is
-    planned recursively."""
+    planned recursively. ``early_starts(graph)`` names equations a backend may start at an
+    earlier step, while the equations between run (``{equation: step}``, the CPU engine's
+    overlapped matrix products): their outputs' buffers live from that step, so nothing run
+    meanwhile shares their memory, and their inputs are read at the equation's own step, so
+    they stay live that long already."""
     import time
 
     t0 = time.perf_counter()
+    early = early_starts(graph) if early_starts is not None else {}
     outputs = {a for a in graph.outvars if isinstance(a, Var)}
     donated_inputs = {v for v, d in zip(graph.invars, donated) if d}
     last_use: dict[Var, int] = {}
@@ -131,7 +140,7 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
                 continue
             root[o] = o
             kind[o] = "pinned" if o in pinned else "buffer"
-            start[o] = i
+            start[o] = early.get(i, i)
             end[o] = max(end.get(o, 0), last_use.get(o, i) + 1)
     buffers = [v for v in start if kind[v] == "buffer"]
     intervals = [(start[v], end[v], _aligned(v.aval.nbytes)) for v in buffers]
@@ -152,14 +161,14 @@ def plan_memory(graph: Graph, donated: Sequence[bool] = (), strategy: str = "gre
     for v, k in kind.items():
         r = root[v]
         off = offsets.get(r, -1)
-        s = defined_at[v]
-        placements[v] = Placement(k, off, v.aval.nbytes, s, end.get(r, s + 1), origin.get(v))
+        s = start.get(v, defined_at[v])
+        placements[v] = Placement(k, off, v.aval.nbytes, s, end.get(r, defined_at[v] + 1), origin.get(v))
     pinned_bytes = sum(v.aval.nbytes for v in pinned)
     unplanned = sum(o.aval.nbytes for e in graph.eqns for o in e.outputs if o not in outputs)
     unplanned += sum(scratch_sizes.values())
     return MemoryPlan(plan.arena_bytes if plan else 0, plan.lower_bound_bytes if plan else 0, unplanned,
                       pinned_bytes, plan.strategy if plan else "none", placements, time.perf_counter() - t0,
-                      scratch)
+                      scratch, dict(early))
 
 
 def inplace_inputs(e: Eqn, j: int) -> tuple[int, ...]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fungraph import dtypes
-from fungraph.core import source_of
+from fungraph.core import MissingTransposeError, source_of
 from fungraph.interpreters.dce import dce
 from fungraph.interpreters.eval import add_eqn_note, eval_graph
 from fungraph.interpreters.jvp import jvp_flat
@@ -173,8 +173,8 @@ def backward_pass(linear: Graph, residuals: Sequence[Any], cts_out: Sequence[Any
             continue
         prim = e.primitive
         if prim.transpose is None:
-            raise TypeError(f"cannot transpose `{prim.name}`: it is not linear (no transpose rule); "
-                            "this is a bug in a jvp rule that applied it to tangents")
+            raise MissingTransposeError(f"cannot transpose `{prim.name}`: it is not linear (no transpose rule); "
+                                        "this is a bug in a jvp rule that applied it to tangents")
         ct = [zeros(o.aval) if c is None else c for o, c in zip(e.outputs, cts)] if prim.multiple_results else cts[0]
         try:
             with source_of(e.source):

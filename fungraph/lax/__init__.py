@@ -11,7 +11,7 @@ and ``_implicit`` (``custom_root``, ``custom_linear_solve``); ``linalg`` is the 
 ``lax.linalg``; the collectives are ``fungraph.primitives.collectives``'s.
 """
 
-from fungraph.lax import linalg
+from fungraph.lax import _primitives, linalg
 from fungraph.lax._bits import (
     bitcast_convert_type,
     bitwise_and,
@@ -125,6 +125,7 @@ from fungraph.lax._linalg import (
     dot,
     dot_general,
 )
+from fungraph.lax._primitives import *  # noqa: F403  (the `*_p` primitives under JAX's names)
 from fungraph.lax._ragged_dot import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general
 from fungraph.lax._random_bits import RandomAlgorithm, rng_bit_generator, rng_uniform
 from fungraph.lax._reductions import (
@@ -457,4 +458,5 @@ __all__ = [
     "while_loop",
     "with_sharding_constraint",
     "zeta",
+    *_primitives.__all__,
 ]

@@ -22,6 +22,20 @@ def _swap(f: Any) -> Any:
     return lambda self, other: f(other, self)
 
 
+def _deferring(method: Any) -> Any:
+    """The binary operator ``method``, which leaves the operation to an operand ranked above
+    arrays by numpy's rule (a higher ``__array_priority__``, as a sparse array's): Python then
+    calls that operand's reflected operator, as JAX's arrays do for types they do not know."""
+
+    def op(self: Any, other: Any) -> Any:
+        if getattr(other, "__array_priority__", 0) > Tracer.__array_priority__:
+            return NotImplemented
+        return method(self, other)
+
+    op.__name__ = getattr(method, "__name__", "op")
+    return op
+
+
 def _reshape(self: Any, *shape: Any, order: str = "C") -> Any:
     if order != "C":
         raise NotImplementedError("only C order reshapes are supported")
@@ -103,6 +117,9 @@ _METHODS: dict[str, Any] = {
     "tolist": lambda self: self.__array__(),
     "zeros_like": _creation.zeros_like,
 }
+_UNARY = ("__neg__", "__pos__", "__abs__", "__invert__", "__getitem__")
+_METHODS.update({name: _deferring(fn) for name, fn in _METHODS.items()
+                 if name.startswith("__") and name not in _UNARY})
 
 
 def _scalar(self: DeviceArray) -> Any:
