@@ -1,7 +1,8 @@
 """Loops under jit: time and engine allocations per iteration of a while_loop, the same loop
 run as one native C function against the numpy engine and JAX at 10 / 1,000 / 100,000
 elements, a scan with scanned inputs and outputs, a while whose cond reduces over the carry and
-a fori_loop whose body takes a cond (numpy engine, native, JAX), the same while loop on OpenCL
+a fori_loop whose body takes a cond (numpy engine, native, JAX), a cond outside loops (numpy
+engine, native, JAX), the same while loop on OpenCL
 as one kernel against a launch per iteration, a loop that
 writes one row of a large carry per iteration (``x.at[i].set``), and the gradient through a
 10,000-iteration while_loop with and without checkpointing.
@@ -266,6 +267,39 @@ def bench_opencl_loops(sizes: tuple[int, ...], iterations: tuple[int, ...]) -> l
     return rows
 
 
+def _top_cond(xp: Any, lax_: Any) -> Callable[..., Any]:
+    return lambda p, x: lax_.cond(p > 0, lambda v: xp.tanh(v) * 0.5 + 0.1, lambda v: v * 2.0 - 1.0, x)
+
+
+def cond_times(jax: Any, sizes: tuple[int, ...], rounds: int) -> list[list[str]]:
+    """Per call of a jitted function holding one ``cond`` (its branches elementwise) over
+    float64 of each size: the executable on the numpy engine and on the native engine (one C
+    function for the cond from ``conds.MIN_BYTES``, 512 KiB; branch executables below), and
+    JAX's jitted call, timed in turns (median)."""
+    rows = []
+    x64 = fg.config.jax_enable_x64
+    fg.config.update("jax_enable_x64", True)
+    for size in sizes:
+        x, p = np.linspace(-1, 1, size), np.float64(1.0)
+        fns = {}
+        for native, engine in ((False, "numpy"), (True, "native")):
+            fg.config.update("fungraph_native_cpu", native)
+            exe = fg.jit(_top_cond(fnp, lax)).lower(p, x).compiled.executable
+            fns[engine] = lambda e=exe, x=x, p=p: e.run([p, x])
+        fg.config.update("fungraph_native_cpu", True)
+        if jax is not None:
+            jf, jx, jp = jax.jit(_top_cond(jax.numpy, jax.lax)), jax.numpy.asarray(x), jax.numpy.asarray(p)
+            jax.block_until_ready(jf(jp, jx))
+            fns["jax"] = lambda jf=jf, jx=jx, jp=jp: jax.block_until_ready(jf(jp, jx))
+        number = max(1, 2000 // max(1, size // 500))
+        t = interleaved_times(fns, rounds=rounds, number=number)
+        row = [f"{size:,}", us(t["numpy"]), us(t["native"])]
+        row += [us(t["jax"]), f"{t['native'] / t['jax']:.2f}"] if jax is not None else []
+        rows.append(row)
+    fg.config.update("jax_enable_x64", x64)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -283,6 +317,9 @@ def main() -> None:
           "engines timed in turns)")
     print(table(loop_kind_times(jax, 1000, steps, rounds=3 if args.quick else 5),
                 ["loop", "numpy engine", "native", "jax", "native/jax"][:5 if jax is not None else 3]))
+    print("\n== jit(cond(p > 0, tanh(x) * 0.5 + 0.1, x * 2 - 1)) per call, float64 (medians, engines timed in turns)")
+    print(table(cond_times(jax, (10, 1000, 1_000_000), rounds=3 if args.quick else 7),
+                ["elements", "numpy engine", "native", "jax", "native/jax"][:5 if jax is not None else 3]))
     print("\n== OpenCL while_loop: per iteration of tanh(x) * 0.5 + 0.1, one kernel vs a launch per iteration")
     iterations = (2000, 500, 20) if args.quick else (20000, 2000, 100)
     print(table(bench_opencl_loops((10, 1000, 100_000), iterations),

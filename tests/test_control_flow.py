@@ -19,8 +19,9 @@ from tests.helpers import jax_or_skip
 
 @pytest.fixture
 def numpy_loops() -> Iterator[None]:
-    """The numpy engine's loops (``_lower_while``/``_lower_scan`` stepping in Python): the
-    native engine would run an elementwise loop as one C function instead."""
+    """The numpy engine's loops and conds (``_lower_while``/``_lower_scan`` stepping in Python,
+    ``_lower_cond`` running a branch executable): the native engine would run an elementwise
+    loop or cond as one C function instead."""
     was = fg.config.fungraph_native_cpu
     fg.config.update("fungraph_native_cpu", False)
     yield
@@ -426,7 +427,7 @@ def test_vmap_of_grad_through_while_masks_lanes_with_different_trip_counts() -> 
     assert tape_count() == 0
 
 
-def test_sub_graphs_are_planned_into_one_scratch_block_of_the_parent() -> None:
+def test_sub_graphs_are_planned_into_one_scratch_block_of_the_parent(numpy_loops: None) -> None:
     from fungraph.backends.cpu import scratch_bytes
     from fungraph.interpreters.memory import verify_plan
     from fungraph.jit import compile_graph

@@ -521,6 +521,25 @@ def test_type_suffix_names_the_dtype_in_helper_names() -> None:
     assert loops.emit_eqns is codegen.emit_eqns and reductions.emit_eqns is codegen.emit_eqns
 
 
+def test_region_source_emits_its_body_through_emit_eqns(every_region: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both kinds of a region (full-range trigonometry, and the fast one with its range
+    check) come from codegen's one equation emitter, in the trig mode each needs."""
+    x = np.linspace(-2, 2, 64)
+    body = fg.jit(lambda x: fnp.sin(x) * 2.0 + 1.0).lower(x).compiled.graph.eqns[0].params["call"]
+    seen: list[str] = []
+    emit = codegen.emit_eqns
+
+    def spy(eqns: Any, names: Any, lines: Any, counter: Any, trig: str = "full") -> None:
+        seen.append(trig)
+        emit(eqns, names, lines, counter, trig)
+
+    monkeypatch.setattr(codegen, "emit_eqns", spy)
+    full, small = codegen.region_source(body, "f"), codegen.region_source(body, "f_small", small_trig=True)
+    assert seen == ["full", "check"]
+    assert "fg_sin_f64(" in full and "fg_sin_small_f64(" not in full
+    assert "fg_sin_small_f64(" in small and "ok &= fg_trig_small_ok_f64(" in small and "return ok;" in small
+
+
 def test_unsupported_operations_keep_the_numpy_engine(every_region: None) -> None:
     x = np.linspace(0.5, 3, 12)
     fun = lambda x: fg.scipy.special.gammaln(x * 2.0) + 1.0  # noqa: E731

@@ -191,6 +191,29 @@ def test_trig_loops_take_the_fast_versions_and_fall_back_per_iteration(native: N
                 np.testing.assert_allclose(g, w, rtol=8 * eps, atol=8 * eps)
 
 
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_tanh_loops_take_the_fast_version_below_one_and_fall_back_per_iteration(native: None, x64: bool) -> None:
+    """A loop body calling tanh checks its arguments each iteration and runs fgmath.h's
+    ``fg_tanh_small`` (its rational branch alone) when all are below 1, else the full
+    function for that iteration: the arguments double per iteration, so the first iterations
+    are fast and the later ones are not; NaN, Inf and -0.0 take the full one throughout."""
+    body = lambda i, c: (c[0] * 2.0, c[1] * 0.5 + fnp.tanh(c[0]))  # noqa: E731
+    graph = fg.make_graph(lambda x: lax.fori_loop(0, 6, body, (x, x)))(np.ones(4))
+    p = next(e for e in graph.eqns if e.primitive.name == "scan").params
+    src = loop_source("f", p["body"].invars[:2], None, 0, p["body"], 6)
+    assert src is not None and "fg_tanh_small_ok_" in src and "fg_tanh_small_f" in src and "if (ok)" in src
+    with fg.enable_x64(x64):
+        small = np.linspace(-0.2, 0.2, 41)
+        for x in (small, np.concatenate([small, [-0.0, 1e-300, np.inf, -np.inf, np.nan]])):
+            with np.errstate(invalid="ignore"):
+                got, want = run_both(lambda x: lax.fori_loop(0, 6, body, (x, x)), x)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+                np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+                eps = np.finfo(g.dtype).eps
+                np.testing.assert_allclose(g, w, rtol=4 * eps, atol=4 * eps)
+
+
 def assert_close(fn: Callable[..., Any], *args: Any, natively: bool = True) -> None:
     """Native and numpy engines agree to a few ulp (tanh, exp: fgmath.h's against numpy's)."""
     got, want = run_both(fn, *args, natively=natively)
@@ -255,14 +278,16 @@ def test_conds_become_selects_on_the_clamped_index() -> None:
 
 def test_each_branch_of_a_loop_body_cond_gets_its_own_element_pass() -> None:
     """The branch index is one per iteration: the element pass is specialised on it, so an
-    iteration computes only the branch it takes (not tanh on the iterations that scale)."""
+    iteration computes only the branch it takes (not tanh on the iterations that scale: one
+    pass there, and the tanh branch's check of its arguments, fast and full passes)."""
     body = lambda i, v: lax.cond(i % 2 == 0, lambda v: fnp.tanh(v) * 0.5, lambda v: v * 0.9, v)  # noqa: E731
     graph = fg.make_graph(lambda x: lax.fori_loop(0, 5, body, x))(np.ones(8))
     p = next(e for e in graph.eqns if e.primitive.name == "scan").params
     flat = inline_conds(p["body"])
     assert flat is not None
     src = loop_source("f", flat.invars[:2], None, 0, flat, 5)
-    assert src is not None and src.count("#pragma omp simd") == 2 and src.count("fg_tanh_") == 1
+    assert src is not None and src.count("#pragma omp simd") == 4 and src.count("fg_tanh_small_ok_") == 1
+    assert src.count("fg_tanh_f") == 1 and src.count("fg_tanh_small_f") == 2
     assert " ? " not in src
 
 
@@ -336,9 +361,9 @@ def _loop_source_of(fn: Callable[..., Any], *args: Any) -> str:
 
 def test_large_loop_bodies_split_each_iteration_across_threads(native: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """With two threads, a body's element pass over at least PARALLEL_MIN_ELEMENTS elements
-    computing a transcendental function is a chunk function each iteration hands to fgpool.h
-    (the trig check too, gathered from every chunk), and gives the bits of one thread; small
-    carries and cheap passes stay on one thread."""
+    computing a transcendental function is a chunk function each iteration hands to fgpool.h,
+    and gives the bits of one thread; small carries, cheap passes and the check of sin's
+    arguments stay on one thread."""
     monkeypatch.setenv(codegen.THREADS_ENV, "2")
     counted = lambda x, n: lax.while_loop(lambda c: c[0] < n,  # noqa: E731
                                           lambda c: (c[0] + 1, fnp.tanh(c[1]) * 0.5 + 0.1 * c[0]), (0, x))
@@ -350,7 +375,8 @@ def test_large_loop_bodies_split_each_iteration_across_threads(native: None, mon
     cheap = lambda x: lax.fori_loop(0, 3, lambda i, v: v * 0.99 + 1e-3, x)  # noqa: E731
     assert "fg_parallel(" not in _loop_source_of(cheap, big)
     trig = lambda x: lax.fori_loop(0, 6, lambda i, c: (c[0] * 4.0, c[1] * 0.5 + fnp.sin(c[0])), (x, x))  # noqa: E731
-    assert _loop_source_of(trig, big).count("fg_parallel(") == 3
+    trig_src = _loop_source_of(trig, big)
+    assert trig_src.count("fg_parallel(") == 2 and "ok &= fg_trig_small_ok_f" in trig_src.split("fg_parallel(")[0]
     with fg.enable_x64(True):
         w = np.linspace(0.1, 0.9, 1000)
         far = big.reshape(-1)[:-3].reshape(100, 1000).copy()

@@ -42,6 +42,13 @@ def _small(trig: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], n
     return f
 
 
+def _below_one(f: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """``f`` for |x| < 1 and NaN beyond, as fg_tanh_small."""
+    def g(x: np.ndarray) -> np.ndarray:
+        return np.where(np.abs(x) < 1, f(x), np.nan).astype(x.dtype)
+    return g
+
+
 def _erf(x: np.ndarray) -> np.ndarray:
     return np.frompyfunc(math.erf, 1, 1)(np.asarray(x, np.float64)).astype(np.float64)
 
@@ -78,6 +85,7 @@ FUNCTIONS = {f.name: f for f in (
     _fn("log10", np.log10, WHOLE + ((0.5, 2.0),), 1.5),
     _fn("log1p", np.log1p, WHOLE + ((1e-9, 1.0),), 1.0),
     _fn("tanh", np.tanh, WHOLE + ((1e-3, 25.0), (0.5, 2.0)), 1.5, 1.5),
+    _fn("tanh_small", _below_one(np.tanh), ((TINY64, 1.0), (0.25, 1.0), (1.0, 4.0)), 1.5, 1.5),
     _fn("sinh", np.sinh, WHOLE + ((1e-3, 712.0),), 2.0, 2.0),
     _fn("cosh", np.cosh, WHOLE + ((1e-3, 712.0),), 2.0, 2.0),
     MathFn("logistic", lambda x: _logistic(x.astype(LD)), _logistic, WHOLE + ((1e-3, 750.0),), 2.0, 2.0),
@@ -138,9 +146,10 @@ def _wrapper_source() -> str:
                 f"void t_{name}_{suffix}(long n, const {ctype} *restrict x, {ctype} *restrict y) {{\n"
                 f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_{name}_{suffix}(x[i]);\n}}")
     for ctype, suffix in (("double", "f64"), ("float", "f32")):
-        lines.append(
-            f"void t_trig_small_ok_{suffix}(long n, const {ctype} *restrict x, {ctype} *restrict y) {{\n"
-            f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_trig_small_ok_{suffix}(x[i]);\n}}")
+        for check in ("trig", "tanh"):
+            lines.append(
+                f"void t_{check}_small_ok_{suffix}(long n, const {ctype} *restrict x, {ctype} *restrict y) {{\n"
+                f"#pragma omp simd\n    for (long i = 0; i < n; i++) y[i] = fg_{check}_small_ok_{suffix}(x[i]);\n}}")
         lines.append(
             f"void t_pow_{suffix}(long n, const {ctype} *restrict x, const {ctype} *restrict p,\n"
             f"                    {ctype} *restrict y) {{\n"
@@ -374,6 +383,21 @@ def test_small_trig_agrees_where_its_check_passes(library: ctypes.CDLL, dtype: t
         else:
             assert ulp_error(small[ok], full[ok].astype(LD)).max() <= 2.0, f"fg_{name}_small"
         assert np.isnan(small[~ok]).all(), f"fg_{name}_small is not NaN beyond FG_TRIG_SMALL_MAX"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_small_tanh_agrees_where_its_check_passes(library: ctypes.CDLL, dtype: type) -> None:
+    """fg_tanh_small_ok says exactly where |x| < 1 (not NaN), and there fg_tanh_small is
+    fg_tanh bit for bit (a loop picks either per iteration); NaN beyond."""
+    edges = [1.0, -1.0, np.nextafter(dtype(1), dtype(0)), -np.nextafter(dtype(1), dtype(0)), 2.0**-27, 2.0**-13]
+    x = np.concatenate([specials("tanh", dtype), np.array(edges).astype(dtype),
+                        sample(FUNCTIONS["tanh"], dtype, 20_000, seed=5)])
+    ok = call(library, "tanh_small_ok", x) != 0
+    np.testing.assert_array_equal(ok, np.abs(x) < 1)
+    small, full = call(library, "tanh_small", x), call(library, "tanh", x)
+    np.testing.assert_array_equal(small[ok], full[ok])
+    np.testing.assert_array_equal(np.signbit(small[ok]), np.signbit(full[ok]))
+    assert np.isnan(small[~ok]).all(), "fg_tanh_small is not NaN from 1 on"
 
 
 ATAN2_ULP = 2.0

@@ -23,6 +23,8 @@ from fungraph.array import HostArray, unhosted
 from fungraph.backends import compile_subgraph, cpu_overlap, register_backend
 from fungraph.backends.cpu_regions import CHUNK_BYTES, fusion_scratch_bytes, lower_fusion
 from fungraph.backends.cpu_updates import folded_update, skipped, update_folds
+from fungraph.backends.native.conds import native_conds
+from fungraph.backends.native.conds import runs_natively as cond_runs_natively
 from fungraph.backends.native.loops import loop_lowering
 from fungraph.backends.native.regions import native_regions, reduces_natively, runs_natively
 from fungraph.core import Primitive, ScratchLowering, get_primitive, register_lowering
@@ -163,8 +165,8 @@ class CpuExecutable:
         self.plan = plan
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
         self.arena = _aligned_bytes(plan.arena_bytes) if arena is None else arena[:plan.arena_bytes]
-        #: the regions run as native code, by equation index (one shared object per graph)
-        self.native = native_regions(graph)
+        #: the regions and conds run as native code, by equation index (one shared object each per graph)
+        self.native = native_regions(graph) | native_conds(graph)
         self._idle = [self._bind(self.arena, first=True)]
 
     def _bind(self, arena: np.ndarray, first: bool = False) -> _Buffers:
@@ -506,6 +508,10 @@ def _carry_bytes(avals: Sequence[Any]) -> int:
 
 
 def _cond_bytes(eqn: Any) -> int:
+    """Nothing for a cond the native engine runs (:mod:`.native.conds`), whose C function needs no
+    branch executables; else the largest branch's arena."""
+    if cond_runs_natively(eqn):
+        return 0
     return max(_compiled(b).plan.arena_bytes for b in eqn.params["branches"])
 
 

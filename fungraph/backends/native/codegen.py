@@ -16,6 +16,7 @@ the special functions): that region keeps the numpy engine.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -297,11 +298,13 @@ def supported(body: Graph) -> bool:
 
 
 def emit_eqns(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], counter: Iterator[int],
-              trig: str = "full") -> None:
+              trig: str = "full", ranged: frozenset[str] | None = None) -> None:
     """C statements computing ``eqns`` (operands named in ``names``), appended to ``lines``.
-    ``trig`` picks fgmath.h's sin, cos and tan: ``full`` (every argument), ``small`` (exact up
-    to FG_TRIG_SMALL_MAX only), or ``check`` (``small``, AND-ing into ``ok`` whether each
-    argument is within its range)."""
+    ``trig`` picks fgmath.h's versions of the functions in ``ranged`` (default :data:`TRIG`):
+    ``full`` (every argument), ``small`` (their fast ``_small`` versions, right within their
+    range only: up to FG_TRIG_SMALL_MAX for sin, cos and tan, below 1 for tanh), or ``check``
+    (``small``, AND-ing into ``ok`` whether each argument is within its range)."""
+    ranged = TRIG if ranged is None else ranged
 
     def fresh(expr: str, t: str) -> str:
         n = f"t{next(counter)}"
@@ -313,10 +316,10 @@ def emit_eqns(eqns: Sequence[Eqn], names: dict[Var, str], lines: list[str], coun
         out = e.outputs[0]
         term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
                     dict(e.params), fresh)
-        if trig != "full" and e.primitive.name in TRIG:
+        if trig != "full" and e.primitive.name in ranged:
             sfx = type_suffix(out.aval.dtype)
             if trig == "check":
-                lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
+                lines.append(f"ok &= fg_{SMALL_OK[e.primitive.name]}_small_ok_{sfx}({args[0]}) != 0;")
             expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
         else:
             expr = RULES[e.primitive.name](term)
@@ -365,6 +368,16 @@ def loop_axes(region: tuple[int, ...], inputs: Sequence[tuple[int, ...]]) -> tup
 TRIG = frozenset({"sin", "cos", "tan"})
 
 
+#: The functions with fast ``_small`` versions (fgmath.h) a loop checks its arguments for
+#: each iteration (:mod:`.loops`): the trigonometric ones, and tanh below 1 (its rational
+#: branch alone, half the work). Regions take only :data:`TRIG`: a region whose check fails
+#: runs again in full, and tanh's arguments are often beyond 1.
+RANGED = TRIG | {"tanh"}
+
+#: Each ranged function's check: ``fg_<name>_small_ok_<type>``.
+SMALL_OK = {"sin": "trig", "cos": "trig", "tan": "trig", "tanh": "tanh"}
+
+
 def has_trig(body: Graph) -> bool:
     return any(e.primitive.name in TRIG for e in body.eqns)
 
@@ -388,30 +401,10 @@ def region_source(body: Graph, name: str, small_trig: bool = False) -> str | Non
 
     names: dict[Var, str] = {}
     lines: list[str] = []
-    counter = [0]
-
-    def fresh(expr: str, t: str) -> str:
-        counter[0] += 1
-        n = f"t{counter[0]}"
-        lines.append(f"const {t} {n} = {expr};")
-        return n
-
     for j, v in enumerate(body.invars):
         names[v] = f"x{j}"
         lines.append(f"const {ctype(v.aval.dtype)} x{j} = a{j}[{index(strides[j])}];")
-    for k, e in enumerate(body.eqns):
-        args = tuple(names[a] if isinstance(a, Var) else literal(a.array) for a in e.inputs)
-        out = e.outputs[0]
-        term = Term(args, tuple(np.dtype(a.aval.dtype) for a in e.inputs), np.dtype(out.aval.dtype),
-                    dict(e.params), fresh)
-        if small_trig and e.primitive.name in TRIG:
-            sfx = type_suffix(out.aval.dtype)
-            lines.append(f"ok &= fg_trig_small_ok_{sfx}({args[0]}) != 0;")
-            expr = f"fg_{e.primitive.name}_small_{sfx}({args[0]})"
-        else:
-            expr = RULES[e.primitive.name](term)
-        names[out] = f"v{k}"
-        lines.append(f"const {ctype(out.aval.dtype)} v{k} = {expr};")
+    emit_eqns(body.eqns, names, lines, itertools.count(), "check" if small_trig else "full")
     out_index = index(strides[-1])
     lines += [f"o{j}[{out_index}] = {names[o]};" for j, o in enumerate(body.outvars)]
 

@@ -47,7 +47,7 @@
  *   sin, cos, tan take every argument (Payne-Hanek reduction beyond 2^20 pi/2, computed for
  *   every element, so about 10x slower in float64, 3x in float32); fg_sin_small, fg_cos_small
  *   and fg_tan_small, with the same bounds, take |x| <= FG_TRIG_SMALL_MAX (about 1.6e6) and
- *   give NaN beyond.
+ *   give NaN beyond. fg_tanh_small (tanh's bound) takes |x| < 1 and gives NaN beyond.
  */
 #ifndef FGMATH_H
 #define FGMATH_H
@@ -394,6 +394,20 @@ FG_INLINE double fg_tanh_f64(double x) {
     /* 2^-27 <= a <= Inf; else tanh(x) rounds to x (zeros keep their sign), or x is NaN */
     return ab - 0x3e40000000000000ULL <= 0x7ff0000000000000ULL - 0x3e40000000000000ULL ? y : x;
 }
+
+/* fg_tanh_f64 for |x| < 1 only (its first branch alone, about half its work), NaN beyond: for a
+ * loop that has checked its arguments with fg_tanh_small_ok (or runs fg_tanh_f64 when one is
+ * larger). Equal to fg_tanh_f64 wherever the check passes. */
+FG_INLINE double fg_tanh_small_f64(double x) {
+    uint64_t ab = fg__bits_f64(x) & ~FG__SIGN64;
+    double z = x * x;
+    double y = FG__MLA(x, z * fg__poly_tanh_num_f64(z) / fg__poly_tanh_den_f64(z), x);
+    y = ab < 0x3e40000000000000ULL ? x : y; /* |x| < 2^-27: tanh(x) rounds to x (zeros keep their sign) */
+    return ab < 0x3ff0000000000000ULL ? y : fg__nan_f64();
+}
+
+/* Nonzero where fg_tanh_small agrees with fg_tanh: |x| < 1 (not NaN). */
+FG_INLINE int fg_tanh_small_ok_f64(double x) { return (fg__bits_f64(x) & ~FG__SIGN64) < 0x3ff0000000000000ULL; }
 
 /* e^a / 2 and e^-a / 2 for 0 <= a <= 711, each within an ulp, without overflowing early. */
 FG_INLINE void fg__exp_pair_f64(double a, double *up, double *down) {
@@ -1112,6 +1126,17 @@ FG_INLINE float fg_tanh_f32(float x) {
     /* 2^-13 <= a <= Inf; else tanh(x) rounds to x (zeros keep their sign), or x is NaN */
     return ab - 0x39000000U <= 0x7f800000U - 0x39000000U ? y : x;
 }
+
+/* As fg_tanh_small_f64: fg_tanh_f32 for |x| < 1 only, NaN beyond. */
+FG_INLINE float fg_tanh_small_f32(float x) {
+    uint32_t ab = fg__bits_f32(x) & 0x7fffffffU;
+    float z = x * x;
+    float y = FG__MLAF(x, z * fg__poly_tanh_num_f32(z) / fg__poly_tanh_den_f32(z), x);
+    y = ab < 0x39000000U ? x : y; /* |x| < 2^-13: tanh(x) rounds to x (zeros keep their sign) */
+    return ab < 0x3f800000U ? y : fg__nan_f32();
+}
+
+FG_INLINE int fg_tanh_small_ok_f32(float x) { return (fg__bits_f32(x) & 0x7fffffffU) < 0x3f800000U; }
 
 FG_INLINE float fg_logistic_f32(float x) {
     float e = fg_exp_f32(-fg__abs_f32(x));

@@ -28,8 +28,8 @@ from fungraph.backends.native.codegen import (
     CHUNK_ELEMENTS,
     INCLUDES,
     PARALLEL_MIN_ELEMENTS,
+    RANGED,
     TRANSCENDENTAL,
-    TRIG,
     ctype,
     emit_eqns,
     loop_axes,
@@ -268,14 +268,18 @@ def _live(eqns: Sequence[Eqn], wanted: Sequence[Var]) -> list[Eqn]:
 
 
 def _element_pass(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Iterator[int],
-                  shape: tuple[int, ...], stores: Sequence[tuple[str, Var]], split: _Split | None = None) -> list[str]:
-    """The element pass of one iteration: with sin, cos or tan, a check of their arguments
-    and the fast or the full-range versions (:func:`_element_loop`)."""
-    if not any(e.primitive.name in TRIG for e in eqns):
-        return _element_loop(eqns, element, names, counter, shape, "full", stores, split)
-    check = _element_loop(eqns, element, dict(names), counter, shape, "check", (), split)
-    small = _element_loop(eqns, element, dict(names), counter, shape, "small", stores, split)
-    full = _element_loop(eqns, element, names, counter, shape, "full", stores, split)
+                  shape: tuple[int, ...], stores: Sequence[tuple[str, Var]], split: _Split | None = None,
+                  ranged: frozenset[str] = RANGED) -> list[str]:
+    """The element pass of one iteration: with a function of ``ranged`` (sin, cos, tan, tanh:
+    :data:`~.codegen.RANGED`), a check of their arguments and the fast or the full-range
+    versions (:func:`_element_loop`). The check, a few operations per element, stays on one
+    thread (see :meth:`_Split.splits`): split, its job often lost to the pool's overhead,
+    and the pool's back-off then ran the large passes after it alone too."""
+    if not any(e.primitive.name in ranged for e in eqns):
+        return _element_loop(eqns, element, names, counter, shape, "full", stores, split, ranged)
+    check = _element_loop(eqns, element, dict(names), counter, shape, "check", (), None, ranged)
+    small = _element_loop(eqns, element, dict(names), counter, shape, "small", stores, split, ranged)
+    full = _element_loop(eqns, element, names, counter, shape, "full", stores, split, ranged)
     return ["int ok = 1;", *check, "if (ok) {", *("    " + x for x in small), "} else {",
             *("    " + x for x in full), "}"]
 
@@ -310,7 +314,7 @@ class _Split:
 
 def _element_loop(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Iterator[int],
                   shape: tuple[int, ...], trig: str, stores: Sequence[tuple[str, Var]],
-                  split: _Split | None = None) -> list[str]:
+                  split: _Split | None = None, ranged: frozenset[str] = RANGED) -> list[str]:
     """One pass over the elements of ``shape`` computing ``eqns`` (:func:`emit_eqns`'s
     ``trig``) and storing each value of ``stores`` at its pointer; a ``check`` pass stores
     nothing and AND-reduces ``ok`` (so the compiler keeps only what the trig arguments need).
@@ -318,13 +322,13 @@ def _element_loop(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var,
     is broadcast. A large pass under ``split`` runs as a chunk function through the pool."""
     extents, strides = loop_axes(shape, [tuple(v.aval.shape) for v in element])
     if split is not None and split.splits(extents, eqns):
-        return _outlined(eqns, element, names, counter, extents, strides, trig, stores, split)
-    return _nest(eqns, element, names, counter, extents, strides, trig, stores, "0")
+        return _outlined(eqns, element, names, counter, extents, strides, trig, stores, split, ranged)
+    return _nest(eqns, element, names, counter, extents, strides, trig, stores, "0", ranged)
 
 
 def _nest(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Iterator[int],
           extents: Sequence[int], strides: Sequence[Sequence[int]], trig: str, stores: Sequence[tuple[str, Var]],
-          lo: str) -> list[str]:
+          lo: str, ranged: frozenset[str] = RANGED) -> list[str]:
     """The loop nest of :func:`_element_loop`, its outermost loop from ``lo`` (to ``hi``
     unless ``lo`` is "0")."""
     index_vars = [f"i{k}" for k in range(len(extents))]
@@ -336,7 +340,7 @@ def _nest(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], c
     for (v, ptr), st in zip(element.items(), strides):
         names[v] = f"e{next(counter)}"
         inner.append(f"const {ctype(v.aval.dtype)} {names[v]} = {ptr}[{index(st)}];")
-    emit_eqns(eqns, names, inner, counter, trig)
+    emit_eqns(eqns, names, inner, counter, trig, ranged)
     inner += [f"{ptr}[{index(strides[-1])}] = {names[v]};" for ptr, v in stores]
     pragma = "#pragma omp simd reduction(&:ok)" if trig == "check" else "#pragma omp simd"
     out: list[str] = []
@@ -353,7 +357,7 @@ def _nest(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], c
 
 def _outlined(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str], counter: Iterator[int],
               extents: Sequence[int], strides: Sequence[Sequence[int]], trig: str, stores: Sequence[tuple[str, Var]],
-              split: _Split) -> list[str]:
+              split: _Split, ranged: frozenset[str] = RANGED) -> list[str]:
     """The pass as chunk function ``<name>_pass<k>`` over a range of its outermost index
     (added to ``split.helpers``) and the iteration's call handing it to the pool: the element
     pointers, the stores' pointers and the scalars the pass reads travel as ``args`` (a
@@ -379,7 +383,7 @@ def _outlined(eqns: Sequence[Eqn], element: dict[Var, str], names: dict[Var, str
         n, t = item.split(" ", 1)
         unpack.append(f"const {t} {n} = *(const {t} *)args[{len(args)}];")
         args.append(f"(void *)&{n}")
-    nest = _nest(eqns, local, dict(names), counter, extents, strides, trig, out_ptrs, "lo")
+    nest = _nest(eqns, local, dict(names), counter, extents, strides, trig, out_ptrs, "lo", ranged)
     lines = [f"static void {fn}(void *const *args, int64_t lo, int64_t hi)", "{", *("    " + x for x in unpack)]
     if trig == "check":
         lines.append("    int ok = 1;")
