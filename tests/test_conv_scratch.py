@@ -22,9 +22,11 @@ from fungraph.backends.cpu import CpuExecutable, scratch_bytes
 from fungraph.interpreters.memory import plan_memory, verify_plan
 from fungraph.primitives.conv import conv_p, conv_scratch_bytes
 
-#: what one engine call costs tracemalloc besides its lowerings (Python lists, numpy's
-#: small internal buffers); measured at 1.6 to 2.6 KB
-CALL_OVERHEAD = 8192
+#: what one engine call costs tracemalloc besides its lowerings, whatever the sizes: Python
+#: lists, numpy's small internal buffers, the 6.4 KB of the ``np.broadcast`` behind a product's
+#: shape check and the 184 B of the floating-point error state's context write; measured at
+#: 1.6 to 8.3 KB
+CALL_OVERHEAD = 12 * 1024
 #: numpy's ufunc loops cast and broadcast through buffers of ``getbufsize()`` elements: a
 #: constant (about 34 KB for float32), independent of the array sizes
 UFUNC_BUFFER = np.getbufsize() * 8

@@ -16,6 +16,7 @@ import pytest
 import fungraph as fg
 import fungraph.numpy as fnp
 from fungraph import lax
+from fungraph.backends.cpu_regions import CHUNK_BYTES
 from fungraph.backends.native import codegen, conds, toolchain
 from fungraph.backends.native.conds import NATIVE_COND_STATS, cond_source
 from fungraph.backends.native.regions import native_enabled
@@ -168,6 +169,7 @@ def test_a_native_cond_needs_no_branch_scratch(native: None) -> None:
 
 def test_small_conds_keep_the_branch_executables_by_default(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Below the region size a cond is not worth a compiler call per shape; from it, it is."""
+    assert conds.MIN_BYTES == 2 * CHUNK_BYTES
     old = os.environ.get(toolchain.CACHE_ENV)
     os.environ[toolchain.CACHE_ENV] = str(tmp_path_factory.mktemp("native-conds-size"))
     fg.clear_caches()

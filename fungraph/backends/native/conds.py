@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from fungraph.backends.cpu_regions import CHUNK_BYTES
 from fungraph.backends.native.codegen import INCLUDES, TRIG, ctype, emit_eqns, prelude, threads
 from fungraph.backends.native.loops import _element_pass, _elementwise, _Split
 from fungraph.backends.native.regions import native_enabled, returned
@@ -30,11 +29,12 @@ Lowering = Callable[..., Any]
 #: Conds run natively (``runs``); the tests read it to see the path taken.
 NATIVE_COND_STATS = {"runs": 0}
 
-#: The smallest widest output (bytes) of a cond run natively: the CPU engine's region size
-#: (two of its chunks), as for regions. Each shape costs a compiler call (0.2-0.4 s) and a
-#: loaded object, which a smaller cond's few microseconds per call do not repay (1,000 shapes
-#: of a small cond compiled for minutes and held 1 MiB past ``clear_caches``).
-MIN_BYTES = 2 * CHUNK_BYTES
+#: The smallest widest output (bytes) of a cond run natively: the CPU engine's region size (two
+#: of ``cpu_regions.CHUNK_BYTES``, not imported, as the CPU engine imports this module). Each
+#: shape costs a compiler call (0.2-0.4 s) and a loaded object, which a smaller cond's few
+#: microseconds per call do not repay (1,000 shapes of a small cond compiled for minutes and
+#: held 1 MiB past ``clear_caches``).
+MIN_BYTES = 512 * 1024
 
 
 def _shape(branches: Sequence[Graph]) -> tuple[int, ...] | None:

@@ -41,6 +41,18 @@ class JAXSparse:
     __array_ufunc__ = None
     __hash__ = None  # type: ignore[assignment]
 
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{self!r} is sparse and is not converted to a dense array implicitly: call .todense(), "
                         "or wrap the function in sparse.sparsify")
@@ -89,18 +101,6 @@ class BCOO(JAXSparse):
     def shape(self) -> tuple[int, ...]:
         n_batch = self.n_batch
         return tuple(self.data.shape[:n_batch]) + self._sparse_shape + tuple(self.data.shape[n_batch + 1:])
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
 
     def __len__(self) -> int:
         return self.shape[0]

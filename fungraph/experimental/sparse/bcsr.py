@@ -4,7 +4,6 @@ and BCOO ones, and multiplied with dense arrays through its BCOO form."""
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -40,18 +39,6 @@ class BCSR(JAXSparse):
     @property
     def nse(self) -> int:
         return self.indices.shape[-1]
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
 
     n_batch = 0
     n_dense = 0

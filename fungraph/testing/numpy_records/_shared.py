@@ -212,9 +212,16 @@ def _hist_w(x: Any, w: Any, xp: Any) -> Any:
     return counts.astype(w.dtype)
 
 
+def _hist(x: Any, xp: Any) -> Any:
+    """Counts in ``x``'s float dtype, as JAX's ``histogram`` returns them (numpy's are int64)."""
+    counts, _ = xp.histogram(x, 5, (-3.0, 3.0))
+    return counts.astype(x.dtype)
+
+
 def _hist_density(x: Any, xp: Any) -> Any:
+    """Densities and edges in ``x``'s float dtype, as JAX's (numpy's densities are float64)."""
     counts, edges = xp.histogram(x, 4, density=True)
-    return xp.concatenate([counts, edges])
+    return xp.concatenate([counts, edges]).astype(x.dtype)
 
 
 def _lexsort(x: Any, y: Any, xp: Any) -> Any:
