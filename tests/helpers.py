@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 import fungraph as fg
 from fungraph import dtypes
+from fungraph.backends.native.regions import native_enabled
 from fungraph.testing import OpRecord, arrays
 from fungraph.testing.strategies import random_array
+from fungraph.tree_util import tree_leaves
 
 
 def draw_args(data: st.DataObject, rec: OpRecord, dtype_choices: tuple | None = None,
@@ -396,3 +398,21 @@ def check_like_jax(got: Any, want: Any, what: str, tol: float = 1e-12) -> None:
 #: finite value, ...) that decomposition and rounding functions must treat as numpy does.
 SPECIAL_FLOATS = np.array([0.0, -0.0, 1.0, -1.0, 3.0, 0.75, np.inf, -np.inf, np.nan, 5e-324, 1e-310, 2.0**-1022,
                            np.finfo(np.float64).max, -np.finfo(np.float64).max, 1e300, -7.5])
+
+
+def native_and_numpy(fn: Callable[..., Any], args: Sequence[Any], stats: dict[str, int],
+                     natively: bool = True) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``jit(fn)(*args)`` with the native engine, then with the numpy engine, as leaves of equal
+    dtypes and shapes; checks that ``stats["runs"]`` grew (or, with ``natively=False``, did not)."""
+    assert native_enabled()
+    before = stats["runs"]
+    got = [np.asarray(v) for v in tree_leaves(fg.jit(fn)(*args))]
+    assert (stats["runs"] > before) == natively
+    fg.config.update("fungraph_native_cpu", False)
+    try:
+        want = [np.asarray(v) for v in tree_leaves(fg.jit(fn)(*args))]
+    finally:
+        fg.config.update("fungraph_native_cpu", True)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+    return got, want

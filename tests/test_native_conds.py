@@ -20,7 +20,7 @@ from fungraph.backends.cpu_regions import CHUNK_BYTES
 from fungraph.backends.native import codegen, conds, toolchain
 from fungraph.backends.native.conds import NATIVE_COND_STATS, cond_source
 from fungraph.backends.native.regions import native_enabled
-from fungraph.tree_util import tree_leaves
+from tests.helpers import native_and_numpy
 
 pytestmark = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler")
 
@@ -45,20 +45,9 @@ def native(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyP
 
 
 def run_both(fn: Callable[..., Any], *args: Any, natively: bool = True) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """``jit(fn)(*args)`` with the native engine, then with the numpy engine, as leaves; checks
-    that a cond ran natively (or, with ``natively=False``, that none did)."""
-    assert native_enabled()
-    before = NATIVE_COND_STATS["runs"]
-    got = [np.asarray(v) for v in tree_leaves(fg.jit(fn)(*args))]
-    assert (NATIVE_COND_STATS["runs"] > before) == natively
-    fg.config.update("fungraph_native_cpu", False)
-    try:
-        want = [np.asarray(v) for v in tree_leaves(fg.jit(fn)(*args))]
-    finally:
-        fg.config.update("fungraph_native_cpu", True)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape
-    return got, want
+    """``jit(fn)(*args)`` with the native engine, then with the numpy engine; checks that
+    a cond ran natively (or, with ``natively=False``, that none did)."""
+    return native_and_numpy(fn, args, NATIVE_COND_STATS, natively)
 
 
 def assert_close(fn: Callable[..., Any], *args: Any, natively: bool = True, tol: float = 0.0) -> None:

@@ -20,9 +20,9 @@ import fungraph.numpy as fnp
 from fungraph import lax
 from fungraph.backends.native import codegen, toolchain
 from fungraph.backends.native.loops import NATIVE_LOOP_STATS, inline_conds, loop_source
-from fungraph.backends.native.regions import native_enabled
 from fungraph.primitives.graph_utils import LOOP_STATS
 from fungraph.tree_util import tree_leaves
+from tests.helpers import native_and_numpy
 
 pytestmark = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler")
 
@@ -43,20 +43,9 @@ def native(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 def run_both(fn: Callable[..., Any], *args: Any, natively: bool = True) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """``jit(fn)(*args)`` with the native engine, then with the numpy engine, as leaves; checks
-    that the loop ran as a native loop (or, with ``natively=False``, that it did not)."""
-    assert native_enabled()
-    before = NATIVE_LOOP_STATS["runs"]
-    got = [np.asarray(v) for v in tree_leaves(fg.jit(fn)(*args))]
-    assert (NATIVE_LOOP_STATS["runs"] > before) == natively
-    fg.config.update("fungraph_native_cpu", False)
-    try:
-        want = [np.asarray(v) for v in tree_leaves(fg.jit(fn)(*args))]
-    finally:
-        fg.config.update("fungraph_native_cpu", True)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape
-    return got, want
+    """``jit(fn)(*args)`` with the native engine, then with the numpy engine; checks that
+    the loop ran as a native loop (or, with ``natively=False``, that it did not)."""
+    return native_and_numpy(fn, args, NATIVE_LOOP_STATS, natively)
 
 
 def assert_same(fn: Callable[..., Any], *args: Any, natively: bool = True) -> None:
