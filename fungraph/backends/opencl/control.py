@@ -30,7 +30,6 @@ from fungraph.backends.opencl.codegen import Access, contiguous, is_fusible
 from fungraph.backends.opencl.fusion import REDUCTIONS
 from fungraph.backends.opencl.kernels.batched_loops import batch_fits, batched_loop_kernel
 from fungraph.backends.opencl.kernels.loops import LoopOperands, loop_fits, loop_kernel, slow_float64_loop
-from fungraph.backends.opencl.kernels.spec import prod
 from fungraph.backends.opencl.program import Step, StepLowering, step_lowering
 from fungraph.core import get_primitive, register_lowering
 from fungraph.interpreters.eval import eval_graph
@@ -153,8 +152,8 @@ def lower_loop_kernel(exe: Lowering, e: Eqn, cond: Graph | None, body: Graph, le
             return False
         n_cc, n_bc = e.params["n_cc"], e.params["n_bc"]
         batch = batch_fits(cond, body, nc, e.inputs[:n_cc], e.inputs[n_cc:n_cc + n_bc])
-        if batch is None or slow_float64_loop(body, prod(batch.full), exe.info) or (
-                batch.one_group and prod(batch.full) > exe.info.max_work_group_size):
+        if batch is None or slow_float64_loop(body, batch.size, exe.info) or (
+                batch.one_group and batch.size > exe.info.max_work_group_size):
             return False
     cond_ins, body_ins, init = ins
     consts = [exe.constant(c) for g in (body, cond) if g is not None for c in g.consts]

@@ -8,13 +8,14 @@ carries no longer change, so running each example's loop until its own ``p`` is 
 the batched loop's values exactly, whatever the other examples do. That makes the loop one
 kernel when, besides, the body is per example: every value computed from the carries has the
 batch shape ``B`` followed either by size-1 axes (a per-example scalar, such as the counter)
-or by the one shape ``R`` of the array carries, and reads carries elementwise at its example
+or by the shape ``R`` of one of the array carries, and reads carries elementwise at its example
 (a per-example scalar meets ``B + R`` values only through a size-1 axis or a
-``broadcast_in_dim`` along the batch axes). :func:`batch_fits` checks the three conditions.
+``broadcast_in_dim`` along the batch axes; values of two different array shapes never meet).
+:func:`batch_fits` checks the three conditions.
 A body that does not freeze finished examples (a hand-written ``any`` loop) keeps the loop's
 ``any``: the kernel is then one work-group over every element (``BatchedLoop.one_group``,
 where the device's work-groups are large enough). Anything else (a reduction or view across
-elements, carries of other shapes) falls back (None).
+elements, values of two array shapes combined) falls back (None).
 """
 
 from __future__ import annotations
@@ -40,19 +41,23 @@ def _per_example(shape: tuple[int, ...], batch: tuple[int, ...]) -> bool:
     return shape[:len(batch)] == batch and all(n == 1 for n in shape[len(batch):])
 
 
-def _kind(shape: tuple[int, ...], batch: tuple[int, ...], full: tuple[int, ...]) -> str | None:
-    """``"full"`` for values of the array carries' shape, ``"example"`` for per-example scalars
-    (batch axes, then size-1 axes), None otherwise."""
+Kind = str | tuple[int, ...]
+
+
+def _kind(shape: tuple[int, ...], batch: tuple[int, ...], fulls: Sequence[tuple[int, ...]]) -> Kind | None:
+    """``"example"`` for per-example scalars (batch axes, then size-1 axes), the shape itself
+    for values of one of the array carries' shapes ``fulls``, None otherwise."""
     if _per_example(shape, batch):
         return "example"
-    return "full" if shape == full else None
+    return shape if shape in fulls else None
 
 
-def _reads_fit(e: Eqn, kinds: dict[Var, str], batch: tuple[int, ...], full: tuple[int, ...]) -> str | None:
+def _reads_fit(e: Eqn, kinds: dict[Var, Kind], batch: tuple[int, ...],
+               fulls: Sequence[tuple[int, ...]]) -> Kind | None:
     """The kind of ``e``'s outputs when it reads values computed from the carries (``kinds``)
     only at its own example and element, else None."""
     out = tuple(e.outputs[0].aval.shape)
-    out_kind = _kind(out, batch, full)
+    out_kind = _kind(out, batch, fulls)
     if out_kind is None or any(tuple(o.aval.shape) != out for o in e.outputs):
         return None
     ins = [a for a in e.inputs if isinstance(a, Var) and a in kinds]
@@ -67,20 +72,20 @@ def _reads_fit(e: Eqn, kinds: dict[Var, str], batch: tuple[int, ...], full: tupl
     for a in ins:
         shape = tuple(a.aval.shape)
         same = shape == out
-        widened = kinds[a] == "example" and out_kind == "full" and len(shape) == len(out)
+        widened = kinds[a] == "example" and out_kind != "example" and len(shape) == len(out)
         if not (same or widened):
             return None
     return out_kind
 
 
-def _varying(g: Graph, nc: int, batch: tuple[int, ...], full: tuple[int, ...],
-             skip: frozenset[int] | set[int] = frozenset()) -> dict[Var, str] | None:
+def _varying(g: Graph, nc: int, batch: tuple[int, ...], fulls: Sequence[tuple[int, ...]],
+             skip: frozenset[int] | set[int] = frozenset()) -> dict[Var, Kind] | None:
     """The values of ``g`` computed from its first ``nc`` inputs (the carries), each with its
     kind (:func:`_kind`), or None when one is read other than at its example and element
     (``skip``: the ids of equations left out, the condition's final ``any``)."""
-    kinds: dict[Var, str] = {}
+    kinds: dict[Var, Kind] = {}
     for v in g.invars[:nc]:
-        k = _kind(tuple(v.aval.shape), batch, full)
+        k = _kind(tuple(v.aval.shape), batch, fulls)
         if k is None:
             return None
         kinds[v] = k
@@ -91,7 +96,7 @@ def _varying(g: Graph, nc: int, batch: tuple[int, ...], full: tuple[int, ...],
             return None
         if not any(isinstance(a, Var) and a in kinds for a in e.inputs):
             continue
-        k = _reads_fit(e, kinds, batch, full)
+        k = _reads_fit(e, kinds, batch, fulls)
         if k is None:
             return None
         kinds.update(dict.fromkeys(e.outputs, k))
@@ -172,17 +177,28 @@ def _frozen(body: Graph, v: Var | Literal, carry: Var, pred: Any, leaves: dict[V
 @dataclass(frozen=True)
 class BatchedLoop:
     """A batched while loop that runs one loop per example: the ``batch`` shape, the array
-    carries' shape ``full``, the condition's per-example predicate ``pred`` (before its
-    ``any``) and each carry's new value ``outs`` (the body's outputs, masks implied by ``pred``
-    dropped: :func:`_implied`). ``one_group``: the body does not freeze finished examples, so
-    the examples may not run apart; the kernel is then one work-group over every element,
-    whose flag is the loop's own ``any``."""
+    carries' shapes ``fulls`` (the batch shape alone when every carry is per example), the
+    condition's per-example predicate ``pred`` (before its ``any``) and each carry's new value
+    ``outs`` (the body's outputs, masks implied by ``pred`` dropped: :func:`_implied`).
+    ``one_group``: the body does not freeze finished examples, so the examples may not run
+    apart; the kernel is then one work-group over every element, whose flag is the loop's own
+    ``any``."""
 
     batch: tuple[int, ...]
-    full: tuple[int, ...]
+    fulls: tuple[tuple[int, ...], ...]
     pred: Var
     outs: tuple[Var | Literal, ...]
     one_group: bool = False
+
+    @property
+    def width(self) -> int:
+        """Work-items per example: the elements of an example in its largest array carry."""
+        return max(prod(s[len(self.batch):]) for s in self.fulls)
+
+    @property
+    def size(self) -> int:
+        """Work-items in all: one per element of each example's largest array carry."""
+        return prod(self.batch) * self.width
 
 
 def _any_chain(cond: Graph) -> tuple[Var, set[int]] | None:
@@ -268,13 +284,11 @@ def batch_fits(cond: Graph, body: Graph, nc: int, cond_outer: Sequence[Any],
         return None
     p, reductions = chain
     batch = tuple(p.aval.shape)
-    wide = {tuple(v.aval.shape) for v in body.invars[:nc] if not _per_example(tuple(v.aval.shape), batch)}
-    if len(wide) > 1:
+    wide = [tuple(v.aval.shape) for v in body.invars[:nc] if not _per_example(tuple(v.aval.shape), batch)]
+    fulls = tuple(dict.fromkeys(wide)) or (batch,)
+    if any(s[:len(batch)] != batch or not prod(s) for s in fulls):
         return None
-    full = wide.pop() if wide else batch
-    if full[:len(batch)] != batch or not prod(full):
-        return None
-    kinds = _varying(cond, nc, batch, full, skip=reductions)
+    kinds = _varying(cond, nc, batch, fulls, skip=reductions)
     if kinds is None or p not in kinds:
         return None
     want = _expression(cond, p, _leaves(cond, nc, cond_outer), _producers(cond))
@@ -284,21 +298,24 @@ def batch_fits(cond: Graph, body: Graph, nc: int, cond_outer: Sequence[Any],
     frozen = all(_frozen(body, out, x, want, leaves, producer) for x, out in zip(body.invars[:nc], outs))
     if not frozen:
         outs = list(body.outvars)
-    if _varying(_needed(body, outs), nc, batch, full) is None:
+    if _varying(_needed(body, outs), nc, batch, fulls) is None:
         return None
-    return BatchedLoop(batch, full, p, tuple(outs), one_group=not frozen)
+    return BatchedLoop(batch, fulls, p, tuple(outs), one_group=not frozen)
 
 
 def batched_loop_kernel(name: str, cond: Graph, body: Graph, fit: BatchedLoop, ops: LoopOperands, idx_type: str,
                         info: DeviceInfo) -> KernelSpec:
     """The kernel running a batched while loop as :func:`batch_fits` found it (``fit``) over
-    ``ops``: one work-item per element of the
-    array carries, each running its example's loop until that example's predicate is false.
+    ``ops``: one work-item per element of each example's largest array carry, each running its
+    example's loop until that example's predicate is false. A smaller carry's element ``e`` is
+    computed by work-item ``e`` of the example, and its last element also by the work-items past
+    its end, which compute the same value (every value is elementwise within its own shape) and
+    store nothing.
     A work-group runs while any of its work-items' examples does (a ``__local`` flag, set by
     the work-items whose predicate holds and read after a barrier), so every barrier is
     reached by the whole work-group; the iterations past an example's end leave its carries
     as they are (the body's ``select``), so the values are the batched loop's."""
-    batch, full = fit.batch, fit.full
+    batch, width = fit.batch, fit.width
     nc = len(body.outvars)
     params = Params()
     stored: dict[Var, Access] = dict(zip(body.invars[nc:], ops.body_ins))
@@ -307,16 +324,24 @@ def batched_loop_kernel(name: str, cond: Graph, body: Graph, fit: BatchedLoop, o
     members = {o: e for g in (body, cond) for e in g.eqns for o in e.outputs}
     em = region_emitter(idx_type, members, stored.get, params)
     it = idx_type
-    n, rest = prod(full), prod(full[len(batch):])
+    n = prod(batch) * width
     em.lines += [f"  const {it} wi = get_global_id(0);", f"  const {it} gid = min(wi, ({it}){n - 1});"]
-    base = em.set_base("gid", full)
+    widest = next(s for s in fit.fulls if prod(s[len(batch):]) == width)
+    base = em.set_base("gid", widest)
     example = base[:len(batch)]
+    bases = {widest: base}
+    for k, shape in enumerate(fit.fulls):
+        rest = prod(shape[len(batch):])
+        if shape not in bases:
+            em.lines.append(f"  const {it} e{k} = min(gid % {width}, ({it}){rest - 1});")
+            bases[shape] = example + em.unravel(f"e{k}", shape[len(batch):], prefix=f"s{k}_")
 
     def at(shape: tuple[int, ...]) -> tuple[str, ...]:
-        return base if shape == full else example + ("0",) * (len(shape) - len(batch))
+        return bases.get(shape) or example + ("0",) * (len(shape) - len(batch))
 
     for v in [*body.invars[nc:], *cond.invars[nc:]]:
-        if tuple(v.aval.shape) in (full, batch) and any(a is v for g in (body, cond) for e in g.eqns for a in e.inputs):
+        read = any(a is v for g in (body, cond) for e in g.eqns for a in e.inputs)
+        if tuple(v.aval.shape) in (*fit.fulls, batch) and read:
             em.value(v, at(tuple(v.aval.shape)))
         elif v.aval.shape == ():
             em.value(v, ())
@@ -348,18 +373,26 @@ def batched_loop_kernel(name: str, cond: Graph, body: Graph, fit: BatchedLoop, o
     em.lines += ["  for (long it = 0;; ++it) {", *("  " + x for x in body_lines), "  }"]
     em.lines.append(f"  if (wi < {n}) {{")
     for j in live:
-        if tuple(body.invars[j].aval.shape) == full:
+        if tuple(body.invars[j].aval.shape) == widest:
             em.lines.append(f"    {store_at(params, ops.out[j], 'gid')} = c{j};")
-    examples = [j for j in live if tuple(body.invars[j].aval.shape) != full]
+    for shape in fit.fulls:
+        rest = prod(shape[len(batch):])
+        if shape == widest:
+            continue
+        em.lines.append(f"    if (gid % {width} < {rest}) {{")
+        em.lines += [f"      {store_at(params, ops.out[j], f'gid / {width} * {rest} + gid % {width}')} = c{j};"
+                     for j in live if tuple(body.invars[j].aval.shape) == shape]
+        em.lines.append("    }")
+    examples = [j for j in live if tuple(body.invars[j].aval.shape) not in fit.fulls]
     if examples:
-        em.lines.append(f"    if (gid % {rest} == 0) {{" if rest > 1 else "    {")
-        em.lines += [f"      {store_at(params, ops.out[j], f'gid / {rest}' if rest > 1 else 'gid')} = c{j};"
+        em.lines.append(f"    if (gid % {width} == 0) {{" if width > 1 else "    {")
+        em.lines += [f"      {store_at(params, ops.out[j], f'gid / {width}' if width > 1 else 'gid')} = c{j};"
                      for j in examples]
         em.lines.append("    }")
     em.lines.append("  }")
     local = n if fit.one_group else group_size(n, info)
     launch = ((-(-n // local) * local,), (local,), None)
-    stored_at = {ops.out[j].slot for j in live if tuple(body.invars[j].aval.shape) == full
+    stored_at = {ops.out[j].slot for j in live if tuple(body.invars[j].aval.shape) == widest
                  and ops.out[j].offset == 0 and ops.out[j].is_contiguous()}
     return KernelSpec(name, kernel_source(name, params, em.lines), params.slots, [launch], kind="loop", warm=False,
                       note="every iteration of the batched while inside the kernel, " + (
