@@ -104,7 +104,9 @@ def find_reduce_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Regio
     """Reductions (roots of fused reduce regions) whose result is used only by fused
     elementwise regions over the result's shape (one, or several of one shape; ``keepdims``
     allowed) that read it at its own index (a mean's division, a bias update
-    ``b - lr * sum(g, 0)``): reduction index -> (those regions as one, the free views to take
+    ``b - lr * sum(g, 0)``), directly or through one free reshape that adds or drops axes of
+    length 1 (``keepdims`` spelled out: a softmax's ``log(sum)`` and ``1 / sum``): reduction
+    index -> (those regions as one, the reshape among its members; the free views to take
     early), on the same terms as :func:`find_epilogues`. The reduction's kernel then evaluates
     the region where it would store the result."""
     sites = _Sites(g, fusion)
@@ -114,23 +116,43 @@ def find_reduce_epilogues(g: Graph, fusion: FusionPlan) -> dict[int, tuple[Regio
         if region is None or region.kind != "reduce" or region.root != i or len(e.outputs) != 1:
             continue
         y = e.outputs[0]
-        site = sites.consumer(i, y, lambda m: True, keepdims=True, several=True)
+        site = sites.consumer(i, y, lambda m: True, keepdims=True, several=True) or _through_reshape(sites, i, y)
         if site is not None and _element_aligned(g, site[0], y):
             found[i] = site
     return found
 
 
+def _through_reshape(sites: _Sites, i: int, y: Var) -> tuple[Region, tuple[Eqn, ...]] | None:
+    """The epilogue site of ``y`` (computed by equation ``i``) when its one use is a free
+    reshape adding or dropping axes of length 1 whose result the site consumes: that site with
+    the reshape as one more member."""
+    users = sites.users.get(y)
+    if not users or len(users) != 1 or sites.counts[y] != 1:
+        return None
+    j = users[0]
+    view = sites.g.eqns[j]
+    if (j not in sites.fusion.aliases or view.primitive.name != "reshape"
+            or squeezed(view.outputs[0].aval.shape) != squeezed(y.aval.shape)):
+        return None
+    site = sites.consumer(i, view.outputs[0], lambda m: True, keepdims=True, several=True)
+    if site is None:
+        return None
+    region, views = site
+    merged = Region(region.root, region.kind, region.shape, {*region.members, j}, region.outputs)
+    return merged, views
+
+
 def _element_aligned(g: Graph, region: Region, y: Var) -> bool:
     """Whether every value of ``region`` computed from ``y`` is computed from ``y``'s element at
-    the same position (axes of length 1 aside): elementwise equations and reshapes that add or
-    drop axes of length 1, no transpose, ``rev``, slice or broadcast on the way. The reduction's
+    the same position (axes of length 1 aside): elementwise equations, ``stop_gradient`` and
+    reshapes that add or drop axes of length 1, no transpose, ``rev``, slice or broadcast on the way. The reduction's
     kernel can then evaluate the region at each element it stores."""
     derived = {y}
     for m in sorted(region.members):
         q = g.eqns[m]
         if not any(isinstance(a, Var) and a in derived for a in q.inputs):
             continue
-        if q.primitive.name in INDEX_OPS and q.primitive.name != "reshape":
+        if q.primitive.name in INDEX_OPS and q.primitive.name not in ("reshape", "stop_gradient"):
             return False
         if any(squeezed(o.aval.shape) != squeezed(y.aval.shape) for o in q.outputs):
             return False
