@@ -270,7 +270,9 @@ def test_reduction_epilogue_writes_a_donated_bias_in_place(device_as, shape) -> 
 def test_training_step_reductions_absorb_the_loss_and_bias_updates() -> None:
     """An MLP's SGD step: the loss's softmax sums, its mean and the bias updates run in their
     reductions' kernels (a sum feeding both ``log`` and a division, a reshape taken before
-    the sum included), with parameters and loss bitwise those of separate kernels."""
+    the sum included; the row maximum's ``stop_gradient`` and finite check, and the row sum's
+    ``log`` and reciprocal through the reshape that restores its axis), with parameters and
+    loss bitwise those of separate kernels."""
     from fungraph.testing.models import mlp_params
 
     rng = np.random.default_rng(14)
@@ -283,6 +285,8 @@ def test_training_step_reductions_absorb_the_loss_and_bias_updates() -> None:
         np.testing.assert_array_equal(g_, a_)
     text = kernel_notes(step, params, x, y)
     assert "(2 outputs)" in text and text.count("epilogue") >= 5, text
+    assert "reduce_max [reduce, epilogue reshape, stop_gradient, abs, lt, select]" in text, text
+    assert "[reduce, epilogue reshape, log, reshape, div, mul (2 outputs)]" in text, text
 
 
 def test_sixteen_column_sum_leaves_a_region_it_cannot_vectorise_apart() -> None:
