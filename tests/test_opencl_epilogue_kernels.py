@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import fungraph as fg
 import fungraph.numpy as fnp
+from fungraph import lax
 from fungraph.jit import clear_caches
 from fungraph.testing import Program, programs
 from fungraph.testing.models import sgd_step
@@ -226,6 +227,9 @@ def _reduce_epilogue_cases() -> dict[str, tuple]:
             "argmax + 1": (lambda s: fnp.argmax(s, axis=1) + 1, (s,)),
             "exp(max(s, 0))": (lambda s: fnp.exp(s.max(axis=0)), (s,)),
             "mean over rows, keepdims": (lambda x: x.mean(axis=1, keepdims=True), (x,)),
+            "log of a reshaped sum, stop_gradient of a max": (lambda x: (
+                fnp.log(fnp.abs(x).sum(axis=1).reshape(-1, 1)) * 0.5,
+                fnp.abs(lax.stop_gradient(x.max(axis=1, keepdims=True))) * 2.0), (x,)),
             "sum(x, 0, keepdims) + row": (lambda x, b: x.sum(axis=0, keepdims=True) * 0.5 + b[None], (x, b))}
 
 
