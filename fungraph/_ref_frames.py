@@ -38,8 +38,10 @@ class Frame:
     def restore(self) -> None:
         """Put every touched or adopted outer reference back to its value on entry (the staged
         values must not outlive the staging)."""
-        for ref, value in (*self.touched.items(), *self.adopted.items()):
+        for ref, value in self.touched.items():
             ref._value = value
+        for ref, (value, level) in self.adopted.items():
+            ref._value, ref._level = value, level
 
 
 def _frames() -> list[Frame]:
@@ -58,13 +60,21 @@ def note_access(ref: Any) -> None:
                 frame.touched[ref] = ref._value
 
 
-def adopt(refs: list[Any]) -> None:
+def adopt(refs: list[Any], level: int) -> None:
     """The innermost frame threads ``refs`` itself (as a loop carry or branch operand): they
-    are no longer its outer references, and get their entry values back when it closes."""
+    are no longer its outer references, hold values of its trace (``level``), and get their
+    entry values back when it closes."""
     frames = _frames()
     if frames:
         for ref in refs:
-            frames[-1].adopted.setdefault(ref, ref._value)
+            frames[-1].adopted.setdefault(ref, (ref._value, ref._level))
+            ref._level = level
+
+
+def staged_outer(ref: Any) -> bool:
+    """Whether an open frame will see ``ref`` as one of its outer references."""
+    frames = getattr(_local, "frames", None)
+    return bool(frames) and any(ref._serial < f.start and ref not in f.adopted for f in frames)
 
 
 @contextlib.contextmanager
@@ -90,6 +100,6 @@ class RefsTouched(NotImplementedError):
         super().__init__(
             f"a fungraph.Ref created outside {where or 'a staged function'} was read or written inside it "
             f"({', '.join(repr(r) for r in refs[:3])}{', ...' if len(refs) > 3 else ''}). fungraph threads "
-            "references through lax.fori_loop, scan, while_loop, cond and switch only, not through jit, "
-            "make_jaxpr, checkpoint or custom_jvp/custom_vjp (JAX also passes them into jit): create the Ref "
-            "inside the jitted function, or pass its value in and return the new one")
+            "references through jit and lax.fori_loop, scan, while_loop, cond and switch, not through "
+            "make_jaxpr, jit(...).trace/.lower, checkpoint or custom_jvp/custom_vjp: create the Ref inside the "
+            "function, or pass its value in and return the new one")

@@ -10,6 +10,8 @@ reference made outside it has the reference threaded through as an extra carry o
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +19,7 @@ import numpy as np
 
 from fungraph import _ref_frames, dtypes
 from fungraph.array import HostArray, hosted
-from fungraph.core import Tracer, weak_array
+from fungraph.core import Tracer, innermost_main, weak_array
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives.operands import asarray, cast
 
@@ -58,13 +60,14 @@ class Ref:
     """A mutable array reference (``jax.Ref``): read with ``r[idx]``, write with ``r[idx] = v``
     (``v`` of exactly the shape read there, of the reference's dtype or a Python scalar)."""
 
-    __slots__ = ("__weakref__", "_freed", "_serial", "_shape", "_dtype", "_value")
+    __slots__ = ("__weakref__", "_freed", "_level", "_serial", "_shape", "_dtype", "_value")
 
     def __init__(self, value: Any) -> None:
         self._value = _held(value)
         a = aval_of(self._value)
         self._shape, self._dtype = tuple(a.shape), np.dtype(a.dtype)
         self._serial = _ref_frames.next_serial()
+        self._level = innermost_main().level
         self._freed = False
 
     @property
@@ -109,6 +112,11 @@ class Ref:
     def write(self, value: Any) -> None:
         """Replace the whole value (already of the reference's shape and dtype)."""
         self.read()
+        if isinstance(value, Tracer) and value._trace.main.level > self._level and not _ref_frames.staged_outer(self):
+            raise ValueError(
+                f"a value traced by a transformation (vmap, grad, jvp, ...) applied after this Ref (of shape "
+                f"{self.shape}, dtype {self.dtype}) was made was written into it, where it would outlive the "
+                "transformation: make the Ref inside the transformed function, or pass the value out")
         self._value = _held(value)
 
     def __getitem__(self, idx: Any) -> Any:
@@ -212,3 +220,35 @@ def _ref(ref: Any, what: str) -> Ref:
         raise TypeError(f"{what} expects a fungraph.Ref (made by new_ref), got {type(ref).__name__}")
     return ref
 
+
+def bind(refs: list[Ref], values: Sequence[Any]) -> None:
+    """Inside a staged body that threads ``refs``: they hold their traced stand-ins, and the
+    staging frame owns them (puts their outer values back when it closes)."""
+    _ref_frames.adopt(refs, innermost_main().level)
+    for r, v in zip(refs, values):
+        r.write(v)
+
+
+def threading_refs(fun: Callable[..., Any], refs: list[Ref]) -> Callable[..., Any]:
+    """``fun`` taking the references' values first and returning their new values after its
+    output: inside, the references hold the traced values (the staging frame owns them)."""
+    n = len(refs)
+
+    def with_refs(*args: Any) -> Any:
+        bind(refs, args[:n])
+        out = fun(*args[n:])
+        return out, [r.read() for r in refs]
+
+    functools.update_wrapper(with_refs, fun, updated=())
+    return with_refs
+
+
+def closing_over(fun: Callable[..., Any], refs: dict[int, Ref], n: int) -> Callable[..., Any]:
+    """``fun`` with the references at the positions ``refs`` closed over, taking the others."""
+
+    def with_refs(*args: Any) -> Any:
+        it = iter(args)
+        return fun(*(refs[i] if i in refs else next(it) for i in range(n)))
+
+    functools.update_wrapper(with_refs, fun, updated=())
+    return with_refs

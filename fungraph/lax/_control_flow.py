@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import _ref_frames, dtypes, tree_util
+from fungraph import dtypes, tree_util
 from fungraph._ref_frames import RefsTouched
+from fungraph._refs import bind as bind_refs
 from fungraph.array import hosted
 from fungraph.core import ShapeError, Tracer, UnexpectedTracerError, user_source, weak_outputs
 from fungraph.ir import ShapedArray, aval_of
@@ -122,17 +123,10 @@ def _ref_branch(branch: Any, refs: list[Any]) -> Any:
     """``branch`` taking and returning the references' values besides its own operands and outputs."""
 
     def run(operands: Any, values: list[Any]) -> Any:
-        _bind_refs(refs, values)
+        bind_refs(refs, values)
         return branch(*operands), [r.read() for r in refs]
 
     return run
-
-
-def _bind_refs(refs: list[Any], values: list[Any]) -> None:
-    """Inside a staged body: the references hold their traced stand-ins, and the staging
-    frame owns them (puts their outer values back when it closes)."""
-    _ref_frames.adopt(refs)
-    _set_refs(refs, values)
 
 
 def _set_refs(refs: list[Any], values: list[Any]) -> None:
@@ -220,11 +214,11 @@ def while_loop(cond_fun: Any, body_fun: Any, init_val: Any, *, checkpoint: str =
         refs = touched.refs
 
     def cond(c: Any) -> Any:
-        _bind_refs(refs, c[1])
+        bind_refs(refs, c[1])
         return cond_fun(c[0])
 
     def body(c: Any) -> Any:
-        _bind_refs(refs, c[1])
+        bind_refs(refs, c[1])
         return body_fun(c[0]), [r.read() for r in refs]
 
     out, values = _while_loop(cond, body, (init_val, [r.read() for r in refs]), checkpoint)
@@ -306,7 +300,7 @@ def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: 
         refs = touched.refs
 
     def body(carry: Any, x: Any) -> Any:
-        _bind_refs(refs, carry[1])
+        bind_refs(refs, carry[1])
         out = f(carry[0], x)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise TypeError(f"scan body must return a pair (carry, y), got {type(out).__name__}")
