@@ -15,6 +15,7 @@ from fungraph import (
     ops,
     profiler,
     random,
+    ref,
     scipy,
     sharding,
     stages,
@@ -102,6 +103,7 @@ from fungraph.primitives import while_loop as _while_loop  # noqa: F401  (a high
 from fungraph.primitives import while_tape_jvp as _while_tape_jvp  # noqa: F401  (a higher-order primitive registers on import)
 from fungraph.primitives.callback import stop_gradient
 from fungraph.primitives.shard_map import shard_map
+from fungraph.ref import Ref, empty_ref, free_ref, freeze, new_ref
 from fungraph.tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 jacobian = jacrev  # jax.jacobian
@@ -118,6 +120,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "NamedSharding",
+    "Ref",
+    "empty_ref",
+    "free_ref",
+    "freeze",
+    "new_ref",
+    "ref",
     "P",
     "check_tracer_leaks",
     "checking_leaks",

@@ -15,25 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fungraph.core import Primitive, weak_outputs
-from fungraph.custom_derivatives import _call_aval, _call_impl, _inline_batch, _stage_call
-from fungraph.interpreters.eval import eval_graph
-from fungraph.interpreters.jvp import jvp_flat
-from fungraph.ir import Graph
+from fungraph._custom_vmap import custom_vmap_call_p
+from fungraph.core import weak_outputs
+from fungraph.custom_derivatives import _stage_call
 from fungraph.lax import map as lax_map
-from fungraph.primitives._batching import batch_size, to_front
 from fungraph.tree_util import PyTreeDef, tree_flatten, tree_map, tree_structure, tree_unflatten
 
 __all__ = ["custom_vmap", "sequential_vmap"]
-
-custom_vmap_call_p = Primitive("custom_vmap_call", impl=_call_impl, abstract_eval=_call_aval, multiple_results=True)
-
-
-@custom_vmap_call_p.def_jvp
-def _custom_vmap_jvp(primals: tuple, tangents: tuple, *, call: Graph, rule: Callable[..., Any],
-                     num_consts: int) -> tuple:
-    return jvp_flat(lambda *args: eval_graph(call, *args), primals, tangents)
-
 
 @dataclass(frozen=True)
 class _FlatRule:
@@ -63,25 +51,6 @@ class _FlatRule:
                 raise TypeError(f"the vmap rule of custom_vmap function {self.name}: out_batched must hold bools, "
                                 f"got {type(b).__name__}")
         return outs, [0 if b else None for b in flags]
-
-
-@custom_vmap_call_p.def_batch
-def _custom_vmap_batch(args: Sequence[Any], dims: Sequence[int | None], *, call: Graph, rule: _FlatRule,
-                       num_consts: int) -> tuple:
-    """The user's rule on the arguments with their batch axis first; when the function closes
-    over a batched value (which the rule cannot see), its equations are batched instead."""
-    n = len(args) - num_consts
-    if any(d is not None for d in dims[n:]):
-        return _inline_batch(args, dims, call)
-    size = batch_size(args, dims)
-    leaves = [a if d is None else to_front(a, d) for a, d in zip(args[:n], dims[:n])]
-    outs, out_dims = rule(size, leaves, [d is not None for d in dims[:n]])
-    for o, a, d in zip(outs, call.out_avals, out_dims):
-        shape, want = tuple(getattr(o, "shape", ())), a.shape if d is None else (size, *a.shape)
-        if shape != want:
-            raise TypeError(f"the vmap rule of custom_vmap function {rule.name} returned shape {shape} for an output "
-                            f"of shape {a.shape} marked {'un' if d is None else ''}batched (expected {want})")
-    return outs, out_dims
 
 
 class custom_vmap:  # noqa: N801 - JAX's name

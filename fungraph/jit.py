@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from fungraph import _mpi, dtypes
+from fungraph import _mpi, _ref_frames, dtypes
 from fungraph._caches import LRUCache, clear_all, on_clear
 from fungraph._config import (
     CACHE_LIMITS,
@@ -36,6 +36,7 @@ from fungraph._config import (
     RANK_PROMOTION,
     tracing_settings,
 )
+from fungraph._refs import Ref, closing_over, threading_refs
 from fungraph.array import DeviceArray, HostArray, take_donated, usable_donations
 from fungraph.backends import backend_factory, known_backends, register_compiler
 from fungraph.backends.incremental import IncrementalExecutable
@@ -369,6 +370,11 @@ class Jitted:
         self._fast = self._caches.fast
         self._fast_tree = self._caches.fast_tree
         self._keywords: Jitted | None = None
+        #: the outer references (fungraph.Ref) the function touches, once a trace found some, and
+        #: the jitted function taking and returning their values besides the arguments
+        self._refs: list[Ref] | None = None
+        self._with_refs: Jitted | None = None
+        self._ref_args: dict[tuple, Jitted] = {}
         #: the jitted function whose keyword calls this one runs in positional form, if any
         self.parent: Jitted | None = None
         functools.update_wrapper(self, fun, updated=())
@@ -497,6 +503,62 @@ class Jitted:
 
     def _call(self, args: tuple, kwargs: dict[str, Any], fast_key: tuple | None,
               held_once: frozenset[int] = frozenset()) -> Any:
+        """:meth:`_call_plain`, or, for a function that touches references (``fungraph.Ref``)
+        made outside it or takes them as arguments, :meth:`_call_with_refs`."""
+        if self._refs is None and not JIT_DISABLED.on:
+            if not kwargs and any(isinstance(a, Ref) for a in args):
+                return self._call_ref_args(args)
+            start = _ref_frames.next_serial()
+            try:
+                return self._call_plain(args, kwargs, fast_key, held_once)
+            except _ref_frames.RefsTouched as touched:
+                if kwargs or not all(r._serial < start for r in touched.refs):
+                    raise
+                self._refs = list(touched.refs)
+        if self._refs is None or kwargs:
+            return self._call_plain(args, kwargs, fast_key, held_once)
+        return self._call_with_refs(args)
+
+    def _call_with_refs(self, args: tuple) -> Any:
+        """Pass the references' values in and write the new ones back, as JAX does with a
+        reference a jitted function closes over; a trace finding more references adds them."""
+        while True:
+            refs = self._refs
+            assert refs is not None
+            if self._with_refs is None:
+                self._with_refs = Jitted(threading_refs(self.fun, refs), tuple(i + 1 for i in self.static_argnums),
+                                         tuple(i + 1 for i in self.donate_argnums), self.backend, self.incremental)
+            start = _ref_frames.next_serial()
+            try:
+                out, values = self._with_refs(*(r.read() for r in refs), *args)
+                break
+            except _ref_frames.RefsTouched as touched:
+                more = [r for r in touched.refs if r not in refs]
+                if not more or not all(r._serial < start for r in more):
+                    raise
+                self._refs, self._with_refs = refs + more, None
+        for r, v in zip(refs, values):
+            r.write(v)
+        return out
+
+    def _call_ref_args(self, args: tuple) -> Any:
+        """References passed as arguments are closed over by a twin jitted over the other
+        arguments (one twin per set of references), which threads them."""
+        if self.static_argnums or self.donate_argnums:
+            raise TypeError(f"jit({self.__name__}): a fungraph.Ref argument together with static_argnums or "
+                            "donate_argnums is not supported; close over the Ref instead")
+        at = tuple(i for i, a in enumerate(args) if isinstance(a, Ref))
+        key = tuple((i, id(args[i])) for i in at)
+        twin = self._ref_args.get(key)
+        if twin is None:
+            if len(self._ref_args) >= 64:
+                self._ref_args.clear()
+            twin = self._ref_args[key] = Jitted(closing_over(self.fun, {i: args[i] for i in at}, len(args)), (),
+                                                (), self.backend, self.incremental)
+        return twin(*(a for i, a in enumerate(args) if i not in at))
+
+    def _call_plain(self, args: tuple, kwargs: dict[str, Any], fast_key: tuple | None,
+                    held_once: frozenset[int] = frozenset()) -> Any:
         """Every call but the hottest (a compiled signature seen before, positional arrays only),
         which ``__call__`` runs itself; ``fast_key``: ``__call__``'s key for ``args``, if any;
         ``held_once``: the leaves of donated bare arguments only the caller's name holds."""

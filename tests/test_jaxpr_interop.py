@@ -262,23 +262,41 @@ _STRUCTURAL = {
     "sort": ((_X,), {"axis": 0}, lambda x: jlax.sort(x, 0)),
     "stop_gradient": ((_X,), {}, jlax.stop_gradient),
     "transpose": ((_X,), {"permutation": (1, 0)}, lambda x: jlax.transpose(x, (1, 0))),
+    "bitcast_convert_type": ((_X,), {"new_dtype": np.dtype(np.int32)},
+                             lambda x: jlax.bitcast_convert_type(x, np.int32)),
+    "conv_general_dilated": ((_X[None, None], _X[None, None, :, :2]),
+                             {"window_strides": (1, 1), "padding": ((0, 0), (1, 0)), "lhs_dilation": (1, 1),
+                              "rhs_dilation": (1, 1)},
+                             lambda a, b: jlax.conv_general_dilated(a, b, (1, 1), ((0, 0), (1, 0)))),
+    "fft": ((_X.astype(np.complex64),), {"fft_type": "FFT", "fft_lengths": (3,)},
+            lambda x: jlax.fft(x, "FFT", (3,))),
+    "gather": ((_X, np.array([2, 0, 2], np.int32)), {"axis": 1}, lambda x, i: jnp.take(x, i, axis=1)),
+    "optimization_barrier": ((_X,), {}, lambda x: jlax.optimization_barrier([x])),
+    "scatter_add": ((_X, np.array([2, 0], np.int32)), {"axis": 0, "shape": (3, 3)},
+                    lambda u, i: jnp.zeros((3, 3), np.float32).at[i].add(u)),
+    "select_n": ((_X > 1, _X, -_X), {}, lambda p, a, b: jlax.select_n(p, b, a)),
 }
-_CONTROL_FLOW = {"cond", "scan", "while"}
+_CONTROL_FLOW = {"cond", "linear_solve", "scan", "while"}
 
 
 def test_every_exported_primitive_is_checked() -> None:
     exported = {*flax._primitives.ELEMENTWISE_NAMES, *flax._primitives.PARAM_DIFFERENCES}
     assert exported == {*flax._primitives.ELEMENTWISE_NAMES, *_STRUCTURAL, *_CONTROL_FLOW}
     assert {n[:-2] for n in flax._primitives.__all__} == exported
-    assert all(getattr(flax, f"{n}_p").name == getattr(jlax, f"{n}_p").name == n for n in exported)
+    renamed = flax._primitives.FUNGRAPH_NAMES
+    assert all(getattr(flax, f"{n}_p").name == renamed.get(n, n) for n in exported)
+    differ = {n for n in exported if getattr(flax, f"{n}_p").name != getattr(jlax, f"{n}_p").name}
+    assert differ == {"conv_general_dilated", "gather", "select_n", "scatter_add"}  # JAX's is "scatter-add"
 
 
 @pytest.mark.parametrize("name", sorted(_STRUCTURAL))
 def test_structural_p_binds_like_jax(name: str) -> None:
     args, params, jax_fun = _STRUCTURAL[name]
     with fg.enable_x64(False), jax.enable_x64(False):
-        got = np.asarray(getattr(flax, f"{name}_p").bind(*args, **params))
-        want = np.asarray(jax_fun(*args))
+        got = getattr(flax, f"{name}_p").bind(*args, **params)
+        want = jax_fun(*args)
+        got, want = (np.asarray(got[0] if isinstance(got, (list, tuple)) else got),
+                     np.asarray(want[0] if isinstance(want, (list, tuple)) else want))
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
@@ -291,3 +309,56 @@ def test_control_flow_equations_are_the_exported_primitives(x64: bool) -> None:
             fnp.arange(4.0))
         prims = {e.primitive for e in closed.jaxpr.eqns}
     assert {flax.cond_p, flax.while_p, flax.scan_p} <= prims
+
+
+def _indexing_program(api: Any, jnp_: Any, lax: Any) -> Any:
+    def f(x: Any, idx: Any, seg: Any) -> Any:
+        c = lax.conv_general_dilated(x[None, None], x[None, None, :2, :2], (1, 1), "VALID")
+        t = api.ops.segment_sum(x[0], seg, num_segments=3)
+        return x[idx].sum(0) + lax.select(x[0] > 0.5, x[1], -x[1]), c, t, lax.bitcast_convert_type(x, jnp_.int32)
+    return f
+
+
+def _rule_interpreter(lax: Any) -> tuple[Any, set[str]]:
+    """An interpreter keyed on JAX's primitive objects, as programs write them: it evaluates a
+    jaxpr equation by equation, through a rule where the table has one (here: record, re-bind)."""
+    keyed = ("gather", "select_n", "conv_general_dilated", "scatter_add", "bitcast_convert_type")
+    fired: set[str] = set()
+
+    def rule(name: str) -> Any:
+        def apply(prim: Any, *args: Any, **params: Any) -> Any:
+            fired.add(name)
+            return prim.bind(*args, **params)
+        return apply
+
+    rules = {getattr(lax, f"{n}_p"): rule(n) for n in keyed}
+
+    def run(jaxpr: Any, consts: Any, *args: Any) -> list[Any]:
+        env = dict(zip(jaxpr.invars, args)) | dict(zip(jaxpr.constvars, consts))
+        for eqn in jaxpr.eqns:
+            invals = [v.val if hasattr(v, "val") else env[v] for v in eqn.invars]
+            apply = rules.get(eqn.primitive)
+            outs = apply(eqn.primitive, *invals, **eqn.params) if apply else eqn.primitive.bind(*invals, **eqn.params)
+            env.update(zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]))
+        return [v.val if hasattr(v, "val") else env[v] for v in jaxpr.outvars]
+
+    return run, fired
+
+
+def test_interpreter_keyed_on_jax_primitive_names() -> None:
+    """A rule table keyed on ``lax.gather_p``, ``select_n_p``, ``conv_general_dilated_p``,
+    ``scatter_add_p``, ``bitcast_convert_type_p`` sees fungraph's equations of those
+    operations as it sees JAX's, and evaluates the program to JAX's values."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    args = (x, np.array([2, 0], np.int32), np.array([0, 2, 2, 1], np.int32))
+    outs, fired = {}, {}
+    with fg.enable_x64(False), jax.enable_x64(False):
+        for name, (api, jnp_, lax, _) in LIBS.items():
+            closed = api.make_jaxpr(_indexing_program(api, jnp_, lax))(*args)
+            run, fired[name] = _rule_interpreter(lax)
+            outs[name] = [np.asarray(o) for o in run(closed.jaxpr, closed.consts, *args)]
+    assert fired["fungraph"] == fired["jax"] == {"gather", "select_n", "conv_general_dilated", "scatter_add",
+                                                 "bitcast_convert_type"}
+    for a, b in zip(outs["fungraph"], outs["jax"], strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-6)

@@ -46,17 +46,25 @@ def test_rng_bit_generator_bit_exact(x64: bool, algorithm: lax.RandomAlgorithm) 
 
 
 def test_rng_bit_generator_jit_vmap_and_u64_key() -> None:
-    """Under vmap each key draws its own bits (JAX's batching rule draws all from the first key:
-    docs/differences_from_jax.md), so the batched call is checked against JAX key by key."""
+    """Under vmap, JAX's batching rule: every example's bits are one draw from the first key,
+    split along the batch, and only the first key advances; also under jit either way round,
+    a batch axis other than 0, nested vmap, and a uint64[2] key."""
     keys = np.stack(KEYS)
     for alg in (lax.RandomAlgorithm.RNG_PHILOX, lax.RandomAlgorithm.RNG_THREE_FRY):
         ja = jax.lax.RandomAlgorithm(int(alg))
         got = fg.jit(fg.vmap(lambda k: lax.rng_bit_generator(k, (3, 4), np.uint32, alg)))(keys)
-        for i, key in enumerate(keys):
-            _same([got[0][i], got[1][i]], jax.jit(lambda k: jax.lax.rng_bit_generator(k, (3, 4), np.uint32, ja))(key))
+        _same(got, jax.jit(jax.vmap(lambda k: jax.lax.rng_bit_generator(k, (3, 4), np.uint32, ja)))(keys))
         key64 = np.array([2**40 + 3, 2**63 + 5], np.uint64)
         _same(lax.rng_bit_generator(key64, (7,), np.uint64, alg),
               jax.lax.rng_bit_generator(jnp.asarray(key64), (7,), np.uint64, ja))
+    nested = np.stack([keys, keys + 1])
+    for api, rbg in ((fg, lax.rng_bit_generator), (jax, jax.lax.rng_bit_generator)):
+        outs = [api.vmap(api.jit(lambda k: rbg(k, (2,), np.uint8)), in_axes=1, out_axes=1)(keys.T),  # noqa: B023
+                api.vmap(api.vmap(lambda k: rbg(k, (2,))))(nested)]  # noqa: B023
+        if api is fg:
+            got = outs
+    for a, b in zip(got, outs, strict=True):
+        _same(a, b)
 
 
 def test_rng_bit_generator_errors() -> None:

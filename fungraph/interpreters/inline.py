@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fungraph.ir import Atom, Eqn, Graph, Literal, Var
 
-CALL_PRIMITIVES = frozenset({"jit_call", "custom_jvp_call", "custom_vjp_call", "remat"})
+CALL_PRIMITIVES = frozenset({"jit_call", "custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat"})
 
 
 def inline_calls(graph: Graph) -> Graph:

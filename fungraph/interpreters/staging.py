@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from fungraph import _ref_frames as ref_frames
 from fungraph import dtypes
 from fungraph.array import Array
 from fungraph.core import (
@@ -203,7 +204,7 @@ def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray],
     arguments when the graph is evaluated. Concrete closed-over arrays become constants.
     """
     builder = GraphBuilder()
-    with deep_recursion(), new_main(GraphTrace, builder) as main:
+    with ref_frames.frame() as refs, deep_recursion(), new_main(GraphTrace, builder) as main:
         with new_dynamic(main):
             trace = GraphTrace(main)
             weak = tuple(weak) + (False,) * (len(in_avals) - len(weak))
@@ -215,6 +216,8 @@ def stage(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray],
                     raise
                 raise nesting_error("the traced function", main.level) from None
             out_tracers = [_raise_out(trace, o) for o in outs]
+    if refs.touched:
+        raise ref_frames.RefsTouched(list(refs.touched))
     return build_graph(builder, out_tracers)
 
 

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from fungraph import dtypes, tree_util
+from fungraph._ref_frames import RefsTouched
+from fungraph._refs import bind as bind_refs
 from fungraph.array import hosted
 from fungraph.core import ShapeError, Tracer, UnexpectedTracerError, user_source, weak_outputs
 from fungraph.ir import ShapedArray, aval_of
@@ -105,6 +107,34 @@ def _at_user_line(message: str) -> TypeError:
 
 
 def _switch(idx: Any, branches: Sequence[Any], operands: tuple[Any, ...], api: str = "switch") -> Any:
+    """``_switch_staged``, with the references its branches touch threaded through as operands
+    and outputs."""
+    try:
+        return _switch_staged(idx, branches, operands, api)
+    except RefsTouched as touched:
+        refs = touched.refs
+    outs, values = _switch_staged(idx, [_ref_branch(b, refs) for b in branches],
+                                  (operands, [r.read() for r in refs]), api)
+    _set_refs(refs, values)
+    return outs
+
+
+def _ref_branch(branch: Any, refs: list[Any]) -> Any:
+    """``branch`` taking and returning the references' values besides its own operands and outputs."""
+
+    def run(operands: Any, values: list[Any]) -> Any:
+        bind_refs(refs, values)
+        return branch(*operands), [r.read() for r in refs]
+
+    return run
+
+
+def _set_refs(refs: list[Any], values: list[Any]) -> None:
+    for r, v in zip(refs, values):
+        r.write(v)
+
+
+def _switch_staged(idx: Any, branches: Sequence[Any], operands: tuple[Any, ...], api: str = "switch") -> Any:
     """``switch`` on a checked scalar index (integer or bool), converted to int32 as JAX does;
     ``api`` names the caller in errors ("cond": branches are ``false_fun``, ``true_fun``)."""
     from fungraph.primitives.control_flow import cond_p
@@ -176,7 +206,27 @@ def cond(pred: Any, true_fun: Any, false_fun: Any, *operands: Any) -> Any:
 
 def while_loop(cond_fun: Any, body_fun: Any, init_val: Any, *, checkpoint: str = "all") -> Any:
     """Repeat ``body_fun`` while ``cond_fun`` holds. Unlike JAX, reverse-mode differentiation
-    works (trip count found at run time); ``checkpoint`` is "all", "sqrt" or "every:K"."""
+    works (trip count found at run time); ``checkpoint`` is "all", "sqrt" or "every:K". The
+    references the functions touch are threaded through as carries."""
+    try:
+        return _while_loop(cond_fun, body_fun, init_val, checkpoint)
+    except RefsTouched as touched:
+        refs = touched.refs
+
+    def cond(c: Any) -> Any:
+        bind_refs(refs, c[1])
+        return cond_fun(c[0])
+
+    def body(c: Any) -> Any:
+        bind_refs(refs, c[1])
+        return body_fun(c[0]), [r.read() for r in refs]
+
+    out, values = _while_loop(cond, body, (init_val, [r.read() for r in refs]), checkpoint)
+    _set_refs(refs, values)
+    return out
+
+
+def _while_loop(cond_fun: Any, body_fun: Any, init_val: Any, checkpoint: str) -> Any:
     from fungraph.primitives.while_loop import _policy, while_p
     from fungraph.tree_util import tree_unflatten
 
@@ -242,7 +292,26 @@ def _check_unroll(unroll: Any, what: str) -> None:
 def scan(f: Any, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
          unroll: int | bool = 1, _split_transpose: bool = False) -> tuple[Any, Any]:
     """``jax.lax.scan``: ``carry, y = f(carry, x)`` over the leading axis of ``xs``; returns
-    the final carry and the stacked ``y``."""
+    the final carry and the stacked ``y``. The references ``f`` touches are threaded through as
+    carries."""
+    try:
+        return _scan(f, init, xs, length, reverse, unroll)
+    except RefsTouched as touched:
+        refs = touched.refs
+
+    def body(carry: Any, x: Any) -> Any:
+        bind_refs(refs, carry[1])
+        out = f(carry[0], x)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError(f"scan body must return a pair (carry, y), got {type(out).__name__}")
+        return (out[0], [r.read() for r in refs]), out[1]
+
+    (out, values), ys = _scan(body, (init, [r.read() for r in refs]), xs, length, reverse, unroll)
+    _set_refs(refs, values)
+    return out, ys
+
+
+def _scan(f: Any, init: Any, xs: Any, length: int | None, reverse: bool, unroll: int | bool) -> tuple[Any, Any]:
     from fungraph.primitives.scan import scan_p
     from fungraph.tree_util import PyTreeDef, tree_unflatten
 

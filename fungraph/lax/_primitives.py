@@ -6,11 +6,13 @@ is the same object. Their parameters are fungraph's, which differ from JAX's in 
 (docs/differences_from_jax.md): the transcendental ones (``exp_p``, ``tanh_p``, ...) take no
 ``accuracy`` and ``convert_element_type_p`` takes ``new_dtype`` only (no ``weak_type``, ``sharding``).
 The structural, reduction and control-flow primitives below are exported too, for programs that
-recognise equations; :data:`PARAM_DIFFERENCES` says how each one's parameters differ from JAX's.
+recognise equations; :data:`PARAM_DIFFERENCES` says how each one's parameters differ from JAX's, and
+:data:`FUNGRAPH_NAMES` which of them fungraph names otherwise (``gather_p`` is fungraph's ``take``).
 """
 
 from fungraph.core import get_primitive
 from fungraph.primitives.control_flow import cond_p as cond_p  # noqa: PLC0414
+from fungraph.primitives.linear_solve import linear_solve_p as linear_solve_p  # noqa: PLC0414
 from fungraph.primitives.scan import scan_p as scan_p  # noqa: PLC0414
 from fungraph.primitives.while_loop import while_p as while_p  # noqa: PLC0414
 
@@ -46,7 +48,27 @@ PARAM_DIFFERENCES = {
     "stop_gradient": "as JAX's (none)",
     "transpose": "as JAX's (`permutation`)",
     "while": "fungraph's sub-graphs and parameters, not JAX's `cond_jaxpr`, `body_jaxpr`, ...",
+    # JAX's names for fungraph primitives under another name of their own
+    "bitcast_convert_type": "as JAX's (`new_dtype`)",
+    "conv_general_dilated": "fungraph's `conv`: a 2-d NCHW/OIHW convolution with `window_strides`, `padding` (pairs), "
+                            "`lhs_dilation`, `rhs_dilation`; no `dimension_numbers`, `feature_group_count`, "
+                            "`batch_group_count`, `precision`, `preferred_element_type` (lax.conv_general_dilated "
+                            "transposes and groups around it)",
+    "fft": "`fft_type` a string (`'FFT'`, `'IFFT'`, `'RFFT'`, `'IRFFT'`) and `fft_lengths`",
+    "gather": "fungraph's `take`: operands (operand, indices) and `axis`, an integer-array index along one axis "
+              "(numpy's `take`), where JAX has `dimension_numbers`, `slice_sizes`, `mode`, ...",
+    "linear_solve": "fungraph's `custom_linear_solve`: sub-graphs `matvec`, `solve`, `transpose_solve` and `counts`, "
+                    "not JAX's `const_lengths` and `jaxprs`",
+    "optimization_barrier": "as JAX's (several operands, several results)",
+    "scatter_add": "operands (updates, indices) and `axis`, `shape`: the transpose of `take` into zeros of `shape`, "
+                   "where JAX's has (operand, indices, updates) and `dimension_numbers`, `mode`, ...",
+    "select_n": "fungraph's `select`: operands (pred, on_true, on_false), where JAX's `select_n` has (which, *cases) "
+                "with `cases[0]` taken where `which` is false",
 }
+
+#: fungraph's name for each exported primitive whose JAX name differs.
+FUNGRAPH_NAMES = {"conv_general_dilated": "conv", "gather": "take", "linear_solve": "custom_linear_solve",
+                  "select_n": "select"}
 
 abs_p = get_primitive("abs")
 acos_p = get_primitive("acos")
@@ -123,5 +145,12 @@ slice_p = get_primitive("slice")
 sort_p = get_primitive("sort")
 stop_gradient_p = get_primitive("stop_gradient")
 transpose_p = get_primitive("transpose")
+bitcast_convert_type_p = get_primitive("bitcast_convert_type")
+conv_general_dilated_p = get_primitive("conv")
+fft_p = get_primitive("fft")
+gather_p = get_primitive("take")
+optimization_barrier_p = get_primitive("optimization_barrier")
+scatter_add_p = get_primitive("scatter_add")
+select_n_p = get_primitive("select")
 
 __all__ = [f"{n}_p" for n in (*ELEMENTWISE_NAMES, *PARAM_DIFFERENCES)]

@@ -11,12 +11,16 @@ import enum
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fungraph import dtypes
+from fungraph._custom_vmap import custom_vmap_call_p
 from fungraph.api import pure_callback
+from fungraph.core import Tracer
+from fungraph.custom_derivatives import _stage_call
 from fungraph.ir import ShapedArray, aval_of
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives import shape as sh
@@ -190,6 +194,37 @@ def rng_bit_generator(key: Any, shape: Sequence[int], dtype: Any = np.uint32,
     key_aval = aval_of(key)
     if (key_aval.shape, key_aval.dtype) not in (((4,), U32), ((2,), U64)):
         raise TypeError(f"rng_bit_generator: key must be uint32[4] or uint64[2], got {key_aval}")
+    if not isinstance(key, Tracer):
+        return _generate(key, shape, want, algorithm)
+    rule = _BatchRule(shape, want, algorithm)
+    leaves, graph, closure, _, _, _ = _stage_call(lambda k: _generate(k, shape, want, algorithm), (key,))
+    new_key, bits = custom_vmap_call_p.bind(*leaves, *closure, call=graph, rule=rule, num_consts=len(closure))
+    return new_key, bits
+
+
+@dataclass(frozen=True)
+class _BatchRule:
+    """JAX's batching rule of ``rng_bit_generator``: every example's bits come from the first
+    key, one draw of ``(batch, *shape)`` split along the batch, and only the first key is
+    advanced (the others are returned as they were)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    algorithm: RandomAlgorithm
+    name: str = "rng_bit_generator"
+
+    def __call__(self, size: int, leaves: Sequence[Any], batched: Sequence[bool]) -> tuple[list[Any], list[int]]:
+        keys = leaves[0]
+        n = aval_of(keys).shape[1]
+        first = sh.reshape(sh.slice_(keys, (0, 0), (1, n), None), (n,))
+        new_key, bits = rng_bit_generator(first, (size, *self.shape), self.dtype, self.algorithm)
+        rest = [sh.slice_(keys, (1, 0), (size, n), None)] if size > 1 else []
+        return [sh.concatenate([sh.reshape(new_key, (1, n)), *rest], 0), bits], [0, 0]
+
+
+def _generate(key: Any, shape: tuple[int, ...], want: np.dtype, algorithm: RandomAlgorithm) -> tuple[Any, Any]:
+    """``rng_bit_generator`` of one checked key, composed of unsigned integer operations."""
+    key_aval = aval_of(key)
     if key_aval.dtype == U64:
         pairs = [sh.reshape(sh.slice_(key, (i,), (i + 1,), None), ()) for i in range(2)]
         words = list(itertools.chain.from_iterable((_low32(p), _high32(p)) for p in pairs))
