@@ -505,15 +505,18 @@ class Jitted:
         if kwargs:
             return self._with_keywords(args, kwargs)
         tree_key = None
-        if not self.static_argnums and not self.donate_argnums:
+        if not self.static_argnums:
             flat, tree = tree_flatten(args)
             leaf_key = _fast_key(flat)
             if leaf_key is not None:
                 tree_key = (tree, leaf_key)
                 entry = self._fast_tree.get(tree_key)
                 if entry is not None and entry.compiled is not None:
+                    if self.donate_argnums:
+                        flat = self._prepare(flat, entry, held_once)
                     return tree_unflatten(entry.out_tree, weak_outputs(entry.compiled.executable.run(flat),
                                                                         entry.weak_outs))
+            del flat  # a donated leaf it held would count as the caller's second reference (take_donated)
         leaves, in_tree, static, key = self._signature(args)
         if any(isinstance(x, Tracer) for x in leaves):
             graph, closure, out_tree, weak_outs = self._stage(in_tree, static, key)
