@@ -261,6 +261,6 @@ def test_a_donated_call_of_a_seen_signature_finds_its_entry_without_the_signatur
         assert i < 2 or all(leaf.is_deleted() for leaf in tree_flatten(old)[0])
         np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
     del old
-    assert len(walks) == 1
+    assert len(walks) <= 1  # the first call only (none when an earlier test compiled this step)
     for a, b in zip(tree_flatten(p)[0], tree_flatten(want)[0]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
