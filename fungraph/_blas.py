@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import queue
 import threading
@@ -148,8 +149,9 @@ def gemm_update(c: np.ndarray, a: np.ndarray, b: np.ndarray, alpha: float) -> bo
             or not c.flags.writeable or np.may_share_memory(c, a) or np.may_share_memory(c, b):
         return False
     n = c.shape[1]
-    threads = threads_for(m * n * k, blas[1])
-    if threads > 1 and _fixed_threads() is None and CORES.available() < blas[1] - QUIET_MARGIN:
+    fixed = _fixed_threads()
+    threads = threads_for(m * n * k, blas[1], fixed)
+    if threads > 1 and fixed is None and CORES.available() < blas[1] - QUIET_MARGIN:
         threads = 1
     with_blas_threads(threads, lambda: gemm(_ROW_MAJOR, la[0], lb[0], m, n, k, alpha, a.ctypes.data, la[1],
                                             b.ctypes.data, lb[1], 1.0, c.ctypes.data, n))
@@ -191,13 +193,14 @@ def may_overlap() -> bool:
     return blas is not None and blas[1] > 1 and (fixed is None or fixed == 1)
 
 
-def threads_for(multiply_adds: int, default: int) -> int:
+def threads_for(multiply_adds: int, default: int, fixed: int | None | bool = False) -> int:
     """The threads a product of ``multiply_adds`` (m*n*k) runs on when OpenBLAS has ``default``:
-    ``FUNGRAPH_BLAS_THREADS`` when set, else one below :data:`SMALL_PRODUCT` or while the engine
-    overlaps two products (:data:`OVERLAPPED`), else as many of
-    ``default`` as there were cores for this process lately (:data:`CORES`): the caller and
-    that many less one pool workers sharing its tiles."""
-    fixed = _fixed_threads()
+    ``FUNGRAPH_BLAS_THREADS`` when set (``fixed``, when the caller has read it already), else
+    one below :data:`SMALL_PRODUCT` or while the engine overlaps two products
+    (:data:`OVERLAPPED`), else as many of ``default`` as there were cores for this process
+    lately (:data:`CORES`): the caller and that many less one pool workers sharing its tiles."""
+    if fixed is False:
+        fixed = _fixed_threads()
     if fixed is not None:
         return fixed
     if default <= 1 or multiply_adds < SMALL_PRODUCT or OVERLAPPED.count:
@@ -477,11 +480,15 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     blas = _openblas()
     if blas is None or a.ndim < 2 or b.ndim < 2:
         return np.matmul(a, b, out=out)
-    multiply_adds = int(np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), dtype=np.int64))
-    multiply_adds *= a.shape[-2] * a.shape[-1] * b.shape[-1]
-    threads = threads_for(multiply_adds, blas[1])
-    quiet = CORES.available() >= blas[1] - QUIET_MARGIN
-    if _fixed_threads() is not None or threads == 1 or quiet or np.result_type(a, b).char not in _BLAS_TYPES:
+    if a.ndim == 2 and b.ndim == 2:
+        multiply_adds = a.shape[0] * a.shape[1] * b.shape[1]
+    else:
+        multiply_adds = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) * a.shape[-2] * a.shape[-1] \
+            * b.shape[-1]
+    fixed = _fixed_threads()
+    threads = threads_for(multiply_adds, blas[1], fixed)
+    if fixed is not None or threads == 1 or CORES.available() >= blas[1] - QUIET_MARGIN \
+            or np.result_type(a, b).char not in _BLAS_TYPES:
         return with_blas_threads(threads, lambda: np.matmul(a, b, out=out))
     if out is None:
         out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),

@@ -567,15 +567,18 @@ class Jitted:
         if kwargs:
             return self._with_keywords(args, kwargs)
         tree_key = None
-        if not self.static_argnums and not self.donate_argnums:
+        if not self.static_argnums:
             flat, tree = tree_flatten(args)
             leaf_key = _fast_key(flat)
             if leaf_key is not None:
                 tree_key = (tree, leaf_key)
                 entry = self._fast_tree.get(tree_key)
                 if entry is not None and entry.compiled is not None:
+                    if self.donate_argnums:
+                        flat = self._prepare(flat, entry, held_once)
                     return tree_unflatten(entry.out_tree, weak_outputs(entry.compiled.executable.run(flat),
                                                                         entry.weak_outs))
+            del flat  # a donated leaf it held would count as the caller's second reference (take_donated)
         leaves, in_tree, static, key = self._signature(args)
         if any(isinstance(x, Tracer) for x in leaves):
             graph, closure, out_tree, weak_outs = self._stage(in_tree, static, key)
@@ -606,11 +609,13 @@ class Jitted:
     def _prepare(self, leaves: list[Any], entry: _Entry, held_once: frozenset[int] = frozenset()) -> list[Any]:
         arrays = [_as_input(x) for x in leaves]
         if entry.compiled is not None and any(entry.compiled.executable.donated):
+            owners = _owner_counts(arrays)
             for i, d in enumerate(entry.compiled.executable.donated):
                 if not d or isinstance(arrays[i], DeviceArray):
                     continue
-                shared = any(j != i and isinstance(b, np.ndarray) and np.may_share_memory(arrays[i], b)
-                             for j, b in enumerate(arrays))
+                shared = (owners is None or owners[id(_memory_owner(arrays[i]))] > 1) and any(
+                    j != i and isinstance(b, np.ndarray) and np.may_share_memory(arrays[i], b)
+                    for j, b in enumerate(arrays))
                 if not shared and take_donated(leaves, arrays, i, i in held_once):
                     continue
                 a = arrays[i]
@@ -714,8 +719,8 @@ def _bare_donations(args: tuple, donate_argnums: tuple[int, ...], static_argnums
     more than one name of the caller's (counted here, before the call adds references of its
     own, or given as the positions ``held``), which :func:`take_donated` may then update in
     place as it does a pytree's leaves."""
-    if _CALLER_REFERENCES is None:
-        return frozenset()
+    if _CALLER_REFERENCES is None or not any(a.__class__ is HostArray for a in args):
+        return frozenset()  # no bare result to count (spares flattening every pytree argument)
     found = []
     leaf = 0
     for j in range(len(args)):
@@ -729,6 +734,28 @@ def _bare_donations(args: tuple, donate_argnums: tuple[int, ...], static_argnums
             found.append(leaf)
         leaf += 1
     return frozenset(found)
+
+
+def _memory_owner(a: np.ndarray) -> np.ndarray | None:
+    """The array that owns ``a``'s memory; None when numpy owns none of it (a buffer from
+    elsewhere, which views numpy cannot trace back may share)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a if a.base is None else None
+
+
+def _owner_counts(arrays: Sequence[Any]) -> dict[int, int] | None:
+    """How many of ``arrays`` lie in each owner's memory (by the owner's id), so that a
+    donated input alone in its owner's memory skips the pairwise overlap test (48 of them for
+    a three-layer MLP's step); None when some array's owner is unknown."""
+    counts: dict[int, int] = {}
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            owner = _memory_owner(a)
+            if owner is None:
+                return None
+            counts[id(owner)] = counts.get(id(owner), 0) + 1
+    return counts
 
 
 def _as_input(x: Any) -> Any:

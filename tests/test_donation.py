@@ -239,3 +239,28 @@ def test_only_donations_jax_aliases_to_an_output_are_deleted() -> None:
         assert warned == want_warned
         for g, w in zip(tree_flatten(got)[0], tree_flatten(want)[0], strict=True):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w))
+
+
+def test_a_donated_call_of_a_seen_signature_finds_its_entry_without_the_signature_walk(monkeypatch) -> None:
+    """A training step's later calls look their compiled entry up by the pytree and the leaves'
+    shapes and dtypes (the fast key), as calls without donation do, and still donate in place."""
+    from fungraph.jit import Jitted
+
+    walks = []
+    signature = Jitted._signature
+    monkeypatch.setattr(Jitted, "_signature", lambda self, args: walks.append(1) or signature(self, args))
+    params, x, y = _problem()
+    donating = fg.jit(sgd_step, donate_argnums=0)
+    p, want = params, [{k: v.copy() for k, v in layer.items()} for layer in params]
+    for i in range(4):
+        old = p
+        p, loss = donating(p, x, y)
+        want, want_loss = sgd_step(want, x, y)
+        # the first call updates params' own arrays, which ``params`` still holds: its results
+        # are copied at the second call, and donated from the third on
+        assert i < 2 or all(leaf.is_deleted() for leaf in tree_flatten(old)[0])
+        np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
+    del old
+    assert len(walks) <= 1  # the first call only (none when an earlier test compiled this step)
+    for a, b in zip(tree_flatten(p)[0], tree_flatten(want)[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -12,6 +12,7 @@ runs its ``impl`` and copies the result (``fallback_eqns`` counts them).
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -64,6 +65,10 @@ def _unreferenced_count() -> int | None:
 _UNREFERENCED = _unreferenced_count()
 
 
+#: Programs with more equations than this stay interpreted on every call: generating the source
+#: of a long one costs more than many calls save.
+MAX_GENERATED_STEPS = 2000
+
 #: Spare buffer sets an executable keeps once concurrent calls have made them (see
 #: ``CpuExecutable``); a set beyond these is dropped after its call.
 MAX_IDLE_BUFFER_SETS = 8
@@ -74,7 +79,7 @@ class _Buffers:
     lowerings and control-flow sub-executables hold blocks of it), the environment of values,
     and the large outputs kept for recycling."""
 
-    __slots__ = ("arena", "early_program", "env", "program", "recycled", "step")
+    __slots__ = ("arena", "early_program", "env", "program", "recycled", "run_step", "step")
 
     def __init__(self, arena: np.ndarray, env: list[Any], program: list[tuple],
                  early_program: list[tuple] | None = None) -> None:
@@ -89,6 +94,10 @@ class _Buffers:
         #: the generated step for :meth:`CpuExecutable.held` (False: the program allocates, so
         #: it cannot take one), built on the first held call
         self.step: Callable[[Sequence[Any], Sequence[Any]], list[Any]] | bool | None = None
+        #: the generated program for :meth:`CpuExecutable.run` without ``into`` (returns the
+        #: outputs' values), built on the second such call (False after the first, which is
+        #: interpreted: a graph run once never pays for generating and compiling its source)
+        self.run_step: Callable[[Sequence[Any]], list[Any]] | bool | None = None
 
 
 def _held_steps(program: list[tuple]) -> list[tuple] | bool:
@@ -126,13 +135,12 @@ def _not_donated(alloc: Any) -> bool:
     return alloc is None or alloc[0] != "donated"
 
 
-def _results(env: list[Any], slots: Sequence[int], copies: Sequence[bool]) -> list[HostArray]:
-    """The outputs in ``slots`` as read-only results (``hosted``, inlined: the cached dispatch
+def _results(values: Sequence[Any], copies: Sequence[bool]) -> list[HostArray]:
+    """The outputs' ``values`` as read-only results (``hosted``, inlined: the cached dispatch
     pays this per output); those marked in ``copies`` (inputs, constants, repeated outputs)
     copied first, so that no result aliases an input, the arena or another result."""
     results = []
-    for s, copy in zip(slots, copies):
-        value = env[s]
+    for value, copy in zip(values, copies):
         if copy or type(value) is not np.ndarray:
             value = np.array(value)
         value.setflags(False)  # write=False, as ``hosted`` sets it
@@ -300,7 +308,12 @@ class CpuExecutable:
                 env[s] = unhosted(a)
             if self.launches and buffers.early_program is not None and cpu_overlap.worth_overlapping():
                 self._run_overlapped(buffers.early_program, env, into, recycled)
+            elif into is None and buffers.run_step is not None and len(buffers.program) <= MAX_GENERATED_STEPS:
+                step = buffers.run_step or self._run_step(buffers)
+                return _results(step([env[s] for s in self.input_slots]), self.outputs_to_copy)
             else:
+                if into is None:
+                    buffers.run_step = False
                 for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
                     bufs = [f if a is None else self._buffer(a, into, env, recycled) for f, a in zip(fixed, alloc)]
                     if not multi:
@@ -310,7 +323,7 @@ class CpuExecutable:
                     else:
                         fn(bufs, *[env[i] for i in ins], **params)
             if into is None:
-                results = _results(env, self.output_slots, self.outputs_to_copy)
+                results = _results([env[s] for s in self.output_slots], self.outputs_to_copy)
             else:
                 for s, copy, target in zip(self.output_slots, self.outputs_to_copy, into):
                     if copy:
@@ -325,6 +338,25 @@ class CpuExecutable:
             if len(self._idle) < MAX_IDLE_BUFFER_SETS:
                 self._idle.append(buffers)
         return results
+
+    def _run_step(self, buffers: _Buffers) -> Callable[[Sequence[Any]], list[Any]]:
+        """``buffers``' program as one generated function (:func:`_step_function`) from the
+        inputs to the outputs' values, each output buffer outside the arena got by a bound
+        :meth:`_buffer` call: a training step's ~50 small equations then pay no per-equation
+        list building and ``env`` indexing (interpreted, 0.9 us an equation)."""
+        steps = []
+        for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
+            spec: list[Any] = []
+            for f, a in zip(fixed, alloc):
+                if a is None:
+                    spec.append(f)
+                elif a[0] == "donated":
+                    spec.append(-1 - a[1])
+                else:
+                    spec.append(functools.partial(self._buffer, a, None, buffers.env, buffers.recycled))
+            steps.append((fn, ins, outs, tuple(spec), params, multi))
+        buffers.run_step = _step_function(steps, buffers.env, self.input_slots, (), (), 0, self.output_slots)
+        return buffers.run_step
 
     def _run_overlapped(self, program: list[tuple], env: list[Any], into: Sequence[np.ndarray] | None,
                         recycled: dict[int, np.ndarray]) -> None:
@@ -389,10 +421,12 @@ class CpuExecutable:
 
 def _step_function(steps: list[tuple], env: list[Any], input_slots: Sequence[int],
                    copies: Sequence[tuple[int, int]], donated: Sequence[tuple[int, int]],
-                   n_out: int) -> Callable[[Sequence[Any], Sequence[Any]], list[Any]]:
+                   n_out: int, returns: Sequence[int] | None = None) -> Callable[..., list[Any]]:
     """``steps`` (:func:`_held_steps`) as the source of one function ``step(args, into)``:
     slot ``s`` is the local ``v{s}``, a slot no step writes (a constant, a literal) a bound
-    name, a fixed buffer a bound name, ``into[j]`` and donated inputs read where they lie.
+    name, a fixed buffer a bound name, ``into[j]`` and donated inputs read where they lie, a
+    callable spec called for its buffer. With ``returns`` (slots), ``step(args)`` returns
+    those slots' values instead of filling ``into``.
     Generated rather than interpreted because a loop body runs once per iteration: the
     interpreter's per-equation list building and ``env`` indexing cost more than a small
     kernel."""
@@ -405,7 +439,7 @@ def _step_function(steps: list[tuple], env: list[Any], input_slots: Sequence[int
         names[f"c{slot}"] = env[slot]
         return f"c{slot}"
 
-    lines = ["def step(args, into):"]
+    lines = ["def step(args):" if returns is not None else "def step(args, into):"]
     if input_slots:
         lines.append(f"    {', '.join(f'v{s}' for s in input_slots)}, = args")
     for i, (fn, ins, outs, spec, params, multi) in enumerate(steps):
@@ -416,6 +450,9 @@ def _step_function(steps: list[tuple], env: list[Any], input_slots: Sequence[int
                 bufs.append("None")
             elif b.__class__ is int:
                 bufs.append(f"into[{b}]" if b >= 0 else value(-1 - b))
+            elif callable(b):
+                names[f"a{i}_{j}"] = b
+                bufs.append(f"a{i}_{j}()")
             else:
                 names[f"b{i}_{j}"] = b
                 bufs.append(f"b{i}_{j}")
@@ -433,6 +470,10 @@ def _step_function(steps: list[tuple], env: list[Any], input_slots: Sequence[int
             lines.append(f"    {', '.join(f'v{s}' for s in outs)}, = {call}")
         else:
             lines.append(f"    {call}")
+    if returns is not None:
+        lines.append(f"    return [{', '.join(map(value, returns))}]")
+        exec(compile("\n".join(lines), "<fungraph step>", "exec"), names)  # noqa: S102 - generated above
+        return names["step"]
     lines += [f"    np_copyto(into[{j}], {value(s)})" for s, j in copies]
     result = [f"into[{j}]" for j in range(n_out)]
     for j, s in donated:
