@@ -616,11 +616,8 @@ class Jitted:
                 shared = (owners is None or owners[id(_memory_owner(arrays[i]))] > 1) and any(
                     j != i and isinstance(b, np.ndarray) and np.may_share_memory(arrays[i], b)
                     for j, b in enumerate(arrays))
-                if not shared and take_donated(leaves, arrays, i, i in held_once):
-                    continue
-                a = arrays[i]
-                if not a.flags.writeable or not a.flags.c_contiguous or shared:
-                    arrays[i] = np.array(a, copy=True)
+                if shared or not take_donated(leaves, arrays, i, i in held_once):
+                    arrays[i] = np.array(arrays[i], copy=True)  # the caller's numpy array stays as it was, as in JAX
         return arrays
 
     def _run_incremental(self, key: Hashable, graph: Graph, arrays: list[np.ndarray]) -> list[np.ndarray]:

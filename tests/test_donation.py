@@ -264,3 +264,17 @@ def test_a_donated_call_of_a_seen_signature_finds_its_entry_without_the_signatur
     assert len(walks) <= 1  # the first call only (none when an earlier test compiled this step)
     for a, b in zip(tree_flatten(p)[0], tree_flatten(want)[0]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_donated_numpy_inputs_are_left_as_they_were_as_in_jax() -> None:
+    """JAX copies a numpy argument to the device and donates the copy: the caller's array never
+    changes, bare or in a pytree, positional or keyword, on the first call or a cached one."""
+    step = fg.jit(lambda p, g: [p[0] - g], donate_argnums=0)
+    bare = fg.jit(lambda p: p * 2, donate_argnums=0)
+    for _ in range(3):
+        a, b = np.ones(3, np.float32), np.ones(3, np.float32)
+        np.testing.assert_array_equal(step([a], np.full(3, 0.5, np.float32))[0], [0.5] * 3)
+        np.testing.assert_array_equal(bare(b), [2.0] * 3)
+        np.testing.assert_array_equal(bare(p=b), [2.0] * 3)
+        np.testing.assert_array_equal(a, np.ones(3, np.float32))
+        np.testing.assert_array_equal(b, np.ones(3, np.float32))
