@@ -305,7 +305,8 @@ def test_pad_modes_match_jax_s_with_their_derivatives() -> None:
 
 def test_cov_weights_and_inverted_cdf_quantiles_match_jax() -> None:
     """``cov`` with ``fweights``/``aweights`` (their absolute values), ``ddof``/``bias`` and
-    ``dtype``; ``quantile``/``percentile`` with ``method="inverted_cdf"``, unweighted or with
+    ``dtype``; ``quantile``/``percentile`` (and their NaN-skipping forms, which take every method
+    too) with ``method="inverted_cdf"``, unweighted or with
     ``weights`` of ``a``'s shape or of the reduced axes, NaN rows and negative weights giving
     NaN, and both differentiated as JAX's (the derivatives with x64 on only: they have the same
     structure in both modes, and each JAX gradient costs a compilation)."""
@@ -325,10 +326,10 @@ def test_cov_weights_and_inverted_cdf_quantiles_match_jax() -> None:
         return [lib.cov(m, fweights=fw, aweights=aw), lib.cov(m.T, aweights=aw, rowvar=False, bias=True),
                 lib.cov(m[0], m[1], fweights=fw, ddof=0)]
 
-    def quantiles(lib: Any, v: Any, wv: Any, wr: Any) -> list[Any]:
+    def quantiles(lib: Any, v: Any, vn: Any, wv: Any) -> list[Any]:
         kw = {"method": "inverted_cdf"}
-        return [lib.quantile(v, np.array([0.0, 0.25, 0.5, 1.0], v.dtype), axis=1, weights=wv, keepdims=True, **kw),
-                lib.percentile(v, np.array([10, 90], v.dtype), axis=1, weights=wr, **kw)]
+        return [lib.quantile(vn, np.array([0.0, 0.25, 0.5, 1.0], v.dtype), axis=1, weights=wv, keepdims=True, **kw),
+                lib.percentile(v, np.array([10, 90], v.dtype), axis=1, **kw)]
 
     def quantile_loss(lib: Any) -> Any:
         return lambda v, wr: (lib.quantile(v, np.array([0.2, 0.8], v.dtype), axis=1, method="inverted_cdf",
@@ -346,8 +347,10 @@ def test_cov_weights_and_inverted_cdf_quantiles_match_jax() -> None:
             # JAX multiplies q and the weights' total with lax.mul: with x64, its operands must be float64
             xs, ws, wr = (v.astype(np.float64) if mode == "x64" else v for v in (x, w, np.abs(w[0])))
             xns = xn.astype(xs.dtype)
-            gots = quantiles(fnp, xs, ws, wr) + [fnp.quantile(xns, xs.dtype.type(0.3), method="inverted_cdf")]
-            wants = quantiles(jnp, xs, ws, wr) + [jnp.quantile(xns, xs.dtype.type(0.3), method="inverted_cdf")]
+            gots, wants = ([*quantiles(lib, xs, xns, ws),
+                            lib.nanquantile(xns, np.array([0.3, 0.5], xs.dtype), axis=1, method="midpoint"),
+                            lib.nanpercentile(xns, xs.dtype.type(40), axis=1, method="inverted_cdf", weights=ws)]
+                           for lib in (fnp, jnp))
             for got, want in zip(gots, wants, strict=True):
                 assert (got.dtype, got.shape) == (want.dtype, want.shape)
                 np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

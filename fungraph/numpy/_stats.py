@@ -96,22 +96,26 @@ def _quantile_weights(x: Any, weights: Any, axis: Any, axes: tuple[int, ...]) ->
     return x, w
 
 
-def _inverted_cdf(flat: Any, w: Any, qs: np.ndarray) -> Any:
+def _inverted_cdf(flat: Any, w: Any, qs: np.ndarray, skip_nans: bool = False) -> Any:
     """For each ``q``, the first sorted value of each row whose cumulative weight reaches ``q``
-    times the row's total; NaN where the row has a NaN or a negative or NaN weight (JAX's rule)."""
+    times the row's total; NaN where the row has a negative or NaN weight, or a NaN (with
+    ``skip_nans``: only NaNs, which then weigh nothing), as JAX's rule."""
     fnp = namespace()
-    nan_row = fnp.any(fnp.isnan(flat), axis=-1, keepdims=True)
-    filled = fnp.where(nan_row, np.nan, flat)
+    nan = fnp.isnan(flat)
+    nan_row = fnp.any(nan, axis=-1, keepdims=True)
+    filled = flat if skip_nans else fnp.where(nan_row, np.nan, flat)
     order = fnp.argsort(filled, axis=-1, stable=True)
     srt, sw = fnp.take_along_axis(filled, order, axis=-1), fnp.take_along_axis(w, order, axis=-1)
     bad = fnp.logical_or(sw < 0, fnp.isnan(sw))
     cum = fnp.cumsum(fnp.where(fnp.logical_or(bad, fnp.isnan(srt)), 0, sw), axis=-1)
     total = cum[..., -1:]
-    force_nan = fnp.logical_or(fnp.any(bad, axis=-1), nan_row[..., 0])
+    valid = fnp.sum(~nan, axis=-1, keepdims=True, dtype=dtypes.default_int()) if skip_nans else flat.shape[-1]
+    force_nan = fnp.logical_or(fnp.any(bad, axis=-1), (valid == 0)[..., 0] if skip_nans else nan_row[..., 0])
     outs = []
     for qv in qs.reshape(-1):
         target = fnp.multiply(np.asarray(qv, total.dtype), total)
-        idx = fnp.clip(fnp.sum(cum < target, axis=-1, keepdims=True, dtype=dtypes.default_int()), 0, flat.shape[-1] - 1)
+        idx = fnp.sum(cum < target, axis=-1, keepdims=True, dtype=dtypes.default_int())
+        idx = fnp.maximum(fnp.minimum(idx, valid - 1), 0)
         value = fnp.take_along_axis(srt, idx, axis=-1)[..., 0]
         outs.append(fnp.where(force_nan, np.nan, value))
     return fnp.reshape(fnp.stack(outs), qs.shape + flat.shape[:-1])
@@ -387,12 +391,16 @@ def correlate(a: Any, v: Any, mode: str = "valid") -> Any:
 
 
 def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-                method: str = "linear", keepdims: bool = False) -> Any:
-    """``quantile`` of the non-NaN entries of each slice (NaN where a slice has none): NaNs sort
-    last, so the quantile of the first ``count`` sorted entries is read by a gather."""
+                method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
+    """``quantile`` of the non-NaN entries of each slice (NaN where a slice has none), by any of
+    ``quantile``'s methods (``weights`` with ``inverted_cdf``): NaNs sort last, so the quantile
+    of the first ``count`` sorted entries is read by a gather."""
     fnp = namespace()
-    if method != "linear":
-        raise NotImplementedError(f"nanquantile: method {method!r} is not supported (only 'linear')")
+    if method not in _QUANTILE_METHODS:
+        raise ValueError(f"nanquantile: method must be one of {', '.join(map(repr, _QUANTILE_METHODS))}, "
+                         f"got {method!r}")
+    if weights is not None and method != "inverted_cdf":
+        raise NotImplementedError(f"nanquantile: method {method!r} doesn't support weights; only 'inverted_cdf' does")
     if isinstance(q, Tracer):
         raise TypeError("nanquantile: q must be concrete")
     qs = np.asarray(q, np.float64)
@@ -403,6 +411,12 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
         x = x.astype(np.promote_types(x.dtype, np.float64))
     axes = normalize_axes(axis, x.ndim, "nanquantile")
     rest = [i for i in range(x.ndim) if i not in axes]
+    if method == "inverted_cdf":
+        x, w = _quantile_weights(x, weights, axis, axes)
+        flats = [fnp.reshape(fnp.transpose(v, rest + list(axes)), tuple(x.shape[i] for i in rest) + (-1,))
+                 for v in (x, w)]
+        res = _inverted_cdf(flats[0], flats[1], qs, skip_nans=True)
+        return _keep_quantile_dims(res, x.shape, axes, qs.shape, keepdims)
     flat = fnp.reshape(fnp.transpose(x, rest + list(axes)), tuple(x.shape[i] for i in rest) + (-1,))
     srt = fnp.sort(flat, axis=-1)
     count = fnp.sum(~fnp.isnan(flat), axis=-1, keepdims=True)
@@ -411,20 +425,23 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
     for qv in qs.reshape(-1):
         pos = float(qv) * last.astype(x.dtype)
         lo = fnp.floor(pos).astype(np.int64)
-        hi = fnp.minimum(lo + 1, last)
         t = pos - lo.astype(x.dtype)
-        va, vb = fnp.take_along_axis(srt, lo, -1, mode="clip"), fnp.take_along_axis(srt, hi, -1, mode="clip")
-        val = fnp.where(t >= 0.5, vb - (vb - va) * (1 - t), va + (vb - va) * t)
+        va = fnp.take_along_axis(srt, lo, -1, mode="clip")
+        if method == "linear":
+            vb = fnp.take_along_axis(srt, fnp.minimum(lo + 1, last), -1, mode="clip")
+            val = fnp.where(t >= 0.5, vb - (vb - va) * (1 - t), va + (vb - va) * t)
+        else:
+            vb = fnp.take_along_axis(srt, fnp.ceil(pos).astype(np.int64), -1, mode="clip")
+            val = {"lower": va, "higher": vb, "nearest": fnp.where(t <= 0.5, va, vb),
+                   "midpoint": (va + vb) * np.asarray(0.5, x.dtype)}[method]
         outs.append(fnp.where(count > 0, val, np.nan)[..., 0])
     res = fnp.reshape(fnp.stack(outs), qs.shape + tuple(x.shape[i] for i in rest))
-    if keepdims:
-        res = fnp.reshape(res, qs.shape + tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
-    return res
+    return _keep_quantile_dims(res, x.shape, axes, qs.shape, keepdims)
 
 
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-                  method: str = "linear", keepdims: bool = False) -> Any:
-    return nanquantile(a, np.asarray(q, np.float64) / 100, axis, method=method, keepdims=keepdims)
+                  method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
+    return nanquantile(a, np.asarray(q, np.float64) / 100, axis, method=method, keepdims=keepdims, weights=weights)
 
 
 def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Any:
