@@ -258,7 +258,8 @@ def test_linspace_is_jax_s_bit_for_bit() -> None:
 def _pad_cases(lib: Any, x: Any) -> list[Any]:
     widths = ((2, 1), (0, 3))
     cases = [lib.pad(x, widths, "linear_ramp", end_values=((1, 2), (3, -4))),
-             lib.pad(x, widths, "mean", stat_length=((1, 2), (3, 1))), lib.pad(x, 2, "median", stat_length=(2, 3))]
+             lib.pad(x, widths, "mean", stat_length=((1, 2), (3, 1))), lib.pad(x, 2, "median", stat_length=(2, 3)),
+             lib.pad(x, ((5, 1), (2, 9)), "reflect", reflect_type="odd")]
     if np.issubdtype(x.dtype, np.floating):
         cases += [lib.pad(x, 2, "linear_ramp"), lib.pad(x, widths, "maximum"),
                   lib.pad(x, widths, "minimum", stat_length=2), lib.pad(x, widths, "mean"), lib.pad(x, widths, "empty")]
@@ -267,7 +268,7 @@ def _pad_cases(lib: Any, x: Any) -> list[Any]:
 
 def test_pad_modes_match_jax_s_with_their_derivatives() -> None:
     """``linear_ramp`` (``end_values``), the statistics ``maximum``/``minimum``/``mean``/``median``
-    (``stat_length``, rounded for integers), ``empty`` and a callable mode, values and dtypes as
+    (``stat_length``, rounded for integers), ``empty``, odd reflection and a callable mode, values and dtypes as
     JAX's in both modes, differentiable as JAX's, and JAX's errors for options a mode lacks."""
     rng = np.random.default_rng(0)
     xf = rng.normal(size=(3, 4)).astype(np.float32)

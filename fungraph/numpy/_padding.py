@@ -1,8 +1,9 @@
 """``fungraph.numpy.pad``, every mode of JAX's: constant, edge, reflect, symmetric, wrap (gathers
-with index vectors numpy computes), ``linear_ramp`` (a ``linspace`` from ``end_values`` to the
-edge), the statistics ``maximum``/``minimum``/``mean``/``median`` (over ``stat_length`` entries
-at each edge), ``empty`` and a callable. Each is built from differentiable operations, so the
-padded array differentiates as JAX's does."""
+with index vectors numpy computes), ``reflect_type="odd"`` (JAX's reflected blocks),
+``linear_ramp`` (a ``linspace`` from ``end_values`` to the edge), the statistics
+``maximum``/``minimum``/``mean``/``median`` (over ``stat_length`` entries at each edge),
+``empty`` and a callable. Each is built from differentiable operations, so the padded array
+differentiates as JAX's does."""
 
 from __future__ import annotations
 
@@ -71,8 +72,12 @@ def pad(array: Any, pad_width: Any, mode: str | Callable[..., Any] = "constant",
         return x
     if mode == "constant":
         return _pad_constant(x, widths, kwargs.get("constant_values", 0))
-    if mode in ("reflect", "symmetric") and kwargs.get("reflect_type", "even") != "even":
-        raise NotImplementedError(f"pad: reflect_type={kwargs['reflect_type']!r} is not supported (only 'even')")
+    if mode in ("reflect", "symmetric"):
+        reflect_type = kwargs.get("reflect_type", "even")
+        if reflect_type not in ("even", "odd"):
+            raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+        if reflect_type == "odd":
+            return _pad_reflect_odd(x, widths, mode)
     if mode in ("edge", "reflect", "symmetric", "wrap"):
         return _pad_by_gather(x, widths, mode)
     if mode == "linear_ramp":
@@ -110,6 +115,35 @@ def _pad_by_gather(x: Any, widths: list[tuple[int, int]], mode: str) -> Any:
                 raise ValueError(f"pad: cannot apply {mode!r} padding to empty axis {ax}")
             idx = np.pad(np.arange(x.shape[ax], dtype=np.int64), (lo, hi), mode=mode)
             x = take_prim(x, idx, ax)
+    return x
+
+
+def _pad_reflect_odd(x: Any, widths: list[tuple[int, int]], mode: str) -> Any:
+    """numpy's odd reflection, as JAX builds it: each reflected block is ``2 * edge - block``, and
+    a wide pad reflects again about the new edge."""
+    for ax, (lo, hi) in enumerate(widths):
+        n = x.shape[ax]
+        if n == 0:
+            if lo or hi:
+                raise ValueError(f"pad: cannot apply {mode!r} padding to empty axis {ax}")
+            continue
+        offset = 1 if mode == "reflect" and n > 1 else 0
+        for before, padding in ((True, lo), (False, hi)):
+            edge = _edge(x, ax, 0, 1) if before else _edge(x, ax, x.shape[ax] - 1, x.shape[ax])
+            while padding > 0:
+                size = x.shape[ax]
+                width = min(padding, n - offset)
+                padding -= width
+                if before:
+                    start, stop = offset, offset + width
+                else:
+                    start = size - width - offset
+                    stop = size if mode == "symmetric" or n == 1 else size - 1
+                block = ew.sub(ew.add(edge, edge), sh.rev(_edge(x, ax, start, stop), (ax,)))
+                if n > 1:
+                    end = block.shape[ax]
+                    edge = _edge(block, ax, 0, 1) if before else _edge(block, ax, end - 1, end)
+                x = sh.concatenate([block, x] if before else [x, block], ax)
     return x
 
 
