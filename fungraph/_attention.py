@@ -40,9 +40,9 @@ def _lengths(x: Any, name: str, batch: int) -> Any:
     if x is None:
         return None
     x = asarray(x)
-    if x.shape != (batch,) or not dtypes.is_int(x.dtype):
-        raise ValueError(f"dot_product_attention: {name} must be an integer array of shape ({batch},), "
-                         f"got {x.dtype}{list(x.shape)}")
+    if x.shape != (batch,) or x.dtype != dtypes.int32:
+        raise ValueError(f"dot_product_attention: {name} must be an int32 array of shape ({batch},), as JAX's "
+                         f"(int64 lengths are refused with x64 on), got {x.dtype}{list(x.shape)}")
     return x
 
 

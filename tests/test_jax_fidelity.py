@@ -235,3 +235,197 @@ def test_arange_matches_jax_s_bit_for_bit(mode: str) -> None:
             got, want = fnp.arange(*args, **kw), jnp.arange(*args, **kw)
             assert (got.dtype, got.shape) == (want.dtype, want.shape), (args, dt)
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=str((args, dt)))
+
+
+def test_linspace_is_jax_s_bit_for_bit() -> None:
+    """Scalar bounds give XLA's CPU values exactly, in both modes, eagerly and under ``jit``: the
+    short unrolled ramps (lane 1 of those up to 33 entries contracts differently), the medium
+    ones and the looped long ones (1408 bytes and up, with an unrolled remainder)."""
+    cases = [(-3.7, 11.2, 13), (0., 1., 50), (2., -5., 33), (1e-3, 7., 180), (-7.43, -9.21, 400)]
+    for mode in MODES:
+        with _in_mode(mode):
+            for start, stop, num in cases:
+                for endpoint in (True, False):
+                    want = np.asarray(jnp.linspace(start, stop, num, endpoint=endpoint))
+                    got = np.asarray(fnp.linspace(start, stop, num, endpoint=endpoint))
+                    assert got.dtype == want.dtype
+                    np.testing.assert_array_equal(got, want, err_msg=str((mode, start, stop, num, endpoint)))
+            ramp = fg.jit(lambda a, b: fnp.linspace(a, b, 200))
+            for start, stop, _ in cases[:3]:
+                np.testing.assert_array_equal(np.asarray(ramp(start, stop)), np.asarray(jnp.linspace(start, stop, 200)))
+
+
+def _pad_cases(lib: Any, x: Any) -> list[Any]:
+    widths = ((2, 1), (0, 3))
+    cases = [lib.pad(x, widths, "linear_ramp", end_values=((1, 2), (3, -4))),
+             lib.pad(x, widths, "mean", stat_length=((1, 2), (3, 1))), lib.pad(x, 2, "median", stat_length=(2, 3)),
+             lib.pad(x, ((5, 1), (2, 9)), "reflect", reflect_type="odd")]
+    if np.issubdtype(x.dtype, np.floating):
+        cases += [lib.pad(x, 2, "linear_ramp"), lib.pad(x, widths, "maximum"),
+                  lib.pad(x, widths, "minimum", stat_length=2), lib.pad(x, widths, "mean"), lib.pad(x, widths, "empty")]
+    return cases
+
+
+def test_pad_modes_match_jax_s_with_their_derivatives() -> None:
+    """``linear_ramp`` (``end_values``), the statistics ``maximum``/``minimum``/``mean``/``median``
+    (``stat_length``, rounded for integers), ``empty``, odd reflection and a callable mode, values and dtypes as
+    JAX's in both modes, differentiable as JAX's, and JAX's errors for options a mode lacks."""
+    rng = np.random.default_rng(0)
+    xf = rng.normal(size=(3, 4)).astype(np.float32)
+    xi = rng.integers(-9, 9, size=(3, 5)).astype(np.int32)
+    weights = np.arange(42.0).reshape(6, 7)
+
+    def loss(lib: Any, mode: str, kw: dict) -> Any:
+        return lambda v: (lib.pad(v, ((2, 1), (1, 2)), mode, **kw) * weights).sum()
+
+    for mode in MODES:
+        with _in_mode(mode):
+            for x in (xf, xi):     # JAX's cases in one jit: one compilation instead of one per case
+                for got, want in zip(_pad_cases(fnp, x), jax.jit(lambda v: _pad_cases(jnp, v))(x), strict=True):
+                    assert (got.dtype, got.shape) == (want.dtype, want.shape)
+                    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+            if mode == "x32":      # the derivatives' structure is the same in both modes
+                continue
+            grads = [("linear_ramp", {"end_values": 1.0}), ("median", {"stat_length": 2})]
+            wants = jax.jit(lambda v: [jax.grad(loss(jnp, pad_mode, kw))(v) for pad_mode, kw in grads])(xf)
+            for (pad_mode, kw), want in zip(grads, wants):
+                np.testing.assert_allclose(fg.grad(loss(fnp, pad_mode, kw))(xf), want, rtol=1e-5)
+            np.testing.assert_allclose(fg.jit(fg.grad(loss(fnp, *grads[1])))(xf), wants[1], rtol=1e-5)
+    def first_entries(row: Any, width: tuple[int, int], axis: int, kw: dict) -> Any:
+        row[:width[0]] = kw["v"] + axis
+        return row
+
+    np.testing.assert_array_equal(fnp.pad(xi, (1, 2), lambda row, w, axis, kw: row.at[:w[0]].set(kw["v"] + axis), v=7),
+                                  np.pad(xi, (1, 2), first_entries, v=7))
+    for pad_mode, kw, error in [("edge", {"constant_values": 1}, ValueError), ("mean", {"stat_length": 0}, ValueError),
+                                ("foo", {}, NotImplementedError)]:
+        for lib in (jnp, fnp):
+            with pytest.raises(error):
+                lib.pad(xf, 1, pad_mode, **kw)
+
+
+def test_cov_weights_and_inverted_cdf_quantiles_match_jax() -> None:
+    """``cov`` with ``fweights``/``aweights`` (their absolute values), ``ddof``/``bias`` and
+    ``dtype``; ``quantile``/``percentile`` (and their NaN-skipping forms, which take every method
+    too) with ``method="inverted_cdf"``, unweighted or with
+    ``weights`` of ``a``'s shape or of the reduced axes, NaN rows and negative weights giving
+    NaN, and both differentiated as JAX's (the derivatives with x64 on only: they have the same
+    structure in both modes, and each JAX gradient costs a compilation)."""
+    rng = np.random.default_rng(1)
+    m = rng.normal(size=(3, 6)).astype(np.float32)
+    fw = np.array([1, 2, -1, 3, 1, 2], np.int32)
+    aw = rng.uniform(size=6).astype(np.float32)
+    x = rng.normal(size=(4, 7)).astype(np.float32)
+    w = rng.uniform(size=(4, 7)).astype(np.float32)
+    w[2, 3] = -1.0
+    xn = x.copy()
+    xn[1, 2] = np.nan
+
+    cov_weights = np.arange(9.0).reshape(3, 3)
+
+    def covs(lib: Any) -> list[Any]:
+        return [lib.cov(m, fweights=fw, aweights=aw), lib.cov(m.T, aweights=aw, rowvar=False, bias=True),
+                lib.cov(m[0], m[1], fweights=fw, ddof=0)]
+
+    def quantiles(lib: Any, v: Any, vn: Any, wv: Any) -> list[Any]:
+        kw = {"method": "inverted_cdf"}
+        return [lib.quantile(vn, np.array([0.0, 0.25, 0.5, 1.0], v.dtype), axis=1, weights=wv, keepdims=True, **kw),
+                lib.percentile(v, np.array([10, 90], v.dtype), axis=1, **kw)]
+
+    def quantile_loss(lib: Any) -> Any:
+        return lambda v, wr: (lib.quantile(v, np.array([0.2, 0.8], v.dtype), axis=1, method="inverted_cdf",
+                                           weights=wr) * np.arange(8.0).reshape(2, 4)).sum()
+
+    for mode in MODES:
+        with _in_mode(mode):
+            for got, want in zip(covs(fnp), covs(jnp)):
+                assert (got.dtype, got.shape) == (want.dtype, want.shape)
+                np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6, atol=1e-6)
+            if mode == "x64":      # the derivatives' structure is the same in both modes
+                grads = [lib_grad(lambda v, f=lib.cov: (f(v, aweights=aw, fweights=fw) * cov_weights).sum())(m)
+                         for lib, lib_grad in ((fnp, fg.grad), (jnp, jax.grad))]
+                np.testing.assert_allclose(grads[0], grads[1], rtol=1e-4, atol=1e-5)
+            # JAX multiplies q and the weights' total with lax.mul: with x64, its operands must be float64
+            xs, ws, wr = (v.astype(np.float64) if mode == "x64" else v for v in (x, w, np.abs(w[0])))
+            xns = xn.astype(xs.dtype)
+            gots, wants = ([*quantiles(lib, xs, xns, ws),
+                            lib.nanquantile(xns, np.array([0.3, 0.5], xs.dtype), axis=1, method="midpoint"),
+                            lib.nanpercentile(xns, xs.dtype.type(40), axis=1, method="inverted_cdf", weights=ws)]
+                           for lib in (fnp, jnp))
+            for got, want in zip(gots, wants, strict=True):
+                assert (got.dtype, got.shape) == (want.dtype, want.shape)
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+            if mode == "x64":
+                np.testing.assert_array_equal(fg.grad(quantile_loss(fnp))(xs, wr), jax.grad(quantile_loss(jnp))(xs, wr))
+    with pytest.raises(TypeError, match="fweights must be integer"):
+        fnp.cov(m, fweights=aw)
+    with pytest.raises(NotImplementedError, match="only 'inverted_cdf'"):
+        fnp.quantile(x, 0.5, weights=w)
+
+
+def _outcomes(lib: Any, calls: list[Any]) -> list[str]:
+    """Each call's result dtypes, or the kind of error it raised."""
+    out = []
+    for call in calls:
+        try:
+            res = call(lib)
+        except (TypeError, ValueError, AttributeError) as e:
+            out.append("TypeError" if isinstance(e, AttributeError) else type(e).__name__)
+        else:
+            out.append(" ".join(str(np.asarray(r).dtype) for r in (res if isinstance(res, (tuple, list)) else [res])))
+    return out
+
+
+def test_lax_argument_checks_and_product_dtypes_are_jax_s() -> None:
+    """``top_k`` takes an integer ``k`` only, ``sort_key_val`` arrays only (JAX's AttributeError
+    for a Python scalar is a TypeError here), ``integer_pow`` the float exponents JAX's lowering
+    has a case for; ``dot_general``/``batch_matmul`` of mixed dtypes give XLA's more precise
+    operand dtype (int32 x uint32 is int32, int8 x uint8 int8, float32 x int32 float32), and
+    attention lengths must be int32 (int64 refused with x64 on)."""
+    a, b = np.arange(12.0).reshape(3, 4), np.arange(20.0).reshape(4, 5)
+    dims = (((1,), (0,)), ((), ()))
+    calls = [lambda L: L.top_k(np.arange(5.0), 1.0), lambda L: L.top_k(np.arange(5.0), np.int64(2)),
+             lambda L: L.sort_key_val(1.0, 2.0), lambda L: L.sort_key_val([3.0, 1.0], np.arange(2.0)),
+             lambda L: L.sort_key_val(np.array([3.0, 1.0]), np.arange(2)),
+             *[lambda L, y=y: L.integer_pow(np.arange(1.0, 4.0), y) for y in (0.0, 2.0, -1.0, 4.0, 1.5)],
+             lambda L: L.integer_pow(np.arange(3), -1.0),
+             *[lambda L, p=p, q=q: L.dot_general(a.astype(p), b.astype(q), dims)
+               for p, q in [("int32", "uint32"), ("int8", "uint8"), ("float16", "float32"), ("complex64", "float64")]],
+             lambda L: L.batch_matmul(a[None].astype(np.float32), b[None].astype(np.int32)),
+             lambda L: L.batch_matmul(a[None].astype(np.float32), b[None])]
+    q = np.ones((2, 3, 2, 4), np.float32)
+    lengths = [lambda nn, d=d: nn.dot_product_attention(q, q, q, query_seq_lengths=np.array([2, 3], d),
+                                                        key_value_seq_lengths=np.array([1, 3], d))
+               for d in (np.int64,)]
+    for mode in MODES:
+        with _in_mode(mode):
+            assert _outcomes(flax, calls) == _outcomes(jlax, calls)
+            assert _outcomes(fg.nn, lengths) == _outcomes(jax.nn, lengths)
+            got = flax.dot_general(np.full((2, 3), -1, np.int32), np.full((3, 2), 3_000_000_000, np.uint32), dims)
+            want = jlax.dot_general(np.full((2, 3), -1, np.int32), np.full((3, 2), 3_000_000_000, np.uint32), dims)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+            assert fg.grad(lambda v: flax.integer_pow(v, 3.0))(2.0) == jax.grad(lambda v: jlax.integer_pow(v, 3.0))(2.0)
+
+
+def test_random_bcoo_warns_of_its_float64_default_as_jax_s() -> None:
+    """JAX's ``random_bcoo`` asks for float64 values by default, so with x64 off it warns that
+    they are truncated (and for int64 indices), and with x64 on it does not (JAX's own call is
+    compared in the 32-bit mode only: each costs about a second of compilation)."""
+    import warnings
+
+    from jax.experimental import sparse as jsparse
+
+    from fungraph.experimental import sparse as fsparse
+
+    def messages(sparse: Any, random: Any, **kw: Any) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mat = sparse.random_bcoo(random.PRNGKey(0), (3, 4), nse=0.5, **kw)
+        return [str(np.asarray(mat.data).dtype), str(np.asarray(mat.indices).dtype)] + sorted(
+            str(w.message).split(".")[0] for w in caught)
+
+    with _in_mode("x32"):
+        for kw in ({}, {"indices_dtype": np.int64}):
+            assert messages(fsparse, fg.random, **kw) == messages(jsparse, jax.random, **kw), kw
+    with _in_mode("x64"):      # JAX's float64 default is no longer truncated: no warning
+        assert messages(fsparse, fg.random) == ["float64", "int64"]

@@ -319,13 +319,25 @@ def pow(x: Any, y: Any) -> Any:  # noqa: A001 - lax's name
 
 
 def integer_pow(x: Any, y: int) -> Any:
-    """``x ** y`` for a Python integer ``y`` (negative only for inexact ``x``)."""
-    if not isinstance(y, (int, np.integer)):
-        raise TypeError(f"lax.integer_pow needs a Python integer exponent, got {y!r}")
+    """``x ** y`` for a Python integer ``y`` (negative only for inexact ``x``). As JAX's, a float
+    exponent is taken where JAX's lowering has a case for its value (-1, 0, 1, 2 or 3)."""
+    y = _integer_exponent(y)
     x = asarray(x)
     if y < 0 and dtypes.is_int(aval_of(x).dtype):
         raise TypeError(f"lax.integer_pow: a negative exponent {y} needs an inexact operand, got {aval_of(x)}")
     return cast(ew.integer_pow(x, int(y)), aval_of(x).dtype)
+
+
+def _integer_exponent(y: Any) -> int:
+    if isinstance(y, (int, np.integer)):
+        return int(y)
+    if isinstance(y, (float, np.floating)) and y in _FLOAT_EXPONENTS:
+        return int(y)
+    raise TypeError(f"lax.integer_pow needs an integer exponent, got {type(y).__name__} {y!r} (a float exponent "
+                    "is taken only for -1, 0, 1, 2 and 3, as in JAX)")
+
+
+_FLOAT_EXPONENTS = (-1, 0, 1, 2, 3)
 
 
 def round(x: Any, rounding_method: int = 0) -> Any:  # noqa: A001 - lax's name

@@ -7,10 +7,11 @@ import enum
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from fungraph import dtypes
 from fungraph.core import ShapeError
 from fungraph.ir import aval_of
-from fungraph.lax._elementwise import _same_dtype
 from fungraph.primitives import elementwise as ew
 from fungraph.primitives.linalg import dot_general as dot_general_
 from fungraph.primitives.operands import asarray, cast, promote
@@ -112,7 +113,12 @@ def preferred_operands(name: str, xs: Sequence[Any], preferred_element_type: Any
     """The operands of a product at one dtype, and the dtype of the result: with
     ``preferred_element_type`` the operands are cast to it first (an integer result of
     inexact operands is cast after, as rounding first would change the sum)."""
-    arrays = [asarray(x) for x in promote(*xs)]
+    arrays = [asarray(x) for x in xs]
+    if len(arrays) == 2:
+        result = product_dtype(name, aval_of(arrays[0]).dtype, aval_of(arrays[1]).dtype)
+        arrays = [cast(x, result) for x in arrays]
+    else:
+        arrays = [asarray(x) for x in promote(*xs)]
     if preferred_element_type is None:
         return arrays, None
     want = dtypes.canonicalize(preferred_element_type)
@@ -122,6 +128,26 @@ def preferred_operands(name: str, xs: Sequence[Any], preferred_element_type: Any
     if dtypes.is_complex(have) and not dtypes.is_complex(want):
         raise TypeError(f"lax.{name}: preferred_element_type {want} would drop the imaginary part of {have} operands")
     return [cast(x, want) for x in arrays], None
+
+
+def _precision_rank(dt: np.dtype) -> tuple[bool, int, int, int, bool]:
+    """How XLA orders dtypes by precision (``primitive_util::HigherPrecisionType``): complex first,
+    then the float exponent range, the mantissa, the bit width, and signed above unsigned."""
+    real = dtypes.real_for(dt) if dtypes.is_complex(dt) else dt
+    floating = dtypes.is_float(real)
+    info = dtypes.finfo(real) if floating else None
+    bits = 1 if dtypes.is_bool(real) else np.dtype(real).itemsize * 8
+    return (dtypes.is_complex(dt), int(info.maxexp) if floating else -1, int(info.nmant) if floating else -1, bits,
+            not dtypes.is_unsigned(real))
+
+
+def product_dtype(name: str, a: np.dtype, b: np.dtype) -> np.dtype:
+    """The dtype of a product of ``a`` and ``b`` operands, as JAX's ``dot_general`` (XLA's rule, not
+    numpy's promotion): the more precise of the two, so int32 x uint32 is int32 and float32 x int32 float32."""
+    ra, rb = _precision_rank(a), _precision_rank(b)
+    if ra == rb and a != b:
+        raise TypeError(f"lax.{name} argument type error: {a}, {b}")
+    return a if ra >= rb else b
 
 
 def _finish(out: Any, after: Any) -> Any:
@@ -181,7 +207,7 @@ def _vector_matrix_product(a: Any, b: Any) -> Any:
 def batch_matmul(lhs: Any, rhs: Any, precision: PrecisionLike = None) -> Any:
     """Matrix products over matching leading (batch) axes."""
     canonical_precision(precision)
-    a, b = _same_dtype("batch_matmul", lhs, rhs)
+    (a, b), _ = preferred_operands("batch_matmul", (lhs, rhs), None)
     sa, sb = aval_of(a).shape, aval_of(b).shape
     if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2]:
         raise ShapeError(f"lax.batch_matmul: batch axes differ: {aval_of(a)} and {aval_of(b)}")

@@ -6,6 +6,7 @@ binds (``lax.cumsum`` is the ``cumsum`` primitive; the other cumulative reductio
 from __future__ import annotations
 
 import builtins
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -170,19 +171,34 @@ def top_k(operand: Any, k: int, *, axis: int = -1) -> list[Any]:
     their int32 indices, as a two-item list (JAX returns its primitive's list of results)."""
     x = asarray(operand)
     shape = aval_of(x).shape
-    d = shape[axis]
-    if not 0 <= int(k) <= d:
+    k = _static_count("top_k", "k", k)
+    if not shape:
+        raise TypeError(f"lax.top_k: the operand must have >= 1 dimension, got {aval_of(x)}")
+    ax = normalize_axes(axis, len(shape), "top_k")[0]
+    d = shape[ax]
+    if not 0 <= k <= d:
         raise ValueError(f"lax.top_k: k={k} outside [0, {d}] for {aval_of(x)} along axis {axis}")
-    ax = axis % len(shape)
     key = ew.neg(x) if dtypes.is_inexact(aval_of(x).dtype) else ew.not_p.bind(x)
     order = sorting.argsort(key, ax)
-    idx = sh.slice_(order, [0] * len(shape), shape[:ax] + (int(k),) + shape[ax + 1:], None)
+    idx = sh.slice_(order, [0] * len(shape), shape[:ax] + (k,) + shape[ax + 1:], None)
     return [_take_along(x, idx, ax), cast(idx, dtypes.int32)]
 
 
 def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = True) -> tuple[Any, Any]:
-    """``keys`` sorted along ``dimension`` and ``values`` in the same order."""
+    """``keys`` sorted along ``dimension`` and ``values`` in the same order. Both are arrays:
+    Python scalars and lists are refused, as JAX refuses them."""
+    for name, v in (("keys", keys), ("values", values)):
+        if isinstance(v, (bool, int, float, complex, list, tuple)):
+            raise TypeError(f"lax.sort_key_val: {name} must be an array, got {type(v).__name__} {v!r}")
     return sort((keys, values), dimension, is_stable, 1)
+
+
+def _static_count(fn: str, name: str, value: Any) -> int:
+    """``value`` as a Python int, for a parameter JAX takes as a static integer (a float is refused)."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"lax.{fn}: {name} must be a static integer, got {type(value).__name__} {value!r}") from None
 
 
 def _approx_k(name: str, operand: Any, k: int, reduction_dimension: int, largest: bool) -> tuple[Any, Any]:

@@ -160,7 +160,6 @@ from fungraph.numpy._manip import (
     insert,
     kron,
     meshgrid,
-    pad,
     repeat,
     resize,
     roll,
@@ -238,6 +237,7 @@ from fungraph.numpy._math import (
     unwrap,
 )
 from fungraph.numpy._math import divmod_ as divmod
+from fungraph.numpy._padding import pad
 from fungraph.numpy._polynomials import (
     poly,
     polyadd,

@@ -192,7 +192,10 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
         iota = np.arange(div, dtype=real).reshape(tuple(div if a == axis else 1 for a in range(len(bounds))))
         r = np.asarray(1, real) / np.asarray(div, real)
         first, last = reshape(start, bounds), reshape(stop, bounds)
-        out = ew.add(ew.mul(first, cast(1 - iota * r, comp)), ew.mul(cast(iota, comp), ew.mul(last, cast(r, comp))))
+        if not shape and comp in (dtypes.float32, dtypes.float64):
+            out = _fused_ramp(first, last, iota, r)
+        else:
+            out = ew.add(ew.mul(first, cast(1 - iota * r, comp)), ew.mul(cast(iota, comp), ew.mul(last, cast(r, comp))))
         if endpoint:
             out = concatenate([out, reshape(stop, bounds)], axis)
         delta = ew.div(ew.sub(stop, start), np.asarray(div, comp))
@@ -203,6 +206,52 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
         out = ew.floor(out)
     out = ew.strong(ew.convert(out, dtype))
     return (out, ew.strong(delta)) if retstep else out
+
+
+def _fused_ramp(first: Any, last: Any, iota: np.ndarray, r: np.ndarray) -> Any:
+    """``first * (1 - i * r) + i * (last * r)`` as XLA's CPU code computes it for scalar bounds:
+    LLVM contracts the sum into ``fma(i, last * r, first * (1 - i * r))``. Short ramps (under 1408
+    bytes) are unrolled with constant ``i``, where lane 1 of ramps of up to 33 entries folds
+    ``1 * (last * r)`` and contracts the other product instead; longer ones run a loop over blocks
+    of 128 bytes that also contracts ``1 - i * r``, and the remainder is unrolled. Concrete bounds
+    are computed with numpy (``linspace`` is mostly called with numbers)."""
+    traced = isinstance(first, Tracer) or isinstance(last, Tracer)
+    if not traced:
+        first, last = np.asarray(first), np.asarray(last)
+    select = ew.select if traced else np.where
+    div, width = iota.size, r.itemsize
+    one_minus = 1 - iota * r
+    if div * width >= 1408:
+        looped = (div // (128 // width)) * (128 // width)
+        one_minus = np.where(iota < looped, _fma(-iota, r, np.ones_like(iota), np.where), one_minus)
+    step = last * r
+    out = _fma(iota, step, first * one_minus, select)
+    if div * width < 1408 and div <= 33:
+        out = select(iota == 1, _fma(first, one_minus, step, select), out)
+    return out
+
+
+def _fma(a: Any, b: Any, c: Any, select: Callable[..., Any]) -> Any:
+    """``a * b + c`` rounded once (operands of one float dtype, numpy arrays or traced values): a
+    Dekker product and a two-sum, exact up to rare double roundings, in the operands' own dtype
+    (the 32-bit mode keeps no wider one)."""
+    prod = a * b
+    a_hi, a_lo = _dekker_split(a)
+    b_hi, b_lo = _dekker_split(b)
+    prod_err = (((a_hi * b_hi - prod) + a_hi * b_lo) + a_lo * b_hi) + a_lo * b_lo
+    total = prod + c
+    back = total - prod
+    sum_err = (prod - (total - back)) + (c - back)
+    fused = total + (sum_err + prod_err)
+    return select((fused - fused) == 0, fused, total)
+
+
+def _dekker_split(x: Any) -> tuple[Any, Any]:
+    """``x`` as a high part of half its mantissa bits and the exact remainder."""
+    dt = np.dtype(x.dtype)
+    t = x * np.asarray(2.0 ** ((np.finfo(dt).nmant + 2) // 2) + 1, dt)
+    hi = t - (t - x)
+    return hi, x - hi
 
 
 # --- from shapes and values -----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Array manipulation in ``fungraph.numpy``: flips, rolls, tiling, padding, stacking, splitting,
+"""Array manipulation in ``fungraph.numpy``: flips, rolls, tiling, stacking, splitting,
 diagonals and triangles, ``block``/``unstack``/``trim_zeros``. Every traced function is a
 composition of the linear shape primitives (slice, pad, rev, concatenate, reshape, broadcast,
 take), so it is differentiable and batched."""
@@ -135,50 +135,6 @@ def repeat(a: Any, repeats: Any, axis: int | None = None) -> Any:
         return sh.reshape(out, x.shape[:ax] + (x.shape[ax] * r,) + x.shape[ax + 1:])
     idx = np.repeat(np.arange(x.shape[ax], dtype=np.int64), reps)
     return take_prim(x, idx, ax)
-
-
-# --- padding --------------------------------------------------------------------------------------
-
-
-def _pad_widths(pad_width: Any, ndim: int) -> list[tuple[int, int]]:
-    arr = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (ndim, 2))
-    if (arr < 0).any():
-        raise ValueError("pad: index can't contain negative values")
-    return [(int(lo), int(hi)) for lo, hi in arr]
-
-
-def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0) -> Any:
-    """Modes ``constant``, ``edge``, ``reflect``, ``symmetric`` and ``wrap`` (the last four gather
-    with index vectors numpy computes, so they stay linear in the array)."""
-    x = asarray(array)
-    widths = _pad_widths(pad_width, x.ndim)
-    if x.ndim == 0:
-        return x
-    if mode == "constant":
-        values = np.broadcast_to(np.asarray(constant_values), (x.ndim, 2)) if not isinstance(
-            constant_values, Tracer) else None
-        if values is not None and np.all(values == values.flat[0]):
-            (x, v) = promote(x, values.flat[0].item())
-            return sh.pad(x, v, [(lo, hi, 0) for lo, hi in widths])
-        if values is None:
-            (x, v) = promote(x, constant_values)
-            return sh.pad(x, v, [(lo, hi, 0) for lo, hi in widths])
-        for ax, (lo, hi) in enumerate(widths):
-            cfg = [(0, 0, 0)] * x.ndim
-            cfg[ax] = (lo, 0, 0)
-            (x, v) = promote(x, values[ax][0].item())
-            x = sh.pad(x, v, cfg)
-            cfg[ax] = (0, hi, 0)
-            (x, v) = promote(x, values[ax][1].item())
-            x = sh.pad(x, v, cfg)
-        return x
-    if mode not in ("edge", "reflect", "symmetric", "wrap"):
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported (constant, edge, reflect, symmetric, wrap)")
-    for ax, (lo, hi) in enumerate(widths):
-        if lo or hi:
-            idx = np.pad(np.arange(x.shape[ax], dtype=np.int64), (lo, hi), mode=mode)
-            x = take_prim(x, idx, ax)
-    return x
 
 
 # --- dimensions and stacking ------------------------------------------------------------------------

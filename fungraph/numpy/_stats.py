@@ -24,27 +24,34 @@ def _any_nan(x: Any, axes: tuple[int, ...]) -> Any:
 
 
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-             method: str = "linear", keepdims: bool = False) -> Any:
-    """Quantiles by sorting: interpolated linearly (numpy's default method), or the ``lower``,
-    ``higher``, ``nearest`` (ties to the lower) neighbour or their ``midpoint``, as JAX's;
-    ``q`` is concrete."""
+             method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
+    """Quantiles by sorting: interpolated linearly (numpy's default method), the ``lower``,
+    ``higher``, ``nearest`` (ties to the lower) neighbour or their ``midpoint``, or the first
+    value whose cumulative (optionally ``weights``-weighted) count reaches ``q`` of the total
+    (``inverted_cdf``), as JAX's; ``q`` is concrete."""
     if method not in _QUANTILE_METHODS:
-        raise ValueError(f"quantile: method must be one of {', '.join(map(repr, _QUANTILE_METHODS))}, got {method!r}"
-                         " ('inverted_cdf' is not supported)")
+        raise ValueError(f"quantile: method must be one of {', '.join(map(repr, _QUANTILE_METHODS))}, got {method!r}")
     if isinstance(q, Tracer):
         raise TypeError("quantile: q must be concrete")
+    if weights is not None and method != "inverted_cdf":
+        raise NotImplementedError(f"quantile: method {method!r} doesn't support weights; only 'inverted_cdf' does")
     (x,) = promote(a, to_inexact=True)
     if not isinstance(q, (int, float)):
         x = cast(x, dtypes.result_type(x, np.asarray(q, np.float64)))
     axes = normalize_axes(axis, x.ndim, "quantile")
     rest = [i for i in range(x.ndim) if i not in axes]
-    moved = sh.transpose(x, rest + list(axes))
     n = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
-    flat = sh.reshape(moved, tuple(x.shape[i] for i in rest) + (n,))
-    srt = sort_p.bind(flat, axis=len(rest))
     qs = np.asarray(q, np.float64)
     if (qs < 0).any() or (qs > 1).any():
         raise ValueError("Quantiles must be in the range [0, 1]")
+    if method == "inverted_cdf":
+        x, w = _quantile_weights(x, weights, axis, axes)
+        flats = [sh.reshape(sh.transpose(v, rest + list(axes)), tuple(x.shape[i] for i in rest) + (n,)) for v in (x, w)]
+        res = _inverted_cdf(flats[0], flats[1], qs)
+        return _keep_quantile_dims(res, x.shape, axes, qs.shape, keepdims)
+    moved = sh.transpose(x, rest + list(axes))
+    flat = sh.reshape(moved, tuple(x.shape[i] for i in rest) + (n,))
+    srt = sort_p.bind(flat, axis=len(rest))
     outs = []
     for qv in qs.reshape(-1):
         pos = qv * (n - 1)
@@ -57,13 +64,61 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     res = sh.reshape(res, qs.shape + tuple(x.shape[i] for i in rest))
     nan = _any_nan(moved, tuple(range(len(rest), moved.ndim)))
     res = ew.select(nan, np.asarray(np.nan, x.dtype), res)
-    if keepdims:
-        kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-        res = sh.reshape(res, qs.shape + kept)
-    return res
+    return _keep_quantile_dims(res, x.shape, axes, qs.shape, keepdims)
 
 
-_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+def _keep_quantile_dims(res: Any, shape: tuple[int, ...], axes: tuple[int, ...], q_shape: tuple[int, ...],
+                        keepdims: bool) -> Any:
+    if not keepdims:
+        return res
+    return sh.reshape(res, q_shape + tuple(1 if i in axes else d for i, d in enumerate(shape)))
+
+
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")
+
+
+def _quantile_weights(x: Any, weights: Any, axis: Any, axes: tuple[int, ...]) -> tuple[Any, Any]:
+    """``x`` and its weights (ones without any) in one inexact dtype and ``x``'s shape; weights of
+    the reduced axes' shape are broadcast over the others, as JAX's."""
+    if weights is None:
+        return x, np.ones(x.shape, x.dtype)
+    w = asarray(weights)
+    if dtypes.is_complex(w.dtype):
+        raise ValueError("quantile: weights cannot be complex")
+    x, w = promote(x, w, to_inexact=True)
+    if w.shape != x.shape:
+        reduced = tuple(x.shape[i] for i in axes)
+        if axis is None:
+            raise ValueError(f"quantile: weights shape {w.shape} must match the shape {x.shape} of a when axis is None")
+        if w.shape != reduced:
+            raise ValueError(f"quantile: weights shape {w.shape} must match the reduction axes {reduced}")
+        w = sh.broadcast_in_dim(w, x.shape, axes)
+    return x, w
+
+
+def _inverted_cdf(flat: Any, w: Any, qs: np.ndarray, skip_nans: bool = False) -> Any:
+    """For each ``q``, the first sorted value of each row whose cumulative weight reaches ``q``
+    times the row's total; NaN where the row has a negative or NaN weight, or a NaN (with
+    ``skip_nans``: only NaNs, which then weigh nothing), as JAX's rule."""
+    fnp = namespace()
+    nan = fnp.isnan(flat)
+    nan_row = fnp.any(nan, axis=-1, keepdims=True)
+    filled = flat if skip_nans else fnp.where(nan_row, np.nan, flat)
+    order = fnp.argsort(filled, axis=-1, stable=True)
+    srt, sw = fnp.take_along_axis(filled, order, axis=-1), fnp.take_along_axis(w, order, axis=-1)
+    bad = fnp.logical_or(sw < 0, fnp.isnan(sw))
+    cum = fnp.cumsum(fnp.where(fnp.logical_or(bad, fnp.isnan(srt)), 0, sw), axis=-1)
+    total = cum[..., -1:]
+    valid = fnp.sum(~nan, axis=-1, keepdims=True, dtype=dtypes.default_int()) if skip_nans else flat.shape[-1]
+    force_nan = fnp.logical_or(fnp.any(bad, axis=-1), (valid == 0)[..., 0] if skip_nans else nan_row[..., 0])
+    outs = []
+    for qv in qs.reshape(-1):
+        target = fnp.multiply(np.asarray(qv, total.dtype), total)
+        idx = fnp.sum(cum < target, axis=-1, keepdims=True, dtype=dtypes.default_int())
+        idx = fnp.maximum(fnp.minimum(idx, valid - 1), 0)
+        value = fnp.take_along_axis(srt, idx, axis=-1)[..., 0]
+        outs.append(fnp.where(force_nan, np.nan, value))
+    return fnp.reshape(fnp.stack(outs), qs.shape + flat.shape[:-1])
 
 
 def _pick(method: str, va: Any, vb: Any, t: np.ndarray) -> Any:
@@ -80,7 +135,7 @@ def _pick(method: str, va: Any, vb: Any, t: np.ndarray) -> Any:
 
 
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-               method: str = "linear", keepdims: bool = False) -> Any:
+               method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``quantile`` at ``q / 100``, computed as XLA compiles JAX's division: ``q * 0.01`` in
     ``q``'s float dtype (so ``percentile(x, 40., method="lower")`` in float32 is the element
     below ``quantile(x, 0.4, method="lower")``, as JAX's)."""
@@ -90,7 +145,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inpu
     qa = np.asarray(q)
     dt = dtypes.default_float() if scalar else dtypes.float_dtype_for(dtypes.canonicalize(qa.dtype))
     scaled = np.asarray(qa, dt) * np.asarray(0.01, dt)
-    return quantile(a, float(scaled) if scalar else scaled, axis, method=method, keepdims=keepdims)
+    return quantile(a, float(scaled) if scalar else scaled, axis, method=method, keepdims=keepdims, weights=weights)
 
 
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Any:
@@ -200,10 +255,16 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     return (avg, sh.broadcast_to(total, avg.shape)) if returned else avg
 
 
-def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: int | None = None) -> Any:
+def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: int | None = None,
+        fweights: Any = None, aweights: Any = None, dtype: Any = None) -> Any:
+    """The covariance of the rows (``rowvar``) or columns of ``m`` (and ``y``), as JAX's: with
+    integer frequency weights ``fweights`` and observation weights ``aweights`` (their absolute
+    values, as JAX takes them), computed in ``dtype`` when given."""
     from fungraph.numpy._linalg import matmul
     from fungraph.numpy._manip import atleast_2d
 
+    if dtype is not None and not dtypes.is_inexact(np.dtype(dtype)):
+        raise ValueError(f"cov: dtype must be a subclass of float or complex; got dtype={dtype}")
     x = asarray(m) if y is None else promote(m, y)[0]
     wide = dtypes.float_dtype_for(x.dtype)
     x = atleast_2d(cast(asarray(m), wide))
@@ -216,10 +277,54 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         x = sh.concatenate([x, yy], 0)
     n = x.shape[1]
     ddof = (0 if bias else 1) if ddof is None else ddof
+    w, aw = _cov_weights(fweights, aweights, n)
+    if dtype is not None:
+        x = cast(x, dtypes.canonicalize(dtype, "astype"))
+        w = None if w is None else cast(w, x.dtype)
+    if w is not None:
+        return _weighted_cov(x, w, aw, ddof)
     centered = ew.sub(x, red.mean(x, axis=1, keepdims=True))
-    right = ew.conj(centered) if dtypes.is_complex(wide) else centered
+    right = ew.conj(centered) if dtypes.is_complex(x.dtype) else centered
     c = ew.div(matmul(centered, sh.transpose(right, (1, 0))), np.asarray(n - ddof, x.dtype))
     return sh.reshape(c, ()) if c.shape == (1, 1) else c
+
+
+def _cov_weights(fweights: Any, aweights: Any, n: int) -> tuple[Any, Any]:
+    """The product of ``|fweights|`` and ``|aweights|`` (None without either), and ``|aweights|``."""
+    fnp = namespace()
+    w = aw = None
+    for name, given in (("fweights", fweights), ("aweights", aweights)):
+        if given is None:
+            continue
+        v = asarray(given)
+        if v.ndim > 1:
+            raise RuntimeError(f"cov: cannot handle multidimensional {name} (shape {v.shape})")
+        if v.shape[0] != n:
+            raise RuntimeError(f"cov: incompatible numbers of samples ({n}) and {name} ({v.shape[0]})")
+        if name == "fweights" and not dtypes.is_int(v.dtype):
+            raise TypeError(f"cov: fweights must be integer, got {v.dtype}")
+        v = fnp.abs(v)
+        if name == "aweights":
+            aw = v
+        w = v if w is None else fnp.multiply(w, v)
+    return w, aw
+
+
+def _weighted_cov(x: Any, w: Any, aw: Any, ddof: int) -> Any:
+    """JAX's weighted covariance: deviations from the weighted mean, normalised by the sum of the
+    weights less ``ddof`` times the ``aweights``-weighted mean weight."""
+    fnp = namespace()
+    avg, w_sum = average(x, axis=1, weights=w, returned=True)
+    w_sum = w_sum[0]
+    if ddof == 0:
+        f = w_sum
+    elif aw is None:
+        f = w_sum - ddof
+    else:
+        f = w_sum - ddof * fnp.sum(w * aw) / w_sum
+    centered = x - avg[:, None]
+    c = fnp.true_divide(fnp.dot(centered, fnp.conj(centered * w[None, :]).T), f)
+    return fnp.squeeze(c)
 
 
 def corrcoef(x: Any, y: Any = None, rowvar: bool = True) -> Any:
@@ -286,12 +391,16 @@ def correlate(a: Any, v: Any, mode: str = "valid") -> Any:
 
 
 def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-                method: str = "linear", keepdims: bool = False) -> Any:
-    """``quantile`` of the non-NaN entries of each slice (NaN where a slice has none): NaNs sort
-    last, so the quantile of the first ``count`` sorted entries is read by a gather."""
+                method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
+    """``quantile`` of the non-NaN entries of each slice (NaN where a slice has none), by any of
+    ``quantile``'s methods (``weights`` with ``inverted_cdf``): NaNs sort last, so the quantile
+    of the first ``count`` sorted entries is read by a gather."""
     fnp = namespace()
-    if method != "linear":
-        raise NotImplementedError(f"nanquantile: method {method!r} is not supported (only 'linear')")
+    if method not in _QUANTILE_METHODS:
+        raise ValueError(f"nanquantile: method must be one of {', '.join(map(repr, _QUANTILE_METHODS))}, "
+                         f"got {method!r}")
+    if weights is not None and method != "inverted_cdf":
+        raise NotImplementedError(f"nanquantile: method {method!r} doesn't support weights; only 'inverted_cdf' does")
     if isinstance(q, Tracer):
         raise TypeError("nanquantile: q must be concrete")
     qs = np.asarray(q, np.float64)
@@ -302,6 +411,12 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
         x = x.astype(np.promote_types(x.dtype, np.float64))
     axes = normalize_axes(axis, x.ndim, "nanquantile")
     rest = [i for i in range(x.ndim) if i not in axes]
+    if method == "inverted_cdf":
+        x, w = _quantile_weights(x, weights, axis, axes)
+        flats = [fnp.reshape(fnp.transpose(v, rest + list(axes)), tuple(x.shape[i] for i in rest) + (-1,))
+                 for v in (x, w)]
+        res = _inverted_cdf(flats[0], flats[1], qs, skip_nans=True)
+        return _keep_quantile_dims(res, x.shape, axes, qs.shape, keepdims)
     flat = fnp.reshape(fnp.transpose(x, rest + list(axes)), tuple(x.shape[i] for i in rest) + (-1,))
     srt = fnp.sort(flat, axis=-1)
     count = fnp.sum(~fnp.isnan(flat), axis=-1, keepdims=True)
@@ -310,20 +425,23 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
     for qv in qs.reshape(-1):
         pos = float(qv) * last.astype(x.dtype)
         lo = fnp.floor(pos).astype(np.int64)
-        hi = fnp.minimum(lo + 1, last)
         t = pos - lo.astype(x.dtype)
-        va, vb = fnp.take_along_axis(srt, lo, -1, mode="clip"), fnp.take_along_axis(srt, hi, -1, mode="clip")
-        val = fnp.where(t >= 0.5, vb - (vb - va) * (1 - t), va + (vb - va) * t)
+        va = fnp.take_along_axis(srt, lo, -1, mode="clip")
+        if method == "linear":
+            vb = fnp.take_along_axis(srt, fnp.minimum(lo + 1, last), -1, mode="clip")
+            val = fnp.where(t >= 0.5, vb - (vb - va) * (1 - t), va + (vb - va) * t)
+        else:
+            vb = fnp.take_along_axis(srt, fnp.ceil(pos).astype(np.int64), -1, mode="clip")
+            val = {"lower": va, "higher": vb, "nearest": fnp.where(t <= 0.5, va, vb),
+                   "midpoint": (va + vb) * np.asarray(0.5, x.dtype)}[method]
         outs.append(fnp.where(count > 0, val, np.nan)[..., 0])
     res = fnp.reshape(fnp.stack(outs), qs.shape + tuple(x.shape[i] for i in rest))
-    if keepdims:
-        res = fnp.reshape(res, qs.shape + tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
-    return res
+    return _keep_quantile_dims(res, x.shape, axes, qs.shape, keepdims)
 
 
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-                  method: str = "linear", keepdims: bool = False) -> Any:
-    return nanquantile(a, np.asarray(q, np.float64) / 100, axis, method=method, keepdims=keepdims)
+                  method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
+    return nanquantile(a, np.asarray(q, np.float64) / 100, axis, method=method, keepdims=keepdims, weights=weights)
 
 
 def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Any:

@@ -21,7 +21,7 @@ from fungraph import dtypes
 from fungraph import numpy as jnp
 from fungraph.api import vmap
 from fungraph.core import Tracer
-from fungraph.numpy._manip import pad
+from fungraph.numpy._padding import pad
 from fungraph.numpy._util import asarray, normalize_axes, promote
 from fungraph.primitives import conv as _conv
 from fungraph.primitives.elementwise import mul

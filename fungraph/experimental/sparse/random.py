@@ -17,13 +17,14 @@ from fungraph.experimental.sparse.bcoo import BCOO
 __all__ = ["random_bcoo"]
 
 
-def random_bcoo(key: Any, shape: Sequence[int], *, dtype: Any = None, indices_dtype: Any = None,
+def random_bcoo(key: Any, shape: Sequence[int], *, dtype: Any = dtypes.float64, indices_dtype: Any = None,
                 nse: float | int = 0.2, n_batch: int = 0, n_dense: int = 0, unique_indices: bool = True,
                 sorted_indices: bool = False, generator: Callable[..., Any] = random.uniform,
                 **kwds: Any) -> BCOO:
     """A BCOO of ``shape`` with ``nse`` entries (a fraction of the sparse size when below 1) per
     batch element: positions by ``random.choice`` (without repeats when ``unique_indices``),
-    values by ``generator(key, shape=, dtype=)``; keys split as JAX splits them."""
+    values by ``generator(key, shape=, dtype=)``; keys split as JAX splits them. As JAX's, the
+    default ``dtype`` is float64, truncated with JAX's warning when x64 is off."""
     shape = tuple(operator.index(s) for s in shape)
     n_batch, n_dense = operator.index(n_batch), operator.index(n_dense)
     if n_batch < 0 or n_dense < 0 or n_batch + n_dense > len(shape):
@@ -37,8 +38,11 @@ def random_bcoo(key: Any, shape: Sequence[int], *, dtype: Any = None, indices_dt
     if 0 < nse < 1:
         nse = int(math.ceil(nse * sparse_size))
     nse = operator.index(nse)
-    index_dtype = dtypes.canonicalize(indices_dtype or dtypes.default_int())
-    dtype = dtype or dtypes.default_float()
+    index_dtype = dtypes.default_int() if indices_dtype is None else dtypes.canonicalize(indices_dtype, "astype")
+    if sparse_size > np.iinfo(index_dtype).max:
+        raise ValueError(f"random_bcoo: indices_dtype={index_dtype} does not have enough range to generate sparse "
+                         f"indices of size {sparse_size}")
+    dtype = dtypes.canonicalize(dtype, "")
 
     def draw_indices(k: Any) -> Any:
         if not sparse_shape:
