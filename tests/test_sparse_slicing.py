@@ -153,6 +153,8 @@ def test_bcoo_indexing_refuses_what_it_does_not_support() -> None:
         mat[1, 2, 3]
     with pytest.raises(NotImplementedError, match="index array.*todense"):
         mat[fnp.asarray([0, 2])]
+    with pytest.raises(IndexError, match="only integers, slices.*float"):
+        mat[1.5]
     with pytest.raises(ValueError, match="invalid indices"):
         sparse.bcoo_slice(mat, start_indices=(0, 2), limit_indices=(3, 5))
     with pytest.raises(NotImplementedError, match="lengths? other than 1"):

@@ -254,6 +254,10 @@ def _expanded(idx: Any, mat: BCOO) -> list[Any]:
     for e in entries:
         if not (e is None or e is Ellipsis or isinstance(e, slice) or _is_static_int(e) or _is_scalar_index(e)):
             what = f"{type(e).__name__} {getattr(e, 'dtype', '')}{list(getattr(e, 'shape', ()))}"
+            kind = np.result_type(getattr(e, "dtype", type(e)))
+            if isinstance(e, (list, str)) or np.ndim(e) == 0 or not (dtypes.is_int(kind) or kind == np.bool_):
+                raise IndexError(f"BCOO indexing: only integers, slices (`:`), ellipsis (`...`), None and integer "
+                                 f"scalar arrays are valid indices, got the {what} in {idx!r}")
             raise NotImplementedError(f"BCOO indexing: fungraph supports integers, slices, None and Ellipsis (and "
                                       f"traced integer scalars), not the index {what} of {idx!r} (an index array "
                                       "is JAX's bcoo_gather); index .todense() instead")
