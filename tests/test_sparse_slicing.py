@@ -147,6 +147,18 @@ def test_bcoo_multiply_sparse_matches_jax_with_gradients() -> None:
         sparse.bcoo_multiply_sparse(ours["B"], ours["E"])
 
 
+def test_sparsify_indexes_with_traced_integers_as_the_dense_array() -> None:
+    mat = sparse.BCOO.fromdense(_T, n_batch=1, n_dense=1)
+    for index in (lambda m, i: m[i], lambda m, i: m[:, i], lambda m, i: m[:, :, i]):
+        f = fg.jit(lambda m, i, index=index: sparse.sparsify(lambda m: index(m, i))(m))
+        for i in (1, -1, -7):
+            out = f(mat, i)
+            assert isinstance(out, sparse.BCOO)
+            np.testing.assert_array_equal(np.asarray(out.todense()), np.asarray(index(fnp.asarray(_T), i)))
+    with pytest.raises(NotImplementedError, match="`take` of a sparse array at an index array"):
+        sparse.sparsify(lambda m: m[fnp.asarray([0, 1])])(mat)
+
+
 def test_bcoo_indexing_refuses_what_it_does_not_support() -> None:
     mat = sparse.BCOO.fromdense(_M)
     with pytest.raises(IndexError, match="Too many indices"):

@@ -29,6 +29,7 @@ from fungraph.experimental.sparse.bcoo import (
 from fungraph.experimental.sparse.bcoo_multiply import bcoo_multiply_sparse
 from fungraph.experimental.sparse.bcoo_slicing import (
     bcoo_broadcast_in_dim,
+    bcoo_dynamic_slice,
     bcoo_getitem,
     bcoo_rev,
     bcoo_slice,
@@ -210,6 +211,19 @@ def _rev(mat: BCOO, *, dimensions: Sequence[int], **_: Any) -> list[Any]:
     return [bcoo_rev(mat, dimensions)]
 
 
+def _take(mat: Any, idx: Any, *, axis: int, **_: Any) -> list[Any]:
+    """``take`` at a scalar index (``x[i]`` with a traced ``i``): a dynamic slice of size 1 along
+    ``axis`` (negative indices counted from the end, clamped into range, as ``take``), squeezed."""
+    if not isinstance(mat, BCOO) or fnp.ndim(idx) != 0:
+        raise NotImplementedError("sparsify: `take` of a sparse array at an index array (JAX's bcoo_gather) is not "
+                                  "supported by fungraph; convert it with .todense()")
+    starts: list[Any] = [0] * mat.ndim
+    starts[axis] = idx
+    sizes = list(mat.shape)
+    sizes[axis] = 1
+    return [bcoo_squeeze(bcoo_dynamic_slice(mat, starts, sizes), dimensions=(axis,))]
+
+
 def _broadcast_in_dim(mat: BCOO, *, shape: Sequence[int], broadcast_dimensions: Sequence[int], **_: Any) -> list[Any]:
     return [bcoo_broadcast_in_dim(mat, shape=shape, broadcast_dimensions=broadcast_dimensions)]
 
@@ -243,6 +257,7 @@ _RULES: dict[str, Callable[..., list[Any]]] = {
     "add": _add, "sub": _sub, "mul": _mul, "div": _div, "dot_general": _dot_general, "reduce_sum": _reduce_sum,
     "transpose": _transpose, "reshape": _reshape, "integer_pow": _integer_pow, "jit_call": _jit_call,
     "concatenate": _concatenate, "slice": _slice, "rev": _rev, "broadcast_in_dim": _broadcast_in_dim,
+    "take": _take,
 }
 
 
