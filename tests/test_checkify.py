@@ -349,3 +349,44 @@ def test_vmap_of_checkify_of_while_checks_each_example_s_own_iterations() -> Non
     err, out = fg.vmap(fck.checkify(loop))(fnp.asarray([1.0, 3.0, 1.5]))
     assert np.asarray(out).tolist() == [1.0, 3.0, 2.0]
     assert err.get() == "at mapped index 2: c=1.0 x=1.5 (`check` failed)"
+
+
+def _gather_dims(lax: Any, offset: tuple[int, ...], collapsed: tuple[int, ...]) -> Any:
+    return lax.GatherDimensionNumbers(offset_dims=offset, collapsed_slice_dims=collapsed, start_index_map=(0, 1))
+
+
+#: programs of (x (3, 4), i, j) indexing with several integers at once, as JAX's index checks see them
+_MULTI_INDEX: dict[str, Callable[[Any, Any], Callable[..., Any]]] = {
+    "x[i, j]": lambda np_, lax: lambda x, i, j: x[i, j],
+    "x[i, 1:3]": lambda np_, lax: lambda x, i, j: x[i, 1:3],
+    "x[None, :, j]": lambda np_, lax: lambda x, i, j: x[None, :, j],
+    "x3[i, :, j]": lambda np_, lax: lambda x, i, j: x.reshape(3, 2, 2)[i, :, j],
+    "x[arrays]": lambda np_, lax: lambda x, i, j: x[np_.stack([i, j]), np_.stack([j, i])],
+    "dynamic_slice": lambda np_, lax: lambda x, i, j: lax.dynamic_slice(x, (i, j), (2, 2)),
+    "gather": lambda np_, lax: lambda x, i, j: lax.gather(x, np_.stack([np_.stack([i, j]), np_.stack([j, i])]),
+                                                          _gather_dims(lax, (), (0, 1)), (1, 1), mode="fill"),
+    "gather_window": lambda np_, lax: lambda x, i, j: lax.gather(x, np_.stack([i, j])[None],
+                                                                 _gather_dims(lax, (1, 2), ()), (2, 2), mode="clip"),
+    "take_along_axis": lambda np_, lax: lambda x, i, j: np_.take_along_axis(x, np_.stack([i, j])[:, None], axis=0),
+    "take_clip": lambda np_, lax: lambda x, i, j: np_.take(x, np_.stack([i, j]), axis=1, mode="clip"),
+    "at_get_fill": lambda np_, lax: lambda x, i, j: x.at[i, j].get(mode="fill"),
+    "at_add": lambda np_, lax: lambda x, i, j: x.at[np_.stack([i, j]), 1].add(1.0),
+}
+
+
+def test_index_checks_of_several_indices_equal_jax() -> None:
+    """Multi-index, slicing, dynamic-slice, gather, take and ``.at`` forms report the first
+    index out of bounds (after JAX's wrapping of negative ones) on the original array's shape."""
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    pairs = [(1, 2), (3, 0), (0, 4), (-1, -5), (-4, 1)]
+    with fg.enable_x64(False), jax.enable_x64(False):
+        programs = [(jck.checkify(p(jnp, jlax), errors=jck.index_checks), fck.checkify(p(fnp, flax),
+                                                                                      errors=fck.index_checks))
+                    for p in _MULTI_INDEX.values()]
+        theirs = jax.jit(lambda *a: [p(*a) for p, _ in programs])
+        for i, j in pairs:
+            args = (x, np.int32(i), np.int32(j))
+            for name, (want, (_, ours)) in zip(_MULTI_INDEX, zip(theirs(*args), programs, strict=True)):
+                got = ours(*(fnp.asarray(a) for a in args))
+                assert got[0].get() == want[0].get(), (name, i, j)
+                np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), err_msg=f"{name} {i} {j}")

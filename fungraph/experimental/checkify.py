@@ -43,7 +43,7 @@ from fungraph.experimental._checkify_errors import (
 from fungraph.interpreters.eval import add_eqn_note
 from fungraph.interpreters.staging import abstractify, stage
 from fungraph.ir import Eqn, Graph, Literal
-from fungraph.lax._slicing import START_OBSERVERS
+from fungraph.lax._slicing import INDEX_OBSERVERS
 from fungraph.primitives.while_loop import MASKED_BODIES
 from fungraph.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
@@ -80,6 +80,8 @@ _DIV_PRIMITIVES = ("div", "floor_divide")
 
 class _Functionalizing(threading.local):
     depth = 0
+    #: True while an index check is staged (its own indexing is not checked again)
+    in_index_check = False
 
 
 _functionalizing = _Functionalizing()
@@ -173,26 +175,42 @@ def _check(pred: Any, msg: str, debug: bool, fmt_args: tuple, fmt_kwargs: dict) 
 
 @contextlib.contextmanager
 def _observing_starts(on: bool) -> Iterator[None]:
-    """While staging with index checks on, dynamic slices and updates check their start indices
-    before ``lax`` clamps them (the staged graph only sees the clamped ones)."""
+    """While staging with index checks on, dynamic slices, gathers and indexing expressions check
+    their start indices before they are clamped (the staged graph only sees the clamped ones)."""
     if not on:
         yield
         return
-    START_OBSERVERS.append(_check_starts)
+    INDEX_OBSERVERS.append(_check_starts)
     try:
         yield
     finally:
-        START_OBSERVERS.remove(_check_starts)
+        INDEX_OBSERVERS.remove(_check_starts)
 
 
-def _check_starts(name: str, shape: tuple[int, ...], starts: list[Any], sizes: tuple[int, ...]) -> None:
-    """JAX's dynamic_slice check: a window starting below 0 or ending past its axis."""
-    if not starts or not _functionalizing.depth:
+def _check_starts(name: str, shape: tuple[int, ...], starts: list[Any], axes: tuple[int, ...],
+                  sizes: tuple[int, ...]) -> None:
+    """JAX's dynamic_slice and gather check: a window starting below 0 or ending past its axis;
+    the message names the first such start in row-major order of (window, axis)."""
+    if not starts or not _functionalizing.depth or _functionalizing.in_index_check:
         return
-    begin = fnp.stack([fnp.asarray(i, np.int32) for i in starts])
-    oob = (begin < 0) | (begin + np.asarray(sizes, np.int32) > np.asarray(shape, np.int32))
-    axis = fnp.argmax(oob)
-    payload = fnp.stack([begin[axis], fnp.asarray(axis, np.int32), fnp.asarray(np.asarray(shape, np.int32))[axis]])
+    _functionalizing.in_index_check = True
+    try:
+        _stage_start_check(name, shape, starts, axes, sizes)
+    finally:
+        _functionalizing.in_index_check = False
+
+
+def _stage_start_check(name: str, shape: tuple[int, ...], starts: list[Any], axes: tuple[int, ...],
+                       sizes: tuple[int, ...]) -> None:
+    begin = fnp.stack([fnp.asarray(i, np.int32) for i in starts], axis=-1)
+    if begin.size == 0:
+        return
+    dims = np.asarray(shape, np.int32)[list(axes)]
+    oob = (begin < 0) | (begin + np.asarray(sizes, np.int32) > dims)
+    first = fnp.argmax(oob.ravel())
+    column = first % len(axes)
+    payload = fnp.stack([begin.ravel()[first], fnp.asarray(np.asarray(axes, np.int32))[column],
+                         fnp.asarray(dims)[column]])
     _check_error(assert_func(init_error, fnp.any(oob), OOBError(name, shape, payload), deferred=True))
 
 

@@ -89,9 +89,19 @@ def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True)
     return out if keepdims else _drop_axis(out, axis % len(aval_of(out).shape))
 
 
-#: Called as ``observer(name, shape, starts, sizes)`` with a dynamic slice's (or update's) start
-#: indices before they are clamped: ``checkify``'s index checks, while it stages a function.
-START_OBSERVERS: list[Callable[[str, tuple[int, ...], list[Any], tuple[int, ...]], None]] = []
+#: Called as ``observer(name, shape, starts, axes, sizes)`` while a function is staged, with the
+#: start indices of the windows a dynamic slice, a gather or an indexing expression reads, before
+#: they are clamped (negative indices already counted from the end where the operation does so):
+#: ``starts`` holds one integer array per indexed operand axis in ``axes``, all of one shape (one
+#: window per element), ``sizes`` the windows' sizes along those axes. ``checkify``'s index checks.
+INDEX_OBSERVERS: list[Callable[[str, tuple[int, ...], list[Any], tuple[int, ...], tuple[int, ...]], None]] = []
+
+
+def observe_indices(name: str, shape: tuple[int, ...], starts: Sequence[Any], axes: Sequence[int],
+                    sizes: Sequence[int]) -> None:
+    """Report the unclamped window starts of an indexing operation to the :data:`INDEX_OBSERVERS`."""
+    for observe in INDEX_OBSERVERS:
+        observe(name, tuple(shape), list(starts), tuple(int(a) for a in axes), tuple(int(s) for s in sizes))
 
 
 def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: str,
@@ -120,8 +130,7 @@ def _starts(x: Any, start_indices: Sequence[Any], sizes: Sequence[int], name: st
         if w:
             i = ew.select(ew.lt(i, _i64(0)), ew.add(i, _i64(d)), i)
         out.append(i)
-    for observe in START_OBSERVERS:
-        observe(name, tuple(shape), out, tuple(int(s) for s in sizes))
+    observe_indices(name, shape, out, range(len(shape)), sizes)
     return [_clip(i, 0, d - s) for i, d, s in zip(out, shape, sizes)]
 
 
@@ -308,6 +317,10 @@ def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionN
                          f"slice_sizes {sizes}")
     flat, inside = _windows("gather", x, start_indices, dn.start_index_map, sizes, dn.operand_batching_dims,
                             dn.start_indices_batching_dims, mode)
+    if INDEX_OBSERVERS:
+        idx = asarray(start_indices)
+        columns = [take_static(idx, k, len(aval_of(idx).shape) - 1) for k in range(len(dn.start_index_map))]
+        observe_indices("gather", aval_of(x).shape, columns, dn.start_index_map, [sizes[d] for d in dn.start_index_map])
     a = aval_of(x)
     got = take(_flat(x), flat, 0)
     nb = len(aval_of(inside).shape)

@@ -91,9 +91,11 @@ class IndexUpdateRef:
         self._idx = idx
 
     def get(self, **options: Any) -> Any:
-        from fungraph.numpy._indexing import getitem
+        from fungraph.numpy._indexing import getitem, observe_getitem
 
         mode = _check_options("get", options)
+        if mode in ("fill", "clip"):
+            observe_getitem(self._x, self._idx)
         if mode == "fill":
             return self._filled_get(options.get("fill_value"))
         idx = _clipped(aval(self._x).shape, self._idx) if mode == "clip" else self._idx
@@ -193,6 +195,10 @@ class IndexUpdateRef:
         if window is not None:
             return self._window_update(op, values, combine, window)
         if _traced(self._idx):
+            from fungraph.numpy._indexing import observe_getitem
+
+            # a scatter at several traced integer indices is checked here (one index: on the scatter)
+            observe_getitem(self._x, self._idx, "scatter", at_least=2)
             return self._traced_update(op, values, combine)
         return self._positions_update(op, values, combine, _positions(aval(self._x).shape, self._idx))
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from fungraph import dtypes
 from fungraph.core import ConcretizationError, NonConcreteBooleanIndexError, ShapeError, Tracer
+from fungraph.lax._slicing import INDEX_OBSERVERS, observe_indices
 from fungraph.numpy._elementwise import mod
 from fungraph.numpy._util import asarray, aval, cast, int_array, is_concrete, namespace, normalize_axes
 from fungraph.primitives import elementwise as ew
@@ -62,6 +63,7 @@ def getitem(a: Any, idx: Any) -> Any:
     entries += [slice(None)] * (x.ndim - consumed)
     start, limit, strides, rev_dims, out_shape = [], [], [], [], []
     advanced: list[tuple[int, Any]] = []
+    indexed: list[tuple[int, Any]] = []
     # beside an index array, numpy counts integer scalars as (0-d) index arrays: they take part
     # in the rule that moves the indexed axes to the front when a slice separates them
     arrays = any(e is not None and not isinstance(e, slice) and not _is_int_scalar(e) for e in entries)
@@ -98,12 +100,46 @@ def getitem(a: Any, idx: Any) -> Any:
             limit.append(d)
             strides.append(1)
             advanced.append((len(out_shape), _check_bounds(e, d, dim)))
+            indexed.append((dim, e))
             out_shape.append(d)
         dim += 1
+    if INDEX_OBSERVERS and indexed:
+        _observe(x, indexed)
     y = sh.slice_(x, start, limit, strides)
     y = sh.rev(y, [i for i in rev_dims if aval(y).shape[i] > 1])
     y = sh.reshape(y, out_shape)
     return _advanced(y, advanced) if advanced else y
+
+
+def observe_getitem(x: Any, idx: Any, name: str = "gather", at_least: int = 1) -> None:
+    """Report the integer entries of the index ``idx`` into ``x`` to the index observers
+    (``checkify``) when it has ``at_least`` of them: the forms of ``x.at[idx]`` that clamp, fill
+    or drop instead of going through ``getitem``."""
+    if not INDEX_OBSERVERS:
+        return
+    indexed, dim = [], 0
+    for e in _expand_index(idx, aval(x).ndim):
+        if e is None:
+            continue
+        if not isinstance(e, slice):
+            indexed.append((dim, e))
+        dim += 1
+    if len(indexed) >= at_least:
+        _observe(x, indexed, name)
+
+
+def _observe(x: Any, indexed: list[tuple[int, Any]], name: str = "gather") -> None:
+    """Report the integer indices of ``x[...]`` (negatives counted from the end once, broadcast
+    together), on the axes they index, as the starts of JAX's gather of windows of size 1."""
+    shape = aval(x).shape
+    wrapped = []
+    for dim, idx in indexed:
+        i = ew.convert(asarray(idx), dtypes.int64)
+        wrapped.append(ew.select(ew.lt(i, np.asarray(0, dtypes.int64)), ew.add(i, np.asarray(shape[dim], dtypes.int64)),
+                                 i))
+    common = tuple(np.broadcast_shapes(*(aval(i).shape for i in wrapped)))
+    observe_indices(name, shape, [sh.broadcast_to(i, common) for i in wrapped], [d for d, _ in indexed],
+                    [1] * len(indexed))
 
 
 def _clamped(k: int, d: int, dim: int) -> int:
@@ -200,6 +236,8 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | N
         raise ShapeError(f"take_along_axis: indices {aval(idx)} must have the same rank as the array {aval(x)}")
     shape = tuple(ishape[i] if i == ax else _bdim(x.shape[i], ishape[i], i) for i in range(x.ndim))
     idx = sh.broadcast_to(idx, shape)
+    if INDEX_OBSERVERS:
+        _observe_axis(x, idx, ax, wrap)
     inside = _inside(idx, x.shape[ax], wrap) if mode in (None, "fill") else None
     idx = _normalized(idx, x.shape[ax]) if wrap else _clamp(idx, x.shape[ax])
     flat = None
@@ -221,6 +259,8 @@ def _gather(x: Any, idx: Any, ax: int, mode: str | None, fill_value: Any, wrap: 
     n = x.shape[ax]
     if n == 0 and aval(idx).size:
         raise IndexError(f"{what}: cannot take from the empty axis {ax} of {aval(x)}")
+    if INDEX_OBSERVERS and mode != "wrap":
+        _observe_axis(x, idx, ax, wrap)
     if mode == "wrap":
         return take_prim(x, mod(idx, np.asarray(n, aval(idx).dtype)), ax)
     if mode in ("clip", "promise_in_bounds"):
@@ -232,6 +272,15 @@ def _gather(x: Any, idx: Any, ax: int, mode: str | None, fill_value: Any, wrap: 
     pshape = aval(picked).shape
     dims = tuple(range(ax, ax + aval(idx).ndim))
     return _filled(picked, sh.broadcast_in_dim(inside, pshape, dims), fill_value)
+
+
+def _observe_axis(x: Any, idx: Any, ax: int, wrap: bool) -> None:
+    """Report the indices ``take`` and ``take_along_axis`` read along ``ax`` (counted from the
+    end once when ``wrap``), as JAX's gather sees them."""
+    if wrap:
+        _observe(x, [(ax, idx)])
+    else:
+        observe_indices("gather", aval(x).shape, [ew.convert(asarray(idx), dtypes.int64)], [ax], [1])
 
 
 def _inside(idx: Any, n: int, wrap: bool) -> Any:

@@ -26,6 +26,15 @@ from fungraph.experimental.sparse.bcoo import (
     bcoo_sum_duplicates,
     bcoo_transpose,
 )
+from fungraph.experimental.sparse.bcoo_multiply import bcoo_multiply_sparse
+from fungraph.experimental.sparse.bcoo_slicing import (
+    bcoo_broadcast_in_dim,
+    bcoo_dynamic_slice,
+    bcoo_getitem,
+    bcoo_rev,
+    bcoo_slice,
+    bcoo_squeeze,
+)
 from fungraph.experimental.sparse.bcsr import BCSR
 from fungraph.interpreters.staging import abstractify, stage
 from fungraph.ir import Graph, Literal, ShapedArray
@@ -125,8 +134,7 @@ def _mul(x: Any, y: Any, **_: Any) -> list[Any]:
     if isinstance(x, BCOO) and isinstance(y, BCOO):
         if x.indices is y.indices and x.unique_indices:
             return [_rebuilt(x, x.data * y.data)]
-        raise NotImplementedError("sparsify: the product of two sparse arrays of different sparsity is not "
-                                  "supported by fungraph; convert one with .todense()")
+        return [bcoo_multiply_sparse(x, y)]
     mat, dense = (x, y) if isinstance(x, BCOO) else (y, x)
     return [_rebuilt(mat, bcoo_multiply_dense(mat, dense))]
 
@@ -179,7 +187,45 @@ def _transpose(mat: BCOO, *, permutation: Sequence[int], **_: Any) -> list[Any]:
 
 
 def _reshape(mat: BCOO, *, new_sizes: Sequence[int], dimensions: Any = None, **_: Any) -> list[Any]:
+    new_sizes = tuple(new_sizes)
+    unit_only = [s for s in mat.shape if s != 1] == [s for s in new_sizes if s != 1]
+    if dimensions is None and unit_only and (mat.n_batch or mat.n_dense):
+        return [_units_changed(mat, new_sizes)]
     return [bcoo_reshape(mat, new_sizes=new_sizes, dimensions=dimensions)]
+
+
+def _units_changed(mat: BCOO, new_sizes: tuple[int, ...]) -> BCOO:
+    """A reshape that only removes and inserts size-1 axes (fungraph's squeeze and expand_dims):
+    a squeeze, then a ``broadcast_in_dim`` placing the other axes."""
+    squeezed = bcoo_squeeze(mat, dimensions=[d for d, s in enumerate(mat.shape) if s == 1])
+    placed = [d for d, s in enumerate(new_sizes) if s != 1]
+    return bcoo_broadcast_in_dim(squeezed, shape=new_sizes, broadcast_dimensions=placed)
+
+
+def _slice(mat: BCOO, *, start_indices: Sequence[int], limit_indices: Sequence[int], strides: Any = None,
+           **_: Any) -> list[Any]:
+    return [bcoo_slice(mat, start_indices=start_indices, limit_indices=limit_indices, strides=strides)]
+
+
+def _rev(mat: BCOO, *, dimensions: Sequence[int], **_: Any) -> list[Any]:
+    return [bcoo_rev(mat, dimensions)]
+
+
+def _take(mat: Any, idx: Any, *, axis: int, **_: Any) -> list[Any]:
+    """``take`` at a scalar index (``x[i]`` with a traced ``i``): a dynamic slice of size 1 along
+    ``axis`` (negative indices counted from the end, clamped into range, as ``take``), squeezed."""
+    if not isinstance(mat, BCOO) or fnp.ndim(idx) != 0:
+        raise NotImplementedError("sparsify: `take` of a sparse array at an index array (JAX's bcoo_gather) is not "
+                                  "supported by fungraph; convert it with .todense()")
+    starts: list[Any] = [0] * mat.ndim
+    starts[axis] = idx
+    sizes = list(mat.shape)
+    sizes[axis] = 1
+    return [bcoo_squeeze(bcoo_dynamic_slice(mat, starts, sizes), dimensions=(axis,))]
+
+
+def _broadcast_in_dim(mat: BCOO, *, shape: Sequence[int], broadcast_dimensions: Sequence[int], **_: Any) -> list[Any]:
+    return [bcoo_broadcast_in_dim(mat, shape=shape, broadcast_dimensions=broadcast_dimensions)]
 
 
 def _integer_pow(mat: BCOO, *, y: int) -> list[Any]:
@@ -210,7 +256,8 @@ _RULES: dict[str, Callable[..., list[Any]]] = {
     **{name: _unary(name, linear=False) for name in _NONLINEAR},
     "add": _add, "sub": _sub, "mul": _mul, "div": _div, "dot_general": _dot_general, "reduce_sum": _reduce_sum,
     "transpose": _transpose, "reshape": _reshape, "integer_pow": _integer_pow, "jit_call": _jit_call,
-    "concatenate": _concatenate,
+    "concatenate": _concatenate, "slice": _slice, "rev": _rev, "broadcast_in_dim": _broadcast_in_dim,
+    "take": _take,
 }
 
 
@@ -231,6 +278,7 @@ _BCOO_METHODS: dict[str, Any] = {
     "__add__": sparsify(fnp.add), "__radd__": sparsify(_swapped(fnp.add)),
     "__sub__": sparsify(fnp.subtract), "__rsub__": sparsify(_swapped(fnp.subtract)),
     "__neg__": sparsify(fnp.negative), "__abs__": sparsify(fnp.abs), "__pos__": lambda self: self,
+    "__getitem__": bcoo_getitem, "__iter__": lambda self: (self[i] for i in range(self.shape[0])),
 }
 for _name, _method in _BCOO_METHODS.items():
     setattr(BCOO, _name, _method)
