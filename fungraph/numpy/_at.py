@@ -274,7 +274,8 @@ class IndexUpdateRef:
     def _axis_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], axis: int, idx: Any) -> Any:
         """``x.at[:, ..., idx].add(v)`` with one traced index array on ``axis``: one scatter-add
         of ``v`` along that axis (an embedding gradient, a segment sum), O(x + v), updates at
-        out-of-bounds indices dropped."""
+        out-of-bounds indices dropped: sent to a spare last row along ``axis`` that a slice
+        then leaves out (a pass over the indices, where masking the updates passes over them)."""
         x = self._x
         xshape = aval(x).shape
         d = xshape[axis]
@@ -282,9 +283,10 @@ class IndexUpdateRef:
         v = sh.reshape(self._values(values, shape, op), shape)
         wrapped = _wrapped(idx, d)
         inside = ew.and_p.bind(ew.ge_p.bind(wrapped, np.asarray(0, np.int64)), ew.lt(wrapped, np.asarray(d, np.int64)))
-        inside = sh.broadcast_in_dim(inside, shape, tuple(range(axis, axis + aval(idx).ndim)))
-        kept = ew.select(inside, v, np.zeros((), aval(v).dtype))
-        return combine(x, scatter_add(kept, wrapped, axis, xshape))
+        pos = ew.select(inside, wrapped, np.asarray(d, np.int64))
+        spare = xshape[:axis] + (d + 1,) + xshape[axis + 1:]
+        summed = sh.slice_(scatter_add(v, pos, axis, spare), (0,) * len(xshape), xshape, None)
+        return combine(x, summed)
 
 
 def _along_one_axis(shape: tuple[int, ...], idx: Any) -> tuple[int, Any] | None:
