@@ -3,8 +3,9 @@
 Against ``np.add.at``, bit for bit: the loop adds each output element's updates in index
 order, as ``np.add.at`` does, so the bound is 0 ulp (every value and index dtype, any axis,
 duplicates, negative and clamped indices, empty shapes). Against JAX: ``.at[idx].add`` (out of
-bounds dropped), ``segment_sum``, a gather's gradient and a BCOO product under jit, vmap and
-grad; and the simplification of ``zeros + scatter_add`` to the scatter-add.
+bounds dropped), ``segment_sum``, a gather's gradient, ``.at[idx].get(mode="fill")`` and a BCOO
+product under jit, vmap and grad; and the simplification of ``zeros + scatter_add`` to the
+scatter-add.
 """
 
 from __future__ import annotations
@@ -131,7 +132,9 @@ def test_scatter_adds_against_jax_under_jit_vmap_and_grad() -> None:
                     transform.vmap(at_add, in_axes=(None, 0, 0))(x, vb, ib),
                     transform.grad(loss, argnums=(0, 1))(x, v),
                     transform.vmap(transform.grad(lambda x, i: (x[i] ** 2).sum()), in_axes=(None, 0))(x, gather_ib),
-                    bcoo((bdata, bidx), shape=(n, n)) @ dense]
+                    bcoo((bdata, bidx), shape=(n, n)) @ dense,
+                    x.at[idx].get(mode="fill", fill_value=-1.5), x.at[:, ib].get(mode="fill"),
+                    transform.grad(lambda x: (x.at[:, idx].get(mode="fill", fill_value=0.0) ** 2).sum())(x)]
 
         return transform.jit(run)
 
