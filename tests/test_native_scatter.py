@@ -83,17 +83,28 @@ def _indices(rng: np.random.Generator, dtype: Any, shape: tuple[int, ...], d: in
 
 
 def test_scatter_add_matches_np_add_at_bit_for_bit() -> None:
+    """The native loop, the numpy engine's rule and the eager impl (both 1-D ``np.add.at`` over
+    flat positions) against ``np.add.at`` along the moved axis."""
     rng = np.random.default_rng(35)
+    cases = []
     for dtype, idx_dtype, shape, axis, idx_shape in _cases(rng):
         idx = _indices(rng, idx_dtype, idx_shape, shape[axis])
         upd = _values(rng, shape[:axis] + idx_shape + shape[axis + 1:], dtype)
-        before = NATIVE_SCATTER_STATS["runs"]
-        got = np.asarray(fg.jit(lambda u, i, axis=axis, shape=shape: scatter_add(u, i, axis, shape))(upd, idx))
-        assert NATIVE_SCATTER_STATS["runs"] == before + 1, (dtype, shape)
-        want = _np_scatter(upd, idx, axis, shape)
         what = f"{np.dtype(dtype).name}{list(shape)} axis {axis}, indices {np.dtype(idx_dtype).name}{list(idx_shape)}"
-        assert got.dtype == want.dtype and got.shape == want.shape, what
-        assert got.tobytes() == want.tobytes(), f"{what}: {got} != {want}"
+        cases.append((upd, idx, axis, shape, _np_scatter(upd, idx, axis, shape), what))
+    for native in (True, False):
+        fg.config.update("fungraph_native_cpu", native)
+        try:
+            for upd, idx, axis, shape, want, what in cases:
+                before = NATIVE_SCATTER_STATS["runs"]
+                got = np.asarray(fg.jit(lambda u, i, axis=axis, shape=shape: scatter_add(u, i, axis, shape))(upd, idx))
+                assert NATIVE_SCATTER_STATS["runs"] == before + native, what
+                eager = np.asarray(scatter_add(upd, idx, axis, shape))
+                for result in (got, eager):
+                    assert result.dtype == want.dtype and result.shape == want.shape, what
+                    assert result.tobytes() == want.tobytes(), f"{what}, native {native}: {result} != {want}"
+        finally:
+            fg.config.update("fungraph_native_cpu", True)
     upd = np.arange(6, dtype=np.float16).reshape(3, 2)
     before = NATIVE_SCATTER_STATS["runs"]
     got = np.asarray(fg.jit(lambda u, i: scatter_add(u, i, 0, (2, 2)))(upd, np.array([1, 0, 1])))
