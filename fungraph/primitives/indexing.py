@@ -78,11 +78,14 @@ def _add_at(out: np.ndarray, idx: np.ndarray, upd: np.ndarray, axis: int) -> Non
     shape = out.shape
     outer = int(np.prod(shape[:axis], dtype=np.int64))
     inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
-    idx = idx.reshape(-1).astype(np.int64, copy=False)
+    idx = idx.reshape(-1).astype(np.intp, copy=False)
     values = upd.reshape(outer, idx.size, inner)
     flat = out.reshape(-1)
-    base = (np.arange(outer, dtype=np.int64) * (shape[axis] * inner))[:, None, None]
-    cols = np.arange(inner, dtype=np.int64)
+    if outer * inner == 1:
+        np.add.at(flat, idx, values.reshape(-1))
+        return
+    base = (np.arange(outer, dtype=np.intp) * (shape[axis] * inner))[:, None, None]
+    cols = np.arange(inner, dtype=np.intp)
     step = max(1, ADD_AT_CHUNK // max(outer * inner, 1))
     for start in range(0, idx.size, step):
         pos = base + (idx[start:start + step] * inner)[None, :, None] + cols
