@@ -150,6 +150,7 @@ def _scatter_rows(rng: np.random.Generator, quick: bool) -> list[tuple[str, Call
     vocab, d, tokens = (10_000, 64, 8_192) if not quick else (2_000, 64, 2_048)
     tok = rng.integers(0, vocab, tokens).astype(np.int32)
     g = rng.standard_normal((tokens, d)).astype(np.float32)
+    table = rng.standard_normal((vocab, d)).astype(np.float32)
     n_data, n_seg = (1_000_000, 1_000) if not quick else (100_000, 1_000)
     ids = rng.integers(0, n_seg, n_data).astype(np.int32)
     data = rng.standard_normal(n_data).astype(np.float32)
@@ -174,6 +175,10 @@ def _scatter_rows(rng: np.random.Generator, quick: bool) -> list[tuple[str, Call
          lambda g, t: fnp.zeros((vocab, d), np.float32).at[t].add(g),
          lambda g, t: np_at((vocab, d), t, g),
          lambda jax: lambda g, t: jax.numpy.zeros((vocab, d), np.float32).at[t].add(g), (g, tok)),
+        (f"gather gradient: grad of sum(table[tokens] * g), {tokens:,} x {d}",
+         fg.grad(lambda table, g, t: fnp.sum(table[t] * g)),
+         lambda table, g, t: np_at((vocab, d), t, g),
+         lambda jax: jax.grad(lambda table, g, t: jax.numpy.sum(table[t] * g)), (table, g, tok)),
         (f"segment_sum: {n_data:,} values into {n_seg:,}",
          lambda v, i: fops.segment_sum(v, i, n_seg),
          lambda v, i: np_at((n_seg,), i, v),
