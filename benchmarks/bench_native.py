@@ -6,8 +6,10 @@ Prints, for 1M-element float32 and float64 arrays, the median time of each eleme
 issue #35 (``tanh(x)*2+1``, ``exp(x)*2+1``, ``log1p(abs(x))*2+1``, GELU in its tanh form) on
 the numpy engine, the native engine and JAX, timed in turns in one run; then softmax and layer
 norm over (1000, 1000), whose reductions run inside their native region (against the native
-engine with the reductions left to numpy, as before they could join a region); then the time
-to build a graph's regions with a cold and a warm disk cache.
+engine with the reductions left to numpy, as before they could join a region); then
+scatter-adds (an embedding gradient, ``segment_sum``, a BCOO matrix times a dense one) on the
+numpy engine (``np.add.at``) and the native one, beside numpy's own ``np.add.at`` and JAX; then
+the time to build a graph's regions with a cold and a warm disk cache.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from _util import interleaved_times, ms, table, try_jax  # noqa: E402
 import fungraph as fg  # noqa: E402
 import fungraph.nn as fnn  # noqa: E402
 import fungraph.numpy as fnp  # noqa: E402
+import fungraph.ops as fops  # noqa: E402
 from fungraph.backends import backend_factory  # noqa: E402
 from fungraph.backends.native import native_enabled  # noqa: E402
+from fungraph.experimental import sparse  # noqa: E402
 from fungraph.jit import clear_caches  # noqa: E402
 
 
@@ -46,11 +50,11 @@ def _rows(xp: Any, nn: Any) -> dict[str, Callable[[Any], Any]]:
     }
 
 
-def executable(fun: Callable[[Any], Any], x: np.ndarray, native: bool) -> Any:
-    """The CPU executable of ``jit(fun)`` at ``x`` built with the native engine on or off
-    (kept by the caller: switching the engine empties jit's caches)."""
+def executable(fun: Callable[..., Any], x: np.ndarray, native: bool, *more: np.ndarray) -> Any:
+    """The CPU executable of ``jit(fun)`` at ``x, *more`` built with the native engine on or
+    off (kept by the caller: switching the engine empties jit's caches)."""
     fg.config.update("fungraph_native_cpu", native)
-    return fg.jit(fun).lower(x).compiled.executable
+    return fg.jit(fun).lower(x, *more).compiled.executable
 
 
 def bench_elementwise(n: int, jax: Any, rounds: int) -> list[list[str]]:
@@ -140,6 +144,85 @@ def bench_reductions(shape: tuple[int, int], jax: Any, rounds: int) -> list[list
     return rows
 
 
+def _scatter_rows(rng: np.random.Generator, quick: bool) -> list[tuple[str, Callable[..., Any], Callable[..., Any],
+                                                                      Callable[..., Any], tuple[np.ndarray, ...]]]:
+    """(label, fungraph function, numpy ``np.add.at`` reference, JAX function, arguments) per row."""
+    vocab, d, tokens = (10_000, 64, 8_192) if not quick else (2_000, 64, 2_048)
+    tok = rng.integers(0, vocab, tokens).astype(np.int32)
+    g = rng.standard_normal((tokens, d)).astype(np.float32)
+    table = rng.standard_normal((vocab, d)).astype(np.float32)
+    n_data, n_seg = (1_000_000, 1_000) if not quick else (100_000, 1_000)
+    ids = rng.integers(0, n_seg, n_data).astype(np.int32)
+    data = rng.standard_normal(n_data).astype(np.float32)
+    rows2 = rng.standard_normal((n_data // 16, 16)).astype(np.float32)
+    n, nse, k = (4_096, 200_000, 32) if not quick else (1_024, 20_000, 32)
+    bidx = np.stack([rng.integers(0, n, nse), rng.integers(0, n, nse)], 1).astype(np.int32)
+    bdata = rng.standard_normal(nse).astype(np.float32)
+    dense = rng.standard_normal((n, k)).astype(np.float32)
+
+    def np_at(shape: tuple[int, ...], idx: np.ndarray, upd: np.ndarray) -> np.ndarray:
+        out = np.zeros(shape, upd.dtype)
+        np.add.at(out, idx, upd)
+        return out
+
+    def jax_bcoo(jax: Any) -> Callable[..., Any]:
+        from jax.experimental import sparse as jsparse
+
+        return lambda v, i, x: jsparse.BCOO((v, i), shape=(n, n)) @ x
+
+    return [
+        (f"embedding gradient: {tokens:,} x {d} rows into {vocab:,}",
+         lambda g, t: fnp.zeros((vocab, d), np.float32).at[t].add(g),
+         lambda g, t: np_at((vocab, d), t, g),
+         lambda jax: lambda g, t: jax.numpy.zeros((vocab, d), np.float32).at[t].add(g), (g, tok)),
+        (f"gather gradient: grad of sum(table[tokens] * g), {tokens:,} x {d}",
+         fg.grad(lambda table, g, t: fnp.sum(table[t] * g)),
+         lambda table, g, t: np_at((vocab, d), t, g),
+         lambda jax: jax.grad(lambda table, g, t: jax.numpy.sum(table[t] * g)), (table, g, tok)),
+        (f"segment_sum: {n_data:,} values into {n_seg:,}",
+         lambda v, i: fops.segment_sum(v, i, n_seg),
+         lambda v, i: np_at((n_seg,), i, v),
+         lambda jax: lambda v, i: jax.ops.segment_sum(v, i, n_seg), (data, ids)),
+        (f"segment_sum: {n_data // 16:,} x 16 rows into {n_seg:,}",
+         lambda v, i: fops.segment_sum(v, i, n_seg),
+         lambda v, i: np_at((n_seg, 16), i, v),
+         lambda jax: lambda v, i: jax.ops.segment_sum(v, i, n_seg), (rows2, ids[:n_data // 16])),
+        (f"BCOO ({n:,} x {n:,}, {nse:,} entries) @ ({n:,} x {k})",
+         lambda v, i, x: sparse.BCOO((v, i), shape=(n, n)) @ x,
+         lambda v, i, x: np_at((n, k), i[:, 0], v[:, None] * x[i[:, 1]]),
+         jax_bcoo, (bdata, bidx, dense)),
+    ]
+
+
+def bench_scatter(jax: Any, rounds: int, quick: bool) -> list[list[str]]:
+    """Scatter-adds on the numpy engine (``np.add.at``), the native engine, numpy's own
+    ``np.add.at`` and JAX, timed in turns; the largest difference from numpy relative to the
+    largest value."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for label, fun, reference, jax_fun, args in _scatter_rows(rng, quick):
+        numpy_exe = executable(fun, *args[:1], False, *args[1:])
+        native_exe = executable(fun, *args[:1], True, *args[1:])
+        want = reference(*args)
+        got = native_exe.run(list(args))[0]
+        err = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+        fns = {"np.add.at": lambda: reference(*args), "numpy": lambda e=numpy_exe: e.run(list(args)),
+               "native": lambda e=native_exe: e.run(list(args))}
+        if jax is not None:
+            jf = jax.jit(jax_fun(jax))
+            jargs = [jax.numpy.asarray(a) for a in args]
+            jf(*jargs).block_until_ready()
+            fns["jax"] = lambda jf=jf, jargs=jargs: jf(*jargs).block_until_ready()
+        t = interleaved_times(fns, rounds=rounds, number=3)
+        row = [label, ms(t["np.add.at"]), ms(t["numpy"]), ms(t["native"]), f"{t['numpy'] / t['native']:.1f}x",
+               f"{err:.1e}"]
+        if jax is not None:
+            row += [ms(t["jax"]), f"{t['native'] / t['jax']:.2f}"]
+        rows.append(row)
+    fg.config.update("fungraph_native_cpu", True)
+    return rows
+
+
 FIRST_CALL = """
 import time, numpy as np, fungraph as fg, fungraph.numpy as fnp
 from fungraph.backends.native import BUILD_STATS
@@ -184,6 +267,10 @@ def main() -> None:
     header = ["work", "numpy engine", "native, reductions apart", "native", "regions", "max rel diff"]
     header += ["jax", "native / jax"] if jax is not None else []
     print(table(bench_reductions((1000, 1000), jax, rounds=3 if args.quick else 7), header))
+    print("\n== scatter-add / segment_sum / BCOO matvec, float32 (median, timed in turns)")
+    header = ["work", "numpy np.add.at", "numpy engine", "native", "speed-up", "max diff / max"]
+    header += ["jax", "native / jax"] if jax is not None else []
+    print(table(bench_scatter(jax, rounds=3 if args.quick else 7, quick=args.quick), header))
     print("\n== first call of a fresh 1M-element region graph")
     print(table(bench_build(n), ["build", "first call", "what happened"]))
 

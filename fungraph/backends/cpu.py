@@ -28,6 +28,7 @@ from fungraph.backends.native.conds import native_conds
 from fungraph.backends.native.conds import runs_natively as cond_runs_natively
 from fungraph.backends.native.loops import loop_lowering
 from fungraph.backends.native.regions import native_regions, reduces_natively, runs_natively
+from fungraph.backends.native.scatter import native_scatters
 from fungraph.core import Primitive, ScratchLowering, get_primitive, register_lowering
 from fungraph.interpreters.memory import MemoryPlan
 from fungraph.interpreters.regions import FusionCapability, fusion_p
@@ -173,8 +174,9 @@ class CpuExecutable:
         self.plan = plan
         self.donated = tuple(donated) + (False,) * (len(graph.invars) - len(donated))
         self.arena = _aligned_bytes(plan.arena_bytes) if arena is None else arena[:plan.arena_bytes]
-        #: the regions and conds run as native code, by equation index (one shared object each per graph)
-        self.native = native_regions(graph) | native_conds(graph)
+        #: the regions and conds run as native code, by equation index (one shared object each per
+        #: graph), and the scatter-adds (one shared object per process)
+        self.native = native_regions(graph) | native_conds(graph) | native_scatters(graph)
         self._idle = [self._bind(self.arena, first=True)]
 
     def _bind(self, arena: np.ndarray, first: bool = False) -> _Buffers:

@@ -24,6 +24,7 @@ class Rewriter:
         self.new_consts: dict[Var, np.ndarray] = {}
         self.made_by: dict[Var, Eqn] = {}
         self._uses: Counter[Var] | None = None
+        self._consts: dict[Var, np.ndarray] | None = None
 
     def uses(self, a: Atom) -> int:
         """How many times ``a`` is read in the old graph (kept equations keep their outputs)."""
@@ -34,6 +35,17 @@ class Rewriter:
     def producer(self, a: Atom) -> Eqn | None:
         """The equation of the new graph that defines ``a`` (None for inputs and literals)."""
         return self.made_by.get(a) if isinstance(a, Var) else None
+
+    def const_value(self, a: Atom) -> np.ndarray | None:
+        """The array of a constant var of the old graph or one made by :meth:`const` (None
+        for anything else)."""
+        if not isinstance(a, Var):
+            return None
+        if a in self.new_consts:
+            return self.new_consts[a]
+        if self._consts is None:
+            self._consts = dict(zip(self.graph.constvars, self.graph.consts))
+        return self._consts.get(a)
 
     def _record(self, eqn: Eqn) -> None:
         self.eqns.append(eqn)

@@ -35,6 +35,40 @@ def _add_zero(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
     return None
 
 
+def _all_positive_zeros(rw: Rewriter, a: Atom) -> bool:
+    """Whether ``a`` is a constant array of +0 (or a broadcast of a literal one)."""
+    p = rw.producer(a)
+    if p is not None and p.primitive is sh.broadcast_in_dim_p:
+        a = p.inputs[0]
+    if isinstance(a, Literal):
+        return _is(a, 0) and not np.signbit(np.real(a.value))
+    value = rw.const_value(a)
+    return value is not None and value.size > 0 and not np.any(value) and not np.any(np.signbit(np.real(value)))
+
+
+#: Primitives whose outputs, viewed through these, hold what the scatter-add wrote.
+_SAME_ELEMENTS = ("reshape", "slice", "squeeze", "expand_dims", "broadcast_in_dim", "transpose")
+
+
+def _no_negative_zero(rw: Rewriter, a: Atom) -> bool:
+    """Whether ``a`` cannot hold -0: an integer or bool, or a scatter-add's sums (each starts
+    at +0, and no sum starting there rounds to -0), seen through reshapes and slices."""
+    if np.dtype(a.aval.dtype).kind in "biu":
+        return True
+    p = rw.producer(a)
+    while p is not None and p.primitive.name in _SAME_ELEMENTS:
+        p = rw.producer(p.inputs[0])
+    return p is not None and p.primitive.name == "scatter_add"
+
+
+def _zeros_plus_scatter(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
+    """``zeros(...).at[i].add(v)``: the zeros' addition is the identity on a scatter-add's sums."""
+    for z, s in ((x, y), (y, x)):
+        if _fits(s, e) and _all_positive_zeros(rw, z) and _no_negative_zero(rw, s):
+            return s
+    return None
+
+
 def _sub_zero(rw: Rewriter, e: Eqn, x: Atom, y: Atom) -> Atom | None:
     return x if _is(y, 0) and _fits(x, e) else None
 
@@ -175,6 +209,8 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     Rule("add", "x + 0 = 0 + x = x", _add_zero),
+    Rule("add", "zeros + y = y + zeros = y for y without -0 (an integer, a scatter-add's sums)",
+         _zeros_plus_scatter),
     Rule("sub", "x - 0 = x", _sub_zero),
     Rule("mul", "x * 1 = 1 * x = x", _mul_one),
     Rule("mul", "x * 0 = 0 for integers and bools (broadcast to the output shape)", _mul_zero),

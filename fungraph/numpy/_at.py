@@ -168,14 +168,17 @@ class IndexUpdateRef:
         value, or True) wherever an integer index is out of bounds."""
         x = self._x
         shape, size, dt = aval(x).shape, aval(x).size, aval(x).dtype
-        ids = _traced_positions(shape, self._idx, concrete_too=True)
-        count = int(np.prod(aval(ids).shape, dtype=np.int64))
-        flat_ids = sh.reshape(ids, (count,))
-        picked = take(sh.reshape(x, (size,)), ew.max_p.bind(flat_ids, np.asarray(0, np.int64)), 0)
         if fill_value is None:
             fill_value = (np.nan if np.issubdtype(dt, np.inexact) else True if dt == np.bool_
                           else np.iinfo(dt).min)
         fill = np.asarray(fill_value).astype(dt) if is_weak(fill_value) else cast(asarray(fill_value), dt)
+        along = _along_one_axis(shape, self._idx)
+        if along is not None and shape[along[0]] > 0:
+            return _filled_take(x, *along, fill)
+        ids = _traced_positions(shape, self._idx, concrete_too=True)
+        count = int(np.prod(aval(ids).shape, dtype=np.int64))
+        flat_ids = sh.reshape(ids, (count,))
+        picked = take(sh.reshape(x, (size,)), ew.max_p.bind(flat_ids, np.asarray(0, np.int64)), 0)
         inside = ew.gt(flat_ids, np.asarray(-1, np.int64))
         return sh.reshape(ew.select(inside, picked, sh.broadcast_to(fill, (count,))), aval(ids).shape)
 
@@ -280,7 +283,8 @@ class IndexUpdateRef:
     def _axis_update(self, op: str, values: Any, combine: Callable[[Any, Any], Any], axis: int, idx: Any) -> Any:
         """``x.at[:, ..., idx].add(v)`` with one traced index array on ``axis``: one scatter-add
         of ``v`` along that axis (an embedding gradient, a segment sum), O(x + v), updates at
-        out-of-bounds indices dropped."""
+        out-of-bounds indices dropped: sent to a spare last row along ``axis`` that a slice
+        then leaves out (a pass over the indices, where masking the updates passes over them)."""
         x = self._x
         xshape = aval(x).shape
         d = xshape[axis]
@@ -288,9 +292,26 @@ class IndexUpdateRef:
         v = sh.reshape(self._values(values, shape, op), shape)
         wrapped = _wrapped(idx, d)
         inside = ew.and_p.bind(ew.ge_p.bind(wrapped, np.asarray(0, np.int64)), ew.lt(wrapped, np.asarray(d, np.int64)))
-        inside = sh.broadcast_in_dim(inside, shape, tuple(range(axis, axis + aval(idx).ndim)))
-        kept = ew.select(inside, v, np.zeros((), aval(v).dtype))
-        return combine(x, scatter_add(kept, wrapped, axis, xshape))
+        pos = ew.select(inside, wrapped, np.asarray(d, np.int64))
+        spare = xshape[:axis] + (d + 1,) + xshape[axis + 1:]
+        summed = sh.slice_(scatter_add(v, pos, axis, spare), (0,) * len(xshape), xshape, None)
+        return combine(x, summed)
+
+
+def _filled_take(x: Any, axis: int, idx: Any, fill: Any) -> Any:
+    """``x[:, ..., idx]`` along ``axis`` with ``fill`` where ``idx`` is out of bounds: one
+    ``take`` of whole rows (the transpose of a scatter-add along that axis: a BCOO product's
+    gather), where flat positions would gather element by element. The mask is broadcast
+    numpy's way (trailing axes of 1), which a fused region reads without a copy."""
+    xshape = aval(x).shape
+    d = xshape[axis]
+    shape = xshape[:axis] + aval(idx).shape + xshape[axis + 1:]
+    wrapped = _wrapped(idx, d)
+    inside = ew.and_p.bind(ew.ge_p.bind(wrapped, np.asarray(0, np.int64)), ew.lt(wrapped, np.asarray(d, np.int64)))
+    trailing = len(xshape) - axis - 1
+    inside = sh.reshape(inside, aval(idx).shape + (1,) * trailing)
+    inside = sh.broadcast_in_dim(inside, shape, tuple(range(len(shape) - aval(inside).ndim, len(shape))))
+    return ew.select(inside, take(x, wrapped, axis), sh.broadcast_to(fill, shape))
 
 
 def _along_one_axis(shape: tuple[int, ...], idx: Any) -> tuple[int, Any] | None:
