@@ -647,6 +647,9 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
         out_box: list[PyTreeDef] = []
 
         def flat(*xs: Any) -> list[Any]:
+            # as JAX's, an unmapped argument reaches ``fun`` as it was given (a Python int stays
+            # an int, so a jitted ``fun`` may take it as a static argument)
+            xs = tuple(x if d is not None else leaf for x, d, leaf in zip(xs, norm_dims, leaves))
             out_leaves, out_tree = flatten_outputs(fun(*tree_unflatten(in_tree, xs)))
             out_box.append(out_tree)
             return out_leaves
