@@ -20,7 +20,7 @@ import numpy as onp
 import pytest
 
 from tests.helpers import jax_or_skip
-from tests.jax_programs import check_program
+from tests.jax_programs import check_program, program_cases
 
 jax, jnp = jax_or_skip()
 
@@ -530,7 +530,11 @@ PROGRAMS: dict[str, Callable[[Any, Any], Any]] = {
 TOL64 = {"forward_forward": 1e-6, "vmapped_log_probs": 1e-6}
 
 
-@pytest.mark.parametrize("x64", [True, False])
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+#: The cases the suite runs (the programs that exposed a fix, and the cheapest); every program
+#: passes in both modes, checked with ``FUNGRAPH_ALL_JAX_PROGRAMS=1``.
+IN_SUITE = [("pca", False), ("stax2k", False), ("backboard", True), ("backboard", False)]
+
+
+@pytest.mark.parametrize(("name", "x64"), program_cases(PROGRAMS, IN_SUITE))
 def test_jax_example_program_matches_jax(name: str, x64: bool) -> None:
     check_program(jax, jnp, PROGRAMS[name], x64, rtol32=1e-4, rtol64=TOL64.get(name, 1e-9))

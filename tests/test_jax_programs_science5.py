@@ -19,7 +19,7 @@ import pytest
 import fungraph as fg
 import fungraph.numpy as fnp
 from tests.helpers import jax_or_skip
-from tests.jax_programs import check_program
+from tests.jax_programs import check_program, program_cases
 
 jax, jnp = jax_or_skip()
 
@@ -257,8 +257,13 @@ PROGRAMS: dict[str, Callable[[Any, Any], Any]] = {
 TOL64 = {"quantum_vqe": 1e-6, "diffusion_model": 1e-7}
 
 
-@pytest.mark.parametrize("x64", [True, False])
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+#: The cases the suite runs (the programs that exposed a fix, and the cheapest); every program
+#: passes in both modes, checked with ``FUNGRAPH_ALL_JAX_PROGRAMS=1``.
+IN_SUITE = [("uneven_finite_differences", True), ("uneven_finite_differences", False),
+            ("stein_variational_gd", False), ("sdf_ray_marching", False)]
+
+
+@pytest.mark.parametrize(("name", "x64"), program_cases(PROGRAMS, IN_SUITE))
 def test_science_program_matches_jax(name: str, x64: bool) -> None:
     check_program(jax, jnp, PROGRAMS[name], x64, rtol32=1e-4, rtol64=TOL64.get(name, 1e-9))
 
