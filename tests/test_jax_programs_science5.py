@@ -319,3 +319,16 @@ def test_python_scalar_types_as_dtypes_truncate_silently_as_jax_s() -> None:
     ours, theirs = warned(fg, fnp, fg.enable_x64), warned(jax, jnp, jax.enable_x64)
     assert ours == theirs
     assert [n for n, _ in ours] == [0, 0, 0, 0, 0, 1, 1, 0]
+
+
+@pytest.mark.parametrize("lib", [fnp, jnp])
+def test_eager_shape_errors_are_the_type_errors_jax_raises(lib: Any) -> None:
+    """The "Autobatching log-densities" notebook catches the error of a batch passed to an
+    unbatched function: an eager `@`, `dot` or `reshape` of mismatched shapes raises JAX's
+    TypeError, and broadcasting its ValueError (fungraph's ShapeError is both)."""
+    for bad in (lambda: lib.ones(3) @ lib.ones(4), lambda: lib.ones((2, 3)).dot(lib.ones((2, 3))),
+                lambda: lib.ones(3).reshape(4)):
+        with pytest.raises(TypeError):
+            bad()
+    with pytest.raises(ValueError):
+        lib.ones(3) + lib.ones((2, 2))
