@@ -646,15 +646,23 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size
         size = next(iter(sizes.values())) if sizes else axis_size
         out_box: list[PyTreeDef] = []
 
+        # as JAX's, an unmapped argument reaches ``fun`` as it was given (a Python int stays an
+        # int, so a jitted ``fun`` may take it as a static argument): only mapped ones are traced
+        mapped = [i for i, d in enumerate(norm_dims) if d is not None]
+
         def flat(*xs: Any) -> list[Any]:
-            out_leaves, out_tree = flatten_outputs(fun(*tree_unflatten(in_tree, xs)))
+            args = list(leaves)
+            for i, x in zip(mapped, xs):
+                args[i] = x
+            out_leaves, out_tree = flatten_outputs(fun(*tree_unflatten(in_tree, args)))
             out_box.append(out_tree)
             return out_leaves
 
         def out_dims(outs: list[Any]) -> list[Any]:
             return _broadcast_prefix(out_axes, tree_unflatten(out_box[-1], outs), "out_axes")
 
-        outs = vmap_flat(flat, [_concrete(x) for x in leaves], norm_dims, out_dims, size, axis_name)
+        outs = vmap_flat(flat, [_concrete(leaves[i]) for i in mapped], [norm_dims[i] for i in mapped], out_dims,
+                         size, axis_name)
         result = tree_unflatten(out_box[-1], owned_results(outs, leaves))
         return _batched_float0(result, size, out_axes) if out_box[-1].num_leaves != len(tree_leaves(result)) else result
 

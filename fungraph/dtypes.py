@@ -162,6 +162,11 @@ _WARNING = ("Explicitly requested dtype {}{} is not available, and will be trunc
             "See https://github.com/jax-ml/jax#current-gotchas for more.")
 
 
+#: Python's scalar types, which name the mode's default dtype of their kind: JAX truncates a
+#: request for them without a warning (``zeros(3, float)`` is float32 with x64 off).
+_PYTHON_TYPES = (int, float, complex)
+
+
 def canonicalize(dtype: Any, requested_in: str | None = None, depth: int = 2) -> np.dtype:
     """The dtype the current mode uses for ``dtype``: the dtype itself with x64 on; with it off
     a 64-bit type becomes its 32-bit counterpart. ``requested_in`` (the function name, or ""
@@ -171,7 +176,8 @@ def canonicalize(dtype: Any, requested_in: str | None = None, depth: int = 2) ->
     d = check(dtype)
     if d in _TO_32 and not x64_enabled():
         narrow = _TO_32[d]
-        if requested_in is not None and not _called_from_fungraph(depth):
+        python_type = any(dtype is t for t in _PYTHON_TYPES)
+        if requested_in is not None and not python_type and not _called_from_fungraph(depth):
             where = f" requested in {requested_in}" if requested_in else ""
             warnings.warn(_WARNING.format(d.name, where, narrow.name), UserWarning, stacklevel=depth + 1)
         return narrow

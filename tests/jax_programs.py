@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -55,3 +56,17 @@ def check_program(jax: Any, jnp: Any, program: Program, x64: bool, **tolerances:
     (ours, our_out), (theirs, their_out) = run_both(jax, jnp, program, x64)
     assert_same(jax, ours, theirs, x64, **tolerances)
     assert our_out == their_out
+
+
+#: ``FUNGRAPH_ALL_JAX_PROGRAMS=1`` runs every program of a file in both modes. By default a file
+#: runs the cases it lists: JAX compiles each program afresh (1-6 s of CPU per program and mode,
+#: against fungraph's 0.1 s), more than the suite's time budget takes for all of them.
+ALL_PROGRAMS = os.environ.get("FUNGRAPH_ALL_JAX_PROGRAMS") == "1"
+
+
+def program_cases(programs: dict[str, Program], in_suite: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """The (program name, x64) cases to run: ``in_suite``, or all of them with ``ALL_PROGRAMS``."""
+    assert all(name in programs for name, _ in in_suite)
+    if ALL_PROGRAMS:
+        return [(name, x64) for name in sorted(programs) for x64 in (True, False)]
+    return in_suite

@@ -22,6 +22,7 @@ from fungraph import dtypes
 from fungraph._config import ON_TRACING_CHANGE, RANK_PROMOTION
 from fungraph._fp_errors import quiet, restore
 from fungraph.array import DeletedHostArray, HostArray, hosted
+from fungraph.core import ShapeError
 from fungraph.numpy._reductions import accumulating_dtype
 from fungraph.primitives import elementwise as ew
 
@@ -156,6 +157,10 @@ def _binary(name: str, ufunc: Any, fallback: Any, kind: str, reflected: bool) ->
         except OverflowError:
             b = _scalar(other, plan.dtype)
             out = ufunc(b, a) if reflected else ufunc(a, b)
+        except ValueError:
+            # shapes that do not broadcast or contract: fungraph.numpy's error (a ShapeError, the
+            # TypeError JAX raises for `@` and the ValueError it raises for broadcasting)
+            return _hosted_result(fallback(other, self) if reflected else fallback(self, other))
         finally:
             restore(token)
         return _result(out, plan.weak)
@@ -199,7 +204,12 @@ def _viewing(name: str) -> Any:
     numpy_method = getattr(np.ndarray, name)
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        out = numpy_method(self, *args, **kwargs)
+        try:
+            out = numpy_method(self, *args, **kwargs)
+        except np.exceptions.AxisError:
+            raise
+        except ValueError as err:
+            raise ShapeError(f"{name}: {err}") from None
         if self.flags.writeable:
             return out
         return _result(out, self.weak_type)

@@ -466,36 +466,36 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
 
 
 def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
-    """Central differences inside, one-sided (first or second order) at the edges; uniform
-    spacing given by scalars (one per axis, or one for all)."""
-    x = asarray(f)
-    if x.dtype.kind != "f":
-        (x,) = promote(x, to_inexact=True)
+    """Central differences inside, one-sided at the edges, as JAX's: the spacing along each axis
+    is a scalar or the 1-d coordinates of the samples (one for all axes, or one per axis); several
+    axes give a list. ``edge_order=2`` (second-order edges, uniform spacing only) goes beyond JAX."""
+    x, *spacing = promote(asarray(f), *varargs, to_inexact=True)
     axes = normalize_axes(axis, x.ndim, "gradient")
-    if len(varargs) == 0:
-        spacing = [1.0] * len(axes)
-    elif len(varargs) == 1:
-        spacing = [varargs[0]] * len(axes)
-    else:
-        spacing = list(varargs)
-    if len(spacing) != len(axes):
-        raise TypeError("gradient: invalid number of arguments")
+    if not axes:
+        return []
+    if builtins.min(x.shape[ax] for ax in axes) < edge_order + 1:
+        raise ValueError("Shape of array too small to calculate a numerical gradient, "
+                         f"at least {edge_order + 1} elements are required.")
+    if len(spacing) == 0:
+        spacing = [np.asarray(1, x.dtype)] * len(axes)
+    elif len(spacing) == 1:
+        spacing = spacing * len(axes)
+    elif len(spacing) != len(axes):
+        raise TypeError(f"Invalid number of spacing arguments {len(spacing)} for axis={axis}")
     outs = [_gradient_axis(x, ax, h, edge_order) for ax, h in zip(axes, spacing)]
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    return outs[0] if len(outs) == 1 else outs
 
 
 def _gradient_axis(x: Any, ax: int, h: Any, edge_order: int) -> Any:
-    if np.ndim(h) != 0:
-        raise NotImplementedError("gradient: only uniform (scalar) spacing is supported")
     n = x.shape[ax]
-    if n < edge_order + 1:
-        raise ValueError("Shape of array too small to calculate a numerical gradient, "
-                         "at least (edge_order + 1) elements are required.")
-    h = np.asarray(h, x.dtype)
 
     def s(lo: int, hi: int) -> Any:
         return _slice_axis(x, ax, lo, hi)
 
+    if np.ndim(h) == 1:
+        return _gradient_at_coordinates(x, ax, h, edge_order)
+    if np.ndim(h) != 0:
+        raise ValueError("Spacing arrays must be 1D arrays or scalars.")
     inner = ew.div(ew.sub(s(2, n), s(0, n - 2)), ew.mul(np.asarray(2, x.dtype), h))
     if edge_order == 1:
         first = ew.div(ew.sub(s(1, 2), s(0, 1)), h)
@@ -505,6 +505,33 @@ def _gradient_axis(x: Any, ax: int, h: Any, edge_order: int) -> Any:
         first = ew.div(ew.add(ew.add(ew.mul(c[0], s(0, 1)), ew.mul(c[1], s(1, 2))), ew.mul(c[2], s(2, 3))), h)
         last = ew.div(ew.add(ew.add(ew.mul(ew.neg(c[0]), s(n - 1, n)), ew.mul(ew.neg(c[1]), s(n - 2, n - 1))),
                              ew.mul(ew.neg(c[2]), s(n - 3, n - 2))), h)
+    return sh.concatenate([first, inner, last], ax)
+
+
+def _gradient_at_coordinates(x: Any, ax: int, coords: Any, edge_order: int) -> Any:
+    """The gradient along ``ax`` of samples taken at the 1-d ``coords``: the second-order
+    three-point formula of unevenly spaced points inside, one-sided differences at the edges."""
+    n = x.shape[ax]
+    if coords.shape[0] != n:
+        raise ValueError("Spacing arrays must have the same length as the dimension along which the "
+                         f"gradient is calculated: {coords.shape[0]} coordinates for axis {ax} of shape {x.shape}.")
+    if edge_order != 1:
+        raise NotImplementedError("gradient: edge_order=2 takes uniform (scalar) spacing only")
+    shape = [1] * x.ndim
+    shape[ax] = n
+    c = sh.reshape(coords, tuple(shape))
+
+    def s(v: Any, lo: int, hi: int) -> Any:
+        return _slice_axis(v, ax, lo, hi)
+
+    dx1 = ew.sub(s(c, 1, n - 1), s(c, 0, n - 2))
+    dx2 = ew.sub(s(c, 2, n), s(c, 1, n - 1))
+    a = ew.div(ew.neg(dx2), ew.mul(dx1, ew.add(dx1, dx2)))
+    b = ew.div(ew.sub(dx2, dx1), ew.mul(dx1, dx2))
+    d = ew.div(dx1, ew.mul(dx2, ew.add(dx1, dx2)))
+    inner = ew.add(ew.add(ew.mul(a, s(x, 0, n - 2)), ew.mul(b, s(x, 1, n - 1))), ew.mul(d, s(x, 2, n)))
+    first = ew.div(ew.sub(s(x, 1, 2), s(x, 0, 1)), ew.sub(s(c, 1, 2), s(c, 0, 1)))
+    last = ew.div(ew.sub(s(x, n - 1, n), s(x, n - 2, n - 1)), ew.sub(s(c, n - 1, n), s(c, n - 2, n - 1)))
     return sh.concatenate([first, inner, last], ax)
 
 
