@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import sys
 import threading
 import time
 import types
@@ -35,6 +34,14 @@ from fungraph._config import (
     ON_TRACING_CHANGE,
     RANK_PROMOTION,
     tracing_settings,
+)
+from fungraph._donation import (
+    MIXED_REFERENCES,
+    bare_donations,
+    held_keywords,
+    held_positions,
+    memory_owner,
+    owner_counts,
 )
 from fungraph._refs import Ref, closing_over, threading_refs
 from fungraph.array import DeviceArray, HostArray, take_donated, usable_donations
@@ -397,7 +404,7 @@ class Jitted:
         positional, keyword_only = _parameters(self.fun)  # type: ignore[misc]
         order = (*positional, *keyword_only)
         held = frozenset(i for i, n in enumerate(order) if n in held_names or i in held_positions)
-        held_once = _bare_donations(values, self.donate_argnums, self.static_argnums, held) if held else frozenset()
+        held_once = bare_donations(values, self.donate_argnums, self.static_argnums, held) if held else frozenset()
         if held_once:
             return twin._call(values, {}, None, held_once)
         return twin(*values)
@@ -464,11 +471,11 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.donate_argnums and not kwargs:
-            held_once = _bare_donations(args, self.donate_argnums, self.static_argnums)
+            held_once = bare_donations(args, self.donate_argnums, self.static_argnums)
             if held_once:
                 return self._call(args, kwargs, None, held_once)
         if self.donate_argnums and kwargs and not JIT_DISABLED.on:
-            return self._with_keywords(args, kwargs, _held_keywords(kwargs), _held_positions(args, _MIXED_REFERENCES))
+            return self._with_keywords(args, kwargs, held_keywords(kwargs), held_positions(args, MIXED_REFERENCES))
         entry = fast_key = None
         if not kwargs and not self.static_argnums and not JIT_DISABLED.on:
             fast_key = _fast_key(args)
@@ -609,11 +616,11 @@ class Jitted:
     def _prepare(self, leaves: list[Any], entry: _Entry, held_once: frozenset[int] = frozenset()) -> list[Any]:
         arrays = [_as_input(x) for x in leaves]
         if entry.compiled is not None and any(entry.compiled.executable.donated):
-            owners = _owner_counts(arrays)
+            owners = owner_counts(arrays)
             for i, d in enumerate(entry.compiled.executable.donated):
                 if not d or isinstance(arrays[i], DeviceArray):
                     continue
-                shared = (owners is None or owners[id(_memory_owner(arrays[i]))] > 1) and any(
+                shared = (owners is None or owners[id(memory_owner(arrays[i]))] > 1) and any(
                     j != i and isinstance(b, np.ndarray) and np.may_share_memory(arrays[i], b)
                     for j, b in enumerate(arrays))
                 if shared or not take_donated(leaves, arrays, i, i in held_once):
@@ -656,103 +663,6 @@ class Jitted:
     def last_incremental(self) -> Any:
         """The incremental executable of the most recent signature (for inspection in tests)."""
         return next(reversed(self._caches.incremental.values()), None)
-
-
-class _ReferenceProbe:
-    """Called as a :class:`Jitted` is, it counts the references a call's machinery (the caller's
-    stack, the ``*args`` tuple, the ``**kwargs`` dict) adds to an argument: of the first
-    positional one, else of the keyword argument ``x``."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> int:
-        if args:
-            return sys.getrefcount(args[0])
-        return _keyword_references(kwargs)["x"]
-
-
-def _keyword_references(kwargs: dict[str, Any]) -> dict[str, int]:
-    return {name: sys.getrefcount(kwargs[name]) for name in kwargs}
-
-
-def _caller_references() -> tuple[int, int, int] | None:
-    """What ``sys.getrefcount`` reads in ``Jitted.__call__`` of an argument one name of the
-    caller's holds and nothing else: passed positionally alone, positionally beside a keyword
-    argument, and by keyword; None where counts are not exact (not CPython), which leaves bare
-    arguments to be copied."""
-    if sys.implementation.name != "cpython":
-        return None
-    held = object()
-    other = object()
-    return _ReferenceProbe()(held), _ReferenceProbe()(held, x=other), _ReferenceProbe()(x=held)
-
-
-_COUNTS = _caller_references()
-_CALLER_REFERENCES = None if _COUNTS is None else _COUNTS[0]
-_MIXED_REFERENCES = None if _COUNTS is None else _COUNTS[1]
-_KEYWORD_REFERENCES = None if _COUNTS is None else _COUNTS[2]
-
-
-def _held_positions(args: tuple, references: int | None) -> frozenset[int]:
-    """The positions of the bare host results among ``args`` that only the caller's name holds
-    (``sys.getrefcount`` reads no more than ``references``)."""
-    if references is None:
-        return frozenset()
-    return frozenset(j for j in range(len(args))
-                     if args[j].__class__ is HostArray and sys.getrefcount(args[j]) <= references)
-
-
-def _held_keywords(kwargs: dict[str, Any]) -> frozenset[str]:
-    """The names of the bare host results among the keyword arguments ``kwargs`` (of a
-    ``Jitted.__call__``) that only the caller's name holds."""
-    if _KEYWORD_REFERENCES is None:
-        return frozenset()
-    counts = _keyword_references(kwargs)
-    return frozenset(name for name, value in kwargs.items()
-                     if value.__class__ is HostArray and counts[name] <= _KEYWORD_REFERENCES)
-
-
-def _bare_donations(args: tuple, donate_argnums: tuple[int, ...], static_argnums: tuple[int, ...],
-                    held: frozenset[int] | None = None) -> frozenset[int]:
-    """The leaf indices of donated positional arguments that are bare host results held by no
-    more than one name of the caller's (counted here, before the call adds references of its
-    own, or given as the positions ``held``), which :func:`take_donated` may then update in
-    place as it does a pytree's leaves."""
-    if _CALLER_REFERENCES is None or not any(a.__class__ is HostArray for a in args):
-        return frozenset()  # no bare result to count (spares flattening every pytree argument)
-    found = []
-    leaf = 0
-    for j in range(len(args)):
-        if j in static_argnums:
-            continue
-        if args[j].__class__ is not HostArray:
-            leaf += len(tree_flatten(args[j])[0])
-            continue
-        once = j in held if held is not None else sys.getrefcount(args[j]) <= _CALLER_REFERENCES
-        if j in donate_argnums and once:
-            found.append(leaf)
-        leaf += 1
-    return frozenset(found)
-
-
-def _memory_owner(a: np.ndarray) -> np.ndarray | None:
-    """The array that owns ``a``'s memory; None when numpy owns none of it (a buffer from
-    elsewhere, which views numpy cannot trace back may share)."""
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a if a.base is None else None
-
-
-def _owner_counts(arrays: Sequence[Any]) -> dict[int, int] | None:
-    """How many of ``arrays`` lie in each owner's memory (by the owner's id), so that a
-    donated input alone in its owner's memory skips the pairwise overlap test (48 of them for
-    a three-layer MLP's step); None when some array's owner is unknown."""
-    counts: dict[int, int] = {}
-    for a in arrays:
-        if isinstance(a, np.ndarray):
-            owner = _memory_owner(a)
-            if owner is None:
-                return None
-            counts[id(owner)] = counts.get(id(owner), 0) + 1
-    return counts
 
 
 def _as_input(x: Any) -> Any:
