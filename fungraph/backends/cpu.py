@@ -106,6 +106,13 @@ def _held_steps(program: list[tuple]) -> list[tuple] | bool:
     fixed array (arena view), None (a view the lowering makes), ``j >= 0`` for ``into[j]`` or
     ``-1 - s`` for the donated input in slot ``s``; False when a step allocates (a value
     outside the plan), which :meth:`CpuExecutable.held` leaves to :meth:`CpuExecutable.run`."""
+    return _resolved_steps(program, lambda a: False if a[0] < 0 else a[0])
+
+
+def _resolved_steps(program: list[tuple], allocated: Callable[[tuple], Any]) -> list[tuple] | bool:
+    """``program``'s steps with each output buffer's spec: its fixed array or view (None),
+    ``-1 - s`` for the donated input in slot ``s``, else ``allocated(alloc)``; False as soon as
+    that is False."""
     steps = []
     for fn, ins, outs, fixed, alloc, params, multi in program:
         spec: list[Any] = []
@@ -114,10 +121,11 @@ def _held_steps(program: list[tuple]) -> list[tuple] | bool:
                 spec.append(f)
             elif a[0] == "donated":
                 spec.append(-1 - a[1])
-            elif a[0] < 0:
-                return False
             else:
-                spec.append(a[0])
+                got = allocated(a)
+                if got is False:
+                    return False
+                spec.append(got)
         steps.append((fn, ins, outs, tuple(spec), params, multi))
     return steps
 
@@ -346,17 +354,9 @@ class CpuExecutable:
         inputs to the outputs' values, each output buffer outside the arena got by a bound
         :meth:`_buffer` call: a training step's ~50 small equations then pay no per-equation
         list building and ``env`` indexing (interpreted, 0.9 us an equation)."""
-        steps = []
-        for fn, ins, outs, fixed, alloc, params, multi in buffers.program:
-            spec: list[Any] = []
-            for f, a in zip(fixed, alloc):
-                if a is None:
-                    spec.append(f)
-                elif a[0] == "donated":
-                    spec.append(-1 - a[1])
-                else:
-                    spec.append(functools.partial(self._buffer, a, None, buffers.env, buffers.recycled))
-            steps.append((fn, ins, outs, tuple(spec), params, multi))
+        steps = _resolved_steps(buffers.program,
+                                lambda a: functools.partial(self._buffer, a, None, buffers.env, buffers.recycled))
+        assert steps is not False
         buffers.run_step = _step_function(steps, buffers.env, self.input_slots, (), (), 0, self.output_slots)
         return buffers.run_step
 
