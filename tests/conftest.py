@@ -18,11 +18,6 @@ import fungraph
 
 fungraph.config.update("jax_enable_x64", True)
 
-# The JAX oracle compiles thousands of small programs, most of its cost in the suite; JAX's own
-# switch for its test suite skips XLA's backend optimisations (about 15% of a compile). Values
-# stay JAX's within its last bit, which the tests' tolerances (and 1-ulp checks) allow.
-os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
-
 # the native CPU engine's builds go to a folder of this test process, never the user's cache
 if "FUNGRAPH_NATIVE_CACHE" not in os.environ:
     os.environ["FUNGRAPH_NATIVE_CACHE"] = tempfile.mkdtemp(prefix="fungraph-native-tests-")
