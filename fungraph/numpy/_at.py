@@ -285,7 +285,10 @@ class IndexUpdateRef:
         of ``v`` along that axis (an embedding gradient, a segment sum), O(x + v), updates at
         out-of-bounds indices dropped: sent to a spare last row along ``axis`` that a slice
         then leaves out (a pass over the indices, where masking the updates passes over them)."""
+        from fungraph.numpy._indexing import observe_getitem
+
         x = self._x
+        observe_getitem(x, self._idx, "scatter")  # checkify: the scatter below sees only in-bounds positions
         xshape = aval(x).shape
         d = xshape[axis]
         shape = xshape[:axis] + aval(idx).shape + xshape[axis + 1:]
