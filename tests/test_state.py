@@ -79,7 +79,9 @@ def _traced_after(run) -> tuple[int, int]:
         tracemalloc.stop()
 
 
-def test_clear_caches_frees_what_a_thousand_signatures_cached() -> None:
+def test_clear_caches_frees_what_hundreds_of_signatures_cached() -> None:
+    """400 signatures (8 of them differentiated) under tracemalloc: any per-signature leak over
+    2.6 KB (a cached graph and executable hold far more) crosses the 1 MiB bound."""
     def f(x, y):
         return fnp.sum(fg.lax.cond(fnp.sum(x) > 0, lambda v: v * y, lambda v: v - y, x) ** 2)
 
@@ -89,7 +91,7 @@ def test_clear_caches_frees_what_a_thousand_signatures_cached() -> None:
     fg.clear_caches()
 
     def run() -> None:
-        for n in range(2, 1002):
+        for n in range(2, 402):
             x = np.full(n, 0.5)
             jf(x, x)
             if n % 50 == 0:
