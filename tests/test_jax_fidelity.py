@@ -392,7 +392,7 @@ def test_lax_argument_checks_and_product_dtypes_are_jax_s() -> None:
     calls = [lambda L: L.top_k(np.arange(5.0), 1.0), lambda L: L.top_k(np.arange(5.0), np.int64(2)),
              lambda L: L.sort_key_val(1.0, 2.0), lambda L: L.sort_key_val([3.0, 1.0], np.arange(2.0)),
              lambda L: L.sort_key_val(np.array([3.0, 1.0]), np.arange(2)),
-             *[lambda L, y=y: L.integer_pow(np.arange(1.0, 4.0), y) for y in (0.0, 2.0, -1.0, 4.0, 1.5)],
+             *[lambda L, y=y: L.integer_pow(np.arange(1.0, 4.0), y) for y in (0.0, 2.0, -1.0, 1.5)],
              lambda L: L.integer_pow(np.arange(3), -1.0),
              *[lambda L, p=p, q=q: L.dot_general(a.astype(p), b.astype(q), dims)
                for p, q in [("int32", "uint32"), ("int8", "uint8"), ("float16", "float32"), ("complex64", "float64")]],
@@ -406,6 +406,10 @@ def test_lax_argument_checks_and_product_dtypes_are_jax_s() -> None:
         with _in_mode(mode):
             assert _outcomes(flax, calls) == _outcomes(jlax, calls)
             assert _outcomes(fg.nn, lengths) == _outcomes(jax.nn, lengths)
+            # JAX's lowering refuses y=4.0 unless its cache holds an integer_pow of y=4 (4.0 == 4
+            # as a key), so its outcome depends on what ran before; fungraph refuses it always
+            with pytest.raises(TypeError):
+                flax.integer_pow(np.arange(1.0, 4.0), 4.0)
             got = flax.dot_general(np.full((2, 3), -1, np.int32), np.full((3, 2), 3_000_000_000, np.uint32), dims)
             want = jlax.dot_general(np.full((2, 3), -1, np.int32), np.full((3, 2), 3_000_000_000, np.uint32), dims)
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
